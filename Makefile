@@ -1,0 +1,115 @@
+# timewrite: build every variant of the build matrix, run the tests, run the report.
+#
+#   make                 build every variant into build/
+#   make list-variants   print the variant names, one per line
+#   make test            install what is missing (as root), build, run the tests
+#   make report          install what is missing (as root), build, measure, report
+#   make bench           the per-call benchmark with its accuracy and precision figures
+#
+# The matrix lives in variants/matrix; this file only expands it.  Objects are
+# built once per flavour, bits plus syscall ABI (64-x86_64, 64-i386, 32-i386):
+# the 64-bit int80 variant is 64-bit code that must use i386 numbers.
+
+SHELL      := /bin/bash
+BUILD      := build
+OBJ        := $(BUILD)/obj
+CC         ?= cc
+NASM       ?= nasm
+PYTHON     ?= python3
+VENV       := .venv
+VPY        := $(VENV)/bin/python
+CFLAGS     ?= -O2 -g
+TW_CFLAGS  := -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Itimewrite
+LDFLAGS    ?=
+
+# Flavour-specific flags.  32-bit links are -no-pie: vdso.asm loads
+# tw_vsyscall by absolute address, which a PIE would need a text relocation for.
+FLAGS_64-x86_64 := -m64
+FLAGS_64-i386   := -m64 -DTW_ABI32
+FLAGS_32-i386   := -m32 -DTW_ABI32 -no-pie -fno-pie
+NASMFMT_64      := elf64
+NASMFMT_32      := elf32
+
+PROGRAMS := timewrite syscost
+# Programs that measure libc's own buffering and writev; no mechanism stub.
+LIBC_PROGRAMS := wvbench
+
+# Rows of the matrix as bits:abi:mechanism:obj1:obj2...
+ROWS := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' variants/matrix | tr -s ' \t' '::' | sed 's/:$$//')
+
+row_bits = $(word 1,$(subst :, ,$1))
+row_abi  = $(word 2,$(subst :, ,$1))
+row_mech = $(word 3,$(subst :, ,$1))
+row_objs = $(wordlist 4,99,$(subst :, ,$1))
+row_flav = $(call row_bits,$1)-$(call row_abi,$1)
+# asm/64/syscall -> build/obj/64-x86_64/asm/syscall.o; libc -> build/obj/<flav>/libc.o
+obj_path = $(if $(filter asm/%,$2),$(OBJ)/$1/asm/$(notdir $2).o,$(OBJ)/$1/$2.o)
+
+VARIANTS := $(foreach r,$(ROWS),$(call row_bits,$r)-$(call row_mech,$r))
+BINARIES := $(foreach p,$(PROGRAMS),$(addprefix $(BUILD)/$p-,$(VARIANTS))) \
+            $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
+            $(BUILD)/timewrite
+
+.PHONY: all list-variants deps venv test report bench clean distclean
+all: $(BINARIES)
+
+list-variants:
+	@for v in $(VARIANTS); do echo "$$v"; done
+
+# One link rule per program and matrix row.
+define VARIANT_RULES
+$(BUILD)/$2-$(call row_bits,$1)-$(call row_mech,$1): $(OBJ)/$(call row_flav,$1)/$2.o $(OBJ)/$(call row_flav,$1)/probe.o $(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
+	$$(CC) $$(FLAGS_$(call row_flav,$1)) $$(LDFLAGS) -o $$@ $$^ -lm
+endef
+$(foreach r,$(ROWS),$(foreach p,$(PROGRAMS),$(eval $(call VARIANT_RULES,$r,$p))))
+
+$(BUILD)/timewrite: $(BUILD)/timewrite-64-libc
+	ln -sf timewrite-64-libc $@
+
+$(BUILD)/wvbench-64: $(OBJ)/64-x86_64/wvbench.o
+	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
+$(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o
+	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm
+
+# Static pattern rules: each C source builds in every flavour.
+HEADERS := $(wildcard timewrite/*.h)
+FLAVOURS := 64-x86_64 64-i386 32-i386
+define FLAVOUR_RULES
+$(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
+	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
+$(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
+	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
+$(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm asm/include/tw.inc | $(OBJ)/$1/asm
+	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -o $$@ $$<
+$(OBJ)/$1/asm:
+	mkdir -p $$@
+endef
+$(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
+
+# --- set-up, tests, report -------------------------------------------------
+
+deps:
+	@scripts/deps.sh
+
+$(VENV)/.stamp: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+venv: deps $(VENV)/.stamp
+
+test: deps
+	@$(MAKE) --no-print-directory all venv
+	$(VPY) -m pytest tests $(PYTEST_ARGS)
+
+report: deps
+	@$(MAKE) --no-print-directory all venv
+	$(VPY) scripts/tw run $(REPORT_ARGS)
+
+bench: deps
+	@$(MAKE) --no-print-directory all venv
+	$(VPY) scripts/tw bench --accuracy $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BUILD)
+distclean: clean
+	rm -rf $(VENV)

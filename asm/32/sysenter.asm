@@ -1,0 +1,61 @@
+; asm/32/sysenter.asm: enter the kernel with sysenter, as the vDSO does on Intel.
+;
+; Contract (i386 cdecl):
+;   long tw_syscall3(long nr, long a1, long a2, long a3)
+;   in:  [esp+4] nr (i386 table), [esp+8] a1, [esp+12] a2, [esp+16] a3
+;   out: eax = raw kernel result; -4095..-1 is -errno
+;   clobbers: eax, ecx, edx; ebx and ebp are saved and restored
+;
+; Why this file exists: sysenter (Intel, Pentium II on) is the fast 32-bit
+; entry Linux has used through the vDSO since 2.5.53.  Writing it by hand
+; shows what __kernel_vsyscall hides.
+;
+; WARNING: sysenter saves neither the return address nor the user stack
+; pointer.  The kernel (entry_SYSENTER_compat, do_fast_syscall_32 in
+; arch/x86/entry/syscall_32.c) therefore does not return after this
+; instruction: it returns to the vDSO's int80_landing_pad, which runs
+;	pop ebp; pop edx; pop ecx; ret
+; and it takes the user stack pointer from ebp.  So we must build exactly
+; the frame __kernel_vsyscall builds (arch/x86/entry/vdso/vdso32/system_call.S):
+; push ecx, edx, ebp, then ebp = esp, and reach the sysenter by a call, so
+; that the landing pad's ret comes back to us.  The kernel also reloads ebp
+; from [esp] (it is the sixth argument slot), which is why ebp is pushed.
+; Without that frame the process crashes on return.  The landing pad lives
+; in the vDSO, so a kernel booted with vdso32=0 cannot support this stub.
+;
+; CPU support: AMD CPUs raise #UD (SIGILL) for sysenter in compatibility
+; mode (32-bit code under a 64-bit kernel); Intel CPUs support it.
+
+%include "tw.inc"
+
+bits 32
+section .text
+
+global tw_syscall3:function
+tw_syscall3:
+	push	ebx
+	push	ebp			; ebp is callee-saved; the landing pad pops our copy
+	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
+	mov	ebx, [esp+16]		; a1
+	mov	ecx, [esp+20]		; a2
+	mov	edx, [esp+24]		; a3
+	call	.enter			; the landing pad's ret returns here
+	pop	ebp
+	pop	ebx
+	ret
+.enter:
+	push	ecx			; the frame __kernel_vsyscall pushes,
+	push	edx			; in its order: the landing pad pops
+	push	ebp			; ebp, edx, ecx and then rets
+	mov	ebp, esp		; sysenter loses esp; the kernel reads it from ebp
+	sysenter
+	; Never reached: the kernel returns to the vDSO landing pad.  Should a
+	; kernel ever return here, trap rather than run into whatever follows.
+	ud2
+
+section .rodata
+global tw_mechanism:data, tw_mech_hint:data
+tw_mechanism:	db "sysenter", 0
+tw_mech_hint:	db "AMD CPUs raise #UD for sysenter from 32-bit code under a 64-bit kernel; the landing pad also needs the 32-bit vDSO", 0
+
+TW_NOEXEC_STACK

@@ -1,0 +1,1 @@
+"""twtools: measuring, tracing and reporting for timewrite.  See docs/architecture.md."""

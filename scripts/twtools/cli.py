@@ -1,0 +1,44 @@
+"""The `tw` command: one subcommand per module, each with add_arguments() and main()."""
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help).  Modules are imported only when their
+# command runs, so a broken or slow import in one never affects the others.
+COMMANDS = {
+    "doctor": ("doctor", "which instruments work here, and why not"),
+    "explain": ("explain", "how this machine enters the kernel, with live disassembly and costs"),
+    "vdso": ("entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
+    "classify-libc": ("entrypath", "tell how a libc's write() enters the kernel"),
+    "bench": ("bench", "per-call cost of each mechanism and operation (syscost matrix)"),
+    "sweep": ("sweep", "the seed and TLPI buffer-size sweeps over every variant"),
+    "trace": ("tracers", "run variants under perf, strace and bpftrace"),
+    "attribute": ("attribution", "split each call into loop, entry/exit, body and waiting"),
+    "observer": ("observer", "nanoseconds per call each tracer adds"),
+    "run": ("run", "the whole investigation: measure everything, then report"),
+    "report": ("report", "write report.md/report.html from a results directory"),
+    "compare": ("compare", "compare several results directories"),
+}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="tw",
+        description="timewrite: compare, trace and explain how programs enter the Linux kernel.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, helptext) in COMMANDS.items():
+        sub.add_parser(name, help=helptext, add_help=False)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        if argv and argv[0] not in ("-h", "--help"):
+            parser.print_usage(sys.stderr)
+            print(f"tw: unknown command '{argv[0]}'; see tw --help", file=sys.stderr)
+            return 2
+        parser.print_help()
+        return 0 if argv else 2
+    name = argv[0]
+    module = importlib.import_module(f"twtools.{COMMANDS[name][0]}")
+    cmd = argparse.ArgumentParser(prog=f"tw {name}", description=COMMANDS[name][1])
+    module.add_arguments(cmd, name)
+    args = cmd.parse_args(argv[1:])
+    return module.main(args, name) or 0

@@ -1,0 +1,114 @@
+"""Paths, the build matrix, running programs, JSON files and progress messages."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+TRACES = ROOT / "traces"
+MATRIX = ROOT / "variants" / "matrix"
+REFERENCE = ROOT.parent / "shared" / "reference"  # the seed's published numbers, if present
+
+EXIT_UNSUPPORTED = 77
+
+
+def variants():
+    """The rows of variants/matrix as dicts: name ('64-libc'), bits, abi, mechanism."""
+    rows = []
+    for line in MATRIX.read_text().splitlines():
+        line = line.split("#", 1)[0].split()
+        if not line:
+            continue
+        bits, abi, mech = line[:3]
+        rows.append({"name": f"{bits}-{mech}", "bits": int(bits), "abi": abi, "mechanism": mech})
+    return rows
+
+
+def binary(program, variant):
+    """build/<program>-<variant>, e.g. binary('timewrite', '32-int80')."""
+    return BUILD / f"{program}-{variant}"
+
+
+def probe(program, variant):
+    """(supported, reason) for one variant, by running its --probe.
+
+    A binary that is missing, or that the kernel cannot execute (no IA32
+    emulation for 32-bit programs), is unsupported with that reason."""
+    path = binary(program, variant)
+    if not path.exists():
+        return False, f"{path.name} is not built (run make)"
+    try:
+        p = subprocess.run([str(path), "--probe"], capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        return False, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
+    if p.returncode == 0:
+        return True, None
+    why = p.stderr.strip().splitlines()
+    why = why[-1] if why else f"exit status {p.returncode}"
+    # "prog: mech: unsupported: reason" -> "reason"
+    return False, why.split("unsupported: ", 1)[-1]
+
+
+def probe_all(program="timewrite"):
+    """Every matrix row with 'supported' and 'reason' filled in."""
+    out = []
+    for v in variants():
+        ok, why = probe(program, v["name"])
+        out.append(dict(v, supported=ok, reason=why))
+    return out
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+def which(cmd):
+    return shutil.which(cmd)
+
+
+def run(cmd, timeout=600, check=False, **kw):
+    """subprocess.run with text output captured and a timeout; cmd items become str."""
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    return subprocess.run([str(c) for c in cmd], timeout=timeout, check=check, **kw)
+
+
+def write_json(path, obj):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=False, default=_jsonable) + "\n")
+    tmp.replace(path)
+
+
+def read_json(path, default=None):
+    path = Path(path)
+    if not path.exists():
+        return default
+    return json.loads(path.read_text())
+
+
+def _jsonable(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def progress(msg):
+    """One progress line on stderr, so stdout stays machine-readable."""
+    print(f"tw: {msg}", file=sys.stderr, flush=True)
+
+
+def warn(msg, todo):
+    """A warning that says what happened and what to do next."""
+    print(f"tw: warning: {msg}; {todo}", file=sys.stderr, flush=True)
+
+
+def blind(why):
+    """The value of a figure an instrument could not see: never 0."""
+    return {"value": None, "why": why}
