@@ -1,0 +1,81 @@
+"""The main job end to end: `tw run --quick` measures every stage and writes a report.
+
+This is the README's first command in its quick mode.  It breaks when any stage
+stops producing its file, when a stage's output no longer matches what the
+report reads, or when the report cannot be rebuilt from the directory alone
+(measuring and reporting must stay separate)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+TW = [sys.executable, str(ROOT / "scripts" / "tw")]
+STAGE_FILES = ["meta.json", "fingerprint.json", "variants.json", "percall.json",
+               "sweep_seed.json", "sweep_tlpi.json", "writev.json", "stdio.json",
+               "tracers.json", "latency.json", "attribution.json", "observer.json",
+               "verdict.json", "results.json"]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, build):
+    out = tmp_path_factory.mktemp("results") / "quick"
+    p = subprocess.run(TW + ["run", "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return out, p
+
+
+def test_every_stage_succeeds(quick_run):
+    out, p = quick_run
+    meta = json.loads((out / "meta.json").read_text())
+    failed = {k: v.get("error") for k, v in meta["stages"].items() if not v["ok"]}
+    if os.geteuid() == 0:
+        assert not failed, f"stages failed: {failed}\n{p.stderr[-3000:]}"
+    assert p.returncode == (1 if failed else 0), p.stderr[-3000:]
+    assert meta["mode"] == "quick"
+
+
+def test_writes_every_file(quick_run):
+    out, _ = quick_run
+    missing = [f for f in STAGE_FILES if not (out / f).exists()]
+    assert not missing, f"missing: {missing}"
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["schema"] == "timewrite-results/1"
+    assert {"percall", "fingerprint", "verdict"} <= set(merged)
+
+
+def test_last_line_is_the_report(quick_run):
+    out, p = quick_run
+    last = p.stdout.strip().splitlines()[-1]
+    assert os.path.samefile(last if os.path.isabs(last) else ROOT / last, out / "report.md")
+    assert (out / "report.html").exists()
+
+
+def test_progress_goes_to_stderr(quick_run):
+    _, p = quick_run
+    assert "[1/" in p.stderr and "doctor" in p.stderr
+    assert "[1/" not in p.stdout
+
+
+def test_report_rebuilds_identically(quick_run, tmp_path):
+    out, _ = quick_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for f in ("report.md", "report.html", "verdict.json"):
+        (copy / f).unlink()
+    p = subprocess.run(TW + ["report", str(copy)], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert (copy / "report.md").read_text() == (out / "report.md").read_text()
+    assert (copy / "report.html").read_text() == (out / "report.html").read_text()
+
+
+def test_verdict_is_one_of_three(quick_run):
+    out, _ = quick_run
+    v = json.loads((out / "verdict.json").read_text())
+    assert v["verdict"] in ("supported", "refuted", "inconclusive")
+    assert v["sentence"] and v["sentence"] in (out / "report.md").read_text()
