@@ -50,8 +50,11 @@ BINARIES := $(foreach p,$(PROGRAMS),$(addprefix $(BUILD)/$p-,$(VARIANTS))) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: all list-variants deps venv test report bench clean distclean
-all: $(BINARIES)
+.PHONY: all binaries list-variants deps build-deps venv test report bench clean distclean
+# `make` first checks (and as root installs) the compilers, then builds.
+all: build-deps
+	@$(MAKE) --no-print-directory binaries
+binaries: $(BINARIES)
 
 list-variants:
 	@for v in $(VARIANTS); do echo "$$v"; done
@@ -90,6 +93,8 @@ $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
 
 deps:
 	@scripts/deps.sh
+build-deps:
+	@scripts/deps.sh build
 
 $(VENV)/.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)

@@ -4,6 +4,7 @@
 # As root, missing Debian/Ubuntu packages are installed with apt-get.  As any
 # other user nothing is installed: the exact command to run is printed and the
 # script exits 1, so `make test` and `make report` stop before a half-built run.
+# `deps.sh build` checks only what `make` needs to compile (gcc, multilib, nasm).
 # Each check tests the capability (gcc -m32 links, python3 -m venv works), not
 # only the presence of a command, because that is what fails on a fresh box.
 set -u
@@ -23,6 +24,7 @@ need gcc         command -v gcc
 need gcc-multilib gcc -m32 -o "$tmp/t32" "$tmp/t.c"
 need nasm        command -v nasm
 need binutils    command -v objdump
+if [ "${1:-all}" != build ]; then
 need strace      command -v strace
 need bpftrace    command -v bpftrace
 need python3-venv python3 -m venv --without-pip "$tmp/venv"
@@ -34,11 +36,12 @@ if [ "$distro" = ubuntu ]; then
 else
 	need linux-perf  perf --version
 fi
+fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 cmd="apt-get install -y ${missing[*]}"
-if [ "$(id -u)" -ne 0 ]; then
+if [ "$EUID" -ne 0 ]; then
 	echo "timewrite: missing packages: ${missing[*]}" >&2
 	echo "timewrite: run as root:  apt-get update && $cmd" >&2
 	exit 1
