@@ -1,1 +1,813 @@
-int main(void){return 0;}
+/*
+ * syscost.c: what one system call costs through the linked mechanism.
+ *
+ * Usage: syscost [--op OP] [--size N] [--calls N] [--batches K] [--cpu N]
+ *                [--clock auto|tsc|monotonic] [--format json|table] ...
+ *        syscost --probe
+ *
+ * Like timewrite, this file is written once and linked against one
+ * mechanism (variants/matrix): every timed call goes through tw_syscall3()
+ * and every buffer the kernel reads comes from tw_alloc(), so the same loop
+ * measures int 0x80, sysenter, syscall, the vDSO or glibc.
+ *
+ * Method, and why:
+ *
+ * - Batches, not single calls.  A call costs 50 ns to a few µs; reading a
+ *   clock costs 10-30 ns and has its own granularity, so one call per reading
+ *   would mostly measure the clock.  Each batch runs N calls between two
+ *   clock readings, with N chosen (unless --calls) so that a batch lasts at
+ *   least --batch-ms (1 ms): the two readings are then < 0.01% of it.  K
+ *   batches give K samples of ns per call, so the caller can state a spread
+ *   and a confidence interval instead of one number.
+ *
+ * - The TSC when it is invariant (CPUID 0x80000007 EDX bit 8: it ticks at a
+ *   constant rate through frequency changes and idle states), read as
+ *   lfence;rdtsc before and rdtscp;lfence after, so that the loop cannot
+ *   drift across the readings.  Its rate is measured here against
+ *   CLOCK_MONOTONIC_RAW over --calibrate-ms (50 ms) and reported, not taken
+ *   from a table.  Without an invariant TSC (or with --clock monotonic),
+ *   clock_gettime(CLOCK_MONOTONIC_RAW) is used instead; it is slower to read
+ *   but the batch length makes that irrelevant.
+ *
+ * - Loop subtraction.  The timed loop calls the mechanism through a
+ *   function pointer the compiler cannot see through, and checks every
+ *   result.  The same loop, calling a function with the same signature that
+ *   returns the expected value without entering the kernel, is timed before
+ *   each batch (at least 100000 calls); the median of its cost per call
+ *   (loop_ns_per_call, about 2 ns: an indirect call and return) is
+ *   subtracted from every batch.  What remains is the mechanism's stub plus the kernel's
+ *   entry, dispatch, work and exit.  The raw figures are reported as well.
+ *
+ * - Pinning.  The process is pinned to one CPU (--cpu, default the last
+ *   allowed one) so that a migration cannot land inside a batch and the TSC
+ *   is read on a single core throughout.
+ *
+ * - Warm-up.  At least --warmup-ms (20 ms) of the very calls being measured
+ *   run before the first batch: caches, branch predictors, the page cache
+ *   pages of the output file and the CPU clock all reach their steady state.
+ *
+ * - Every result is checked: null must give -ENOSYS, getppid the parent's
+ *   pid, write exactly the size asked.  One wrong result anywhere stops the
+ *   run with exit 1; a cost of a call that did not do its work is no cost.
+ *
+ * Operations:
+ *   null           an invalid syscall number (TW_NR_invalid): entry, dispatch
+ *                  and exit, no work; the kernel answers -ENOSYS
+ *   getppid        the classic cheapest real call (what perf bench uses)
+ *   write-devnull  write --size bytes (1) to /dev/null: the write path
+ *                  without a file system
+ *   write-file     write --size bytes (256) to a regular file: page-cache
+ *                  copy.  The file is rewound (lseek, untimed) before every
+ *                  batch and every warm-up pass, so measured calls overwrite
+ *                  cached pages of a file that ends calls_per_batch * size
+ *                  bytes long; no timed call allocates blocks.
+ *   write-sync     the same with O_SYNC: every call waits for the device
+ *
+ * Output: one JSON object (docs/syscost.md has the schema) or one line.
+ * Exit 0 measured; 1 run-time error or a wrong syscall result; 2 bad usage;
+ * 77 the mechanism does not work here (the probe's reason is on stderr).
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cpuid.h>
+#include <err.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tw_syscall.h"
+#include "tw_sysnr.h"
+
+#define MAX_BATCHES	10000
+#define MAX_CALLS	100000000L
+#define MAX_SIZE	(64L << 20)
+#define EMPTY_MIN_CALLS	100000L	/* the empty loop runs at least this many */
+
+#ifdef TW_ABI32
+#define ABI_NAME "i386"
+#else
+#define ABI_NAME "x86_64"
+#endif
+
+extern const char *__progname;
+
+enum op { OP_NULL, OP_GETPPID, OP_WRITE_DEVNULL, OP_WRITE_FILE, OP_WRITE_SYNC, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {
+	"null", "getppid", "write-devnull", "write-file", "write-sync",
+};
+
+enum clk { CLK_TSC, CLK_MONO };
+
+typedef long (*call3_fn)(long, long, long, long);
+
+/* One call, its arguments and the only result accepted. */
+struct call {
+	long nr, a1, a2, a3;
+	long expect;
+};
+
+struct opts {
+	enum op op;
+	long size;		/* -1: the op's default */
+	long calls;		/* 0: auto */
+	long batches;
+	long cpu;		/* -1: do not pin; -2: default (last allowed CPU) */
+	int clock;		/* -1 auto, else enum clk */
+	int table;
+	double batch_ms, warmup_ms, calibrate_ms;
+	double tsc_hz;		/* 0: measure */
+	const char *file;
+};
+
+static enum clk clk;
+static int have_rdtscp;
+static double tsc_hz;		/* ticks per second; 1e9 for CLK_MONO */
+
+/* ---- clocks ------------------------------------------------------------ */
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC_RAW, &ts) == -1)
+		err(1, "clock_gettime(CLOCK_MONOTONIC_RAW)");
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t
+tsc_begin(void)
+{
+	uint32_t lo, hi;
+
+	/* lfence before: earlier work is done; after: the loop cannot start early. */
+	__asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi) : : "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static inline uint64_t
+tsc_end(void)
+{
+	uint32_t lo, hi, aux;
+
+	if (have_rdtscp)	/* rdtscp waits for every earlier instruction */
+		__asm__ __volatile__("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux) : : "memory");
+	else
+		__asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi) : : "memory");
+	(void)aux;
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static inline uint64_t
+clk_begin(void)
+{
+	return clk == CLK_TSC ? tsc_begin() : mono_ns();
+}
+
+static inline uint64_t
+clk_end(void)
+{
+	return clk == CLK_TSC ? tsc_end() : mono_ns();
+}
+
+static double
+ticks_to_ns(uint64_t t)
+{
+	return (double)t * 1e9 / tsc_hz;
+}
+
+/* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every state. */
+static int
+invariant_tsc(void)
+{
+	unsigned a, b, c, d;
+
+	if (__get_cpuid_max(0x80000000, NULL) < 0x80000007)
+		return 0;
+	__cpuid(0x80000007, a, b, c, d);
+	return (d >> 8) & 1;
+}
+
+static int
+cpu_has_rdtscp(void)
+{
+	unsigned a, b, c, d;
+
+	if (__get_cpuid_max(0x80000000, NULL) < 0x80000001)
+		return 0;
+	__cpuid(0x80000001, a, b, c, d);
+	return (d >> 27) & 1;
+}
+
+/* A (monotonic ns, TSC) pair read as close together as this CPU allows. */
+static void
+clock_pair(uint64_t *ns, uint64_t *tsc)
+{
+	uint64_t best = UINT64_MAX;
+	int i;
+
+	for (i = 0; i < 9; i++) {
+		uint64_t n0 = mono_ns(), t = tsc_begin(), n1 = mono_ns();
+
+		if (n1 - n0 < best) {
+			best = n1 - n0;
+			*ns = n0 + (n1 - n0) / 2;
+			*tsc = t;
+		}
+	}
+}
+
+/* TSC ticks per second, measured against CLOCK_MONOTONIC_RAW. */
+static double
+calibrate_tsc(double ms)
+{
+	uint64_t ns0, t0, ns1, t1, until;
+
+	clock_pair(&ns0, &t0);
+	until = ns0 + (uint64_t)(ms * 1e6);
+	while (mono_ns() < until)
+		;	/* busy: the CPU stays awake and at speed */
+	clock_pair(&ns1, &t1);
+	if (ns1 <= ns0 || t1 <= t0)
+		errx(1, "the TSC or CLOCK_MONOTONIC_RAW did not advance; use --clock monotonic");
+	return (double)(t1 - t0) * 1e9 / (double)(ns1 - ns0);
+}
+
+/* ---- the timed loop ------------------------------------------------------ */
+
+static long empty_ret;
+
+/*
+ * The empty loop's callee: tw_syscall3's signature, no kernel entry.  It is
+ * only ever called through a pointer the compiler cannot follow (run_batch),
+ * so neither the call nor the loop around it can be optimised away.
+ */
+__attribute__((noinline, noclone)) static long
+empty_syscall3(long nr, long a1, long a2, long a3)
+{
+	long r = empty_ret;
+
+	__asm__ __volatile__("" : "+r"(r) : "r"(nr), "r"(a1), "r"(a2), "r"(a3) : "memory");
+	return r;
+}
+
+/*
+ * n calls of fn, each result checked; returns clock ticks.  The first wrong
+ * result and the number of wrong results come back through bad/first.
+ */
+__attribute__((noinline)) static uint64_t
+run_batch(call3_fn fn, const struct call *c, long n, long *bad, long *first)
+{
+	long nr = c->nr, a1 = c->a1, a2 = c->a2, a3 = c->a3, expect = c->expect;
+	long i, nbad = 0, r0 = 0;
+	uint64_t t0, t1;
+
+	/* Hide which function fn is: the same machine code times both loops. */
+	__asm__ __volatile__("" : "+r"(fn));
+	t0 = clk_begin();
+	for (i = 0; i < n; i++) {
+		long r = fn(nr, a1, a2, a3);
+
+		if (__builtin_expect(r != expect, 0) && nbad++ == 0)
+			r0 = r;
+	}
+	t1 = clk_end();
+	*bad = nbad;
+	*first = r0;
+	return t1 - t0;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: %s [options]    measure ns per system call through the '%s' mechanism\n"
+"       %s --probe      exit 0 if the mechanism works here, else 77 with the reason\n"
+"\n"
+"  --op OP            null | getppid | write-devnull | write-file | write-sync\n"
+"                     (default getppid)\n"
+"  --size N           bytes per write (write-devnull 1, write-file/-sync 256)\n"
+"  --file PATH        file for write-file/write-sync, kept afterwards (default:\n"
+"                     a temporary file in the current directory, removed)\n"
+"  --calls N          calls per batch (default: enough for --batch-ms)\n"
+"  --batches K        batches, one sample each (default 10)\n"
+"  --batch-ms MS      target batch length when --calls is not given (default 1)\n"
+"  --warmup-ms MS     untimed calls before the first batch (default 20)\n"
+"  --cpu N            pin to CPU N; -1: do not pin (default: last allowed CPU)\n"
+"  --clock C          auto | tsc | monotonic (default auto: tsc if invariant)\n"
+"  --calibrate-ms MS  how long to measure the TSC rate (default 50)\n"
+"  --tsc-hz HZ        use this TSC rate instead of measuring it\n"
+"  --format F         json (default) | table\n"
+"  -h, --help         this text\n"
+"\n"
+"Exit: 0 measured, 1 run-time error or wrong syscall result, 2 bad usage,\n"
+"77 mechanism unsupported.  Method and JSON schema: docs/syscost.md.\n",
+	    __progname, tw_mechanism, __progname);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", __progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", __progname);
+	exit(2);
+}
+
+static long
+parse_long(const char *s, const char *opt, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end != '\0')
+		usage_error("%s: '%s' is not an integer", opt, s);
+	if (errno == ERANGE || v < min || v > max)
+		usage_error("%s: %s is out of range [%ld, %ld]", opt, s, min, max);
+	return v;
+}
+
+static double
+parse_double(const char *s, const char *opt, double min, double max)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0')
+		usage_error("%s: '%s' is not a number", opt, s);
+	if (errno == ERANGE || !(v >= min && v <= max))
+		usage_error("%s: %s is out of range [%g, %g]", opt, s, min, max);
+	return v;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double
+median(const double *v, long n)
+{
+	double *s = malloc((size_t)n * sizeof(*s));
+	double m;
+
+	if (s == NULL)
+		err(1, "malloc");
+	memcpy(s, v, (size_t)n * sizeof(*s));
+	qsort(s, (size_t)n, sizeof(*s), cmp_double);
+	m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	free(s);
+	return m;
+}
+
+static const char *
+result_text(long r, char *buf, size_t len)
+{
+	if (r < 0 && r > -4096)
+		snprintf(buf, len, "%ld (%s)", r, strerror((int)-r));
+	else
+		snprintf(buf, len, "%ld", r);
+	return buf;
+}
+
+/* The last CPU this process may run on. */
+static long
+default_cpu(void)
+{
+	cpu_set_t set;
+	long i;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == -1)
+		err(1, "sched_getaffinity");
+	for (i = CPU_SETSIZE - 1; i >= 0; i--)
+		if (CPU_ISSET(i, &set))
+			return i;
+	errx(1, "sched_getaffinity: no CPU allowed");
+}
+
+static void
+pin(long cpu)
+{
+	cpu_set_t set;
+
+	if (cpu >= CPU_SETSIZE)
+		usage_error("--cpu: %ld is beyond CPU_SETSIZE", cpu);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) == -1)
+		err(1, "sched_setaffinity(CPU %ld)", cpu);
+}
+
+static void
+json_array(const char *key, const double *v, long n)
+{
+	long i;
+
+	printf("\"%s\":[", key);
+	for (i = 0; i < n; i++)
+		printf("%s%.4f", i ? "," : "", v[i]);
+	printf("]");
+}
+
+static void
+json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+/* ---- the measurement ----------------------------------------------------- */
+
+struct target {
+	int fd;			/* -1 for null/getppid */
+	int rewind;		/* lseek back to 0 before each pass */
+	char path[PATH_MAX];
+	int temp;		/* unlink at exit */
+};
+
+static struct target tgt = { .fd = -1 };
+
+static void
+remove_temp(void)
+{
+	if (tgt.temp)
+		unlink(tgt.path);
+}
+
+static void
+rewind_target(void)
+{
+	if (tgt.rewind && lseek(tgt.fd, 0, SEEK_SET) == -1)
+		err(1, "lseek %s", tgt.path);
+}
+
+static void
+open_target(const struct opts *o)
+{
+	int flags = o->op == OP_WRITE_SYNC ? O_SYNC : 0;
+
+	if (o->op == OP_WRITE_DEVNULL) {
+		snprintf(tgt.path, sizeof(tgt.path), "/dev/null");
+		if ((tgt.fd = open(tgt.path, O_WRONLY | O_CLOEXEC)) == -1)
+			err(1, "open %s", tgt.path);
+		return;
+	}
+	tgt.rewind = 1;
+	if (o->file != NULL) {
+		if (strlen(o->file) >= sizeof(tgt.path))
+			usage_error("--file: path too long");
+		snprintf(tgt.path, sizeof(tgt.path), "%s", o->file);
+		tgt.fd = open(tgt.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | flags, 0644);
+		if (tgt.fd == -1)
+			err(1, "open %s", tgt.path);
+		return;
+	}
+	snprintf(tgt.path, sizeof(tgt.path), "syscost.%ld.XXXXXX", (long)getpid());
+	if ((tgt.fd = mkostemp(tgt.path, O_CLOEXEC | flags)) == -1)
+		err(1, "cannot create a temporary file in the current directory "
+		    "(use --file PATH)");
+	tgt.temp = 1;
+	atexit(remove_temp);
+}
+
+/* Ticks of one batch of n calls; any wrong result ends the run. */
+static uint64_t
+timed(call3_fn fn, const struct call *c, long n, const char *what)
+{
+	long bad, first;
+	uint64_t t;
+	char buf[96];
+
+	rewind_target();
+	t = run_batch(fn, c, n, &bad, &first);
+	if (bad != 0)
+		errx(1, "%s through %s returned %s instead of %ld in %ld of %ld calls",
+		    what, tw_mechanism, result_text(first, buf, sizeof(buf)), c->expect,
+		    bad, n);
+	return t;
+}
+
+/* Calls per batch so that one batch lasts at least target_ns. */
+static long
+autosize(call3_fn fn, const struct call *c, double target_ns, const char *what)
+{
+	long n = 1;
+
+	for (;;) {
+		double ns = ticks_to_ns(timed(fn, c, n, what));
+		double want;
+
+		if (ns >= target_ns || n >= MAX_CALLS)
+			return n;
+		/* Grow 2..10x per step: a lucky first call must not overshoot. */
+		want = ns > 0 ? target_ns / (ns / (double)n) * 1.1 + 1 : (double)n * 10;
+		if (want > (double)n * 10)
+			want = (double)n * 10;
+		if (want < (double)n * 2)
+			want = (double)n * 2;
+		n = want > (double)MAX_CALLS ? MAX_CALLS : (long)want;
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "op", required_argument, NULL, 'o' },
+		{ "size", required_argument, NULL, 's' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "calls", required_argument, NULL, 'n' },
+		{ "batches", required_argument, NULL, 'k' },
+		{ "batch-ms", required_argument, NULL, 'B' },
+		{ "warmup-ms", required_argument, NULL, 'W' },
+		{ "cpu", required_argument, NULL, 'c' },
+		{ "clock", required_argument, NULL, 'C' },
+		{ "calibrate-ms", required_argument, NULL, 'T' },
+		{ "tsc-hz", required_argument, NULL, 'H' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "probe", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = {
+		.op = OP_GETPPID, .size = -1, .calls = 0, .batches = 10, .cpu = -2,
+		.clock = -1, .table = 0, .batch_ms = 1, .warmup_ms = 20,
+		.calibrate_ms = 50, .tsc_hz = 0, .file = NULL,
+	};
+	int ch, probe_only = 0, i;
+	const char *clock_why;
+	struct call c;
+	char *buf = NULL;
+	double *loop_ns, *raw_ns, *samples_ns, t_ns, loop_med;
+	long k, n, n_empty, cpu;
+	uint64_t t0;
+	struct stat st;
+	char what[64];
+
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			for (i = 0; i < OP_COUNT; i++)
+				if (strcmp(optarg, op_names[i]) == 0)
+					break;
+			if (i == OP_COUNT)
+				usage_error("--op: unknown operation '%s' (null, getppid, "
+				    "write-devnull, write-file, write-sync)", optarg);
+			o.op = (enum op)i;
+			break;
+		case 's':
+			o.size = parse_long(optarg, "--size", 1, MAX_SIZE);
+			break;
+		case 'f':
+			if (*optarg == '\0')
+				usage_error("--file: empty path");
+			o.file = optarg;
+			break;
+		case 'n':
+			o.calls = parse_long(optarg, "--calls", 1, MAX_CALLS);
+			break;
+		case 'k':
+			o.batches = parse_long(optarg, "--batches", 1, MAX_BATCHES);
+			break;
+		case 'B':
+			o.batch_ms = parse_double(optarg, "--batch-ms", 0.001, 10000);
+			break;
+		case 'W':
+			o.warmup_ms = parse_double(optarg, "--warmup-ms", 0, 60000);
+			break;
+		case 'c':
+			o.cpu = parse_long(optarg, "--cpu", -1, CPU_SETSIZE - 1);
+			break;
+		case 'C':
+			if (strcmp(optarg, "auto") == 0)
+				o.clock = -1;
+			else if (strcmp(optarg, "tsc") == 0)
+				o.clock = CLK_TSC;
+			else if (strcmp(optarg, "monotonic") == 0)
+				o.clock = CLK_MONO;
+			else
+				usage_error("--clock: '%s' is not auto, tsc or monotonic", optarg);
+			break;
+		case 'T':
+			o.calibrate_ms = parse_double(optarg, "--calibrate-ms", 1, 10000);
+			break;
+		case 'H':
+			o.tsc_hz = parse_double(optarg, "--tsc-hz", 1e6, 1e11);
+			break;
+		case 'F':
+			if (strcmp(optarg, "json") == 0)
+				o.table = 0;
+			else if (strcmp(optarg, "table") == 0)
+				o.table = 1;
+			else
+				usage_error("--format: '%s' is not json or table", optarg);
+			break;
+		case 'p':
+			probe_only = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "Try '%s --help'.\n", __progname);
+			return 2;
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (o.size != -1 && (o.op == OP_NULL || o.op == OP_GETPPID))
+		usage_error("--size applies to the write operations only");
+	if (o.file != NULL && o.op != OP_WRITE_FILE && o.op != OP_WRITE_SYNC)
+		usage_error("--file applies to write-file and write-sync only");
+	if (o.size == -1)
+		o.size = o.op == OP_WRITE_DEVNULL ? 1 : 256;
+
+	/* Before anything is timed or written: does the mechanism work here? */
+	tw_require_mechanism();
+	if (probe_only)
+		return 0;
+
+	/* Pin first: the TSC is then read and calibrated on one core. */
+	cpu = o.cpu == -2 ? default_cpu() : o.cpu;
+	if (cpu >= 0)
+		pin(cpu);
+
+	have_rdtscp = cpu_has_rdtscp();
+	if (o.clock == CLK_MONO) {
+		clk = CLK_MONO;
+		clock_why = "asked for (--clock monotonic)";
+	} else if (invariant_tsc()) {
+		clk = CLK_TSC;
+		clock_why = "invariant TSC (CPUID 0x80000007 EDX bit 8)";
+	} else if (o.clock == CLK_TSC) {
+		clk = CLK_TSC;
+		clock_why = "asked for (--clock tsc) although the TSC is not invariant";
+	} else {
+		clk = CLK_MONO;
+		clock_why = "the TSC is not invariant (CPUID 0x80000007 EDX bit 8 clear)";
+	}
+	if (clk == CLK_MONO)
+		tsc_hz = 1e9;
+	else if (o.tsc_hz > 0)
+		tsc_hz = o.tsc_hz;
+	else
+		tsc_hz = calibrate_tsc(o.calibrate_ms);
+
+	/* The call and the one result that proves it did its work. */
+	memset(&c, 0, sizeof(c));
+	switch (o.op) {
+	case OP_NULL:
+		c.nr = TW_NR_invalid;
+		c.expect = -ENOSYS;
+		break;
+	case OP_GETPPID:
+		c.nr = TW_NR_getppid;
+		c.expect = (long)getppid();
+		break;
+	case OP_WRITE_DEVNULL:
+	case OP_WRITE_FILE:
+	case OP_WRITE_SYNC:
+		if ((buf = tw_alloc((size_t)o.size)) == NULL)
+			err(1, "tw_alloc(%ld) for the %s mechanism", o.size, tw_mechanism);
+		memset(buf, 'x', (size_t)o.size);
+		open_target(&o);
+		c.nr = TW_NR_write;
+		c.a1 = tgt.fd;
+		c.a2 = (long)buf;
+		c.a3 = o.size;
+		c.expect = o.size;
+		break;
+	default:
+		abort();
+	}
+	snprintf(what, sizeof(what), "%s", o.op == OP_NULL ? "syscall(TW_NR_invalid)" :
+	    o.op == OP_GETPPID ? "getppid()" : "write()");
+	empty_ret = c.expect;
+
+	n = o.calls ? o.calls : autosize(tw_syscall3, &c, o.batch_ms * 1e6, what);
+
+	/*
+	 * Warm-up passes of exactly n calls, so that the file (write-file/-sync)
+	 * is n * size bytes when the first batch overwrites it.
+	 */
+	if (tgt.rewind && ftruncate(tgt.fd, 0) == -1)
+		err(1, "ftruncate %s", tgt.path);
+	t0 = mono_ns();
+	do
+		(void)timed(tw_syscall3, &c, n, what);
+	while ((double)(mono_ns() - t0) < o.warmup_ms * 1e6);
+
+	loop_ns = calloc((size_t)o.batches, sizeof(double));
+	raw_ns = calloc((size_t)o.batches, sizeof(double));
+	samples_ns = calloc((size_t)o.batches, sizeof(double));
+	if (loop_ns == NULL || raw_ns == NULL || samples_ns == NULL)
+		err(1, "calloc");
+	n_empty = n > EMPTY_MIN_CALLS ? n : EMPTY_MIN_CALLS;
+	for (k = 0; k < o.batches; k++) {
+		loop_ns[k] = ticks_to_ns(timed(empty_syscall3, &c, n_empty,
+		    "the empty loop")) / (double)n_empty;
+		t_ns = ticks_to_ns(timed(tw_syscall3, &c, n, what));
+		raw_ns[k] = t_ns / (double)n;
+	}
+	/*
+	 * Subtract the median empty-loop cost, not each batch's own: an
+	 * interrupt landing in one short empty batch must not bend the sample
+	 * beside it.
+	 */
+	loop_med = median(loop_ns, o.batches);
+	for (k = 0; k < o.batches; k++)
+		samples_ns[k] = raw_ns[k] - loop_med;
+	st.st_size = -1;
+	if (tgt.rewind && fstat(tgt.fd, &st) == -1)
+		err(1, "fstat %s", tgt.path);
+	if (tgt.fd != -1 && close(tgt.fd) == -1)
+		err(1, "close %s", tgt.path);	/* the data may only fail here */
+
+	if (o.table) {
+		double lo = samples_ns[0], hi = samples_ns[0];
+
+		for (k = 1; k < o.batches; k++) {
+			lo = samples_ns[k] < lo ? samples_ns[k] : lo;
+			hi = samples_ns[k] > hi ? samples_ns[k] : hi;
+		}
+		printf("%d-%s %s", (int)sizeof(long) * 8, tw_mechanism, op_names[o.op]);
+		if (o.op != OP_NULL && o.op != OP_GETPPID)
+			printf(" size %ld", o.size);
+		printf(": %.1f ns/call median (min %.1f, max %.1f) over %ld batches of %ld calls;"
+		    " empty loop %.2f ns/call subtracted; clock %s",
+		    median(samples_ns, o.batches), lo, hi, o.batches, n, loop_med, clk == CLK_TSC ? "tsc" : "monotonic");
+		if (clk == CLK_TSC)
+			printf(" at %.4f GHz", tsc_hz / 1e9);
+		printf(", cpu %ld\n", cpu);
+		if (fflush(stdout) == EOF || ferror(stdout))
+			err(1, "stdout");
+		return 0;
+	}
+
+	printf("{\"variant\":\"%d-%s\",\"bits\":%d,\"abi\":\"%s\",\"mechanism\":",
+	    (int)sizeof(long) * 8, tw_mechanism, (int)sizeof(long) * 8, ABI_NAME);
+	json_string(tw_mechanism);
+	printf(",\"op\":\"%s\",", op_names[o.op]);
+	if (o.op == OP_NULL || o.op == OP_GETPPID)
+		printf("\"size\":null,\"file\":null,\"file_bytes\":null,");
+	else {
+		printf("\"size\":%ld,\"file\":", o.size);
+		json_string(tgt.temp ? "(temporary, removed)" : tgt.path);
+		if (tgt.rewind)
+			printf(",\"file_bytes\":%lld,", (long long)st.st_size);
+		else
+			printf(",\"file_bytes\":null,");
+	}
+	printf("\"expect\":%ld,\"clock\":\"%s\",\"clock_why\":", c.expect,
+	    clk == CLK_TSC ? "tsc" : "monotonic");
+	json_string(clock_why);
+	if (clk == CLK_TSC)
+		printf(",\"tsc_hz\":%.0f,\"tsc_hz_source\":\"%s\"", tsc_hz,
+		    o.tsc_hz > 0 ? "given" : "measured");
+	else
+		printf(",\"tsc_hz\":null,\"tsc_hz_source\":null");
+	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
+	    "\"batches\":%ld,\"warmup_ms\":%g,", cpu, n, n_empty, o.batches, o.warmup_ms);
+	json_array("loop_ns_per_call", loop_ns, o.batches);
+	putchar(',');
+	json_array("samples_ns", samples_ns, o.batches);
+	putchar(',');
+	json_array("raw_ns", raw_ns, o.batches);
+	printf(",\"errors\":0}\n");
+	if (fflush(stdout) == EOF || ferror(stdout))
+		err(1, "stdout");
+	return 0;
+}
