@@ -16,8 +16,12 @@ def bootstrap_ci(samples, statistic=np.median, confidence=CONFIDENCE, n_resample
     if a.size < 2 or np.all(a == a[0]):
         v = float(statistic(a)) if a.size else float("nan")
         return v, v
+    # numpy's median/mean take axis=: resampling vectorised gives the same
+    # interval (same draws) about 40x faster, which sweeps of hundreds of cells need.
+    vec = statistic in (np.median, np.mean)
     res = sstats.bootstrap((a,), statistic, confidence_level=confidence, n_resamples=n_resamples,
-                           method="percentile", vectorized=False, random_state=seed)
+                           method="percentile", vectorized=vec, random_state=seed,
+                           **({"axis": -1} if vec else {}))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
