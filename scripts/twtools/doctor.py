@@ -1,0 +1,678 @@
+"""`tw doctor`: what this machine is, how it enters the kernel, and which instruments work.
+
+Writes the fingerprint.json document (docs/results-schema.md). Every /proc and /sys file is
+read through one root prefix and every command through one runner, so tests can build a fake
+machine (an AMD CPU, FRED, no BTF, lockdown, a non-root user, missing tools) in a temporary
+directory. A figure that could not be seen is null, with the reason in `why` under the same
+key; never 0, never a guess.
+"""
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from . import common
+
+# What each instrument feeds; listed as skipped when the instrument does not work.
+SKIPS = {
+    "perf-stat": ["tracers.json perf_stat (software events)", "observer.json perf-stat rows"],
+    "perf-pmu": ["cycles and instructions per call (perf_stat events read null)"],
+    "perf-tracepoints": ["raw_syscalls counts in tracers.json perf_stat"],
+    "perf-trace": ["tracers.json perf_trace", "observer.json perf-trace rows"],
+    "strace": ["tracers.json strace_c and strace_T", "observer.json strace rows",
+               "counts.strace"],
+    "bpftrace": ["tracers.json bpftrace_abi", "latency.json", "attribution.json body_ns",
+                 "observer.json bpftrace rows", "counts.bpftrace"],
+    "bpftrace-kfunc": ["kfunc:/kretfunc: probes on kernel functions (use tracepoints)"],
+    "bpftrace-kprobe": ["kprobe:/kretprobe: probes on kernel functions (use tracepoints)"],
+    "ia32": ["every 32-bit variant (<program>-32-*)", "64-int80 (int 0x80 needs IA32 emulation)",
+             "the live 32-bit vDSO (tw vdso)"],
+    "tsc": ["cycle-exact timing: per-call figures use clock_gettime(CLOCK_MONOTONIC)"],
+}
+TOOLS = {
+    "gcc": ["gcc", "-dumpfullversion"],
+    "nasm": ["nasm", "-v"],
+    "objdump": ["objdump", "--version"],
+    "perf": ["perf", "--version"],
+    "strace": ["strace", "-V"],
+    "bpftrace": ["bpftrace", "--version"],
+    "systemd-detect-virt": ["systemd-detect-virt", "--version"],
+}
+VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
+BT_TRACEPOINT = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @n = count(); }"
+BT_KFUNC = "kfunc:vmlinux:ksys_write { @n = count(); }"
+BT_KPROBE = "kprobe:ksys_write { @n = count(); }"
+
+
+class Result:
+    """What a runner returns: the fields of subprocess.CompletedProcess that doctor reads."""
+
+    def __init__(self, returncode, stdout="", stderr=""):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def real_runner(cmd, timeout=60):
+    try:
+        p = common.run(cmd, timeout=timeout)
+        return Result(p.returncode, p.stdout, p.stderr)
+    except FileNotFoundError as e:
+        return Result(127, "", f"{cmd[0]}: not found ({e.strerror})")
+    except PermissionError as e:
+        return Result(126, "", f"{cmd[0]}: {e.strerror}")
+    except OSError as e:
+        return Result(126, "", f"{cmd[0]}: {e.strerror}")
+    except subprocess.TimeoutExpired:
+        return Result(124, "", f"{cmd[0]}: timed out after {timeout} s")
+
+
+def _first_line(text, default=""):
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line and "RLIMIT_MEMLOCK" not in line:  # bpftrace's harmless warning
+            return line
+    return default
+
+
+class Doctor:
+    """One look at one machine.
+
+    root    prefix for every /proc, /sys, /etc path ("/" = this machine)
+    runner  runner(cmd: list[str], timeout) -> Result(returncode, stdout, stderr)
+    which   which(name) -> path or None
+    euid    effective uid
+    live    run probes that look at the real machine (a 32-bit process's vDSO, libc
+            disassembly); off by default when root is not "/"
+    vdso32, libc   callables replacing those probes (tests)"""
+
+    def __init__(self, root="/", runner=None, which=None, euid=None, live=None,
+                 vdso32=None, libc=None):
+        self.root = Path(root)
+        self.runner = runner or real_runner
+        self.which = which or shutil.which
+        self.euid = os.geteuid() if euid is None else euid
+        self.live = (str(root) == "/") if live is None else live
+        self._vdso32 = vdso32
+        self._libc = libc
+        self.why = {}
+        self._config = None
+
+    # --- access ----------------------------------------------------------------
+    def path(self, p):
+        return self.root / str(p).lstrip("/")
+
+    def read(self, p):
+        try:
+            return self.path(p).read_text(errors="replace").strip()
+        except OSError:
+            return None
+
+    def exists(self, p):
+        return self.path(p).exists()
+
+    def run(self, cmd, timeout=60):
+        if not self.which(cmd[0]):
+            return None
+        return self.runner([str(c) for c in cmd], timeout)
+
+    def blind(self, key, why):
+        self.why[key] = why
+        return None
+
+    # --- kernel and CPU ------------------------------------------------------------
+    def kernel_config(self):
+        """{CONFIG_X: 'y'|'m'|value} from /proc/config.gz or /boot/config-<release>, or None."""
+        if self._config is not None:
+            return self._config or None
+        text = None
+        gz = self.path("/proc/config.gz")
+        if gz.exists():
+            try:
+                text = gzip.decompress(gz.read_bytes()).decode(errors="replace")
+            except (OSError, EOFError):
+                text = None
+        if text is None:
+            rel = self.read("/proc/sys/kernel/osrelease") or platform.release()
+            text = self.read(f"/boot/config-{rel}")
+        cfg = {}
+        for line in (text or "").splitlines():
+            m = re.match(r"^(CONFIG_\w+)=(.*)$", line)
+            if m:
+                cfg[m.group(1)] = m.group(2).strip('"')
+            m = re.match(r"^# (CONFIG_\w+) is not set", line)
+            if m:
+                cfg[m.group(1)] = "n"
+        self._config = cfg
+        return cfg or None
+
+    def config(self, name):
+        """'y', 'm', 'n' or None when there is no config to read."""
+        cfg = self.kernel_config()
+        if cfg is None:
+            return None
+        return cfg.get(name, "n")
+
+    def cmdline(self):
+        return self.read("/proc/cmdline") or ""
+
+    def cmdline_opt(self, name):
+        """The value of name= on the kernel command line (last one wins), or None."""
+        val = None
+        for tok in self.cmdline().split():
+            if tok == "--":
+                break
+            if tok.startswith(name + "="):
+                val = tok.split("=", 1)[1]
+            elif tok == name:
+                val = ""
+        return val
+
+    def cpu(self):
+        text = self.read("/proc/cpuinfo")
+        if text is None:
+            self.blind("cpu", "/proc/cpuinfo is unreadable")
+            return {"vendor": None, "model": None, "model_name": None, "family": None,
+                    "stepping": None, "microcode": None, "count": None, "flags": []}
+        first, count = {}, 0
+        for line in text.splitlines():
+            if ":" not in line:
+                continue
+            k, v = (s.strip() for s in line.split(":", 1))
+            if k == "processor":
+                count += 1
+            first.setdefault(k, v)
+
+        def num(k):
+            v = first.get(k)
+            try:
+                return int(v, 0) if v is not None else None
+            except ValueError:
+                return None
+        return {"vendor": first.get("vendor_id"), "model": num("model"),
+                "model_name": first.get("model name"), "family": num("cpu family"),
+                "stepping": num("stepping"), "microcode": first.get("microcode"),
+                "count": count or None, "flags": sorted(set(first.get("flags", "").split()))}
+
+    def mitigations(self):
+        d = self.path("/sys/devices/system/cpu/vulnerabilities")
+        if not d.is_dir():
+            self.blind("mitigations", "/sys/devices/system/cpu/vulnerabilities is absent "
+                                      "(kernel older than 4.15 or sysfs not mounted)")
+            return {}
+        return {f.name: self.read(f"/sys/devices/system/cpu/vulnerabilities/{f.name}")
+                for f in sorted(d.iterdir())}
+
+    def governor(self, flags):
+        g = self.read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+        if g is None:
+            vm = " (usual in a virtual machine: the host owns the clock frequency)" \
+                if "hypervisor" in flags else ""
+            return self.blind("governor", "no cpufreq driver: /sys/devices/system/cpu/cpu0/cpufreq "
+                                          f"is absent{vm}")
+        return g
+
+    def virtualization(self, flags):
+        detail = {"hypervisor_flag": "hypervisor" in flags, "vm": None, "container": None,
+                  "sys_vendor": self.read("/sys/class/dmi/id/sys_vendor"),
+                  "product_name": self.read("/sys/class/dmi/id/product_name"),
+                  "hypervisor_type": self.read("/sys/hypervisor/type")}
+        for kind in ("vm", "container"):
+            r = self.run(["systemd-detect-virt", f"--{kind}"], timeout=20)
+            if r is not None and r.stdout.strip():
+                detail[kind] = r.stdout.strip()
+        vm = detail["vm"]
+        if vm is None:
+            vendor = (detail["sys_vendor"] or "") + " " + (detail["product_name"] or "")
+            for needle, name in (("QEMU", "qemu"), ("KVM", "kvm"), ("VMware", "vmware"),
+                                 ("Microsoft", "microsoft"), ("Xen", "xen"), ("innotek", "oracle"),
+                                 ("Amazon EC2", "amazon"), ("Google", "google")):
+                if needle in vendor:
+                    vm = name
+                    break
+            if vm is None and detail["hypervisor_type"]:
+                vm = detail["hypervisor_type"]
+            if vm is None:
+                vm = "unknown-hypervisor" if detail["hypervisor_flag"] else "none"
+        if vm == "none" and detail["hypervisor_flag"]:
+            vm = "unknown-hypervisor"
+        return vm, detail
+
+    def lockdown(self):
+        t = self.read("/sys/kernel/security/lockdown")
+        if t is None:
+            if self.config("CONFIG_SECURITY_LOCKDOWN_LSM") == "y":
+                why = ("/sys/kernel/security/lockdown is unreadable: securityfs is not mounted "
+                       "here (mount -t securityfs none /sys/kernel/security), so the lockdown "
+                       "mode cannot be seen")
+            elif self.config("CONFIG_SECURITY_LOCKDOWN_LSM") == "n":
+                return "none"  # the LSM is not built in: nothing can lock the kernel down
+            else:
+                why = "no /sys/kernel/security/lockdown and no kernel config to tell whether the LSM exists"
+            return self.blind("lockdown", why)
+        m = re.search(r"\[(\w+)\]", t)
+        return m.group(1) if m else t
+
+    def int_sysctl(self, key, path, absent_why):
+        t = self.read(path)
+        if t is None:
+            return self.blind(key, absent_why)
+        try:
+            return int(t.split()[0])
+        except (ValueError, IndexError):
+            return self.blind(key, f"unparsable {path}: {t!r}")
+
+    # --- entry paths ------------------------------------------------------------------
+    def fred(self, flags):
+        cfg = self.config("CONFIG_X86_FRED")
+        arg = self.cmdline_opt("fred")
+        on = "fred" in flags
+        detail = {"cpu_flag": on, "config": cfg, "cmdline": arg}
+        if on:
+            detail["why"] = "the kernel enabled FRED (the fred flag in /proc/cpuinfo is the kernel's view)"
+        elif cfg in ("n", None) and cfg is not None:
+            detail["why"] = "this kernel is built without CONFIG_X86_FRED"
+        elif arg == "off":
+            detail["why"] = "booted with fred=off"
+        else:
+            detail["why"] = ("no fred flag in /proc/cpuinfo: the CPU lacks FRED (Intel Panther Lake "
+                             "and later) or the kernel left it off (6.9-6.x need fred=on)")
+        return on, detail
+
+    def ia32(self, vdso):
+        cfg = self.config("CONFIG_IA32_EMULATION")
+        default_off = self.config("CONFIG_IA32_EMULATION_DEFAULT_DISABLED")
+        arg = self.cmdline_opt("ia32_emulation")
+        detail = {"config": cfg, "default_disabled": default_off, "cmdline": arg, "ran_32bit": None}
+        ran = None
+        if vdso is not None and vdso.get("source"):
+            if vdso.get("available") is True:
+                ran = True
+            elif vdso.get("available") is False and "cannot execute 32-bit" in (vdso.get("why") or ""):
+                ran = False
+        detail["ran_32bit"] = ran
+        if ran is not None:
+            detail["why"] = ("a 32-bit program from build/ ran (its vDSO was read)" if ran
+                             else vdso["why"])
+            return ran, detail
+        # No live evidence: infer from the configuration.
+        if cfg == "n":
+            detail["why"] = "kernel built without CONFIG_IA32_EMULATION"
+            return False, detail
+        if arg is not None:
+            on = arg.lower() in ("1", "y", "yes", "on", "true", "")
+            detail["why"] = f"booted with ia32_emulation={arg} (not checked by running a 32-bit program)"
+            return on, detail
+        if cfg == "y":
+            on = default_off != "y"
+            detail["why"] = ("CONFIG_IA32_EMULATION=y" + (" but DEFAULT_DISABLED" if not on else "")
+                             + " (not checked by running a 32-bit program)")
+            return on, detail
+        detail["why"] = "no kernel config, no ia32_emulation= and no 32-bit program could be run"
+        self.why["ia32_emulation"] = detail["why"]
+        return None, detail
+
+    # --- tools and instruments -------------------------------------------------------
+    def tools(self):
+        out = {}
+        for name, cmd in TOOLS.items():
+            r = self.run(cmd, timeout=20)
+            if r is None:
+                out[name] = self.blind(f"tools.{name}", f"{name} is not installed")
+                continue
+            m = VERSION_RE.search(r.stdout + " " + r.stderr)
+            out[name] = m.group(1) if m else self.blind(f"tools.{name}", f"`{' '.join(cmd)}` printed no version")
+        out["python"] = platform.python_version()
+        return out
+
+    def _true(self):
+        t = self.which("true") or "/bin/true"
+        return os.path.realpath(t) if self.live else t
+
+    def perf_check(self, events):
+        """(works, why, text) for perf stat -x, -e events -- true."""
+        if not self.which("perf"):
+            return False, "perf is not installed (linux-perf)", ""
+        r = self.run(["perf", "stat", "-x,", "-e", events, "--", self._true()], timeout=60)
+        text = (r.stderr or "") + (r.stdout or "")
+        rows = [l.split(",") for l in text.splitlines() if l.count(",") >= 2]
+        values = {}
+        for row in rows:
+            values[row[2].split(":u")[0] if len(row) > 2 else "?"] = row[0]
+        if r.returncode != 0 or not values:
+            low = text.lower()
+            if "paranoid" in low or "permission" in low or "access to performance" in low:
+                return False, self._perf_denied(), _first_line(text)
+            return False, f"perf stat failed: {_first_line(text, f'exit status {r.returncode}')}", text
+        bad = {k: v for k, v in values.items() if v.startswith("<")}
+        if bad:
+            k, v = next(iter(bad.items()))
+            return False, f"{k} reads {v}", text
+        return True, None, text
+
+    def _perf_denied(self):
+        par = self.read("/proc/sys/kernel/perf_event_paranoid")
+        who = "root" if self.euid == 0 else "not root"
+        return (f"perf_event_paranoid={par} and {who}: perf may not open these events "
+                "(run as root, or sysctl kernel.perf_event_paranoid=-1)")
+
+    def instruments(self, fp):
+        ins = []
+
+        def add(name, works, why, **extra):
+            ins.append(dict({"name": name, "works": works, "why": why,
+                             "skipped": [] if works else SKIPS.get(name, [])}, **extra))
+
+        ok, why, _ = self.perf_check("task-clock,context-switches")
+        add("perf-stat", ok, why)
+        pmu = fp.get("pmu")
+        add("perf-pmu", pmu, self.why.get("pmu"))
+        ok, why, _ = self.perf_check("raw_syscalls:sys_enter")
+        add("perf-tracepoints", ok, why)
+
+        if not self.which("perf"):
+            add("perf-trace", False, "perf is not installed (linux-perf)")
+        else:
+            r = self.run(["perf", "trace", "-s", "--", self._true()], timeout=60)
+            out = (r.stdout or "") + (r.stderr or "")
+            if r.returncode == 0 and re.search(r"\bcalls\b|\bexecve\b|\bbrk\b", out):
+                add("perf-trace", True, None,
+                    note="perf trace decodes 32-bit processes with the x86-64 syscall table: "
+                         "names for 32-bit variants are wrong")
+            else:
+                add("perf-trace", False, f"perf trace failed: {_first_line(out, f'exit status {r.returncode}')}"
+                    + ("" if self.euid == 0 else " (not root)"))
+
+        if not self.which("strace"):
+            add("strace", False, "strace is not installed")
+        else:
+            r = self.run(["strace", "-f", "-c", "-o", "/dev/null", "--", self._true()], timeout=60)
+            if r.returncode == 0:
+                add("strace", True, None)
+            else:
+                scope = fp.get("ptrace_scope")
+                add("strace", False, f"strace cannot ptrace: {_first_line(r.stderr, f'exit status {r.returncode}')}"
+                    + (f" (kernel.yama.ptrace_scope={scope})" if scope is not None else ""))
+
+        self.bpftrace_checks(add, fp)
+
+        ia = fp.get("ia32_emulation")
+        add("ia32", ia, None if ia else (fp.get("ia32_detail") or {}).get("why"))
+        inv = fp.get("invariant_tsc")
+        add("tsc", inv and fp.get("clocksource") == "tsc",
+            None if inv and fp.get("clocksource") == "tsc" else
+            f"clocksource={fp.get('clocksource')}, invariant TSC={inv}: TSC readings are not a "
+            "stable time base here")
+        return ins
+
+    def bpftrace_checks(self, add, fp):
+        if not self.which("bpftrace"):
+            for n in ("bpftrace", "bpftrace-kfunc", "bpftrace-kprobe"):
+                add(n, False, "bpftrace is not installed")
+            return
+        notroot = "" if self.euid == 0 else "not root: bpftrace needs CAP_BPF and CAP_PERFMON; "
+
+        def attempt(prog):
+            r = self.run(["bpftrace", "-e", prog, "-c", self._true()], timeout=60)
+            text = (r.stdout or "") + "\n" + (r.stderr or "")
+            err = [l for l in text.splitlines() if "ERROR" in l and "RLIMIT_MEMLOCK" not in l]
+            return r, text, err
+
+        r, text, err = attempt(BT_TRACEPOINT)
+        m = re.search(r"@n:\s*(\d+)", text)
+        if r.returncode == 0 and m and int(m.group(1)) > 0:
+            add("bpftrace", True, None)
+        else:
+            add("bpftrace", False, notroot + "tracepoint raw_syscalls:sys_enter did not attach: "
+                + (err[0].strip() if err else _first_line(text, f"exit status {r.returncode}")))
+
+        r, text, err = attempt(BT_KFUNC)
+        if r.returncode == 0 and not err:
+            add("bpftrace-kfunc", True, None)
+        else:
+            e = err[0].strip() if err else _first_line(text, f"exit status {r.returncode}")
+            hint = ""
+            if not fp.get("btf"):
+                hint = " (no BTF at /sys/kernel/btf/vmlinux)"
+            elif "not available" in e:
+                hint = " (this bpftrace cannot attach kfunc/fentry probes on this kernel)"
+            add("bpftrace-kfunc", False, notroot + e + hint)
+
+        kp = self.config("CONFIG_KPROBES")
+        r, text, err = attempt(BT_KPROBE)
+        if r.returncode == 0 and not err:
+            add("bpftrace-kprobe", True, None)
+        else:
+            e = err[0].strip() if err else _first_line(text, f"exit status {r.returncode}")
+            hint = " (kernel built without CONFIG_KPROBES)" if kp == "n" else ""
+            add("bpftrace-kprobe", False, notroot + e + hint)
+
+    def output_fs(self, fs_path):
+        p = os.path.realpath(fs_path)
+        out = {"path": p, "fstype": None, "statfs": None, "mount_point": None}
+        r = self.run(["stat", "-f", "-c", "%T", p], timeout=20)
+        if r is not None and r.returncode == 0:
+            out["statfs"] = r.stdout.strip()
+        mounts = self.read("/proc/self/mounts") or ""
+        best = None
+        for line in mounts.splitlines():
+            f = line.split()
+            if len(f) < 3:
+                continue
+            mp = f[1].replace("\\040", " ")
+            if p == mp or p.startswith(mp.rstrip("/") + "/") or mp == "/":
+                if best is None or len(mp) >= len(best[0]):
+                    best = (mp, f[2])
+        if best:
+            out["mount_point"], out["fstype"] = best
+        else:
+            out["fstype"] = out["statfs"]
+        if out["fstype"] is None:
+            self.why["output_fs.fstype"] = "neither /proc/self/mounts nor stat -f could tell"
+        return out
+
+    # --- the whole document ------------------------------------------------------------
+    def fingerprint(self, fs_path="."):
+        self.why = {}
+        cpu = self.cpu()
+        flags = cpu["flags"]
+        fp = {"schema": "timewrite-fingerprint/1"}
+        fp["host"] = self.read("/proc/sys/kernel/hostname") or socket.gethostname()
+        fp["kernel"] = {"release": self.read("/proc/sys/kernel/osrelease"),
+                        "version": self.read("/proc/sys/kernel/version"),
+                        "cmdline": self.cmdline(), "config_available": self.kernel_config() is not None}
+        osr = self.read("/etc/os-release") or ""
+        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', osr, re.M)
+        fp["os"] = m.group(1) if m else self.blind("os", "no /etc/os-release")
+        fp["cpu"] = cpu
+        fp["virtualization"], fp["virtualization_detail"] = self.virtualization(flags)
+        fp["mitigations"] = self.mitigations()
+        fp["mitigations_cmdline"] = self.cmdline_opt("mitigations")
+        cs = self.read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        fp["clocksource"] = cs if cs else self.blind("clocksource", "no current_clocksource in sysfs")
+        fp["invariant_tsc"] = ("constant_tsc" in flags and "nonstop_tsc" in flags) if flags else \
+            self.blind("invariant_tsc", "no CPU flags to read")
+        smt = self.read("/sys/devices/system/cpu/smt/control")
+        fp["smt"] = smt if smt else self.blind("smt", "no /sys/devices/system/cpu/smt/control (kernel without HOTPLUG_SMT)")
+        fp["governor"] = self.governor(flags)
+        fp["fred"], fp["fred_detail"] = self.fred(flags)
+        fp["root"] = self.euid == 0
+        fp["perf_event_paranoid"] = self.int_sysctl(
+            "perf_event_paranoid", "/proc/sys/kernel/perf_event_paranoid",
+            "no /proc/sys/kernel/perf_event_paranoid: kernel without perf events")
+        fp["ptrace_scope"] = self.int_sysctl(
+            "ptrace_scope", "/proc/sys/kernel/yama/ptrace_scope",
+            "Yama is not in this kernel: ptrace is limited only by uid and capabilities")
+        fp["lockdown"] = self.lockdown()
+        fp["btf"] = self.exists("/sys/kernel/btf/vmlinux")
+        if not fp["btf"]:
+            self.why["btf"] = "no /sys/kernel/btf/vmlinux (kernel without CONFIG_DEBUG_INFO_BTF): " \
+                              "bpftrace cannot use kernel struct types or kfunc"
+        fp["pmu"] = self.pmu()
+
+        # Entry paths: the live vDSO of a 32-bit process, and how each libc enters.
+        from . import entrypath
+        if self._vdso32 is not None:
+            v = self._vdso32()
+        elif self.live:
+            v = entrypath.vdso32()
+        else:
+            v = {"available": None, "instruction": None, "disasm": [],
+                 "why": f"not probed: the system root is {self.root}, not this machine"}
+        fp["vdso32"] = v
+        fp["ia32_emulation"], fp["ia32_detail"] = self.ia32(v)
+        if self._libc is not None:
+            fp["libc"] = self._libc()
+        elif self.live:
+            fp["libc"] = entrypath.libc_entries()
+        else:
+            fp["libc"] = {b: {"path": None, "entry": "unknown", "evidence": [],
+                              "why": "not probed: fake system root"} for b in ("32", "64")}
+        fp["output_fs"] = self.output_fs(fs_path)
+        fp["tools"] = self.tools()
+        fp["instruments"] = self.instruments(fp)
+        fp["consistency"] = self.consistency(fp)
+        fp["why"] = dict(self.why)
+        return fp
+
+    def pmu(self):
+        ok, why, text = self.perf_check("instructions")
+        if ok:
+            return True
+        if not self.which("perf"):
+            if self.path("/sys/bus/event_source/devices").is_dir():
+                has = any(self.exists(f"/sys/bus/event_source/devices/{d}") for d in ("cpu", "cpu_core", "cpu_atom"))
+                self.why["pmu"] = ("perf is not installed; judged from /sys/bus/event_source/devices, "
+                                   + ("which has a cpu PMU" if has else "which has no cpu PMU"))
+                return has
+            return self.blind("pmu", "perf is not installed and /sys/bus/event_source is absent")
+        if "not supported" in (why or ""):
+            vm = " (the hypervisor exposes no PMU to this guest)" if \
+                not any(self.exists(f"/sys/bus/event_source/devices/{d}") for d in ("cpu", "cpu_core", "cpu_atom")) else ""
+            self.why["pmu"] = f"hardware counters unavailable: {why}{vm}"
+            return False
+        return self.blind("pmu", why or "perf stat -e instructions failed")
+
+    def consistency(self, fp):
+        """Cross-checks between independent observations: each a sentence, empty when all agree."""
+        notes = []
+        vendor = fp["cpu"].get("vendor")
+        ins = (fp.get("vdso32") or {}).get("instruction")
+        expect = None
+        if fp.get("fred"):
+            expect = "int80"
+        elif vendor == "GenuineIntel" or vendor == "CentaurHauls":
+            expect = "sysenter"
+        elif vendor in ("AuthenticAMD", "HygonGenuine"):
+            expect = "syscall"
+        if ins and expect and ins != expect:
+            notes.append(f"the vDSO uses {ins} but a {vendor} CPU{' with FRED' if fp.get('fred') else ''} "
+                         f"would be expected to use {expect}")
+        return notes
+
+
+def fingerprint(out_path=None, fs_path="."):
+    """The orchestrator's API: the fingerprint of this machine, written to out_path if given."""
+    fp = Doctor(root=os.environ.get("TW_SYSROOT", "/")).fingerprint(fs_path=fs_path)
+    if out_path:
+        common.write_json(out_path, fp)
+    return fp
+
+
+# --- text ---------------------------------------------------------------------------
+
+def _yn(v):
+    return {True: "yes", False: "NO", None: "unknown"}[v]
+
+
+def format_table(fp):
+    why = fp.get("why", {})
+
+    def val(key, v):
+        if v is None:
+            return f"unknown ({why.get(key, 'not seen')})"
+        return v
+    cpu = fp["cpu"]
+    lines = ["Machine"]
+    rows = [
+        ("host", fp["host"]),
+        ("kernel", f"{fp['kernel']['release']} {fp['kernel']['version'] or ''}".strip()),
+        ("os", val("os", fp["os"])),
+        ("cpu", f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} ({cpu['model_name']}), "
+                f"{cpu['count']} CPUs"),
+        ("virtualization", f"{fp['virtualization']}"
+         + (f" (container: {fp['virtualization_detail']['container']})"
+            if fp["virtualization_detail"].get("container") not in (None, "none") else "")),
+        ("root", _yn(fp["root"])),
+        ("perf_event_paranoid", val("perf_event_paranoid", fp["perf_event_paranoid"])),
+        ("ptrace_scope", val("ptrace_scope", fp["ptrace_scope"])),
+        ("lockdown", val("lockdown", fp["lockdown"])),
+        ("BTF", _yn(fp["btf"])),
+        ("PMU counters", _yn(fp["pmu"]) + (f" ({why['pmu']})" if "pmu" in why else "")),
+        ("clocksource", val("clocksource", fp["clocksource"])),
+        ("invariant TSC", _yn(fp["invariant_tsc"])),
+        ("cpufreq governor", val("governor", fp["governor"])),
+        ("SMT", val("smt", fp["smt"])),
+        ("mitigations=", fp["mitigations_cmdline"] or "(default)"),
+        ("output fs", f"{fp['output_fs']['fstype']} at {fp['output_fs']['path']}"),
+    ]
+    w = max(len(r[0]) for r in rows + [("IA32 emulation", "")])
+    lines += [f"  {k:<{w}}  {v}" for k, v in rows]
+    vul = {k: v for k, v in fp["mitigations"].items() if not v.startswith("Not affected")}
+    if vul:
+        lines.append("  vulnerabilities (not 'Not affected'):")
+        lines += [f"    {k}: {v}" for k, v in vul.items()]
+    lines.append("Entry paths")
+    v = fp["vdso32"]
+    erows = [
+        ("IA32 emulation", f"{_yn(fp['ia32_emulation'])}: {fp['ia32_detail'].get('why')}"),
+        ("FRED", f"{_yn(fp['fred'])}: {fp['fred_detail'].get('why')}"),
+        ("vDSO32 instruction", f"{v.get('instruction') or 'unknown'}"
+         + ("" if v.get("instruction") else f" ({v.get('why')})")),
+    ]
+    for bits in ("32", "64"):
+        l = fp["libc"].get(bits, {})
+        erows.append((f"libc {bits}-bit write", f"{l.get('entry')} ({l.get('path') or l.get('why')})"))
+    w2 = max(len(r[0]) for r in erows)
+    lines += [f"  {k:<{w2}}  {v}" for k, v in erows]
+    lines.append("Tools")
+    lines.append("  " + ", ".join(f"{k} {v or 'missing'}" for k, v in fp["tools"].items()))
+    lines.append("Instruments")
+    w3 = max(len(i["name"]) for i in fp["instruments"])
+    for i in fp["instruments"]:
+        lines.append(f"  {i['name']:<{w3}}  {_yn(i['works']):<7}" + (f"  {i['why']}" if i["why"] else ""))
+        if i["skipped"]:
+            lines.append(f"  {'':<{w3}}  {'':<7}  skipped: {'; '.join(i['skipped'])}")
+    if fp.get("consistency"):
+        lines.append("Consistency")
+        lines += [f"  ! {c}" for c in fp["consistency"]]
+    return "\n".join(lines)
+
+
+def add_arguments(parser, name):
+    parser.add_argument("--json", action="store_true", help="print fingerprint.json to stdout")
+    parser.add_argument("--out", metavar="DIR", help="write DIR/fingerprint.json")
+    parser.add_argument("--fs", metavar="PATH", default=".",
+                        help="path whose file system the runs will write to (default: .)")
+    parser.add_argument("--sysroot", metavar="DIR", default=os.environ.get("TW_SYSROOT", "/"),
+                        help="read /proc and /sys under DIR (testing; default / or $TW_SYSROOT)")
+
+
+def main(args, name):
+    fp = Doctor(root=args.sysroot).fingerprint(fs_path=args.fs)
+    if args.out:
+        common.write_json(Path(args.out) / "fingerprint.json", fp)
+        common.progress(f"wrote {Path(args.out) / 'fingerprint.json'}")
+    if args.json:
+        print(json.dumps(fp, indent=1))
+    else:
+        print(format_table(fp))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(None, "doctor"))
