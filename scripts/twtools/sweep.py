@@ -1,0 +1,588 @@
+"""tw sweep: the seed and TLPI buffer-size sweeps, writev vs write, stdio vs raw.
+
+Four measurements, each a function the orchestrator (tw run) calls with the
+results directory and a mode ('quick', 'default', 'long'); each returns its
+dict and writes <stem>.json plus <stem>.csv through export():
+
+  seed_sweep   -> sweep_seed.json   seed 1: every supported timewrite variant,
+                                    async and O_SYNC, BUFFSIZE 256..131072, ONE
+                                    input size for every variant
+  tlpi_sweep   -> sweep_tlpi.json   seed 2 (TLPI Table 13-2) scaled down: 1..65536 B
+  writev_bench -> writev.json       seed 3: N write() of S bytes vs writev of N
+  stdio_bench  -> stdio.json        seed 4: 1-byte write() vs fwrite/fputc/putc_unlocked
+
+Sizes per mode (see docs/sweeps.md for why): MODES below.  Every figure is a
+twtools.stats summary with its raw samples beside it; an unsupported variant
+is a run with supported:false and the program's own reason, never zeros.
+
+Interleaving: the seed and TLPI sweeps call each binary with --reps 2, in
+rounds; every round runs every (variant, mode) once, in an order rotated by
+one per round.  Slow drift (page-cache and journal state, a neighbour on the
+host) therefore lands on every variant alike instead of on whichever ran
+last, and a one-off stall shows up as outlying reps of one round rather
+than shifting a whole variant.  Why --reps 2 and not 1: timewrite does an
+untimed warm-up pass only when --reps > 1; with --reps 1 the first size
+(256 B, or 1 B for TLPI: the very rows the hypothesis is about) would always
+be the cold first pass of a new process.  Inside one call the program
+interleaves its own reps over the sizes.  Process start-up (~1 ms) is
+outside the timed passes, which time themselves.
+
+fit_linear() and knee() are pure functions for the report: per variant
+T(size) = a + b*size ns per call, and the buffer size above which the
+mechanisms differ by less than 1% of a call.
+"""
+import csv
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as sstats
+
+from . import common
+from .stats import summarize
+
+SEED_SIZES = [256 << i for i in range(10)]          # 256 .. 131072, the seed's own
+TLPI_SIZES = [1 << i for i in range(17)]            # 1 .. 65536
+TLPI_BYTES = 100_000_000                            # TLPI wrote 100 million bytes
+STDIO_METHODS = ["write", "fwrite", "fputc", "putc_unlocked"]
+
+# Per mode: seed input bytes and rounds, TLPI input bytes / rounds / variants,
+# writev grid and reps, stdio bytes and reps.  Budgets on a 2-core VM where an
+# O_SYNC write costs ~180 us: quick <= ~15 s for all four, default <= ~90 s.
+MODES = {
+    "quick": {
+        "seed_bytes": 64 << 10, "seed_reps": 4,
+        "tlpi_bytes": 16 << 10, "tlpi_reps": 4, "tlpi_variants": ["64-libc", "32-int80"],
+        "wv_n": [1, 16, 256, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 2048], "wv_reps": 5,
+        "stdio_bytes": 102_400, "stdio_reps": 3,
+    },
+    "default": {
+        "seed_bytes": 512 << 10, "seed_reps": 8,
+        "tlpi_bytes": 64 << 10, "tlpi_reps": 6,
+        "tlpi_variants": ["64-libc", "64-syscall", "64-int80", "32-libc", "32-int80"],
+        "wv_n": [1, 4, 16, 64, 256, 1024, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 512, 2048, 8192],
+        "wv_reps": 11,
+        "stdio_bytes": 1_024_000, "stdio_reps": 5,
+    },
+    "long": {
+        # 1,310,720 B = 5120 x 256 B: the input of the seed's WSL/VMware runs.
+        "seed_bytes": 1_310_720, "seed_reps": 16,
+        "tlpi_bytes": 256 << 10, "tlpi_reps": 16, "tlpi_variants": None,  # every supported
+        "wv_n": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "IOV_MAX", "2*IOV_MAX", 4096],
+        "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 21,
+        "stdio_bytes": 1_024_000, "stdio_reps": 15,
+    },
+}
+
+
+REPS_PER_CALL = 2   # timewrite --reps: >1 buys its untimed warm-up pass
+
+
+def _params(mode):
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+    return MODES[mode]
+
+
+# --- file system and scratch files ------------------------------------------
+
+def fstype(path):
+    """(stat -f -c %T name, mount table name): ext4 reads 'ext2/ext3' to stat -f."""
+    st = common.run(["stat", "-f", "-c", "%T", path], timeout=30)
+    a = st.stdout.strip() if st.returncode == 0 else None
+    b = None
+    if common.which("findmnt"):
+        fm = common.run(["findmnt", "-n", "-o", "FSTYPE", "-T", path], timeout=30)
+        b = fm.stdout.strip().splitlines()[0] if fm.returncode == 0 and fm.stdout.strip() else None
+    return a, b
+
+
+def _scratch(out_dir):
+    """Scratch directory inside the results directory: same file system as the results."""
+    d = Path(out_dir) / ".sweep-scratch"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _input_file(scratch, nbytes):
+    """A regular file of nbytes random bytes, used as stdin (a file, not a pipe)."""
+    p = scratch / f"input-{nbytes}.bin"
+    if not p.exists() or p.stat().st_size != nbytes:
+        p.write_bytes(os.urandom(nbytes))
+    return p
+
+
+# --- export -------------------------------------------------------------------
+
+def _flat(row):
+    """One CSV row: summaries become <key>_median, _ci_low, _ci_high, _n, _unstable."""
+    out = {}
+    for k, v in row.items():
+        if k == "samples":
+            continue
+        if isinstance(v, dict) and "median" in v:
+            for f in ("median", "ci_low", "ci_high", "n", "unstable"):
+                out[f"{k}_{f}"] = v.get(f)
+        elif isinstance(v, dict) and "value" in v:
+            out[k] = v.get("value")
+            out[f"{k}_why"] = v.get("why")
+        elif isinstance(v, (list, dict)):
+            continue
+        else:
+            out[k] = v
+    return out
+
+
+def export(out_dir, stem, obj, table):
+    """Write <stem>.json (obj) and <stem>.csv (table, flattened) into out_dir."""
+    out_dir = Path(out_dir)
+    common.write_json(out_dir / f"{stem}.json", obj)
+    rows = [_flat(r) for r in table]
+    cols = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    with open(out_dir / f"{stem}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    return obj
+
+
+# --- running timewrite ----------------------------------------------------------
+
+def _run_timewrite(variant, infile, outfile, sync, sizes=None, reps=REPS_PER_CALL, timeout=600):
+    """One timewrite run: (json dict, None) or (None, reason)."""
+    cmd = [common.binary("timewrite", variant), "--format", "json", "--reps", reps]
+    if sizes:
+        cmd += ["--sizes", sizes]
+    cmd.append(outfile)
+    if sync:
+        cmd.append("sync")
+    with open(infile, "rb") as stdin:
+        p = common.run(cmd, timeout=timeout, stdin=stdin)
+    if p.returncode == common.EXIT_UNSUPPORTED:
+        why = p.stderr.strip().splitlines()
+        return None, (why[-1].split("unsupported: ", 1)[-1] if why else "exit 77")
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))}: exit {p.returncode}: {p.stderr.strip()}")
+    return json.loads(p.stdout), None
+
+
+def _samples(row, key):
+    s = row.get("samples") or {}
+    if key in s and s[key] is not None:
+        return list(s[key])
+    return [row[key]]
+
+
+def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
+    """Rounds of --reps 2 runs over (variant, mode); returns the sweep dict.
+
+    reps is the number of samples wanted per cell; ceil(reps / 2) rounds."""
+    per_call = min(REPS_PER_CALL, reps)
+    rounds = -(-reps // per_call)
+    scratch = _scratch(out_dir)
+    infile = _input_file(scratch, input_bytes)
+    fs_stat, fs_mount = fstype(str(out_dir))
+    runs = {}
+    cells = []
+    for v in variants:
+        for m in modes:
+            key = (v["name"], m)
+            runs[key] = {"variant": v["name"], "bits": v["bits"], "mechanism": v["mechanism"],
+                         "mode": m, "supported": v["supported"], "reason": v["reason"],
+                         "raw": {}}
+            if v["supported"]:
+                cells.append(key)
+    t0 = time.monotonic()
+    for r in range(rounds):
+        k = r % len(cells) if cells else 0
+        order = cells[k:] + cells[:k]
+        for key in order:
+            run = runs[key]
+            if not run["supported"]:
+                continue
+            out = scratch / f"{stem}-{key[0]}-{key[1]}.out"
+            res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
+                                      reps=per_call)
+            if res is None:
+                run["supported"], run["reason"] = False, why
+                common.progress(f"{label}: {key[0]} {key[1]}: unsupported: {why}")
+                continue
+            run.setdefault("program_mode", res.get("mode"))
+            if res.get("input_bytes") not in (None, input_bytes):
+                raise RuntimeError(f"{key[0]} read {res.get('input_bytes')} B, not {input_bytes}")
+            for row in res["rows"]:
+                raw = run["raw"].setdefault(row["buffsize"], {
+                    "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": []})
+                for f in ("user_s", "sys_s", "real_s"):
+                    raw[f] += _samples(row, f)
+        common.progress(f"{label}: round {r + 1}/{rounds} done ({time.monotonic() - t0:.1f} s)")
+
+    out_runs = []
+    for key in runs:
+        run = runs[key]
+        raw = run.pop("raw")
+        rows = []
+        for bs in sorted(raw):
+            d = raw[bs]
+            u, s, re = (np.asarray(d[f], float) for f in ("user_s", "sys_s", "real_s"))
+            wait = re - u - s
+            nspc = re / d["calls"] * 1e9
+            rows.append({"buffsize": bs, "calls": d["calls"],
+                         "calls_expected": math.ceil(input_bytes / bs),
+                         "user_s": summarize(u), "sys_s": summarize(s), "real_s": summarize(re),
+                         "wait_s": summarize(wait), "ns_per_call": summarize(nspc),
+                         "samples": {"user_s": u.tolist(), "sys_s": s.tolist(),
+                                     "real_s": re.tolist(), "wait_s": wait.tolist(),
+                                     "ns_per_call": nspc.tolist()}})
+        run["rows"] = rows
+        if run["supported"]:
+            run["reason"] = None
+        out_runs.append(run)
+    shutil.rmtree(scratch, ignore_errors=True)
+    fits = fit_linear(out_runs)
+    return {"input_bytes": input_bytes, "reps": rounds * per_call, "rounds": rounds,
+            "reps_per_call": per_call,
+            "interleave": f"{rounds} rounds of timewrite --reps {per_call} over every "
+                          "(variant, mode), order rotated per round",
+            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat, "fstype_mount": fs_mount,
+            "seconds": round(time.monotonic() - t0, 2),
+            "runs": out_runs, "fits": fits,
+            "knee": {m: (knee([f for f in fits if f["mode"] == m]) if m == "async" else
+                         common.blind("O_SYNC per-call time is mostly I/O wait; differences in "
+                                      "its intercepts are disk noise, not entry cost"))
+                     for m in modes}}
+
+
+def _table(obj):
+    return [dict({k: run[k] for k in ("variant", "mode", "supported", "reason")}, **row)
+            for run in obj["runs"] for row in (run["rows"] or [{}])]
+
+
+def _pick_variants(names=None, program="timewrite"):
+    allv = common.probe_all(program)
+    if names is None:
+        return allv
+    by = {v["name"]: v for v in allv}
+    missing = [n for n in names if n not in by]
+    if missing:
+        raise ValueError(f"unknown variant(s) {', '.join(missing)}; see variants/matrix")
+    return [by[n] for n in names]
+
+
+def seed_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=None):
+    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072."""
+    p = _params(mode)
+    input_bytes = input_bytes or p["seed_bytes"]
+    reps = reps or p["seed_reps"]
+    vs = _pick_variants(variants)
+    common.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
+                    f"{input_bytes} B input, {reps} samples per cell")
+    obj = _sweep(out_dir, "seed", vs, ["async", "sync"], None, input_bytes, reps, "seed sweep")
+    obj.update(mode=mode, sizes=SEED_SIZES)
+    return export(out_dir, "sweep_seed", obj, _table(obj))
+
+
+def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=None):
+    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536."""
+    p = _params(mode)
+    input_bytes = input_bytes or p["tlpi_bytes"]
+    reps = reps or p["tlpi_reps"]
+    vs = _pick_variants(variants or p["tlpi_variants"])
+    common.progress(f"TLPI sweep: {len(vs)} variants, {input_bytes} B input "
+                    f"(TLPI: {TLPI_BYTES} B), {reps} samples per cell")
+    obj = _sweep(out_dir, "tlpi", vs, ["async"], "1-65536", input_bytes, reps, "TLPI sweep")
+    obj.update(mode=mode, sizes=TLPI_SIZES, tlpi_bytes=TLPI_BYTES,
+               scale_factor=TLPI_BYTES / input_bytes)
+    return export(out_dir, "sweep_tlpi", obj, _table(obj))
+
+
+# --- wvbench ----------------------------------------------------------------------
+
+def _wvbench(bits, args, timeout=600):
+    """(json, None) or (None, reason) for one build/wvbench-<bits> run."""
+    path = common.BUILD / f"wvbench-{bits}"
+    if not path.exists():
+        return None, f"{path.name} is not built (run make)"
+    try:
+        p = common.run([path] + list(args), timeout=timeout)
+    except OSError as e:
+        return None, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
+    if p.returncode != 0:
+        why = p.stderr.strip().splitlines()
+        return None, f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+    return json.loads(p.stdout), None
+
+
+def _grid_n(spec, iov_max):
+    out = []
+    for n in spec:
+        if n == "IOV_MAX":
+            n = iov_max
+        elif n == "2*IOV_MAX":
+            n = 2 * iov_max
+        if n not in out:
+            out.append(n)
+    return sorted(out)
+
+
+def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=None, reps=None):
+    """Seed 3: N write() calls of S bytes against writev() of N buffers (split at IOV_MAX)."""
+    p = _params(mode)
+    iov_max = os.sysconf("SC_IOV_MAX")
+    ns = n_buffers or _grid_n(p["wv_n"], iov_max)
+    ss = sizes or p["wv_s"]
+    reps = reps or p["wv_reps"]
+    scratch = _scratch(out_dir)
+    fs_stat, fs_mount = fstype(str(out_dir))
+    rows, unsupported = [], {}
+    t0 = time.monotonic()
+    common.progress(f"writev: N in {ns} x S in {ss}, {reps} reps, bits {list(bits)}")
+    for b in bits:
+        for n in ns:
+            for s in ss:
+                if b in unsupported:
+                    break
+                res, why = _wvbench(b, ["writev", "--buffers", n, "--size", s, "--reps", reps,
+                                        "--file", scratch / f"writev-{b}.out"])
+                if res is None:
+                    unsupported[b] = why
+                    common.progress(f"writev: {b}-bit: unsupported: {why}")
+                    break
+                w = np.asarray(res["samples"]["write_ns"], float)
+                v = np.asarray(res["samples"]["writev_ns"], float)
+                ratio = v / w     # paired: the same rep ran both, interleaved
+                rows.append({"bits": b, "supported": True, "reason": None, "n_buffers": n,
+                             "size": s, "bytes": n * s, "iov_max": res["iov_max"],
+                             "inner": res["inner"],
+                             "write_calls": res["write_calls_per_op"],
+                             "writev_calls": res["writev_calls_per_op"],
+                             "write_ns": summarize(w), "writev_ns": summarize(v),
+                             "ratio": summarize(ratio),
+                             "write_ns_per_call": summarize(w / res["write_calls_per_op"]),
+                             "samples": {"write_ns": w.tolist(), "writev_ns": v.tolist(),
+                                         "ratio": ratio.tolist()}})
+        common.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
+    for b, why in unsupported.items():
+        rows = [r for r in rows if r["bits"] != b]
+        rows.append({"bits": b, "supported": False, "reason": why})
+    shutil.rmtree(scratch, ignore_errors=True)
+    wins = [r for r in rows if r.get("supported") and r["ratio"]["ci_high"] < 1]
+    loses = [r for r in rows if r.get("supported") and r["ratio"]["ci_low"] > 1]
+    obj = {"mode": mode, "reps": reps, "iov_max": iov_max, "n_buffers": ns, "sizes": ss,
+           "unit": "write_ns/writev_ns: ns to write one set of n_buffers buffers of size bytes",
+           "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
+           "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2),
+           "summary": {"cells": sum(1 for r in rows if r.get("supported")),
+                       "writev_faster": len(wins), "writev_slower": len(loses),
+                       "best": _extreme(rows, min), "worst": _extreme(rows, max)},
+           "rows": rows}
+    return export(out_dir, "writev", obj, rows)
+
+
+def _extreme(rows, fn):
+    ok = [r for r in rows if r.get("supported")]
+    if not ok:
+        return None
+    r = fn(ok, key=lambda r: r["ratio"]["median"])
+    return {"bits": r["bits"], "n_buffers": r["n_buffers"], "size": r["size"], "ratio": r["ratio"]}
+
+
+def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
+    """Seed 4: the same bytes by 1-byte write() calls and by fwrite/fputc/putc_unlocked."""
+    p = _params(mode)
+    nbytes = nbytes or p["stdio_bytes"]
+    reps = reps or p["stdio_reps"]
+    scratch = _scratch(out_dir)
+    fs_stat, fs_mount = fstype(str(out_dir))
+    rows = []
+    t0 = time.monotonic()
+    for b in bits:
+        common.progress(f"stdio: {b}-bit, {nbytes} B x {len(STDIO_METHODS)} methods, {reps} reps")
+        res, why = _wvbench(b, ["stdio", "--bytes", nbytes, "--reps", reps,
+                                "--file", scratch / f"stdio-{b}.out"])
+        if res is None:
+            rows.append({"bits": b, "supported": False, "reason": why})
+            common.progress(f"stdio: {b}-bit: unsupported: {why}")
+            continue
+        for m in res["methods"]:
+            sm = {k: np.asarray(v, float) for k, v in m["samples"].items()}
+            calls = m["calls"]
+            rows.append({"bits": b, "supported": True, "reason": None, "method": m["method"],
+                         "real_s": summarize(sm["real_s"]), "user_s": summarize(sm["user_s"]),
+                         "sys_s": summarize(sm["sys_s"]),
+                         "ns_per_byte": summarize(sm["real_s"] / nbytes * 1e9),
+                         "calls": calls if calls is not None else
+                         common.blind(res.get("calls_source", "no write counter")),
+                         "calls_expected": (nbytes if m["method"] == "write"
+                                            else math.ceil(nbytes / res["st_blksize"])),
+                         "st_blksize": res["st_blksize"],
+                         "samples": {k: v.tolist() for k, v in sm.items()}})
+    shutil.rmtree(scratch, ignore_errors=True)
+    obj = {"mode": mode, "bytes": nbytes, "reps": reps, "calls_source": "syscw in /proc/self/io",
+           "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
+           "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2), "rows": rows}
+    return export(out_dir, "stdio", obj, rows)
+
+
+# --- fits -------------------------------------------------------------------------
+
+def fit_linear(runs):
+    """Per run (variant, mode): T(size) = a + b*size ns per call, weighted least squares.
+
+    runs: a sweep's "runs" list (or the sweep dict).  Every rep's ns_per_call
+    is a point, weighted by 1/median(row)^2, i.e. the fit minimises relative
+    residuals: timing noise is roughly proportional to the time, and without
+    the weights the big buffers (microseconds per call) would decide the
+    intercept that the small ones measure best.  Standard errors come from
+    (X'WX)^-1 scaled by the reduced chi-square; the CI is +-t(0.975, dof)*se.
+    Returns [{variant, mode, a_ns, b_ns_per_byte: {value, se, ci_low, ci_high},
+    r2, n_points, sizes: [min, max]}]; a run that cannot be fitted (unsupported,
+    fewer than 3 points) gets a 'why' instead of numbers."""
+    if isinstance(runs, dict):
+        runs = runs["runs"]
+    fits = []
+    for run in runs:
+        f = {"variant": run["variant"], "mode": run.get("mode", "async")}
+        x, y, w = [], [], []
+        for row in run.get("rows") or []:
+            med = row["ns_per_call"]["median"]
+            pts = (row.get("samples") or {}).get("ns_per_call") or [med]
+            for v in pts:
+                x.append(row["buffsize"])
+                y.append(v)
+                w.append(1.0 / med ** 2)
+        if not run.get("supported", True) or len(set(x)) < 3:
+            f["why"] = run.get("reason") or "fewer than 3 buffer sizes measured"
+            fits.append(f)
+            continue
+        x, y, w = (np.asarray(a, float) for a in (x, y, w))
+        X = np.column_stack([np.ones_like(x), x])
+        XtW = X.T * w
+        cov0 = np.linalg.inv(XtW @ X)
+        beta = cov0 @ (XtW @ y)
+        resid = y - X @ beta
+        dof = len(y) - 2
+        chi2 = float(np.sum(w * resid ** 2) / dof)
+        cov = cov0 * chi2
+        t = float(sstats.t.ppf(0.975, dof))
+        ybar = np.sum(w * y) / np.sum(w)
+        r2 = 1 - np.sum(w * resid ** 2) / np.sum(w * (y - ybar) ** 2)
+        for i, name in enumerate(("a_ns", "b_ns_per_byte")):
+            se = float(math.sqrt(cov[i, i]))
+            f[name] = {"value": float(beta[i]), "se": se,
+                       "ci_low": float(beta[i] - t * se), "ci_high": float(beta[i] + t * se)}
+        f.update(r2=float(r2), n_points=int(len(y)), sizes=[int(x.min()), int(x.max())])
+        fits.append(f)
+    return fits
+
+
+KNEE_THRESHOLD = 0.01
+
+
+def _knee_of(a, b, threshold=KNEE_THRESHOLD):
+    """Closed-form knee for arrays a, b of shape (variants,) or (draws, variants)."""
+    a, b = np.atleast_2d(a), np.atleast_1d(b)
+    da = a.max(axis=1) - a.min(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = (da / threshold - a.min(axis=1)) / b
+    s = np.where(b > 0, np.maximum(s, 1.0), np.nan)   # at 1 B already within: knee 1 B
+    return s
+
+
+def knee(fits, threshold=KNEE_THRESHOLD, draws=2000, seed=1):
+    """The buffer size above which the entry mechanisms differ by < threshold of a call.
+
+    fits: fit_linear() results of ONE mode (several variants).  Model: the
+    mechanism adds a constant per call (the intercept a_v); the per-byte cost
+    b is the kernel's copy and page-cache work, the same code whichever way
+    the kernel was entered, so the variants' slopes are pooled into one
+    (inverse-variance weighted mean; their spread is reported as
+    slope_spread).  The mechanism difference is da = max a_v - min a_v; the
+    knee is the size s where da = threshold * (min a_v + b*s), i.e.
+    s = (da/threshold - min a_v) / b.  Below it the way into the kernel shows
+    in the per-call time; above it the copy swamps it.  Uncertainty: the knee
+    of 2000 parametric draws of every a_v and of b from their fitted normal
+    estimates; ci is the 2.5/97.5 percentiles.  `extrapolated` is true when
+    the knee lies beyond the largest size measured."""
+    good = [f for f in fits if "a_ns" in f]
+    if len(good) < 2:
+        return common.blind("fewer than two fitted variants to compare")
+    a = np.array([f["a_ns"]["value"] for f in good])
+    ase = np.array([f["a_ns"]["se"] for f in good])
+    bv = np.array([f["b_ns_per_byte"]["value"] for f in good])
+    bse = np.array([max(f["b_ns_per_byte"]["se"], 1e-12) for f in good])
+    wts = 1 / bse ** 2
+    b = float(np.sum(wts * bv) / np.sum(wts))
+    b_se = float(1 / math.sqrt(np.sum(wts)))
+    max_measured = max(f["sizes"][1] for f in good)
+    out = {"threshold": threshold, "variants": [f["variant"] for f in good],
+           "delta_a_ns": float(a.max() - a.min()),
+           "fastest": good[int(a.argmin())]["variant"], "slowest": good[int(a.argmax())]["variant"],
+           "b_pooled_ns_per_byte": b, "b_pooled_se": b_se,
+           "slope_spread": float((bv.max() - bv.min()) / b) if b > 0 else None,
+           "measured_up_to": max_measured, "draws": draws}
+    if b <= 0:
+        out.update(value=None, why="the pooled per-byte slope is not positive: "
+                                   "per-call time does not grow with size in these data")
+        return out
+    k = float(_knee_of(a, np.array([b]))[0])
+    rng = np.random.default_rng(seed)
+    ad = rng.normal(a, ase, size=(draws, len(good)))
+    bd = rng.normal(b, b_se, size=draws)
+    ks = _knee_of(ad, bd, threshold)
+    fin = ks[np.isfinite(ks)]
+    out.update(value=k, size_bytes=int(round(k)), extrapolated=bool(k > max_measured),
+               ci_low=float(np.percentile(fin, 2.5)) if fin.size else None,
+               ci_high=float(np.percentile(fin, 97.5)) if fin.size else None,
+               undefined_draws=int(np.sum(~np.isfinite(ks))))
+    return out
+
+
+# --- command line -------------------------------------------------------------------
+
+SWEEPS = {"seed": seed_sweep, "tlpi": tlpi_sweep, "writev": writev_bench, "stdio": stdio_bench}
+
+
+def add_arguments(p, name):
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="small inputs, few reps (all four sweeps in ~15 s)")
+    mode.add_argument("--long", dest="mode", action="store_const", const="long",
+                      help="the seed's own input size, more reps")
+    p.set_defaults(mode="default")
+    p.add_argument("--out", metavar="DIR", help="results directory (default: results/<host>-<UTC>)")
+    p.add_argument("--only", metavar="LIST", default="seed,tlpi,writev,stdio",
+                   help="comma list of: seed, tlpi, writev, stdio (default: all)")
+    p.add_argument("--variants", metavar="LIST",
+                   help="comma list of timewrite variants for the seed/TLPI sweeps (e.g. 64-libc,32-int80)")
+    p.add_argument("--reps", type=int, metavar="N", help="override the mode's repetitions")
+
+
+def main(args, name):
+    from .run import new_results_dir
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    bad = [s for s in only if s not in SWEEPS]
+    if bad:
+        common.progress(f"unknown sweep(s) {', '.join(bad)}; choose from {', '.join(SWEEPS)}")
+        return 2
+    if args.reps is not None and args.reps < 1:
+        common.progress("--reps must be at least 1")
+        return 2
+    out = Path(args.out) if args.out else new_results_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    variants = args.variants.split(",") if args.variants else None
+    for s in only:
+        t0 = time.monotonic()
+        kw = {"reps": args.reps}
+        if s in ("seed", "tlpi"):
+            kw["variants"] = variants
+        SWEEPS[s](out, mode=args.mode, **kw)
+        common.progress(f"{s}: {time.monotonic() - t0:.1f} s")
+    print(out)
+    return 0
