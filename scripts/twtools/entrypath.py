@@ -368,8 +368,7 @@ def _objdump_symbols(path):
                 continue
             addr, size, name = int(m.group(1), 16), int(m.group(3), 16), m.group(4)
             name = name.split("@", 1)[0]
-            if addr:
-                out.setdefault(name, (addr, size))
+            out.setdefault(name, (addr, size))
     return out
 
 
