@@ -33,7 +33,7 @@
  *   function pointer the compiler cannot see through, and checks every
  *   result.  The same loop, calling a function with the same signature that
  *   returns the expected value without entering the kernel, is timed before
- *   each batch (at least 100000 calls); the median of its cost per call
+ *   each batch (at least 20000 calls); the median of its cost per call
  *   (loop_ns_per_call, about 2 ns: an indirect call and return) is
  *   subtracted from every batch.  What remains is the mechanism's stub plus the kernel's
  *   entry, dispatch, work and exit.  The raw figures are reported as well.
@@ -91,7 +91,7 @@
 #define MAX_BATCHES	10000
 #define MAX_CALLS	100000000L
 #define MAX_SIZE	(64L << 20)
-#define EMPTY_MIN_CALLS	100000L	/* the empty loop runs at least this many */
+#define EMPTY_MIN_CALLS	20000L	/* the empty loop runs at least this many */
 
 #ifdef TW_ABI32
 #define ABI_NAME "i386"

@@ -1,0 +1,128 @@
+"""syscost: each variant's binary probes honestly, measures every operation with checked
+results, and refuses bad usage.
+
+What can break: a mechanism stub or the contract changing (syscost then sees wrong
+results and exits 1, or crashes); the JSON schema drifting from docs/syscost.md; the
+timed loop being optimised away (the empty loop would then be 0 ns, or the samples
+absurd); write-file not really writing through the mechanism (the file would be the
+wrong size); argument checks loosening (exit 2 would turn into 0 or 1).  No timing is
+asserted beyond signs and sanity: the machine may be loaded."""
+import json
+import math
+import statistics
+
+import pytest
+
+from conftest import BUILD, VARIANTS, run
+
+OPS = ["null", "getppid", "write-devnull", "write-file", "write-sync"]
+
+
+def syscost(variant):
+    return BUILD / f"syscost-{variant}"
+
+
+def probe_or_skip(variant):
+    """Run --probe; 0 means supported, 77 must come with a reason (then skip)."""
+    p = run([syscost(variant), "--probe"], text=True)
+    assert p.returncode in (0, 77), f"--probe exit {p.returncode}: {p.stderr}"
+    if p.returncode == 77:
+        assert "unsupported: " in p.stderr and p.stderr.split("unsupported: ", 1)[1].strip(), \
+            f"exit 77 without a reason: {p.stderr!r}"
+        pytest.skip(f"syscost-{variant} unsupported here: {p.stderr.strip()}")
+    assert p.stdout == ""
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_probe(build, variant):
+    probe_or_skip(variant)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_op_gives_sane_json(build, variant, op, tmp_path):
+    probe_or_skip(variant)
+    batches = 2 if op == "write-sync" else 3
+    cmd = [syscost(variant), "--op", op, "--batches", batches, "--warmup-ms", 2,
+           "--batch-ms", 0.2, "--calibrate-ms", 10]
+    p = run(cmd, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    bits, mech = variant.split("-", 1)
+    assert d["variant"] == variant and d["bits"] == int(bits) and d["mechanism"] == mech
+    assert d["op"] == op and d["errors"] == 0
+    assert d["abi"] == ("x86_64" if variant in ("64-libc", "64-syscall") else "i386")
+    assert d["batches"] == batches
+    for key in ("samples_ns", "raw_ns", "loop_ns_per_call"):
+        assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key
+    assert d["calls_per_batch"] >= 1
+    # Entering the kernel costs something; an empty loop costs much less than a call.
+    assert all(x > 0 for x in d["samples_ns"]), d["samples_ns"]
+    assert all(0 < x < 100 for x in d["loop_ns_per_call"]), d["loop_ns_per_call"]
+    loop = statistics.median(d["loop_ns_per_call"])
+    assert statistics.median(d["raw_ns"]) > loop
+    for raw, s in zip(d["raw_ns"], d["samples_ns"]):
+        assert raw - s == pytest.approx(loop, abs=2e-3)   # the median loop cost is what is removed
+    if d["clock"] == "tsc":
+        assert 1e8 < d["tsc_hz"] < 2e10
+    else:
+        assert d["clock"] == "monotonic"
+    if op == "null":
+        assert d["expect"] == -38   # -ENOSYS: the kernel dispatched and refused
+    if op.startswith("write"):
+        assert d["size"] == (1 if op == "write-devnull" else 256) == d["expect"]
+    if op in ("write-file", "write-sync"):
+        assert list(tmp_path.iterdir()) == [], "the temporary output file was left behind"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_write_file_really_writes(build, variant, tmp_path):
+    """Every batch rewinds and writes calls_per_batch * size bytes over the same file."""
+    probe_or_skip(variant)
+    out = tmp_path / "out.bin"
+    p = run([syscost(variant), "--op", "write-file", "--size", 100, "--calls", 50,
+             "--batches", 2, "--warmup-ms", 1, "--file", out], text=True)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["calls_per_batch"] == 50
+    assert out.stat().st_size == d["file_bytes"] == 50 * 100
+    assert out.read_bytes() == b"x" * 5000
+
+
+def test_monotonic_clock(build):
+    p = run([syscost("64-libc"), "--clock", "monotonic", "--batches", 2, "--warmup-ms", 1],
+            text=True)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["clock"] == "monotonic" and d["tsc_hz"] is None
+
+
+def test_table_format(build):
+    p = run([syscost("64-libc"), "--op", "null", "--format", "table", "--batches", 2,
+             "--warmup-ms", 1], text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("64-libc null: ") and "ns/call median" in p.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--op", "nosuch"], ["--calls", "12x"], ["--calls", "0"], ["--batches", ""],
+    ["--size", "10"],                     # size for an op that writes nothing
+    ["--op", "write-file", "--size", "-1"], ["--clock", "sundial"], ["--format", "xml"],
+    ["--file", "x"],                      # file for an op that writes no file
+    ["--no-such-option"], ["stray"], ["--tsc-hz", "fast"], ["--cpu", "-5"],
+])
+def test_bad_usage_exits_2(build, args):
+    p = run([syscost("64-libc")] + args, text=True)
+    assert p.returncode == 2, (args, p.returncode, p.stderr)
+    assert p.stdout == "" and p.stderr.strip(), args
+
+
+def test_help(build):
+    p = run([syscost("64-libc"), "--help"], text=True)
+    assert p.returncode == 0 and "--op" in p.stdout and "--probe" in p.stdout
+
+
+def test_unwritable_file_is_a_runtime_error(build, tmp_path):
+    p = run([syscost("64-libc"), "--op", "write-file", "--file", tmp_path / "no" / "such"],
+            text=True)
+    assert p.returncode == 1 and "No such file" in p.stderr
