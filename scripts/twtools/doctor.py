@@ -279,8 +279,8 @@ class Doctor:
         elif arg == "off":
             detail["why"] = "booted with fred=off"
         else:
-            detail["why"] = ("no fred flag in /proc/cpuinfo: the CPU lacks FRED (Intel Panther Lake "
-                             "and later) or the kernel left it off (6.9-6.x need fred=on)")
+            detail["why"] = ("no fred flag in /proc/cpuinfo: the CPU lacks FRED (only new Intel CPUs "
+                             "have it) or the kernel left it off (early FRED kernels need fred=on)")
         return on, detail
 
     def ia32(self, vdso):
