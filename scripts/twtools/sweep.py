@@ -55,13 +55,13 @@ STDIO_METHODS = ["write", "fwrite", "fputc", "putc_unlocked"]
 # O_SYNC write costs ~180 us: quick <= ~15 s for all four, default <= ~90 s.
 MODES = {
     "quick": {
-        "seed_bytes": 64 << 10, "seed_reps": 4,
+        "seed_bytes": 64 << 10, "seed_reps": 4, "seed_sync_reps": 4,
         "tlpi_bytes": 16 << 10, "tlpi_reps": 4, "tlpi_variants": ["64-libc", "32-int80"],
         "wv_n": [1, 16, 256, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 2048], "wv_reps": 5,
         "stdio_bytes": 102_400, "stdio_reps": 3,
     },
     "default": {
-        "seed_bytes": 512 << 10, "seed_reps": 8,
+        "seed_bytes": 256 << 10, "seed_reps": 10, "seed_sync_reps": 6,
         "tlpi_bytes": 64 << 10, "tlpi_reps": 6,
         "tlpi_variants": ["64-libc", "64-syscall", "64-int80", "32-libc", "32-int80"],
         "wv_n": [1, 4, 16, 64, 256, 1024, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 512, 2048, 8192],
@@ -70,7 +70,7 @@ MODES = {
     },
     "long": {
         # 1,310,720 B = 5120 x 256 B: the input of the seed's WSL/VMware runs.
-        "seed_bytes": 1_310_720, "seed_reps": 16,
+        "seed_bytes": 1_310_720, "seed_reps": 16, "seed_sync_reps": 10,
         "tlpi_bytes": 256 << 10, "tlpi_reps": 16, "tlpi_variants": None,  # every supported
         "wv_n": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "IOV_MAX", "2*IOV_MAX", 4096],
         "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 21,
@@ -182,9 +182,14 @@ def _samples(row, key):
 def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
     """Rounds of --reps 2 runs over (variant, mode); returns the sweep dict.
 
-    reps is the number of samples wanted per cell; ceil(reps / 2) rounds."""
-    per_call = min(REPS_PER_CALL, reps)
-    rounds = -(-reps // per_call)
+    reps: samples wanted per cell, an int or {mode: int}; a mode wanting
+    fewer samples (sync: each O_SYNC write waits for the disk) takes part in
+    the first rounds only."""
+    if isinstance(reps, int):
+        reps = {m: reps for m in modes}
+    per_call = min(REPS_PER_CALL, *reps.values())
+    mode_rounds = {m: -(-reps[m] // per_call) for m in modes}
+    rounds = max(mode_rounds.values())
     scratch = _scratch(out_dir)
     infile = _input_file(scratch, input_bytes)
     fs_stat, fs_mount = fstype(str(out_dir))
@@ -195,7 +200,7 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
             key = (v["name"], m)
             runs[key] = {"variant": v["name"], "bits": v["bits"], "mechanism": v["mechanism"],
                          "mode": m, "supported": v["supported"], "reason": v["reason"],
-                         "raw": {}}
+                         "reps": mode_rounds[m] * per_call, "raw": {}}
             if v["supported"]:
                 cells.append(key)
     t0 = time.monotonic()
@@ -204,7 +209,7 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
         order = cells[k:] + cells[:k]
         for key in order:
             run = runs[key]
-            if not run["supported"]:
+            if not run["supported"] or r >= mode_rounds[key[1]]:
                 continue
             out = scratch / f"{stem}-{key[0]}-{key[1]}.out"
             res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
@@ -246,10 +251,12 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
         out_runs.append(run)
     shutil.rmtree(scratch, ignore_errors=True)
     fits = fit_linear(out_runs)
-    return {"input_bytes": input_bytes, "reps": rounds * per_call, "rounds": rounds,
-            "reps_per_call": per_call,
+    return {"input_bytes": input_bytes, "reps": max(mode_rounds.values()) * per_call,
+            "reps_by_mode": {m: mode_rounds[m] * per_call for m in modes},
+            "rounds": rounds, "reps_per_call": per_call,
             "interleave": f"{rounds} rounds of timewrite --reps {per_call} over every "
-                          "(variant, mode), order rotated per round",
+                          "(variant, mode), order rotated per round; a mode with fewer reps "
+                          "joins the first rounds only",
             "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat, "fstype_mount": fs_mount,
             "seconds": round(time.monotonic() - t0, 2),
             "runs": out_runs, "fits": fits,
@@ -279,10 +286,11 @@ def seed_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
     """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072."""
     p = _params(mode)
     input_bytes = input_bytes or p["seed_bytes"]
-    reps = reps or p["seed_reps"]
+    reps = {"async": reps, "sync": reps} if reps else {"async": p["seed_reps"],
+                                                       "sync": p["seed_sync_reps"]}
     vs = _pick_variants(variants)
     common.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
-                    f"{input_bytes} B input, {reps} samples per cell")
+                    f"{input_bytes} B input, samples per cell {reps}")
     obj = _sweep(out_dir, "seed", vs, ["async", "sync"], None, input_bytes, reps, "seed sweep")
     obj.update(mode=mode, sizes=SEED_SIZES)
     return export(out_dir, "sweep_seed", obj, _table(obj))

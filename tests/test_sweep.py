@@ -1,0 +1,208 @@
+"""tw sweep (scripts/twtools/sweep.py): real quick runs write the files results-schema.md promises.
+
+What is checked, and why it can break:
+- seed_sweep on a few real variants, async and sync: every row has
+  calls == ceil(input/buffsize) (timewrite miscounting, or the sweep pairing
+  a row with the wrong input size, breaks it), summaries with n == reps, and
+  wait_s / ns_per_call samples that really are real-user-sys and real/calls.
+- An unsupported variant (this CPU's missing entry instruction) becomes a
+  run with supported:false and the program's own reason, and no rows: a
+  sweep that recorded zeros, or crashed, fails.
+- The output sits in the results directory with its file system type, and a
+  CSV beside the JSON; the scratch files are gone afterwards.
+- tlpi_sweep: sizes 1..65536 (17 rows) and the scale factor to TLPI's 100 MB.
+- writev_bench with N > IOV_MAX reports ceil(N/IOV_MAX) writev calls and
+  ratios that are writev/write of the same rep.
+- stdio_bench: write() counts are one per byte for `write`, one per
+  st_blksize buffer for stdio.
+- fit_linear's 95% CI covers a known line in ~95% of noisy data sets; knee()
+  matches its closed form.  These use constructed points, not measurements: they test the
+  arithmetic, which a sign or weighting slip would break.
+- `tw sweep` rejects an unknown sweep with exit 2.
+No assertion compares a time with a threshold: timings vary by machine.
+"""
+import csv
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, common, run
+
+from twtools import sweep
+
+SUMMARY_KEYS = {"median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable"}
+
+
+def first_unsupported():
+    for v in common.probe_all("timewrite"):
+        if not v["supported"]:
+            return v
+    return None
+
+
+def check_summary(s, n):
+    assert SUMMARY_KEYS <= set(s)
+    assert s["n"] == n
+    assert s["ci_low"] <= s["median"] <= s["ci_high"]
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory, build):
+    out = tmp_path_factory.mktemp("seed")
+    names = ["64-libc", "32-int80"]
+    bad = first_unsupported()
+    if bad:
+        names.append(bad["name"])
+    return out, bad, sweep.seed_sweep(out, mode="quick", variants=names, reps=2,
+                                      input_bytes=40_000)
+
+
+def test_seed_sweep_rows_and_counts(seed):
+    out, bad, d = seed
+    assert d["input_bytes"] == 40_000 and d["reps"] == 2
+    good = [r for r in d["runs"] if r["supported"]]
+    if not any(r["variant"] == "64-libc" for r in good):
+        pytest.skip("64-libc unsupported here: " +
+                    "; ".join(r["reason"] for r in d["runs"] if not r["supported"]))
+    assert {r["mode"] for r in good} == {"async", "sync"}
+    for r in good:
+        assert r["reason"] is None
+        assert [row["buffsize"] for row in r["rows"]] == sweep.SEED_SIZES
+        for row in r["rows"]:
+            assert row["calls"] == math.ceil(40_000 / row["buffsize"]) == row["calls_expected"]
+            for k in ("user_s", "sys_s", "real_s", "wait_s", "ns_per_call"):
+                check_summary(row[k], 2)
+            s = row["samples"]
+            for i in range(2):
+                assert s["wait_s"][i] == pytest.approx(s["real_s"][i] - s["user_s"][i] - s["sys_s"][i])
+                assert s["ns_per_call"][i] == pytest.approx(s["real_s"][i] / row["calls"] * 1e9)
+                assert s["real_s"][i] > 0
+
+
+def test_seed_sweep_unsupported_variant_has_reason(seed):
+    out, bad, d = seed
+    if bad is None:
+        pytest.skip("every timewrite variant works on this CPU; nothing unsupported to record")
+    runs = [r for r in d["runs"] if r["variant"] == bad["name"]]
+    assert {r["mode"] for r in runs} == {"async", "sync"}
+    for r in runs:
+        assert r["supported"] is False
+        assert r["reason"] == bad["reason"] and r["reason"]
+        assert r["rows"] == []
+    fit = [f for f in d["fits"] if f["variant"] == bad["name"]]
+    assert fit and all("a_ns" not in f and f["why"] for f in fit)
+
+
+def test_seed_sweep_files_and_fs(seed):
+    out, bad, d = seed
+    on_disk = json.loads((out / "sweep_seed.json").read_text())
+    assert on_disk["input_bytes"] == d["input_bytes"]
+    st = run(["stat", "-f", "-c", "%T", out], text=True)
+    assert d["fstype"] == st.stdout.strip()
+    assert d["outfile_dir"] == str(out.resolve())
+    assert not (out / ".sweep-scratch").exists()
+    with open(out / "sweep_seed.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {"variant", "mode", "buffsize", "calls", "ns_per_call_median", "wait_s_ci_low"} <= set(rows[0])
+    n_rows = sum(len(r["rows"]) or 1 for r in d["runs"])
+    assert len(rows) == n_rows
+    assert d["knee"]["sync"]["value"] is None and d["knee"]["sync"]["why"]
+
+
+def test_tlpi_sweep(tmp_path, build):
+    d = sweep.tlpi_sweep(tmp_path, mode="quick", variants=["64-libc"], reps=2, input_bytes=8192)
+    (r,) = d["runs"]
+    if not r["supported"]:
+        pytest.skip(f"64-libc unsupported here: {r['reason']}")
+    assert r["mode"] == "async"
+    assert [row["buffsize"] for row in r["rows"]] == [1 << i for i in range(17)]
+    assert [row["calls"] for row in r["rows"]] == [math.ceil(8192 / (1 << i)) for i in range(17)]
+    assert d["scale_factor"] == pytest.approx(100_000_000 / 8192)
+    assert (tmp_path / "sweep_tlpi.json").exists() and (tmp_path / "sweep_tlpi.csv").exists()
+    (fit,) = d["fits"]
+    assert fit["n_points"] == 17 * 2 and fit["sizes"] == [1, 65536]
+
+
+def test_writev_bench_beyond_iov_max(tmp_path, build):
+    iov = os.sysconf("SC_IOV_MAX")
+    d = sweep.writev_bench(tmp_path, mode="quick", bits=(64,), n_buffers=[4, iov + 1],
+                           sizes=[64], reps=3)
+    rows = {r["n_buffers"]: r for r in d["rows"]}
+    assert set(rows) == {4, iov + 1}
+    assert rows[iov + 1]["writev_calls"] == 2 and rows[4]["writev_calls"] == 1
+    assert rows[iov + 1]["write_calls"] == iov + 1
+    for r in rows.values():
+        assert r["iov_max"] == iov
+        for k in ("write_ns", "writev_ns", "ratio"):
+            check_summary(r[k], 3)
+        s = r["samples"]
+        assert s["ratio"] == pytest.approx([v / w for v, w in zip(s["writev_ns"], s["write_ns"])])
+    assert (tmp_path / "writev.csv").exists()
+
+
+def test_stdio_bench_counts(tmp_path, build):
+    d = sweep.stdio_bench(tmp_path, mode="quick", bits=(64, 32), nbytes=20_000, reps=2)
+    ok = [r for r in d["rows"] if r["supported"]]
+    assert {r["bits"] for r in ok} >= {64}
+    for r in d["rows"]:
+        if not r["supported"]:
+            assert r["reason"]
+            continue
+        assert r["calls"] == r["calls_expected"]
+        if r["method"] == "write":
+            assert r["calls"] == 20_000
+        else:
+            assert r["calls"] == math.ceil(20_000 / r["st_blksize"])
+        for k in ("real_s", "user_s", "sys_s", "ns_per_byte"):
+            check_summary(r[k], 2)
+    assert {r["method"] for r in ok} == set(sweep.STDIO_METHODS)
+
+
+def test_fit_linear_ci_covers_the_true_line_95_percent():
+    """A 95% CI must contain the true a and b in about 95% of noisy data sets.
+
+    One data set would miss 5% of the time by design, so the test measures
+    coverage over 300 fixed seeds (deterministic): too narrow a CI (no
+    chi-square scaling, wrong weights) or too wide a one (useless) fails."""
+    a, b, n = 300.0, 0.25, 300
+    hit_a = hit_b = 0
+    for seed in range(n):
+        rng = np.random.default_rng(seed)
+        rows = []
+        for s in [1 << i for i in range(17)]:
+            y = (a + b * s) * (1 + rng.normal(0, 0.02, 6))
+            rows.append({"buffsize": s, "ns_per_call": {"median": float(np.median(y))},
+                         "samples": {"ns_per_call": y.tolist()}})
+        (f,) = sweep.fit_linear([{"variant": "x", "mode": "async", "supported": True,
+                                  "rows": rows}])
+        assert f["n_points"] == 17 * 6
+        assert f["a_ns"]["ci_high"] - f["a_ns"]["ci_low"] < 0.2 * a      # informative
+        hit_a += f["a_ns"]["ci_low"] <= a <= f["a_ns"]["ci_high"]
+        hit_b += f["b_ns_per_byte"]["ci_low"] <= b <= f["b_ns_per_byte"]["ci_high"]
+    assert 0.91 <= hit_a / n <= 0.99
+    assert 0.91 <= hit_b / n <= 0.99
+
+
+def test_knee_closed_form():
+    def fit(name, a, b):
+        return {"variant": name, "mode": "async", "sizes": [1, 65536],
+                "a_ns": {"value": a, "se": 1e-6}, "b_ns_per_byte": {"value": b, "se": 1e-9}}
+    k = sweep.knee([fit("fast", 100.0, 0.1), fit("slow", 600.0, 0.1)])
+    # 500 ns difference is 1% of a call of 50 us: (500/0.01 - 100) / 0.1 = 499,000 B
+    assert k["value"] == pytest.approx(499_000, rel=1e-6)
+    assert k["extrapolated"] is True
+    assert k["fastest"] == "fast" and k["slowest"] == "slow"
+    assert k["ci_low"] <= k["value"] <= k["ci_high"]
+    one = sweep.knee([fit("only", 100.0, 0.1)])
+    assert one["value"] is None and one["why"]
+
+
+def test_cli_rejects_unknown_sweep(tmp_path):
+    p = run([sys.executable, ROOT / "scripts" / "tw", "sweep", "--only", "bogus",
+             "--out", tmp_path], text=True)
+    assert p.returncode == 2
+    assert "bogus" in p.stderr
