@@ -42,6 +42,13 @@
  *   allowed one) so that a migration cannot land inside a batch and the TSC
  *   is read on a single core throughout.
  *
+ * - --realtime: SCHED_FIFO (priority 50) for the run, so that no ordinary
+ *   process can preempt a batch.  On a loaded machine this turns a CV of
+ *   100% or more (batches stretched by other processes' time slices) into a
+ *   few percent.  It needs root or CAP_SYS_NICE; without it the run goes on
+ *   under SCHED_OTHER and the JSON says why ("sched", "sched_why").  The
+ *   kernel's RT throttling (sched_rt_runtime_us) still bounds the CPU taken.
+ *
  * - Warm-up.  At least --warmup-ms (20 ms) of the very calls being measured
  *   run before the first batch: caches, branch predictors, the page cache
  *   pages of the output file and the CPU clock all reach their steady state.
@@ -127,6 +134,7 @@ struct opts {
 	double batch_ms, warmup_ms, calibrate_ms;
 	double tsc_hz;		/* 0: measure */
 	const char *file;
+	int realtime;
 };
 
 static enum clk clk;
@@ -309,6 +317,7 @@ usage(FILE *f)
 "  --clock C          auto | tsc | monotonic (default auto: tsc if invariant)\n"
 "  --calibrate-ms MS  how long to measure the TSC rate (default 50)\n"
 "  --tsc-hz HZ        use this TSC rate instead of measuring it\n"
+"  --realtime         run under SCHED_FIFO when allowed (root/CAP_SYS_NICE)\n"
 "  --format F         json (default) | table\n"
 "  -h, --help         this text\n"
 "\n"
@@ -559,6 +568,7 @@ main(int argc, char **argv)
 		{ "tsc-hz", required_argument, NULL, 'H' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "probe", no_argument, NULL, 'p' },
+		{ "realtime", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -568,7 +578,8 @@ main(int argc, char **argv)
 		.calibrate_ms = 50, .tsc_hz = 0, .file = NULL,
 	};
 	int ch, probe_only = 0, i;
-	const char *clock_why;
+	const char *clock_why, *sched = "other";
+	char sched_why[160] = "not asked for (--realtime)";
 	struct call c;
 	char *buf = NULL;
 	double *loop_ns, *raw_ns, *samples_ns, t_ns, loop_med;
@@ -638,6 +649,9 @@ main(int argc, char **argv)
 		case 'p':
 			probe_only = 1;
 			break;
+		case 'R':
+			o.realtime = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -664,6 +678,17 @@ main(int argc, char **argv)
 	cpu = o.cpu == -2 ? default_cpu() : o.cpu;
 	if (cpu >= 0)
 		pin(cpu);
+	if (o.realtime) {
+		struct sched_param sp = { .sched_priority = 50 };
+
+		if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0) {
+			sched = "fifo";
+			snprintf(sched_why, sizeof(sched_why), "SCHED_FIFO priority 50");
+		} else
+			snprintf(sched_why, sizeof(sched_why),
+			    "SCHED_FIFO refused (%s): ordinary processes may preempt batches",
+			    strerror(errno));
+	}
 
 	have_rdtscp = cpu_has_rdtscp();
 	if (o.clock == CLK_MONO) {
@@ -771,7 +796,7 @@ main(int argc, char **argv)
 		    median(samples_ns, o.batches), lo, hi, o.batches, n, loop_med, clk == CLK_TSC ? "tsc" : "monotonic");
 		if (clk == CLK_TSC)
 			printf(" at %.4f GHz", tsc_hz / 1e9);
-		printf(", cpu %ld\n", cpu);
+		printf(", cpu %ld, sched %s\n", cpu, sched);
 		if (fflush(stdout) == EOF || ferror(stdout))
 			err(1, "stdout");
 		return 0;
@@ -799,6 +824,8 @@ main(int argc, char **argv)
 		    o.tsc_hz > 0 ? "given" : "measured");
 	else
 		printf(",\"tsc_hz\":null,\"tsc_hz_source\":null");
+	printf(",\"sched\":\"%s\",\"sched_why\":", sched);
+	json_string(sched_why);
 	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
 	    "\"batches\":%ld,\"warmup_ms\":%g,", cpu, n, n_empty, o.batches, o.warmup_ms);
 	json_array("loop_ns_per_call", loop_ns, o.batches);

@@ -51,6 +51,7 @@ def test_each_op_gives_sane_json(build, variant, op, tmp_path):
     bits, mech = variant.split("-", 1)
     assert d["variant"] == variant and d["bits"] == int(bits) and d["mechanism"] == mech
     assert d["op"] == op and d["errors"] == 0
+    assert d["sched"] == "other" and d["sched_why"]    # --realtime was not asked for
     assert d["abi"] == ("x86_64" if variant in ("64-libc", "64-syscall") else "i386")
     assert d["batches"] == batches
     for key in ("samples_ns", "raw_ns", "loop_ns_per_call"):

@@ -47,7 +47,7 @@ DEVNULL_SIZE = 1
 MODES = {
     "quick":   {"rounds": 2,  "batches": 3,  "batch_ms": 0.5, "warmup_ms": 5,  "perf_runs": 3,
                 "perf_loops": 500000},
-    "default": {"rounds": 12, "batches": 8,  "batch_ms": 0.5, "warmup_ms": 10, "perf_runs": 12,
+    "default": {"rounds": 20, "batches": 8,  "batch_ms": 0.5, "warmup_ms": 10, "perf_runs": 20,
                 "perf_loops": 1000000},
     "long":    {"rounds": 20, "batches": 10, "batch_ms": 2.0, "warmup_ms": 20, "perf_runs": 20,
                 "perf_loops": 2000000},
@@ -71,7 +71,7 @@ class SyscostError(RuntimeError):
 
 def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, calls=None,
             cpu=None, tsc_hz=None, batch_ms=None, warmup_ms=None, file_dir=None,
-            clock=None, timeout=300):
+            clock=None, realtime=False, timeout=300):
     """Run build/syscost-<variant> --op <op> once and return its result.
 
     variant   '64-syscall', '32-int80', ... (variants/matrix)
@@ -84,6 +84,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     calls     calls per batch (None: syscost sizes batches to batch_ms)
     cpu       CPU to pin to (None: syscost's default, the last allowed CPU)
     tsc_hz    a TSC rate measured earlier, so this run skips its 50 ms calibration
+    realtime  ask syscost for SCHED_FIFO (--realtime); the result's 'sched' says if it got it
     file_dir  where write-file/write-sync create their temporary file (cwd by default)
 
     Returns syscost's JSON object (variant, op, size, clock, tsc_hz, cpu,
@@ -112,6 +113,8 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         cmd += ["--batch-ms", f"{batch_ms:g}"]
     if warmup_ms is not None:
         cmd += ["--warmup-ms", f"{warmup_ms:g}"]
+    if realtime:
+        cmd += ["--realtime"]
     cmd = list(wrapper or []) + cmd
     env = dict(os.environ, **(extra_env or {}))
     t0 = time.monotonic()
@@ -146,12 +149,25 @@ _PERF_USECS = re.compile(r"([0-9.]+)\s+usecs/op")
 _PERF_OPS = re.compile(r"([0-9]+)\s+ops/sec")
 
 
-def perf_bench_once(loops, cpu=None):
+def _pin_and_fifo(cpu, realtime):
+    """A preexec_fn giving perf bench the conditions syscost runs under."""
+    def pre():
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        if realtime:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+            except OSError:
+                pass
+    return pre
+
+
+def perf_bench_once(loops, cpu=None, realtime=False):
     """ns per getppid from one `perf bench syscall basic`, or (None, why)."""
     perf = common.which("perf")
     if perf is None:
         return None, "perf is not installed"
-    pre = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    pre = _pin_and_fifo(cpu, realtime)
     try:
         p = subprocess.run([perf, "bench", "syscall", "basic", "-l", str(loops)],
                            capture_output=True, text=True, timeout=120, preexec_fn=pre)
@@ -205,7 +221,7 @@ def _fstype(path):
 
 
 def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rounds=None,
-               cpu=None, file_dir=None, accuracy=False, clock=None):
+               cpu=None, file_dir=None, accuracy=False, clock=None, realtime=True):
     """Measure the per-call matrix; write percall.json/.csv into out_dir; return the document.
 
     variants  names ('64-syscall', ...) or None for every row of variants/matrix
@@ -213,6 +229,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     sizes     write-file sizes (default 256 and 4096)
     rounds    override the mode's number of rounds
     accuracy  also run `perf bench syscall basic` once per round and fill "accuracy"
+    realtime  run syscost (and perf bench) under SCHED_FIFO when allowed
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
@@ -260,6 +277,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
         if cal.get("supported"):
             tsc_hz, clk, pinned = cal.get("tsc_hz"), cal.get("clock"), cal.get("cpu")
     perf = {"samples": [], "why": None}
+    scheds, sched_why = set(), None
     perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
 
     for rnd in range(params["rounds"]):
@@ -277,7 +295,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
                               calls=c["calls"], cpu=pinned, tsc_hz=tsc_hz, clock=clock,
                               batch_ms=params["batch_ms"],
                               warmup_ms=min(params["warmup_ms"], 5) if sync else params["warmup_ms"],
-                              file_dir=file_dir)
+                              file_dir=file_dir, realtime=realtime)
             except SyscostError as e:
                 c["errors"].append(str(e))
                 common.warn(f"bench: {key[0]} {key[1]}: {e}",
@@ -293,9 +311,12 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             c["loop"] += res["loop_ns_per_call"]
             c["n_calls"] += res["calls_per_batch"] * res["batches"]
             clk = clk or res.get("clock")
+            scheds.add(res.get("sched"))
+            if res.get("sched") != "fifo":
+                sched_why = res.get("sched_why")
         if accuracy:
             t_perf = time.monotonic()
-            ns, why = perf_bench_once(params["perf_loops"], cpu=pinned)
+            ns, why = perf_bench_once(params["perf_loops"], cpu=pinned, realtime=realtime)
             perf_s += time.monotonic() - t_perf
             if ns is None:
                 perf["why"] = why
@@ -306,7 +327,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     wall = time.monotonic() - t_start - perf_s
     if accuracy and perf["why"] is None:
         while len(perf["samples"]) < params["perf_runs"]:
-            ns, why = perf_bench_once(params["perf_loops"], cpu=pinned)
+            ns, why = perf_bench_once(params["perf_loops"], cpu=pinned, realtime=realtime)
             if ns is None:
                 perf["why"] = why
                 break
@@ -346,6 +367,8 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
                       "batch_ms": params["batch_ms"], "warmup_ms": params["warmup_ms"],
                       "rounds": params["rounds"], "sizes": sizes, "ops": ops,
                       "variants": [r["name"] for r in rows]},
+           "sched": "fifo" if scheds == {"fifo"} else ("mixed" if "fifo" in scheds else "other"),
+           "sched_why": sched_why or ("SCHED_FIFO priority 50" if scheds == {"fifo"} else None),
            "file_dir": str(file_dir), "file_fstype": _fstype(file_dir),
            "host": socket.gethostname(), "full_matrix": full,
            "wall_s": wall, "cells": out_cells, "accuracy": None}
@@ -499,7 +522,7 @@ def format_table(doc):
         lines.append(f"{c['variant']:<12} {c['op']:<14} {size:>5}  {est:<32} {cv:>6}  {flags}")
     lines.append(f"(n = batches per cell; loop cost subtracted; clock {doc['clock']}"
                  + (f" at {doc['tsc_hz'] / 1e9:.4f} GHz" if doc.get("tsc_hz") else "")
-                 + f", CPU {doc['cpu']}, files on {doc.get('file_fstype') or '?'}; "
+                 + f", CPU {doc['cpu']}, sched {doc.get('sched')}, files on {doc.get('file_fstype') or '?'}; "
                  f"{doc['params']['rounds']} rounds, {doc['wall_s']:.1f} s)")
     return lines
 
@@ -605,6 +628,8 @@ def add_arguments(parser, name):
                         help="where write-file/write-sync write (default: the --out directory)")
     parser.add_argument("--accuracy", action="store_true",
                         help="also run perf bench syscall basic and print accuracy/precision figures")
+    parser.add_argument("--no-realtime", dest="realtime", action="store_false",
+                        help="do not ask for SCHED_FIFO (default: ask; needs root)")
     parser.add_argument("--json", action="store_true", help="print percall.json to stdout instead of the table")
 
 
@@ -628,7 +653,7 @@ def main(args, name):
     try:
         doc = run_matrix(out, mode=args.mode, variants=variants, ops=ops, sizes=sizes,
                          rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
-                         accuracy=args.accuracy, clock=args.clock)
+                         accuracy=args.accuracy, clock=args.clock, realtime=args.realtime)
     except ValueError as e:
         print(f"tw bench: {e}", file=sys.stderr)
         return 2
