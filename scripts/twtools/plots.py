@@ -1,0 +1,367 @@
+"""The report's plots (matplotlib, Agg), and the linear fit / knee they show.
+
+Every function takes already-loaded stage data and an output directory, writes
+`<name>.png` and `<name>.svg`, and returns the name, or None when it has nothing
+to draw.  Output is deterministic: fixed svg.hashsalt, no dates, fixed
+creator, sorted inputs, so rebuilding a report gives identical files.
+"""
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+CREATOR = "timewrite report"
+matplotlib.rcParams.update({
+    "svg.hashsalt": "timewrite",
+    "svg.fonttype": "path",
+    "font.size": 9,
+    "figure.dpi": 100,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+})
+SEED_STYLE = {"color": "0.55", "linestyle": "--", "linewidth": 1, "marker": "x", "markersize": 4}
+
+
+def _save(fig, outdir, name):
+    outdir.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(outdir / f"{name}.svg", format="svg", metadata={"Date": None, "Creator": CREATOR})
+    fig.savefig(outdir / f"{name}.png", format="png", dpi=100,
+                metadata={"Software": CREATOR})
+    plt.close(fig)
+    return name
+
+
+def _med(s):
+    if not isinstance(s, dict) or s.get("median") is None:
+        return None
+    return s["median"]
+
+
+def _err(s):
+    m = s["median"]
+    return [[max(m - s["ci_low"], 0)], [max(s["ci_high"] - m, 0)]]
+
+
+# -- fit and knee ----------------------------------------------------------------------------
+
+def fit_linear(sizes, times):
+    """Least-squares T(size) = a + b*size; returns (a, b) or None with fewer than 2 points."""
+    x = np.asarray(sizes, dtype=float)
+    y = np.asarray(times, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 2 or np.all(x == x[0]):
+        return None
+    # Weight by 1/y so small sizes (where a lives) are not swamped by large ones.
+    w = 1.0 / np.maximum(np.abs(y), 1e-12)
+    A = np.vstack([np.ones_like(x), x]).T * w[:, None]
+    (a, b), *_ = np.linalg.lstsq(A, y * w, rcond=None)
+    return float(a), float(b)
+
+
+def knee(fits, threshold=0.01):
+    """Smallest size at which the spread of the intercepts a_mech drops below `threshold` of a
+    call's cost.
+
+    fits: {name: (a, b)}.  The spread is max(a) - min(a); a call's cost at size s is taken as
+    min(a) + mean(b)*s.  Returns {"size", "spread_ns", "b_ns_per_byte", "why"}; size is None
+    (with why) when it cannot be computed."""
+    fits = {k: v for k, v in fits.items() if v is not None}
+    if len(fits) < 2:
+        return {"size": None, "spread_ns": None, "b_ns_per_byte": None,
+                "why": "fewer than two mechanisms fitted"}
+    a = [v[0] for v in fits.values()]
+    b = float(np.mean([v[1] for v in fits.values()]))
+    spread = max(a) - min(a)
+    if b <= 0:
+        return {"size": None, "spread_ns": spread, "b_ns_per_byte": b,
+                "why": "no positive per-byte slope: the cost does not grow with size"}
+    size = (spread / threshold - min(a)) / b
+    return {"size": max(size, 0.0), "spread_ns": spread, "b_ns_per_byte": b, "why": None}
+
+
+def sweep_fits(sweep, mode="async"):
+    """{variant: (a, b)} from ns_per_call medians of a sweep's runs in one mode."""
+    out = {}
+    for run in sorted((sweep or {}).get("runs", []), key=lambda r: r["variant"]):
+        if run.get("mode") != mode or not run.get("supported", True) or not run.get("rows"):
+            continue
+        pts = [(r["buffsize"], _med(r.get("ns_per_call"))) for r in run["rows"]]
+        pts = [(x, y) for x, y in pts if y is not None]
+        out[run["variant"]] = fit_linear([p[0] for p in pts], [p[1] for p in pts])
+    return out
+
+
+# -- plots -----------------------------------------------------------------------------------
+
+def plot_percall(percall, outdir, ops=("null", "getppid", "write-devnull", "write-file", "write-sync")):
+    cells = [c for c in (percall or {}).get("cells", []) if c.get("op") in ops]
+    if not cells:
+        return None
+    variants = sorted({c["variant"] for c in cells}, key=lambda v: (-int(v[:2]), v))
+    ops = [o for o in ops if any(c["op"] == o for c in cells)]
+    fig, axes = plt.subplots(1, len(ops), figsize=(2.6 * len(ops) + 1, 0.35 * len(variants) + 1.6),
+                             sharey=True, squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        for i, v in enumerate(variants):
+            c = next((c for c in cells if c["variant"] == v and c["op"] == op), None)
+            if not c or c.get("supported") is False or _med(c) is None:
+                ax.text(0.02, i, "unsupported" if c and c.get("supported") is False else "unknown",
+                        transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.5")
+                continue
+            color = "tab:red" if c.get("unstable") else "tab:blue"
+            ax.errorbar([c["median"]], [i], xerr=_err(c), fmt="o", color=color, capsize=3, ms=4)
+        ax.set_xscale("log")
+        ax.set_title(op)
+        ax.set_xlabel("ns per call (95% CI)")
+    axes[0][0].set_yticks(range(len(variants)))
+    axes[0][0].set_yticklabels(variants)
+    axes[0][0].invert_yaxis()
+    fig.suptitle("Per-call cost by mechanism (red: unstable)")
+    return _save(fig, outdir, "percall")
+
+
+def plot_sweep_per_byte(sweep, outdir, name="sweep_seed"):
+    runs = [r for r in (sweep or {}).get("runs", []) if r.get("supported", True) and r.get("rows")]
+    nbytes = (sweep or {}).get("input_bytes")
+    if not runs or not nbytes:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, mode in zip(axes, ("async", "sync")):
+        for run in sorted(runs, key=lambda r: r["variant"]):
+            if run["mode"] != mode:
+                continue
+            xs, ys, lo, hi = [], [], [], []
+            for r in run["rows"]:
+                s = r.get("real_s")
+                if _med(s) is None:
+                    continue
+                xs.append(r["buffsize"])
+                ys.append(s["median"] * 1e9 / nbytes)
+                lo.append(max(s["median"] - s["ci_low"], 0) * 1e9 / nbytes)
+                hi.append(max(s["ci_high"] - s["median"], 0) * 1e9 / nbytes)
+            if xs:
+                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=run["variant"])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{mode}: real time per byte")
+        ax.set_xlabel("BUFFSIZE (bytes)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel(f"ns per byte ({nbytes} bytes per pass)")
+    return _save(fig, outdir, f"{name}_per_byte")
+
+
+def acc_series(sync_rows, async_rows, key="real_s"):
+    """[(buffsize, acc)] with acc = (t_sync - t_async) / t_sync; rows without a sync time skipped."""
+    def size(r):
+        return r["buffsize"] if "buffsize" in r else r["bufsize"]
+
+    a = {size(r): r for r in async_rows}
+    out = []
+    for r in sorted(sync_rows, key=size):
+        s = r.get(key)
+        ts = _med(s) if isinstance(s, dict) else s
+        o = a.get(size(r))
+        if o is None or not ts:
+            continue
+        ta = _med(o.get(key)) if isinstance(o.get(key), dict) else o.get(key)
+        if ta is None:
+            continue
+        out.append((size(r), (ts - ta) / ts))
+    return out
+
+
+def plot_acc(sweep, outdir, seed_ref=None):
+    runs = [r for r in (sweep or {}).get("runs", []) if r.get("supported", True) and r.get("rows")]
+    if not runs and not seed_ref:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for v in sorted({r["variant"] for r in runs}):
+        sync = next((r for r in runs if r["variant"] == v and r["mode"] == "sync"), None)
+        asy = next((r for r in runs if r["variant"] == v and r["mode"] == "async"), None)
+        if sync and asy:
+            pts = acc_series(sync["rows"], asy["rows"])
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=f"{v} (this machine)")
+    if seed_ref:
+        for plat in sorted({r["platform"] for r in seed_ref}):
+            sync = [r for r in seed_ref if r["platform"] == plat and r["mode"] == "sync"]
+            asy = [r for r in seed_ref if r["platform"] == plat and r["mode"] == "async"]
+            pts = acc_series(sync, asy)
+            if pts:
+                ax.plot(*zip(*pts), label=f"{plat} (seed, theirs)", **SEED_STYLE)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("BUFFSIZE (bytes)")
+    ax.set_ylabel("acc = (t_sync - t_async) / t_sync")
+    ax.set_title("Async speed-up by BUFFSIZE (seed's acc)")
+    ax.legend(fontsize=6, ncol=2)
+    return _save(fig, outdir, "acc")
+
+
+def plot_fit(sweep, outdir, mode="async"):
+    fits = sweep_fits(sweep, mode)
+    if not any(fits.values()):
+        return None, fits, knee(fits)
+    k = knee(fits)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for run in sorted((sweep or {}).get("runs", []), key=lambda r: r["variant"]):
+        if run.get("mode") != mode or not run.get("rows") or fits.get(run["variant"]) is None:
+            continue
+        xs = [r["buffsize"] for r in run["rows"] if _med(r.get("ns_per_call")) is not None]
+        ys = [r["ns_per_call"]["median"] for r in run["rows"] if _med(r.get("ns_per_call")) is not None]
+        line = ax.plot(xs, ys, "o", ms=3)[0]
+        a, b = fits[run["variant"]]
+        gx = np.geomspace(min(xs), max(xs), 50)
+        ax.plot(gx, a + b * gx, "-", color=line.get_color(),
+                label=f"{run['variant']}: a={a:.0f} ns, b={b:.3f} ns/B")
+    if k["size"] is not None and k["size"] > 0:
+        ax.axvline(k["size"], color="k", linestyle=":", label=f"knee {k['size']:.0f} B")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("BUFFSIZE (bytes)")
+    ax.set_ylabel("ns per write call")
+    ax.set_title(f"T(size) = a_mech + b*size ({mode}); knee: mechanism spread < 1% of a call")
+    ax.legend(fontsize=6)
+    return _save(fig, outdir, f"fit_{mode}"), fits, k
+
+
+def plot_tlpi(sweep, outdir, tlpi_ref=None):
+    runs = [r for r in (sweep or {}).get("runs", []) if r.get("supported", True) and r.get("rows")]
+    if not runs and not tlpi_ref:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for run in sorted(runs, key=lambda r: (r["variant"], r["mode"])):
+        rows = [r for r in run["rows"] if _med(r.get("real_s"))]
+        if not rows:
+            continue
+        base = max(rows, key=lambda r: r["buffsize"])["real_s"]["median"]
+        ax.plot([r["buffsize"] for r in rows], [r["real_s"]["median"] / base for r in rows],
+                marker="o", ms=3, label=f"{run['variant']} {run['mode']} (this machine)")
+    if tlpi_ref:
+        base = max(tlpi_ref, key=lambda r: r["buf_size"])["elapsed_s"]
+        ax.plot([r["buf_size"] for r in tlpi_ref], [r["elapsed_s"] / base for r in tlpi_ref],
+                label="TLPI Table 13-2 (theirs, 2.6.30/ext2)", **SEED_STYLE)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("buffer size (bytes)")
+    ax.set_ylabel("elapsed / elapsed at largest buffer")
+    ax.set_title("TLPI sweep: time relative to the largest buffer")
+    ax.legend(fontsize=7)
+    return _save(fig, outdir, "tlpi")
+
+
+PARTS = [("loop_ns", "loop"), ("entry_exit_ns", "entry+exit"), ("body_ns", "body"),
+         ("waiting_ns", "waiting")]
+
+
+def plot_attribution(att, outdir):
+    rows = (att or {}).get("rows", [])
+    if not rows:
+        return None
+    ops = sorted({r["op"] for r in rows})
+    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 0.4 * len(rows) / max(len(ops), 1) + 2),
+                             squeeze=False)
+    colors = ["0.7", "tab:orange", "tab:blue", "tab:green"]
+    for ax, op in zip(axes[0], ops):
+        rs = sorted([r for r in rows if r["op"] == op], key=lambda r: r["variant"])
+        for i, r in enumerate(rs):
+            left = 0.0
+            for (key, label), col in zip(PARTS, colors):
+                m = _med(r.get(key))
+                if m is None or m <= 0:
+                    continue
+                ax.barh(i, m, left=left, color=col, label=label if i == 0 else None)
+                left += m
+        ax.set_yticks(range(len(rs)))
+        ax.set_yticklabels([r["variant"] for r in rs])
+        ax.invert_yaxis()
+        ax.set_xlabel("ns per call (medians; blind parts not drawn)")
+        ax.set_title(f"{op}, {rs[0].get('size')} B" if rs else op)
+        ax.legend(fontsize=7)
+    return _save(fig, outdir, "attribution")
+
+
+def plot_latency(lat, outdir):
+    runs = (lat or {}).get("runs", [])
+    variants = sorted({r["variant"] for r in runs})
+    if not variants:
+        return None
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.5 * len(variants), 3.5), squeeze=False)
+    for ax, v in zip(axes[0], variants):
+        for run in sorted([r for r in runs if r["variant"] == v], key=lambda r: r["mode"]):
+            bins = run.get("log2") or []
+            if not bins:
+                continue
+            x = [math.sqrt(b["lo_ns"] * b["hi_ns"]) for b in bins]
+            w = [b["hi_ns"] - b["lo_ns"] for b in bins]
+            ax.bar([b["lo_ns"] for b in bins], [b["count"] for b in bins], width=w, align="edge",
+                   alpha=0.5, label=f"{run['mode']} (p50 {run['percentiles']['p50']:.0f} ns)")
+            del x
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("write latency (ns, log2 bins)")
+        ax.set_ylabel("calls")
+        ax.set_title(f"{v}, {runs[0].get('buffsize')} B")
+        ax.legend(fontsize=7)
+    return _save(fig, outdir, "latency")
+
+
+def plot_seed_beside(sweep, outdir, seed_ref):
+    """Real time per write call by BUFFSIZE: the seed's platforms (theirs) beside this machine."""
+    runs = [r for r in (sweep or {}).get("runs", []) if r.get("supported", True) and r.get("rows")]
+    if not runs and not seed_ref:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, mode in zip(axes, ("sync", "async")):
+        for run in sorted(runs, key=lambda r: r["variant"]):
+            if run["mode"] != mode or run["variant"] not in ("64-libc", "32-libc"):
+                continue
+            rows = [r for r in run["rows"] if _med(r.get("ns_per_call"))]
+            ax.plot([r["buffsize"] for r in rows], [r["ns_per_call"]["median"] / 1e3 for r in rows],
+                    marker="o", ms=3, label=f"{run['variant']} (this machine)")
+        for plat in sorted({r["platform"] for r in seed_ref or []}):
+            rows = [r for r in seed_ref if r["platform"] == plat and r["mode"] == mode
+                    and r.get("real_s") and r.get("loops")]
+            if rows:
+                ax.plot([r["bufsize"] for r in rows], [r["real_s"] / r["loops"] * 1e6 for r in rows],
+                        label=f"{plat} (seed, theirs)", **dict(SEED_STYLE, color=None))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("BUFFSIZE (bytes)")
+        ax.set_title(f"{mode}: real time per write call")
+        ax.legend(fontsize=6)
+    axes[0].set_ylabel("µs per call (seed rows with 0.00 s omitted)")
+    return _save(fig, outdir, "seed_beside")
+
+
+def plot_compare_percall(sets, outdir, op="null", name="compare_percall"):
+    """sets: [(label, percall)] -> dot plot of each variant's cost per set."""
+    variants = sorted({c["variant"] for _, pc in sets for c in (pc or {}).get("cells", [])
+                       if c.get("op") == op}, key=lambda v: (-int(v[:2]), v))
+    if not variants:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(variants) + 1.5))
+    n = len(sets)
+    for j, (label, pc) in enumerate(sets):
+        for i, v in enumerate(variants):
+            c = next((c for c in (pc or {}).get("cells", []) if c["variant"] == v and c["op"] == op), None)
+            if not c or _med(c) is None:
+                continue
+            y = i + (j - (n - 1) / 2) * 0.8 / max(n, 1)
+            ax.errorbar([c["median"]], [y], xerr=_err(c), fmt="o", ms=4, capsize=3,
+                        color=f"C{j}", label=label if i == 0 or not ax.get_legend_handles_labels()[1].count(label) else None)
+    ax.set_yticks(range(len(variants)))
+    ax.set_yticklabels(variants)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel(f"ns per {op} call (95% CI)")
+    h, lab = ax.get_legend_handles_labels()
+    seen = {}
+    for hh, ll in zip(h, lab):
+        seen.setdefault(ll, hh)
+    ax.legend(seen.values(), seen.keys(), fontsize=7)
+    ax.set_title(f"Per-call cost ({op}) across results sets")
+    return _save(fig, outdir, name)

@@ -1,0 +1,652 @@
+"""`tw report DIR`: report.md, report.html, plots/ and verdict.json from a results directory.
+
+Reporting only reads the results directory (and the seed's reference CSVs): it
+never measures.  Rebuilding gives byte-identical files: the only date in the
+report is meta.json's created_utc, plots carry no date, ordering is fixed.
+
+The report is built once as a list of blocks (a tiny document model), then
+rendered by one exporter per format (`EXPORTERS`: md, html).
+"""
+import base64
+import html
+import re
+from pathlib import Path
+
+from . import common, plots, stats, verdict as verdict_mod
+
+# stage-file stem -> name of the stage that writes it (meta.json's stages)
+STAGE_OF = {"fingerprint": "doctor", "variants": "run", "percall": "bench", "sweep_seed": "sweep",
+            "sweep_tlpi": "sweep", "writev": "sweep", "stdio": "sweep", "tracers": "trace",
+            "attribution": "attribute", "observer": "observer", "latency": "trace"}
+
+
+# -- document model --------------------------------------------------------------------------
+
+class Doc:
+    """Blocks: ('h', level, text) ('p', text) ('table', headers, rows) ('plot', name, caption)
+    ('warn', text) ('code', text) ('verdict', kind, text).  Text may hold `code` spans and
+    **bold**; exporters render them."""
+
+    def __init__(self):
+        self.blocks = []
+        self.warnings = []
+
+    def h(self, level, text):
+        self.blocks.append(("h", level, text))
+
+    def p(self, text):
+        self.blocks.append(("p", text))
+
+    def table(self, headers, rows):
+        self.blocks.append(("table", list(headers), [[_cell(x) for x in r] for r in rows]))
+
+    def plot(self, name, caption):
+        if name:
+            self.blocks.append(("plot", name, caption))
+
+    def warn(self, text):
+        self.blocks.append(("warn", text))
+        self.warnings.append(text)
+
+    def code(self, text):
+        self.blocks.append(("code", text))
+
+
+def _cell(x):
+    if x is None:
+        return "—"
+    return str(x)
+
+
+class MarkdownExporter:
+    suffix = "md"
+
+    def render(self, doc, results_dir):
+        out = []
+        for b in doc.blocks:
+            k = b[0]
+            if k == "h":
+                out.append("#" * b[1] + " " + b[2])
+            elif k == "p":
+                out.append(b[1])
+            elif k == "warn":
+                out.append("> **Warning:** " + b[1])
+            elif k == "verdict":
+                out.append(f"> **Verdict: {b[1].upper()}.** " + b[2])
+            elif k == "code":
+                out.append("```\n" + b[1] + "\n```")
+            elif k == "plot":
+                out.append(f"![{b[2]}](plots/{b[1]}.svg)\n\n*{b[2]}* ([png](plots/{b[1]}.png))")
+            elif k == "table":
+                hdr, rows = b[1], b[2]
+                esc = [[c.replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
+                out.append("| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr) + "\n"
+                           + "\n".join("| " + " | ".join(r) + " |" for r in esc))
+        return "\n\n".join(out) + "\n"
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
+ padding:0 1em;color:#222;line-height:1.45}
+h1{border-bottom:2px solid #333}h2{border-bottom:1px solid #aaa;margin-top:2em}
+table{border-collapse:collapse;margin:1em 0;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
+code{background:#f3f3f3;padding:0 .2em;border-radius:3px}
+pre{background:#f3f3f3;padding:.6em;overflow-x:auto}
+.warn{border-left:4px solid #d80;background:#fff6e6;padding:.4em .8em;margin:.6em 0}
+.verdict{border:2px solid #555;padding:.8em 1em;margin:1em 0;font-size:1.05em}
+.verdict.supported{border-color:#c33;background:#fff0f0}
+.verdict.refuted{border-color:#373;background:#effaef}
+.verdict.inconclusive{border-color:#888;background:#f4f4f4}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}
+"""
+
+
+def _inline_html(text):
+    t = html.escape(text, quote=False)
+    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    t = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
+    return t
+
+
+class HtmlExporter:
+    """Self-contained: CSS inline, plots embedded as base64 SVG data URIs, no network."""
+    suffix = "html"
+
+    def render(self, doc, results_dir):
+        title = next((b[2] for b in doc.blocks if b[0] == "h"), "timewrite report")
+        out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+               f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>"]
+        for b in doc.blocks:
+            k = b[0]
+            if k == "h":
+                anchor = re.sub(r"[^a-z0-9]+", "-", b[2].lower()).strip("-")
+                out.append(f'<h{b[1]} id="{anchor}">{_inline_html(b[2])}</h{b[1]}>')
+            elif k == "p":
+                out.append(f"<p>{_inline_html(b[1])}</p>")
+            elif k == "warn":
+                out.append(f'<div class="warn"><strong>Warning:</strong> {_inline_html(b[1])}</div>')
+            elif k == "verdict":
+                out.append(f'<div class="verdict {html.escape(b[1])}"><strong>Verdict: '
+                           f'{html.escape(b[1].upper())}.</strong> {_inline_html(b[2])}</div>')
+            elif k == "code":
+                out.append(f"<pre>{html.escape(b[1])}</pre>")
+            elif k == "plot":
+                svg = (Path(results_dir) / "plots" / f"{b[1]}.svg").read_bytes()
+                data = base64.b64encode(svg).decode()
+                out.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/svg+xml;base64,{data}">'
+                           f"<figcaption>{_inline_html(b[2])}</figcaption></figure>")
+            elif k == "table":
+                rows = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in r) + "</tr>"
+                               for r in b[2])
+                out.append("<table><thead><tr>" + "".join(f"<th>{_inline_html(h)}</th>" for h in b[1])
+                           + f"</tr></thead><tbody>{rows}</tbody></table>")
+        out.append("</body></html>")
+        return "\n".join(out) + "\n"
+
+
+EXPORTERS = {"md": MarkdownExporter(), "html": HtmlExporter()}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+fmt = stats.fmt
+
+
+def fmt_cell(c, unit="ns"):
+    """A percall-like cell: value with CI, or 'unsupported: reason', or 'unknown (why)'."""
+    if c is None:
+        return "not measured"
+    if c.get("supported") is False:
+        return f"unsupported: {c.get('reason') or 'no reason given'}"
+    if c.get("median") is None:
+        return f"unknown ({c.get('why') or 'no value recorded'})"
+    return fmt(c, unit)
+
+
+def fmt_s(s, unit="s"):
+    if s is None:
+        return "—"
+    if verdict_mod.is_blind(s):
+        return f"unknown ({s.get('why')})"
+    if s.get("median") is None:
+        return "unknown"
+    m = s["median"]
+    digits = 4 if abs(m) < 1 else 3
+    return f"{m:.{digits}f} {unit} [{s['ci_low']:.{digits}f}, {s['ci_high']:.{digits}f}]" + \
+        (" (unstable)" if s.get("unstable") else "")
+
+
+def missing(doc, data, stem):
+    """Say why a stage file is absent, from meta.json; returns True when it is absent."""
+    if data.get(stem) is not None:
+        return False
+    stages = (data.get("meta") or {}).get("stages") or {}
+    st = stages.get(stem) or stages.get(STAGE_OF.get(stem, stem))
+    name = STAGE_OF.get(stem, stem)
+    if st is None:
+        why = f"stage {name} skipped: not recorded in meta.json"
+    elif not st.get("ok"):
+        why = f"stage {name} failed: {st.get('error') or 'no error recorded'}"
+    else:
+        why = f"stage {name} ran but wrote no {stem}.json"
+    doc.p(f"Not measured ({why}).")
+    return True
+
+
+def unstable_warning(doc, label, s, what_next):
+    if isinstance(s, dict) and s.get("unstable") and s.get("median") is not None:
+        cv = s.get("cv")
+        doc.warn(f"{label} is unstable"
+                 + (f" (CV {100 * cv:.0f}%" if cv is not None else " (")
+                 + (f", min {s['min']:.4g} / max {s['max']:.4g} around median {s['median']:.4g})"
+                    if s.get("min") is not None else ")")
+                 + f". {what_next}")
+
+
+RERUN_BENCH = ("Statistical outliers were detected: rerun on an idle machine with more rounds "
+               "(`tw bench --mode long`), pinned to one CPU (`taskset -c 2`), and check the "
+               "frequency governor.")
+RERUN_SWEEP = ("The pass times vary: rerun `tw sweep` with more repetitions; for sync rows, keep "
+               "other I/O off the output file system.")
+
+
+# -- sections --------------------------------------------------------------------------------
+
+def sec_header(doc, data, results_dir):
+    meta = data.get("meta") or {}
+    doc.h(1, f"timewrite report: {meta.get('host') or (data.get('fingerprint') or {}).get('host') or 'unknown host'}")
+    doc.p(f"Results directory: `{Path(results_dir).name}` · measured {meta.get('created_utc') or 'unknown date'} "
+          f"· mode `{meta.get('mode') or 'unknown'}` · schema `{meta.get('schema') or 'unknown'}` "
+          f"· measuring took {meta.get('duration_s', '?')} s.")
+    doc.p("Rebuild this report (reads only the results directory, re-measures nothing):")
+    doc.code(f"scripts/tw report {results_dir}")
+    if meta.get("argv"):
+        doc.p("The measurement was produced by:")
+        doc.code(" ".join(str(a) for a in meta["argv"]))
+    if meta.get("note"):
+        doc.p(f"Note recorded with the results: {meta['note']}")
+    st = meta.get("stages") or {}
+    if st:
+        doc.table(["stage", "ok", "seconds", "error"],
+                  [[k, "yes" if v.get("ok") else "**no**", v.get("seconds"), v.get("error")]
+                   for k, v in st.items()])
+
+
+def sec_verdict(doc, v):
+    doc.h(2, "Verdict on the seed's hypothesis")
+    doc.p("Hypothesis (seed report): on the Linux 2.6 server, a 32-bit glibc entering the kernel "
+          "by `int 0x80` made small writes slow. How the verdict is decided: docs/report.md and "
+          "scripts/twtools/verdict.py; the numbers are in `verdict.json`.")
+    doc.blocks.append(("verdict", v["verdict"], v["sentence"]))
+    if v["reasons"] and v["verdict"] != "inconclusive":
+        for r in v["reasons"]:
+            doc.p(f"Note: {r}")
+    rows = [
+        ["32-bit glibc entry path (this machine)", v.get("libc32_entry") or "unknown",
+         "; ".join(v.get("libc32_evidence") or [])],
+        ["32-bit vDSO instruction", v.get("vdso32_instruction") or "unknown", ""],
+        ["32-int80 null call", fmt_cell(v.get("int80_null_ns")), ""],
+        ["32-libc null call", fmt_cell(v.get("libc32_null_ns")), ""],
+        [f"fast path ({v.get('fast_path') or 'none usable'}) null call", fmt_cell(v.get("fast_null_ns")), ""],
+        ["Δ int 0x80 − 32-bit glibc, per call", fmt(v.get("int80_delta_ns")) if v.get("int80_delta_ns") else "unknown", "CI by quadrature"],
+        ["Δ int 0x80 − fast path, per call", fmt(v.get("int80_vs_fast_ns")) if v.get("int80_vs_fast_ns") else "unknown", ""],
+        ["Δ 32-bit glibc − fast path, per call", fmt(v.get("libc_vs_fast_ns")) if v.get("libc_vs_fast_ns") else "unknown", ""],
+    ]
+    doc.table(["figure", "value", "evidence"], rows)
+    if v.get("seed_rows"):
+        doc.p("What this machine's int 0x80 penalty could explain of each seed row at the smallest "
+              "BUFFSIZE (calls × Δ per call), against what the row measured (seed's figures, theirs). "
+              "The CPU bound is the row's user+sys time plus one 10 ms tick each: no entry cost "
+              "can exceed it.")
+        doc.table(["seed platform (theirs)", "mode", "calls", "real s", "sys s", "calls×Δ (ms)",
+                   "share of real", "CPU bound share"],
+                  [[r["platform"], r["mode"], r["calls"], r["real_s"], r["sys_s"],
+                    (f"{r['explained_s']['median'] * 1e3:.3f} [{r['explained_s']['ci_low'] * 1e3:.3f}, "
+                     f"{r['explained_s']['ci_high'] * 1e3:.3f}]") if r.get("explained_s") else "unknown",
+                    f"{100 * r['fraction']:.3f}%" if r.get("fraction") is not None else (r.get("why") or "unknown"),
+                    f"{100 * r['cpu_bound_fraction']:.1f}%" if r.get("cpu_bound_fraction") is not None else "—"]
+                   for r in v["seed_rows"]])
+    b = v.get("bitness") or {}
+    if b:
+        doc.p(f"64-bit vs 32-bit glibc on this machine (seed sweep, 256 B): {b.get('seed_claim')}.")
+        rows = []
+        for mode, m in sorted((b.get("modes") or {}).items()):
+            if "why" in m:
+                rows.append([mode, "not measured", m["why"], "", ""])
+            else:
+                f = m.get("faster_64_pct")
+                rows.append([mode, fmt_s(m["real_32_s"]), fmt_s(m["real_64_s"]),
+                             fmt(f, "%") if f else "unknown", m.get("calls")])
+        doc.table(["mode", "32-libc real", "64-libc real", "64-bit faster by", "calls"], rows)
+        for op, parts in sorted((b.get("attribution") or {}).items()):
+            doc.p(f"Where the 32 − 64 difference comes from ({op}, attribution): "
+                  + "; ".join(f"{k.replace('_ns', '')} {fmt(s) if s else 'unknown'}"
+                              for k, s in parts.items()) + ".")
+
+
+def sec_fingerprint(doc, data):
+    doc.h(2, "Machine")
+    if missing(doc, data, "fingerprint"):
+        return
+    f = data["fingerprint"]
+    cpu = f.get("cpu") or {}
+    mit = f.get("mitigations") or {}
+    mit_txt = "; ".join(f"{k}: {v}" for k, v in sorted(mit.items())
+                        if v and not v.startswith("Not affected")) or "none reported"
+    libc = f.get("libc") or {}
+    vd = f.get("vdso32") or {}
+    rows = [
+        ["CPU", f"{cpu.get('model') or 'unknown'} (family {cpu.get('family')})"],
+        ["vendor", cpu.get("vendor") or "unknown"],
+        ["virtualisation", f.get("virtualization") or "unknown"],
+        ["kernel", f"{(f.get('kernel') or {}).get('release')} {(f.get('kernel') or {}).get('version') or ''}"],
+        ["OS", f.get("os") or "unknown"],
+        ["mitigations (affected only)", mit_txt],
+        ["32-bit vDSO instruction", (vd.get("instruction") or f"unknown ({vd.get('why') or 'not found'})")
+         + (f" — {vd.get('why')}" if vd.get("instruction") and vd.get("why") else "")],
+        ["32-bit libc entry", f"{(libc.get('32') or {}).get('entry') or 'unknown'} "
+                              f"({(libc.get('32') or {}).get('path') or 'no path'})"],
+        ["64-bit libc entry", (libc.get("64") or {}).get("entry") or "unknown"],
+        ["clocksource", f"{f.get('clocksource') or 'unknown'} (invariant TSC: {f.get('invariant_tsc')})"],
+        ["IA32 emulation", f.get("ia32_emulation")],
+        ["FRED", f.get("fred")],
+        ["output file system", f"{(f.get('output_fs') or {}).get('fstype') or 'unknown'} at "
+                               f"{(f.get('output_fs') or {}).get('path') or '?'}"],
+        ["root", f.get("root")],
+    ]
+    doc.table(["", "this machine"], rows)
+    inst = f.get("instruments") or []
+    if inst:
+        doc.table(["instrument", "works", "why not"],
+                  [[i.get("name"), "yes" if i.get("works") else "no", i.get("why")] for i in inst])
+    if data.get("variants"):
+        doc.table(["variant", "bits", "ABI", "mechanism", "supported", "reason"],
+                  [[v["name"], v["bits"], v["abi"], v["mechanism"], "yes" if v["supported"] else "no",
+                    v.get("reason")] for v in data["variants"]])
+
+
+def sec_percall(doc, data, pdir):
+    doc.h(2, "Per-call cost by mechanism")
+    if missing(doc, data, "percall"):
+        return
+    pc = data["percall"]
+    doc.p(f"Nanoseconds per call, loop cost removed; median with 95% bootstrap CI of the median "
+          f"(clock `{pc.get('clock')}`, params {pc.get('params')}).")
+    rows = []
+    for c in pc.get("cells", []):
+        rows.append([c["variant"], c["op"], c.get("size"), fmt_cell(c),
+                     f"{100 * c['cv']:.1f}%" if c.get("cv") is not None else "—", c.get("n"),
+                     fmt(c.get("loop_ns")) if isinstance(c.get("loop_ns"), dict) else "—"])
+        if c.get("supported") is not False:
+            unstable_warning(doc, f"percall {c['variant']} {c['op']}", c, RERUN_BENCH)
+    doc.table(["variant", "op", "size", "ns per call [95% CI]", "CV", "n", "loop ns"], rows)
+    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (log scale, 95% CI; red = unstable)")
+    acc = pc.get("accuracy") or {}
+    if acc:
+        pb = acc.get("perf_bench_ns")
+        doc.p("Accuracy check: `perf bench syscall basic` "
+              + (fmt(pb) if pb and not verdict_mod.is_blind(pb) else f"unknown ({(pb or {}).get('why', 'not run')})")
+              + f" vs ours (64-bit getppid) {fmt(acc.get('ours_getppid_64_ns'))}"
+              + (f"; within 5%: {acc.get('within_5pct')}" if acc.get("within_5pct") is not None else "")
+              + (f"; glibc vs raw syscall (null): {acc['libc_vs_syscall_null_pct']:+.1f}%"
+                 if acc.get("libc_vs_syscall_null_pct") is not None else "") + ".")
+
+
+def _sweep_table(doc, sw, key="ns_per_call", unit="ns", scale=1.0):
+    runs = [r for r in sw.get("runs", [])]
+    for mode in ("async", "sync"):
+        rs = sorted([r for r in runs if r.get("mode") == mode], key=lambda r: r["variant"])
+        if not rs:
+            continue
+        sizes = sorted({row["buffsize"] for r in rs for row in r.get("rows", [])})
+        hdr = ["BUFFSIZE", "calls"] + [r["variant"] for r in rs]
+        rows = []
+        for s in sizes:
+            line = [s, None]
+            for r in rs:
+                if not r.get("supported", True):
+                    line.append(f"unsupported: {r.get('reason')}")
+                    continue
+                row = next((x for x in r.get("rows", []) if x["buffsize"] == s), None)
+                if row and line[1] is None:
+                    line[1] = row.get("calls")
+                v = row.get(key) if row else None
+                if isinstance(v, dict) and v.get("median") is not None and scale != 1.0:
+                    v = verdict_mod.scale(v, scale)
+                line.append(fmt(v, unit) if (v and not verdict_mod.is_blind(v)) else
+                            (f"unknown ({v.get('why')})" if v else "not measured"))
+            rows.append(line)
+        doc.p(f"**{mode}** — {key.replace('_', ' ')} ({unit}):")
+        doc.table(hdr, rows)
+        nun = sum(1 for r in rs for row in r.get("rows", []) if (row.get(key) or {}).get("unstable"))
+        if nun:
+            doc.warn(f"{nun} {mode} cells of this sweep are unstable (flagged in the table). {RERUN_SWEEP}")
+
+
+def sec_seed_sweep(doc, data, pdir, seed_ref):
+    doc.h(2, "The seed's sweep (timewrite, BUFFSIZE 256 B … 128 KiB)")
+    if missing(doc, data, "sweep_seed"):
+        return
+    sw = data["sweep_seed"]
+    doc.p(f"{sw.get('input_bytes')} bytes per pass, {sw.get('reps')} repetitions, output on "
+          f"`{sw.get('fstype')}` ({sw.get('outfile_dir')}). Real time per write call:")
+    _sweep_table(doc, sw)
+    _sweep_table(doc, sw, key="wait_s", unit="ms", scale=1e3)
+    doc.plot(plots.plot_sweep_per_byte(sw, pdir), "Real time per byte vs BUFFSIZE, async and sync (log axes)")
+    doc.plot(plots.plot_acc(sw, pdir, seed_ref),
+             "acc = (t_sync − t_async)/t_sync per BUFFSIZE; grey dashed lines are the seed's platforms (theirs)")
+    accrows = []
+    for v in sorted({r["variant"] for r in sw.get("runs", [])}):
+        s = next((r for r in sw["runs"] if r["variant"] == v and r["mode"] == "sync"), None)
+        a = next((r for r in sw["runs"] if r["variant"] == v and r["mode"] == "async"), None)
+        if s and a and s.get("rows") and a.get("rows"):
+            accrows.append([v] + [f"{x:.2f}" for _, x in plots.acc_series(s["rows"], a["rows"])])
+    sizes = sorted({row["buffsize"] for r in sw.get("runs", []) for row in r.get("rows", [])})
+    if accrows:
+        doc.table(["variant"] + [str(s) for s in sizes], accrows)
+    name, fits, k = plots.plot_fit(sw, pdir)
+    doc.h(3, "Fit T(size) = a_mech + b·size and the knee")
+    if fits:
+        doc.table(["variant", "a (ns per call)", "b (ns per byte)"],
+                  [[v, f"{f[0]:.1f}" if f else "no fit", f"{f[1]:.4f}" if f else "—"]
+                   for v, f in sorted(fits.items())])
+    if k.get("size") is not None:
+        doc.p(f"Spread of a_mech across mechanisms: {k['spread_ns']:.0f} ns. Mechanism differences "
+              f"drop below 1% of a call from about **{k['size']:.0f} bytes** per write (async).")
+    else:
+        doc.p(f"Knee: unknown ({k.get('why')}).")
+    doc.plot(name, "Per-call write cost with the fitted lines (async) and the knee")
+
+
+def sec_tlpi(doc, data, pdir, tlpi_ref):
+    doc.h(2, "TLPI sweep (Table 13-2)")
+    if missing(doc, data, "sweep_tlpi"):
+        if tlpi_ref:
+            doc.plot(plots.plot_tlpi(None, pdir, tlpi_ref), "TLPI Table 13-2 (theirs) only")
+        return
+    sw = data["sweep_tlpi"]
+    doc.p(f"{sw.get('input_bytes')} bytes per pass here (TLPI wrote far more; compare shapes, "
+          "not absolute seconds).")
+    _sweep_table(doc, sw)
+    if tlpi_ref:
+        doc.p("TLPI's published table (theirs: Linux 2.6.30, ext2, average of 20 runs):")
+        doc.table(["buffer", "elapsed s", "total CPU s", "user s", "system s"],
+                  [[r["buf_size"], r["elapsed_s"], r["total_cpu_s"], r["user_cpu_s"], r["system_cpu_s"]]
+                   for r in tlpi_ref])
+    else:
+        doc.p(f"TLPI's table is absent ({common.REFERENCE / 'tlpi_table_13_2.csv'}).")
+    doc.plot(plots.plot_tlpi(sw, pdir, tlpi_ref), "Time relative to the largest buffer: this machine vs TLPI (theirs)")
+
+
+def sec_writev(doc, data):
+    doc.h(2, "writev() vs write()")
+    if missing(doc, data, "writev"):
+        return
+    rows = []
+    for r in data["writev"].get("rows", []):
+        ratio = r.get("ratio")
+        rows.append([r["bits"], r["n_buffers"], r["size"], fmt_s(verdict_mod.scale(r.get("write_ns"), 1e-3), "µs"),
+                     fmt_s(verdict_mod.scale(r.get("writev_ns"), 1e-3), "µs"), fmt(ratio, "×") if ratio else "unknown",
+                     "writev" if ratio and ratio.get("ci_high") is not None and ratio["ci_high"] < 1 else
+                     "write" if ratio and ratio.get("ci_low") is not None and ratio["ci_low"] > 1 else "tie",
+                     r.get("iov_max")])
+    doc.p("N write() calls of size S against one writev() of N buffers; ratio = writev/write "
+          "(below 1: writev wins, beyond its CI).")
+    doc.table(["bits", "N", "S (B)", "N × write", "writev", "ratio", "winner", "IOV_MAX"], rows)
+
+
+def sec_stdio(doc, data, costs_ref):
+    doc.h(2, "stdio vs raw write()")
+    if missing(doc, data, "stdio"):
+        return
+    st = data["stdio"]
+    doc.p(f"{st.get('bytes')} one-byte writes per run.")
+    doc.table(["bits", "method", "real", "user", "sys", "write calls"],
+              [[r["bits"], r["method"], fmt_s(r.get("real_s")), fmt_s(r.get("user_s")), fmt_s(r.get("sys_s")),
+                r.get("calls") if r.get("calls") is not None else "unknown (not counted)"]
+               for r in st.get("rows", [])])
+    if costs_ref:
+        doc.p("The seed's blog figures (theirs):")
+        doc.table(["source", "platform", "operation", "calls", "sys s", "real s", "µs per call"],
+                  [[r["source"], r["platform"], r["operation"], r.get("calls"), r.get("sys_s"),
+                    r.get("real_s"), r.get("per_call_us")] for r in costs_ref])
+
+
+def sec_attribution(doc, data, pdir):
+    doc.h(2, "Attribution: loop / entry+exit / body / waiting")
+    if missing(doc, data, "attribution"):
+        return
+    rows = data["attribution"].get("rows", [])
+    doc.table(["variant", "op", "size", "total", "loop", "entry+exit", "body", "waiting", "residual",
+               "consistent", "note"],
+              [[r["variant"], r["op"], r.get("size"), fmt(r.get("total_ns")), fmt(r.get("loop_ns")),
+                fmt(r.get("entry_exit_ns")), fmt(r.get("body_ns")),
+                fmt(r.get("waiting_ns")) if r.get("waiting_ns") else "— (no waiting in this op)",
+                fmt(r.get("residual_ns")),
+                {True: "yes", False: "**no**", None: "unknown"}[r.get("consistent")], r.get("note")]
+               for r in rows])
+    bad = [f"{r['variant']} {r['op']}" for r in rows if r.get("consistent") is False]
+    unk = [f"{r['variant']} {r['op']}" for r in rows if r.get("consistent") is None]
+    doc.p("Consistency: the parts should add up to the total within the residual's tolerance. "
+          + (f"Inconsistent: {', '.join(bad)} — do not read their parts as a decomposition. " if bad else
+             "Every row with all parts known adds up. ")
+          + (f"Not checkable (a part is blind): {', '.join(unk)}." if unk else ""))
+    doc.plot(plots.plot_attribution(data["attribution"], pdir),
+             "Where a call's time goes, per mechanism (stacked medians)")
+
+
+def sec_latency(doc, data, pdir):
+    doc.h(2, "Per-call write latency, sync vs async")
+    if missing(doc, data, "latency"):
+        return
+    runs = data["latency"].get("runs", [])
+    doc.table(["variant", "mode", "BUFFSIZE", "calls", "p50 ns", "p90 ns", "p99 ns", "note"],
+              [[r["variant"], r["mode"], r.get("buffsize"), r.get("count"),
+                *(f"{(r.get('percentiles') or {}).get(p):.0f}" if (r.get("percentiles") or {}).get(p) is not None
+                  else "unknown" for p in ("p50", "p90", "p99")), r.get("why")] for r in runs])
+    doc.plot(plots.plot_latency(data["latency"], pdir), "Write latency histograms (log2 bins), sync vs async")
+
+
+def sec_observer(doc, data):
+    doc.h(2, "Observer effect: what each tracer adds")
+    if missing(doc, data, "observer"):
+        return
+    doc.table(["variant", "op", "tracer", "ns per call", "added ns per call", "available / why"],
+              [[r["variant"], r["op"], r["tracer"], fmt(r.get("ns_per_call")),
+                fmt(r.get("added_ns")) if r.get("added_ns") else "— (baseline)",
+                "yes" if r.get("available") else f"no: {r.get('why')}"] for r in data["observer"].get("rows", [])])
+
+
+def sec_tracers(doc, data):
+    doc.h(2, "Tracer cross-checks")
+    if missing(doc, data, "tracers"):
+        return
+    tr = data["tracers"]
+    counts = tr.get("counts") or []
+    if counts:
+        def c(x):
+            return "unknown (not traced)" if x is None else x
+        doc.p("write() calls counted by each instrument for the same run:")
+        doc.table(["variant", "expected", "timewrite", "strace", "bpftrace", "agree"],
+                  [[r["variant"], r.get("expected"), c(r.get("timewrite")), c(r.get("strace")),
+                    c(r.get("bpftrace")),
+                    "yes" if all(x == r.get("expected") for x in (r.get("timewrite"), r.get("strace"),
+                                                                   r.get("bpftrace")) if x is not None)
+                    else "**no**"] for r in counts])
+        if any(r.get("strace") not in (None, r.get("expected")) for r in counts):
+            doc.p("Where strace counts differ by a few calls, they include writes outside the timed "
+                  "loop (start-up, probe, error messages): check `strace -f` output before reading "
+                  "more into it.")
+    abi = tr.get("bpftrace_abi") or []
+    if abi:
+        doc.table(["variant", "compat", "native", "from vDSO", "from text", "other"],
+                  [[r["variant"], *(("unknown" if (r.get("counts") or {}).get(k) is None else r["counts"][k])
+                                    for k in ("compat", "native")),
+                    *(("unknown" if (r.get("origin") or {}).get(k) is None else r["origin"][k])
+                      for k in ("vdso", "text", "other"))] for r in abi])
+    ps = tr.get("perf_stat") or []
+    if ps:
+        evs = sorted({e for r in ps for e in (r.get("events") or {})})
+        doc.table(["variant"] + evs,
+                  [[r["variant"]] + [r["events"].get(e) if r["events"].get(e) is not None else
+                                     f"unknown ({(r.get('why') or {}).get(e, 'not counted')})" for e in evs]
+                   for r in ps])
+
+
+def sec_seed_beside(doc, data, pdir, seed_ref):
+    doc.h(2, "The seed's published rows beside this machine")
+    if not seed_ref:
+        doc.p(f"The seed's table is absent ({common.REFERENCE / 'seed_timewrite_runs.csv'}).")
+        return
+    small = min(r["bufsize"] for r in seed_ref)
+    rows = [[f"{r['platform']} (seed, theirs)", r["mode"], r["bufsize"], r["loops"], r["user_s"], r["sys_s"],
+             r["real_s"], f"{r['real_s'] / r['loops'] * 1e6:.1f}" if r["real_s"] else "below tick"]
+            for r in seed_ref if r["bufsize"] == small]
+    sw = data.get("sweep_seed") or {}
+    for run in sorted(sw.get("runs", []), key=lambda r: (r["variant"], r["mode"])):
+        row = next((x for x in run.get("rows", []) if x["buffsize"] == small), None)
+        if row:
+            rows.append([f"{run['variant']} (this machine)", run["mode"], small, row.get("calls"),
+                         fmt_s(row.get("user_s")), fmt_s(row.get("sys_s")), fmt_s(row.get("real_s")),
+                         f"{row['ns_per_call']['median'] / 1e3:.2f}" if (row.get("ns_per_call") or {}).get("median") else "unknown"])
+    doc.p(f"BUFFSIZE {small} B. The seed's times come from `times()` with 10 ms ticks and one run per row; "
+          "their platforms used different inputs (calls column).")
+    doc.table(["platform", "mode", "BUFFSIZE", "calls", "user s", "sys s", "real s", "µs per call"], rows)
+    doc.plot(plots.plot_seed_beside(sw, pdir, seed_ref),
+             "Real time per write call: seed platforms (dashed, theirs) beside this machine")
+
+
+# -- build -----------------------------------------------------------------------------------
+
+def build_doc(results_dir):
+    results_dir = Path(results_dir)
+    data = verdict_mod.load(results_dir)
+    seed_ref = verdict_mod.read_reference("seed_timewrite_runs.csv")
+    tlpi_ref = verdict_mod.read_reference("tlpi_table_13_2.csv")
+    costs_ref = verdict_mod.read_reference("seed_syscall_costs.csv")
+    v = verdict_mod.decide(data, seed_ref)
+    pdir = results_dir / "plots"
+    doc = Doc()
+    sec_header(doc, data, results_dir)
+    sec_verdict(doc, v)
+    body = Doc()
+    sec_fingerprint(body, data)
+    sec_percall(body, data, pdir)
+    sec_seed_sweep(body, data, pdir, seed_ref)
+    sec_tlpi(body, data, pdir, tlpi_ref)
+    sec_writev(body, data)
+    sec_stdio(body, data, costs_ref)
+    sec_attribution(body, data, pdir)
+    sec_latency(body, data, pdir)
+    sec_observer(body, data)
+    sec_tracers(body, data)
+    sec_seed_beside(body, data, pdir, seed_ref)
+    # Warnings, hyperfine-style, right after the verdict: what is shaky and what to do next.
+    doc.h(2, "Warnings")
+    ws = list(v.get("warnings") or []) + body.warnings
+    if ws:
+        for w in ws:
+            doc.blocks.append(("warn", w))
+    else:
+        doc.p("None: every cell is stable and every stage ran.")
+    doc.blocks += body.blocks
+    return doc, v
+
+
+def build_report(results_dir, formats=("md", "html")):
+    """Write DIR/verdict.json, DIR/plots/*, DIR/report.<fmt>; return the first report's path."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise FileNotFoundError(f"{results_dir} is not a results directory")
+    doc, v = build_doc(results_dir)
+    common.write_json(results_dir / "verdict.json", v)
+    paths = []
+    for f in formats:
+        ex = EXPORTERS[f]
+        p = results_dir / f"report.{ex.suffix}"
+        p.write_text(ex.render(doc, results_dir))
+        paths.append(p)
+    return paths[0]
+
+
+def add_arguments(p, name):
+    p.add_argument("dir", help="results directory (e.g. results/latest)")
+    p.add_argument("--format", default="md,html", help="comma-separated: md, html (default both)")
+
+
+def main(args, name):
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    bad = [f for f in formats if f not in EXPORTERS]
+    if bad:
+        print(f"tw report: unknown format {bad[0]}; choose from {', '.join(EXPORTERS)}")
+        return 2
+    d = Path(args.dir)
+    if not d.is_dir():
+        print(f"tw report: {d} is not a directory; run `tw run` first or pass results/latest")
+        return 2
+    path = build_report(d, formats)
+    common.progress(f"report: {path}")
+    return 0

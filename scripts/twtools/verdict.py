@@ -1,0 +1,379 @@
+"""The verdict on the seed's hypothesis, from a results directory only.
+
+Hypothesis (SEEDS.md, section 1): on the Linux 2.6 server, a 32-bit glibc entering the kernel
+by the old `int 0x80` made small writes (BUFFSIZE 256) slow.
+
+The verdict is one of "supported", "refuted", "inconclusive" ON THIS MACHINE, decided by the
+explicit rules in `decide()` (documented in docs/report.md):
+
+Needed cells (any missing, unsupported, blind or unstable -> "inconclusive", with the reason):
+  * fingerprint.libc["32"].entry  -- how this machine's 32-bit glibc enters the kernel;
+  * percall 32-int80 "null" and 32-libc "null" -- the per-call cost of int 0x80 and of the
+    path glibc takes; delta = int80 - libc (CI by quadrature, stats.diff_summary);
+  * the seed's slow row (reference CSV: the Linux 2.6 platform, sync, smallest BUFFSIZE).
+
+Rules:
+  * refuted   -- glibc here does not enter by int 0x80, AND calls x delta (this machine's
+                 int 0x80 penalty, upper CI bound) explains less than REFUTE_FRACTION of the
+                 seed slow row's real time, AND the row's own CPU time (user+sys, padded by
+                 one 10 ms tick each) bounds any entry cost to less than REFUTE_FRACTION.
+  * supported -- glibc here enters by int 0x80 (inline), its per-call excess over the fast path
+                 (32-libc - 32-vdso, else 32-sysenter) is positive beyond its CI, and calls x excess
+                 explains at least SUPPORT_FRACTION of this machine's own 32-libc 256 B sync
+                 row (sweep_seed) -- the same kind of row the seed found slow.
+  * inconclusive -- anything else: the data does not carry a confident sentence.
+
+The server's glibc is unknown, so what is said about the server's row is only what entry cost
+COULD explain there, bounded by the row's system time.
+"""
+import csv
+import math
+
+from . import common, stats
+
+REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
+SUPPORT_FRACTION = 0.50  # at least this share of the slow row: entry cost is a main cause
+TICK_S = 0.01            # times() resolution in the seed report
+FAST_32 = ("32-vdso", "32-sysenter", "32-syscall")
+SEED_BITNESS_CLAIM = "the seed report says a 64-bit rebuild ran about 50% faster (SEEDS.md; " \
+                     "no table of it was published)"
+SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+def load(results_dir):
+    """Every stage file of a results directory as {stem: obj or None}."""
+    from pathlib import Path
+    d = Path(results_dir)
+    stems = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
+             "stdio", "tracers", "attribution", "observer", "latency")
+    return {s: common.read_json(d / f"{s}.json") for s in stems}
+
+
+def read_reference(name="seed_timewrite_runs.csv"):
+    """Rows of a reference CSV as dicts with numbers converted; None when absent."""
+    path = common.REFERENCE / name
+    if not path.exists():
+        return None
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            out = {}
+            for k, v in r.items():
+                try:
+                    out[k] = float(v) if v not in ("", None) else None
+                    if out[k] is not None and out[k].is_integer() and k in ("bufsize", "loops", "calls", "buf_size"):
+                        out[k] = int(out[k])
+                except ValueError:
+                    out[k] = v
+            rows.append(out)
+    return rows
+
+
+def is_blind(s):
+    return isinstance(s, dict) and "value" in s and s.get("value") is None and "why" in s
+
+
+def core(s):
+    """The summary fields of a cell (dropping samples)."""
+    if not s or is_blind(s) or s.get("median") is None:
+        return None
+    return {k: s.get(k) for k in SUMMARY_KEYS}
+
+
+def percall_cell(data, variant, op="null"):
+    pc = data.get("percall") or {}
+    for c in pc.get("cells", []):
+        if c.get("variant") == variant and c.get("op") == op:
+            return c
+    return None
+
+
+def cell_problem(c, label):
+    """None when a percall cell is usable; else why not (for reasons)."""
+    if c is None:
+        return f"{label}: not measured (no such cell in percall.json)"
+    if c.get("supported") is False:
+        return f"{label}: unsupported here ({c.get('reason') or 'no reason given'})"
+    if is_blind(c) or c.get("median") is None:
+        return f"{label}: unknown ({c.get('why') or 'no value recorded'})"
+    if c.get("unstable"):
+        return (f"{label}: unstable (CV {100 * (c.get('cv') or 0):.0f}%, min {c.get('min'):.1f} / "
+                f"max {c.get('max'):.1f} ns around median {c['median']:.1f} ns)")
+    return None
+
+
+def sweep_row(data, variant, mode, buffsize, stage="sweep_seed"):
+    sw = data.get(stage) or {}
+    for run in sw.get("runs", []):
+        if run.get("variant") == variant and run.get("mode") == mode:
+            if not run.get("supported", True):
+                return None, run.get("reason") or "unsupported"
+            for row in run.get("rows", []):
+                if row.get("buffsize") == buffsize:
+                    return row, None
+            return None, f"no BUFFSIZE {buffsize} row"
+    return None, "not measured"
+
+
+def seed_slow_row(ref):
+    """The row the hypothesis is about: the Linux 2.6 platform, sync, smallest BUFFSIZE.
+
+    Falls back to the row with the largest real time per call at the smallest BUFFSIZE."""
+    if not ref:
+        return None
+    small = min(r["bufsize"] for r in ref)
+    cands = [r for r in ref if r["bufsize"] == small and r["mode"] == "sync"]
+    named = [r for r in cands if "2.6" in str(r["platform"])]
+    if named:
+        return named[0]
+    cands = [r for r in cands if r.get("loops")]
+    return max(cands, key=lambda r: r["real_s"] / r["loops"]) if cands else None
+
+
+def scale(s, k):
+    """A summary multiplied by a positive constant."""
+    if s is None:
+        return None
+    out = dict(s)
+    for key in ("median", "ci_low", "ci_high", "min", "max"):
+        if out.get(key) is not None:
+            out[key] = out[key] * k
+    return out
+
+
+def ratio_summary(a, b):
+    """a/b with a CI by first-order error propagation of two independent summaries."""
+    if not a or not b or a.get("median") in (None,) or not b.get("median"):
+        return None
+    r = a["median"] / b["median"]
+    ra = (a["ci_high"] - a["ci_low"]) / 2 / abs(a["median"]) if a["median"] else 0.0
+    rb = (b["ci_high"] - b["ci_low"]) / 2 / abs(b["median"])
+    e = abs(r) * math.hypot(ra, rb)
+    return {"median": r, "ci_low": r - e, "ci_high": r + e, "min": None, "max": None, "cv": None,
+            "n": min(a.get("n") or 0, b.get("n") or 0),
+            "unstable": bool(a.get("unstable") or b.get("unstable"))}
+
+
+# -- the parts --------------------------------------------------------------------------------
+
+def seed_rows_explained(ref, delta):
+    """calls x delta against each seed row at the smallest BUFFSIZE."""
+    if not ref:
+        return []
+    small = min(r["bufsize"] for r in ref)
+    out = []
+    for r in ref:
+        if r["bufsize"] != small:
+            continue
+        calls = r.get("loops")
+        explained = scale(delta, calls / 1e9) if (delta and calls) else None
+        real = r.get("real_s")
+        cpu_bound = ((r.get("user_s") or 0) + (r.get("sys_s") or 0) + 2 * TICK_S)
+        out.append({
+            "platform": r["platform"], "mode": r["mode"], "bufsize": r["bufsize"], "calls": calls,
+            "real_s": real, "user_s": r.get("user_s"), "sys_s": r.get("sys_s"),
+            "explained_s": explained,
+            "fraction": (explained["median"] / real) if (explained and real) else None,
+            "fraction_high": (explained["ci_high"] / real) if (explained and real) else None,
+            "cpu_bound_s": cpu_bound,
+            "cpu_bound_fraction": (cpu_bound / real) if real else None,
+            "why": None if real else "real time below the seed's 10 ms tick: no fraction",
+        })
+    return out
+
+
+def bitness(data):
+    """64-libc vs 32-libc at 256 B in this machine's seed sweep, and where the gap comes from."""
+    out = {"seed_claim": SEED_BITNESS_CLAIM, "modes": {}, "attribution": {}, "why": None}
+    for mode in ("sync", "async"):
+        r64, w64 = sweep_row(data, "64-libc", mode, 256)
+        r32, w32 = sweep_row(data, "32-libc", mode, 256)
+        if not r64 or not r32:
+            out["modes"][mode] = {"why": f"64-libc: {w64 or 'ok'}; 32-libc: {w32 or 'ok'}"}
+            continue
+        a, b = core(r64["real_s"]), core(r32["real_s"])
+        d = stats.diff_summary(b, a)  # 32 - 64
+        out["modes"][mode] = {"real_64_s": a, "real_32_s": b,
+                              "faster_64_pct": scale(ratio_summary(d, b), 100) if d else None,
+                              "calls": r32.get("calls")}
+    att = (data.get("attribution") or {}).get("rows", [])
+    for op in ("write-sync", "write-file"):
+        rows = {r["variant"]: r for r in att if r.get("op") == op}
+        if "64-libc" in rows and "32-libc" in rows:
+            parts = {}
+            for k in ("entry_exit_ns", "body_ns", "waiting_ns"):
+                a, b = core(rows["64-libc"].get(k)), core(rows["32-libc"].get(k))
+                parts[k] = stats.diff_summary(b, a) if (a and b) else None
+            out["attribution"][op] = parts
+    return out
+
+
+def fast_path(data):
+    """The first supported, usable 32-bit fast-path null cell (vDSO, sysenter, syscall)."""
+    for v in FAST_32:
+        c = percall_cell(data, v)
+        if c and not cell_problem(c, v):
+            return v, c
+    return None, None
+
+
+def decide(data, ref):
+    """The verdict dict (see module docstring for the rules)."""
+    reasons, warnings = [], []
+    fp = data.get("fingerprint") or {}
+    libc32 = ((fp.get("libc") or {}).get("32") or {})
+    entry = libc32.get("entry")
+    if not fp:
+        reasons.append("fingerprint.json missing: how this machine's 32-bit glibc enters is unknown")
+    elif entry in (None, "unknown"):
+        reasons.append("this machine's 32-bit glibc entry path is unknown ("
+                       + "; ".join(libc32.get("evidence") or ["no evidence recorded"]) + ")")
+
+    c80, clibc = percall_cell(data, "32-int80"), percall_cell(data, "32-libc")
+    p80, plibc = cell_problem(c80, "32-int80 null"), cell_problem(clibc, "32-libc null")
+    for p in (p80, plibc):
+        if p:
+            reasons.append(p)
+    if data.get("percall") is None:
+        reasons.append("percall.json missing: " + stage_error(data, "bench"))
+    delta = None if (p80 or plibc) else stats.diff_summary(core(c80), core(clibc))
+    fv, fcell = fast_path(data)
+    delta_fast = stats.diff_summary(core(c80), core(fcell)) if (fcell and not p80) else None
+    libc_over_fast = stats.diff_summary(core(clibc), core(fcell)) if (fcell and not plibc) else None
+
+    slow = seed_slow_row(ref)
+    if ref is None:
+        reasons.append(f"the seed's reference table is absent ({common.REFERENCE / 'seed_timewrite_runs.csv'})")
+    rows = seed_rows_explained(ref, delta)
+    slow_expl = next((r for r in rows if slow and r["platform"] == slow["platform"]
+                      and r["mode"] == slow["mode"]), None)
+
+    # This machine's own slow row: 32-libc, sync, 256 B.
+    own, own_why = sweep_row(data, "32-libc", "sync", 256)
+    own_expl = None
+    if own and libc_over_fast:
+        e = scale(libc_over_fast, (own.get("calls") or 0) / 1e9)
+        own_expl = {"calls": own.get("calls"), "real_s": core(own["real_s"]), "explained_s": e,
+                    "fraction": e["median"] / own["real_s"]["median"] if own["real_s"]["median"] else None}
+
+    verdict = "inconclusive"
+    if not reasons:
+        frac_hi = slow_expl["fraction_high"] if slow_expl else None
+        bound = slow_expl["cpu_bound_fraction"] if slow_expl else None
+        if entry == "int80":
+            if libc_over_fast and libc_over_fast["ci_low"] > 0 and own_expl and \
+                    own_expl["fraction"] is not None and own_expl["fraction"] >= SUPPORT_FRACTION:
+                verdict = "supported"
+            else:
+                reasons.append("this glibc enters by int 0x80, but its excess over the fast path "
+                               "explains less than " f"{SUPPORT_FRACTION:.0%} of this machine's "
+                               "32-libc 256 B sync row" if own_expl else
+                               "this glibc enters by int 0x80, but the fast-path cell or the "
+                               f"32-libc sync 256 B row is missing ({own_why or 'no fast path'})")
+        elif entry in ("vdso", "sysenter", "syscall"):
+            if frac_hi is not None and bound is not None and frac_hi < REFUTE_FRACTION \
+                    and bound < REFUTE_FRACTION:
+                verdict = "refuted"
+            else:
+                reasons.append("this glibc does not use int 0x80, but int 0x80's cost here or the "
+                               "seed row's CPU time is too large to rule entry cost out"
+                               if slow_expl else "the seed's slow row is not available")
+        else:
+            reasons.append(f"unrecognised 32-bit libc entry '{entry}'")
+    for c, label in ((c80, "32-int80 null"), (clibc, "32-libc null"), (fcell, f"{fv} null")):
+        if c and c.get("unstable") and c.get("median") is not None:
+            warnings.append(f"{label} is unstable: rerun `tw bench` with more rounds (--mode long) "
+                            "on an idle machine, pinned to one CPU")
+    out = {
+        "verdict": verdict,
+        "sentence": None,
+        "reasons": reasons,
+        "warnings": warnings,
+        "rules": {"refute_fraction": REFUTE_FRACTION, "support_fraction": SUPPORT_FRACTION,
+                  "tick_s": TICK_S},
+        "libc32_entry": entry,
+        "libc32_evidence": libc32.get("evidence") or [],
+        "vdso32_instruction": (fp.get("vdso32") or {}).get("instruction"),
+        "int80_null_ns": core(c80), "libc32_null_ns": core(clibc),
+        "fast_path": fv, "fast_null_ns": core(fcell),
+        "int80_delta_ns": delta, "int80_vs_fast_ns": delta_fast,
+        "libc_vs_fast_ns": libc_over_fast,
+        "int80_ratio": ratio_summary(core(c80), core(clibc)) if delta else None,
+        "seed_slow_row": {k: slow[k] for k in ("platform", "mode", "bufsize", "loops", "user_s",
+                                               "sys_s", "real_s")} if slow else None,
+        "seed_rows": rows,
+        "this_machine_slow_row": own_expl,
+        "bitness": bitness(data),
+    }
+    out["sentence"] = sentence(out, slow_expl)
+    return out
+
+
+def stage_error(data, stage):
+    st = ((data.get("meta") or {}).get("stages") or {}).get(stage)
+    if not st:
+        return f"stage {stage} not recorded in meta.json"
+    return f"stage {stage} {'failed' if not st.get('ok') else 'ran'}: {st.get('error') or 'no error recorded'}"
+
+
+def _ns(s):
+    return f"{s['median']:.0f} ns [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"
+
+
+def sentence(v, slow_expl):
+    """The verdict paragraph: every number from v, nothing the data does not carry."""
+    parts = []
+    if v["verdict"] == "inconclusive":
+        parts.append("Inconclusive on this machine: " + "; ".join(v["reasons"]) + ".")
+        return " ".join(parts)
+    entry = {"vdso": "through the vDSO (`call *%gs:0x10`)", "int80": "by inline `int $0x80`",
+             "sysenter": "by `sysenter`", "syscall": "by `syscall`"}.get(v["libc32_entry"], v["libc32_entry"])
+    vi = v.get("vdso32_instruction")
+    parts.append(f"On this machine the 32-bit glibc enters the kernel {entry}"
+                 + (f", which uses `{vi}` here" if vi and v["libc32_entry"] == "vdso" else "") + ".")
+    d = v["int80_delta_ns"]
+    parts.append(f"`int 0x80` costs {_ns(v['int80_null_ns'])} per null call against "
+                 f"{_ns(v['libc32_null_ns'])} for 32-bit glibc: {_ns(d)} more per call"
+                 + (f" (x{v['int80_ratio']['median']:.1f})" if v.get("int80_ratio") else "") + ".")
+    if slow_expl:
+        e = slow_expl["explained_s"]
+        parts.append(
+            f"Even if the seed's {slow_expl['platform']} {slow_expl['mode']} row had paid that much on each of its "
+            f"{slow_expl['calls']} calls, it would explain {e['median'] * 1e3:.2f} ms "
+            f"(at most {e['ci_high'] * 1e3:.2f} ms) of its {slow_expl['real_s']:.2f} s "
+            f"real time ({100 * slow_expl['fraction']:.3f}%); the row's own CPU time "
+            f"(user {slow_expl['user_s']:.2f} s + sys {slow_expl['sys_s']:.2f} s, plus a 10 ms tick each) bounds any entry "
+            f"cost on that server to {100 * slow_expl['cpu_bound_fraction']:.1f}% of it. The rest is waiting "
+            "for the disk under O_SYNC. The server's glibc build is unknown, so whether it used "
+            "int 0x80 cannot be decided from here; what can be said is that entry cost could not "
+            "have made that row slow.")
+    if v["verdict"] == "supported":
+        o = v["this_machine_slow_row"]
+        parts.append(f"This glibc's excess over the fast path explains {100 * o['fraction']:.0f}% of this "
+                     f"machine's own 32-libc 256 B sync row: supported here.")
+    elif v["verdict"] == "refuted":
+        parts.append("Refuted as the explanation of the slow row.")
+    b = v["bitness"]["modes"]
+    bits = []
+    for mode in ("sync", "async"):
+        m = b.get(mode) or {}
+        if m.get("faster_64_pct"):
+            f = m["faster_64_pct"]
+            bits.append(f"{mode} {f['median']:+.0f}% [{f['ci_low']:+.0f}, {f['ci_high']:+.0f}]"
+                        + (" (unstable)" if f.get("unstable") else ""))
+    if bits:
+        parts.append("64-bit glibc vs 32-bit glibc at 256 B here (positive = 64-bit faster): "
+                     + ", ".join(bits) + f"; {SEED_BITNESS_CLAIM}.")
+    return " ".join(parts)
+
+
+def build_verdict(results_dir, write=True):
+    """Decide and (by default) write DIR/verdict.json; returns the dict."""
+    from pathlib import Path
+    data = load(results_dir)
+    v = decide(data, read_reference())
+    if write:
+        common.write_json(Path(results_dir) / "verdict.json", v)
+    return v
