@@ -212,11 +212,19 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
             if not run["supported"] or r >= mode_rounds[key[1]]:
                 continue
             out = scratch / f"{stem}-{key[0]}-{key[1]}.out"
-            res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
-                                      reps=per_call)
+            try:
+                res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
+                                          reps=per_call)
+            except (RuntimeError, ValueError, OSError, common.subprocess.TimeoutExpired) as e:
+                # One broken variant must not cost the others' measurements.
+                res, why = None, f"run failed: {e}"
+                run["error"] = str(e)
+                common.warn(f"{label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
             if res is None:
                 run["supported"], run["reason"] = False, why
-                common.progress(f"{label}: {key[0]} {key[1]}: unsupported: {why}")
+                run["raw"] = {}        # partial rounds would mislead
+                if "error" not in run:
+                    common.progress(f"{label}: {key[0]} {key[1]}: unsupported: {why}")
                 continue
             run.setdefault("program_mode", res.get("mode"))
             if res.get("input_bytes") not in (None, input_bytes):
