@@ -9,6 +9,7 @@ reported with its name, when a closed stdin lets the output file take fd 0, or
 when an input too large for the variant's buffers is discovered only after the
 output file has been created."""
 import os
+import re
 import resource
 import shutil
 import signal
@@ -16,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import VARIANTS, need_supported
+from conftest import VARIANTS, need_supported, need_tool
 
 DATA = bytes((i * 7 + 3) & 0xFF for i in range(1 << 20))
 
@@ -47,8 +48,8 @@ def test_enospc(build, variant):
 def test_file_size_limit_gives_efbig(build, tmp_path, variant):
     """RLIMIT_FSIZE of 10000 bytes: 4096 + 4096 + a short 1808, then EFBIG.
 
-    The file must end at exactly the limit, which shows the short write was
-    continued; the status must be 1, not death by SIGXFSZ."""
+    The file must end at exactly the limit with the input's first bytes, and
+    the status must be 1, not death by SIGXFSZ."""
     need_supported("timewrite", variant)
     out = tmp_path / "limited"
 
@@ -61,6 +62,32 @@ def test_file_size_limit_gives_efbig(build, tmp_path, variant):
     assert f"timewrite-{variant}: {out}: File too large" in p.stderr
     assert out.stat().st_size == 10000
     assert out.read_bytes() == DATA[:10000]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_short_write_is_continued(build, tmp_path, variant):
+    """Under the same limit, strace shows the short write's remainder retried.
+
+    The third write of 4096 bytes returns 1808; the next request must be the
+    other 2288 bytes of that chunk (which then fails with EFBIG), not the next
+    chunk, which would skip data whenever a short write is followed by success."""
+    need_tool("strace")
+    need_supported("timewrite", variant)
+    out = tmp_path / "limited"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10000, 10000))
+
+    # strace logs to stderr, a pipe: a log file would itself hit the limit.
+    p = subprocess.run(["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=write",
+                        build / f"timewrite-{variant}", "--sizes", "4096", out],
+                       input=DATA, capture_output=True, timeout=120, preexec_fn=limit)
+    log = p.stderr.decode()
+    assert p.returncode == 1, log
+    real = re.escape(os.path.realpath(out))
+    calls = re.findall(rf"write\(\d+<{real}>, \S*, (\d+)\) += (-?\d+) ?(\w*)", log)
+    assert [(int(n), int(r), e) for n, r, e in calls] == [
+        (4096, 4096, ""), (4096, 4096, ""), (4096, 1808, ""), (2288, -1, "EFBIG")], log
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -383,35 +383,41 @@ rewind_out(int fd, const char *path, int regular)
 
 /*
  * Write the whole input in chunks of `size` through the linked mechanism and
- * return the number of write() calls issued.  This loop is what is timed, so
- * it does nothing but call the kernel and account for the answer.
+ * return the number of write() calls issued.  A short write is continued
+ * with the rest of its chunk, so chunks stay aligned on multiples of `size`
+ * as in the seed, and nothing is skipped.  This loop is what is timed, so it
+ * does nothing but call the kernel and account for the answer.
  */
 static uint64_t
 write_all(int fd, const char *path, const struct input *in, long long size)
 {
 	uint64_t calls = 0;
-	size_t off = 0, n;
+	size_t off = 0, end, n;
 	long r;
 
 	while (off < in->len) {
-		n = in->len - off;
-		if ((unsigned long long)n > (unsigned long long)size)
-			n = (size_t)size;
-		if (n > MAX_CHUNK)
-			n = MAX_CHUNK;
-		r = tw_syscall3(TW_NR_write, fd, (long)(in->buf + off),
-		    (long)n);
-		calls++;
-		if (r < 0) {
-			if (r == -EINTR)
-				continue;
-			errno = (int)-r;
-			err(1, "%s", path);
+		end = in->len - off;
+		if ((unsigned long long)end > (unsigned long long)size)
+			end = (size_t)size;
+		end += off;
+		while (off < end) {
+			n = end - off;
+			if (n > MAX_CHUNK)
+				n = MAX_CHUNK;
+			r = tw_syscall3(TW_NR_write, fd,
+			    (long)(in->buf + off), (long)n);
+			calls++;
+			if (r < 0) {
+				if (r == -EINTR)
+					continue;
+				errno = (int)-r;
+				err(1, "%s", path);
+			}
+			if (r == 0)
+				errx(1, "%s: write() of %zu bytes wrote nothing",
+				    path, n);
+			off += (size_t)r;
 		}
-		if (r == 0)
-			errx(1, "%s: write() of %zu bytes wrote nothing", path,
-			    n);
-		off += (size_t)r;
 	}
 	return calls;
 }
