@@ -42,6 +42,8 @@
  *  - The warm-up pass (at the first size) happens only when --reps is more
  *    than 1.  With the default single repetition the program issues exactly
  *    one pass per size, as the seed did, so tracers count what it reports.
+ *  - `sync' and --dsync together open with both flags; the mode reported
+ *    is then "sync", the stronger of the two.
  *  - With more than one repetition, tsv and csv gain two columns,
  *    real_s_min and real_s_max; json always carries min, max and every
  *    sample.  The median of an even number of samples is the mean of the
@@ -58,7 +60,6 @@
  *  - Exit status: 0 on success, 1 on a run-time error, 2 on bad usage, 77
  *    when the linked mechanism does not work on this machine.
  */
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -82,7 +83,10 @@
 /* The seed's sizes: 256, 512, ..., 131072. */
 #define SEED_SIZES	"256-131072"
 
-/* Linux never moves more than this in one read() or write() (MAX_RW_COUNT). */
+/*
+ * Linux never moves more than this in one read() or write(): MAX_RW_COUNT,
+ * INT_MAX rounded down to a 4 KiB page.
+ */
 #define MAX_CHUNK	0x7ffff000UL
 
 /* A pipe read returns at most its capacity; start the buffer near it. */
@@ -136,9 +140,9 @@ help(void)
 "  -h, --help         print this help and exit\n"
 "      --probe        only check that the mechanism works here: exit 0\n"
 "                     silently, or print why not and exit 77\n"
-"      --reps N       time each size N times, interleaved, after one untimed\n"
-"                     warm-up pass, and report the median; with N > 1 tsv and\n"
-"                     csv add the columns real_s_min and real_s_max\n"
+"      --reps N       time each size N times, interleaved, and report the\n"
+"                     median; with N > 1 one untimed warm-up pass comes first\n"
+"                     and tsv and csv add the columns real_s_min, real_s_max\n"
 "\n"
 "Exit status: 0 success, 1 run-time error, 2 bad usage, 77 mechanism\n"
 "unsupported on this machine (nothing is written).\n",
