@@ -308,7 +308,7 @@ usage(FILE *f)
 "                     (default getppid)\n"
 "  --size N           bytes per write (write-devnull 1, write-file/-sync 256)\n"
 "  --file PATH        file for write-file/write-sync, kept afterwards (default:\n"
-"                     a temporary file in the current directory, removed)\n"
+"                     a temporary file in the current directory, unlinked at once)\n"
 "  --calls N          calls per batch (default: enough for --batch-ms)\n"
 "  --batches K        batches, one sample each (default 10)\n"
 "  --batch-ms MS      target batch length when --calls is not given (default 1)\n"
@@ -464,17 +464,10 @@ struct target {
 	int fd;			/* -1 for null/getppid */
 	int rewind;		/* lseek back to 0 before each pass */
 	char path[PATH_MAX];
-	int temp;		/* unlink at exit */
+	int temp;		/* a temporary file, already unlinked */
 };
 
 static struct target tgt = { .fd = -1 };
-
-static void
-remove_temp(void)
-{
-	if (tgt.temp)
-		unlink(tgt.path);
-}
 
 static void
 rewind_target(void)
@@ -509,7 +502,9 @@ open_target(const struct opts *o)
 		err(1, "cannot create a temporary file in the current directory "
 		    "(use --file PATH)");
 	tgt.temp = 1;
-	atexit(remove_temp);
+	/* Unlinked at once: the open fd keeps it, and no kill can leave it behind. */
+	if (unlink(tgt.path) == -1)
+		err(1, "unlink %s", tgt.path);
 }
 
 /* Ticks of one batch of n calls; any wrong result ends the run. */
