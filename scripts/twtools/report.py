@@ -15,9 +15,12 @@ from pathlib import Path
 from . import common, plots, stats, verdict as verdict_mod
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
-STAGE_OF = {"fingerprint": "doctor", "variants": "run", "percall": "bench", "sweep_seed": "sweep",
-            "sweep_tlpi": "sweep", "writev": "sweep", "stdio": "sweep", "tracers": "trace",
-            "attribution": "attribute", "observer": "observer", "latency": "trace"}
+# (meta.json's stage names, tried in order; the first is the one named in messages)
+STAGE_OF = {"fingerprint": ["doctor"], "variants": ["variants", "run"], "percall": ["bench"],
+            "sweep_seed": ["seed-sweep", "sweep"], "sweep_tlpi": ["tlpi-sweep", "sweep"],
+            "writev": ["writev", "sweep"], "stdio": ["stdio", "sweep"],
+            "tracers": ["tracers", "trace"], "latency": ["latency", "tracers", "trace"],
+            "attribution": ["attribution", "attribute"], "observer": ["observer"]}
 
 
 # -- document model --------------------------------------------------------------------------
@@ -44,8 +47,10 @@ class Doc:
         if name:
             self.blocks.append(("plot", name, caption))
 
-    def warn(self, text):
-        self.blocks.append(("warn", text))
+    def warn(self, text, inline=False):
+        """Collected for the Warnings section; shown in place too when inline."""
+        if inline:
+            self.blocks.append(("warn", text))
         self.warnings.append(text)
 
     def code(self, text):
@@ -184,8 +189,9 @@ def missing(doc, data, stem):
     if data.get(stem) is not None:
         return False
     stages = (data.get("meta") or {}).get("stages") or {}
-    st = stages.get(stem) or stages.get(STAGE_OF.get(stem, stem))
-    name = STAGE_OF.get(stem, stem)
+    names = STAGE_OF.get(stem, [stem])
+    name = next((n for n in names if n in stages), names[0])
+    st = stages.get(name)
     if st is None:
         why = f"stage {name} skipped: not recorded in meta.json"
     elif not st.get("ok"):
@@ -223,9 +229,10 @@ def sec_header(doc, data, results_dir):
           f"· measuring took {meta.get('duration_s', '?')} s.")
     doc.p("Rebuild this report (reads only the results directory, re-measures nothing):")
     doc.code(f"scripts/tw report {results_dir}")
-    if meta.get("argv"):
-        doc.p("The measurement was produced by:")
-        doc.code(" ".join(str(a) for a in meta["argv"]))
+    if meta.get("argv") or meta.get("command"):
+        doc.p("The measurement was produced by (repeat it to re-measure):")
+        doc.code("\n".join(x for x in (meta.get("command"),
+                                        " ".join(str(a) for a in meta.get("argv") or [])) if x))
     if meta.get("note"):
         doc.p(f"Note recorded with the results: {meta['note']}")
     st = meta.get("stages") or {}
@@ -299,7 +306,8 @@ def sec_fingerprint(doc, data):
     libc = f.get("libc") or {}
     vd = f.get("vdso32") or {}
     rows = [
-        ["CPU", f"{cpu.get('model') or 'unknown'} (family {cpu.get('family')})"],
+        ["CPU", f"{cpu.get('model_name') or cpu.get('model') or 'unknown'} (family {cpu.get('family')}"
+                f"{', model ' + str(cpu.get('model')) if cpu.get('model_name') else ''})"],
         ["vendor", cpu.get("vendor") or "unknown"],
         ["virtualisation", f.get("virtualization") or "unknown"],
         ["kernel", f"{(f.get('kernel') or {}).get('release')} {(f.get('kernel') or {}).get('version') or ''}"],
@@ -343,6 +351,10 @@ def sec_percall(doc, data, pdir):
         if c.get("supported") is not False:
             unstable_warning(doc, f"percall {c['variant']} {c['op']}", c, RERUN_BENCH)
     doc.table(["variant", "op", "size", "ns per call [95% CI]", "CV", "n", "loop ns"], rows)
+    nun = sum(1 for c in pc.get("cells", []) if c.get("unstable") and c.get("median") is not None)
+    if nun:
+        doc.blocks.append(("warn", f"{nun} cells are unstable (marked in the table; details and what "
+                                   "to do under Warnings)."))
     doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (log scale, 95% CI; red = unstable)")
     acc = pc.get("accuracy") or {}
     if acc:
@@ -368,7 +380,7 @@ def _sweep_table(doc, sw, key="ns_per_call", unit="ns", scale=1.0):
             line = [s, None]
             for r in rs:
                 if not r.get("supported", True):
-                    line.append(f"unsupported: {r.get('reason')}")
+                    line.append("unsupported (see below)")
                     continue
                 row = next((x for x in r.get("rows", []) if x["buffsize"] == s), None)
                 if row and line[1] is None:
@@ -381,9 +393,13 @@ def _sweep_table(doc, sw, key="ns_per_call", unit="ns", scale=1.0):
             rows.append(line)
         doc.p(f"**{mode}** — {key.replace('_', ' ')} ({unit}):")
         doc.table(hdr, rows)
+        for r in rs:
+            if not r.get("supported", True):
+                doc.p(f"{r['variant']} unsupported: {r.get('reason') or 'no reason given'}.")
         nun = sum(1 for r in rs for row in r.get("rows", []) if (row.get(key) or {}).get("unstable"))
         if nun:
-            doc.warn(f"{nun} {mode} cells of this sweep are unstable (flagged in the table). {RERUN_SWEEP}")
+            doc.warn(f"{nun} {mode} cells of this sweep ({key}) are unstable (flagged in the table). "
+                     f"{RERUN_SWEEP}", inline=True)
 
 
 def sec_seed_sweep(doc, data, pdir, seed_ref):
@@ -409,16 +425,47 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
         doc.table(["variant"] + [str(s) for s in sizes], accrows)
     name, fits, k = plots.plot_fit(sw, pdir)
     doc.h(3, "Fit T(size) = a_mech + b·size and the knee")
-    if fits:
+    if sw.get("fits") is not None:
+        _stage_fits(doc, sw)
+    elif fits:
         doc.table(["variant", "a (ns per call)", "b (ns per byte)"],
                   [[v, f"{f[0]:.1f}" if f else "no fit", f"{f[1]:.4f}" if f else "—"]
                    for v, f in sorted(fits.items())])
-    if k.get("size") is not None:
+    if sw.get("fits") is not None:
+        pass
+    elif k.get("size") is not None:
         doc.p(f"Spread of a_mech across mechanisms: {k['spread_ns']:.0f} ns. Mechanism differences "
               f"drop below 1% of a call from about **{k['size']:.0f} bytes** per write (async).")
     else:
         doc.p(f"Knee: unknown ({k.get('why')}).")
     doc.plot(name, "Per-call write cost with the fitted lines (async) and the knee")
+
+
+def _stage_fits(doc, sw):
+    """The sweep stage's own weighted fits and knee (sweep.fit_linear / sweep.knee)."""
+    def ci(x):
+        return (f"{x['value']:.4g} [{x['ci_low']:.4g}, {x['ci_high']:.4g}]"
+                if isinstance(x, dict) and x.get("value") is not None else "—")
+    doc.table(["variant", "mode", "a (ns per call) [95% CI]", "b (ns per byte) [95% CI]", "r²", "points / why"],
+              [[f["variant"], f.get("mode"), ci(f.get("a_ns")), ci(f.get("b_ns_per_byte")),
+                f"{f['r2']:.3f}" if f.get("r2") is not None else "—",
+                f.get("n_points") if "a_ns" in f else f"no fit: {f.get('why')}"]
+               for f in sw["fits"]])
+    knees = sw.get("knee") or {}
+    if isinstance(knees, dict) and ("value" in knees or "why" in knees) and "async" not in knees:
+        knees = {"async": knees}
+    for mode, k in sorted(knees.items()):
+        if not isinstance(k, dict):
+            continue
+        if k.get("value") is None:
+            doc.p(f"Knee ({mode}): unknown ({k.get('why') or 'not computed'}).")
+            continue
+        doc.p(f"Knee ({mode}): mechanism differences (Δa = {k.get('delta_a_ns', float('nan')):.0f} ns, "
+              f"{k.get('fastest')} to {k.get('slowest')}) drop below {100 * k.get('threshold', 0.01):.0f}% "
+              f"of a call from about **{k['value']:.0f} bytes** per write"
+              + (f" [{k['ci_low']:.0f}, {k['ci_high']:.0f}]" if k.get("ci_low") is not None else "")
+              + (" — extrapolated beyond the largest size measured "
+                 f"({k.get('measured_up_to')} B)" if k.get("extrapolated") else "") + ".")
 
 
 def sec_tlpi(doc, data, pdir, tlpi_ref):
@@ -479,7 +526,13 @@ def sec_attribution(doc, data, pdir):
     doc.h(2, "Attribution: loop / entry+exit / body / waiting")
     if missing(doc, data, "attribution"):
         return
-    rows = data["attribution"].get("rows", [])
+    att = data["attribution"]
+    if att.get("method") or att.get("notes"):
+        doc.p(f"Method: {att.get('method') or 'not recorded'}."
+              + (" " + " ".join(att["notes"]) if isinstance(att.get("notes"), list) else
+                 f" {att['notes']}" if att.get("notes") else ""))
+    unsup = [r for r in att.get("rows", []) if r.get("supported") is False]
+    rows = [r for r in att.get("rows", []) if r.get("supported") is not False]
     doc.table(["variant", "op", "size", "total", "loop", "entry+exit", "body", "waiting", "residual",
                "consistent", "note"],
               [[r["variant"], r["op"], r.get("size"), fmt(r.get("total_ns")), fmt(r.get("loop_ns")),
@@ -488,13 +541,16 @@ def sec_attribution(doc, data, pdir):
                 fmt(r.get("residual_ns")),
                 {True: "yes", False: "**no**", None: "unknown"}[r.get("consistent")], r.get("note")]
                for r in rows])
+    if unsup:
+        doc.p("Unsupported here: " + "; ".join(sorted({f"{r['variant']} ({r.get('reason') or r.get('note') or 'no reason'})"
+                                                       for r in unsup})) + ".")
     bad = [f"{r['variant']} {r['op']}" for r in rows if r.get("consistent") is False]
     unk = [f"{r['variant']} {r['op']}" for r in rows if r.get("consistent") is None]
     doc.p("Consistency: the parts should add up to the total within the residual's tolerance. "
           + (f"Inconsistent: {', '.join(bad)} — do not read their parts as a decomposition. " if bad else
              "Every row with all parts known adds up. ")
           + (f"Not checkable (a part is blind): {', '.join(unk)}." if unk else ""))
-    doc.plot(plots.plot_attribution(data["attribution"], pdir),
+    doc.plot(plots.plot_attribution({"rows": rows}, pdir),
              "Where a call's time goes, per mechanism (stacked medians)")
 
 

@@ -1,0 +1,111 @@
+"""The verdict: decided from the data by explicit rules, inconclusive when cells are unusable."""
+import copy
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from twtools import stats, verdict  # noqa: E402
+
+FIX = ROOT / "tests" / "fixtures"
+
+
+def data(name="results-fixture"):
+    return verdict.load(FIX / name)
+
+
+def ref_row(platform="server-linux-2.6-ext4", real=20.58, sys_s=0.02, loops=512):
+    return [{"platform": platform, "mode": "sync", "bufsize": 256, "user_s": 0.0, "sys_s": sys_s,
+             "real_s": real, "loops": loops},
+            {"platform": platform, "mode": "async", "bufsize": 256, "user_s": 0.0, "sys_s": 0.0,
+             "real_s": 0.0, "loops": loops}]
+
+
+def test_fixture_verdict_is_decided_and_numbers_carried():
+    d = data()
+    v = verdict.decide(d, verdict.read_reference())
+    assert v["verdict"] in ("supported", "refuted", "inconclusive")
+    assert v["libc32_entry"] == d["fingerprint"]["libc"]["32"]["entry"]
+    c80 = verdict.percall_cell(d, "32-int80")
+    clibc = verdict.percall_cell(d, "32-libc")
+    if v["verdict"] != "inconclusive":
+        exp = stats.diff_summary(verdict.core(c80), verdict.core(clibc))
+        assert abs(v["int80_delta_ns"]["median"] - exp["median"]) < 1e-9
+        assert v["sentence"] and str(round(v["int80_delta_ns"]["median"])) in v["sentence"]
+
+
+def test_inconclusive_fixture_gives_reasons():
+    v = verdict.decide(data("results-inconclusive"), verdict.read_reference())
+    assert v["verdict"] == "inconclusive"
+    text = " ".join(v["reasons"])
+    assert "unstable" in text and "unknown" in text
+    assert v["sentence"].startswith("Inconclusive")
+
+
+def _force(d, entry, int80, libc):
+    d = copy.deepcopy(d)
+    d["fingerprint"]["libc"]["32"]["entry"] = entry
+    for c in d["percall"]["cells"]:
+        if c["op"] == "null" and c["variant"] in ("32-int80", "32-libc"):
+            m = int80 if c["variant"] == "32-int80" else libc
+            c.update(stats.summarize([m * (1 + 0.001 * (i % 3)) for i in range(9)]))
+    return d
+
+
+def test_refuted_when_libc_avoids_int80_and_row_is_io_wait():
+    d = _force(data(), "vdso", 800.0, 200.0)
+    v = verdict.decide(d, ref_row())
+    assert v["verdict"] == "refuted"
+    row = next(r for r in v["seed_rows"] if r["mode"] == "sync")
+    assert abs(row["explained_s"]["median"] - 512 * 600e-9) < 1e-6
+    assert row["fraction"] < verdict.REFUTE_FRACTION
+
+
+def test_not_refuted_when_cpu_time_could_hold_entry_cost():
+    """A seed row whose own system time is most of its real time cannot be ruled out."""
+    d = _force(data(), "vdso", 800.0, 200.0)
+    v = verdict.decide(d, ref_row(real=1.0, sys_s=0.9))
+    assert v["verdict"] == "inconclusive"
+
+
+def test_missing_reference_is_inconclusive():
+    v = verdict.decide(data(), None)
+    assert v["verdict"] == "inconclusive"
+    assert any("reference" in r for r in v["reasons"])
+
+
+def test_unsupported_int80_is_inconclusive():
+    d = copy.deepcopy(data())
+    for c in d["percall"]["cells"]:
+        if c["variant"] == "32-int80":
+            c.clear()
+            c.update(variant="32-int80", op="null", supported=False, reason="no IA32 emulation")
+    v = verdict.decide(d, ref_row())
+    assert v["verdict"] == "inconclusive"
+    assert any("no IA32 emulation" in r for r in v["reasons"])
+
+
+def test_supported_when_libc_uses_int80_and_it_dominates_own_row():
+    d = _force(data(), "int80", 800.0, 800.0)
+    # this machine's own 32-libc sync 256 B row: make it entry-dominated
+    for run in d["sweep_seed"]["runs"]:
+        if run["variant"] == "32-libc" and run["mode"] == "sync":
+            for row in run["rows"]:
+                if row["buffsize"] == 256:
+                    calls = row["calls"]
+                    row["real_s"] = stats.summarize([calls * 700e-9 * (1 + 0.001 * i) for i in range(5)])
+    for c in d["percall"]["cells"]:
+        if c["variant"] == "32-vdso" and c["op"] == "null":
+            c.update(stats.summarize([100.0 * (1 + 0.001 * (i % 3)) for i in range(9)]))
+    v = verdict.decide(d, ref_row())
+    assert v["verdict"] == "supported", v["reasons"]
+
+
+def test_build_verdict_writes_json(tmp_path):
+    import shutil
+    dst = tmp_path / "r"
+    shutil.copytree(FIX / "results-fixture", dst)
+    v = verdict.build_verdict(dst)
+    assert (dst / "verdict.json").exists()
+    for k in ("verdict", "sentence", "reasons", "libc32_entry", "int80_delta_ns", "seed_rows", "bitness"):
+        assert k in v
