@@ -109,3 +109,33 @@ def test_build_verdict_writes_json(tmp_path):
     assert (dst / "verdict.json").exists()
     for k in ("verdict", "sentence", "reasons", "libc32_entry", "int80_delta_ns", "seed_rows", "bitness"):
         assert k in v
+
+
+def _force_samples(d, variant, samples):
+    for c in d["percall"]["cells"]:
+        if c["op"] == "null" and c["variant"] == variant:
+            c.update(stats.summarize(samples), samples=samples)
+    return d
+
+
+def test_unstable_cells_refute_only_if_the_worst_case_does():
+    """Noise that cannot change the answer must not make it inconclusive, and noise that can must."""
+    d = _force(data(), "vdso", 800.0, 200.0)
+    noisy80 = [800.0 * (1 + 0.3 * ((i % 5) - 2) / 2) for i in range(40)]   # CV ~ 20%
+    _force_samples(d, "32-int80", noisy80)
+    v = verdict.decide(d, ref_row())
+    assert v["int80_null_ns"]["unstable"]
+    assert v["verdict"] == "refuted", v["reasons"]
+    assert v["unstable_cells"] and "worst case" in v["sentence"]
+    assert abs(v["int80_worst_delta_ns"]["median"] - (max(noisy80) - 200.0 * 1.0)) < 1.0
+    # A slow row short enough that the worst case could explain it: not refuted.
+    v = verdict.decide(d, ref_row(real=512 * 1.2e-6 * 10, sys_s=0.0))
+    assert v["verdict"] == "inconclusive"
+    assert any("unstable" in r for r in v["reasons"])
+
+
+def test_unstable_cells_never_support():
+    d = _force(data(), "int80", 800.0, 800.0)
+    _force_samples(d, "32-libc", [800.0 * (1 + 0.3 * ((i % 5) - 2) / 2) for i in range(40)])
+    v = verdict.decide(d, ref_row())
+    assert v["verdict"] == "inconclusive"

@@ -202,19 +202,9 @@ def missing(doc, data, stem):
     return True
 
 
-def unstable_warning(doc, label, s, what_next):
-    if isinstance(s, dict) and s.get("unstable") and s.get("median") is not None:
-        cv = s.get("cv")
-        doc.warn(f"{label} is unstable"
-                 + (f" (CV {100 * cv:.0f}%" if cv is not None else " (")
-                 + (f", min {s['min']:.4g} / max {s['max']:.4g} around median {s['median']:.4g})"
-                    if s.get("min") is not None else ")")
-                 + f". {what_next}")
-
-
-RERUN_BENCH = ("Statistical outliers were detected: rerun on an idle machine with more rounds "
-               "(`tw bench --mode long`), pinned to one CPU (`taskset -c 2`), and check the "
-               "frequency governor.")
+RERUN_BENCH = ("Re-run on a quiet machine (nothing else on the CPUs), or raise the number of "
+               "rounds: `make report REPORT_ARGS=--long`, or `scripts/tw bench --long` for this "
+               "table alone.")
 RERUN_SWEEP = ("The pass times vary: rerun `tw sweep` with more repetitions; for sync rows, keep "
                "other I/O off the output file system.")
 
@@ -343,18 +333,20 @@ def sec_percall(doc, data, pdir):
     pc = data["percall"]
     doc.p(f"Nanoseconds per call, loop cost removed; median with 95% bootstrap CI of the median "
           f"(clock `{pc.get('clock')}`, params {pc.get('params')}).")
-    rows = []
+    rows, shaky = [], []
     for c in pc.get("cells", []):
         rows.append([c["variant"], c["op"], c.get("size"), fmt_cell(c),
                      f"{100 * c['cv']:.1f}%" if c.get("cv") is not None else "—", c.get("n"),
                      fmt(c.get("loop_ns")) if isinstance(c.get("loop_ns"), dict) else "—"])
-        if c.get("supported") is not False:
-            unstable_warning(doc, f"percall {c['variant']} {c['op']}", c, RERUN_BENCH)
+        if c.get("supported") is not False and c.get("unstable") and c.get("median") is not None:
+            size = f" {c['size']} B" if c.get("size") else ""
+            cv = f"CV {100 * c['cv']:.0f}%" if c.get("cv") is not None else "spread"
+            shaky.append(f"{c['variant']} {c['op']}{size} ({cv})")
     doc.table(["variant", "op", "size", "ns per call [95% CI]", "CV", "n", "loop ns"], rows)
-    nun = sum(1 for c in pc.get("cells", []) if c.get("unstable") and c.get("median") is not None)
-    if nun:
-        doc.blocks.append(("warn", f"{nun} cells are unstable (marked in the table; details and what "
-                                   "to do under Warnings)."))
+    if shaky:
+        # One warning for the table, not one per cell: the advice is the same.
+        doc.warn(f"{len(shaky)} of {len(rows)} per-call cells are unstable (CV >= 10% or min/max "
+                 f"more than 50% from the median): {', '.join(shaky)}. {RERUN_BENCH}", inline=True)
     doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (log scale, 95% CI; red = unstable)")
     acc = pc.get("accuracy") or {}
     if acc:

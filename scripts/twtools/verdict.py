@@ -6,7 +6,8 @@ by the old `int 0x80` made small writes (BUFFSIZE 256) slow.
 The verdict is one of "supported", "refuted", "inconclusive" ON THIS MACHINE, decided by the
 explicit rules in `decide()` (documented in docs/report.md):
 
-Needed cells (any missing, unsupported, blind or unstable -> "inconclusive", with the reason):
+Needed cells (any missing, unsupported or blind -> "inconclusive", with the reason; unstable
+cells are handled by the worst-case rule below):
   * fingerprint.libc["32"].entry  -- how this machine's 32-bit glibc enters the kernel;
   * percall 32-int80 "null" and 32-libc "null" -- the per-call cost of int 0x80 and of the
     path glibc takes; delta = int80 - libc (CI by quadrature, stats.diff_summary);
@@ -22,6 +23,13 @@ Rules:
                  explains at least SUPPORT_FRACTION of this machine's own 32-libc 256 B sync
                  row (sweep_seed) -- the same kind of row the seed found slow.
   * inconclusive -- anything else: the data does not carry a confident sentence.
+
+Unstable cells (CV >= 10% or min/max over 50% from the median): an unstable cell can only
+make the verdict inconclusive where its instability could change the answer.  So with an
+unstable 32-int80 or 32-libc cell, "refuted" must also hold for the worst case the samples
+allow, delta_worst = max(32-int80 samples) - min(32-libc samples), not just the CI bound;
+"supported" is never given on unstable cells.  The sentence then says the cells were unstable
+and that the answer holds at the extremes.
 
 The server's glibc is unknown, so what is said about the server's row is only what entry cost
 COULD explain there, bounded by the row's system time.
@@ -233,15 +241,31 @@ def decide(data, ref):
 
     c80, clibc = percall_cell(data, "32-int80"), percall_cell(data, "32-libc")
     p80, plibc = cell_problem(c80, "32-int80 null"), cell_problem(clibc, "32-libc null")
-    for p in (p80, plibc):
-        if p:
+    shaky = []  # problems that are only instability: see the worst-case rule
+    for c, p in ((c80, p80), (clibc, plibc)):
+        if p and c and c.get("unstable") and not is_blind(c) and c.get("median") is not None \
+                and c.get("supported") is not False:
+            shaky.append(p)
+        elif p:
             reasons.append(p)
     if data.get("percall") is None:
         reasons.append("percall.json missing: " + stage_error(data, "bench"))
-    delta = None if (p80 or plibc) else stats.diff_summary(core(c80), core(clibc))
+    # Differences are shown whenever both cells have a value, flagged unstable
+    # if either is (diff_summary carries the flag); the verdict itself still
+    # refuses to rest on an unstable cell because its problem is in reasons.
+    def diff(a, b):
+        return stats.diff_summary(core(a), core(b)) if core(a) and core(b) else None
+    delta = diff(c80, clibc)
     fv, fcell = fast_path(data)
-    delta_fast = stats.diff_summary(core(c80), core(fcell)) if (fcell and not p80) else None
-    libc_over_fast = stats.diff_summary(core(clibc), core(fcell)) if (fcell and not plibc) else None
+    delta_fast = diff(c80, fcell)
+    libc_over_fast = diff(clibc, fcell)
+
+    # The largest per-call penalty the samples allow: the verdict must survive it.
+    worst = None
+    if core(c80) and core(clibc) and c80.get("max") is not None and clibc.get("min") is not None:
+        w = c80["max"] - clibc["min"]
+        worst = {"median": w, "ci_low": w, "ci_high": w, "min": None, "max": None, "cv": None,
+                 "n": min(c80.get("n") or 0, clibc.get("n") or 0), "unstable": False}
 
     slow = seed_slow_row(ref)
     if ref is None:
@@ -262,7 +286,10 @@ def decide(data, ref):
     if not reasons:
         frac_hi = slow_expl["fraction_high"] if slow_expl else None
         bound = slow_expl["cpu_bound_fraction"] if slow_expl else None
-        if entry == "int80":
+        if entry == "int80" and shaky:
+            reasons.extend(shaky)
+            reasons.append("this glibc enters by int 0x80, and support needs stable cells")
+        elif entry == "int80":
             if libc_over_fast and libc_over_fast["ci_low"] > 0 and own_expl and \
                     own_expl["fraction"] is not None and own_expl["fraction"] >= SUPPORT_FRACTION:
                 verdict = "supported"
@@ -273,23 +300,37 @@ def decide(data, ref):
                                "this glibc enters by int 0x80, but the fast-path cell or the "
                                f"32-libc sync 256 B row is missing ({own_why or 'no fast path'})")
         elif entry in ("vdso", "sysenter", "syscall"):
-            if frac_hi is not None and bound is not None and frac_hi < REFUTE_FRACTION \
+            worst_frac = None
+            if shaky and worst and slow_expl and slow_expl.get("real_s"):
+                worst_frac = slow_expl["calls"] * worst["median"] / 1e9 / slow_expl["real_s"]
+            test = worst_frac if shaky else frac_hi
+            if test is not None and bound is not None and test < REFUTE_FRACTION \
                     and bound < REFUTE_FRACTION:
                 verdict = "refuted"
+            elif shaky:
+                reasons.extend(shaky)
+                reasons.append("with these unstable cells the worst case the samples allow "
+                               "could explain too much of the seed's slow row")
             else:
                 reasons.append("this glibc does not use int 0x80, but int 0x80's cost here or the "
                                "seed row's CPU time is too large to rule entry cost out"
                                if slow_expl else "the seed's slow row is not available")
         else:
             reasons.append(f"unrecognised 32-bit libc entry '{entry}'")
+    if verdict == "inconclusive":
+        reasons.extend(p for p in shaky if p not in reasons)
     for c, label in ((c80, "32-int80 null"), (clibc, "32-libc null"), (fcell, f"{fv} null")):
         if c and c.get("unstable") and c.get("median") is not None:
-            warnings.append(f"{label} is unstable: rerun `tw bench` with more rounds (--mode long) "
-                            "on an idle machine, pinned to one CPU")
+            warnings.append(f"{label} is unstable, so the verdict cannot rest on it: re-run on a "
+                            "quiet machine, or raise the rounds with `make report REPORT_ARGS=--long`")
     out = {
         "verdict": verdict,
         "sentence": None,
         "reasons": reasons,
+        "unstable_cells": shaky,
+        "int80_worst_delta_ns": worst,
+        "worst_fraction_of_slow_row": ((slow_expl["calls"] * worst["median"] / 1e9 / slow_expl["real_s"])
+                                       if (worst and slow_expl and slow_expl.get("real_s")) else None),
         "warnings": warnings,
         "rules": {"refute_fraction": REFUTE_FRACTION, "support_fraction": SUPPORT_FRACTION,
                   "tick_s": TICK_S},
@@ -354,6 +395,13 @@ def sentence(v, slow_expl):
         parts.append(f"This glibc's excess over the fast path explains {100 * o['fraction']:.0f}% of this "
                      f"machine's own 32-libc 256 B sync row: supported here.")
     elif v["verdict"] == "refuted":
+        if v.get("unstable_cells"):
+            w = v["int80_worst_delta_ns"]
+            parts.append(f"The per-call cells were unstable on this machine ({'; '.join(v['unstable_cells'])}), "
+                         f"so the answer was checked against the worst case the samples allow: "
+                         f"{w['median']:.0f} ns per call (slowest int 0x80 sample minus fastest glibc "
+                         f"sample) would still explain only {100 * v['worst_fraction_of_slow_row']:.3f}% "
+                         "of the slow row.")
         parts.append("Refuted as the explanation of the slow row.")
     b = v["bitness"]["modes"]
     bits = []
