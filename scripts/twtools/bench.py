@@ -607,12 +607,8 @@ def add_arguments(parser, name):
     parser.description = (
         "Measure ns per system call for every variant (variants/matrix) and operation with "
         "build/syscost-*, in interleaved rounds; print a table and write percall.json/.csv.")
-    g = parser.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_const", dest="mode", const="quick",
-                   help="a few seconds: 2 rounds, 3 batches, write-file 256 B only")
-    g.add_argument("--long", action="store_const", dest="mode", const="long",
-                   help="20 rounds of 10 batches of 2 ms: tighter intervals, a few minutes")
-    parser.set_defaults(mode="default")
+    common.add_mode_arguments(parser, "a few seconds: 2 rounds, 3 batches, write-file 256 B only",
+                              "20 rounds of 10 batches of 2 ms: tighter intervals, a few minutes")
     parser.add_argument("--out", metavar="DIR",
                         help="results directory (default results/bench-<host>-<UTC time>)")
     parser.add_argument("--variants", metavar="V,V", help="variants to run (default: all)")

@@ -58,12 +58,8 @@ STAGES = [
 
 
 def add_arguments(p, name):
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                      help="a fast, less precise run (about 30 s; used by the tests)")
-    mode.add_argument("--long", dest="mode", action="store_const", const="long",
-                      help="a slower, more precise run for publication")
-    p.set_defaults(mode="default")
+    common.add_mode_arguments(p, "a fast, less precise run (about 30 s; used by the tests)",
+                              "a slower, more precise run for publication")
     p.add_argument("--out", metavar="DIR",
                    help="results directory (default: results/<host>-<UTC time>)")
     p.add_argument("--only", metavar="STAGES",

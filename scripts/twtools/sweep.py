@@ -566,12 +566,8 @@ SWEEPS = {"seed": seed_sweep, "tlpi": tlpi_sweep, "writev": writev_bench, "stdio
 
 
 def add_arguments(p, name):
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                      help="small inputs, few reps (all four sweeps in ~15 s)")
-    mode.add_argument("--long", dest="mode", action="store_const", const="long",
-                      help="the seed's own input size, more reps")
-    p.set_defaults(mode="default")
+    common.add_mode_arguments(p, "small inputs, few reps (all four sweeps in ~15 s)",
+                              "the seed's own input size, more reps")
     p.add_argument("--out", metavar="DIR", help="results directory (default: results/<host>-<UTC>)")
     p.add_argument("--only", metavar="LIST", default="seed,tlpi,writev,stdio",
                    help="comma list of: seed, tlpi, writev, stdio (default: all)")

@@ -585,10 +585,8 @@ def _csvs(out_dir, res, latency):
 
 def add_arguments(p, name):
     p.add_argument("--out", default=None, help="results directory (default: a new one under results/)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", dest="mode", action="store_const", const="quick")
-    g.add_argument("--long", dest="mode", action="store_const", const="long")
-    p.set_defaults(mode="default")
+    common.add_mode_arguments(p, "short workloads, few repetitions (about 5-20 s)",
+                              "more repetitions for tighter intervals")
     p.add_argument("--variants", default=None, help="comma list, e.g. 64-libc,32-int80")
 
 
