@@ -122,19 +122,20 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
     for s in sets:
         if s.seed:
             rows.append([s.label, "seed report, 2022 (published figures, one run per row, 10 ms ticks)",
-                         "—", "—", "—", "—", "—", "—"])
+                         "—", "—", "—", "—", "—", "—", "—"])
             continue
         fp = s.data.get("fingerprint") or {}
         meta = s.data.get("meta") or {}
         cpu = fp.get("cpu") or {}
         v = verdict_mod.decide(s.data, verdict_mod.read_reference())
-        rows.append([s.label, meta.get("created_utc") or "unknown date",
+        spec = (meta.get("setting") or {}).get("speculation") or "kernel default"
+        rows.append([s.label, meta.get("created_utc") or "unknown date", spec,
                      cpu.get("model_name") or cpu.get("model") or "unknown",
                      fp.get("virtualization") or "unknown", (fp.get("kernel") or {}).get("release") or "unknown",
                      ((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown",
                      (fp.get("vdso32") or {}).get("instruction") or "unknown", v["verdict"]])
     doc.h(2, "Results sets")
-    doc.table(["set", "measured", "CPU", "virtualisation", "kernel", "32-bit libc entry",
+    doc.table(["set", "measured", "speculation", "CPU", "virtualisation", "kernel", "32-bit libc entry",
                "vDSO32 insn", "verdict"], rows)
 
     real = [s for s in sets if not s.seed]

@@ -223,6 +223,10 @@ def sec_header(doc, data, results_dir):
         doc.p("The measurement was produced by (repeat it to re-measure):")
         doc.code("\n".join(x for x in (meta.get("command"),
                                         " ".join(str(a) for a in meta.get("argv") or [])) if x))
+    setting = meta.get("setting") or {}
+    if setting:
+        st = ", ".join(f"{k}: {v}" for k, v in (setting.get("status") or {}).items()) or "not readable"
+        doc.p(f"Speculation setting: `{setting.get('speculation') or 'kernel default'}` ({st}).")
     if meta.get("note"):
         doc.p(f"Note recorded with the results: {meta['note']}")
     st = meta.get("stages") or {}

@@ -66,6 +66,10 @@ def add_arguments(p, name):
                    help="comma list of stages to run (default: all): "
                         + ",".join(s[0] for s in STAGES))
     p.add_argument("--no-report", action="store_true", help="measure only; run `tw report DIR` later")
+    p.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
+                   help="measure with a per-process speculation mitigation switched on "
+                        "(prctl PR_SET_SPECULATION_CTRL, inherited by every program run): "
+                        "compare the results with a normal run using `tw compare`")
 
 
 def new_results_dir():
@@ -96,7 +100,7 @@ def merge(out):
     common.write_json(out / "results.json", merged)
 
 
-def run(out=None, mode="default", only=None, report=True, argv=None):
+def run(out=None, mode="default", only=None, report=True, argv=None, setting=None):
     out = Path(out) if out else new_results_dir()
     out.mkdir(parents=True, exist_ok=True)
     point_latest(out)
@@ -105,8 +109,13 @@ def run(out=None, mode="default", only=None, report=True, argv=None):
             "host": socket.gethostname(), "mode": mode,
             "argv": argv if argv is not None else sys.argv, "command": "make report",
             "stages": {}}
-    if mode != "default":
-        meta["command"] = f"make report REPORT_ARGS=--{mode}"
+    from . import speculation
+    meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
+    extra = [f"--{mode}"] if mode != "default" else []
+    if setting and setting.get("speculation"):
+        extra.append(f"--speculation {setting['speculation']}")
+    if extra:
+        meta["command"] = f"make report REPORT_ARGS='{' '.join(extra)}'"
     t0 = time.monotonic()
     wanted = [s for s in STAGES if not only or s[0] in only]
     for i, (name, stage) in enumerate(wanted, 1):
@@ -149,7 +158,16 @@ def main(args, name):
     if not common.is_root():
         common.warn("not running as root: bpftrace and perf tracepoints are blind",
                     "their figures are reported as unknown; re-run as root for the full attribution")
-    path, meta = run(args.out, args.mode, only, report=not args.no_report)
+    setting = None
+    if args.speculation:
+        from . import speculation
+        try:
+            setting = speculation.apply(args.speculation)
+        except OSError as e:
+            print(f"tw run: --speculation {args.speculation}: {e.strerror}", file=sys.stderr)
+            return 2
+        common.progress(f"speculation mitigation on: {setting['status']}")
+    path, meta = run(args.out, args.mode, only, report=not args.no_report, setting=setting)
     failed = [k for k, v in meta["stages"].items() if not v["ok"]]
     if failed:
         common.warn(f"{len(failed)} stage(s) failed: {', '.join(failed)}",
