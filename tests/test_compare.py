@@ -56,3 +56,27 @@ def test_compare_is_deterministic(tmp_path):
     a = compare.build_compare([FIX / "results-fixture", FIX / "results-inconclusive"], tmp_path / "a")
     b = compare.build_compare([FIX / "results-fixture", FIX / "results-inconclusive"], tmp_path / "b")
     assert a.read_text().replace(str(tmp_path / "a"), "X") == b.read_text().replace(str(tmp_path / "b"), "X")
+
+
+def _copy_as_host(src, dst, host):
+    import json
+    import shutil
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "meta.json").read_text())
+    meta["host"] = host
+    (dst / "meta.json").write_text(json.dumps(meta))
+    fp = json.loads((dst / "fingerprint.json").read_text())
+    fp["host"] = host
+    (dst / "fingerprint.json").write_text(json.dumps(fp))
+    return dst
+
+
+def test_same_machine_sets_warn_about_drift(tmp_path):
+    """Two runs of one machine at different times differ by drift too (seen: 146 vs 95 ns)."""
+    a = _copy_as_host(FIX / "results-fixture", tmp_path / "a", "box1")
+    b = _copy_as_host(FIX / "results-fixture", tmp_path / "b", "box1")
+    md = compare.build_compare([a, b], tmp_path / "out", seed_reference=False).read_text()
+    assert "same machine (box1)" in md and "A B A B" in md
+    c = _copy_as_host(FIX / "results-fixture", tmp_path / "c", "box2")
+    md = compare.build_compare([a, c], tmp_path / "out2", seed_reference=False).read_text()
+    assert "same machine" not in md

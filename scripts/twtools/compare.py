@@ -139,6 +139,18 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
                "vDSO32 insn", "verdict"], rows)
 
     real = [s for s in sets if not s.seed]
+    hosts = [(s.data.get("meta") or {}).get("host") or (s.data.get("fingerprint") or {}).get("host")
+             for s in real]
+    same = sorted({h for h in hosts if h and hosts.count(h) > 1})
+    if same:
+        # Seen on the build machine: one setting measured 146, 121 and 95 ns per null call
+        # in three runs 20 minutes apart, as the host's other load came and went.
+        doc.warn(f"Several sets come from the same machine ({', '.join(same)}), measured at "
+                 "different times. A significant difference between them includes whatever "
+                 "the machine itself did in between (other tenants, frequency, cache state), "
+                 "not only the setting. Measure each setting two or more times in alternation "
+                 "(A B A B) and trust a difference only when its sign holds in every pair.",
+                 inline=True)
     doc.h(2, "Per-call cost by mechanism")
     if len(real) < 2:
         doc.p("Only one measured results set: ratios and tests need two (the seed's report has no "
