@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 CREATOR = "timewrite report"
@@ -98,6 +99,14 @@ def sweep_fits(sweep, mode="async"):
 
 # -- plots -----------------------------------------------------------------------------------
 
+def _compact(x, _pos=None):
+    """Tick label: 950, 1.5k, 45k."""
+    if abs(x) >= 1000:
+        v = x / 1000
+        return f"{v:.0f}k" if v == int(v) or abs(v) >= 10 else f"{v:.1f}k"
+    return f"{x:.0f}"
+
+
 def plot_percall(percall, outdir, ops=("null", "getppid", "write-devnull", "write-file", "write-sync")):
     cells = [c for c in (percall or {}).get("cells", []) if c.get("op") in ops]
     if not cells:
@@ -107,16 +116,23 @@ def plot_percall(percall, outdir, ops=("null", "getppid", "write-devnull", "writ
     fig, axes = plt.subplots(1, len(ops), figsize=(2.6 * len(ops) + 1, 0.35 * len(variants) + 1.6),
                              sharey=True, squeeze=False)
     for ax, op in zip(axes[0], ops):
+        # One size per panel: the smallest measured (write-file has 256 B and 4096 B cells).
+        size = min((c.get("size") for c in cells if c["op"] == op and c.get("size")), default=None)
         for i, v in enumerate(variants):
-            c = next((c for c in cells if c["variant"] == v and c["op"] == op), None)
+            c = next((c for c in cells if c["variant"] == v and c["op"] == op
+                      and c.get("size") == size), None)
             if not c or c.get("supported") is False or _med(c) is None:
                 ax.text(0.02, i, "unsupported" if c and c.get("supported") is False else "unknown",
                         transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.5")
                 continue
             color = "tab:red" if c.get("unstable") else "tab:blue"
             ax.errorbar([c["median"]], [i], xerr=_err(c), fmt="o", color=color, capsize=3, ms=4)
-        ax.set_xscale("log")
-        ax.set_title(op)
+        # Linear from zero, a few compact ticks: each panel spans different magnitudes
+        # (~100 ns to ~50 us), and from zero the ratios between mechanisms read honestly.
+        ax.set_xlim(left=0)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_compact))
+        ax.set_title(f"{op} {size} B" if size else op)
         ax.set_xlabel("ns per call (95% CI)")
     axes[0][0].set_yticks(range(len(variants)))
     axes[0][0].set_yticklabels(variants)

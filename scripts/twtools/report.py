@@ -352,7 +352,7 @@ def sec_percall(doc, data, pdir):
         # One warning for the table, not one per cell: the advice is the same.
         doc.warn(f"{len(shaky)} of {len(rows)} per-call cells are unstable (CV >= 10% or min/max "
                  f"more than 50% from the median): {', '.join(shaky)}. {RERUN_BENCH}", inline=True)
-    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (log scale, 95% CI; red = unstable)")
+    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (each panel from zero, 95% CI; red = unstable)")
     acc = pc.get("accuracy") or {}
     if acc:
         pb = acc.get("perf_bench_ns")
