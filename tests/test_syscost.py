@@ -10,6 +10,7 @@ asserted beyond signs and sanity: the machine may be loaded."""
 import json
 import math
 import statistics
+import subprocess
 
 import pytest
 
@@ -38,6 +39,11 @@ def test_probe(build, variant):
     probe_or_skip(variant)
 
 
+def fstype(path):
+    return subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True,
+                          text=True).stdout.strip()
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_each_op_gives_sane_json(build, variant, op, tmp_path):
@@ -54,8 +60,15 @@ def test_each_op_gives_sane_json(build, variant, op, tmp_path):
     assert d["sched"] == "other" and d["sched_why"]    # --realtime was not asked for
     assert d["abi"] == ("x86_64" if variant in ("64-libc", "64-syscall") else "i386")
     assert d["batches"] == batches
-    for key in ("samples_ns", "raw_ns", "loop_ns_per_call"):
+    for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
         assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key
+    # Off-CPU time is wall minus on-CPU time: never below zero beyond the two clocks'
+    # disagreement, never above the wall time itself.
+    for raw, off in zip(d["raw_ns"], d["offcpu_ns_per_call"]):
+        assert -2.0 <= off <= raw + 2.0, (raw, off)
+    if op == "write-sync" and fstype(tmp_path) not in ("tmpfs", "ramfs"):
+        # An O_SYNC write on a device-backed file system sleeps until the device answers.
+        assert statistics.median(d["offcpu_ns_per_call"]) > 0, d["offcpu_ns_per_call"]
     assert d["calls_per_batch"] >= 1
     # Entering the kernel costs something; an empty loop costs much less than a call.
     assert all(x > 0 for x in d["samples_ns"]), d["samples_ns"]

@@ -12,9 +12,21 @@ Per mechanism (variant) and operation:
                  (traces/body.bt) minus the same interval on `null`: what is
                  left is the op's own in-kernel work; the tracer's per-event
                  cost and the dispatch appear in both and cancel
-  waiting_ns     write-sync: (real - user - sys) / calls of timewrite runs
-                 with O_SYNC (time neither in user nor in kernel CPU: the
-                 device); write-file: the same for runs without O_SYNC
+  waiting_ns     write-sync and write-file: wall time minus on-CPU time
+                 (user + system) per call, in the very syscost batches that
+                 give the total.  On-CPU time is the scheduler's exact run
+                 time (CLOCK_THREAD_CPUTIME_ID), not getrusage's tick-sampled
+                 user/system split, so this is the time the task slept: for
+                 an O_SYNC write, the wait for the device (what the seed's
+                 Linux 2.6 sync row really measured); without O_SYNC, ~0
+  body_cpu_ns    write-sync only: body - waiting.  An O_SYNC write sleeps
+                 inside the kernel until the device answers, so the traced
+                 enter->exit body contains the wait; this is the rest, the
+                 kernel's own CPU work.  Stack loop, entry_exit, body_cpu and
+                 waiting to draw the call; never body and waiting, which
+                 counts the wait twice.  (Body is traced in separate runs,
+                 waiting in the untraced ones, so the two can differ by the
+                 tracer's own cost: read body_cpu with its interval.)
   residual_ns    total - entry_exit - body
   consistent     whether the residual's 95% interval contains 0, i.e. the
                  timed cost above a null call agrees with the traced body
@@ -26,7 +38,6 @@ all its calls of that op (bpftrace sums per pid); runs of every cell are
 interleaved in one bpftrace session so drift hits all cells alike.
 """
 import csv
-import json
 import tempfile
 from pathlib import Path
 
@@ -39,11 +50,10 @@ NR = {"i386": {"null": 0x7fff, "getppid": 64, "write-devnull": 4, "write-file": 
       "x86_64": {"null": 0x7fff, "getppid": 110, "write-devnull": 1, "write-file": 1,
                  "write-sync": 1}}
 PLAN = {
-    # syscost batches for a measured total; body runs per cell; calls per body run;
-    # timewrite reps for waiting
-    "quick": {"batches": 5, "body_runs": 3, "body_calls": 10000, "sync_calls": 20, "reps": 3},
-    "default": {"batches": 10, "body_runs": 6, "body_calls": 20000, "sync_calls": 100, "reps": 5},
-    "long": {"batches": 20, "body_runs": 10, "body_calls": 50000, "sync_calls": 200, "reps": 10},
+    # syscost batches for a measured total; body runs per cell; calls per body run
+    "quick": {"batches": 5, "body_runs": 3, "body_calls": 10000, "sync_calls": 20},
+    "default": {"batches": 10, "body_runs": 6, "body_calls": 20000, "sync_calls": 100},
+    "long": {"batches": 20, "body_runs": 10, "body_calls": 50000, "sync_calls": 200},
 }
 
 
@@ -77,7 +87,9 @@ def measure_totals(variants, mode, tmp, percall=None):
             c = _percall_cell(percall, v, op, size)
             if c is not None:
                 out[(v, op)] = {"total": _summary(c), "loop": c.get("loop_ns") or
-                                common.blind("percall.json has no loop_ns"), "source": "percall.json"}
+                                common.blind("percall.json has no loop_ns"), "source": "percall.json",
+                                "offcpu": c.get("offcpu_ns") or
+                                common.blind("percall.json has no offcpu_ns (older syscost)")}
                 continue
             sync = op == "write-sync"
             r = bench.measure(v, op, size=size, batches=plan["batches"] if not sync else 3,
@@ -87,9 +99,12 @@ def measure_totals(variants, mode, tmp, percall=None):
             if not r.get("supported"):
                 out[(v, op)] = {"unsupported": r.get("reason")}
                 continue
+            off = r.get("offcpu_ns_per_call")
             out[(v, op)] = {"total": stats.summarize(r["samples_ns"]),
                             "loop": stats.summarize(r["loop_ns_per_call"]), "source": "syscost",
-                            "tsc_hz": r.get("tsc_hz")}
+                            "tsc_hz": r.get("tsc_hz"),
+                            "offcpu": dict(stats.summarize(off), samples=off) if off else
+                            common.blind("syscost reported no off-CPU time")}
     return out
 
 
@@ -154,31 +169,6 @@ def _session(lines, tmp):
     return tracers._bpftrace_session("body.bt", lines, tmp, "body")
 
 
-def measure_waiting(variants, mode, tmp):
-    """{(variant, 'write-sync'|'write-file'): waiting ns/call summary} from timewrite --reps."""
-    plan = PLAN[mode]
-    inp = Path(tmp) / "wait-input"
-    inp.write_bytes(b"w" * (plan["sync_calls"] * 256))
-    out = {}
-    for v in variants:
-        for op, sync in (("write-sync", True), ("write-file", False)):
-            cmd = [common.binary("timewrite", v), Path(tmp) / f"wait-{v}"] + (["sync"] if sync else []) + \
-                ["--sizes", "256", "--reps", str(plan["reps"]), "--format", "json"]
-            with open(inp, "rb") as f:
-                p = common.run(cmd, stdin=f, timeout=300)
-            if p.returncode != 0:
-                out[(v, op)] = common.blind(f"timewrite exit {p.returncode}: {p.stderr.strip()[-150:]}")
-                continue
-            row = json.loads(p.stdout)["rows"][0]
-            sm = row["samples"]
-            w = [(r - u - s) / row["calls"] * 1e9 for r, u, s in
-                 zip(sm["real_s"], sm["user_s"], sm["sys_s"])]
-            out[(v, op)] = dict(stats.summarize(w), samples=w,
-                                real_ns_per_call=stats.summarize(
-                                    [r / row["calls"] * 1e9 for r in sm["real_s"]]))
-    return out
-
-
 def attribute(out_dir, percall=None, mode="default", variants=None):
     """Measure (or read) every figure, write attribution.json/.csv; return the dict."""
     out_dir = Path(out_dir)
@@ -201,8 +191,6 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
         else:
             body_err = "bpftrace needs root" if not common.is_root() else "bpftrace is not installed"
             common.warn(body_err, "run as root with bpftrace for the in-kernel body")
-        common.progress("attribute: timewrite sync/async runs for waiting")
-        waiting = measure_waiting(ok, mode, tmp)
     for v in vs:
         name = v["name"]
         if not v["supported"]:
@@ -227,7 +215,7 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
             else:
                 body = common.blind(body_err or "bpftrace saw no calls of this op")
             ee = null_total
-            wait = waiting.get((name, op)) if op in ("write-sync", "write-file") else None
+            wait = t.get("offcpu") if op in ("write-sync", "write-file") else None
             if wait is not None and "samples" in wait:
                 wait = {k: wait[k] for k in ("median", "ci_low", "ci_high", "min", "max", "cv",
                                              "n", "unstable")}
@@ -241,11 +229,14 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
             note = {"null": "reference row: entry+exit by definition; body is 0 by construction",
                     "write-sync": "the traced body includes the wait for the device (the task "
                                   "sleeps inside write); waiting_ns shows how much of it",
-                    "write-file": "waiting_ns from runs without O_SYNC: should be near 0",
+                    "write-file": "without O_SYNC nothing should wait: waiting_ns near 0",
                     }.get(op, "")
+            body_cpu = (stats.diff_summary(body, wait)
+                         if op == "write-sync" and wait and body.get("median") is not None
+                         else None)
             rows.append({"variant": name, "op": op, "size": size, "supported": True,
                          "total_ns": total, "loop_ns": t["loop"], "entry_exit_ns": ee,
-                         "above_null_ns": above, "body_ns": body,
+                         "above_null_ns": above, "body_ns": body, "body_cpu_ns": body_cpu,
                          "traced_interval_ns": traced_s, "traced_null_interval_ns": null_body_s,
                          "waiting_ns": wait, "residual_ns": resid, "consistent": consistent,
                          "source": t.get("source"), "note": note})

@@ -265,7 +265,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     for v, op, size in cells:
         ok, why = support[v["name"]]
         state[(v["name"], op, size)] = {"row": v, "op": op, "size": size, "supported": ok,
-                                        "reason": why, "samples": [], "raw": [], "loop": [],
+                                        "reason": why, "samples": [], "raw": [], "loop": [], "offcpu": [],
                                         "calls": None, "n_calls": 0, "errors": []}
 
     # One run to measure the TSC rate (longer calibration), shared by every run after it.
@@ -309,6 +309,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             c["samples"] += res["samples_ns"]
             c["raw"] += res["raw_ns"]
             c["loop"] += res["loop_ns_per_call"]
+            c["offcpu"] += res.get("offcpu_ns_per_call") or []
             c["n_calls"] += res["calls_per_batch"] * res["batches"]
             clk = clk or res.get("clock")
             scheds.add(res.get("sched"))
@@ -344,6 +345,11 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             cell.update(s)
             cell["loop_ns"] = stats.summarize(c["loop"])
             cell["raw_ns"] = stats.summarize(c["raw"])
+            # Wall minus on-CPU time per call, in the same batches: the wait for the device
+            # in an O_SYNC write, ~0 elsewhere.  Blind, never 0, if syscost did not report it.
+            cell["offcpu_ns"] = (dict(stats.summarize(c["offcpu"]),
+                                      samples=[round(x, 2) for x in c["offcpu"]])
+                                 if c["offcpu"] else common.blind("syscost reported no off-CPU time"))
             cell["samples"] = [round(x, 4) for x in c["samples"]]
             cell["n_calls"] = c["n_calls"]
             cell["calls_per_batch"] = c["calls"]

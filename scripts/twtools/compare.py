@@ -13,7 +13,7 @@ import numpy as np
 from scipy import stats as sstats
 
 from . import common, plots, verdict as verdict_mod
-from .report import EXPORTERS, Doc, fmt, fmt_cell, fmt_s
+from .report import EXPORTERS, Doc, fmt_cell, fmt_s
 
 N_BOOT = 2000
 SEED = 1

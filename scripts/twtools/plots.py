@@ -5,7 +5,6 @@ Every function takes already-loaded stage data and an output directory, writes
 to draw.  Output is deterministic: fixed svg.hashsalt, no dates, fixed
 creator, sorted inputs, so rebuilding a report gives identical files.
 """
-import math
 
 import matplotlib
 
@@ -274,19 +273,35 @@ PARTS = [("loop_ns", "loop"), ("entry_exit_ns", "entry+exit"), ("body_ns", "body
          ("waiting_ns", "waiting")]
 
 
+def _grid(n, ncols, w, h):
+    """n panels in rows of at most ncols (a single long row shrinks to nothing on a page);
+    returns the figure and the first n axes, hiding the unused ones."""
+    ncols = min(n, ncols)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
 def plot_attribution(att, outdir):
     rows = (att or {}).get("rows", [])
     if not rows:
         return None
     ops = sorted({r["op"] for r in rows})
-    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 0.4 * len(rows) / max(len(ops), 1) + 2),
-                             squeeze=False)
+    fig, axes = _grid(len(ops), 3, 5, 0.4 * len(rows) / max(len(ops), 1) + 2)
     colors = ["0.7", "tab:orange", "tab:blue", "tab:green"]
-    for ax, op in zip(axes[0], ops):
+    for ax, op in zip(axes, ops):
         rs = sorted([r for r in rows if r["op"] == op], key=lambda r: r["variant"])
         for i, r in enumerate(rs):
             left = 0.0
             for (key, label), col in zip(PARTS, colors):
+                # A sync write's traced body contains its wait: draw the CPU part only.
+                if key == "body_ns" and r.get("body_cpu_ns"):
+                    key = "body_cpu_ns"
+                if key == "waiting_ns" and not r.get("body_cpu_ns"):
+                    continue  # no separate wait (async: rounding around zero)
                 m = _med(r.get(key))
                 if m is None or m <= 0:
                     continue
@@ -296,7 +311,7 @@ def plot_attribution(att, outdir):
         ax.set_yticklabels([r["variant"] for r in rs])
         ax.invert_yaxis()
         ax.set_xlabel("ns per call (medians; blind parts not drawn)")
-        ax.set_title(f"{op}, {rs[0].get('size')} B" if rs else op)
+        ax.set_title(f"{op}, {rs[0]['size']} B" if rs and rs[0].get("size") else op)
         ax.legend(fontsize=7)
     return _save(fig, outdir, "attribution")
 
@@ -306,17 +321,15 @@ def plot_latency(lat, outdir):
     variants = sorted({r["variant"] for r in runs})
     if not variants:
         return None
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.5 * len(variants), 3.5), squeeze=False)
-    for ax, v in zip(axes[0], variants):
+    fig, axes = _grid(len(variants), 4, 4.5, 3.5)
+    for ax, v in zip(axes, variants):
         for run in sorted([r for r in runs if r["variant"] == v], key=lambda r: r["mode"]):
             bins = run.get("log2") or []
             if not bins:
                 continue
-            x = [math.sqrt(b["lo_ns"] * b["hi_ns"]) for b in bins]
             w = [b["hi_ns"] - b["lo_ns"] for b in bins]
             ax.bar([b["lo_ns"] for b in bins], [b["count"] for b in bins], width=w, align="edge",
                    alpha=0.5, label=f"{run['mode']} (p50 {run['percentiles']['p50']:.0f} ns)")
-            del x
         ax.set_xscale("log", base=2)
         ax.set_xlabel("write latency (ns, log2 bins)")
         ax.set_ylabel("calls")

@@ -536,10 +536,11 @@ def sec_attribution(doc, data, pdir):
                  f" {att['notes']}" if att.get("notes") else ""))
     unsup = [r for r in att.get("rows", []) if r.get("supported") is False]
     rows = [r for r in att.get("rows", []) if r.get("supported") is not False]
-    doc.table(["variant", "op", "size", "total", "loop", "entry+exit", "body", "waiting", "residual",
-               "consistent", "note"],
+    doc.table(["variant", "op", "size", "total", "loop", "entry+exit", "body (of which CPU)", "waiting",
+               "residual", "consistent", "note"],
               [[r["variant"], r["op"], r.get("size"), fmt(r.get("total_ns")), fmt(r.get("loop_ns")),
-                fmt(r.get("entry_exit_ns")), fmt(r.get("body_ns")),
+                fmt(r.get("entry_exit_ns")),
+                fmt(r.get("body_ns")) + (f" (CPU {fmt(r['body_cpu_ns'])})" if r.get("body_cpu_ns") else ""),
                 fmt(r.get("waiting_ns")) if r.get("waiting_ns") else "— (no waiting in this op)",
                 fmt(r.get("residual_ns")),
                 {True: "yes", False: "**no**", None: "unknown"}[r.get("consistent")], r.get("note")]
@@ -554,7 +555,8 @@ def sec_attribution(doc, data, pdir):
              "Every row with all parts known adds up. ")
           + (f"Not checkable (a part is blind): {', '.join(unk)}." if unk else ""))
     doc.plot(plots.plot_attribution({"rows": rows}, pdir),
-             "Where a call's time goes, per mechanism (stacked medians)")
+             "Where a call's time goes, per mechanism (stacked medians; for O_SYNC writes the "
+             "body is split into kernel CPU work and waiting for the device)")
 
 
 def sec_latency(doc, data, pdir):
