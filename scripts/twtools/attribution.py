@@ -46,9 +46,10 @@ from . import common, stats, tracers
 OPS = [("null", None), ("getppid", None), ("write-devnull", 1), ("write-file", 256),
        ("write-sync", 256)]
 # syscall numbers of each op, per ABI (null: a number no kernel assigns)
-NR = {"i386": {"null": 0x7fff, "getppid": 64, "write-devnull": 4, "write-file": 4, "write-sync": 4},
-      "x86_64": {"null": 0x7fff, "getppid": 110, "write-devnull": 1, "write-file": 1,
-                 "write-sync": 1}}
+OP_SYSCALL = {"null": "invalid", "getppid": "getppid", "write-devnull": "write",
+              "write-file": "write", "write-sync": "write"}
+NR = {abi: {op: common.syscall_nr(abi, sc) for op, sc in OP_SYSCALL.items()}
+      for abi in ("i386", "x86_64")}
 PLAN = {
     # syscost batches for a measured total; body runs per cell; calls per body run
     "quick": {"batches": 5, "body_runs": 3, "body_calls": 10000, "sync_calls": 20},

@@ -1,6 +1,8 @@
 """Paths, the build matrix, running programs, JSON files and progress messages."""
+import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +69,32 @@ def add_mode_arguments(parser, quick_help, long_help):
     g.add_argument("--quick", dest="mode", action="store_const", const="quick", help=quick_help)
     g.add_argument("--long", dest="mode", action="store_const", const="long", help=long_help)
     parser.set_defaults(mode="default")
+
+
+UAPI_HEADERS = {"i386": "asm/unistd_32.h", "x86_64": "asm/unistd_64.h"}
+INCLUDE_DIRS = ("/usr/include/x86_64-linux-gnu", "/usr/include")
+
+
+@functools.lru_cache(maxsize=None)
+def syscall_numbers(abi):
+    """{name: number} of one ABI's table, from the kernel's UAPI header (linux-libc-dev),
+    the same file the C programs compile against, so no number is written down twice."""
+    for d in INCLUDE_DIRS:
+        path = Path(d) / UAPI_HEADERS[abi]
+        if path.exists():
+            return {m.group(1): int(m.group(2)) for m in
+                    re.finditer(r"^#define __NR_(\w+)\s+(\d+)", path.read_text(), re.M)}
+    raise FileNotFoundError(f"{UAPI_HEADERS[abi]} not found under {', '.join(INCLUDE_DIRS)}: "
+                            "install linux-libc-dev (make deps)")
+
+
+def syscall_nr(abi, name):
+    """A syscall's number in an ABI ('i386' or 'x86_64'); 'invalid' is timewrite's
+    TW_NR_invalid (timewrite/tw_sysnr.h), the number syscost's null op uses."""
+    if name == "invalid":
+        m = re.search(r"#define TW_NR_invalid\s+(\w+)", (ROOT / "timewrite" / "tw_sysnr.h").read_text())
+        return int(m.group(1), 0)
+    return syscall_numbers(abi)[name]
 
 
 def is_root():

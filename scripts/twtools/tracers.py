@@ -28,7 +28,7 @@ from . import common, stats
 CHUNK = 256
 TAIL = 17
 FULL = {"quick": 22, "default": 200, "long": 2000}
-WRITE_NR = {"i386": 4, "x86_64": 1}
+WRITE_NR = {abi: common.syscall_nr(abi, "write") for abi in ("i386", "x86_64")}
 
 
 # ---------------------------------------------------------------- parsers
