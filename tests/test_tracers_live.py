@@ -85,3 +85,16 @@ def test_perf_trace_64bit_only(work):
     assert r["supported"], r["reason"]
     w = {x["syscall"]: x for x in r["rows"]}
     assert w["write"]["calls"] == EXPECTED + 1
+
+
+def test_perf_stat_without_root_keeps_software_counters(work):
+    """A non-root run still counts task-clock etc.; only tracepoint counters are blind (not 0)."""
+    need_tool("perf")
+    need_supported("timewrite", "64-libc")
+    tmp, inp = work
+    r = tracers.perf_stat("64-libc", tmp, inp, root=False)
+    assert r["events"]["task-clock"] and r["events"]["task-clock"] > 0
+    assert r["events"]["page-faults"] and r["events"]["page-faults"] > 0
+    for n in ("raw_syscalls:sys_enter", "write_exit_ret_256", "write_exit_ret_17"):
+        assert r["events"][n] is None and "root" in r["why"][n]
+    assert r["file_writes"] is None
