@@ -13,7 +13,7 @@ import numpy as np
 from scipy import stats as sstats
 
 from . import common, plots, verdict as verdict_mod
-from .report import EXPORTERS, Doc, fmt_cell, fmt_s
+from .report import Doc, export, fmt_cell, fmt_s
 
 N_BOOT = 2000
 SEED = 1
@@ -212,13 +212,7 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
         doc.p("The seed's report published no per-call costs and no repetitions, so no statistical "
               "test against it is possible; its rows are shown as theirs for scale only.")
 
-    paths = []
-    for f in formats:
-        ex = EXPORTERS[f]
-        p = out / f"compare.{ex.suffix}"
-        p.write_text(ex.render(doc, out))
-        paths.append(p)
-    return paths[0]
+    return export(doc, out, "compare", formats)
 
 
 def add_arguments(p, name):

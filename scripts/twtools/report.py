@@ -684,11 +684,16 @@ def build_report(results_dir, formats=("md", "html")):
         raise FileNotFoundError(f"{results_dir} is not a results directory")
     doc, v = build_doc(results_dir)
     common.write_json(results_dir / "verdict.json", v)
+    return export(doc, results_dir, "report", formats)
+
+
+def export(doc, out, stem, formats):
+    """Write doc as <out>/<stem>.<suffix> in each format; the first path is returned."""
     paths = []
     for f in formats:
         ex = EXPORTERS[f]
-        p = results_dir / f"report.{ex.suffix}"
-        p.write_text(ex.render(doc, results_dir))
+        p = Path(out) / f"{stem}.{ex.suffix}"
+        p.write_text(ex.render(doc, out))
         paths.append(p)
     return paths[0]
 

@@ -33,23 +33,25 @@ WRITE_NR = {abi: common.syscall_nr(abi, "write") for abi in ("i386", "x86_64")}
 
 # ---------------------------------------------------------------- parsers
 
+def json_lines(text):
+    """The JSON objects of an NDJSON text (perf stat -j, bpftrace -f json), skipping the
+    other lines those tools mix in (warnings, 'Attaching N probes', blank lines)."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
 def parse_perf_stat_json(text, names):
     """perf stat -j output (one JSON object per line, string values) -> (events, why).
 
     `names` are the keys to give the counters in the order they were asked
     for (perf names repeated tracepoints alike, so order is what tells them
     apart).  '<not supported>'/'<not counted>' become None with a reason."""
-    objs = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            o = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if "counter-value" in o and "event" in o:
-            objs.append(o)
+    objs = [o for o in json_lines(text) if "counter-value" in o and "event" in o]
     events, why = {}, {}
     for i, name in enumerate(names):
         if i >= len(objs):
@@ -164,14 +166,7 @@ def parse_bpftrace_json(text):
     1-tuple, a keyless map the empty tuple); histograms stay lists of
     {min, max, count} buckets."""
     maps = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            o = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for o in json_lines(text):
         if o.get("type") not in ("map", "hist", "stats"):
             continue
         for name, val in o.get("data", {}).items():
