@@ -52,6 +52,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json_out.h"
+
 #define MIN_CALLS	256		/* write() calls per writev sample, at least */
 #define MAX_BUFFERS	(1L << 20)
 #define MAX_SIZE	(1L << 24)
@@ -200,46 +202,6 @@ writev_all(int fd, struct iovec *iov, long cnt, long iovmax)
 	return calls;
 }
 
-static void
-print_samples(const char *key, const double *v, long n, int last)
-{
-	long i;
-
-	printf("\"%s\":[", key);
-	for (i = 0; i < n; i++)
-		printf("%s%.1f", i ? "," : "", v[i]);
-	printf("]%s", last ? "" : ",");
-}
-
-static void
-print_samples_s(const char *key, const double *v, long n, int last)
-{
-	long i;
-
-	printf("\"%s\":[", key);
-	for (i = 0; i < n; i++)
-		printf("%s%.9f", i ? "," : "", v[i]);
-	printf("]%s", last ? "" : ",");
-}
-
-/* JSON string: the path is the only free text printed. */
-static void
-print_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static int
 cmd_writev(int argc, char *argv[])
 {
@@ -341,13 +303,14 @@ cmd_writev(int argc, char *argv[])
 	printf("\"n_buffers\":%ld,\"size\":%ld,\"reps\":%ld,\"inner\":%ld,",
 	    nbuf, size, reps, inner);
 	printf("\"iov_max\":%ld,\"file\":", iovmax);
-	print_str(name);
+	json_string(name);
 	printf(",\"write_calls_per_op\":%.3f,\"writev_calls_per_op\":%.3f,",
 	    (double)write_calls / (double)(reps * inner),
 	    (double)writev_calls / (double)(reps * inner));
 	printf("\"unit\":\"ns per set of n_buffers buffers\",\"samples\":{");
-	print_samples("write_ns", t_write, reps, 0);
-	print_samples("writev_ns", t_writev, reps, 1);
+	json_array("write_ns", t_write, reps, 1);
+	putchar(',');
+	json_array("writev_ns", t_writev, reps, 1);
 	printf("}}\n");
 	free(name);
 	return 0;
@@ -522,7 +485,7 @@ cmd_stdio(int argc, char *argv[])
 	    (int)(sizeof(void *) * 8));
 	printf("\"bytes\":%lld,\"reps\":%ld,\"bufsiz\":%d,\"st_blksize\":%ld,"
 	    "\"file\":", bytes, reps, BUFSIZ, (long)st.st_blksize);
-	print_str(name);
+	json_string(name);
 	printf(",\"calls_source\":\"%s\",\"methods\":[",
 	    syscw() < 0 ? "none: /proc/self/io is unreadable" :
 	    "syscw in /proc/self/io");
@@ -534,9 +497,11 @@ cmd_stdio(int argc, char *argv[])
 		else
 			printf("\"calls\":%lld,", res[j].calls);
 		printf("\"samples\":{");
-		print_samples_s("real_s", res[j].real, reps, 0);
-		print_samples_s("user_s", res[j].user, reps, 0);
-		print_samples_s("sys_s", res[j].sys, reps, 1);
+		json_array("real_s", res[j].real, reps, 9);
+		putchar(',');
+		json_array("user_s", res[j].user, reps, 9);
+		putchar(',');
+		json_array("sys_s", res[j].sys, reps, 9);
 		printf("}}");
 	}
 	printf("]}\n");

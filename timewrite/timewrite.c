@@ -77,6 +77,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json_out.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
 
@@ -509,72 +510,6 @@ print_row(enum format fmt, const struct row *row, int reps)
 		err(1, "stdout");
 }
 
-/*
- * Print a JSON string.  File names are bytes, JSON text is Unicode: valid
- * UTF-8 passes through, control characters are escaped, and a byte that is
- * not part of valid UTF-8 becomes U+FFFD so the document stays parseable.
- */
-static void
-json_string(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	int i, k;
-
-	putchar('"');
-	while (*p != '\0') {
-		if (*p == '"' || *p == '\\') {
-			printf("\\%c", *p++);
-			continue;
-		}
-		if (*p < 0x20) {
-			printf("\\u%04x", *p++);
-			continue;
-		}
-		if (*p < 0x80) {
-			putchar(*p++);
-			continue;
-		}
-		/* Length of the UTF-8 sequence the lead byte announces. */
-		if (*p >= 0xc2 && *p <= 0xdf)
-			k = 1;
-		else if (*p >= 0xe0 && *p <= 0xef)
-			k = 2;
-		else if (*p >= 0xf0 && *p <= 0xf4)
-			k = 3;
-		else
-			k = -1;
-		for (i = 1; k > 0 && i <= k; i++)
-			if ((p[i] & 0xc0) != 0x80)
-				k = -1;
-		/* Overlong forms, surrogates and values past U+10FFFF. */
-		if (k == 2 && ((p[0] == 0xe0 && p[1] < 0xa0) ||
-		    (p[0] == 0xed && p[1] >= 0xa0)))
-			k = -1;
-		if (k == 3 && ((p[0] == 0xf0 && p[1] < 0x90) ||
-		    (p[0] == 0xf4 && p[1] >= 0x90)))
-			k = -1;
-		if (k < 0) {
-			fputs("\\ufffd", stdout);
-			p++;
-			continue;
-		}
-		fwrite(p, 1, k + 1, stdout);
-		p += k + 1;
-	}
-	putchar('"');
-}
-
-static void
-json_samples(const char *name, const double *v, int n)
-{
-	int i;
-
-	printf("\"%s\":[", name);
-	for (i = 0; i < n; i++)
-		printf("%s%.9f", i ? "," : "", v[i]);
-	putchar(']');
-}
-
 static void
 print_json(const char *path, const char *mode, int dofsync,
     const struct input *in, const struct row *rows, size_t nrows, int reps)
@@ -598,11 +533,11 @@ print_json(const char *path, const char *mode, int dofsync,
 		    "\"real_s_max\":%.9f,\"samples\":{", i ? "," : "",
 		    rows[i].size, (unsigned long long)rows[i].calls, um, sm, rm,
 		    rmin, rmax);
-		json_samples("user_s", rows[i].user, reps);
+		json_array("user_s", rows[i].user, reps, 9);
 		putchar(',');
-		json_samples("sys_s", rows[i].sys, reps);
+		json_array("sys_s", rows[i].sys, reps, 9);
 		putchar(',');
-		json_samples("real_s", rows[i].real, reps);
+		json_array("real_s", rows[i].real, reps, 9);
 		printf("}}");
 	}
 	printf("]}\n");

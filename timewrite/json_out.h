@@ -1,0 +1,17 @@
+/*
+ * json_out.h: the two JSON pieces timewrite, syscost and wvbench print.
+ *
+ * Each program prints one JSON object by hand (a library would be a larger
+ * dependency than the object); what they share is escaping free text, which
+ * is easy to get wrong, and arrays of samples.
+ */
+#ifndef JSON_OUT_H
+#define JSON_OUT_H
+
+/* A quoted JSON string; bytes that are not valid UTF-8 become U+FFFD. */
+void json_string(const char *s);
+
+/* "key":[v0,v1,...] with `digits` decimals, no trailing separator. */
+void json_array(const char *key, const double *v, long n, int digits);
+
+#endif
