@@ -336,8 +336,12 @@ def sec_percall(doc, data, pdir):
     if missing(doc, data, "percall"):
         return
     pc = data["percall"]
+    pm = pc.get("params") or {}
+    how = (f"{pm['rounds']} interleaved rounds × {pm['batches']} batches of about "
+           f"{pm['batch_ms']} ms ({pm.get('sync_batches', pm['batches'])} batches for O_SYNC)"
+           if all(k in pm for k in ("rounds", "batches", "batch_ms")) else "parameters not recorded")
     doc.p(f"Nanoseconds per call, loop cost removed; median with 95% bootstrap CI of the median "
-          f"(clock `{pc.get('clock')}`, params {pc.get('params')}).")
+          f"over {how}; clock `{pc.get('clock')}`.")
     rows, shaky = [], []
     for c in pc.get("cells", []):
         rows.append([c["variant"], c["op"], c.get("size"), fmt_cell(c),
