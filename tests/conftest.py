@@ -14,9 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from twtools import common  # noqa: E402
+from twtools.core import paths  # noqa: E402
+from twtools.machine import probe, registry  # noqa: E402
 
-BUILD = common.BUILD
+BUILD = paths.BUILD
 
 
 def pytest_configure(config):
@@ -33,7 +34,7 @@ def build():
 
 @pytest.fixture(scope="session")
 def matrix():
-    return common.probe_all("timewrite")
+    return probe.check_all("timewrite")
 
 
 def need_root():
@@ -48,7 +49,7 @@ def need_tool(name):
 
 def need_supported(program, variant):
     """Skip, with the variant's own reason, when its mechanism does not work here."""
-    ok, why = common.probe(program, variant)
+    ok, why = probe.check(program, variant)
     if not ok:
         pytest.skip(f"{program}-{variant} unsupported here: {why}")
 
@@ -59,4 +60,4 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], **kw)
 
 
-VARIANTS = [v["name"] for v in common.variants()]
+VARIANTS = [v["name"] for v in registry.variants()]

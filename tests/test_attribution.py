@@ -5,14 +5,15 @@ import json
 import pytest
 
 from conftest import need_root, need_tool
-from twtools import attribution, common
+from twtools.machine import probe
+from twtools.measure import attribution
 
 
 @pytest.fixture(scope="module")
 def doc(build, tmp_path_factory):
     need_root()
     need_tool("bpftrace")
-    vs = [v for v in ("64-syscall", "32-int80") if common.probe("syscost", v)[0]]
+    vs = [v for v in ("64-syscall", "32-int80") if probe.check("syscost", v)[0]]
     if not vs:
         pytest.skip("neither 64-syscall nor 32-int80 works here")
     out = tmp_path_factory.mktemp("attr")

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, VARIANTS, common, run
+from conftest import ROOT, VARIANTS, probe, run
 
 TW = ROOT / "scripts" / "tw"
 SUMMARY = {"median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable"}
@@ -20,7 +20,7 @@ SUMMARY = {"median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable"}
 
 def unsupported_variant():
     for v in VARIANTS:
-        ok, why = common.probe("syscost", v)
+        ok, why = probe.check("syscost", v)
         if not ok:
             return v, why
     return None, None
@@ -28,7 +28,7 @@ def unsupported_variant():
 
 def supported_variant():
     for v in ("64-syscall", "64-libc"):
-        if common.probe("syscost", v)[0]:
+        if probe.check("syscost", v)[0]:
             return v
     pytest.skip("neither 64-syscall nor 64-libc runs here")
 

@@ -6,7 +6,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from twtools import common, compare  # noqa: E402
+from twtools.core import paths  # noqa: E402
+from twtools.present import compare  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 
@@ -43,8 +44,8 @@ def test_bootstrap_ratio_and_test():
 
 
 def test_compare_with_seed_reference(tmp_path):
-    if not (common.REFERENCE / "seed_timewrite_runs.csv").exists():
-        pytest.skip(f"seed reference absent at {common.REFERENCE}")
+    if not (paths.REFERENCE / "seed_timewrite_runs.csv").exists():
+        pytest.skip(f"seed reference absent at {paths.REFERENCE}")
     path = compare.build_compare([FIX / "results-fixture"], tmp_path, seed_reference=True)
     md = path.read_text()
     assert "seed report (theirs)" in md

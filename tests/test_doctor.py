@@ -17,8 +17,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from twtools import doctor
-from twtools.doctor import Doctor, Result
+from twtools.machine import doctor
+from twtools.machine.doctor import Doctor, Result
 
 SCHEMA_KEYS = ["host", "kernel", "os", "cpu", "virtualization", "mitigations", "clocksource",
                "invariant_tsc", "smt", "governor", "fred", "ia32_emulation", "root",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need_tool
-from twtools import entrypath
+from twtools.machine import entrypath
 
 
 def vendor():

@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from conftest import ROOT, need_tool
-from twtools import common, explain
+from twtools.machine import probe
+from twtools.present import explain
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def fp():
 
 @pytest.fixture(scope="module")
 def variants():
-    return common.probe_all("timewrite")
+    return probe.check_all("timewrite")
 
 
 def summary(m):

@@ -1,7 +1,8 @@
 """tw observer on real runs (quick mode, two variants)."""
 import pytest
 
-from twtools import common, observer
+from twtools.machine import probe
+from twtools.measure import observer
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +18,7 @@ def test_every_cell_present_and_blind_is_null(doc):
             assert r["added_ns"]["value"] is None
     tracers = {(r["variant"], r["tracer"]) for r in doc["rows"]}
     for v in ("64-syscall", "32-int80"):
-        if common.probe("syscost", v)[0]:
+        if probe.check("syscost", v)[0]:
             assert {(v, t) for t in ("none", "strace", "perf-trace", "perf-stat", "bpftrace")} <= tracers
 
 
@@ -41,7 +42,7 @@ def test_added_is_traced_minus_bare(doc):
 
 def test_unsupported_variant_has_reason(doc):
     r = [r for r in doc["rows"] if r["variant"] == "32-syscall"]
-    ok, why = common.probe("syscost", "32-syscall")
+    ok, why = probe.check("syscost", "32-syscall")
     if ok:
         pytest.skip("32-syscall works on this CPU")
     assert r and r[0]["supported"] is False and r[0]["reason"] == why

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from twtools import report  # noqa: E402
+from twtools.present import report  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 SECTIONS = ["Verdict on the seed's hypothesis", "Warnings", "Machine", "Per-call cost by mechanism",

@@ -13,13 +13,13 @@ import sys
 import pytest
 
 from conftest import ROOT
-from twtools import speculation
+from twtools.machine import speculation
 
 CHILD = [sys.executable, "-c",
          "import sys; sys.path.insert(0, sys.argv[1]);"
-         "from twtools import speculation, common; import json;"
+         "from twtools.machine import speculation; from twtools.core import proc; import json;"
          "s = speculation.apply(sys.argv[2]);"
-         "print(json.dumps(common.run(['cat', '/proc/self/status']).stdout))",
+         "print(json.dumps(proc.run(['cat', '/proc/self/status']).stdout))",
          str(ROOT / "scripts")]
 
 

@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from conftest import need_tool
-from twtools import common
+from twtools.core import paths
+from twtools.machine import registry
 
 # Entry instructions as objdump (AT&T) prints them.
 ENTRY = {
@@ -29,14 +30,14 @@ ENTRY = {
 def stubs():
     """(id, object path, bits, mechanism) for every asm/ object in the build matrix."""
     out = []
-    for line in common.MATRIX.read_text().splitlines():
+    for line in registry.MATRIX.read_text().splitlines():
         f = line.split("#", 1)[0].split()
         if not f:
             continue
         bits, abi, mech, objs = f[0], f[1], f[2], f[3:]
         for o in objs:
             if o.startswith("asm/"):
-                path = common.BUILD / "obj" / f"{bits}-{abi}" / "asm" / (o.rsplit("/", 1)[1] + ".o")
+                path = paths.BUILD / "obj" / f"{bits}-{abi}" / "asm" / (o.rsplit("/", 1)[1] + ".o")
                 out.append(pytest.param(path, int(bits), mech, id=f"{bits}-{mech}"))
     return out
 

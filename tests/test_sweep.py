@@ -30,15 +30,16 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, common, run
+from conftest import ROOT, run
 
-from twtools import sweep
+from twtools.machine import probe
+from twtools.measure import sweep
 
 SUMMARY_KEYS = {"median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable"}
 
 
 def first_unsupported():
-    for v in common.probe_all("timewrite"):
+    for v in probe.check_all("timewrite"):
         if not v["supported"]:
             return v
     return None

@@ -1,4 +1,4 @@
-"""common.syscall_nr: the Python tools and the C programs agree on every syscall number.
+"""sysnr.syscall_nr: the Python tools and the C programs agree on every syscall number.
 
 The tracers filter raw_syscalls by number, and the numbers differ per ABI
 (write is 4 for i386, 1 for x86-64).  The Python side reads them from the
@@ -11,22 +11,22 @@ import json
 import pytest
 
 from conftest import ROOT, need_root, need_tool, run
-from twtools import common
+from twtools.machine import sysnr
 
 
 def test_frozen_abi_facts():
     # These numbers are part of the kernel ABI and can never change.
-    assert common.syscall_nr("i386", "write") == 4
-    assert common.syscall_nr("x86_64", "write") == 1
-    assert common.syscall_nr("i386", "getppid") == 64
-    assert common.syscall_nr("x86_64", "getppid") == 110
+    assert sysnr.syscall_nr("i386", "write") == 4
+    assert sysnr.syscall_nr("x86_64", "write") == 1
+    assert sysnr.syscall_nr("i386", "getppid") == 64
+    assert sysnr.syscall_nr("x86_64", "getppid") == 110
 
 
 def test_invalid_is_what_syscost_enters_with(build, tmp_path):
     """bpftrace sees syscost's null call with exactly the number the tools use."""
     need_root()
     need_tool("bpftrace")
-    nr = common.syscall_nr("x86_64", "invalid")
+    nr = sysnr.syscall_nr("x86_64", "invalid")
     prog = ("tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @ids[args->id] = count(); }")
     p = run(["bpftrace", "-f", "json", "-e", prog, "-c",
              f"{build}/syscost-64-syscall --op null --batches 1 --calls 23 --warmup-ms 0 "
@@ -39,6 +39,6 @@ def test_invalid_is_what_syscost_enters_with(build, tmp_path):
             if d.get("type") == "map":
                 ids = {int(k): v for k, v in d["data"]["@ids"].items()}
     assert ids.get(nr, 0) >= 23, ids
-    assert nr not in common.syscall_numbers("x86_64").values()
+    assert nr not in sysnr.syscall_numbers("x86_64").values()
     assert nr == int(__import__("re").search(
         r"TW_NR_invalid\s+(\w+)", (ROOT / "timewrite" / "tw_sysnr.h").read_text()).group(1), 0)

@@ -2,7 +2,7 @@
 (tests/fixtures/): pinned columns, both strace tables, null for blind counters."""
 from pathlib import Path
 
-from twtools import tracers
+from twtools.measure import tracers
 
 FX = Path(__file__).resolve().parent / "fixtures"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_root, need_supported, need_tool
-from twtools import tracers
+from twtools.measure import tracers
 
 EXPECTED = 23
 
@@ -55,7 +55,7 @@ def test_bpftrace_counts_23_and_classifies(work):
     need_tool("bpftrace")
     tmp, inp = work
     vs = [v for v in ("64-libc", "64-int80", "32-int80", "32-sysenter")
-          if tracers.common.probe("timewrite", v)[0]]
+          if tracers.probe.check("timewrite", v)[0]]
     runs, counts, _ = tracers.bpftrace_latency(vs, tmp, inp, "quick")
     assert counts == {v: EXPECTED for v in vs}
     assert {(r["variant"], r["mode"]) for r in runs if r["count"] == EXPECTED} == \

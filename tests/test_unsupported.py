@@ -13,9 +13,9 @@ import subprocess
 import pytest
 
 from conftest import VARIANTS
-from twtools import common
+from twtools.machine import registry
 
-MECH = {v["name"]: v["mechanism"] for v in common.variants()}
+MECH = {v["name"]: v["mechanism"] for v in registry.variants()}
 
 
 def probe(build, variant, *args, **kw):

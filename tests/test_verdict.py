@@ -5,7 +5,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from twtools import stats, verdict  # noqa: E402
+from twtools.analyse import stats, verdict  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 

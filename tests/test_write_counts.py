@@ -18,11 +18,11 @@ import subprocess
 import pytest
 
 from conftest import VARIANTS, need_root, need_supported, need_tool
-from twtools import common
+from twtools.machine import registry
 
 N = 23 * 256 + 17
 CALLS = 24
-ABI = {v["name"]: v for v in common.variants()}
+ABI = {v["name"]: v for v in registry.variants()}
 WRITE_NR = {"i386": 4, "x86_64": 1}      # write in arch/x86/entry/syscalls/syscall_{32,64}.tbl
 
 

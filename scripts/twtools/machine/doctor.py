@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import common
+from ..core import files, proc, ui
 
 # What each instrument feeds; listed as skipped when the instrument does not work.
 SKIPS = {
@@ -59,7 +59,7 @@ class Result:
 
 def real_runner(cmd, timeout=60):
     try:
-        p = common.run(cmd, timeout=timeout)
+        p = proc.run(cmd, timeout=timeout)
         return Result(p.returncode, p.stdout, p.stderr)
     except FileNotFoundError as e:
         return Result(127, "", f"{cmd[0]}: not found ({e.strerror})")
@@ -579,7 +579,7 @@ def fingerprint(out_path=None, fs_path="."):
     """The orchestrator's API: the fingerprint of this machine, written to out_path if given."""
     fp = Doctor(root=os.environ.get("TW_SYSROOT", "/")).fingerprint(fs_path=fs_path)
     if out_path:
-        common.write_json(out_path, fp)
+        files.write_json(out_path, fp)
     return fp
 
 
@@ -665,8 +665,8 @@ def add_arguments(parser, name):
 def main(args, name):
     fp = Doctor(root=args.sysroot).fingerprint(fs_path=args.fs)
     if args.out:
-        common.write_json(Path(args.out) / "fingerprint.json", fp)
-        common.progress(f"wrote {Path(args.out) / 'fingerprint.json'}")
+        files.write_json(Path(args.out) / "fingerprint.json", fp)
+        ui.progress(f"wrote {Path(args.out) / 'fingerprint.json'}")
     if args.json:
         print(json.dumps(fp, indent=1))
     else:

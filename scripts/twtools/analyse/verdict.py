@@ -37,7 +37,8 @@ COULD explain there, bounded by the row's system time.
 import csv
 import math
 
-from . import common, stats
+from . import stats
+from ..core import files, paths
 
 REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
 SUPPORT_FRACTION = 0.50  # at least this share of the slow row: entry cost is a main cause
@@ -56,12 +57,12 @@ def load(results_dir):
     d = Path(results_dir)
     stems = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
              "stdio", "tracers", "attribution", "observer", "latency")
-    return {s: common.read_json(d / f"{s}.json") for s in stems}
+    return {s: files.read_json(d / f"{s}.json") for s in stems}
 
 
 def read_reference(name="seed_timewrite_runs.csv"):
     """Rows of a reference CSV as dicts with numbers converted; None when absent."""
-    path = common.REFERENCE / name
+    path = paths.REFERENCE / name
     if not path.exists():
         return None
     rows = []
@@ -273,7 +274,7 @@ def decide(data, ref):
 
     slow = seed_slow_row(ref)
     if ref is None:
-        reasons.append(f"the seed's reference table is absent ({common.REFERENCE / 'seed_timewrite_runs.csv'})")
+        reasons.append(f"the seed's reference table is absent ({paths.REFERENCE / 'seed_timewrite_runs.csv'})")
     rows = seed_rows_explained(ref, delta)
     slow_expl = next((r for r in rows if slow and r["platform"] == slow["platform"]
                       and r["mode"] == slow["mode"]), None)
@@ -428,5 +429,5 @@ def build_verdict(results_dir, write=True):
     data = load(results_dir)
     v = decide(data, read_reference())
     if write:
-        common.write_json(Path(results_dir) / "verdict.json", v)
+        files.write_json(Path(results_dir) / "verdict.json", v)
     return v

@@ -8,6 +8,7 @@ then says which section is missing and why, rather than the whole run dying
 after minutes of measuring.  The last line on stdout is the report's path.
 """
 import datetime as dt
+import importlib
 import json
 import os
 import socket
@@ -16,29 +17,31 @@ import time
 import traceback
 from pathlib import Path
 
-from . import common
+from . import options
+from ..core import files, paths, proc, ui
+from ..machine import probe
 
-RESULTS = common.ROOT / "results"
+RESULTS = paths.RESULTS
 
 def _call(module, func, **kw):
-    """A stage that calls twtools.<module>.<func>(out, mode=mode, **kw), imported lazily."""
+    """A stage that calls twtools.measure.<module>.<func>(out, mode=mode, **kw), imported lazily."""
     def stage(out, mode):
-        mod = __import__(f"twtools.{module}", fromlist=[func])
+        mod = importlib.import_module(f"twtools.measure.{module}")
         return getattr(mod, func)(out, mode=mode, **kw)
     return stage
 
 
 def _doctor(out, mode):
-    from . import doctor
+    from ..machine import doctor
     return doctor.fingerprint(out / "fingerprint.json", fs_path=str(out))
 
 
 def _variants(out, mode):
-    rows = common.probe_all("timewrite")
-    common.write_json(out / "variants.json", rows)
+    rows = probe.check_all("timewrite")
+    files.write_json(out / "variants.json", rows)
     for r in rows:
         if not r["supported"]:
-            common.progress(f"variant {r['name']}: unsupported: {r['reason']}")
+            ui.progress(f"variant {r['name']}: unsupported: {r['reason']}")
     return rows
 
 
@@ -58,7 +61,7 @@ STAGES = [
 
 
 def add_arguments(p, name):
-    common.add_mode_arguments(p, "a fast, less precise run (about 30 s; used by the tests)",
+    options.add_mode_arguments(p, "a fast, less precise run (about 30 s; used by the tests)",
                               "a slower, more precise run for publication")
     p.add_argument("--out", metavar="DIR",
                    help="results directory (default: results/<host>-<UTC time>)")
@@ -97,7 +100,7 @@ def merge(out):
         if f.name in ("results.json",):
             continue
         merged[f.stem] = json.loads(f.read_text())
-    common.write_json(out / "results.json", merged)
+    files.write_json(out / "results.json", merged)
 
 
 def run(out=None, mode="default", only=None, report=True, argv=None, setting=None):
@@ -109,7 +112,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
             "host": socket.gethostname(), "mode": mode,
             "argv": argv if argv is not None else sys.argv, "command": "make report",
             "stages": {}}
-    from . import speculation
+    from ..machine import speculation
     meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
     extra = [f"--{mode}"] if mode != "default" else []
     if setting and setting.get("speculation"):
@@ -119,7 +122,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     t0 = time.monotonic()
     wanted = [s for s in STAGES if not only or s[0] in only]
     for i, (name, stage) in enumerate(wanted, 1):
-        common.progress(f"[{i}/{len(wanted)}] {name} ({mode}) ...")
+        ui.progress(f"[{i}/{len(wanted)}] {name} ({mode}) ...")
         ts = time.monotonic()
         try:
             stage(out, mode)
@@ -130,19 +133,19 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
             detail = traceback.format_exc(limit=3)
             meta["stages"][name] = {"ok": False, "seconds": round(time.monotonic() - ts, 2),
                                     "error": f"{type(e).__name__}: {e}"}
-            common.warn(f"stage {name} failed: {type(e).__name__}: {e}",
+            ui.warn(f"stage {name} failed: {type(e).__name__}: {e}",
                         f"the report marks its section as missing; details in {out}/meta.json")
             meta["stages"][name]["traceback"] = detail
-        common.progress(f"[{i}/{len(wanted)}] {name} done in {time.monotonic() - ts:.1f} s")
+        ui.progress(f"[{i}/{len(wanted)}] {name} done in {time.monotonic() - ts:.1f} s")
         meta["duration_s"] = round(time.monotonic() - t0, 2)
-        common.write_json(out / "meta.json", meta)
+        files.write_json(out / "meta.json", meta)
     merge(out)
     if report:
-        from . import report as rep
-        common.progress("writing the report ...")
+        from ..present import report as rep
+        ui.progress("writing the report ...")
         path = rep.build_report(out)
         merge(out)  # the report adds verdict.json
-        common.progress(f"done in {time.monotonic() - t0:.0f} s")
+        ui.progress(f"done in {time.monotonic() - t0:.0f} s")
         return path, meta
     return out, meta
 
@@ -155,22 +158,22 @@ def main(args, name):
             print(f"tw run: unknown stage(s) {','.join(sorted(unknown))}; "
                   f"choose from {','.join(s[0] for s in STAGES)}", file=sys.stderr)
             return 2
-    if not common.is_root():
-        common.warn("not running as root: bpftrace and perf tracepoints are blind",
+    if not proc.is_root():
+        ui.warn("not running as root: bpftrace and perf tracepoints are blind",
                     "their figures are reported as unknown; re-run as root for the full attribution")
     setting = None
     if args.speculation:
-        from . import speculation
+        from ..machine import speculation
         try:
             setting = speculation.apply(args.speculation)
         except OSError as e:
             print(f"tw run: --speculation {args.speculation}: {e.strerror}", file=sys.stderr)
             return 2
-        common.progress(f"speculation mitigation on: {setting['status']}")
+        ui.progress(f"speculation mitigation on: {setting['status']}")
     path, meta = run(args.out, args.mode, only, report=not args.no_report, setting=setting)
     failed = [k for k, v in meta["stages"].items() if not v["ok"]]
     if failed:
-        common.warn(f"{len(failed)} stage(s) failed: {', '.join(failed)}",
+        ui.warn(f"{len(failed)} stage(s) failed: {', '.join(failed)}",
                     f"see {Path(path).parent if path.is_file() else path}/meta.json")
     print(os.path.relpath(path) if str(path).startswith(os.getcwd()) else path)
     return 1 if failed else 0

@@ -12,7 +12,9 @@ import html
 import re
 from pathlib import Path
 
-from . import common, plots, stats, verdict as verdict_mod
+from ..analyse import stats, verdict as verdict_mod
+from . import plots
+from ..core import files, paths, ui
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
 # (meta.json's stage names, tried in order; the first is the one named in messages)
@@ -491,7 +493,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
                   [[r["buf_size"], r["elapsed_s"], r["total_cpu_s"], r["user_cpu_s"], r["system_cpu_s"]]
                    for r in tlpi_ref])
     else:
-        doc.p(f"TLPI's table is absent ({common.REFERENCE / 'tlpi_table_13_2.csv'}).")
+        doc.p(f"TLPI's table is absent ({paths.REFERENCE / 'tlpi_table_13_2.csv'}).")
     doc.plot(plots.plot_tlpi(sw, pdir, tlpi_ref), "Time relative to the largest buffer: this machine vs TLPI (theirs)")
 
 
@@ -624,7 +626,7 @@ def sec_tracers(doc, data):
 def sec_seed_beside(doc, data, pdir, seed_ref):
     doc.h(2, "The seed's published rows beside this machine")
     if not seed_ref:
-        doc.p(f"The seed's table is absent ({common.REFERENCE / 'seed_timewrite_runs.csv'}).")
+        doc.p(f"The seed's table is absent ({paths.REFERENCE / 'seed_timewrite_runs.csv'}).")
         return
     small = min(r["bufsize"] for r in seed_ref)
     rows = [[f"{r['platform']} (seed, theirs)", r["mode"], r["bufsize"], r["loops"], r["user_s"], r["sys_s"],
@@ -687,7 +689,7 @@ def build_report(results_dir, formats=("md", "html")):
     if not results_dir.is_dir():
         raise FileNotFoundError(f"{results_dir} is not a results directory")
     doc, v = build_doc(results_dir)
-    common.write_json(results_dir / "verdict.json", v)
+    files.write_json(results_dir / "verdict.json", v)
     return export(doc, results_dir, "report", formats)
 
 
@@ -718,5 +720,5 @@ def main(args, name):
         print(f"tw report: {d} is not a directory; run `tw run` first or pass results/latest")
         return 2
     path = build_report(d, formats)
-    common.progress(f"report: {path}")
+    ui.progress(f"report: {path}")
     return 0

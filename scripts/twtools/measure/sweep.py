@@ -12,7 +12,7 @@ dict and writes <stem>.json plus <stem>.csv through export():
   stdio_bench  -> stdio.json        seed 4: 1-byte write() vs fwrite/fputc/putc_unlocked
 
 Sizes per mode (see docs/sweeps.md for why): MODES below.  Every figure is a
-twtools.stats summary with its raw samples beside it; an unsupported variant
+twtools.analyse.stats summary with its raw samples beside it; an unsupported variant
 is a run with supported:false and the program's own reason, never zeros.
 
 Interleaving: the seed and TLPI sweeps call each binary with --reps 2, in
@@ -36,14 +36,17 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats as sstats
 
-from . import common
-from .stats import summarize
+from ..cli import options
+from ..core import files, paths, proc, ui
+from ..machine import probe
+from ..analyse.stats import summarize
 
 SEED_SIZES = [256 << i for i in range(10)]          # 256 .. 131072, the seed's own
 TLPI_SIZES = [1 << i for i in range(17)]            # 1 .. 65536
@@ -92,11 +95,11 @@ def _params(mode):
 
 def fstype(path):
     """(stat -f -c %T name, mount table name): ext4 reads 'ext2/ext3' to stat -f."""
-    st = common.run(["stat", "-f", "-c", "%T", path], timeout=30)
+    st = proc.run(["stat", "-f", "-c", "%T", path], timeout=30)
     a = st.stdout.strip() if st.returncode == 0 else None
     b = None
-    if common.which("findmnt"):
-        fm = common.run(["findmnt", "-n", "-o", "FSTYPE", "-T", path], timeout=30)
+    if proc.which("findmnt"):
+        fm = proc.run(["findmnt", "-n", "-o", "FSTYPE", "-T", path], timeout=30)
         b = fm.stdout.strip().splitlines()[0] if fm.returncode == 0 and fm.stdout.strip() else None
     return a, b
 
@@ -140,7 +143,7 @@ def _flat(row):
 def export(out_dir, stem, obj, table):
     """Write <stem>.json (obj) and <stem>.csv (table, flattened) into out_dir."""
     out_dir = Path(out_dir)
-    common.write_json(out_dir / f"{stem}.json", obj)
+    files.write_json(out_dir / f"{stem}.json", obj)
     rows = [_flat(r) for r in table]
     cols = []
     for r in rows:
@@ -156,15 +159,15 @@ def export(out_dir, stem, obj, table):
 
 def _run_timewrite(variant, infile, outfile, sync, sizes=None, reps=REPS_PER_CALL, timeout=600):
     """One timewrite run: (json dict, None) or (None, reason)."""
-    cmd = [common.binary("timewrite", variant), "--format", "json", "--reps", reps]
+    cmd = [probe.binary("timewrite", variant), "--format", "json", "--reps", reps]
     if sizes:
         cmd += ["--sizes", sizes]
     cmd.append(outfile)
     if sync:
         cmd.append("sync")
     with open(infile, "rb") as stdin:
-        p = common.run(cmd, timeout=timeout, stdin=stdin)
-    if p.returncode == common.EXIT_UNSUPPORTED:
+        p = proc.run(cmd, timeout=timeout, stdin=stdin)
+    if p.returncode == probe.EXIT_UNSUPPORTED:
         why = p.stderr.strip().splitlines()
         return None, (why[-1].split("unsupported: ", 1)[-1] if why else "exit 77")
     if p.returncode != 0:
@@ -215,16 +218,16 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
             try:
                 res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
                                           reps=per_call)
-            except (RuntimeError, ValueError, OSError, common.subprocess.TimeoutExpired) as e:
+            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
                 # One broken variant must not cost the others' measurements.
                 res, why = None, f"run failed: {e}"
                 run["error"] = str(e)
-                common.warn(f"{label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
+                ui.warn(f"{label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
             if res is None:
                 run["supported"], run["reason"] = False, why
                 run["raw"] = {}        # partial rounds would mislead
                 if "error" not in run:
-                    common.progress(f"{label}: {key[0]} {key[1]}: unsupported: {why}")
+                    ui.progress(f"{label}: {key[0]} {key[1]}: unsupported: {why}")
                 continue
             run.setdefault("program_mode", res.get("mode"))
             if res.get("input_bytes") not in (None, input_bytes):
@@ -234,7 +237,7 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
                     "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": []})
                 for f in ("user_s", "sys_s", "real_s"):
                     raw[f] += _samples(row, f)
-        common.progress(f"{label}: round {r + 1}/{rounds} done ({time.monotonic() - t0:.1f} s)")
+        ui.progress(f"{label}: round {r + 1}/{rounds} done ({time.monotonic() - t0:.1f} s)")
 
     out_runs = []
     for key in runs:
@@ -269,7 +272,7 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
             "seconds": round(time.monotonic() - t0, 2),
             "runs": out_runs, "fits": fits,
             "knee": {m: (knee([f for f in fits if f["mode"] == m]) if m == "async" else
-                         common.blind("O_SYNC per-call time is mostly I/O wait; differences in "
+                         ui.blind("O_SYNC per-call time is mostly I/O wait; differences in "
                                       "its intercepts are disk noise, not entry cost"))
                      for m in modes}}
 
@@ -280,7 +283,7 @@ def _table(obj):
 
 
 def _pick_variants(names=None, program="timewrite"):
-    allv = common.probe_all(program)
+    allv = probe.check_all(program)
     if names is None:
         return allv
     by = {v["name"]: v for v in allv}
@@ -297,7 +300,7 @@ def seed_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
     reps = {"async": reps, "sync": reps} if reps else {"async": p["seed_reps"],
                                                        "sync": p["seed_sync_reps"]}
     vs = _pick_variants(variants)
-    common.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
+    ui.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
                     f"{input_bytes} B input, samples per cell {reps}")
     obj = _sweep(out_dir, "seed", vs, ["async", "sync"], None, input_bytes, reps, "seed sweep")
     obj.update(mode=mode, sizes=SEED_SIZES)
@@ -310,7 +313,7 @@ def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
     input_bytes = input_bytes or p["tlpi_bytes"]
     reps = reps or p["tlpi_reps"]
     vs = _pick_variants(variants or p["tlpi_variants"])
-    common.progress(f"TLPI sweep: {len(vs)} variants, {input_bytes} B input "
+    ui.progress(f"TLPI sweep: {len(vs)} variants, {input_bytes} B input "
                     f"(TLPI: {TLPI_BYTES} B), {reps} samples per cell")
     obj = _sweep(out_dir, "tlpi", vs, ["async"], "1-65536", input_bytes, reps, "TLPI sweep")
     obj.update(mode=mode, sizes=TLPI_SIZES, tlpi_bytes=TLPI_BYTES,
@@ -322,11 +325,11 @@ def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
 
 def _wvbench(bits, args, timeout=600):
     """(json, None) or (None, reason) for one build/wvbench-<bits> run."""
-    path = common.BUILD / f"wvbench-{bits}"
+    path = paths.BUILD / f"wvbench-{bits}"
     if not path.exists():
         return None, f"{path.name} is not built (run make)"
     try:
-        p = common.run([path] + list(args), timeout=timeout)
+        p = proc.run([path] + list(args), timeout=timeout)
     except OSError as e:
         return None, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
     if p.returncode != 0:
@@ -358,7 +361,7 @@ def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=N
     fs_stat, fs_mount = fstype(str(out_dir))
     rows, unsupported = [], {}
     t0 = time.monotonic()
-    common.progress(f"writev: N in {ns} x S in {ss}, {reps} reps, bits {list(bits)}")
+    ui.progress(f"writev: N in {ns} x S in {ss}, {reps} reps, bits {list(bits)}")
     for b in bits:
         for n in ns:
             for s in ss:
@@ -368,7 +371,7 @@ def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=N
                                         "--file", scratch / f"writev-{b}.out"])
                 if res is None:
                     unsupported[b] = why
-                    common.progress(f"writev: {b}-bit: unsupported: {why}")
+                    ui.progress(f"writev: {b}-bit: unsupported: {why}")
                     break
                 w = np.asarray(res["samples"]["write_ns"], float)
                 v = np.asarray(res["samples"]["writev_ns"], float)
@@ -383,7 +386,7 @@ def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=N
                              "write_ns_per_call": summarize(w / res["write_calls_per_op"]),
                              "samples": {"write_ns": w.tolist(), "writev_ns": v.tolist(),
                                          "ratio": ratio.tolist()}})
-        common.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
+        ui.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
     for b, why in unsupported.items():
         rows = [r for r in rows if r["bits"] != b]
         rows.append({"bits": b, "supported": False, "reason": why})
@@ -419,12 +422,12 @@ def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
     rows = []
     t0 = time.monotonic()
     for b in bits:
-        common.progress(f"stdio: {b}-bit, {nbytes} B x {len(STDIO_METHODS)} methods, {reps} reps")
+        ui.progress(f"stdio: {b}-bit, {nbytes} B x {len(STDIO_METHODS)} methods, {reps} reps")
         res, why = _wvbench(b, ["stdio", "--bytes", nbytes, "--reps", reps,
                                 "--file", scratch / f"stdio-{b}.out"])
         if res is None:
             rows.append({"bits": b, "supported": False, "reason": why})
-            common.progress(f"stdio: {b}-bit: unsupported: {why}")
+            ui.progress(f"stdio: {b}-bit: unsupported: {why}")
             continue
         for m in res["methods"]:
             sm = {k: np.asarray(v, float) for k, v in m["samples"].items()}
@@ -434,7 +437,7 @@ def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
                          "sys_s": summarize(sm["sys_s"]),
                          "ns_per_byte": summarize(sm["real_s"] / nbytes * 1e9),
                          "calls": calls if calls is not None else
-                         common.blind(res.get("calls_source", "no write counter")),
+                         ui.blind(res.get("calls_source", "no write counter")),
                          "calls_expected": (nbytes if m["method"] == "write"
                                             else math.ceil(nbytes / res["st_blksize"])),
                          "st_blksize": res["st_blksize"],
@@ -566,7 +569,7 @@ def knee(fits, threshold=KNEE_THRESHOLD, draws=2000, seed=1):
     the knee lies beyond the largest size measured."""
     good = [f for f in fits if "a_ns" in f]
     if len(good) < 2:
-        return common.blind("fewer than two fitted variants to compare")
+        return ui.blind("fewer than two fitted variants to compare")
     a = np.array([f["a_ns"]["value"] for f in good])
     ase = np.array([f["a_ns"]["se"] for f in good])
     bv = np.array([f["b_ns_per_byte"]["value"] for f in good])
@@ -604,7 +607,7 @@ SWEEPS = {"seed": seed_sweep, "tlpi": tlpi_sweep, "writev": writev_bench, "stdio
 
 
 def add_arguments(p, name):
-    common.add_mode_arguments(p, "small inputs, few reps (all four sweeps in ~15 s)",
+    options.add_mode_arguments(p, "small inputs, few reps (all four sweeps in ~15 s)",
                               "the seed's own input size, more reps")
     p.add_argument("--out", metavar="DIR", help="results directory (default: results/<host>-<UTC>)")
     p.add_argument("--only", metavar="LIST", default="seed,tlpi,writev,stdio",
@@ -615,14 +618,14 @@ def add_arguments(p, name):
 
 
 def main(args, name):
-    from .run import new_results_dir
+    from ..cli.run import new_results_dir
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in SWEEPS]
     if bad:
-        common.progress(f"unknown sweep(s) {', '.join(bad)}; choose from {', '.join(SWEEPS)}")
+        ui.progress(f"unknown sweep(s) {', '.join(bad)}; choose from {', '.join(SWEEPS)}")
         return 2
     if args.reps is not None and args.reps < 1:
-        common.progress("--reps must be at least 1")
+        ui.progress("--reps must be at least 1")
         return 2
     out = Path(args.out) if args.out else new_results_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -633,6 +636,6 @@ def main(args, name):
         if s in ("seed", "tlpi"):
             kw["variants"] = variants
         SWEEPS[s](out, mode=args.mode, **kw)
-        common.progress(f"{s}: {time.monotonic() - t0:.1f} s")
+        ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
     print(out)
     return 0

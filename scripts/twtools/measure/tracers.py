@@ -23,12 +23,15 @@ import re
 import tempfile
 from pathlib import Path
 
-from . import common, stats
+from ..analyse import stats
+from ..cli import options
+from ..core import files, paths, proc, ui
+from ..machine import probe, registry, sysnr
 
 CHUNK = 256
 TAIL = 17
 FULL = {"quick": 22, "default": 200, "long": 2000}
-WRITE_NR = {abi: common.syscall_nr(abi, "write") for abi in ("i386", "x86_64")}
+WRITE_NR = {abi: sysnr.syscall_nr(abi, "write") for abi in ("i386", "x86_64")}
 
 
 # ---------------------------------------------------------------- parsers
@@ -247,7 +250,7 @@ def percentiles(buckets, ps=(50, 90, 99)):
 # ---------------------------------------------------------------- runners
 
 def _bits_abi(variant):
-    for v in common.variants():
+    for v in registry.variants():
         if v["name"] == variant:
             return v["bits"], v["abi"]
     bits = int(variant.split("-")[0])
@@ -263,7 +266,7 @@ def _workload(tmp, mode):
 
 
 def _tw_cmd(variant, outfile, sync=False):
-    cmd = [common.binary("timewrite", variant), outfile]
+    cmd = [probe.binary("timewrite", variant), outfile]
     if sync:
         cmd.append("sync")
     return cmd + ["--sizes", str(CHUNK)]
@@ -288,7 +291,7 @@ def perf_stat(variant, tmp, inp, root=True):
     Without root the software counters (task-clock, context switches, page
     faults) still count a process of one's own at perf_event_paranoid <= 2;
     only the tracepoint counters are blind, and say so."""
-    if not common.which("perf"):
+    if not proc.which("perf"):
         return {"variant": variant, "events": {}, "why": {"*": "perf is not installed"}}
     _, abi = _bits_abi(variant)
     nr = WRITE_NR[abi]
@@ -303,7 +306,7 @@ def perf_stat(variant, tmp, inp, root=True):
                 "-e", "raw_syscalls:sys_exit", "--filter", f"id == {nr} && ret == {TAIL}"]
     cmd += ["--"] + _tw_cmd(variant, outfile)
     with open(inp, "rb") as f:
-        p = common.run(cmd, stdin=f, timeout=120)
+        p = proc.run(cmd, stdin=f, timeout=120)
     text = out.read_text() if out.exists() else ""
     events, why = parse_perf_stat_json(text, names)
     if p.returncode != 0 and not any(v is not None for v in events.values()):
@@ -321,7 +324,7 @@ def strace_c(variant, tmp, inp):
     out = Path(tmp) / f"strace-c-{variant}.txt"
     cmd = ["strace", "-f", "-c", "-w", "-o", out, "--"] + _tw_cmd(variant, Path(tmp) / f"out-sc-{variant}")
     with open(inp, "rb") as f:
-        p = common.run(cmd, stdin=f, timeout=120)
+        p = proc.run(cmd, stdin=f, timeout=120)
     text = out.read_text() if out.exists() else ""
     return {"variant": variant, "tables": parse_strace_c(text), "rc": p.returncode, "raw": text}
 
@@ -332,12 +335,12 @@ def strace_T(variant, tmp, inp, sync=False):
     cmd = ["strace", "-T", "-e", "trace=write", "-P", outfile, "-o", out, "--"] + \
         _tw_cmd(variant, outfile, sync)
     with open(inp, "rb") as f:
-        p = common.run(cmd, stdin=f, timeout=120)
+        p = proc.run(cmd, stdin=f, timeout=120)
     text = out.read_text() if out.exists() else ""
     calls = [c for c in parse_strace_T(text) if c["ret"] >= 0]
     return {"variant": variant, "calls": len(calls),
             "write_us": stats.summarize([c["us"] for c in calls]) if calls else
-            common.blind(f"strace saw no write to the output file (exit {p.returncode})"),
+            ui.blind(f"strace saw no write to the output file (exit {p.returncode})"),
             "timewrite_calls": _tw_calls(p.stdout), "raw": text}
 
 
@@ -351,7 +354,7 @@ def perf_trace(variant, tmp, inp):
     out = Path(tmp) / f"perftrace-{variant}.txt"
     cmd = ["perf", "trace", "-s", "-o", out, "--"] + _tw_cmd(variant, Path(tmp) / f"out-pt-{variant}")
     with open(inp, "rb") as f:
-        p = common.run(cmd, stdin=f, timeout=120)
+        p = proc.run(cmd, stdin=f, timeout=120)
     text = out.read_text() if out.exists() else ""
     procs = parse_perf_trace_s(text)
     if not procs:
@@ -376,7 +379,7 @@ def _bpftrace_session(script, driver_lines, tmp, tag):
                     f"echo \"{label} $p $?\" >> {_shq(pids)}")
     drv.write_text("\n".join(body) + "\n")
     out = Path(tmp) / f"bpftrace-{tag}.ndjson"
-    p = common.run(["bpftrace", "-f", "json", "-o", out, common.TRACES / script,
+    p = proc.run(["bpftrace", "-f", "json", "-o", out, paths.TRACES / script,
                     "-c", f"/bin/sh {drv}"], timeout=300)
     text = out.read_text() if out.exists() else ""
     labels = {}
@@ -466,7 +469,7 @@ def bpftrace_entry(variants, tmp, inp):
 
 def _supported(variants):
     out = []
-    for v in common.probe_all("timewrite"):
+    for v in probe.check_all("timewrite"):
         if variants and v["name"] not in variants:
             continue
         out.append(v)
@@ -485,7 +488,7 @@ def run_tracers(out_dir, mode="default", variants=None):
            "perf_stat": [], "strace_c": [], "strace_T": [], "perf_trace": [],
            "bpftrace_abi": [], "counts": [], "notes": []}
     latency = {"runs": []}
-    root = common.is_root()
+    root = proc.is_root()
     with tempfile.TemporaryDirectory(prefix="tw-trace-", dir=_tmp_dir()) as tmp:
         inp, expected = _workload(tmp, mode)
         res["workload"] = {"program": "timewrite", "input_bytes": inp.stat().st_size,
@@ -500,10 +503,10 @@ def run_tracers(out_dir, mode="default", variants=None):
                 continue
         per = {}
         for name in ok:
-            common.progress(f"trace: {name}: perf stat, strace -c, strace -T, perf trace")
+            ui.progress(f"trace: {name}: perf stat, strace -c, strace -T, perf trace")
             ps = perf_stat(name, tmp, inp, root=root)
             res["perf_stat"].append({k: ps.get(k) for k in ("variant", "events", "why", "file_writes")})
-            if common.which("strace"):
+            if proc.which("strace"):
                 sc = strace_c(name, tmp, inp)
                 res["strace_c"].append({"variant": name, "tables": sc["tables"]})
                 st = strace_T(name, tmp, inp)
@@ -512,20 +515,20 @@ def run_tracers(out_dir, mode="default", variants=None):
             else:
                 st = {"calls": None, "timewrite_calls": None}
                 res["strace_c"].append({"variant": name, "tables": {}, "why": "strace not installed"})
-            pt = perf_trace(name, tmp, inp) if (root and common.which("perf")) else {
+            pt = perf_trace(name, tmp, inp) if (root and proc.which("perf")) else {
                 "variant": name, "supported": False, "reason": "needs root and perf", "rows": []}
             res["perf_trace"].append({k: pt.get(k) for k in ("variant", "supported", "reason", "pid", "rows")})
             per[name] = {"timewrite": st.get("timewrite_calls") or ps.get("timewrite_calls"),
                          "strace": st.get("calls"), "perf": ps.get("file_writes")}
         bt_counts = {}
-        if root and common.which("bpftrace") and ok:
-            common.progress(f"trace: bpftrace writelat.bt over {len(ok)} variants, async and sync")
+        if root and proc.which("bpftrace") and ok:
+            ui.progress(f"trace: bpftrace writelat.bt over {len(ok)} variants, async and sync")
             latency["runs"], bt_counts, _ = bpftrace_latency(ok, tmp, inp, mode)
-            common.progress(f"trace: bpftrace entrypath.bt over {len(ok)} variants")
+            ui.progress(f"trace: bpftrace entrypath.bt over {len(ok)} variants")
             res["bpftrace_abi"], _ = bpftrace_entry(ok, tmp, inp)
         else:
             why = "bpftrace needs root" if not root else "bpftrace is not installed"
-            common.warn(why, "run as root with bpftrace installed for ABI/origin and latency")
+            ui.warn(why, "run as root with bpftrace installed for ABI/origin and latency")
             res["notes"].append(why)
             for name in ok:
                 for m in ("async", "sync"):
@@ -539,8 +542,8 @@ def run_tracers(out_dir, mode="default", variants=None):
                                   "bpftrace": bt_counts.get(name), "perf": c["perf"]})
     res["notes"].append("perf trace -s runs for native 64-bit variants only: it names "
                         "i386 calls from the x86-64 table")
-    common.write_json(out_dir / "tracers.json", res)
-    common.write_json(out_dir / "latency.json", latency)
+    files.write_json(out_dir / "tracers.json", res)
+    files.write_json(out_dir / "latency.json", latency)
     _csvs(out_dir, res, latency)
     return res
 
@@ -588,7 +591,7 @@ def _csvs(out_dir, res, latency):
 
 def add_arguments(p, name):
     p.add_argument("--out", default=None, help="results directory (default: a new one under results/)")
-    common.add_mode_arguments(p, "short workloads, few repetitions (about 5-20 s)",
+    options.add_mode_arguments(p, "short workloads, few repetitions (about 5-20 s)",
                               "more repetitions for tighter intervals")
     p.add_argument("--variants", default=None, help="comma list, e.g. 64-libc,32-int80")
 
@@ -598,7 +601,7 @@ def _out(args, stage):
         return Path(args.out)
     import socket
     import time
-    return common.ROOT / "results" / f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{stage}"
+    return paths.ROOT / "results" / f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{stage}"
 
 
 def main(args, name):

@@ -14,7 +14,9 @@ import json
 import re
 from pathlib import Path
 
-from . import common, entrypath
+from ..machine import entrypath
+from ..core import files, paths, proc, ui
+from ..machine import probe
 
 BEGIN, END = "<!-- live:begin -->", "<!-- live:end -->"
 NOT_MEASURED = "not measured: run make report (or pass --results DIR)"
@@ -69,12 +71,12 @@ def kernel_at_least(release, major, minor):
 
 def stub_disasm(rel):
     """tw_syscall3 (and its local labels) from build/obj/<rel>, as lines, or (None, why)."""
-    path = common.BUILD / "obj" / rel
+    path = paths.BUILD / "obj" / rel
     if not path.exists():
-        return None, f"{path.relative_to(common.ROOT)} is not built (run make)"
-    if not common.which("objdump"):
+        return None, f"{path.relative_to(paths.ROOT)} is not built (run make)"
+    if not proc.which("objdump"):
         return None, "objdump is not installed (binutils)"
-    p = common.run(["objdump", "-d", "-w", "--section=.text", path], timeout=60)
+    p = proc.run(["objdump", "-d", "-w", "--section=.text", path], timeout=60)
     if p.returncode:
         return None, p.stderr.strip()
     lines = []
@@ -104,7 +106,7 @@ def cost_text(cell, base=None):
         return f"unsupported: {cell.get('reason')}"
     if cell.get("median") is None:
         return "unknown: " + (cell.get("why") or cell.get("reason") or "no samples")
-    from . import stats  # numpy: only needed when there are costs to show
+    from ..analyse import stats  # numpy: only needed when there are costs to show
     t = stats.fmt(cell, "ns") + f" per call (median, 95% CI; n={cell.get('n')})"
     if base and base.get("median") and base is not cell:
         t += f", {cell['median'] / base['median']:.1f}x the 64-bit syscall"
@@ -115,7 +117,7 @@ def machine(fingerprint=None):
     """The parts of a fingerprint explain needs, measured now when not given."""
     if fingerprint:
         return fingerprint
-    from .doctor import Doctor
+    from ..machine.doctor import Doctor
     d = Doctor()
     cpu = d.cpu()
     fred, fred_detail = d.fred(cpu["flags"])
@@ -133,7 +135,7 @@ def collect(fingerprint=None, percall=None, variants=None):
     """[{id, title, supported, why, disasm, kernel, cost}] for every entry path."""
     fp = machine(fingerprint)
     if variants is None:
-        variants = common.probe_all("timewrite")
+        variants = probe.check_all("timewrite")
     vmap = {v["name"]: v for v in variants}
     cells = percall_cells(percall)
     base = cells.get("64-syscall")
@@ -258,9 +260,9 @@ def load_percall(results):
         return None
     p = Path(results)
     f = p / "percall.json" if p.is_dir() else p
-    data = common.read_json(f)
+    data = files.read_json(f)
     if data is None:
-        common.warn(f"no {f}", "run make report, or point --results at a results directory")
+        ui.warn(f"no {f}", "run make report, or point --results at a results directory")
     return data
 
 
@@ -278,7 +280,7 @@ def main(args, name):
         md = render_markdown(None, percall, results_label=args.results)
         if args.update_doc:
             update_doc(args.update_doc, md)
-            common.progress(f"updated the live section of {args.update_doc}")
+            ui.progress(f"updated the live section of {args.update_doc}")
         else:
             print(md, end="")
         return 0

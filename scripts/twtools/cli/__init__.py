@@ -6,18 +6,18 @@ import sys
 # name -> (module, one-line help).  Modules are imported only when their
 # command runs, so a broken or slow import in one never affects the others.
 COMMANDS = {
-    "doctor": ("doctor", "which instruments work here, and why not"),
-    "explain": ("explain", "how this machine enters the kernel, with live disassembly and costs"),
-    "vdso": ("entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
-    "classify-libc": ("entrypath", "tell how a libc's write() enters the kernel"),
-    "bench": ("bench", "per-call cost of each mechanism and operation (syscost matrix)"),
-    "sweep": ("sweep", "the seed and TLPI buffer-size sweeps over every variant"),
-    "trace": ("tracers", "run variants under perf, strace and bpftrace"),
-    "attribute": ("attribution", "split each call into loop, entry/exit, body and waiting"),
-    "observer": ("observer", "nanoseconds per call each tracer adds"),
-    "run": ("run", "the whole investigation: measure everything, then report"),
-    "report": ("report", "write report.md/report.html from a results directory"),
-    "compare": ("compare", "compare several results directories"),
+    "doctor": ("machine.doctor", "which instruments work here, and why not"),
+    "explain": ("present.explain", "how this machine enters the kernel, with live disassembly and costs"),
+    "vdso": ("machine.entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
+    "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
+    "bench": ("measure.bench", "per-call cost of each mechanism and operation (syscost matrix)"),
+    "sweep": ("measure.sweep", "the seed and TLPI buffer-size sweeps over every variant"),
+    "trace": ("measure.tracers", "run variants under perf, strace and bpftrace"),
+    "attribute": ("measure.attribution", "split each call into loop, entry/exit, body and waiting"),
+    "observer": ("measure.observer", "nanoseconds per call each tracer adds"),
+    "run": ("cli.run", "the whole investigation: measure everything, then report"),
+    "report": ("present.report", "write report.md/report.html from a results directory"),
+    "compare": ("present.compare", "compare several results directories"),
 }
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sstats
 
-from . import common, plots, verdict as verdict_mod
+from ..analyse import verdict as verdict_mod
+from . import plots
+from ..core import ui
 from .report import Doc, export, fmt_cell, fmt_s
 
 N_BOOT = 2000
@@ -231,5 +233,5 @@ def main(args, name):
     out = Path(args.out) if args.out else Path(args.dirs[0]) / "compare"
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     path = build_compare(args.dirs, out, args.seed_reference, formats)
-    common.progress(f"compare: {path}")
+    ui.progress(f"compare: {path}")
     return 0

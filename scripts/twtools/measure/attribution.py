@@ -41,14 +41,17 @@ import csv
 import tempfile
 from pathlib import Path
 
-from . import common, stats, tracers
+from ..analyse import stats
+from . import tracers
+from ..core import files, proc, ui
+from ..machine import probe, registry, sysnr
 
 OPS = [("null", None), ("getppid", None), ("write-devnull", 1), ("write-file", 256),
        ("write-sync", 256)]
 # syscall numbers of each op, per ABI (null: a number no kernel assigns)
 OP_SYSCALL = {"null": "invalid", "getppid": "getppid", "write-devnull": "write",
               "write-file": "write", "write-sync": "write"}
-NR = {abi: {op: common.syscall_nr(abi, sc) for op, sc in OP_SYSCALL.items()}
+NR = {abi: {op: sysnr.syscall_nr(abi, sc) for op, sc in OP_SYSCALL.items()}
       for abi in ("i386", "x86_64")}
 PLAN = {
     # syscost batches for a measured total; body runs per cell; calls per body run
@@ -88,9 +91,9 @@ def measure_totals(variants, mode, tmp, percall=None):
             c = _percall_cell(percall, v, op, size)
             if c is not None:
                 out[(v, op)] = {"total": _summary(c), "loop": c.get("loop_ns") or
-                                common.blind("percall.json has no loop_ns"), "source": "percall.json",
+                                ui.blind("percall.json has no loop_ns"), "source": "percall.json",
                                 "offcpu": c.get("offcpu_ns") or
-                                common.blind("percall.json has no offcpu_ns (older syscost)")}
+                                ui.blind("percall.json has no offcpu_ns (older syscost)")}
                 continue
             sync = op == "write-sync"
             r = bench.measure(v, op, size=size, batches=plan["batches"] if not sync else 3,
@@ -105,7 +108,7 @@ def measure_totals(variants, mode, tmp, percall=None):
                             "loop": stats.summarize(r["loop_ns_per_call"]), "source": "syscost",
                             "tsc_hz": r.get("tsc_hz"),
                             "offcpu": dict(stats.summarize(off), samples=off) if off else
-                            common.blind("syscost reported no off-CPU time")}
+                            ui.blind("syscost reported no off-CPU time")}
     return out
 
 
@@ -123,7 +126,7 @@ def measure_bodies(variants, mode, tmp, tsc_hz=None):
                 # write-file, allocates the file's blocks) is then a small share
                 # of the traced calls
                 nb = 20
-                cmd = [common.binary("syscost", v), "--op", op, "--batches", str(nb),
+                cmd = [probe.binary("syscost", v), "--op", op, "--batches", str(nb),
                        "--calls", str(max(1, (plan["sync_calls"] if sync else plan["body_calls"]) // nb)),
                        "--warmup-ms", "0"]
                 if size is not None:
@@ -132,7 +135,7 @@ def measure_bodies(variants, mode, tmp, tsc_hz=None):
                     cmd += ["--tsc-hz", f"{tsc_hz:.0f}"]
                 lines.append((f"{v}/{op}", cmd, "/dev/null"))
     maps, labels, p, text = _session(lines, tmp)
-    abi_of = {x["name"]: x["abi"] for x in common.variants()}
+    abi_of = {x["name"]: x["abi"] for x in registry.variants()}
     out, err = {}, None
     for pid, (label, rc) in labels.items():
         v, op = label.split("/")
@@ -175,23 +178,23 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if percall is None:
-        percall = common.read_json(out_dir / "percall.json")
-    vs = [v for v in common.probe_all("syscost") if not variants or v["name"] in variants]
+        percall = files.read_json(out_dir / "percall.json")
+    vs = [v for v in probe.check_all("syscost") if not variants or v["name"] in variants]
     ok = [v["name"] for v in vs if v["supported"]]
     rows, notes = [], []
     with tempfile.TemporaryDirectory(prefix="tw-attr-", dir=tracers._tmp_dir()) as tmp:
-        common.progress(f"attribute: totals of {len(ok)} variants x {len(OPS)} ops "
+        ui.progress(f"attribute: totals of {len(ok)} variants x {len(OPS)} ops "
                         f"({'percall.json' if percall else 'syscost'})")
         totals = measure_totals(ok, mode, tmp, percall)
         tsc = next((t.get("tsc_hz") for t in totals.values() if t.get("tsc_hz")), None) or \
             (percall or {}).get("tsc_hz")
         bodies, body_err = {}, None
-        if common.is_root() and common.which("bpftrace"):
-            common.progress("attribute: body.bt session over every cell")
+        if proc.is_root() and proc.which("bpftrace"):
+            ui.progress("attribute: body.bt session over every cell")
             bodies, body_err, _ = measure_bodies(ok, mode, tmp, tsc)
         else:
-            body_err = "bpftrace needs root" if not common.is_root() else "bpftrace is not installed"
-            common.warn(body_err, "run as root with bpftrace for the in-kernel body")
+            body_err = "bpftrace needs root" if not proc.is_root() else "bpftrace is not installed"
+            ui.warn(body_err, "run as root with bpftrace for the in-kernel body")
     for v in vs:
         name = v["name"]
         if not v["supported"]:
@@ -214,7 +217,7 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
             if traced_s and null_body_s:
                 body = stats.diff_summary(traced_s, null_body_s)
             else:
-                body = common.blind(body_err or "bpftrace saw no calls of this op")
+                body = ui.blind(body_err or "bpftrace saw no calls of this op")
             ee = null_total
             wait = t.get("offcpu") if op in ("write-sync", "write-file") else None
             if wait is not None and "samples" in wait:
@@ -225,7 +228,7 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
                 resid = stats.diff_summary(above, body)
                 consistent = None if op == "null" else bool(resid["ci_low"] <= 0 <= resid["ci_high"])
             else:
-                resid = common.blind("needs both the total above null and the traced body")
+                resid = ui.blind("needs both the total above null and the traced body")
                 consistent = None
             note = {"null": "reference row: entry+exit by definition; body is 0 by construction",
                     "write-sync": "the traced body includes the wait for the device (the task "
@@ -243,7 +246,7 @@ def attribute(out_dir, percall=None, mode="default", variants=None):
                          "source": t.get("source"), "note": note})
     doc = {"mode": mode, "method": __doc__.strip().split("\n\n", 1)[1], "rows": rows,
            "notes": notes + ([body_err] if body_err else [])}
-    common.write_json(out_dir / "attribution.json", doc)
+    files.write_json(out_dir / "attribution.json", doc)
     _csv(out_dir / "attribution.csv", rows)
     return doc
 
@@ -298,7 +301,7 @@ def add_arguments(p, name):
 
 def main(args, name):
     out = tracers._out(args, "attribute")
-    percall = common.read_json(args.percall) if args.percall else None
+    percall = files.read_json(args.percall) if args.percall else None
     doc = attribute(out, percall=percall, mode=args.mode,
                     variants=args.variants.split(",") if args.variants else None)
     print(format_table(doc))

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import common
+from ..core import paths, proc
 
 AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 PTRACE_TRACEME = 0
@@ -141,12 +141,12 @@ def parse_objdump(text):
 
 def disassemble_bytes(data, start, stop, vma=0, arch="i386"):
     """Disassemble data[start:stop] (offsets) with objdump, printing addresses vma+offset."""
-    if not common.which("objdump"):
+    if not proc.which("objdump"):
         raise RuntimeError("objdump is not installed (binutils)")
     with tempfile.NamedTemporaryFile(suffix=".bin") as f:
         f.write(data)
         f.flush()
-        p = common.run(["objdump", "-D", "-b", "binary", "-m", arch, f"--adjust-vma={vma:#x}",
+        p = proc.run(["objdump", "-D", "-b", "binary", "-m", arch, f"--adjust-vma={vma:#x}",
                         f"--start-address={vma + start:#x}", f"--stop-address={vma + stop:#x}",
                         f.name], timeout=60)
     if p.returncode:
@@ -177,12 +177,12 @@ def tiny32(workdir):
     """Assemble and link a 32-bit program that only exits: a 32-bit process needing nothing
     from build/. Returns (path, None) or (None, why)."""
     workdir = Path(workdir)
-    if not common.which("nasm") or not common.which("ld"):
+    if not proc.which("nasm") or not proc.which("ld"):
         return None, "no 32-bit binary in build/ and nasm/ld are not installed to make one"
     (workdir / "tiny32.asm").write_text(TINY32)
     for cmd in (["nasm", "-f", "elf32", "-o", workdir / "tiny32.o", workdir / "tiny32.asm"],
                 ["ld", "-m", "elf_i386", "-o", workdir / "tiny32", workdir / "tiny32.o"]):
-        p = common.run(cmd, timeout=60)
+        p = proc.run(cmd, timeout=60)
         if p.returncode:
             return None, f"cannot build a 32-bit test program: {' '.join(map(str, cmd[:1]))}: {p.stderr.strip()}"
     return workdir / "tiny32", None
@@ -191,7 +191,7 @@ def tiny32(workdir):
 def find_32bit_binary():
     """A 32-bit binary from build/ (the libc variant first), or None."""
     names = ["timewrite-32-libc", "syscost-32-libc", "wvbench-32", "timewrite-32-vdso"]
-    cands = [common.BUILD / n for n in names] + sorted(common.BUILD.glob("*-32-*"))
+    cands = [paths.BUILD / n for n in names] + sorted(paths.BUILD.glob("*-32-*"))
     for c in cands:
         try:
             with open(c, "rb") as f:
@@ -355,7 +355,7 @@ def _objdump_symbols(path):
     """[(addr, size, name)] from objdump -T and -t (a stripped libc has only -T)."""
     out = {}
     for flag in ("-T", "-t"):
-        p = common.run(["objdump", flag, path], timeout=60)
+        p = proc.run(["objdump", flag, path], timeout=60)
         for line in p.stdout.splitlines():
             parts = line.split()
             if len(parts) < 4 or not re.fullmatch(r"[0-9a-f]{8,16}", parts[0]):
@@ -381,7 +381,7 @@ def _arch_of(path):
 
 
 def _disasm_range(path, start, stop):
-    p = common.run(["objdump", "-d", "-w", f"--start-address={start:#x}", f"--stop-address={stop:#x}",
+    p = proc.run(["objdump", "-d", "-w", f"--start-address={start:#x}", f"--stop-address={stop:#x}",
                     path], timeout=120)
     if p.returncode:
         raise RuntimeError(p.stderr.strip())
@@ -398,7 +398,7 @@ def classify_libc(path, depth=4):
     try:
         path = str(Path(path).resolve())
         res["bits"] = _arch_of(path)
-        if not common.which("objdump"):
+        if not proc.which("objdump"):
             res["why"] = "objdump is not installed (binutils)"
             return res
         syms = _objdump_symbols(path)
@@ -511,9 +511,9 @@ def default_libcs():
     }
     for bits, flag in (("64", "-m64"), ("32", "-m32")):
         found = None
-        if common.which("gcc"):
+        if proc.which("gcc"):
             for name in ("libc.so.6", "libc.so"):
-                p = common.run(["gcc", flag, f"-print-file-name={name}"], timeout=30)
+                p = proc.run(["gcc", flag, f"-print-file-name={name}"], timeout=30)
                 q = p.stdout.strip()
                 if p.returncode == 0 and q and os.path.isabs(q) and os.path.exists(q):
                     found = _resolve_linker_script(q)

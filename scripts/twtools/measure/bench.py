@@ -6,7 +6,7 @@ matrix is measured in rounds: every round runs every cell once, in a shuffled
 order, for a few batches.  A disturbance (another process, the hypervisor
 stealing the CPU) therefore hits a few batches of many cells rather than all
 batches of one, and each cell's samples span the whole session.  Summaries
-come from twtools.stats.summarize: median, 95% bootstrap CI, spread, unstable.
+come from twtools.analyse.stats.summarize: median, 95% bootstrap CI, spread, unstable.
 
 Python API, for other modules:
 
@@ -35,7 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import common, stats
+from ..analyse import stats
+from ..cli import options
+from ..core import files, paths, proc, ui
+from ..machine import probe, registry
 
 OPS = ["null", "getppid", "write-devnull", "write-file", "write-sync"]
 DEFAULT_SIZES = [256, 4096]          # write-file sizes
@@ -94,7 +97,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     work here (exit 77).  Raises SyscostError on any other failure."""
     import json
 
-    path = common.binary("syscost", variant)
+    path = probe.binary("syscost", variant)
     if not path.exists():
         return {"variant": variant, "op": op, "size": size, "supported": False,
                 "reason": f"{path.name} is not built (run make)"}
@@ -127,7 +130,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     except subprocess.TimeoutExpired:
         raise SyscostError(f"{' '.join(cmd)}: no result within {timeout} s")
     wall = time.monotonic() - t0
-    if p.returncode == common.EXIT_UNSUPPORTED:
+    if p.returncode == probe.EXIT_UNSUPPORTED:
         why = p.stderr.strip().splitlines()
         why = why[-1].split("unsupported: ", 1)[-1] if why else "exit status 77"
         return {"variant": variant, "op": op, "size": size, "supported": False, "reason": why}
@@ -164,7 +167,7 @@ def _pin_and_fifo(cpu, realtime):
 
 def perf_bench_once(loops, cpu=None, realtime=False):
     """ns per getppid from one `perf bench syscall basic`, or (None, why)."""
-    perf = common.which("perf")
+    perf = proc.which("perf")
     if perf is None:
         return None, "perf is not installed"
     pre = _pin_and_fifo(cpu, realtime)
@@ -236,7 +239,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     params = dict(MODES[mode])
     if rounds is not None:
         params["rounds"] = rounds
-    rows = common.variants()
+    rows = registry.variants()
     if variants is not None:
         known = {r["name"]: r for r in rows}
         unknown = [v for v in variants if v not in known]
@@ -257,9 +260,9 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     t_start = time.monotonic()
     support = {}
     for r in rows:
-        support[r["name"]] = common.probe("syscost", r["name"])
+        support[r["name"]] = probe.check("syscost", r["name"])
         if not support[r["name"]][0]:
-            common.progress(f"bench: {r['name']} unsupported: {support[r['name']][1]}")
+            ui.progress(f"bench: {r['name']} unsupported: {support[r['name']][1]}")
     cells = cell_list(rows, ops, sizes)
     state = {}
     for v, op, size in cells:
@@ -298,7 +301,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
                               file_dir=file_dir, realtime=realtime)
             except SyscostError as e:
                 c["errors"].append(str(e))
-                common.warn(f"bench: {key[0]} {key[1]}: {e}",
+                ui.warn(f"bench: {key[0]} {key[1]}: {e}",
                             "the cell is reported with the error; see the message")
                 continue
             if not res["supported"]:
@@ -323,7 +326,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
                 perf["why"] = why
             else:
                 perf["samples"].append(ns)
-        common.progress(f"bench: round {rnd + 1}/{params['rounds']} "
+        ui.progress(f"bench: round {rnd + 1}/{params['rounds']} "
                         f"({time.monotonic() - t_round:.1f} s)")
     wall = time.monotonic() - t_start - perf_s
     if accuracy and perf["why"] is None:
@@ -349,7 +352,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             # in an O_SYNC write, ~0 elsewhere.  Blind, never 0, if syscost did not report it.
             cell["offcpu_ns"] = (dict(stats.summarize(c["offcpu"]),
                                       samples=[round(x, 2) for x in c["offcpu"]])
-                                 if c["offcpu"] else common.blind("syscost reported no off-CPU time"))
+                                 if c["offcpu"] else ui.blind("syscost reported no off-CPU time"))
             cell["samples"] = [round(x, 4) for x in c["samples"]]
             cell["n_calls"] = c["n_calls"]
             cell["calls_per_batch"] = c["calls"]
@@ -408,11 +411,11 @@ def accuracy_figures(doc, perf):
         acc["perf_bench_ns"] = dict(stats.summarize(perf["samples"]),
                                     samples=perf["samples"])
     else:
-        acc["perf_bench_ns"] = common.blind(perf["why"] or "perf bench was not run")
+        acc["perf_bench_ns"] = ui.blind(perf["why"] or "perf bench was not run")
     ours = _summary_of(_cell(doc, "64-syscall", "getppid"))
-    acc["ours_getppid_64_ns"] = ours or common.blind("64-syscall getppid was not measured")
+    acc["ours_getppid_64_ns"] = ours or ui.blind("64-syscall getppid was not measured")
     libc_g = _summary_of(_cell(doc, "64-libc", "getppid"))
-    acc["ours_getppid_64libc_ns"] = libc_g or common.blind("64-libc getppid was not measured")
+    acc["ours_getppid_64libc_ns"] = libc_g or ui.blind("64-libc getppid was not measured")
     if perf["samples"] and ours:
         r = acc["perf_bench_ns"]["median"] / ours["median"]
         acc["ratio"] = r
@@ -423,10 +426,10 @@ def accuracy_figures(doc, perf):
     acc["ratio_libc"] = (acc["perf_bench_ns"]["median"] / libc_g["median"]
                          if perf["samples"] and libc_g else None)
     acc["write_devnull_64_ns"] = (_summary_of(_cell(doc, "64-syscall", "write-devnull", DEVNULL_SIZE))
-                                  or common.blind("64-syscall write-devnull was not measured"))
+                                  or ui.blind("64-syscall write-devnull was not measured"))
     per_cell = [c["loop_ns"]["median"] for c in doc["cells"]
                 if c["supported"] and c.get("loop_ns") and c["loop_ns"]["median"] is not None]
-    acc["loop_ns"] = stats.summarize(per_cell) if per_cell else common.blind("no cell measured")
+    acc["loop_ns"] = stats.summarize(per_cell) if per_cell else ui.blind("no cell measured")
     acc["loop_ns_max_cell"] = max(per_cell) if per_cell else None
     acc["loop_within_target"] = (max(per_cell) <= TARGET_LOOP_NS) if per_cell else None
     pct = {}
@@ -439,7 +442,7 @@ def accuracy_figures(doc, perf):
                          "pct_ci": [100 * d["ci_low"] / b["median"], 100 * d["ci_high"] / b["median"]],
                          "libc_ns": a["median"], "bare_ns": b["median"]}
         else:
-            pct[bits] = common.blind(f"{bits}-libc or {bare} null was not measured")
+            pct[bits] = ui.blind(f"{bits}-libc or {bare} null was not measured")
     acc["libc_vs_syscall_null_pct"] = pct["64"].get("pct") if "pct" in pct["64"] else None
     acc["libc_vs_bare_null"] = pct
     halfs = []
@@ -468,7 +471,7 @@ CSV_FIELDS = ["variant", "bits", "abi", "mechanism", "op", "size", "supported", 
 
 def _write_json(doc, out_dir):
     path = Path(out_dir) / "percall.json"
-    common.write_json(path, doc)
+    files.write_json(path, doc)
     return path
 
 
@@ -587,7 +590,7 @@ def warn_unstable(doc):
         parts.append(f"{c['variant']} {c['op']}{size} (CV {100 * c['cv']:.0f}%, "
                      f"min {_ns(c['min'])}, max {_ns(c['max'])} ns)")
     sync = any(c["op"] == "write-sync" for c in bad)
-    common.warn(f"{len(bad)} cell(s) unstable (CV >= 10% or min/max over 50% from the median): "
+    ui.warn(f"{len(bad)} cell(s) unstable (CV >= 10% or min/max over 50% from the median): "
                 + "; ".join(parts)
                 + ". Some batches were disturbed by other processes or the hypervisor"
                 + (", and O_SYNC writes wait for the device, whose latency varies" if sync else "")
@@ -613,7 +616,7 @@ def add_arguments(parser, name):
     parser.description = (
         "Measure ns per system call for every variant (variants/matrix) and operation with "
         "build/syscost-*, in interleaved rounds; print a table and write percall.json/.csv.")
-    common.add_mode_arguments(parser, "a few seconds: 2 rounds, 3 batches, write-file 256 B only",
+    options.add_mode_arguments(parser, "a few seconds: 2 rounds, 3 batches, write-file 256 B only",
                               "20 rounds of 10 batches of 2 ms: tighter intervals, a few minutes")
     parser.add_argument("--out", metavar="DIR",
                         help="results directory (default results/bench-<host>-<UTC time>)")
@@ -650,8 +653,8 @@ def main(args, name):
     out = args.out
     if out is None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        out = common.ROOT / "results" / f"bench-{socket.gethostname()}-{stamp}"
-    common.progress(f"bench: {args.mode} mode, results into {out}")
+        out = paths.ROOT / "results" / f"bench-{socket.gethostname()}-{stamp}"
+    ui.progress(f"bench: {args.mode} mode, results into {out}")
     try:
         doc = run_matrix(out, mode=args.mode, variants=variants, ops=ops, sizes=sizes,
                          rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
@@ -666,7 +669,7 @@ def main(args, name):
         if doc["accuracy"]:
             print("\n".join(format_accuracy(doc["accuracy"])))
     warn_unstable(doc)
-    common.progress(f"bench: wrote {Path(out) / 'percall.json'} and percall.csv "
+    ui.progress(f"bench: wrote {Path(out) / 'percall.json'} and percall.csv "
                     f"in {doc['wall_s']:.1f} s")
     if not any(c["supported"] and c.get("n") for c in doc["cells"]):
         print("tw bench: no cell could be measured", file=sys.stderr)

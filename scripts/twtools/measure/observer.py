@@ -19,7 +19,10 @@ import csv
 import tempfile
 from pathlib import Path
 
-from . import common, stats, tracers
+from ..analyse import stats
+from . import tracers
+from ..core import files, proc, ui
+from ..machine import probe
 
 OP = "getppid"
 VARIANTS = ["64-syscall", "64-libc", "64-int80", "32-libc", "32-int80", "32-sysenter",
@@ -35,11 +38,11 @@ BT_PROG = ("tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; }
 
 def wrappers(tmp):
     """tracer -> (wrapper list or None, why-not)."""
-    root = common.is_root()
+    root = proc.is_root()
     w = {"none": ([], None)}
-    w["strace"] = (["strace", "-f", "-o", "/dev/null"], None) if common.which("strace") else \
+    w["strace"] = (["strace", "-f", "-o", "/dev/null"], None) if proc.which("strace") else \
         (None, "strace is not installed")
-    if not common.which("perf"):
+    if not proc.which("perf"):
         w["perf-trace"] = w["perf-stat"] = (None, "perf is not installed")
     elif not root:
         w["perf-trace"] = w["perf-stat"] = (None, "needs root for raw_syscalls tracepoints")
@@ -47,7 +50,7 @@ def wrappers(tmp):
         w["perf-trace"] = (["perf", "trace", "-o", "/dev/null", "--"], None)
         w["perf-stat"] = (["perf", "stat", "-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
                            "-o", "/dev/null", "--"], None)
-    if not common.which("bpftrace"):
+    if not proc.which("bpftrace"):
         w["bpftrace"] = (None, "bpftrace is not installed")
     elif not root:
         w["bpftrace"] = (None, "bpftrace needs root")
@@ -69,13 +72,13 @@ def observe(out_dir, mode="default", variants=None):
     with tempfile.TemporaryDirectory(prefix="tw-obs-", dir=tracers._tmp_dir()) as tmp:
         wr = wrappers(tmp)
         for v in names:
-            ok, why = common.probe("syscost", v)
+            ok, why = probe.check("syscost", v)
             if not ok:
                 rows.append({"variant": v, "op": OP, "tracer": "none", "supported": False,
                              "reason": why, "available": False, "why": why,
-                             "ns_per_call": common.blind(why), "added_ns": common.blind(why)})
+                             "ns_per_call": ui.blind(why), "added_ns": ui.blind(why)})
                 continue
-            common.progress(f"observer: {v}: bare, strace, perf trace, perf stat, bpftrace")
+            ui.progress(f"observer: {v}: bare, strace, perf trace, perf stat, bpftrace")
             bare = None
             bits = int(v.split("-")[0])
             for tracer in ("none", "strace", "perf-trace", "perf-stat", "bpftrace"):
@@ -86,7 +89,7 @@ def observe(out_dir, mode="default", variants=None):
                 row = {"variant": v, "op": OP, "tracer": tracer, "supported": True}
                 if cmd is None:
                     rows.append(dict(row, available=False, why=why,
-                                     ns_per_call=common.blind(why), added_ns=common.blind(why)))
+                                     ns_per_call=ui.blind(why), added_ns=ui.blind(why)))
                     continue
                 try:
                     r = bench.measure(v, OP, batches=plan["batches"], wrapper=cmd,
@@ -95,18 +98,18 @@ def observe(out_dir, mode="default", variants=None):
                 except Exception as e:      # a tracer that failed: say so, keep going
                     msg = f"{tracer} run failed: {str(e)[-200:]}"
                     rows.append(dict(row, available=False, why=msg,
-                                     ns_per_call=common.blind(msg), added_ns=common.blind(msg)))
+                                     ns_per_call=ui.blind(msg), added_ns=ui.blind(msg)))
                     continue
                 s = stats.summarize(r["samples_ns"])
                 if tracer == "none":
                     bare = s
                 added = stats.diff_summary(s, bare) if bare and tracer != "none" else (
-                    None if tracer == "none" else common.blind("no bare run"))
+                    None if tracer == "none" else ui.blind("no bare run"))
                 rows.append(dict(row, available=True, why=None, ns_per_call=s, added_ns=added,
                                  samples=r["samples_ns"],
                                  calls_per_batch=r.get("calls_per_batch")))
     doc = {"mode": mode, "op": OP, "method": __doc__.strip().split("\n\n", 1)[1], "rows": rows}
-    common.write_json(out_dir / "observer.json", doc)
+    files.write_json(out_dir / "observer.json", doc)
     with open(out_dir / "observer.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["variant", "op", "tracer", "available", "ns_per_call", "ci_low", "ci_high",

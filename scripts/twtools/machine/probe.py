@@ -1,0 +1,41 @@
+"""Whether each variant's mechanism works here, asked of the variant itself (--probe)."""
+import subprocess
+
+from ..core.paths import BUILD
+from . import registry
+
+EXIT_UNSUPPORTED = 77
+
+
+def binary(program, variant):
+    """build/<program>-<variant>, e.g. binary('timewrite', '32-int80')."""
+    return BUILD / f"{program}-{variant}"
+
+
+def check(program, variant):
+    """(supported, reason) for one variant, by running its --probe.
+
+    A binary that is missing, or that the kernel cannot execute (no IA32
+    emulation for 32-bit programs), is unsupported with that reason."""
+    path = binary(program, variant)
+    if not path.exists():
+        return False, f"{path.name} is not built (run make)"
+    try:
+        p = subprocess.run([str(path), "--probe"], capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        return False, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
+    if p.returncode == 0:
+        return True, None
+    why = p.stderr.strip().splitlines()
+    why = why[-1] if why else f"exit status {p.returncode}"
+    # "prog: mech: unsupported: reason" -> "reason"
+    return False, why.split("unsupported: ", 1)[-1]
+
+
+def check_all(program="timewrite"):
+    """Every matrix row with 'supported' and 'reason' filled in."""
+    out = []
+    for v in registry.variants():
+        ok, why = check(program, v["name"])
+        out.append(dict(v, supported=ok, reason=why))
+    return out

@@ -1,0 +1,2 @@
+"""The present layer: tables, plots, reports, explanations. Imports core, machine and
+analyse; never measure."""
