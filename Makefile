@@ -1,4 +1,4 @@
-# timewrite: build every variant of the build matrix, run the tests, run the report.
+# timewrite: build every variant in the mechanism registry, run the tests, run the report.
 #
 #   make                 build every variant into build/
 #   make list-variants   print the variant names, one per line
@@ -6,9 +6,10 @@
 #   make report          install what is missing (as root), build, measure, report
 #   make bench           the per-call benchmark with its accuracy and precision figures
 #
-# The matrix lives in variants/matrix; this file only expands it.  Objects are
-# built once per flavour, bits plus syscall ABI (64-x86_64, 64-i386, 32-i386):
-# the 64-bit int80 variant is 64-bit code that must use i386 numbers.
+# The variants live in variants/registry (the mechanism registry); this file
+# only expands it.  Objects are built once per flavour, bits plus syscall ABI
+# (64-x86_64, 64-i386, 32-i386): the 64-bit int80 variant is 64-bit code that
+# must use i386 numbers.
 
 SHELL      := /bin/bash
 BUILD      := build
@@ -34,8 +35,12 @@ PROGRAMS := timewrite syscost
 # Programs that measure libc's own buffering and writev; no mechanism stub.
 LIBC_PROGRAMS := wvbench
 
-# Rows of the matrix as bits:abi:mechanism:obj1:obj2...
-ROWS := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' variants/matrix | tr -s ' \t' '::' | sed 's/:$$//')
+# Rows of the registry as bits:abi:mechanism:obj1:obj2...  Its columns are
+# variant, abi, entry, bytes, needs, ops, shapes, seen-as, then the objects;
+# `ops NAME = ...` lines define operation groups and are not variants.
+ROWS := $(shell awk '{ sub(/\#.*/, "") } NF && $$1 != "ops" { split($$1, v, "-"); \
+	r = v[1] ":" $$2 ":" substr($$1, length(v[1]) + 2); \
+	for (i = 9; i <= NF; i++) r = r ":" $$i; print r }' variants/registry)
 
 row_bits = $(word 1,$(subst :, ,$1))
 row_abi  = $(word 2,$(subst :, ,$1))
@@ -59,7 +64,7 @@ binaries: $(BINARIES)
 list-variants:
 	@for v in $(VARIANTS); do echo "$$v"; done
 
-# One link rule per program and matrix row.
+# One link rule per program and registry row.
 define VARIANT_RULES
 $(BUILD)/$2-$(call row_bits,$1)-$(call row_mech,$1): $(OBJ)/$(call row_flav,$1)/$2.o $(OBJ)/$(call row_flav,$1)/probe.o $(OBJ)/$(call row_flav,$1)/json_out.o $(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
 	$$(CC) $$(FLAGS_$(call row_flav,$1)) $$(LDFLAGS) -o $$@ $$^ -lm

@@ -1,8 +1,11 @@
 """Shared fixtures: paths, the build matrix, and skips that always say why.
 
 A test that needs root, a tool, or a mechanism this CPU lacks skips with the
-reason; it never passes vacuously.  In CI (root, every package installed) the
-only expected skips are mechanisms the CPU does not have."""
+reason; it never passes vacuously.  A variant is skipped only when the support oracle
+(twtools.machine.oracle) names a fact of this machine that rules it out; a variant that must
+work here and does not fails every test that needs it.  In CI (root, every package
+installed) the only expected skips are mechanisms the machine cannot have."""
+import functools
 import os
 import shutil
 import subprocess
@@ -15,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from twtools.core import paths  # noqa: E402
-from twtools.machine import probe, registry  # noqa: E402
+from twtools.machine import doctor, oracle, probe, registry  # noqa: E402
 
 BUILD = paths.BUILD
 
@@ -32,9 +35,21 @@ def build():
     return BUILD
 
 
+@functools.lru_cache(maxsize=None)
+def machine_facts():
+    """This machine's entry facts, as the support oracle reads them."""
+    return doctor.Doctor().entry_facts()
+
+
+@functools.lru_cache(maxsize=None)
+def judged(program):
+    """{variant: row} of probe.check_all: each variant probed and judged by the oracle."""
+    return {r["name"]: r for r in probe.check_all(program, facts=machine_facts())}
+
+
 @pytest.fixture(scope="session")
 def matrix():
-    return probe.check_all("timewrite")
+    return list(judged("timewrite").values())
 
 
 def need_root():
@@ -48,10 +63,14 @@ def need_tool(name):
 
 
 def need_supported(program, variant):
-    """Skip, with the variant's own reason, when its mechanism does not work here."""
-    ok, why = probe.check(program, variant)
-    if not ok:
-        pytest.skip(f"{program}-{variant} unsupported here: {why}")
+    """Skip only when the support oracle names a fact of this machine that rules the variant
+    out; fail, naming the variant, when it must work here and does not."""
+    r = judged(program)[variant]
+    if r["status"] in ("works", "unpredicted"):
+        return          # unpredicted (works against the oracle) fails tests/test_oracle.py
+    if r["status"] == "unsupported" and r["expect"] == oracle.CANNOT:
+        pytest.skip(f"{program}-{variant} cannot work here: {r['oracle']}")
+    pytest.fail(f"{program}-{variant} is {r['status']}: {r['reason']}")
 
 
 def run(cmd, **kw):

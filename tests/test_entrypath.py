@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need_tool
-from twtools.machine import entrypath
+from twtools.machine import entrypath, vendors
 
 
 def vendor():
@@ -47,8 +47,7 @@ def vdso():
 def expected_instruction():
     if has_fred():
         return "int80"
-    return {"GenuineIntel": "sysenter", "CentaurHauls": "sysenter",
-            "AuthenticAMD": "syscall", "HygonGenuine": "syscall"}.get(vendor())
+    return vendors.fast32(vendor())
 
 
 def test_vdso_instruction_matches_vendor(vdso):

@@ -7,7 +7,7 @@ from percall.json's op "null" cells (unsupported cells give their reason, a miss
 directory says "not measured", never a number); the docs live section is replaced between its
 markers and nowhere else.
 
-Why it can break: a renamed variant in variants/matrix, stub objects moved in build/obj, a
+Why it can break: a renamed variant in variants/registry, stub objects moved in build/obj, a
 percall.json schema change, or objdump output changes."""
 import subprocess
 import sys

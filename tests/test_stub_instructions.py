@@ -28,17 +28,13 @@ ENTRY = {
 
 
 def stubs():
-    """(id, object path, bits, mechanism) for every asm/ object in the build matrix."""
+    """(id, object path, bits, mechanism) for every asm/ object in the mechanism registry."""
     out = []
-    for line in registry.MATRIX.read_text().splitlines():
-        f = line.split("#", 1)[0].split()
-        if not f:
-            continue
-        bits, abi, mech, objs = f[0], f[1], f[2], f[3:]
-        for o in objs:
+    for m in registry.mechanisms():
+        for o in m.objects:
             if o.startswith("asm/"):
-                path = paths.BUILD / "obj" / f"{bits}-{abi}" / "asm" / (o.rsplit("/", 1)[1] + ".o")
-                out.append(pytest.param(path, int(bits), mech, id=f"{bits}-{mech}"))
+                path = paths.BUILD / "obj" / f"{m.bits}-{m.abi}" / "asm" / (o.rsplit("/", 1)[1] + ".o")
+                out.append(pytest.param(path, m.bits, m.mechanism, id=m.name))
     return out
 
 

@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, VARIANTS, run
+from conftest import BUILD, VARIANTS, need_supported, run
+from twtools.machine import registry
 
 OPS = ["null", "getppid", "write-devnull", "write-file", "write-sync"]
 
@@ -24,14 +25,15 @@ def syscost(variant):
 
 
 def probe_or_skip(variant):
-    """Run --probe; 0 means supported, 77 must come with a reason (then skip)."""
+    """Run --probe: 0 where the support oracle says syscost-<variant> must work; 77 with a
+    reason where a fact of this machine rules it out (then skip, quoting the fact)."""
     p = run([syscost(variant), "--probe"], text=True)
     assert p.returncode in (0, 77), f"--probe exit {p.returncode}: {p.stderr}"
     if p.returncode == 77:
         assert "unsupported: " in p.stderr and p.stderr.split("unsupported: ", 1)[1].strip(), \
             f"exit 77 without a reason: {p.stderr!r}"
-        pytest.skip(f"syscost-{variant} unsupported here: {p.stderr.strip()}")
-    assert p.stdout == ""
+    need_supported("syscost", variant)
+    assert p.returncode == 0 and p.stdout == ""
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -58,7 +60,7 @@ def test_each_op_gives_sane_json(build, variant, op, tmp_path):
     assert d["variant"] == variant and d["bits"] == int(bits) and d["mechanism"] == mech
     assert d["op"] == op and d["errors"] == 0
     assert d["sched"] == "other" and d["sched_why"]    # --realtime was not asked for
-    assert d["abi"] == ("x86_64" if variant in ("64-libc", "64-syscall") else "i386")
+    assert d["abi"] == registry.get(variant).abi
     assert d["batches"] == batches
     for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
         assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key

@@ -1,19 +1,19 @@
-"""A mechanism the CPU lacks is reported (exit 77, one line) and writes nothing.
+"""A mechanism this machine cannot have is reported (exit 77, one line) and writes nothing;
+one it must have works.
 
-Whether sysenter or syscall works from 32-bit code depends on the CPU vendor,
-not on the build: Intel raises #UD for a 32-bit syscall, AMD for a 32-bit
-sysenter.  The scripts probe every variant with --probe and skip the 77s; a
-variant that crashed instead, exited with some other status, or created (and
-truncated) its output file before finding out would corrupt a sweep or lose a
-user's file.  The vendor test makes sure the probe really tries the instruction:
-on an Intel CPU 32-syscall must be unsupported, on an AMD CPU 32-sysenter."""
+Whether sysenter or syscall works from 32-bit code depends on the CPU vendor, not on the
+build: Intel raises #UD for a 32-bit syscall, AMD for a 32-bit sysenter.  The support oracle
+(twtools.machine.oracle) says which variants this machine rules out, from its facts.  A
+variant that crashed instead, exited with some other status, or created (and truncated) its
+output file before finding out would corrupt a sweep or lose a user's file; a variant that
+must work and exits 77 is a broken stub, which these tests must not excuse."""
 import re
 import subprocess
 
 import pytest
 
-from conftest import VARIANTS
-from twtools.machine import registry
+from conftest import VARIANTS, machine_facts
+from twtools.machine import oracle, registry
 
 MECH = {v["name"]: v["mechanism"] for v in registry.variants()}
 
@@ -35,25 +35,29 @@ def unsupported_line(variant, stderr):
     return m.group(1)
 
 
-def cpu_vendor():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    return None
+PREDICTED = oracle.predict(machine_facts())
+CANNOT_HERE = [v for v in VARIANTS if PREDICTED[v]["expect"] == oracle.CANNOT] or [
+    pytest.param(None, marks=pytest.mark.skip(reason="the oracle rules out no mechanism on this machine"))]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_probe_status(build, tmp_path, variant):
-    """0 silently, or 77 with the standard line naming mechanism and reason."""
+    """0 silently where the oracle says it must work; 77 with the standard line naming the
+    mechanism and the reason where it cannot."""
     p = probe(build, variant, cwd=tmp_path)
-    assert p.returncode in (0, 77), (p.returncode, p.stderr)
+    expect = PREDICTED[variant]["expect"]
     assert p.stdout == ""
-    if p.returncode == 0:
+    if expect == oracle.MUST:
+        assert p.returncode == 0, (f"timewrite-{variant} must work here "
+                                   f"({PREDICTED[variant]['why']}) but --probe exited "
+                                   f"{p.returncode}: {p.stderr.strip()}")
         assert p.stderr == ""
-    else:
+    elif expect == oracle.CANNOT:
+        assert p.returncode == 77, (p.returncode, p.stderr)
         why = unsupported_line(variant, p.stderr)
         assert MECH[variant] in why      # "a getppid() through <mechanism> died with ..."
+    else:
+        assert p.returncode in (0, 77), (p.returncode, p.stderr)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -66,11 +70,8 @@ def test_probe_does_not_touch_outfile(build, tmp_path, variant):
     assert out.read_text() == "precious"
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", CANNOT_HERE)
 def test_unsupported_run_writes_nothing(build, tmp_path, variant):
-    p = probe(build, variant)
-    if p.returncode == 0:
-        pytest.skip(f"timewrite-{variant} is supported here; nothing to refuse")
     out = tmp_path / "out"
     keep = tmp_path / "keep"
     keep.write_text("precious")
@@ -87,14 +88,12 @@ def test_unsupported_run_writes_nothing(build, tmp_path, variant):
     assert keep.read_text() == "precious", "an unsupported variant truncated its output file"
 
 
-def test_vendor_decides_32bit_fast_entry(build):
-    vendor = cpu_vendor()
-    lacking = {"GenuineIntel": "32-syscall", "AuthenticAMD": "32-sysenter"}.get(vendor)
-    if lacking is None:
-        pytest.skip(f"CPU vendor {vendor!r}: neither Intel nor AMD, no expectation")
-    if lacking not in VARIANTS:
-        pytest.skip(f"{lacking} is not in variants/matrix")
-    p = probe(build, lacking)
-    assert p.returncode == 77, f"{vendor}: timewrite-{lacking} --probe exited {p.returncode}"
-    why = unsupported_line(lacking, p.stderr)
-    assert "(ILL)" in why, why      # SIGILL: the CPU raised #UD
+@pytest.mark.parametrize("variant", CANNOT_HERE)
+def test_ruled_out_by_the_cpu_means_ud(build, variant):
+    """Where the oracle blames the CPU (#UD), the probe really executed the instruction and
+    died with SIGILL, rather than failing for some other reason."""
+    if "#UD" not in PREDICTED[variant]["why"]:
+        pytest.skip(f"{variant} is ruled out by {PREDICTED[variant]['why']}, not by the CPU")
+    p = probe(build, variant)
+    assert p.returncode == 77
+    assert "(ILL)" in unsupported_line(variant, p.stderr)

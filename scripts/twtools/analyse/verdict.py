@@ -37,13 +37,17 @@ COULD explain there, bounded by the row's system time.
 import csv
 import math
 
+from ..machine import registry
 from . import stats
 from ..core import files, paths
 
 REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
 SUPPORT_FRACTION = 0.50  # at least this share of the slow row: entry cost is a main cause
 TICK_S = 0.01            # times() resolution in the seed report
-FAST_32 = ("32-vdso", "32-sysenter", "32-syscall")
+# The roles the hypothesis is about, by entry rather than by variant name.
+INT80_32 = registry.find(32, "int80")
+LIBC32 = registry.find(32, "libc")
+LIBC64 = registry.find(64, "libc")
 SEED_BITNESS_CLAIM = "the seed report says a 64-bit rebuild ran about 50% faster (SEEDS.md; " \
                      "no table of it was published)"
 SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
@@ -197,8 +201,8 @@ def bitness(data):
     """64-libc vs 32-libc at 256 B in this machine's seed sweep, and where the gap comes from."""
     out = {"seed_claim": SEED_BITNESS_CLAIM, "modes": {}, "attribution": {}, "why": None}
     for mode in ("sync", "async"):
-        r64, w64 = sweep_row(data, "64-libc", mode, 256)
-        r32, w32 = sweep_row(data, "32-libc", mode, 256)
+        r64, w64 = sweep_row(data, LIBC64, mode, 256)
+        r32, w32 = sweep_row(data, LIBC32, mode, 256)
         if not r64 or not r32:
             out["modes"][mode] = {"why": f"64-libc: {w64 or 'ok'}; 32-libc: {w32 or 'ok'}"}
             continue
@@ -210,10 +214,10 @@ def bitness(data):
     att = (data.get("attribution") or {}).get("rows", [])
     for op in ("write-sync", "write-file"):
         rows = {r["variant"]: r for r in att if r.get("op") == op}
-        if "64-libc" in rows and "32-libc" in rows:
+        if LIBC64 in rows and LIBC32 in rows:
             parts = {}
             for k in ("entry_exit_ns", "body_ns", "waiting_ns"):
-                a, b = core(rows["64-libc"].get(k)), core(rows["32-libc"].get(k))
+                a, b = core(rows[LIBC64].get(k)), core(rows[LIBC32].get(k))
                 parts[k] = stats.diff_summary(b, a) if (a and b) else None
             out["attribution"][op] = parts
     return out
@@ -223,7 +227,7 @@ def fast_path(data):
     """The 32-bit fast-path null cell (vDSO, sysenter, syscall): the first stable one, else
     the first with a value at all (its summary then carries the unstable flag)."""
     measured = []
-    for v in FAST_32:
+    for v in registry.fast32():
         c = percall_cell(data, v)
         if c and not cell_problem(c, v):
             return v, c
@@ -244,7 +248,7 @@ def decide(data, ref):
         reasons.append("this machine's 32-bit glibc entry path is unknown ("
                        + "; ".join(libc32.get("evidence") or ["no evidence recorded"]) + ")")
 
-    c80, clibc = percall_cell(data, "32-int80"), percall_cell(data, "32-libc")
+    c80, clibc = percall_cell(data, INT80_32), percall_cell(data, LIBC32)
     p80, plibc = cell_problem(c80, "32-int80 null"), cell_problem(clibc, "32-libc null")
     shaky = []  # problems that are only instability: see the worst-case rule
     for c, p in ((c80, p80), (clibc, plibc)):
@@ -280,7 +284,7 @@ def decide(data, ref):
                       and r["mode"] == slow["mode"]), None)
 
     # This machine's own slow row: 32-libc, sync, 256 B.
-    own, own_why = sweep_row(data, "32-libc", "sync", 256)
+    own, own_why = sweep_row(data, LIBC32, "sync", 256)
     own_expl = None
     if own and libc_over_fast:
         e = scale(libc_over_fast, (own.get("calls") or 0) / 1e9)

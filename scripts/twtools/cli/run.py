@@ -40,8 +40,14 @@ def _variants(out, mode):
     rows = probe.check_all("timewrite")
     files.write_json(out / "variants.json", rows)
     for r in rows:
-        if not r["supported"]:
+        if r["status"] == "unsupported":
             ui.progress(f"variant {r['name']}: unsupported: {r['reason']}")
+        elif r["status"] == "unpredicted":
+            ui.warn(f"variant {r['name']}: {r['reason']}",
+                    "the support oracle is wrong about this machine; please report it")
+    bad = probe.broken(rows)
+    if bad:
+        raise RuntimeError("; ".join(f"{r['name']}: {r['reason']}" for r in bad))
     return rows
 
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ..core import files, proc, ui
+from . import vendors
 
 # What each instrument feeds; listed as skipped when the instrument does not work.
 SKIPS = {
@@ -44,6 +45,19 @@ TOOLS = {
     "bpftrace": ["bpftrace", "--version"],
     "systemd-detect-virt": ["systemd-detect-virt", "--version"],
 }
+# Where a recorded machine (tw doctor --record) keeps its 32-bit vDSO image.
+RECORDED_VDSO32 = "/vdso32.so"
+# Boot parameters that switch a CPU vulnerability mitigation (Documentation/admin-guide/
+# kernel-parameters.txt); the fingerprint records those present, since each changes entry cost.
+MITIGATION_PARAMS = frozenset((
+    "mitigations", "nospectre_v1", "nospectre_v2", "spectre_v2", "spectre_v2_user", "spectre_bhi",
+    "spec_store_bypass_disable", "nospec_store_bypass_disable", "ssbd", "pti", "nopti", "kpti",
+    "retbleed", "spec_rstack_overflow", "mds", "tsx", "tsx_async_abort", "mmio_stale_data",
+    "reg_file_data_sampling", "gather_data_sampling", "l1tf", "l1d_flush", "srbds",
+    "indirect_target_selection", "tsa", "vmscape", "nosmt", "ibt", "nospectre_bhb",
+    "spectre_v1", "mitigations_off", "nopku", "nosmap", "nosmep", "init_on_alloc", "init_on_free",
+    "cfi", "retpoline",
+))
 VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
 BT_TRACEPOINT = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @n = count(); }"
 BT_KFUNC = "kfunc:vmlinux:ksys_write { @n = count(); }"
@@ -296,8 +310,12 @@ class Doctor:
                 ran = False
         detail["ran_32bit"] = ran
         if ran is not None:
-            detail["why"] = ("a 32-bit program from build/ ran (its vDSO was read)" if ran
-                             else vdso["why"])
+            if not ran:
+                detail["why"] = vdso["why"]
+            elif vdso.get("source") == "recorded":
+                detail["why"] = "the recorded machine ran a 32-bit process (its vDSO was captured)"
+            else:
+                detail["why"] = "a 32-bit program from build/ ran (its vDSO was read)"
             return ran, detail
         # No live evidence: infer from the configuration.
         if cfg == "n":
@@ -475,12 +493,161 @@ class Doctor:
             self.why["output_fs.fstype"] = "neither /proc/self/mounts nor stat -f could tell"
         return out
 
+    # --- entry facts ------------------------------------------------------------------
+    def vsyscall(self):
+        """{mode: xonly|emulate|none|None, why}: how the legacy vsyscall page is mapped.
+
+        The page is global, so this process's /proc/self/maps tells: `--xp` is xonly (the
+        default since 5.3: an instruction fetch faults and the kernel emulates the call),
+        `r-xp` is emulate (also readable), and no [vsyscall] line means none."""
+        arg = self.cmdline_opt("vsyscall")
+        maps = self.read("/proc/self/maps")
+        boot = f"; booted with vsyscall={arg}" if arg is not None else ""
+        if maps is not None:
+            line = next((l for l in maps.splitlines() if l.rstrip().endswith("[vsyscall]")), None)
+            if line:
+                perms = line.split()[1]
+                mode = "emulate" if perms.startswith("r") else "xonly"
+                return {"mode": mode, "why": f"[vsyscall] is mapped {perms} ({mode}){boot}"}
+            if arg == "none":
+                why = "booted with vsyscall=none: no vsyscall page"
+            elif self.config("CONFIG_X86_VSYSCALL_EMULATION") == "n":
+                why = "kernel built without CONFIG_X86_VSYSCALL_EMULATION: no vsyscall page"
+            elif self.config("CONFIG_LEGACY_VSYSCALL_NONE") == "y":
+                why = "kernel built with CONFIG_LEGACY_VSYSCALL_NONE: no vsyscall page by default"
+            else:
+                why = "no [vsyscall] line in /proc/self/maps: no vsyscall page"
+            return {"mode": "none", "why": why}
+        if arg in ("none", "xonly", "emulate"):
+            return {"mode": arg, "why": f"booted with vsyscall={arg} (/proc/self/maps unreadable)"}
+        for mode in ("none", "xonly", "emulate"):
+            if self.config(f"CONFIG_LEGACY_VSYSCALL_{mode.upper()}") == "y":
+                return {"mode": mode, "why": f"CONFIG_LEGACY_VSYSCALL_{mode.upper()}=y "
+                                             "(/proc/self/maps unreadable)"}
+        self.why["vsyscall"] = "neither /proc/self/maps, vsyscall= nor the kernel config tells"
+        return {"mode": None, "why": self.why["vsyscall"]}
+
+    def vdso64(self):
+        """{available: bool|None, why}: whether 64-bit processes get a vDSO."""
+        maps = self.read("/proc/self/maps")
+        arg = self.cmdline_opt("vdso")
+        if maps is not None:
+            if any(l.rstrip().endswith("[vdso]") for l in maps.splitlines()):
+                return {"available": True, "why": "this 64-bit process has a [vdso] mapping"}
+            return {"available": False, "why": "no [vdso] mapping in a 64-bit process"
+                    + (f" (booted with vdso={arg})" if arg is not None else "")}
+        if arg is not None:
+            return {"available": arg not in ("0", "off"), "why": f"booted with vdso={arg}"}
+        return {"available": None, "why": "/proc/self/maps is unreadable"}
+
+    def recorded_vdso32(self):
+        """The 32-bit vDSO a recorded machine captured (tw doctor --record), read as a live one."""
+        from . import entrypath
+        meta = self.read(RECORDED_VDSO32 + ".txt") or ""
+        m = re.search(r"at_sysinfo_offset=(0x[0-9a-f]+)", meta)
+        v = entrypath.classify_vdso32(self.path(RECORDED_VDSO32).read_bytes(), 0,
+                                      int(m.group(1), 16) if m else None)
+        v["source"] = "recorded"
+        return v
+
+    def entry_facts(self):
+        """What the support oracle (twtools.machine.oracle) reads: the CPU, FRED, the live
+        32-bit vDSO, IA32 emulation, the vsyscall page and the 64-bit vDSO.  Cheap enough to
+        take before every run; fingerprint() includes it."""
+        cpu = self.cpu()
+        out = {"cpu": cpu}
+        out["fred"], out["fred_detail"] = self.fred(cpu["flags"])
+        from . import entrypath
+        if self._vdso32 is not None:
+            v = self._vdso32()
+        elif self.live:
+            v = entrypath.vdso32()
+        elif self.exists(RECORDED_VDSO32):
+            v = self.recorded_vdso32()
+        else:
+            v = {"available": None, "instruction": None, "disasm": [],
+                 "why": f"not probed: the system root is {self.root}, not this machine"}
+        if v.get("available") is None and self.cmdline_opt("vdso32") == "0":
+            v = dict(v, available=False, why="booted with vdso32=0: 32-bit processes get no vDSO "
+                                             "and no AT_SYSINFO")
+        out["vdso32"] = v
+        out["ia32_emulation"], out["ia32_detail"] = self.ia32(v)
+        out["vsyscall"] = self.vsyscall()
+        out["vdso64"] = self.vdso64()
+        return out
+
+    # --- kernel state that changes what a system call costs ----------------------------
+    def audit(self):
+        """{rules: [..]|None, why}: audit rules make every audited call pay for its record."""
+        cfg = self.config("CONFIG_AUDITSYSCALL")
+        if cfg == "n":
+            return {"rules": [], "why": "kernel built without CONFIG_AUDITSYSCALL: no syscall auditing"}
+        if not self.which("auditctl"):
+            return {"rules": None, "why": "auditctl is not installed (package auditd): the rules "
+                                          "cannot be listed" + (f"; CONFIG_AUDITSYSCALL={cfg}" if cfg else "")}
+        r = self.run(["auditctl", "-l"], timeout=20)
+        if r is None or r.returncode != 0:
+            return {"rules": None, "why": "auditctl -l failed"
+                    + ("" if self.euid == 0 else " (not root)") + ": "
+                    + _first_line((r.stderr if r else "") or "", "no message")}
+        lines = [l.strip() for l in r.stdout.splitlines() if l.strip()]
+        if lines == ["No rules"]:
+            lines = []
+        return {"rules": lines, "why": None}
+
+    def status_lines(self, keys):
+        """{key: value} from /proc/self/status for the keys asked (None when absent)."""
+        text = self.read("/proc/self/status") or ""
+        got = {}
+        for line in text.splitlines():
+            k, _, v = line.partition(":")
+            if k in keys:
+                got[k] = v.strip()
+        return {k: got.get(k) for k in keys}
+
+    def kernel_state(self, fp):
+        """The kernel settings that change a system call's cost and must travel with every
+        result: audit rules, seccomp, microcode, the entry facts, mitigations and the
+        mitigation-related boot parameters."""
+        st = self.status_lines(("Seccomp", "Seccomp_filters", "NoNewPrivs",
+                                "Speculation_Store_Bypass", "SpeculationIndirectBranch"))
+        vd = fp.get("vdso32") or {}
+        return {
+            "audit": self.audit(),
+            "seccomp": {"mode": st["Seccomp"], "filters": st["Seccomp_filters"],
+                        "no_new_privs": st["NoNewPrivs"],
+                        "why": None if st["Seccomp"] is not None else "no Seccomp line in /proc/self/status"},
+            "speculation": {"store_bypass": st["Speculation_Store_Bypass"],
+                            "indirect_branch": st["SpeculationIndirectBranch"]},
+            "microcode": (fp.get("cpu") or {}).get("microcode"),
+            "vsyscall": (fp.get("vsyscall") or {}).get("mode"),
+            "ia32_emulation": fp.get("ia32_emulation"),
+            "fred": fp.get("fred"),
+            "vdso32_form": vd.get("form"),
+            "vdso32_bytes": vd.get("bytes"),
+            "mitigations": fp.get("mitigations") or {},
+            "mitigation_params": self.mitigation_params(),
+        }
+
+    def mitigation_params(self):
+        """{param: value} of the mitigation-related parameters on the kernel command line
+        ("" for a bare flag such as nopti)."""
+        out = {}
+        for tok in self.cmdline().split():
+            if tok == "--":
+                break
+            k, eq, v = tok.partition("=")
+            if k in MITIGATION_PARAMS:
+                out[k] = v if eq else ""
+        return out
+
     # --- the whole document ------------------------------------------------------------
     def fingerprint(self, fs_path="."):
         self.why = {}
-        cpu = self.cpu()
+        ef = self.entry_facts()
+        cpu = ef["cpu"]
         flags = cpu["flags"]
-        fp = {"schema": "timewrite-fingerprint/1"}
+        fp = {"schema": "timewrite-fingerprint/2"}
         fp["host"] = self.read("/proc/sys/kernel/hostname") or socket.gethostname()
         fp["kernel"] = {"release": self.read("/proc/sys/kernel/osrelease"),
                         "version": self.read("/proc/sys/kernel/version"),
@@ -499,7 +666,7 @@ class Doctor:
         smt = self.read("/sys/devices/system/cpu/smt/control")
         fp["smt"] = smt if smt else self.blind("smt", "no /sys/devices/system/cpu/smt/control (kernel without HOTPLUG_SMT)")
         fp["governor"] = self.governor(flags)
-        fp["fred"], fp["fred_detail"] = self.fred(flags)
+        fp["fred"], fp["fred_detail"] = ef["fred"], ef["fred_detail"]
         fp["root"] = self.euid == 0
         fp["perf_event_paranoid"] = self.int_sysctl(
             "perf_event_paranoid", "/proc/sys/kernel/perf_event_paranoid",
@@ -514,17 +681,11 @@ class Doctor:
                               "bpftrace cannot use kernel struct types or kfunc"
         fp["pmu"] = self.pmu()
 
-        # Entry paths: the live vDSO of a 32-bit process, and how each libc enters.
+        # Entry paths: the live vDSO of a 32-bit process, the vsyscall page, the 64-bit vDSO,
+        # and how each libc enters.
         from . import entrypath
-        if self._vdso32 is not None:
-            v = self._vdso32()
-        elif self.live:
-            v = entrypath.vdso32()
-        else:
-            v = {"available": None, "instruction": None, "disasm": [],
-                 "why": f"not probed: the system root is {self.root}, not this machine"}
-        fp["vdso32"] = v
-        fp["ia32_emulation"], fp["ia32_detail"] = self.ia32(v)
+        for k in ("vdso32", "ia32_emulation", "ia32_detail", "vsyscall", "vdso64"):
+            fp[k] = ef[k]
         if self._libc is not None:
             fp["libc"] = self._libc()
         elif self.live:
@@ -532,6 +693,7 @@ class Doctor:
         else:
             fp["libc"] = {b: {"path": None, "entry": "unknown", "evidence": [],
                               "why": "not probed: fake system root"} for b in ("32", "64")}
+        fp["kernel_state"] = self.kernel_state(fp)
         fp["output_fs"] = self.output_fs(fs_path)
         fp["tools"] = self.tools()
         fp["instruments"] = self.instruments(fp)
@@ -562,17 +724,58 @@ class Doctor:
         notes = []
         vendor = fp["cpu"].get("vendor")
         ins = (fp.get("vdso32") or {}).get("instruction")
-        expect = None
-        if fp.get("fred"):
-            expect = "int80"
-        elif vendor == "GenuineIntel" or vendor == "CentaurHauls":
-            expect = "sysenter"
-        elif vendor in ("AuthenticAMD", "HygonGenuine"):
-            expect = "syscall"
+        expect = "int80" if fp.get("fred") else vendors.fast32(vendor)
         if ins and expect and ins != expect:
             notes.append(f"the vDSO uses {ins} but a {vendor} CPU{' with FRED' if fp.get('fred') else ''} "
                          f"would be expected to use {expect}")
         return notes
+
+
+# The kernel config lines a recording keeps: those the oracle and the fingerprint read.
+RECORD_CONFIG = re.compile(r"^(# )?CONFIG_(?!CRYPTO)\w*(IA32|FRED|VSYSCALL|KPROBES|BTF|MITIGATION|AUDIT|"
+                           r"SECCOMP|COMPAT_VDSO|LOCKDOWN|X86_64|PREEMPT|HZ)\w*")
+
+
+def record(dest):
+    """Write this machine's facts as a system root under dest, for replay with --sysroot.
+
+    Only the files the doctor and the oracle read are kept (the first CPU of /proc/cpuinfo,
+    the [vsyscall] and [vdso] lines of /proc/self/maps, the relevant kernel config lines,
+    ...), plus the live 32-bit vDSO image.  tests/fixtures/machines/ holds such recordings,
+    so the tests of one vendor's path run on the other vendor's machine."""
+    from . import entrypath
+    dest = Path(dest)
+    d = Doctor()
+
+    def put(rel, text):
+        if text is None:
+            return
+        f = dest / rel.lstrip("/")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text.rstrip("\n") + "\n")
+    cpuinfo = d.read("/proc/cpuinfo") or ""
+    put("/proc/cpuinfo", cpuinfo.split("\n\n", 1)[0])
+    put("/proc/cmdline", d.read("/proc/cmdline"))
+    status = d.read("/proc/self/status") or ""
+    put("/proc/self/status", "\n".join(l for l in status.splitlines()
+                                       if l.split(":")[0] in ("NoNewPrivs", "Seccomp", "Seccomp_filters",
+                                                              "Speculation_Store_Bypass",
+                                                              "SpeculationIndirectBranch")))
+    maps = d.read("/proc/self/maps") or ""
+    put("/proc/self/maps", "\n".join(l for l in maps.splitlines()
+                                     if l.rstrip().endswith(("[vsyscall]", "[vdso]"))))
+    for f in ("osrelease", "version", "perf_event_paranoid"):
+        put(f"/proc/sys/kernel/{f}", d.read(f"/proc/sys/kernel/{f}"))
+    put("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        d.read("/sys/devices/system/clocksource/clocksource0/current_clocksource"))
+    for k, v in d.mitigations().items():
+        put(f"/sys/devices/system/cpu/vulnerabilities/{k}", v)
+    cfg = d.kernel_config() or {}
+    lines = [(f"# {k} is not set" if v == "n" else f"{k}={v}") for k, v in sorted(cfg.items())]
+    put(f"/boot/config-{d.read('/proc/sys/kernel/osrelease')}",
+        "\n".join(l for l in lines if RECORD_CONFIG.match(l)))
+    v = entrypath.vdso32(save=dest / RECORDED_VDSO32.lstrip("/"))
+    return dest, v
 
 
 def fingerprint(out_path=None, fs_path="."):
@@ -659,10 +862,18 @@ def add_arguments(parser, name):
     parser.add_argument("--fs", metavar="PATH", default=".",
                         help="path whose file system the runs will write to (default: .)")
     parser.add_argument("--sysroot", metavar="DIR", default=os.environ.get("TW_SYSROOT", "/"),
-                        help="read /proc and /sys under DIR (testing; default / or $TW_SYSROOT)")
+                        help="read /proc and /sys under DIR, e.g. a recording (default / or $TW_SYSROOT)")
+    parser.add_argument("--record", metavar="DIR",
+                        help="write this machine's facts under DIR as a system root that "
+                             "--sysroot can replay (tests/fixtures/machines/ holds such recordings)")
 
 
 def main(args, name):
+    if args.record:
+        dest, v = record(args.record)
+        ui.progress(f"recorded this machine's facts under {dest} (32-bit vDSO: "
+                    f"{v.get('form') or v.get('why')})")
+        return 0
     fp = Doctor(root=args.sysroot).fingerprint(fs_path=args.fs)
     if args.out:
         files.write_json(Path(args.out) / "fingerprint.json", fp)

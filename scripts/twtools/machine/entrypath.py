@@ -49,15 +49,19 @@ INSN_RE = re.compile(r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{2} )+)\s*(.*)$")
 
 VDSO_WHY = {
     "sysenter": "the kernel patched `mov %esp,%ebp; sysenter` into __kernel_vsyscall "
-                "(X86_FEATURE_SYSENTER32: an Intel-compatible CPU running 32-bit code under a "
-                "64-bit kernel); the `int $0x80` after it is only used to restart an "
-                "interrupted call",
+                "(X86_FEATURE_SYSENTER32, SYSFAST32 since 2026: an Intel-compatible CPU running "
+                "32-bit code under a 64-bit kernel); the `int $0x80` after it is only used to "
+                "restart an interrupted call",
     "syscall": "the kernel patched `mov %ecx,%ebp; syscall` into __kernel_vsyscall "
                "(X86_FEATURE_SYSCALL32: an AMD or Hygon CPU); the `int $0x80` after it is only "
                "used to restart an interrupted call",
-    "int80": "neither fast instruction was patched in, so __kernel_vsyscall falls through to "
-             "`int $0x80` (FRED kernels 6.9+ on CPUs that have it, where int 0x80 is itself "
-             "fast, or a CPU/kernel with neither SYSENTER32 nor SYSCALL32)",
+    "int80-frame": "neither fast instruction was patched in, so __kernel_vsyscall falls through to "
+                   "`int $0x80` after building its frame (FRED kernels 6.9+ on CPUs that have it, "
+                   "where int 0x80 is itself fast, or a CPU/kernel with neither SYSENTER32 nor "
+                   "SYSCALL32)",
+    "int80-direct": "__kernel_vsyscall starts with `int $0x80; ret`: a kernel from 2026 with no fast "
+                    "32-bit instruction here (X86_FEATURE_SYSFAST32 clear, e.g. under FRED) enters "
+                    "by int 0x80 directly, without the frame",
 }
 
 
@@ -250,7 +254,7 @@ def read_process_vdso(binary):
         p.wait()
 
 
-def vdso32(binary=None):
+def vdso32(binary=None, save=None):
     """The live 32-bit vDSO's __kernel_vsyscall: which entry instruction the kernel patched in.
 
     {available: bool|None, instruction: "sysenter"|"syscall"|"int80"|None, disasm: [lines],
@@ -290,44 +294,91 @@ def vdso32(binary=None):
         res["why"] = ("the kernel mapped no vDSO into the 32-bit process (booted with vdso32=0?); "
                       "32-bit glibc then enters with int $0x80 for every call")
         return res
-    image, base = proc["image"], proc["base"]
-    res["vdso_base"] = hex(base)
+    res.update(classify_vdso32(proc["image"], proc["base"],
+                               None if sysinfo is None else sysinfo - proc["base"]))
+    if save:
+        # The image and AT_SYSINFO's offset in it: what tests/fixtures/machines/* record.
+        Path(save).write_bytes(proc["image"])
+        Path(str(save) + ".txt").write_text(
+            f"vdso32_size={len(proc['image'])}\n"
+            + (f"at_sysinfo_offset={sysinfo - proc['base']:#x}\n" if sysinfo is not None else ""))
+    return res
+
+
+def classify_vdso32(image, base=0, sysinfo_offset=None):
+    """What a 32-bit vDSO image's __kernel_vsyscall does, from the image alone, so that a
+    recorded vDSO (tests/fixtures/machines/*/vdso32.so) is read exactly as a live one.
+
+    base is the address the image was mapped at (0 for a file); sysinfo_offset the offset
+    AT_SYSINFO pointed at, or None to take __kernel_vsyscall from the symbol table.
+    Returns {available, instruction, form, disasm, why, vdso_base, kernel_vsyscall,
+    landing_pad, bytes, frame}."""
+    res = {"available": True, "instruction": None, "form": None, "disasm": [], "why": None,
+           "vdso_base": hex(base), "kernel_vsyscall": None, "landing_pad": None, "bytes": None}
     try:
         syms = elf_symbols(image)
         load = elf_load_vaddr(image)
     except (ValueError, struct.error, IndexError) as e:
+        res["available"] = None
         res["why"] = f"cannot parse the vDSO image: {e}"
         return res
     sym = syms.get("__kernel_vsyscall")
-    if sysinfo is None and sym is None:
+    if sysinfo_offset is None and sym is None:
         res["available"] = False
         res["why"] = "no AT_SYSINFO and no __kernel_vsyscall in the 32-bit vDSO"
         return res
-    off = (sysinfo - base) if sysinfo is not None else sym[0] - load
+    off = sysinfo_offset if sysinfo_offset is not None else sym[0] - load
     size = sym[1] if sym and sym[1] else 32
-    if sym and sysinfo is not None and sym[0] - load != off:
+    if sym and sysinfo_offset is not None and sym[0] - load != off:
         res["why_mismatch"] = (f"AT_SYSINFO points at vDSO offset {off:#x} but the symbol table says "
                                f"{sym[0] - load:#x}; using AT_SYSINFO")
+    code = image[off:off + size]
     res["kernel_vsyscall"] = hex(base + off)
-    res["bytes"] = image[off:off + size].hex(" ")
+    res["bytes"] = code.hex(" ")
+    res["form"] = vdso32_form(code)
     try:
         insns = disassemble_bytes(image, off, off + size, vma=base)
     except RuntimeError as e:
-        res["available"] = True
-        res["why"] = str(e)
+        res["instruction"] = FORM_INSTRUCTION.get(res["form"])
+        res["why"] = f"{VDSO_WHY.get(res['form'], '')} (not disassembled: {e})"
         return res
-    res["available"] = True
     res["disasm"] = [f"{i['addr']:08x}:  {' '.join(i['bytes']):<21} {i['text']}" for i in insns]
-    kinds = [entry_kind(i["text"]) for i in insns]
-    found = [k for k in kinds if k]
-    res["instruction"] = found[0] if found else None
+    res["instruction"] = FORM_INSTRUCTION.get(res["form"])
+    # The landing pad: the instruction after the int $0x80 that follows the fast instruction.
     for n, i in enumerate(insns):
-        if entry_kind(i["text"]) == "int80" and n + 1 < len(insns):
+        if entry_kind(i["text"]) == "int80" and n + 1 < len(insns) and \
+                not insns[n + 1]["text"].startswith("ret"):
             res["landing_pad"] = hex(insns[n + 1]["addr"])
     res["frame"] = [i["text"] for i in insns[:3]]
-    res["why"] = VDSO_WHY.get(res["instruction"],
-                              "no entry instruction found in __kernel_vsyscall: unknown layout")
+    res["why"] = VDSO_WHY.get(res["form"], "no entry instruction found in __kernel_vsyscall: unknown layout")
     return res
+
+
+def vdso32_form(code):
+    """The layout of __kernel_vsyscall's machine code:
+
+      sysenter      push ecx/edx/ebp, mov esp,ebp, sysenter, int $0x80, pop..., ret (Intel)
+      syscall       the same with mov ecx,ebp; syscall (AMD)
+      int80-frame   the same frame with no fast instruction patched in: int $0x80 (FRED, or a
+                    CPU with neither, on kernels before 2026)
+      int80-direct  int $0x80; ret before the frame (kernels from 2026, X86_FEATURE_SYSFAST32
+                    clear: "When using int $0x80, use it directly")
+      unknown       none of these"""
+    if code[:3] == b"\xcd\x80\xc3":
+        return "int80-direct"
+    i80 = code.find(b"\xcd\x80")
+    head = code[:i80] if i80 >= 0 else code
+    if b"\x0f\x34" in head:
+        return "sysenter"
+    if b"\x0f\x05" in head:
+        return "syscall"
+    if i80 >= 0:
+        return "int80-frame"
+    return "unknown"
+
+
+FORM_INSTRUCTION = {"sysenter": "sysenter", "syscall": "syscall", "int80-frame": "int80",
+                    "int80-direct": "int80"}
 
 
 def vdso64():
@@ -556,6 +607,9 @@ def add_arguments(parser, name):
                                              "(default: one from build/, else a tiny one made with nasm)")
         parser.add_argument("--64", dest="show64", action="store_true",
                             help="also list the 64-bit vDSO's functions")
+        parser.add_argument("--save", metavar="FILE",
+                            help="also write the vDSO image to FILE and AT_SYSINFO's offset to "
+                                 "FILE.txt (to record a machine)")
     else:
         parser.add_argument("paths", nargs="*", metavar="PATH",
                             help="libraries or programs to classify (default: this machine's "
@@ -564,7 +618,7 @@ def add_arguments(parser, name):
 
 def main(args, name):
     if name == "vdso":
-        r = vdso32(args.binary)
+        r = vdso32(args.binary, save=args.save)
         if args.show64:
             r["vdso64"] = vdso64()
         if args.json:

@@ -2,7 +2,7 @@
 import subprocess
 
 from ..core.paths import BUILD
-from . import registry
+from . import oracle, registry
 
 EXIT_UNSUPPORTED = 77
 
@@ -32,10 +32,26 @@ def check(program, variant):
     return False, why.split("unsupported: ", 1)[-1]
 
 
-def check_all(program="timewrite"):
-    """Every matrix row with 'supported' and 'reason' filled in."""
+def check_all(program="timewrite", facts=None):
+    """Every registry row, probed and judged by the support oracle.
+
+    Each row carries supported and reason as before, plus status (works, unsupported,
+    broken, unpredicted), expect (the oracle's must/cannot/unknown) and oracle (its reason).
+    facts: the machine's entry facts (Doctor.entry_facts() or a fingerprint); taken live
+    when not given."""
+    if facts is None:
+        from .doctor import Doctor
+        facts = Doctor().entry_facts()
+    pred = oracle.predict(facts)
     out = []
-    for v in registry.variants():
-        ok, why = check(program, v["name"])
-        out.append(dict(v, supported=ok, reason=why))
+    for m in registry.mechanisms():
+        ok, why = check(program, m.name)
+        j = oracle.judge(pred[m.name], ok, why)
+        out.append(dict(m.row(), supported=j["supported"], reason=j["reason"], status=j["status"],
+                        expect=j["expect"], oracle=pred[m.name]["why"]))
     return out
+
+
+def broken(rows):
+    """The rows a run must report as errors: must work here, yet failed their probe."""
+    return [r for r in rows if r.get("status") == "broken"]

@@ -77,7 +77,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
             clock=None, realtime=False, timeout=300):
     """Run build/syscost-<variant> --op <op> once and return its result.
 
-    variant   '64-syscall', '32-int80', ... (variants/matrix)
+    variant   '64-syscall', '32-int80', ... (variants/registry)
     op        null | getppid | write-devnull | write-file | write-sync
     size      bytes per write (write ops only; syscost's default when None)
     batches   samples to take (each a batch of `calls` calls)
@@ -244,7 +244,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
         known = {r["name"]: r for r in rows}
         unknown = [v for v in variants if v not in known]
         if unknown:
-            raise ValueError(f"unknown variant(s) {', '.join(unknown)}; see variants/matrix")
+            raise ValueError(f"unknown variant(s) {', '.join(unknown)}; see variants/registry")
         rows = [known[v] for v in variants]
     ops = list(ops) if ops is not None else list(OPS)
     bad = [o for o in ops if o not in OPS]
@@ -614,7 +614,7 @@ def _sizes(text):
 
 def add_arguments(parser, name):
     parser.description = (
-        "Measure ns per system call for every variant (variants/matrix) and operation with "
+        "Measure ns per system call for every variant (variants/registry) and operation with "
         "build/syscost-*, in interleaved rounds; print a table and write percall.json/.csv.")
     options.add_mode_arguments(parser, "a few seconds: 2 rounds, 3 batches, write-file 256 B only",
                               "20 rounds of 10 batches of 2 ms: tighter intervals, a few minutes")

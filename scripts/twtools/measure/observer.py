@@ -22,11 +22,9 @@ from pathlib import Path
 from ..analyse import stats
 from . import tracers
 from ..core import files, proc, ui
-from ..machine import probe
+from ..machine import probe, registry
 
 OP = "getppid"
-VARIANTS = ["64-syscall", "64-libc", "64-int80", "32-libc", "32-int80", "32-sysenter",
-            "32-vdso", "32-syscall"]
 PLAN = {"quick": {"batches": 5, "batch_ms": 1, "warmup_ms": 2},
         "default": {"batches": 10, "batch_ms": 2, "warmup_ms": 5},
         "long": {"batches": 20, "batch_ms": 4, "warmup_ms": 10}}
@@ -67,7 +65,7 @@ def observe(out_dir, mode="default", variants=None):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = PLAN[mode]
-    names = variants or VARIANTS
+    names = variants or [m.name for m in registry.mechanisms() if m.enters_kernel]
     rows = []
     with tempfile.TemporaryDirectory(prefix="tw-obs-", dir=tracers._tmp_dir()) as tmp:
         wr = wrappers(tmp)
@@ -80,10 +78,9 @@ def observe(out_dir, mode="default", variants=None):
                 continue
             ui.progress(f"observer: {v}: bare, strace, perf trace, perf stat, bpftrace")
             bare = None
-            bits = int(v.split("-")[0])
             for tracer in ("none", "strace", "perf-trace", "perf-stat", "bpftrace"):
                 cmd, why = wr[tracer]
-                if tracer == "perf-trace" and (bits != 64 or v.endswith("int80")):
+                if tracer == "perf-trace" and registry.get(v).abi != "x86_64":
                     cmd, why = None, ("perf trace names i386 calls from the x86-64 table; "
                                       "run for native 64-bit variants only")
                 row = {"variant": v, "op": OP, "tracer": tracer, "supported": True}

@@ -289,7 +289,7 @@ def _pick_variants(names=None, program="timewrite"):
     by = {v["name"]: v for v in allv}
     missing = [n for n in names if n not in by]
     if missing:
-        raise ValueError(f"unknown variant(s) {', '.join(missing)}; see variants/matrix")
+        raise ValueError(f"unknown variant(s) {', '.join(missing)}; see variants/registry")
     return [by[n] for n in names]
 
 

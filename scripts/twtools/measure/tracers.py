@@ -250,11 +250,8 @@ def percentiles(buckets, ps=(50, 90, 99)):
 # ---------------------------------------------------------------- runners
 
 def _bits_abi(variant):
-    for v in registry.variants():
-        if v["name"] == variant:
-            return v["bits"], v["abi"]
-    bits = int(variant.split("-")[0])
-    return bits, ("x86_64" if bits == 64 else "i386")
+    m = registry.get(variant)
+    return m.bits, m.abi
 
 
 def _workload(tmp, mode):
@@ -345,8 +342,8 @@ def strace_T(variant, tmp, inp, sync=False):
 
 
 def perf_trace(variant, tmp, inp):
-    bits, _ = _bits_abi(variant)
-    if bits != 64 or variant.endswith("int80"):
+    _, abi = _bits_abi(variant)
+    if abi != "x86_64":
         return {"variant": variant, "supported": False,
                 "reason": "perf trace -s decodes every process with the x86-64 table; "
                           "i386 numbers would get wrong names, so it runs for native "
