@@ -1,78 +1,271 @@
-"""Summaries with uncertainty: every figure a user sees goes through summarize()."""
+"""Summaries with uncertainty: every figure a user sees is computed here, from raw samples.
+
+Three kinds of estimate, one method each:
+
+  summarize(samples)       a median with a distribution-free 95% CI (Hettmansperger-Sheather
+                           interpolated order statistics, scipy.stats.mstats.median_cihs): for
+                           samples that are independent of each other, such as repetitions of
+                           one pass of timewrite.
+  clustered(rounds, ...)   the same, with the process run (a round) as the unit: batches of one
+                           process share its caches, placement and neighbours, so they are not
+                           independent; each round gives one value (the median of its usable
+                           batches) and the CI comes from those values (Kalibera & Jones:
+                           replicate at the level where the variance lives).  The slow drift of
+                           the host within the run is estimated from the early and late halves
+                           of the rounds and folded into the interval, so that it covers a rerun.
+  paired(a, b, ...)        a ratio or difference of two cells measured in the same rounds, one
+                           value per round: drift that moves both cells cancels.
+
+Independent estimates combine by quadrature (diff_summary, ratio_summary, on the log scale for
+ratios).  bootstrap() is the one resampling helper, for statistics with no closed form.
+"""
+import math
+
 import numpy as np
 from scipy import stats as sstats
+from scipy.stats import mstats
 
-CV_UNSTABLE = 0.10     # coefficient of variation at or above this: unstable
-SPREAD_UNSTABLE = 0.50  # min or max further than this from the median: unstable
 CONFIDENCE = 0.95
+Z = float(sstats.norm.ppf(0.5 + CONFIDENCE / 2))
+# An estimate is unstable when its interval is wider than this share of its value: then
+# a rerun could land anywhere in a range too wide to rank mechanisms by.
+UNSTABLE_REL = 0.10
+# k-best floor (LEBench): the mean of the K smallest values, trusted when they lie within
+# FLOOR_SPREAD of each other; a median far above the floor says some runs were disturbed.
+FLOOR_K = 5
+FLOOR_SPREAD = 0.05
+FLOOR_GAP = 0.25
+SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
 
 
-def bootstrap_ci(samples, statistic=np.median, confidence=CONFIDENCE, n_resamples=2000, seed=1):
-    """Percentile bootstrap CI of `statistic`; (x, x) for a single sample.
+def median_ci(x, confidence=CONFIDENCE):
+    """(low, high) of a distribution-free CI for the median of x, or (m, m) for one value.
 
-    The seed is fixed so that rebuilding a report from the same samples gives
-    the same interval."""
-    a = np.asarray(samples, dtype=float)
-    if a.size < 2 or np.all(a == a[0]):
-        v = float(statistic(a)) if a.size else float("nan")
-        return v, v
-    # numpy's median/mean take axis=: resampling vectorised gives the same
-    # interval (same draws) about 40x faster, which sweeps of hundreds of cells need.
-    vec = statistic in (np.median, np.mean)
-    res = sstats.bootstrap((a,), statistic, confidence_level=confidence, n_resamples=n_resamples,
-                           method="percentile", vectorized=vec, random_state=seed,
-                           **({"axis": -1} if vec else {}))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    From 6 values on, Hettmansperger-Sheather interpolation (coverage close to nominal
+    without assuming a distribution); below that, the range of the values, whose coverage
+    for the median is 1 - 2 * 0.5**n (94% for 5 values, 50% for 2): honest, and wide."""
+    a = np.sort(np.asarray(x, dtype=float))
+    if a.size == 0:
+        return None, None
+    if a.size == 1 or a[0] == a[-1]:
+        return float(a[0]), float(a[-1])
+    if a.size < 6:
+        return float(a[0]), float(a[-1])
+    lo, hi = mstats.median_cihs(a, alpha=1 - confidence)
+    return float(lo), float(hi)
+
+
+def _finite(samples):
+    return np.asarray([s for s in samples if s is not None and math.isfinite(s)], dtype=float)
 
 
 def summarize(samples):
-    """{median, ci_low, ci_high, min, max, cv, n, unstable} of a list of numbers.
+    """{median, ci_low, ci_high, min, max, cv, n, unstable} of independent samples.
 
-    unstable is true when CV >= 10% or min/max lie more than 50% from the
-    median: such a cell is reported, flagged, never hidden."""
-    a = np.asarray([s for s in samples if s is not None], dtype=float)
+    Non-finite values are dropped (and counted in 'dropped'); an empty list gives a
+    summary whose median is None, never NaN."""
+    raw = list(samples)
+    a = _finite(raw)
     if a.size == 0:
         return {"median": None, "ci_low": None, "ci_high": None, "min": None, "max": None,
-                "cv": None, "n": 0, "unstable": True}
+                "cv": None, "n": 0, "unstable": True, "dropped": len(raw)}
     med = float(np.median(a))
-    lo, hi = bootstrap_ci(a)
+    lo, hi = median_ci(a)
     mean = float(np.mean(a))
     cv = float(np.std(a, ddof=1) / abs(mean)) if a.size > 1 and mean else 0.0
-    spread = (max(abs(a.max() - med), abs(med - a.min())) / abs(med)) if med else 0.0
-    return {"median": med, "ci_low": lo, "ci_high": hi, "min": float(a.min()),
-            "max": float(a.max()), "cv": cv, "n": int(a.size),
-            "unstable": bool(cv >= CV_UNSTABLE or spread > SPREAD_UNSTABLE)}
+    out = {"median": med, "ci_low": lo, "ci_high": hi, "min": float(a.min()),
+           "max": float(a.max()), "cv": cv, "n": int(a.size),
+           "unstable": unstable(med, lo, hi)}
+    if len(raw) != a.size:
+        out["dropped"] = len(raw) - int(a.size)
+    return out
+
+
+def unstable(med, lo, hi):
+    """Whether an estimate's interval is too wide to rank by (see UNSTABLE_REL)."""
+    if med is None or lo is None or hi is None:
+        return True
+    if med == 0:
+        return hi != lo
+    return bool((hi - lo) / 2 / abs(med) > UNSTABLE_REL)
+
+
+def floor(values, k=FLOOR_K, spread=FLOOR_SPREAD):
+    """The k-best floor: mean of the k smallest values, and whether they agree within
+    `spread` of each other (LEBench's K=5 within 5%)."""
+    a = np.sort(_finite(values))
+    if a.size == 0:
+        return {"value": None, "why": "no values", "k": 0, "agree": None}
+    best = a[:min(k, a.size)]
+    agree = bool(best[-1] <= best[0] * (1 + spread)) if best[0] > 0 else None
+    return {"value": float(best.mean()), "k": int(best.size), "agree": agree,
+            "why": None if best.size == k else f"only {best.size} values"}
+
+
+def clustered(rounds, times=None):
+    """The estimate of one cell measured in several process runs.
+
+    rounds: one list of batch values per round (already without disturbed batches, or all of
+    them when the caller keeps them); times: each round's start, in seconds, for the drift
+    split (rounds in list order when None).  Returns the summary keys plus:
+
+      ci_stat_low/high  the CI from the round values alone
+      drift             how far the value moves over one run's length (drift_of), in the
+                        cell's unit: where a rerun started right after would land
+      ci_low/high       the CI widened by the drift, in quadrature: the interval a rerun
+                        is expected to fall in
+      floor             the k-best floor over every batch, and gap_to_floor = median/floor - 1
+      n_rounds, n       rounds and batches used"""
+    vals, per_round_n, order = [], [], []
+    for i, r in enumerate(rounds):
+        a = _finite(r)
+        if a.size:
+            vals.append(float(np.median(a)))
+            per_round_n.append(int(a.size))
+            order.append(times[i] if times is not None else i)
+    if not vals:
+        out = summarize([])
+        out.update(n_rounds=0, drift=None, floor=floor([]), gap_to_floor=None)
+        return out
+    v = np.asarray(vals)[np.argsort(order, kind="stable")]
+    med = float(np.median(v))
+    lo, hi = median_ci(v)
+    drift = drift_of(v)
+    d = drift or 0.0
+    wlo = med - math.hypot(med - lo, d)
+    whi = med + math.hypot(hi - med, d)
+    allb = _finite([x for r in rounds for x in r])
+    fl = floor(allb)
+    mean = float(np.mean(v))
+    return {"median": med, "ci_low": wlo, "ci_high": whi, "ci_stat_low": lo, "ci_stat_high": hi,
+            "min": float(allb.min()), "max": float(allb.max()),
+            "cv": float(np.std(v, ddof=1) / abs(mean)) if v.size > 1 and mean else 0.0,
+            "n": int(sum(per_round_n)), "n_rounds": int(v.size), "drift": drift,
+            "floor": fl, "gap_to_floor": (med / fl["value"] - 1) if fl["value"] else None,
+            "unstable": unstable(med, wlo, whi)}
+
+
+def drift_of(v):
+    """Slow drift in a time-ordered series of round values: how far the cell's value moves
+    over one run's length, which is how far a rerun started right after this run is expected
+    to land from it.  The medians of the early and late halves lie half a run apart, so
+    their difference, less what the halves' own scatter explains (method of moments), is
+    doubled.  None with fewer than 6 rounds (3 per half), too few to tell drift from scatter."""
+    v = np.asarray(v, dtype=float)
+    if v.size < 6:
+        return None
+    h = v.size // 2
+    early, late = v[:h], v[-h:]
+    delta = float(np.median(late) - np.median(early))
+    se = 0.0
+    for half in (early, late):
+        lo, hi = median_ci(half)
+        se += ((hi - lo) / 2 / Z) ** 2
+    return 2 * math.sqrt(max(0.0, delta ** 2 - se))
+
+
+def paired(a_rounds, b_rounds, how="ratio"):
+    """a/b (or a-b) of two cells measured in the same rounds: one value per round, from the
+    medians of each round's batches, then a median with its CI over rounds.  Rounds where
+    either cell has no value are left out."""
+    vals = []
+    for ra, rb in zip(a_rounds, b_rounds):
+        xa, xb = _finite(ra), _finite(rb)
+        if xa.size == 0 or xb.size == 0:
+            continue
+        ma, mb = float(np.median(xa)), float(np.median(xb))
+        if how == "ratio":
+            if mb == 0:
+                continue
+            vals.append(ma / mb)
+        else:
+            vals.append(ma - mb)
+    s = summarize(vals)
+    s["n_rounds"] = s["n"]
+    return s
 
 
 def half_width_rel(s):
-    """95% CI half-width relative to the median, or None."""
-    if not s or s.get("median") in (None, 0):
+    """CI half-width relative to the median, or None."""
+    if not s or s.get("median") in (None, 0) or s.get("ci_low") is None:
         return None
     return (s["ci_high"] - s["ci_low"]) / 2 / abs(s["median"])
 
 
 def diff_summary(a, b):
     """Summary-like estimate of a - b for two independent summaries (CI by quadrature)."""
-    if a.get("median") is None or b.get("median") is None:
+    if not a or not b or a.get("median") is None or b.get("median") is None:
         return None
     d = a["median"] - b["median"]
-    ea = (a["ci_high"] - a["ci_low"]) / 2
-    eb = (b["ci_high"] - b["ci_low"]) / 2
-    e = float(np.hypot(ea, eb))
-    return {"median": d, "ci_low": d - e, "ci_high": d + e, "min": None, "max": None,
-            "cv": None, "n": min(a["n"], b["n"]), "unstable": bool(a["unstable"] or b["unstable"])}
+    lo = math.hypot(a["median"] - a["ci_low"], b["ci_high"] - b["median"])
+    hi = math.hypot(a["ci_high"] - a["median"], b["median"] - b["ci_low"])
+    return {"median": d, "ci_low": d - lo, "ci_high": d + hi, "min": None, "max": None,
+            "cv": None, "n": min(a.get("n") or 0, b.get("n") or 0),
+            "unstable": bool(a.get("unstable") or b.get("unstable"))}
+
+
+def ratio_summary(a, b):
+    """a/b for two independent summaries, b positive.  The CI comes by quadrature on the log
+    scale when a's interval is positive too, else by first-order propagation of the relative
+    errors (a can then be a difference that crosses zero)."""
+    if not a or not b or a.get("median") is None or not b.get("median") or b["median"] <= 0 \
+            or a.get("ci_low") is None or b.get("ci_low") is None:
+        return None
+    r = a["median"] / b["median"]
+    base = {"min": None, "max": None, "cv": None, "n": min(a.get("n") or 0, b.get("n") or 0),
+            "unstable": bool(a.get("unstable") or b.get("unstable"))}
+    if a["median"] > 0 and a["ci_low"] > 0 and b["ci_low"] > 0:
+        lo = math.hypot(math.log(a["median"] / a["ci_low"]), math.log(b["ci_high"] / b["median"]))
+        hi = math.hypot(math.log(a["ci_high"] / a["median"]), math.log(b["median"] / b["ci_low"]))
+        return dict(base, median=r, ci_low=r * math.exp(-lo), ci_high=r * math.exp(hi))
+    ra = (a["ci_high"] - a["ci_low"]) / 2
+    rb = (b["ci_high"] - b["ci_low"]) / 2 / b["median"]
+    e = math.hypot(ra / b["median"], r * rb)
+    return dict(base, median=r, ci_low=r - e, ci_high=r + e)
+
+
+def bootstrap(data, statistic, n_resamples=2000, seed=1, confidence=CONFIDENCE):
+    """(low, high): the one resampling helper, scipy.stats.bootstrap's BCa interval of
+    statistic(*data) where each element of data is resampled on its own.  The seed is fixed
+    so that a report rebuilt from the same samples gives the same interval."""
+    arrays = tuple(np.asarray(d, dtype=float) for d in data)
+    if any(a.size < 2 for a in arrays):
+        v = float(statistic(*arrays)) if all(a.size for a in arrays) else None
+        return v, v
+    res = sstats.bootstrap(arrays, statistic, confidence_level=confidence, n_resamples=n_resamples,
+                           method="BCa", vectorized=False, random_state=seed)
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        res = sstats.bootstrap(arrays, statistic, confidence_level=confidence,
+                               n_resamples=n_resamples, method="percentile", vectorized=False,
+                               random_state=seed)
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return lo, hi
+
+
+def scale(s, k):
+    """A summary multiplied by a positive constant (None stays None)."""
+    if s is None:
+        return None
+    out = dict(s)
+    for key in ("median", "ci_low", "ci_high", "ci_stat_low", "ci_stat_high", "min", "max", "drift"):
+        if out.get(key) is not None:
+            out[key] = out[key] * k
+    return out
 
 
 def fmt(s, unit="ns", digits=None):
-    """'123.4 ns [122.9, 124.0]' with a trailing '!' for unstable, or 'unknown (why)'."""
+    """'123.4 ns [122.9, 124.0]' with ' (unstable)', or 'unknown (why)'."""
     if s is None:
         return "unknown"
     if "value" in s and s.get("value") is None:
         return f"unknown ({s.get('why', 'not measured')})"
-    m = s["median"]
-    if m is None:
-        return "unknown"
+    m = s.get("median")
+    if m is None or not math.isfinite(m):
+        return f"unknown ({s.get('why') or 'no value recorded'})"
     if digits is None:
         digits = 1 if abs(m) >= 10 else 2 if abs(m) >= 1 else 3
-    out = f"{m:.{digits}f} {unit} [{s['ci_low']:.{digits}f}, {s['ci_high']:.{digits}f}]"
-    return out + (" (unstable)" if s.get("unstable") else "")
+    lo, hi = s.get("ci_low"), s.get("ci_high")
+    ci = (f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None
+          and math.isfinite(lo) and math.isfinite(hi) else "")
+    return f"{m:.{digits}f} {unit}{ci}" + (" (unstable)" if s.get("unstable") else "")

@@ -35,7 +35,6 @@ The server's glibc is unknown, so what is said about the server's row is only wh
 COULD explain there, bounded by the row's system time.
 """
 import csv
-import math
 
 from ..machine import registry
 from . import stats
@@ -145,30 +144,6 @@ def seed_slow_row(ref):
     return max(cands, key=lambda r: r["real_s"] / r["loops"]) if cands else None
 
 
-def scale(s, k):
-    """A summary multiplied by a positive constant."""
-    if s is None:
-        return None
-    out = dict(s)
-    for key in ("median", "ci_low", "ci_high", "min", "max"):
-        if out.get(key) is not None:
-            out[key] = out[key] * k
-    return out
-
-
-def ratio_summary(a, b):
-    """a/b with a CI by first-order error propagation of two independent summaries."""
-    if not a or not b or a.get("median") in (None,) or not b.get("median"):
-        return None
-    r = a["median"] / b["median"]
-    ra = (a["ci_high"] - a["ci_low"]) / 2 / abs(a["median"]) if a["median"] else 0.0
-    rb = (b["ci_high"] - b["ci_low"]) / 2 / abs(b["median"])
-    e = abs(r) * math.hypot(ra, rb)
-    return {"median": r, "ci_low": r - e, "ci_high": r + e, "min": None, "max": None, "cv": None,
-            "n": min(a.get("n") or 0, b.get("n") or 0),
-            "unstable": bool(a.get("unstable") or b.get("unstable"))}
-
-
 # -- the parts --------------------------------------------------------------------------------
 
 def seed_rows_explained(ref, delta):
@@ -181,7 +156,7 @@ def seed_rows_explained(ref, delta):
         if r["bufsize"] != small:
             continue
         calls = r.get("loops")
-        explained = scale(delta, calls / 1e9) if (delta and calls) else None
+        explained = stats.scale(delta, calls / 1e9) if (delta and calls) else None
         real = r.get("real_s")
         cpu_bound = ((r.get("user_s") or 0) + (r.get("sys_s") or 0) + 2 * TICK_S)
         out.append({
@@ -209,7 +184,7 @@ def bitness(data):
         a, b = core(r64["real_s"]), core(r32["real_s"])
         d = stats.diff_summary(b, a)  # 32 - 64
         out["modes"][mode] = {"real_64_s": a, "real_32_s": b,
-                              "faster_64_pct": scale(ratio_summary(d, b), 100) if d else None,
+                              "faster_64_pct": stats.scale(stats.ratio_summary(d, b), 100) if d else None,
                               "calls": r32.get("calls")}
     att = (data.get("attribution") or {}).get("rows", [])
     for op in ("write-sync", "write-file"):
@@ -287,7 +262,7 @@ def decide(data, ref):
     own, own_why = sweep_row(data, LIBC32, "sync", 256)
     own_expl = None
     if own and libc_over_fast:
-        e = scale(libc_over_fast, (own.get("calls") or 0) / 1e9)
+        e = stats.scale(libc_over_fast, (own.get("calls") or 0) / 1e9)
         own_expl = {"calls": own.get("calls"), "real_s": core(own["real_s"]), "explained_s": e,
                     "fraction": e["median"] / own["real_s"]["median"] if own["real_s"]["median"] else None}
 
@@ -351,7 +326,7 @@ def decide(data, ref):
         "fast_path": fv, "fast_null_ns": core(fcell),
         "int80_delta_ns": delta, "int80_vs_fast_ns": delta_fast,
         "libc_vs_fast_ns": libc_over_fast,
-        "int80_ratio": ratio_summary(core(c80), core(clibc)) if delta else None,
+        "int80_ratio": stats.ratio_summary(core(c80), core(clibc)) if delta else None,
         "seed_slow_row": {k: slow[k] for k in ("platform", "mode", "bufsize", "loops", "user_s",
                                                "sys_s", "real_s")} if slow else None,
         "seed_rows": rows,

@@ -390,7 +390,7 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                     line[1] = row.get("calls")
                 v = row.get(key) if row else None
                 if isinstance(v, dict) and v.get("median") is not None and scale != 1.0:
-                    v = verdict_mod.scale(v, scale)
+                    v = stats.scale(v, scale)
                 line.append(fmt(v, unit) if (v and not verdict_mod.is_blind(v)) else
                             (f"unknown ({v.get('why')})" if v else "not measured"))
             rows.append(line)
@@ -504,8 +504,8 @@ def sec_writev(doc, data):
     rows = []
     for r in data["writev"].get("rows", []):
         ratio = r.get("ratio")
-        rows.append([r["bits"], r["n_buffers"], r["size"], fmt_s(verdict_mod.scale(r.get("write_ns"), 1e-3), "µs"),
-                     fmt_s(verdict_mod.scale(r.get("writev_ns"), 1e-3), "µs"), fmt(ratio, "×") if ratio else "unknown",
+        rows.append([r["bits"], r["n_buffers"], r["size"], fmt_s(stats.scale(r.get("write_ns"), 1e-3), "µs"),
+                     fmt_s(stats.scale(r.get("writev_ns"), 1e-3), "µs"), fmt(ratio, "×") if ratio else "unknown",
                      "writev" if ratio and ratio.get("ci_high") is not None and ratio["ci_high"] < 1 else
                      "write" if ratio and ratio.get("ci_low") is not None and ratio["ci_low"] > 1 else "tie",
                      r.get("iov_max")])

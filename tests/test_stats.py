@@ -1,0 +1,131 @@
+"""Known answers for the statistics every figure goes through (twtools.analyse.stats).
+
+Why it can break: a wrong confidence level or quantile, an interval computed over batches
+when the variance lives between processes, a drift estimate that fires on pure scatter, or a
+paired ratio that stops cancelling what two cells share.  Each test draws synthetic samples
+whose true value is known, with a fixed seed, and checks that the 95% intervals cover it in
+about 95% of the draws (93-97% over 2,000 draws, a band of about +-2 binomial standard
+errors): a CI computed at 50%, or from the wrong unit, fails."""
+import math
+
+import numpy as np
+import pytest
+
+from twtools.analyse import stats
+
+DRAWS = 2000
+
+
+def coverage(make, estimate, truth, seed):
+    rng = np.random.default_rng(seed)
+    hit = 0
+    for _ in range(DRAWS):
+        s = estimate(make(rng))
+        hit += s["ci_low"] <= truth <= s["ci_high"]
+    return hit / DRAWS
+
+
+@pytest.mark.parametrize("n", [8, 20, 60])
+def test_median_ci_covers_the_true_median(n):
+    # Right-skewed, like timings: lognormal with median 100.
+    c = coverage(lambda r: r.lognormal(np.log(100), 0.15, n), stats.summarize, 100.0, seed=n)
+    assert 0.93 <= c <= 0.97, c
+
+
+def test_a_smaller_confidence_level_fails_the_coverage_band(monkeypatch):
+    monkeypatch.setattr(stats, "CONFIDENCE", 0.50)
+    monkeypatch.setattr(stats.median_ci, "__defaults__", (0.50,))
+    c = coverage(lambda r: r.lognormal(np.log(100), 0.15, 20), stats.summarize, 100.0, seed=3)
+    assert c < 0.80          # the band above would have caught this level
+
+
+def rounds_with_process_effect(rng, n_rounds=20, batches=8, between=0.05, within=0.01):
+    """Batches of one process share its effect: the variance lives between rounds."""
+    return [list(100 * np.exp(rng.normal(0, between)) * np.exp(rng.normal(0, within, batches)))
+            for _ in range(n_rounds)]
+
+
+def test_clustered_ci_replicates_at_the_process_level():
+    c = coverage(rounds_with_process_effect, stats.clustered, 100.0, seed=11)
+    assert c >= 0.93, c
+    # Pooling the same batches as if independent claims far more than it knows.
+    pooled = coverage(lambda r: [x for rd in rounds_with_process_effect(r) for x in rd],
+                      stats.summarize, 100.0, seed=11)
+    assert pooled < 0.85, pooled
+
+
+def test_clustered_intervals_of_back_to_back_runs_overlap_under_drift():
+    """Two runs, back to back, of a machine that drifts: the intervals with the within-run
+    drift folded in overlap as two honest intervals of one quantity should; the bare
+    round-to-round CIs mostly do not."""
+    rng = np.random.default_rng(5)
+    with_drift = bare = 0
+    for _ in range(400):
+        level = 100.0
+        runs = []
+        for _ in range(2):
+            rounds = []
+            for i in range(20):
+                level *= np.exp(rng.normal(0.002, 0.002))       # slow upward drift
+                rounds.append(list(level * np.exp(rng.normal(0, 0.01, 8))))
+            runs.append(stats.clustered(rounds))
+        a, b = runs
+        with_drift += a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]
+        bare += a["ci_stat_low"] <= b["ci_stat_high"] and b["ci_stat_low"] <= a["ci_stat_high"]
+    assert with_drift / 400 >= 0.90, with_drift
+    assert bare / 400 < 0.5, bare
+
+
+def test_drift_is_not_invented_from_scatter():
+    rng = np.random.default_rng(2)
+    d = [stats.drift_of(rng.normal(100, 2, 20)) for _ in range(500)]
+    assert np.median(d) == 0.0                 # most flat series show no drift at all
+    trend = np.linspace(95, 105, 20) + rng.normal(0, 0.2, 20)
+    assert 8 < stats.drift_of(trend) < 13      # 10 over the run: halves' centres 5 apart
+    assert stats.drift_of([1, 2, 3]) is None   # too few rounds to tell
+
+
+def test_paired_ratio_cancels_what_both_cells_share():
+    rng = np.random.default_rng(9)
+    hit, widths = 0, []
+    for _ in range(DRAWS):
+        a, b = [], []
+        for _ in range(20):
+            shared = np.exp(rng.normal(0, 0.08))        # the host's speed this round
+            a.append(list(300 * shared * np.exp(rng.normal(0, 0.01, 8))))
+            b.append(list(100 * shared * np.exp(rng.normal(0, 0.01, 8))))
+        s = stats.paired(a, b, "ratio")
+        hit += s["ci_low"] <= 3.0 <= s["ci_high"]
+        widths.append((s["ci_high"] - s["ci_low"]) / 2 / 3.0)
+    assert 0.93 <= hit / DRAWS <= 0.97
+    # The shared 8% round-to-round scatter is gone: the ratio is known to about 1%.
+    assert np.median(widths) < 0.02
+
+
+def test_paired_difference_and_missing_rounds():
+    a = [[10, 11], [12], [], [13]]
+    b = [[5, 5], [6], [7], []]
+    s = stats.paired(a, b, "diff")
+    assert s["n_rounds"] == 2 and s["median"] == pytest.approx(5.75)
+
+
+def test_quadrature_combinations():
+    a = {"median": 10.0, "ci_low": 9.0, "ci_high": 11.0, "n": 5}
+    b = {"median": 4.0, "ci_low": 3.0, "ci_high": 5.0, "n": 7}
+    d = stats.diff_summary(a, b)
+    assert d["median"] == 6.0 and d["ci_low"] == pytest.approx(6 - math.sqrt(2))
+    r = stats.ratio_summary(a, b)
+    assert r["median"] == 2.5 and r["ci_low"] < 2.5 < r["ci_high"]
+    assert r["ci_low"] == pytest.approx(2.5 * math.exp(-math.hypot(math.log(10 / 9), math.log(5 / 4))))
+    neg = stats.ratio_summary({"median": -1.0, "ci_low": -2.0, "ci_high": 0.5, "n": 3}, b)
+    assert neg["median"] == -0.25 and neg["ci_low"] < -0.25 < neg["ci_high"]
+
+
+def test_floor_and_nan_never_become_numbers():
+    f = stats.floor([100, 101, 102, 103, 104, 150, 200])
+    assert f["value"] == pytest.approx(102) and f["agree"] is True
+    assert stats.floor([100, 120, 140, 160, 180])["agree"] is False
+    s = stats.summarize([float("nan"), float("inf"), 3.0])
+    assert s["median"] == 3.0 and s["n"] == 1 and s["dropped"] == 2
+    assert stats.summarize([float("nan")])["median"] is None
+    assert stats.fmt({"median": float("nan")}).startswith("unknown")
