@@ -5,13 +5,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from twtools.analyse import stats, verdict  # noqa: E402
+from twtools.analyse import results, seedref, stats, verdict  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 
 
 def data(name="results-fixture"):
-    return verdict.load(FIX / name)
+    return results.load(FIX / name)
 
 
 def ref_row(platform="server-linux-2.6-ext4", real=20.58, sys_s=0.02, loops=512):
@@ -23,7 +23,7 @@ def ref_row(platform="server-linux-2.6-ext4", real=20.58, sys_s=0.02, loops=512)
 
 def test_fixture_verdict_is_decided_and_numbers_carried():
     d = data()
-    v = verdict.decide(d, verdict.read_reference())
+    v = verdict.decide(d, seedref.read())
     assert v["verdict"] in ("supported", "refuted", "inconclusive")
     assert v["libc32_entry"] == d["fingerprint"]["libc"]["32"]["entry"]
     c80 = verdict.percall_cell(d, "32-int80")
@@ -35,7 +35,7 @@ def test_fixture_verdict_is_decided_and_numbers_carried():
 
 
 def test_inconclusive_fixture_gives_reasons():
-    v = verdict.decide(data("results-inconclusive"), verdict.read_reference())
+    v = verdict.decide(data("results-inconclusive"), seedref.read())
     assert v["verdict"] == "inconclusive"
     text = " ".join(v["reasons"])
     assert "unstable" in text and "unknown" in text

@@ -5,4 +5,4 @@ ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "build"
 TRACES = ROOT / "traces"
 RESULTS = ROOT / "results"
-REFERENCE = ROOT.parent / "shared" / "reference"  # the seed's published numbers, if present
+SEED = ROOT / "data" / "seed"  # the seed's published numbers (data/seed/README.md)
