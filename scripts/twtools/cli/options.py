@@ -1,4 +1,7 @@
-"""Options shared by several commands."""
+"""Options shared by several commands, and the argparse types that check a value before any
+work is done: a bad value is one line from argparse and exit 2, never a traceback later."""
+import argparse
+import os
 
 
 def add_mode_arguments(parser, quick_help, long_help):
@@ -7,3 +10,62 @@ def add_mode_arguments(parser, quick_help, long_help):
     g.add_argument("--quick", dest="mode", action="store_const", const="quick", help=quick_help)
     g.add_argument("--long", dest="mode", action="store_const", const="long", help=long_help)
     parser.set_defaults(mode="default")
+
+
+def names_of(choices, what):
+    """A type for a comma list whose items must all be among choices."""
+    choices = list(choices)
+
+    def parse(text):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in items if x not in choices]
+        if not items or bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {bad[0] if bad else repr(text)}; choose from {', '.join(choices)}")
+        return items
+    return parse
+
+
+def checked(fn):
+    """A type from a parser that raises ValueError with a message."""
+    def parse(text):
+        try:
+            return fn(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e))
+    parse.__name__ = fn.__name__
+    return parse
+
+
+def int_range(lo, hi):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer")
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} is out of range [{lo}, {hi}]")
+        return v
+    return parse
+
+
+def allowed_cpu(text):
+    """A CPU this process may run on (sched_getaffinity), so that pinning cannot fail later."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a CPU number")
+    allowed = sorted(os.sched_getaffinity(0))
+    if v not in allowed:
+        raise argparse.ArgumentTypeError(
+            f"CPU {v} is not one this process may use ({', '.join(map(str, allowed))})")
+    return v
+
+
+def writable_dir(text):
+    """An existing directory this user can create files in."""
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is not an existing directory")
+    if not os.access(text, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not writable by this user")
+    return text

@@ -1,0 +1,245 @@
+"""The per-call matrix's figures, computed from percall.json's raw rounds every time.
+
+For each cell (mechanism, operation, size, loop shape):
+
+  the estimate   stats.clustered over its rounds: one value per process run (the median of
+                 its undisturbed batches), a distribution-free CI over runs, the host's drift
+                 within the run folded in, and the k-best floor beside the median;
+  the ratio      to the reference cell (64-bit syscall, null, ret) of the same round, paired
+                 by round (stats.paired): what compares across runs and machines, since
+                 drift that moves both cells cancels;
+  disturbance    how many batches syscost saw disturbed (an involuntary context switch or
+                 stolen time inside the timed window) and were left out.
+
+And for each mechanism and operation with both shapes, the post-return penalty: the cell
+called and left by `ret` minus the same cell left by an indirect jump, paired by round.  It is
+what the CPU's return-stack predictor costs after the kernel returns; entry/exit figures come
+from the jump (or inline) shape so that the penalty is not booked as kernel work.
+
+A results directory written before rounds were kept (percall.json without "rounds") still
+analyses: its flat sample list is cut into rounds of params.batches, and every figure from it
+is labelled as such.
+"""
+import math
+
+from ..machine import registry
+from . import stats
+
+ANALYSIS = "percall/2"
+# A cell is unstable when its estimate is (stats.unstable), or when more than this share of
+# its batches were disturbed: then the rest may be the lucky ones.
+DISTURBED_UNSTABLE = 0.5
+# Below this many rounds the interval is the range of the rounds' values (stats.median_ci),
+# whose coverage is 1 - 2 * 0.5**n: 75% for 3 rounds.  Such a cell is flagged.
+MIN_ROUNDS = 6
+
+
+def key(c):
+    return (c["variant"], c["op"], c.get("size"), c.get("shape") or "ret")
+
+
+def _legacy_rounds(cell, params):
+    """Rounds cut from a v1 cell's flat sample list (params.batches per round, in order)."""
+    flat = cell.get("samples") or []
+    per = params.get("sync_batches") if cell.get("op") == "write-sync" else params.get("batches")
+    per = per or len(flat) or 1
+    out = []
+    for i in range(0, len(flat), per):
+        out.append({"round": i // per, "samples_ns": flat[i:i + per]})
+    return out
+
+
+def rounds_of(doc, cell):
+    """The cell's rounds, and whether they were cut from a legacy flat list."""
+    if "rounds" in cell:
+        return cell["rounds"], False
+    return _legacy_rounds(cell, doc.get("params") or {}), True
+
+
+def usable(rd, key_name="samples_ns"):
+    """A round's batch values without the disturbed ones (all of them if every batch was
+    disturbed, so that a busy round still counts once; the disturbance is reported)."""
+    vals = rd.get(key_name) or []
+    dist = rd.get("disturbed")
+    if not dist or len(dist) != len(vals):
+        return list(vals), 0
+    keep = [v for v, d in zip(vals, dist) if not d]
+    return (keep if keep else list(vals)), sum(1 for d in dist if d)
+
+
+def cell_summary(doc, cell):
+    """The analysed cell: the raw cell's identity plus every figure (no raw samples)."""
+    ident = {k: cell.get(k) for k in ("variant", "bits", "abi", "mechanism", "op", "size",
+                                       "supported", "status", "reason", "errors")}
+    ident["shape"] = cell.get("shape") or "ret"
+    if ident["status"] is None:
+        ident["status"] = "works" if cell.get("supported") else "unsupported"
+    if not cell.get("supported"):
+        return dict(ident, median=None, ci_low=None, ci_high=None, n=0, unstable=False,
+                    flags=[ident["status"]])
+    rounds, legacy = rounds_of(doc, cell)
+    vals, loops, offs, times = [], [], [], []
+    n_batches = n_disturbed = 0
+    for rd in rounds:
+        v, d = usable(rd)
+        vals.append(v)
+        n_batches += len(rd.get("samples_ns") or [])
+        n_disturbed += d
+        times.append(rd.get("t_s", rd.get("round")))
+        loops.extend(rd.get("loop_ns") or [])
+        offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
+    s = stats.clustered(vals, times if None not in times else None)
+    out = dict(ident, **s)
+    out["n_batches"] = n_batches
+    out["disturbed"] = {"batches": n_disturbed, "of": n_batches,
+                        "counted": any("disturbed" in rd for rd in rounds)}
+    if legacy:
+        out["legacy"] = "rounds cut from a flat sample list (results written before rounds were kept)"
+        loops = cell.get("loop_samples") or []
+        if not loops and isinstance(cell.get("loop_ns"), dict):
+            out["loop_ns"] = dict(cell["loop_ns"], from_stored_summary=True)
+        if isinstance(cell.get("offcpu_ns"), dict) and cell["offcpu_ns"].get("samples"):
+            offs = cell["offcpu_ns"]["samples"]
+    if loops:
+        out["loop_ns"] = stats.summarize(loops)
+    out["offcpu_ns"] = stats.summarize(offs) if offs else \
+        out.get("offcpu_ns") or {"value": None, "why": "syscost reported no off-CPU time"}
+    out["calls_per_batch"] = cell.get("calls_per_batch") or \
+        next((rd.get("calls_per_batch") for rd in rounds if rd.get("calls_per_batch")), None)
+    flags, why = [], []
+    if s["n_rounds"] < MIN_ROUNDS:
+        why.append(f"only {s['n_rounds']} round(s): the interval is their range, "
+                   f"{100 * (1 - 2 * 0.5 ** s['n_rounds']):.0f}% coverage")
+    if s["unstable"] and s.get("median") is not None:
+        why.append(f"interval ±{100 * (stats.half_width_rel(s) or 0):.0f}% of the median")
+    if n_batches and n_disturbed / n_batches > DISTURBED_UNSTABLE:
+        why.append(f"{n_disturbed} of {n_batches} batches disturbed")
+    fl = s.get("floor") or {}
+    if s.get("gap_to_floor") is not None and s["gap_to_floor"] > stats.FLOOR_GAP:
+        flags.append("far above floor")
+    out["unstable"] = bool(why) or s.get("median") is None
+    out["unstable_why"] = "; ".join(why) or None
+    if out["unstable"]:
+        flags.append("unstable")
+    if cell.get("errors"):
+        flags.append("error")
+    if s.get("median") is None:
+        flags.append("no samples")
+    out["flags"] = flags
+    out["floor_ns"] = fl.get("value")
+    return out
+
+
+def analyse(doc):
+    """{analysis, reference, cells: [analysed cell], penalties: [...], disturbance, source}
+    from a percall.json document (either schema).  Never raises on a cell that has no
+    samples: it says so."""
+    if not doc:
+        return None
+    cells = [cell_summary(doc, c) for c in doc.get("cells", [])]
+    by_key = {key(c): (c, raw) for c, raw in zip(cells, doc.get("cells", []))}
+    ref = doc.get("reference") or {}
+    ref_name = ref.get("variant") or registry.find(64, "syscall")
+    rkey = (ref_name, ref.get("op", "null"), None, ref.get("shape", "ret"))
+    ref_pair = by_key.get(rkey)
+    legacy = any("rounds" not in c for c in doc.get("cells", []) if c.get("supported"))
+    for c in cells:
+        raw = by_key[key(c)][1]
+        if not c.get("supported") or ref_pair is None or not ref_pair[0].get("supported"):
+            c["ratio"] = None
+            continue
+        c["ratio"] = _paired(doc, raw, ref_pair[1], "ratio")
+    penalties = []
+    for c in cells:
+        if c["shape"] != "ret" or not c.get("supported"):
+            continue
+        jk = (c["variant"], c["op"], c.get("size"), "jmp")
+        if jk in by_key and by_key[jk][0].get("supported"):
+            d = _paired(doc, by_key[key(c)][1], by_key[jk][1], "diff")
+            penalties.append({"variant": c["variant"], "op": c["op"], "size": c.get("size"),
+                              "penalty_ns": d, "ret_ns": c.get("median"),
+                              "jmp_ns": by_key[jk][0].get("median")})
+    nb = sum((c.get("disturbed") or {}).get("of", 0) for c in cells)
+    nd = sum((c.get("disturbed") or {}).get("batches", 0) for c in cells)
+    counted = any((c.get("disturbed") or {}).get("counted") for c in cells)
+    return {"analysis": ANALYSIS, "reference": {"variant": rkey[0], "op": rkey[1], "shape": rkey[3]},
+            "cells": cells, "penalties": penalties,
+            "disturbance": {"batches": nb, "disturbed": nd if counted else None,
+                            "policy": "disturbed batches are left out of each round's value "
+                                      "(a round whose every batch was disturbed counts whole)",
+                            "why": None if counted else
+                            "syscost recorded no disturbance counters in these results"},
+            "unstable": sum(1 for c in cells if c.get("supported") and c.get("unstable")),
+            "measured": sum(1 for c in cells if c.get("supported") and c.get("median") is not None),
+            "source": "legacy flat samples" if legacy else "raw rounds"}
+
+
+def _paired(doc, a, b, how):
+    ra, _ = rounds_of(doc, a)
+    rb, _ = rounds_of(doc, b)
+    by_round_b = {r.get("round"): usable(r)[0] for r in rb}
+    pa, pb = [], []
+    for r in ra:
+        if r.get("round") in by_round_b:
+            pa.append(usable(r)[0])
+            pb.append(by_round_b[r.get("round")])
+    s = stats.paired(pa, pb, how)
+    return s if s.get("median") is not None and math.isfinite(s["median"]) else None
+
+
+def find(analysed, variant, op, size=None, shape="ret"):
+    """The analysed cell, or None."""
+    for c in (analysed or {}).get("cells", []):
+        if c["variant"] == variant and c["op"] == op and c.get("shape", "ret") == shape and \
+                (size is None or c.get("size") == size):
+            return c
+    return None
+
+
+# -- the benchmark's own figures (tw bench --accuracy, --selfcheck) ---------------------------
+
+# Targets the accuracy figures are printed against (never asserted: these machines are noisy).
+TARGET_PERF_RATIO = 0.05     # 64-bit getppid within 5% of perf bench
+TARGET_LOOP_NS = 1.0         # empty loop cost per call
+TARGET_CI_HALF = 0.02        # CI half-width of the fast cells, ratio form at least
+TARGET_WALL_S = 60.0         # the full matrix, default mode
+FAST_OPS = ("null", "getppid", "write-devnull")
+
+
+def accuracy(doc, analysed):
+    """The figures `tw bench --accuracy` prints: perf bench beside our twin cells (shape
+    matched: perf bench calls glibc's getppid(), a called function that returns with ret),
+    the empty loop, the fast cells' CI half-widths, the wall time."""
+    pb = (doc or {}).get("perf_bench") or {}
+    acc = {}
+    if pb.get("samples"):
+        acc["perf_bench_ns"] = stats.summarize(pb["samples"])
+    else:
+        acc["perf_bench_ns"] = {"value": None, "why": pb.get("why") or "perf bench was not run"}
+    libc64, sys64 = registry.find(64, "libc"), registry.find(64, "syscall")
+    for label, name in (("libc", libc64), ("syscall", sys64)):
+        c = find(analysed, name, "getppid")
+        acc[f"getppid_{label}_ns"] = c if c and c.get("median") is not None else \
+            {"value": None, "why": f"{name} getppid was not measured"}
+    twin = acc["getppid_libc_ns"]
+    if acc["perf_bench_ns"].get("median") and twin.get("median"):
+        r = stats.ratio_summary(acc["perf_bench_ns"], twin)
+        acc["perf_over_twin"] = r
+        acc["within_5pct"] = bool(abs(r["median"] - 1) <= TARGET_PERF_RATIO)
+    else:
+        acc["perf_over_twin"], acc["within_5pct"] = None, None
+    loops = [c["loop_ns"]["median"] for c in analysed["cells"]
+             if isinstance(c.get("loop_ns"), dict) and c["loop_ns"].get("median") is not None]
+    acc["loop_ns"] = stats.summarize(loops) if loops else {"value": None, "why": "no cell measured"}
+    acc["loop_ns_max_cell"] = max(loops) if loops else None
+    halfs = []
+    for c in analysed["cells"]:
+        if c["op"] in FAST_OPS and c.get("supported") and c.get("median") is not None:
+            h = stats.half_width_rel(c)
+            hr = stats.half_width_rel(c.get("ratio")) if c.get("ratio") else None
+            halfs.append({"variant": c["variant"], "op": c["op"], "shape": c["shape"],
+                          "median": c["median"], "ci_half_rel": h, "ratio_ci_half_rel": hr})
+    acc["fast_cells"] = halfs
+    acc["wall_s"] = doc.get("wall_s")
+    acc["full_matrix"] = doc.get("full_matrix")
+    return acc

@@ -1,0 +1,88 @@
+"""`tw bench`: measure the per-call matrix, then analyse and print it."""
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+from ..analyse import percall
+from ..core import paths, ui
+from ..machine import registry
+from ..measure import bench
+from ..present import percall as present
+from . import options
+
+
+def _sizes(text):
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--sizes: '{text}' is not a comma-separated list of integers")
+    if not out or any(s < 1 or s > (64 << 20) for s in out):
+        raise ValueError("--sizes: each size must be 1 .. 67108864 bytes")
+    return out
+
+
+def add_arguments(parser, name):
+    parser.description = (
+        "Measure ns per system call for every mechanism (variants/registry), operation and loop "
+        "shape with build/syscost-*, in interleaved rounds; print the matrix with 95% intervals "
+        "and ratios to the 64-bit syscall, and write percall.json (raw rounds).")
+    options.add_mode_arguments(parser, "a few seconds: 3 rounds, write-file 256 B only",
+                               "30 rounds of 10 batches of 1 ms: tighter intervals, a few minutes")
+    parser.add_argument("--out", metavar="DIR",
+                        help="results directory (default results/bench-<host>-<UTC time>)")
+    parser.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
+                        help="variants to run (default: all)")
+    parser.add_argument("--ops", metavar="OP,OP", type=options.names_of(
+        sorted({o for m in registry.mechanisms() for o in m.ops}), "operation"),
+        help="operations (default: each mechanism's own)")
+    parser.add_argument("--shapes", metavar="S,S", type=options.names_of(registry.SHAPES, "shape"),
+                        help="loop shapes: inline, ret, jmp (default: each mechanism's own)")
+    parser.add_argument("--sizes", metavar="N,N", type=options.checked(_sizes),
+                        help="write-file sizes in bytes (default 256,4096; --quick 256)")
+    parser.add_argument("--rounds", type=options.int_range(1, 10000), metavar="R",
+                        help="override the mode's rounds")
+    parser.add_argument("--cpu", type=options.allowed_cpu, metavar="N",
+                        help="pin to CPU N (default: the last one this process may use)")
+    parser.add_argument("--clock", choices=["auto", "tsc", "monotonic"], default=None,
+                        help="syscost's clock (default auto: the TSC when invariant)")
+    parser.add_argument("--dir", metavar="DIR", type=options.writable_dir,
+                        help="where write-file/write-sync write (default: the --out directory)")
+    parser.add_argument("--accuracy", action="store_true",
+                        help="also run perf bench syscall basic and print accuracy/precision figures")
+    parser.add_argument("--no-realtime", dest="realtime", action="store_false",
+                        help="do not ask for SCHED_FIFO (default: ask; needs root)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the analysed matrix as JSON instead of the table")
+
+
+def main(args, name):
+    sizes = args.sizes or ([256] if args.mode == "quick" else None)
+    out = Path(args.out) if args.out else \
+        paths.RESULTS / f"bench-{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    ui.progress(f"bench: {args.mode} mode, results into {out}")
+    doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
+                           sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
+                           accuracy=args.accuracy, clock=args.clock, realtime=args.realtime,
+                           shapes=args.shapes)
+    analysed = percall.analyse(doc)
+    if args.json:
+        print(json.dumps(analysed, indent=1))
+    else:
+        print("\n".join(present.format_table(doc, analysed)))
+        if args.accuracy:
+            print("\n".join(present.format_accuracy(percall.accuracy(doc, analysed))))
+    w = present.unstable_warning(analysed)
+    if w:
+        ui.warn(*w)
+    ui.progress(f"bench: wrote {out / 'percall.json'} in {doc['wall_s']:.1f} s")
+    broken = sorted({c["variant"] for c in analysed["cells"] if c.get("status") == "broken"})
+    if broken:
+        print(f"tw bench: broken here: {', '.join(broken)} (they must work on this machine; "
+              "see tw doctor)", file=sys.stderr)
+        return 1
+    if not analysed["measured"]:
+        print("tw bench: no cell could be measured", file=sys.stderr)
+        return 1
+    return 0
