@@ -1,83 +1,130 @@
-"""tw compare: ratios with bootstrap CIs and Mann-Whitney p-values; the seed as theirs."""
+"""tw compare and tw ab: decisions with intervals, on runs whose true difference is known.
+
+Why it can break: a decision rule that calls noise a difference (or misses 10%), an interval
+that forgets the run-to-run component, a comparison that stops reading the raw rounds, or a
+page that loses the table of what differs between the machines.  Synthetic runs are built as
+percall.json documents with a known ratio between A and B, analysed exactly as real ones."""
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from twtools.core import paths  # noqa: E402
+from twtools.analyse import compare as decide, percall  # noqa: E402
 from twtools.present import compare  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 
 
+def run_doc(rng, scale=1.0, rounds=16, batches=6, drift=0.0, noise=0.03):
+    """A percall.json document of two cells (the reference and 32-int80 null), rounds raw."""
+    cells = {("64-syscall", 100.0): [], ("32-int80", 600.0 * scale): []}
+    level = 1.0
+    for r in range(rounds):
+        level *= 1 + drift
+        host = level * np.exp(rng.normal(0, noise))          # the host's speed this round
+        for (v, base), rds in cells.items():
+            rds.append({"round": r, "t_s": r * 2.0,
+                        "samples_ns": list(base * host * np.exp(rng.normal(0, 0.01, batches)))})
+    out = []
+    for (v, _), rds in cells.items():
+        bits, mech = v.split("-", 1)
+        out.append({"variant": v, "bits": int(bits), "abi": "x86_64" if v == "64-syscall" else "i386",
+                    "mechanism": mech, "op": "null", "size": None, "shape": "ret",
+                    "supported": True, "status": "works", "reason": None, "rounds": rds})
+    return {"schema": "timewrite-percall/2", "params": {"rounds": rounds, "batches": batches},
+            "reference": {"variant": "64-syscall", "op": "null", "shape": "ret"}, "cells": out}
+
+
+def int80(analysed):
+    return percall.find(analysed, "32-int80", "null")
+
+
+@pytest.mark.parametrize("truth,expect", [(1.0, decide.SAME), (1.10, decide.SLOWER),
+                                          (0.90, decide.FASTER)])
+def test_between_runs_decides_known_differences(truth, expect):
+    rng = np.random.default_rng(42)
+    calls = []
+    for _ in range(40):
+        a = percall.analyse(run_doc(rng))
+        b = percall.analyse(run_doc(rng, scale=truth))
+        calls.append(decide.between_runs(int80(a), int80(b))["relative"]["decision"])
+    share = calls.count(expect) / len(calls)
+    # A true 10% difference is found nearly always; no difference is rarely invented.
+    assert share >= 0.9, (truth, calls)
+
+
+def test_no_difference_says_what_could_have_been_detected():
+    rng = np.random.default_rng(1)
+    a, b = percall.analyse(run_doc(rng)), percall.analyse(run_doc(rng))
+    d = decide.between_runs(int80(a), int80(b))["absolute"]
+    if d["decision"] == decide.SAME:
+        assert "could not have been detected" in d["sentence"] and d["detectable_pct"] > 0
+    unknown = decide.decide(None)
+    assert unknown["decision"] == "unknown"
+    assert decide.decide({"median": float("nan"), "ci_low": 1, "ci_high": 2})["decision"] == "unknown"
+
+
+def test_relative_form_removes_a_machine_wide_change():
+    """B's machine is 10% faster at everything: as measured B differs, relative it does not."""
+    rng = np.random.default_rng(7)
+    a = percall.analyse(run_doc(rng))
+    doc = run_doc(rng)
+    for c in doc["cells"]:
+        for rd in c["rounds"]:
+            rd["samples_ns"] = [x * 0.9 for x in rd["samples_ns"]]
+    b = percall.analyse(doc)
+    cmp = decide.between_runs(int80(a), int80(b))
+    assert cmp["absolute"]["decision"] == decide.FASTER
+    assert cmp["relative"]["decision"] == decide.SAME
+
+
+@pytest.mark.parametrize("truth,expect", [(1.0, decide.SAME), (1.10, decide.SLOWER)])
+def test_ab_paired_rounds(truth, expect):
+    rng = np.random.default_rng(3)
+    hits = 0
+    for _ in range(40):
+        a, b = [], []
+        for _ in range(12):
+            host = np.exp(rng.normal(0, 0.05))          # shared by A and B of one round
+            a.append(list(100 * host * np.exp(rng.normal(0, 0.01, 6))))
+            b.append(list(100 * truth * host * np.exp(rng.normal(0, 0.01, 6))))
+        hits += decide.paired_rounds(a, b)["decision"] == expect
+    assert hits >= 36, hits
+
+
 @pytest.fixture(scope="module")
-def two(tmp_path_factory):
+def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("cmp")
-    dirs = [FIX / "results-fixture", FIX / "results-inconclusive"]
-    path = compare.build_compare(dirs, out, seed_reference=False)
+    path = compare.build_compare([FIX / "results-fixture", FIX / "results-inconclusive"], out,
+                                 seed_reference=True)
     return out, path
 
 
-def test_compare_has_ratios_and_pvalues(two):
-    out, path = two
+def test_page_has_decisions_differences_and_the_seed(page):
+    out, path = page
     md = path.read_text()
-    assert "Mann–Whitney" in md
-    assert "ratio [95% CI]" in md
-    # at least one real ratio and p-value line (a stable variant present in both sets)
-    import re
-    assert re.search(r"\| 1\.0\d\d \[\d\.\d{3}, \d\.\d{3}\] \| [\d.]+ \| [\d.e-]+ \| (yes|no) \|", md)
-    assert (out / "compare.html").exists()
-    assert "https://" not in (out / "compare.html").read_text()
+    assert "What differs between the machines" in md
+    assert "relative to each run's 64-bit syscall" in md
+    assert "drift alone could explain" in md
+    assert "server-linux-2.6-ext4 (seed, theirs)" in md and "no decision possible" in md
+    assert (out / "compare.html").exists() and "https://" not in (out / "compare.html").read_text()
 
 
-def test_bootstrap_ratio_and_test():
-    a = [100.0 + i % 5 for i in range(30)]
-    b = [200.0 + i % 5 for i in range(30)]
-    r = compare.bootstrap_ratio(a, b)
-    assert r["ci_low"] <= r["median"] <= r["ci_high"] and 1.9 < r["median"] < 2.1
-    u, p = compare.mann_whitney(a, b)
-    assert p < 1e-6
-    assert compare.bootstrap_ratio(a, b) == r  # fixed seed: deterministic
-    assert compare.mann_whitney([1.0], b) is None
-
-
-def test_compare_with_seed_reference(tmp_path):
-    if not (paths.REFERENCE / "seed_timewrite_runs.csv").exists():
-        pytest.skip(f"seed reference absent at {paths.REFERENCE}")
-    path = compare.build_compare([FIX / "results-fixture"], tmp_path, seed_reference=True)
-    md = path.read_text()
-    assert "seed report (theirs)" in md
-    assert "no test possible" in md
-    assert "server-linux-2.6-ext4 (seed, theirs)" in md
+def test_machine_differences_are_listed(tmp_path):
+    a = compare.ResultSet("A", {"fingerprint": {"cpu": {"vendor": "GenuineIntel"},
+                                                "kernel_state": {"vsyscall": "xonly", "audit": {"rules": []}}}})
+    b = compare.ResultSet("B", {"fingerprint": {"cpu": {"vendor": "AuthenticAMD"},
+                                                "kernel_state": {"vsyscall": "none", "audit": {"rules": ["-a always,exit"]}}}})
+    diff = dict(compare.differences([a, b]))
+    assert diff["vsyscall"] == ["xonly", "none"]
+    assert diff["audit.rules"] == ["none", "-a always,exit"]
+    assert "cpu" in diff
 
 
 def test_compare_is_deterministic(tmp_path):
     a = compare.build_compare([FIX / "results-fixture", FIX / "results-inconclusive"], tmp_path / "a")
     b = compare.build_compare([FIX / "results-fixture", FIX / "results-inconclusive"], tmp_path / "b")
     assert a.read_text().replace(str(tmp_path / "a"), "X") == b.read_text().replace(str(tmp_path / "b"), "X")
-
-
-def _copy_as_host(src, dst, host):
-    import json
-    import shutil
-    shutil.copytree(src, dst)
-    meta = json.loads((dst / "meta.json").read_text())
-    meta["host"] = host
-    (dst / "meta.json").write_text(json.dumps(meta))
-    fp = json.loads((dst / "fingerprint.json").read_text())
-    fp["host"] = host
-    (dst / "fingerprint.json").write_text(json.dumps(fp))
-    return dst
-
-
-def test_same_machine_sets_warn_about_drift(tmp_path):
-    """Two runs of one machine at different times differ by drift too (seen: 146 vs 95 ns)."""
-    a = _copy_as_host(FIX / "results-fixture", tmp_path / "a", "box1")
-    b = _copy_as_host(FIX / "results-fixture", tmp_path / "b", "box1")
-    md = compare.build_compare([a, b], tmp_path / "out", seed_reference=False).read_text()
-    assert "same machine (box1)" in md and "A B A B" in md
-    c = _copy_as_host(FIX / "results-fixture", tmp_path / "c", "box2")
-    md = compare.build_compare([a, c], tmp_path / "out2", seed_reference=False).read_text()
-    assert "same machine" not in md

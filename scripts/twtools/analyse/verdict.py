@@ -34,11 +34,9 @@ and that the answer holds at the extremes.
 The server's glibc is unknown, so what is said about the server's row is only what entry cost
 COULD explain there, bounded by the row's system time.
 """
-import csv
-
 from ..machine import registry
-from . import stats
-from ..core import files, paths
+from . import seedref, stats
+from ..core import files
 
 REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
 SUPPORT_FRACTION = 0.50  # at least this share of the slow row: entry cost is a main cause
@@ -54,35 +52,6 @@ SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstabl
 
 # -- reading ----------------------------------------------------------------------------------
 
-def load(results_dir):
-    """Every stage file of a results directory as {stem: obj or None}."""
-    from pathlib import Path
-    d = Path(results_dir)
-    stems = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
-             "stdio", "tracers", "attribution", "observer", "latency")
-    return {s: files.read_json(d / f"{s}.json") for s in stems}
-
-
-def read_reference(name="seed_timewrite_runs.csv"):
-    """Rows of a reference CSV as dicts with numbers converted; None when absent."""
-    path = paths.REFERENCE / name
-    if not path.exists():
-        return None
-    rows = []
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            out = {}
-            for k, v in r.items():
-                try:
-                    out[k] = float(v) if v not in ("", None) else None
-                    if out[k] is not None and out[k].is_integer() and k in ("bufsize", "loops", "calls", "buf_size"):
-                        out[k] = int(out[k])
-                except ValueError:
-                    out[k] = v
-            rows.append(out)
-    return rows
-
-
 def is_blind(s):
     return isinstance(s, dict) and "value" in s and s.get("value") is None and "why" in s
 
@@ -94,10 +63,12 @@ def core(s):
     return {k: s.get(k) for k in SUMMARY_KEYS}
 
 
-def percall_cell(data, variant, op="null"):
+def percall_cell(data, variant, op="null", shape="ret"):
+    """An analysed per-call cell (twtools.analyse.percall), the ret shape by default: the
+    shape of a libc call, which is what the hypothesis compares."""
     pc = data.get("percall") or {}
     for c in pc.get("cells", []):
-        if c.get("variant") == variant and c.get("op") == op:
+        if c.get("variant") == variant and c.get("op") == op and c.get("shape", "ret") == shape:
             return c
     return None
 
@@ -111,8 +82,8 @@ def cell_problem(c, label):
     if is_blind(c) or c.get("median") is None:
         return f"{label}: unknown ({c.get('why') or 'no value recorded'})"
     if c.get("unstable"):
-        return (f"{label}: unstable (CV {100 * (c.get('cv') or 0):.0f}%, min {c.get('min'):.1f} / "
-                f"max {c.get('max'):.1f} ns around median {c['median']:.1f} ns)")
+        return (f"{label}: unstable ({c.get('unstable_why') or 'wide interval'}; min "
+                f"{c.get('min'):.1f} / max {c.get('max'):.1f} ns around median {c['median']:.1f} ns)")
     return None
 
 
@@ -253,7 +224,7 @@ def decide(data, ref):
 
     slow = seed_slow_row(ref)
     if ref is None:
-        reasons.append(f"the seed's reference table is absent ({paths.REFERENCE / 'seed_timewrite_runs.csv'})")
+        reasons.append(f"the seed's reference table is absent ({seedref.where()})")
     rows = seed_rows_explained(ref, delta)
     slow_expl = next((r for r in rows if slow and r["platform"] == slow["platform"]
                       and r["mode"] == slow["mode"]), None)
@@ -405,8 +376,9 @@ def sentence(v, slow_expl):
 def build_verdict(results_dir, write=True):
     """Decide and (by default) write DIR/verdict.json; returns the dict."""
     from pathlib import Path
-    data = load(results_dir)
-    v = decide(data, read_reference())
+    from . import results
+    data = results.load(results_dir)
+    v = decide(data, seedref.read())
     if write:
         files.write_json(Path(results_dir) / "verdict.json", v)
     return v

@@ -1,49 +1,23 @@
-"""`tw compare DIR1 DIR2 ... [--out DIR] [--seed-reference]`: one report across results sets.
+"""`tw compare DIR1 DIR2 ... [--out DIR] [--seed-reference]`: one page across results sets.
 
-Reads only the results directories (and, with --seed-reference, the seed's published table as
-a pseudo-results set, shown as theirs).  For each mechanism and operation: the per-call cost in
-every set, the ratio to the first set with a bootstrap CI on the raw samples, and a two-sided
-Mann-Whitney U test on the raw samples.  Sets without raw samples (the seed) get "no test
-possible" with the reason.  Output: OUT/compare.md, OUT/compare.html, OUT/plots/*.
-Deterministic: fixed bootstrap seed, fixed plot metadata, no generation date.
+Reads only the results directories (and, with --seed-reference, the seed's published table,
+shown as theirs), analysed with this checkout's methods (twtools.analyse.results).  The first
+directory is the base A; every other set B is compared with it, cell by cell, with a decision
+(twtools.analyse.compare): "B is slower by X% [CI]" only when the interval, which holds both
+runs' drift, excludes zero; otherwise the smallest difference that could have been detected.
+Each cell is compared twice: as measured, and relative to each run's own 64-bit syscall (what
+survives a machine-wide change of speed).  What differs between the machines' kernels (the
+fingerprint's kernel state) is listed first, since any of it can explain a difference.
+Output: OUT/compare.md, OUT/compare.html, OUT/plots/*.  Deterministic.
 """
+import shlex
 from pathlib import Path
 
-import numpy as np
-from scipy import stats as sstats
-
-from ..analyse import verdict as verdict_mod
-from . import plots
+from ..analyse import compare as decide, results, seedref, verdict as verdict_mod
 from ..core import ui
-from .report import Doc, export, fmt_cell, fmt_s
-
-N_BOOT = 2000
-SEED = 1
-ALPHA = 0.05
-
-
-def bootstrap_ratio(a, b, n=N_BOOT, seed=SEED):
-    """median(b)/median(a) with a 95% percentile CI, resampling both raw sample sets."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if a.size < 2 or b.size < 2 or np.median(a) == 0:
-        return None
-    rng = np.random.default_rng(seed)
-    ia = rng.integers(0, a.size, size=(n, a.size))
-    ib = rng.integers(0, b.size, size=(n, b.size))
-    ma = np.median(a[ia], axis=1)
-    mb = np.median(b[ib], axis=1)
-    ok = ma != 0
-    r = mb[ok] / ma[ok]
-    return {"median": float(np.median(b) / np.median(a)), "ci_low": float(np.percentile(r, 2.5)),
-            "ci_high": float(np.percentile(r, 97.5)), "n": int(min(a.size, b.size))}
-
-
-def mann_whitney(a, b):
-    """Two-sided Mann-Whitney U on raw samples: (U, p) or None with fewer than 2 each."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    res = sstats.mannwhitneyu(a, b, alternative="two-sided")
-    return float(res.statistic), float(res.pvalue)
+from . import plots
+from .document import Doc, export
+from .report import fmt_cell, fmt_s
 
 
 class ResultSet:
@@ -55,7 +29,7 @@ class ResultSet:
     @classmethod
     def from_dir(cls, d):
         d = Path(d)
-        data = verdict_mod.load(d)
+        data = results.load(d)
         meta = data.get("meta") or {}
         fp = data.get("fingerprint") or {}
         label = f"{d.name}"
@@ -66,45 +40,58 @@ class ResultSet:
 
     @classmethod
     def from_seed(cls):
-        ref = verdict_mod.read_reference("seed_timewrite_runs.csv")
+        ref = seedref.read(seedref.SEED_RUNS)
         return cls("seed report (theirs)", {"seed_rows": ref}, seed=True) if ref else None
 
-    def cells(self, op):
+    def cells(self, op, shape="ret"):
         pc = self.data.get("percall") or {}
-        return {c["variant"]: c for c in pc.get("cells", []) if c.get("op") == op}
+        return {(c["variant"], c.get("size")): c for c in pc.get("cells", [])
+                if c.get("op") == op and c.get("shape", "ret") == shape}
 
 
-def _samples(c):
-    if not c or c.get("supported") is False:
-        return []
-    s = c.get("samples")
-    return [x for x in s if x is not None] if isinstance(s, list) else []
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif isinstance(v, list):
+            out[f"{prefix}{k}"] = "; ".join(map(str, v)) if v else "none"
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
-def percall_comparison(sets, op):
-    """Rows: variant x set with value, ratio to the first set (bootstrap CI) and U-test p."""
-    real = [s for s in sets if not s.seed]
-    variants = sorted({v for s in real for v in s.cells(op)}, key=lambda v: (-int(v[:2]), v))
-    rows = []
-    base = real[0] if real else None
-    for v in variants:
-        bc = base.cells(op).get(v) if base else None
-        for s in real[1:]:
-            c = s.cells(op).get(v)
-            a, b = _samples(bc), _samples(c)
-            r = bootstrap_ratio(a, b)
-            u = mann_whitney(a, b)
-            why = None
-            if not a or not b:
-                which = base.label if not a else s.label
-                cell = bc if not a else c
-                why = (f"no raw samples in {which}: "
-                       + (f"unsupported ({cell.get('reason')})" if cell and cell.get("supported") is False
-                          else "not measured" if not cell else "blind or empty"))
-            rows.append({"op": op, "variant": v, "base": base.label, "other": s.label,
-                         "base_cell": bc, "other_cell": c, "ratio": r,
-                         "u": u[0] if u else None, "p": u[1] if u else None, "why": why})
-    return variants, rows
+def machine_facts(s):
+    """The facts of a set that change what a call costs, flattened for a difference table."""
+    fp = s.data.get("fingerprint") or {}
+    cpu = fp.get("cpu") or {}
+    facts = {"cpu": f"{cpu.get('vendor')} family {cpu.get('family')} model {cpu.get('model')}",
+             "kernel": (fp.get("kernel") or {}).get("release"),
+             "virtualization": fp.get("virtualization"),
+             "speculation setting": ((s.data.get("meta") or {}).get("setting") or {}).get("speculation")
+             or "kernel default"}
+    ks = dict(fp.get("kernel_state") or {})
+    ks.pop("vdso32_bytes", None)
+    facts.update(_flat(ks))
+    return facts
+
+
+def differences(sets):
+    """[(fact, [value per set])] for every fact that is not the same in all sets."""
+    facts = [machine_facts(s) for s in sets]
+    keys = sorted({k for f in facts for k in f})
+    out = []
+    for k in keys:
+        vals = [f.get(k, "not recorded") for f in facts]
+        if len({str(v) for v in vals}) > 1:
+            out.append((k, vals))
+    return out
+
+
+def _decision_text(d):
+    if not d:
+        return "—"
+    return d["sentence"]
 
 
 def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
@@ -115,11 +102,13 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
         s = ResultSet.from_seed()
         if s:
             sets.append(s)
+    real = [s for s in sets if not s.seed]
     doc = Doc()
     doc.h(1, "timewrite comparison")
-    doc.p("Reads only the results directories below; rebuild with:")
-    doc.code("scripts/tw compare " + " ".join(str(d) for d in dirs)
-             + f" --out {out}" + (" --seed-reference" if seed_reference else ""))
+    doc.p("Reads only the results directories below, analysed with this checkout's methods "
+          f"(analysis version {results.ANALYSIS_VERSION}); rebuild with:")
+    doc.code(shlex.join(["scripts/tw", "compare", *map(str, dirs), "--out", str(out)]
+                        + (["--seed-reference"] if seed_reference else [])))
     rows = []
     for s in sets:
         if s.seed:
@@ -129,7 +118,7 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
         fp = s.data.get("fingerprint") or {}
         meta = s.data.get("meta") or {}
         cpu = fp.get("cpu") or {}
-        v = verdict_mod.decide(s.data, verdict_mod.read_reference())
+        v = verdict_mod.decide(s.data, seedref.read())
         spec = (meta.get("setting") or {}).get("speculation") or "kernel default"
         rows.append([s.label, meta.get("created_utc") or "unknown date", spec,
                      cpu.get("model_name") or cpu.get("model") or "unknown",
@@ -140,7 +129,19 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
     doc.table(["set", "measured", "speculation", "CPU", "virtualisation", "kernel", "32-bit libc entry",
                "vDSO32 insn", "verdict"], rows)
 
-    real = [s for s in sets if not s.seed]
+    doc.h(2, "What differs between the machines")
+    if len(real) < 2:
+        doc.p("One measured set: nothing to compare.")
+    else:
+        diff = differences(real)
+        if diff:
+            doc.p("Facts of the machines and kernels that are not the same in every set (from "
+                  "each fingerprint): any of them can change what a system call costs.")
+            doc.table(["fact"] + [s.label for s in real],
+                      [[k] + ["—" if v is None else str(v) for v in vals] for k, vals in diff])
+        else:
+            doc.p("Every recorded fact of the machines and kernels is the same in every set.")
+
     hosts = [(s.data.get("meta") or {}).get("host") or (s.data.get("fingerprint") or {}).get("host")
              for s in real]
     same = sorted({h for h in hosts if h and hosts.count(h) > 1})
@@ -148,40 +149,47 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
         # Seen on the build machine: one setting measured 146, 121 and 95 ns per null call
         # in three runs 20 minutes apart, as the host's other load came and went.
         doc.warn(f"Several sets come from the same machine ({', '.join(same)}), measured at "
-                 "different times. A significant difference between them includes whatever "
-                 "the machine itself did in between (other tenants, frequency, cache state), "
-                 "not only the setting. Measure each setting two or more times in alternation "
-                 "(A B A B) and trust a difference only when its sign holds in every pair.",
-                 inline=True)
+                 "different times. Each interval holds its own run's drift, but a machine can "
+                 "drift further between runs. To compare two settings on one machine, let them "
+                 "alternate in one session: `scripts/tw ab`.", inline=True)
+
     doc.h(2, "Per-call cost by mechanism")
     if len(real) < 2:
-        doc.p("Only one measured results set: ratios and tests need two (the seed's report has no "
-              "per-call figures, so no test against it is possible).")
-    for op in ("null", "getppid", "write-devnull", "write-file", "write-sync"):
-        variants, cmp_rows = percall_comparison(sets, op)
-        if not variants:
+        doc.p("Only one measured results set: decisions need two (the seed's report has no "
+              "per-call figures, so no decision against it is possible).")
+    base = real[0] if real else None
+    for op in ("null", "getppid", "write-devnull", "write-file", "write-sync", "gettimeofday",
+               "clock_gettime"):
+        keys = sorted({k for s in real for k in s.cells(op)}, key=lambda k: (-int(k[0][:2]), k[0], k[1] or 0))
+        if not keys:
             continue
         doc.h(3, f"op `{op}`")
-        table = []
-        for v in variants:
-            line = [v] + [fmt_cell(s.cells(op).get(v)) if s.cells(op).get(v) else "not measured"
-                          for s in real]
-            table.append(line)
-        doc.table(["variant"] + [s.label for s in real], table)
-        if cmp_rows:
-            doc.p(f"Ratio other/base of medians (95% bootstrap CI on raw samples, {N_BOOT} resamples) "
-                  f"and two-sided Mann–Whitney U on the raw samples (difference at p < {ALPHA}).")
-            doc.table(["variant", "base", "other", "ratio [95% CI]", "U", "p", "different?"],
-                      [[r["variant"], r["base"], r["other"],
-                        (f"{r['ratio']['median']:.3f} [{r['ratio']['ci_low']:.3f}, {r['ratio']['ci_high']:.3f}]"
-                         if r["ratio"] else f"no test possible: {r['why'] or 'too few samples'}"),
-                        f"{r['u']:.1f}" if r["u"] is not None else "—",
-                        f"{r['p']:.3g}" if r["p"] is not None else "—",
-                        ("yes" if r["p"] < ALPHA else "no") if r["p"] is not None else "unknown"]
-                       for r in cmp_rows])
+        doc.table(["variant", "size"] + [s.label for s in real],
+                  [[k[0], k[1] or "—"] + [fmt_cell(s.cells(op).get(k)) for s in real] for k in keys])
+        if base is None or len(real) < 2:
+            continue
+        drows = []
+        for k in keys:
+            a = base.cells(op).get(k)
+            for s in real[1:]:
+                b = s.cells(op).get(k)
+                cmp = decide.between_runs(a, b)
+                why = None if (a and b and a.get("supported") and b.get("supported")) else \
+                    "not measured in both sets" if not (a and b) else \
+                    f"unsupported in {base.label if not a.get('supported') else s.label}"
+                drows.append([k[0], k[1] or "—", s.label,
+                              _decision_text(cmp["absolute"]) if not why else f"no decision: {why}",
+                              _decision_text(cmp["relative"]) if not why else "—",
+                              f"±{cmp['drift_pct']:.1f}%" if cmp["drift_pct"] is not None else "unknown"])
+        doc.p(f"Each set B against {base.label} (A): B/A of the medians, 95% interval by "
+              "quadrature of the two cells' intervals (each holds its run's drift); relative: "
+              "the same for each cell divided by its own run's 64-bit syscall null, paired by "
+              "round, which a machine-wide change of speed does not move.")
+        doc.table(["variant", "size", "B", "as measured", "relative to each run's 64-bit syscall",
+                   "drift alone could explain"], drows)
     pdir = out / "plots"
     doc.plot(plots.plot_compare_percall([(s.label, s.data.get("percall")) for s in real], pdir, "null"),
-             "Per-call cost (null) in each results set, 95% CI")
+             "Per-call cost (null) in each results set, 95% intervals")
 
     doc.h(2, "Seed sweep at 256 B")
     t = []
@@ -191,7 +199,7 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
                 if r["bufsize"] == min(x["bufsize"] for x in s.data["seed_rows"]):
                     t.append([f"{r['platform']} (seed, theirs)", "—", r["mode"], r["loops"],
                               f"{r['real_s']:.4f} s (one run)", f"{r['sys_s']:.4f} s (one run)",
-                              "no test possible: one published run, no raw samples"])
+                              "no decision possible: one published run, no raw samples"])
             continue
         for run in sorted((s.data.get("sweep_seed") or {}).get("runs", []),
                           key=lambda r: (r["variant"], r["mode"])):
@@ -208,17 +216,17 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
 
     doc.h(2, "Verdicts")
     for s in real:
-        v = verdict_mod.decide(s.data, verdict_mod.read_reference())
+        v = verdict_mod.decide(s.data, seedref.read())
         doc.blocks.append(("verdict", v["verdict"], f"[{s.label}] {v['sentence']}"))
     if any(s.seed for s in sets):
-        doc.p("The seed's report published no per-call costs and no repetitions, so no statistical "
-              "test against it is possible; its rows are shown as theirs for scale only.")
+        doc.p("The seed's report published no per-call costs and no repetitions, so no decision "
+              "against it is possible; its rows are shown as theirs for scale only.")
 
     return export(doc, out, "compare", formats)
 
 
 def add_arguments(p, name):
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (first = base)")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (first = base A)")
     p.add_argument("--out", metavar="DIR", help="where to write compare.md/html (default: DIR1/compare)")
     p.add_argument("--seed-reference", action="store_true",
                    help="add the seed report's published table as a results set (theirs)")

@@ -7,14 +7,12 @@ report is meta.json's created_utc, plots carry no date, ordering is fixed.
 The report is built once as a list of blocks (a tiny document model), then
 rendered by one exporter per format (`EXPORTERS`: md, html).
 """
-import base64
-import html
-import re
 from pathlib import Path
 
-from ..analyse import stats, verdict as verdict_mod
+from ..analyse import results, seedref, stats, verdict as verdict_mod
+from ..core import files, ui
 from . import plots
-from ..core import files, paths, ui
+from .document import EXPORTERS, Doc, export
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
 # (meta.json's stage names, tried in order; the first is the one named in messages)
@@ -23,138 +21,6 @@ STAGE_OF = {"fingerprint": ["doctor"], "variants": ["variants", "run"], "percall
             "writev": ["writev", "sweep"], "stdio": ["stdio", "sweep"],
             "tracers": ["tracers", "trace"], "latency": ["latency", "tracers", "trace"],
             "attribution": ["attribution", "attribute"], "observer": ["observer"]}
-
-
-# -- document model --------------------------------------------------------------------------
-
-class Doc:
-    """Blocks: ('h', level, text) ('p', text) ('table', headers, rows) ('plot', name, caption)
-    ('warn', text) ('code', text) ('verdict', kind, text).  Text may hold `code` spans and
-    **bold**; exporters render them."""
-
-    def __init__(self):
-        self.blocks = []
-        self.warnings = []
-
-    def h(self, level, text):
-        self.blocks.append(("h", level, text))
-
-    def p(self, text):
-        self.blocks.append(("p", text))
-
-    def table(self, headers, rows):
-        self.blocks.append(("table", list(headers), [[_cell(x) for x in r] for r in rows]))
-
-    def plot(self, name, caption):
-        if name:
-            self.blocks.append(("plot", name, caption))
-
-    def warn(self, text, inline=False):
-        """Collected for the Warnings section; shown in place too when inline."""
-        if inline:
-            self.blocks.append(("warn", text))
-        self.warnings.append(text)
-
-    def code(self, text):
-        self.blocks.append(("code", text))
-
-
-def _cell(x):
-    if x is None:
-        return "—"
-    return str(x)
-
-
-class MarkdownExporter:
-    suffix = "md"
-
-    def render(self, doc, results_dir):
-        out = []
-        for b in doc.blocks:
-            k = b[0]
-            if k == "h":
-                out.append("#" * b[1] + " " + b[2])
-            elif k == "p":
-                out.append(b[1])
-            elif k == "warn":
-                out.append("> **Warning:** " + b[1])
-            elif k == "verdict":
-                out.append(f"> **Verdict: {b[1].upper()}.** " + b[2])
-            elif k == "code":
-                out.append("```\n" + b[1] + "\n```")
-            elif k == "plot":
-                out.append(f"![{b[2]}](plots/{b[1]}.svg)\n\n*{b[2]}* ([png](plots/{b[1]}.png))")
-            elif k == "table":
-                hdr, rows = b[1], b[2]
-                esc = [[c.replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
-                out.append("| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr) + "\n"
-                           + "\n".join("| " + " | ".join(r) + " |" for r in esc))
-        return "\n\n".join(out) + "\n"
-
-
-CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
- padding:0 1em;color:#222;line-height:1.45}
-h1{border-bottom:2px solid #333}h2{border-bottom:1px solid #aaa;margin-top:2em}
-table{border-collapse:collapse;margin:1em 0;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
-code{background:#f3f3f3;padding:0 .2em;border-radius:3px}
-pre{background:#f3f3f3;padding:.6em;overflow-x:auto}
-.warn{border-left:4px solid #d80;background:#fff6e6;padding:.4em .8em;margin:.6em 0}
-.verdict{border:2px solid #555;padding:.8em 1em;margin:1em 0;font-size:1.05em}
-.verdict.supported{border-color:#c33;background:#fff0f0}
-.verdict.refuted{border-color:#373;background:#effaef}
-.verdict.inconclusive{border-color:#888;background:#f4f4f4}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
-figcaption{font-size:.85em;color:#555}
-"""
-
-
-def _inline_html(text):
-    t = html.escape(text, quote=False)
-    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
-    t = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
-    return t
-
-
-class HtmlExporter:
-    """Self-contained: CSS inline, plots embedded as base64 SVG data URIs, no network."""
-    suffix = "html"
-
-    def render(self, doc, results_dir):
-        title = next((b[2] for b in doc.blocks if b[0] == "h"), "timewrite report")
-        out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-               f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>"]
-        for b in doc.blocks:
-            k = b[0]
-            if k == "h":
-                anchor = re.sub(r"[^a-z0-9]+", "-", b[2].lower()).strip("-")
-                out.append(f'<h{b[1]} id="{anchor}">{_inline_html(b[2])}</h{b[1]}>')
-            elif k == "p":
-                out.append(f"<p>{_inline_html(b[1])}</p>")
-            elif k == "warn":
-                out.append(f'<div class="warn"><strong>Warning:</strong> {_inline_html(b[1])}</div>')
-            elif k == "verdict":
-                out.append(f'<div class="verdict {html.escape(b[1])}"><strong>Verdict: '
-                           f'{html.escape(b[1].upper())}.</strong> {_inline_html(b[2])}</div>')
-            elif k == "code":
-                out.append(f"<pre>{html.escape(b[1])}</pre>")
-            elif k == "plot":
-                svg = (Path(results_dir) / "plots" / f"{b[1]}.svg").read_bytes()
-                data = base64.b64encode(svg).decode()
-                out.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/svg+xml;base64,{data}">'
-                           f"<figcaption>{_inline_html(b[2])}</figcaption></figure>")
-            elif k == "table":
-                rows = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in r) + "</tr>"
-                               for r in b[2])
-                out.append("<table><thead><tr>" + "".join(f"<th>{_inline_html(h)}</th>" for h in b[1])
-                           + f"</tr></thead><tbody>{rows}</tbody></table>")
-        out.append("</body></html>")
-        return "\n".join(out) + "\n"
-
-
-EXPORTERS = {"md": MarkdownExporter(), "html": HtmlExporter()}
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -493,7 +359,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
                   [[r["buf_size"], r["elapsed_s"], r["total_cpu_s"], r["user_cpu_s"], r["system_cpu_s"]]
                    for r in tlpi_ref])
     else:
-        doc.p(f"TLPI's table is absent ({paths.REFERENCE / 'tlpi_table_13_2.csv'}).")
+        doc.p(f"TLPI's table is absent ({seedref.where(seedref.TLPI)}).")
     doc.plot(plots.plot_tlpi(sw, pdir, tlpi_ref), "Time relative to the largest buffer: this machine vs TLPI (theirs)")
 
 
@@ -626,7 +492,7 @@ def sec_tracers(doc, data):
 def sec_seed_beside(doc, data, pdir, seed_ref):
     doc.h(2, "The seed's published rows beside this machine")
     if not seed_ref:
-        doc.p(f"The seed's table is absent ({paths.REFERENCE / 'seed_timewrite_runs.csv'}).")
+        doc.p(f"The seed's table is absent ({seedref.where()}).")
         return
     small = min(r["bufsize"] for r in seed_ref)
     rows = [[f"{r['platform']} (seed, theirs)", r["mode"], r["bufsize"], r["loops"], r["user_s"], r["sys_s"],
@@ -650,10 +516,10 @@ def sec_seed_beside(doc, data, pdir, seed_ref):
 
 def build_doc(results_dir):
     results_dir = Path(results_dir)
-    data = verdict_mod.load(results_dir)
-    seed_ref = verdict_mod.read_reference("seed_timewrite_runs.csv")
-    tlpi_ref = verdict_mod.read_reference("tlpi_table_13_2.csv")
-    costs_ref = verdict_mod.read_reference("seed_syscall_costs.csv")
+    data = results.load(results_dir)
+    seed_ref = seedref.read(seedref.SEED_RUNS)
+    tlpi_ref = seedref.read(seedref.TLPI)
+    costs_ref = seedref.read(seedref.COSTS)
     v = verdict_mod.decide(data, seed_ref)
     pdir = results_dir / "plots"
     doc = Doc()
@@ -691,17 +557,6 @@ def build_report(results_dir, formats=("md", "html")):
     doc, v = build_doc(results_dir)
     files.write_json(results_dir / "verdict.json", v)
     return export(doc, results_dir, "report", formats)
-
-
-def export(doc, out, stem, formats):
-    """Write doc as <out>/<stem>.<suffix> in each format; the first path is returned."""
-    paths = []
-    for f in formats:
-        ex = EXPORTERS[f]
-        p = Path(out) / f"{stem}.{ex.suffix}"
-        p.write_text(ex.render(doc, out))
-        paths.append(p)
-    return paths[0]
 
 
 def add_arguments(p, name):

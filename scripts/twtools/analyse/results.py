@@ -1,0 +1,42 @@
+"""A results directory, read and analysed: the one way every reader gets at results.
+
+`tw report`, `tw compare`, `tw explain` and the verdict call load(); it reads the stage files
+and computes every summary from their raw samples, every time, with the methods of this
+checkout.  So a change to the statistics reaches old results directories too, and a
+comparison of an old and a new run uses one method.  Figures that an old stage file kept only
+as a stored summary are used as stored and listed in analysis.from_stored.
+"""
+from pathlib import Path
+
+from ..core import files
+from . import percall
+
+# Bump when a method changes what a figure means; reports print it.
+ANALYSIS_VERSION = "2"
+STEMS = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
+         "stdio", "tracers", "attribution", "observer", "latency")
+
+
+def read(results_dir):
+    """Every stage file of a results directory as {stem: obj or None}."""
+    d = Path(results_dir)
+    return {s: files.read_json(d / f"{s}.json") for s in STEMS}
+
+
+def analyse(raw):
+    """The analysed view of a results directory: the same stems, each stage's figures
+    computed from its raw samples, the raw files under 'raw', and 'analysis' saying how."""
+    data = dict(raw)
+    data["raw"] = raw
+    from_stored = []
+    data["percall"] = percall.analyse(raw.get("percall"))
+    if data["percall"] and data["percall"]["source"] != "raw rounds":
+        from_stored.append(f"percall: {data['percall']['source']}")
+    data["analysis"] = {"version": ANALYSIS_VERSION,
+                        "methods": {"percall": percall.ANALYSIS},
+                        "from_stored": from_stored}
+    return data
+
+
+def load(results_dir):
+    return analyse(read(results_dir))
