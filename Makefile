@@ -66,7 +66,7 @@ list-variants:
 
 # One link rule per program and registry row.
 define VARIANT_RULES
-$(BUILD)/$2-$(call row_bits,$1)-$(call row_mech,$1): $(OBJ)/$(call row_flav,$1)/$2.o $(OBJ)/$(call row_flav,$1)/probe.o $(OBJ)/$(call row_flav,$1)/json_out.o $(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
+$(BUILD)/$2-$(call row_bits,$1)-$(call row_mech,$1): $(OBJ)/$(call row_flav,$1)/$2.o $(OBJ)/$(call row_flav,$1)/probe.o $(OBJ)/$(call row_flav,$1)/json_out.o $(OBJ)/$(call row_flav,$1)/tw_cli.o $(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
 	$$(CC) $$(FLAGS_$(call row_flav,$1)) $$(LDFLAGS) -o $$@ $$^ -lm
 endef
 $(foreach r,$(ROWS),$(foreach p,$(PROGRAMS),$(eval $(call VARIANT_RULES,$r,$p))))
@@ -74,9 +74,9 @@ $(foreach r,$(ROWS),$(foreach p,$(PROGRAMS),$(eval $(call VARIANT_RULES,$r,$p)))
 $(BUILD)/timewrite: $(BUILD)/timewrite-64-libc
 	ln -sf timewrite-64-libc $@
 
-$(BUILD)/wvbench-64: $(OBJ)/64-x86_64/wvbench.o $(OBJ)/64-x86_64/json_out.o
+$(BUILD)/wvbench-64: $(OBJ)/64-x86_64/wvbench.o $(OBJ)/64-x86_64/json_out.o $(OBJ)/64-x86_64/tw_cli.o
 	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
-$(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o
+$(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/32-i386/tw_cli.o
 	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm
 
 # Static pattern rules: each C source builds in every flavour.

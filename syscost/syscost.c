@@ -1,9 +1,7 @@
 /*
  * syscost.c: what one system call costs through the linked mechanism.
  *
- * Usage: syscost [--op OP] [--size N] [--calls N] [--batches K] [--cpu N]
- *                [--clock auto|tsc|monotonic] [--format json|table] ...
- *        syscost --probe
+ * Usage: see tw_usage below (the README gives the same synopsis).
  *
  * Like timewrite, this file is written once and linked against one
  * mechanism (variants/matrix): every timed call goes through tw_syscall3()
@@ -84,7 +82,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +90,7 @@
 #include <unistd.h>
 
 #include "json_out.h"
+#include "tw_cli.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
 
@@ -107,7 +105,6 @@
 #define ABI_NAME "x86_64"
 #endif
 
-extern const char *__progname;
 
 enum op { OP_NULL, OP_GETPPID, OP_WRITE_DEVNULL, OP_WRITE_FILE, OP_WRITE_SYNC, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {
@@ -115,6 +112,13 @@ static const char *const op_names[OP_COUNT] = {
 };
 
 enum clk { CLK_TSC, CLK_MONO };
+
+/* Long options' vals, clear of the short letters (see tw_usage_getopt). */
+enum {
+	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
+	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
+	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_HELP
+};
 
 typedef long (*call3_fn)(long, long, long, long);
 
@@ -309,12 +313,19 @@ run_batch(call3_fn fn, const struct call *c, long n, long *bad, long *first)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void
-usage(FILE *f)
+const char tw_usage[] =
+"usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
+"               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
+"               [--file path] [--format json|table] [--op op] [--realtime]\n"
+"               [--size n] [--tsc-hz hz] [--warmup-ms ms]\n"
+"       syscost --probe";
+
+static void __attribute__((noreturn))
+help(void)
 {
-	fprintf(f,
-"usage: %s [options]    measure ns per system call through the '%s' mechanism\n"
-"       %s --probe      exit 0 if the mechanism works here, else 77 with the reason\n"
+	printf("%s\n\n", tw_usage);
+	printf(
+"Measure ns per system call through the '%s' mechanism (%d-bit).\n"
 "\n"
 "  --op OP            null | getppid | write-devnull | write-file | write-sync\n"
 "                     (default getppid)\n"
@@ -331,54 +342,16 @@ usage(FILE *f)
 "  --tsc-hz HZ        use this TSC rate instead of measuring it\n"
 "  --realtime         run under SCHED_FIFO when allowed (root/CAP_SYS_NICE)\n"
 "  --format F         json (default) | table\n"
+"  --probe            exit 0 if the mechanism works here, else 77 with the reason\n"
 "  -h, --help         this text\n"
 "\n"
+"Numbers are decimal and nothing else: no blanks, no '+', no hex.\n"
 "Exit: 0 measured, 1 run-time error or wrong syscall result, 2 bad usage,\n"
 "77 mechanism unsupported.  Method and JSON schema: docs/syscost.md.\n",
-	    __progname, tw_mechanism, __progname);
-}
-
-static void __attribute__((noreturn, format(printf, 1, 2)))
-usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", __progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", __progname);
-	exit(2);
-}
-
-static long
-parse_long(const char *s, const char *opt, long min, long max)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (end == s || *end != '\0')
-		usage_error("%s: '%s' is not an integer", opt, s);
-	if (errno == ERANGE || v < min || v > max)
-		usage_error("%s: %s is out of range [%ld, %ld]", opt, s, min, max);
-	return v;
-}
-
-static double
-parse_double(const char *s, const char *opt, double min, double max)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end != '\0')
-		usage_error("%s: '%s' is not a number", opt, s);
-	if (errno == ERANGE || !(v >= min && v <= max))
-		usage_error("%s: %s is out of range [%g, %g]", opt, s, min, max);
-	return v;
+	    tw_mechanism, (int)(sizeof(void *) * 8));
+	if (fflush(stdout) == EOF || ferror(stdout))
+		err(1, "stdout");
+	exit(0);
 }
 
 static int
@@ -435,7 +408,7 @@ pin(long cpu)
 	cpu_set_t set;
 
 	if (cpu >= CPU_SETSIZE)
-		usage_error("--cpu: %ld is beyond CPU_SETSIZE", cpu);
+		errx(1, "CPU %ld is beyond CPU_SETSIZE", cpu);
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) == -1)
@@ -474,7 +447,8 @@ open_target(const struct opts *o)
 	tgt.rewind = 1;
 	if (o->file != NULL) {
 		if (strlen(o->file) >= sizeof(tgt.path))
-			usage_error("--file: path too long");
+			tw_usage_err("--file: the path is longer than %zu bytes",
+			    sizeof(tgt.path) - 1);
 		snprintf(tgt.path, sizeof(tgt.path), "%s", o->file);
 		tgt.fd = open(tgt.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | flags, 0644);
 		if (tgt.fd == -1)
@@ -557,21 +531,21 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "op", required_argument, NULL, 'o' },
-		{ "size", required_argument, NULL, 's' },
-		{ "file", required_argument, NULL, 'f' },
-		{ "calls", required_argument, NULL, 'n' },
-		{ "batches", required_argument, NULL, 'k' },
-		{ "batch-ms", required_argument, NULL, 'B' },
-		{ "warmup-ms", required_argument, NULL, 'W' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "clock", required_argument, NULL, 'C' },
-		{ "calibrate-ms", required_argument, NULL, 'T' },
-		{ "tsc-hz", required_argument, NULL, 'H' },
-		{ "format", required_argument, NULL, 'F' },
-		{ "probe", no_argument, NULL, 'p' },
-		{ "realtime", no_argument, NULL, 'R' },
-		{ "help", no_argument, NULL, 'h' },
+		{ "op", required_argument, NULL, OPT_OP },
+		{ "size", required_argument, NULL, OPT_SIZE },
+		{ "file", required_argument, NULL, OPT_FILE },
+		{ "calls", required_argument, NULL, OPT_CALLS },
+		{ "batches", required_argument, NULL, OPT_BATCHES },
+		{ "batch-ms", required_argument, NULL, OPT_BATCH_MS },
+		{ "warmup-ms", required_argument, NULL, OPT_WARMUP_MS },
+		{ "cpu", required_argument, NULL, OPT_CPU },
+		{ "clock", required_argument, NULL, OPT_CLOCK },
+		{ "calibrate-ms", required_argument, NULL, OPT_CALIBRATE_MS },
+		{ "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "probe", no_argument, NULL, OPT_PROBE },
+		{ "realtime", no_argument, NULL, OPT_REALTIME },
+		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = {
@@ -591,41 +565,44 @@ main(int argc, char **argv)
 	struct stat st;
 	char what[64];
 
-	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	/* getopt's own messages name argv[0]; ours name __progname, as err does. */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'o':
+		case OPT_OP:
 			for (i = 0; i < OP_COUNT; i++)
 				if (strcmp(optarg, op_names[i]) == 0)
 					break;
 			if (i == OP_COUNT)
-				usage_error("--op: unknown operation '%s' (null, getppid, "
-				    "write-devnull, write-file, write-sync)", optarg);
+				tw_usage_err("--op: unknown operation %s (null, "
+				    "getppid, write-devnull, write-file, write-sync)",
+				    tw_quote(optarg));
 			o.op = (enum op)i;
 			break;
-		case 's':
-			o.size = parse_long(optarg, "--size", 1, MAX_SIZE);
+		case OPT_SIZE:
+			o.size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
 			break;
-		case 'f':
+		case OPT_FILE:
 			if (*optarg == '\0')
-				usage_error("--file: empty path");
+				tw_usage_err("--file: empty path");
 			o.file = optarg;
 			break;
-		case 'n':
-			o.calls = parse_long(optarg, "--calls", 1, MAX_CALLS);
+		case OPT_CALLS:
+			o.calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
 			break;
-		case 'k':
-			o.batches = parse_long(optarg, "--batches", 1, MAX_BATCHES);
+		case OPT_BATCHES:
+			o.batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
 			break;
-		case 'B':
-			o.batch_ms = parse_double(optarg, "--batch-ms", 0.001, 10000);
+		case OPT_BATCH_MS:
+			o.batch_ms = tw_real_arg("--batch-ms", optarg, 0.001, 10000);
 			break;
-		case 'W':
-			o.warmup_ms = parse_double(optarg, "--warmup-ms", 0, 60000);
+		case OPT_WARMUP_MS:
+			o.warmup_ms = tw_real_arg("--warmup-ms", optarg, 0, 60000);
 			break;
-		case 'c':
-			o.cpu = parse_long(optarg, "--cpu", -1, CPU_SETSIZE - 1);
+		case OPT_CPU:
+			o.cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
 			break;
-		case 'C':
+		case OPT_CLOCK:
 			if (strcmp(optarg, "auto") == 0)
 				o.clock = -1;
 			else if (strcmp(optarg, "tsc") == 0)
@@ -633,42 +610,44 @@ main(int argc, char **argv)
 			else if (strcmp(optarg, "monotonic") == 0)
 				o.clock = CLK_MONO;
 			else
-				usage_error("--clock: '%s' is not auto, tsc or monotonic", optarg);
+				tw_usage_err("--clock: %s is not auto, tsc or "
+				    "monotonic", tw_quote(optarg));
 			break;
-		case 'T':
-			o.calibrate_ms = parse_double(optarg, "--calibrate-ms", 1, 10000);
+		case OPT_CALIBRATE_MS:
+			o.calibrate_ms = tw_real_arg("--calibrate-ms", optarg, 1,
+			    10000);
 			break;
-		case 'H':
-			o.tsc_hz = parse_double(optarg, "--tsc-hz", 1e6, 1e11);
+		case OPT_TSC_HZ:
+			o.tsc_hz = tw_real_arg("--tsc-hz", optarg, 1e6, 1e11);
 			break;
-		case 'F':
+		case OPT_FORMAT:
 			if (strcmp(optarg, "json") == 0)
 				o.table = 0;
 			else if (strcmp(optarg, "table") == 0)
 				o.table = 1;
 			else
-				usage_error("--format: '%s' is not json or table", optarg);
+				tw_usage_err("--format: %s is not json or table",
+				    tw_quote(optarg));
 			break;
-		case 'p':
+		case OPT_PROBE:
 			probe_only = 1;
 			break;
-		case 'R':
+		case OPT_REALTIME:
 			o.realtime = 1;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
+		case OPT_HELP:
+			help();
 		default:
-			fprintf(stderr, "Try '%s --help'.\n", __progname);
-			return 2;
+			tw_usage_getopt(ch, argv);
 		}
 	}
 	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
+		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
 	if (o.size != -1 && (o.op == OP_NULL || o.op == OP_GETPPID))
-		usage_error("--size applies to the write operations only");
+		tw_usage_err("--size applies to the write operations only");
 	if (o.file != NULL && o.op != OP_WRITE_FILE && o.op != OP_WRITE_SYNC)
-		usage_error("--file applies to write-file and write-sync only");
+		tw_usage_err("--file applies to write-file and write-sync only");
 	if (o.size == -1)
 		o.size = o.op == OP_WRITE_DEVNULL ? 1 : 256;
 

@@ -35,7 +35,8 @@
  * are nanoseconds for ONE set of N buffers (the sample divided by inner).
  *
  * Output: one JSON object on stdout.  Exit 2 on bad usage, 1 on a run-time
- * error.
+ * error.  Numbers on the command line are read by tw_cli.c, as timewrite's
+ * and syscost's are.
  */
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -44,6 +45,7 @@
 #include <err.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +55,7 @@
 #include <unistd.h>
 
 #include "json_out.h"
+#include "tw_cli.h"
 
 #define MIN_CALLS	256		/* write() calls per writev sample, at least */
 #define MAX_BUFFERS	(1L << 20)
@@ -61,32 +64,79 @@
 #define MAX_REPS	100000L
 #define MAX_BYTES	(1LL << 32)
 
-extern const char *__progname;
+const char tw_usage[] =
+    "usage: wvbench writev --buffers n --size s [--reps r] [--file path]\n"
+    "       wvbench stdio --bytes b [--method write|fwrite|fputc|putc_unlocked]\n"
+    "               [--reps r] [--file path]\n"
+    "       wvbench -h";
+
+/* Long options' vals, clear of the short letters (see tw_usage_getopt). */
+enum {
+	OPT_BUFFERS = TW_LONGOPT, OPT_SIZE, OPT_BYTES, OPT_METHOD, OPT_REPS,
+	OPT_FILE, OPT_HELP
+};
 
 static void __attribute__((noreturn))
-usage(void)
+help(void)
 {
-	fprintf(stderr,
-	    "usage: %s writev --buffers N --size S [--reps R] [--file PATH]\n"
-	    "       %s stdio --bytes B [--method write|fwrite|fputc|putc_unlocked]"
-	    " [--reps R] [--file PATH]\n", __progname, __progname);
-	exit(2);
+	printf("%s\n\n", tw_usage);
+	printf(
+"writev: n write() calls of s bytes each against writev() of the same n\n"
+"buffers, split into IOV_MAX-sized calls when n is larger.\n"
+"stdio: b bytes to a file one byte per call, by write() and by stdio\n"
+"(fwrite, fputc, putc_unlocked; give --method again to pick several).\n"
+"Both print one JSON object; the file is a temporary one unless --file.\n"
+"\n"
+"Exit status: 0 measured, 1 run-time error, 2 bad usage.\n");
+	if (fflush(stdout) == EOF || ferror(stdout))
+		err(1, "stdout");
+	exit(0);
 }
 
-/* A decimal number in [lo, hi], or exit 2 naming the option. */
-static long long
-number(const char *opt, const char *s, long long lo, long long hi)
-{
-	char *end;
-	long long v;
+/* The options after the command; getopt_long starts at argv[1]. */
+static const struct option writev_opts[] = {
+	{ "buffers",	required_argument,	NULL,	OPT_BUFFERS },
+	{ "size",	required_argument,	NULL,	OPT_SIZE },
+	{ "reps",	required_argument,	NULL,	OPT_REPS },
+	{ "file",	required_argument,	NULL,	OPT_FILE },
+	{ "help",	no_argument,		NULL,	OPT_HELP },
+	{ NULL,		0,			NULL,	0 }
+};
+static const struct option stdio_opts[] = {
+	{ "bytes",	required_argument,	NULL,	OPT_BYTES },
+	{ "method",	required_argument,	NULL,	OPT_METHOD },
+	{ "reps",	required_argument,	NULL,	OPT_REPS },
+	{ "file",	required_argument,	NULL,	OPT_FILE },
+	{ "help",	no_argument,		NULL,	OPT_HELP },
+	{ NULL,		0,			NULL,	0 }
+};
 
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (s[0] == '\0' || *end != '\0')
-		errx(2, "%s: not a number: '%s'", opt, s);
-	if (errno == ERANGE || v < lo || v > hi)
-		errx(2, "%s: %s is out of range [%lld, %lld]", opt, s, lo, hi);
-	return v;
+/* The next option of a command, with the errors every command shares. */
+static int
+next_opt(int argc, char *argv[], const struct option *opts)
+{
+	int ch;
+
+	opterr = 0;
+	ch = getopt_long(argc, argv, ":h", opts, NULL);
+	switch (ch) {
+	case 'h':
+	case OPT_HELP:
+		help();
+	case OPT_FILE:
+		if (*optarg == '\0')
+			tw_usage_err("--file: empty path");
+		break;
+	case ':':
+	case '?':
+		tw_usage_getopt(ch, argv);
+	case -1:
+		if (optind < argc)
+			tw_usage_err("%s: unexpected argument %s", argv[0],
+			    tw_quote(argv[optind]));
+		break;
+	}
+	return ch;
 }
 
 static double
@@ -211,24 +261,28 @@ cmd_writev(int argc, char *argv[])
 	char *name, *data;
 	struct iovec *iov, *scratch;
 	double *t_write, *t_writev, t0;
-	int fd;
+	int fd, ch;
 
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--buffers") == 0 && i + 1 < argc)
-			nbuf = number("--buffers", argv[++i], 1, MAX_BUFFERS);
-		else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
-			size = number("--size", argv[++i], 1, MAX_SIZE);
-		else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-			reps = number("--reps", argv[++i], 1, MAX_REPS);
-		else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc)
-			path = argv[++i];
-		else
-			usage();
+	while ((ch = next_opt(argc, argv, writev_opts)) != -1) {
+		switch (ch) {
+		case OPT_BUFFERS:
+			nbuf = tw_int_arg("--buffers", optarg, 1, MAX_BUFFERS);
+			break;
+		case OPT_SIZE:
+			size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
+			break;
+		case OPT_REPS:
+			reps = tw_int_arg("--reps", optarg, 1, MAX_REPS);
+			break;
+		case OPT_FILE:
+			path = optarg;
+			break;
+		}
 	}
 	if (nbuf < 0 || size < 0)
-		usage();
+		tw_usage_err("writev: --buffers and --size are required");
 	if ((long long)nbuf * size > MAX_TOTAL)
-		errx(2, "--buffers x --size = %lld bytes; at most %ld",
+		tw_usage_err("--buffers x --size is %lld bytes; at most %ld",
 		    (long long)nbuf * size, MAX_TOTAL);
 	errno = 0;
 	if ((iovmax = sysconf(_SC_IOV_MAX)) == -1) {
@@ -417,35 +471,38 @@ cmd_stdio(int argc, char *argv[])
 	struct stdio_result res[M_COUNT];
 	long long bytes = -1;
 	long reps = 5, r, i;
-	int use[M_COUNT] = { 1, 1, 1, 1 }, nm = 0, order[M_COUNT], j, fd;
+	int use[M_COUNT] = { 1, 1, 1, 1 }, nm = 0, order[M_COUNT], j, fd, ch;
 	const char *path = NULL;
 	char *name;
 	struct stat st;
 
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--bytes") == 0 && i + 1 < argc)
-			bytes = number("--bytes", argv[++i], 1, MAX_BYTES);
-		else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-			reps = number("--reps", argv[++i], 1, MAX_REPS);
-		else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc)
-			path = argv[++i];
-		else if (strcmp(argv[i], "--method") == 0 && i + 1 < argc) {
-			const char *s = argv[++i];
-
+	while ((ch = next_opt(argc, argv, stdio_opts)) != -1) {
+		switch (ch) {
+		case OPT_BYTES:
+			bytes = tw_int_arg("--bytes", optarg, 1, MAX_BYTES);
+			break;
+		case OPT_REPS:
+			reps = tw_int_arg("--reps", optarg, 1, MAX_REPS);
+			break;
+		case OPT_FILE:
+			path = optarg;
+			break;
+		case OPT_METHOD:
 			for (j = 0; j < M_COUNT; j++)
-				if (strcmp(s, method_name[j]) == 0)
+				if (strcmp(optarg, method_name[j]) == 0)
 					break;
 			if (j == M_COUNT)
-				errx(2, "--method: unknown method '%s'", s);
+				tw_usage_err("--method: unknown method %s (write, "
+				    "fwrite, fputc, putc_unlocked)", tw_quote(optarg));
 			if (nm == 0)
 				memset(use, 0, sizeof(use));
 			use[j] = 1;
 			nm++;
-		} else
-			usage();
+			break;
+		}
 	}
 	if (bytes < 0)
-		usage();
+		tw_usage_err("stdio: --bytes is required");
 
 	fd = open_out(path, &name);
 	if (fstat(fd, &st) == -1)
@@ -513,10 +570,13 @@ int
 main(int argc, char *argv[])
 {
 	if (argc < 2)
-		usage();
+		tw_usage_err("missing command (writev or stdio)");
 	if (strcmp(argv[1], "writev") == 0)
 		return cmd_writev(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stdio") == 0)
 		return cmd_stdio(argc - 1, argv + 1);
-	usage();
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
+		help();
+	tw_usage_err("unknown command %s (writev or stdio)",
+	    tw_quote(argv[1]));
 }

@@ -5,9 +5,12 @@ input over 2 GiB.  This breaks when a write error (ENOSPC, EFBIG) is ignored or
 loses its errno on the way back from a hand-written stub (the contract returns
 -errno), when SIGXFSZ kills the program instead of write() failing with EFBIG,
 when a short write is not continued, when an unopenable outfile is not
-reported with its name, when a closed stdin lets the output file take fd 0, or
+reported with its name, when a closed stdin lets the output file take fd 0,
 when an input too large for the variant's buffers is discovered only after the
-output file has been created."""
+output file has been created, or when outfile is the file on standard input
+(by its own name, a hard link, a symbolic link or /proc/self/fd/0) and is
+truncated instead of refused: an interrupted `timewrite f <f` once left
+2.5 MB of a 20 MB file."""
 import os
 import re
 import resource
@@ -139,6 +142,48 @@ def test_empty_stdin(build, tmp_path, variant):
     assert [int(r[0]) for r in rows] == [256 << i for i in range(10)]
     assert all(r[4] == "0" for r in rows)
     assert out.exists() and out.stat().st_size == 0
+
+
+@pytest.mark.parametrize("name", ["same-path", "hard-link", "symlink", "proc-fd"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stdin_as_outfile_is_refused(build, tmp_path, variant, name):
+    """`timewrite f <f`, by any name: exit 1, one line, and f not touched at all.
+
+    f's modification time is set in the past first: a truncation or a write,
+    even one that put the same bytes back, would move it to now."""
+    need_supported("timewrite", variant)
+    f = tmp_path / "f"
+    f.write_bytes(DATA)
+    os.utime(f, ns=(1_000_000_000, 1_000_000_000))
+    if name == "same-path":
+        out = f
+    elif name == "hard-link":
+        out = tmp_path / "link"
+        os.link(f, out)
+    elif name == "symlink":
+        out = tmp_path / "sym"
+        out.symlink_to(f.name)
+    else:
+        out = "/proc/self/fd/0"     # timewrite's own stdin, seen through procfs
+    with open(f, "rb") as stdin:
+        p = tw(build, variant, ["--sizes", "4096", out], stdin=stdin)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert p.stderr.splitlines() == [
+        f"timewrite-{variant}: {out}: is the file on standard input; writing it "
+        "would destroy the input (nothing was written)"], p.stderr
+    assert p.stdout == ""
+    assert f.read_bytes() == DATA
+    assert f.stat().st_mtime_ns == 1_000_000_000
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_same_device_on_both_sides_is_allowed(build, variant):
+    """Only a regular file has data to lose: /dev/null in and out is fine."""
+    need_supported("timewrite", variant)
+    with open("/dev/null", "rb") as stdin:
+        p = tw(build, variant, ["--sizes", "4096", "/dev/null"], stdin=stdin)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\t")[0] == "4096"
 
 
 # --- inputs over 2 GiB ---------------------------------------------------------

@@ -57,6 +57,9 @@
  *    user and system in proportion to timer-tick samples, so on a pass
  *    shorter than a few ticks the split can be wrong (all user, or all
  *    system) even though their sum is right.  real_s has no such problem.
+ *  - outfile must not be the regular file standard input reads, by any
+ *    name: that is refused (exit 1) before outfile is truncated, since an
+ *    interrupted run would otherwise destroy the input.
  *  - Exit status: 0 on success, 1 on a run-time error, 2 on bad usage, 77
  *    when the linked mechanism does not work on this machine.
  */
@@ -78,6 +81,7 @@
 #include <unistd.h>
 
 #include "json_out.h"
+#include "tw_cli.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
 
@@ -95,6 +99,12 @@
 
 enum format { FMT_TSV, FMT_CSV, FMT_JSON };
 
+/* Long options' vals, clear of the short letters (see tw_usage_getopt). */
+enum {
+	OPT_DSYNC = TW_LONGOPT, OPT_FORMAT, OPT_FSYNC, OPT_HELP, OPT_PROBE,
+	OPT_REPS, OPT_SIZES
+};
+
 /* One buffer size and everything measured at it. */
 struct row {
 	long long	 size;
@@ -111,21 +121,14 @@ struct input {
 	size_t		 alloc;		/* what was asked of tw_alloc() */
 };
 
-static const char usage_line[] =
+const char tw_usage[] =
     "usage: timewrite [-h] [-b sizes] [--dsync] [--format tsv|csv|json] "
     "[--fsync] [--probe] [--reps n] outfile [sync]";
 
 static void __attribute__((noreturn))
-usage(void)
-{
-	fprintf(stderr, "%s\n", usage_line);
-	exit(2);
-}
-
-static void __attribute__((noreturn))
 help(void)
 {
-	printf("%s\n\n", usage_line);
+	printf("%s\n\n", tw_usage);
 	printf(
 "Write standard input to outfile in chunks of each buffer size and print,\n"
 "per size, one row: BUFFSIZE user_s sys_s real_s calls (tab-separated).\n"
@@ -145,29 +148,16 @@ help(void)
 "                     median; with N > 1 one untimed warm-up pass comes first\n"
 "                     and tsv and csv add the columns real_s_min, real_s_max\n"
 "\n"
+"outfile must not be the file on standard input, by any name: every pass\n"
+"truncates outfile, so an interrupted run would destroy the input.  That is\n"
+"refused with exit 1 before anything is written.\n"
+"\n"
 "Exit status: 0 success, 1 run-time error, 2 bad usage, 77 mechanism\n"
 "unsupported on this machine (nothing is written).\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
 	if (fflush(stdout) == EOF || ferror(stdout))
 		err(1, "stdout");
 	exit(0);
-}
-
-/*
- * Parse a positive decimal number that must fill [s, *endp) exactly up to a
- * delimiter.  strtoll alone accepts leading blanks and signs, so insist on a
- * digit first; zero, overflow and garbage are all refused.
- */
-static int
-parse_positive(const char *s, char **endp, long long *v)
-{
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	*v = strtoll(s, endp, 10);
-	if (errno != 0 || *endp == s || *v <= 0)
-		return -1;
-	return 0;
 }
 
 static void
@@ -185,55 +175,68 @@ add_size(struct row **rows, size_t *n, size_t *cap, long long size)
 	(*rows)[(*n)++].size = size;
 }
 
+#define SIZES_WANT "(want positive integers and MIN-MAX ranges, e.g. " \
+	"256,1024 or 1-65536)"
+
+/* One size of a --sizes list, or a usage error quoting it. */
+static long long
+list_size(const char *s)
+{
+	const char *errstr;
+	long long v;
+
+	v = tw_strtonum(s, 1, LLONG_MAX, &errstr);
+	if (errstr != NULL)
+		tw_usage_err("--sizes: %s is %s " SIZES_WANT, tw_quote(s),
+		    errstr);
+	return v;
+}
+
 /*
  * A size list is comma-separated items, each a size or MIN-MAX.  A range
  * doubles from MIN while the value stays at or below MAX, so 1-65536 is the
- * 17 powers of two and 256-131072 the seed's ten sizes.  Returns -1 on any
- * malformed item.
+ * 17 powers of two and 256-131072 the seed's ten sizes.  Every number goes
+ * through tw_strtonum whole: the list is cut at ',' and '-' first, and a
+ * size has no sign, so each '-' can only separate MIN from MAX.  Anything
+ * malformed is a usage error.
  */
-static int
+static void
 parse_sizes(const char *list, struct row **rows, size_t *n)
 {
-	const char *p;
-	char *end;
+	char *copy, *p, *item, *dash;
 	long long lo, hi, s;
 	size_t cap = 0;
 
 	*rows = NULL;
 	*n = 0;
-	p = list;
-	for (;;) {
-		if (parse_positive(p, &end, &lo) == -1)
-			return -1;
-		if (*end == '-') {
-			if (parse_positive(end + 1, &end, &hi) == -1 || hi < lo)
-				return -1;
-			for (s = lo; s <= hi; s *= 2) {
-				add_size(rows, n, &cap, s);
-				if (s > LLONG_MAX / 2)
-					break;
-			}
-		} else
-			add_size(rows, n, &cap, lo);
-		if (*end == '\0')
-			break;
-		if (*end != ',')
-			return -1;
-		p = end + 1;
+	if ((copy = strdup(list)) == NULL)
+		err(1, NULL);
+	p = copy;
+	while ((item = strsep(&p, ",")) != NULL) {
+		if (*item == '\0')
+			tw_usage_err("--sizes: %s has an empty item",
+			    tw_quote(list));
+		if ((dash = strchr(item, '-')) == NULL) {
+			add_size(rows, n, &cap, list_size(item));
+			continue;
+		}
+		/* "-256" and "256-" have no number on one side. */
+		if (dash == item || dash[1] == '\0')
+			tw_usage_err("--sizes: %s is invalid " SIZES_WANT,
+			    tw_quote(item));
+		*dash = '\0';
+		lo = list_size(item);
+		hi = list_size(dash + 1);
+		if (hi < lo)
+			tw_usage_err("--sizes: the range %lld-%lld runs "
+			    "backwards (want MIN-MAX with MIN <= MAX)", lo, hi);
+		for (s = lo; s <= hi; s *= 2) {
+			add_size(rows, n, &cap, s);
+			if (s > LLONG_MAX / 2)
+				break;
+		}
 	}
-	return 0;
-}
-
-static int
-parse_reps(const char *s, int *reps)
-{
-	char *end;
-	long long v;
-
-	if (parse_positive(s, &end, &v) == -1 || *end != '\0' || v > INT_MAX)
-		return -1;
-	*reps = (int)v;
-	return 0;
+	free(copy);
 }
 
 static void __attribute__((noreturn))
@@ -331,6 +334,27 @@ read_stream(struct input *in)
 	free(tmp);
 	in->len = len;
 	in->alloc = len;
+}
+
+/*
+ * Refuse to write to the file standard input reads, by whatever name (the
+ * same path, a hard link, a symbolic link).  The input is in memory before
+ * outfile is opened, but every pass truncates outfile first, so a run that is
+ * interrupted or stopped by a write error would leave the only copy of the
+ * data cut short: `timewrite f <f', killed, once left 2.5 MB of a 20 MB f.
+ * Exit 1, as cat(1) does for "input file is output file": the command line
+ * is well formed, it is the files it names that cannot be used together.
+ * Only a regular file holds data to lose; /dev/null on both sides is
+ * harmless and allowed.
+ */
+static void
+refuse_input_as_output(const struct stat *in, const struct stat *out,
+    const char *path)
+{
+	if (S_ISREG(in->st_mode) && S_ISREG(out->st_mode) &&
+	    in->st_dev == out->st_dev && in->st_ino == out->st_ino)
+		errx(1, "%s: is the file on standard input; writing it would "
+		    "destroy the input (nothing was written)", path);
 }
 
 static void
@@ -547,23 +571,23 @@ int
 main(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
-		{ "dsync",	no_argument,		NULL,	'D' },
-		{ "format",	required_argument,	NULL,	'F' },
-		{ "fsync",	no_argument,		NULL,	'S' },
-		{ "help",	no_argument,		NULL,	'h' },
-		{ "probe",	no_argument,		NULL,	'P' },
-		{ "reps",	required_argument,	NULL,	'R' },
-		{ "sizes",	required_argument,	NULL,	'b' },
+		{ "dsync",	no_argument,		NULL,	OPT_DSYNC },
+		{ "format",	required_argument,	NULL,	OPT_FORMAT },
+		{ "fsync",	no_argument,		NULL,	OPT_FSYNC },
+		{ "help",	no_argument,		NULL,	OPT_HELP },
+		{ "probe",	no_argument,		NULL,	OPT_PROBE },
+		{ "reps",	required_argument,	NULL,	OPT_REPS },
+		{ "sizes",	required_argument,	NULL,	OPT_SIZES },
 		{ NULL,		0,			NULL,	0 }
 	};
 	struct input in = { NULL, 0, 0 };
 	struct row *rows = NULL;
-	struct stat st;
+	struct stat st, in_st;
 	enum format fmt = FMT_TSV;
 	const char *path, *mode, *sizes = NULL;
 	size_t nrows, i;
 	int ch, dsync = 0, dofsync = 0, osync = 0, probe = 0, reps = 1;
-	int fd, flags, regular, rep;
+	int fd, flags, regular, rep, have_in;
 
 	/* Past RLIMIT_FSIZE write() must fail with EFBIG, not kill us. */
 	signal(SIGXFSZ, SIG_IGN);
@@ -584,71 +608,56 @@ main(int argc, char *argv[])
 	while ((ch = getopt_long(argc, argv, ":b:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b':
+		case OPT_SIZES:
 			sizes = optarg;
 			break;
-		case 'D':
+		case OPT_DSYNC:
 			dsync = 1;
 			break;
-		case 'F':
+		case OPT_FORMAT:
 			if (strcmp(optarg, "tsv") == 0)
 				fmt = FMT_TSV;
 			else if (strcmp(optarg, "csv") == 0)
 				fmt = FMT_CSV;
 			else if (strcmp(optarg, "json") == 0)
 				fmt = FMT_JSON;
-			else {
-				warnx("unknown format: %s", optarg);
-				usage();
-			}
+			else
+				tw_usage_err("--format: %s is not tsv, csv or "
+				    "json", tw_quote(optarg));
 			break;
 		case 'h':
+		case OPT_HELP:
 			help();
-		case 'P':
+		case OPT_PROBE:
 			probe = 1;
 			break;
-		case 'R':
-			if (parse_reps(optarg, &reps) == -1) {
-				warnx("--reps wants a positive number: %s",
-				    optarg);
-				usage();
-			}
+		case OPT_REPS:
+			reps = (int)tw_int_arg("--reps", optarg, 1, INT_MAX);
 			break;
-		case 'S':
+		case OPT_FSYNC:
 			dofsync = 1;
 			break;
-		case ':':
-			warnx("option requires an argument: %s",
-			    argv[optind - 1]);
-			usage();
 		default:
-			if (optopt != 0)
-				warnx("unknown option: -%c", optopt);
-			else
-				warnx("unknown option: %s", argv[optind - 1]);
-			usage();
+			tw_usage_getopt(ch, argv);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 
 	/* --probe needs no outfile, but a given one must still be valid. */
-	if (argc > 2 || (argc == 0 && !probe))
-		usage();
+	if (argc == 0 && !probe)
+		tw_usage_err("missing outfile");
+	if (argc > 2)
+		tw_usage_err("too many arguments: %s after outfile and "
+		    "sync", tw_quote(argv[2]));
 	if (argc == 2) {
 		if (strcmp(argv[1], "sync") != 0)
-			usage();
+			tw_usage_err("%s after outfile: the only word allowed "
+			    "there is 'sync'", tw_quote(argv[1]));
 		osync = 1;
 	}
 	path = argc > 0 ? argv[0] : NULL;
-	if (sizes != NULL) {
-		if (parse_sizes(sizes, &rows, &nrows) == -1) {
-			warnx("bad size list (want sizes and MIN-MAX ranges, "
-			    "all positive, e.g. 256,1024 or 1-65536): %s",
-			    sizes);
-			usage();
-		}
-	} else if (parse_sizes(SEED_SIZES, &rows, &nrows) == -1)
-		errx(1, "the default size list does not parse");
+	parse_sizes(sizes != NULL ? sizes : SEED_SIZES, &rows, &nrows);
 
 	/* An unsupported mechanism exits 77 here, before any file exists. */
 	tw_require_mechanism();
@@ -666,15 +675,30 @@ main(int argc, char *argv[])
 			err(1, NULL);
 	}
 
+	/*
+	 * Is outfile the file standard input reads?  Asked once of the path
+	 * before anything is read or opened, so that the usual mistake costs
+	 * nothing, and once more of the descriptor after open() (below), which
+	 * is the check that counts: a rename between the two cannot get past
+	 * it.  A closed stdin is reported by read_input.
+	 */
+	have_in = fstat(STDIN_FILENO, &in_st) == 0;
+	if (have_in && stat(path, &st) == 0)
+		refuse_input_as_output(&in_st, &st, path);
+
 	/* All of the input is in memory before the output exists. */
 	read_input(&in);
 
 	/*
+	 * No O_TRUNC: a file is cut only once the descriptor has passed the
+	 * check above.  Every pass starts with rewind_out's ftruncate, so the
+	 * file still ends exactly as long as the input.
+	 *
 	 * O_LARGEFILE matters to the 32-bit variants: the compat open()
 	 * does not add it, and without it a write past 2 GiB fails with
 	 * EFBIG.  glibc adds it too under _FILE_OFFSET_BITS=64; say so here.
 	 */
-	flags = O_WRONLY | O_CREAT | O_TRUNC | O_LARGEFILE | O_CLOEXEC;
+	flags = O_WRONLY | O_CREAT | O_LARGEFILE | O_CLOEXEC;
 	if (osync)
 		flags |= O_SYNC;
 	if (dsync)
@@ -684,6 +708,8 @@ main(int argc, char *argv[])
 		err(1, "%s", path);
 	if (fstat(fd, &st) == -1)
 		err(1, "%s", path);
+	if (have_in)
+		refuse_input_as_output(&in_st, &st, path);
 	regular = S_ISREG(st.st_mode);
 
 	if (fmt != FMT_JSON)

@@ -24,16 +24,22 @@
 bits 32
 section .text
 
-global tw_syscall3:function
-tw_syscall3:
+; Call-frame information (tw.inc) follows every push and pop, so that a
+; profiler sampling inside int 0x80 can walk from here back to the caller.
+TW_FUNC tw_syscall3
 	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebx, 0
 	mov	eax, [esp+8]		; nr (the push moved the arguments up by 4)
 	mov	ebx, [esp+12]		; a1
 	mov	ecx, [esp+16]		; a2
 	mov	edx, [esp+20]		; a3
 	int	0x80
 	pop	ebx
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebx
 	ret
+TW_ENDFUNC
 
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data

@@ -26,25 +26,45 @@
 bits 32
 section .text
 
-global tw_syscall3:function
-tw_syscall3:
-	push	ebx
-	push	ebp
+; Call-frame information (tw.inc) follows every push and pop, and describes
+; two frames, as in sysenter.asm: tw_syscall3's, and .enter's own, which is
+; reached by a call and so starts with the CFA at esp+4 again.  .enter's rows
+; are those of __kernel_vsyscall for the same three pushes, which agree with
+; the vDSO's CFI for the landing pad the kernel returns to.
+TW_FUNC tw_syscall3
+	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebx, 0
+	push	ebp			; callee-saved, and .enter overwrites it
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebp, 0
 	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
 	mov	ebx, [esp+16]		; a1
 	mov	ecx, [esp+20]		; a2
 	mov	edx, [esp+24]		; a3
 	call	.enter			; the landing pad's ret returns here
 	pop	ebp
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebp
 	pop	ebx
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebx
 	ret
+	; After ret the row is the entry row again, which is .enter's first row.
 .enter:
 	push	ecx			; the frame __kernel_vsyscall pushes
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ecx, 0
 	push	edx
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET edx, 0
 	push	ebp
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebp, 0
 	mov	ebp, ecx		; syscall clobbers ecx: the compat ABI wants a2 in ebp
 	syscall
 	ud2				; never reached: the kernel returns to the landing pad
+TW_ENDFUNC
 
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data

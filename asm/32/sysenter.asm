@@ -31,27 +31,51 @@
 bits 32
 section .text
 
-global tw_syscall3:function
-tw_syscall3:
-	push	ebx
-	push	ebp			; ebp is callee-saved; the landing pad pops our copy
+; Call-frame information (tw.inc) follows every push and pop, and describes
+; two frames.  tw_syscall3's own: two pushes, then a call to .enter.  And
+; .enter's, which is a frame of its own because it is reached by a call: at
+; .enter the CFA is esp+4 again and the return address leads back into
+; tw_syscall3, whose rows hold there.  .enter's rows are those of
+; __kernel_vsyscall (vdso32/system_call.S) for the same three pushes, so they
+; agree with the vDSO's CFI for the landing pad, where the kernel resumes
+; and where a sample taken during the system call says the process is.
+TW_FUNC tw_syscall3
+	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebx, 0
+	push	ebp			; callee-saved, and .enter overwrites it
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebp, 0
 	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
 	mov	ebx, [esp+16]		; a1
 	mov	ecx, [esp+20]		; a2
 	mov	edx, [esp+24]		; a3
 	call	.enter			; the landing pad's ret returns here
-	pop	ebp
+	pop	ebp			; the landing pad restored ebp already;
+	CFI_ADJUST_CFA_OFFSET -4	; this is the caller's value all the same
+	CFI_RESTORE ebp
 	pop	ebx
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebx
 	ret
+	; After ret the row is the entry row again (CFA = esp+4, the return
+	; address at [esp], nothing saved), which is .enter's first row too.
 .enter:
 	push	ecx			; the frame __kernel_vsyscall pushes,
-	push	edx			; in its order: the landing pad pops
-	push	ebp			; ebp, edx, ecx and then rets
+	CFI_ADJUST_CFA_OFFSET 4		; in its order: the landing pad pops
+	CFI_REL_OFFSET ecx, 0		; ebp, edx, ecx and then rets
+	push	edx
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET edx, 0
+	push	ebp
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebp, 0
 	mov	ebp, esp		; sysenter loses esp; the kernel reads it from ebp
 	sysenter
 	; Never reached: the kernel returns to the vDSO landing pad.  Should a
 	; kernel ever return here, trap rather than run into whatever follows.
 	ud2
+TW_ENDFUNC
 
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data

@@ -23,13 +23,19 @@ extern tw_vsyscall
 bits 32
 section .text
 
-global tw_syscall3:function
-tw_syscall3:
+; Call-frame information (tw.inc) follows every push and pop.  Inside
+; __kernel_vsyscall the vDSO's own CFI takes over; it leads back to the
+; return address `call esi' pushed, where the rows below hold.
+TW_FUNC tw_syscall3
 	mov	eax, [tw_vsyscall]	; non-PIC absolute load; the Makefile links -no-pie
 	test	eax, eax
 	jz	.nosysinfo
-	push	ebx
-	push	esi
+	push	ebx			; callee-saved in cdecl, but it carries a1
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebx, 0
+	push	esi			; callee-saved; it holds the call target
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET esi, 0
 	mov	esi, eax		; keep the target: eax must carry nr
 	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
 	mov	ebx, [esp+16]		; a1
@@ -37,11 +43,18 @@ tw_syscall3:
 	mov	edx, [esp+24]		; a3
 	call	esi
 	pop	esi
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE esi
 	pop	ebx
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebx
 	ret
+	; Reached by the jz above, before any push: the entry row holds, and
+	; the pops have just restored exactly that row.
 .nosysinfo:
 	mov	eax, -ENOSYS
 	ret
+TW_ENDFUNC
 
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data

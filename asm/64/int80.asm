@@ -26,9 +26,12 @@ bits 64
 default rel
 section .text
 
-global tw_syscall3:function
-tw_syscall3:
+; Call-frame information (tw.inc) follows the push and the pop, so that a
+; profiler sampling inside int 0x80 can walk from here back to the caller.
+TW_FUNC tw_syscall3
 	push	rbx			; callee-saved in the C ABI, but it carries a1
+	CFI_ADJUST_CFA_OFFSET 8
+	CFI_REL_OFFSET rbx, 0
 	mov	r8, rcx			; a3, before ecx is overwritten by a2
 	mov	eax, edi		; nr
 	mov	ebx, esi		; a1 (upper half dropped: the i386 ABI)
@@ -37,7 +40,10 @@ tw_syscall3:
 	int	0x80
 	movsxd	rax, eax		; the i386 ABI returns a 32-bit value
 	pop	rbx
+	CFI_ADJUST_CFA_OFFSET -8
+	CFI_RESTORE rbx
 	ret
+TW_ENDFUNC
 
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data

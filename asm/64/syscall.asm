@@ -21,14 +21,18 @@ bits 64
 default rel
 section .text
 
-global tw_syscall3:function
-tw_syscall3:
+; No push and no frame: the stack pointer never moves, so the row every FDE
+; starts with (tw.inc's CIE: CFA = rsp+8, return address at [rsp]) holds at
+; every instruction, and TW_FUNC needs nothing more to let an unwinder find
+; the caller.  The registers syscall clobbers (rcx, r11) are caller-saved.
+TW_FUNC tw_syscall3
 	mov	rax, rdi		; nr
 	mov	rdi, rsi		; a1
 	mov	rsi, rdx		; a2
 	mov	rdx, rcx		; a3
 	syscall
 	ret
+TW_ENDFUNC
 
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data

@@ -1,0 +1,219 @@
+/*
+ * tw_cli.c: one number parser and one usage-error style for the C programs.
+ *
+ * The parsers check the syntax themselves before strtoll/strtod convert:
+ * those functions skip leading white space, take a '+' or '-', read hex
+ * ("0x10", and "0x1p4" or "inf" for strtod) and stop quietly at the first
+ * character they do not like, and each caller once had to remember which of
+ * those to undo.  Here a number is a string of ASCII digits (the ctype
+ * functions would depend on the locale), and anything else is "invalid".
+ * No program calls setlocale, so strtod's decimal point is always '.'.
+ */
+#include <err.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tw_cli.h"
+
+static int
+is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Past a run of digits; *n counts them. */
+static const char *
+digits(const char *p, int *n)
+{
+	*n = 0;
+	while (is_digit(*p)) {
+		p++;
+		(*n)++;
+	}
+	return p;
+}
+
+long long
+tw_strtonum(const char *s, long long min, long long max, const char **errstr)
+{
+	const char *p = s;
+	long long v;
+	int n;
+
+	*errstr = "invalid";
+	if (min > max)
+		return 0;
+	/* A sign only where the range has room for it, and only '-'. */
+	if (*p == '-' && min < 0)
+		p++;
+	p = digits(p, &n);
+	if (n == 0 || *p != '\0')
+		return 0;
+	errno = 0;
+	v = strtoll(s, NULL, 10);
+	if (errno == ERANGE) {
+		*errstr = v == LLONG_MIN ? "too small" : "too large";
+		return 0;
+	}
+	if (v < min) {
+		*errstr = "too small";
+		return 0;
+	}
+	if (v > max) {
+		*errstr = "too large";
+		return 0;
+	}
+	*errstr = NULL;
+	return v;
+}
+
+double
+tw_strtod(const char *s, double min, double max, const char **errstr)
+{
+	const char *p = s;
+	double v;
+	int n, frac;
+
+	*errstr = "invalid";
+	if (!(min <= max))
+		return 0;
+	if (*p == '-' && min < 0)
+		p++;
+	p = digits(p, &n);
+	if (*p == '.')
+		p = digits(p + 1, &frac);
+	else
+		frac = 0;
+	if (n + frac == 0)
+		return 0;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		p = digits(p, &n);
+		if (n == 0)
+			return 0;
+	}
+	if (*p != '\0')
+		return 0;
+	v = strtod(s, NULL);
+	/*
+	 * Overflow gives an infinity, which is out of every finite range and
+	 * must not get through an infinite one.  Underflow gives the nearest
+	 * representable value, judged like any other.
+	 */
+	if (v < min || (isinf(v) && v < 0)) {
+		*errstr = "too small";
+		return 0;
+	}
+	if (v > max || isinf(v)) {
+		*errstr = "too large";
+		return 0;
+	}
+	*errstr = NULL;
+	return v;
+}
+
+const char *
+tw_quote(const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p;
+	char *q, *out;
+
+	/* Each byte takes at most four characters (\xNN), plus the quotes. */
+	if ((out = malloc(4 * strlen(s) + 3)) == NULL)
+		return s;
+	q = out;
+	*q++ = '\'';
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p == '\n' || *p == '\t') {
+			*q++ = '\\';
+			*q++ = *p == '\n' ? 'n' : 't';
+		} else if (*p == '\'' || *p == '\\') {
+			*q++ = '\\';
+			*q++ = (char)*p;
+		} else if (*p < 0x20 || *p > 0x7e) {
+			*q++ = '\\';
+			*q++ = 'x';
+			*q++ = hex[*p >> 4];
+			*q++ = hex[*p & 0xf];
+		} else
+			*q++ = (char)*p;
+	}
+	*q++ = '\'';
+	*q = '\0';
+	return out;
+}
+
+long long
+tw_int_arg(const char *opt, const char *s, long long min, long long max)
+{
+	const char *errstr;
+	long long v;
+
+	v = tw_strtonum(s, min, max, &errstr);
+	if (errstr != NULL)
+		tw_usage_err("%s: %s is %s (want an integer from %lld to %lld)",
+		    opt, tw_quote(s), errstr, min, max);
+	return v;
+}
+
+double
+tw_real_arg(const char *opt, const char *s, double min, double max)
+{
+	const char *errstr;
+	double v;
+
+	v = tw_strtod(s, min, max, &errstr);
+	if (errstr != NULL)
+		tw_usage_err("%s: %s is %s (want a number from %g to %g)",
+		    opt, tw_quote(s), errstr, min, max);
+	return v;
+}
+
+void
+tw_usage_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	/* vwarnx prints "prog: message\n", the program named as err(3) does. */
+	va_start(ap, fmt);
+	vwarnx(fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", tw_usage);
+	exit(TW_EXIT_USAGE);
+}
+
+void
+tw_usage_getopt(int ch, char *const argv[])
+{
+	char opt[3] = { '-', (char)optopt, '\0' };
+
+	/*
+	 * A short option is named by optopt.  A long one is quoted as typed:
+	 * getopt_long has just moved optind past it, and it leaves optopt 0
+	 * for an unknown or ambiguous long option and sets it to the option's
+	 * val otherwise.  Short options cannot be quoted that way, because
+	 * optind stays put while getopt is inside a cluster such as -xq.
+	 */
+	if (optopt == 0 || optopt >= TW_LONGOPT) {
+		if (ch == ':')
+			tw_usage_err("option requires an argument: %s",
+			    tw_quote(argv[optind - 1]));
+		if (optopt == 0)
+			tw_usage_err("unknown or ambiguous option: %s",
+			    tw_quote(argv[optind - 1]));
+		tw_usage_err("option takes no argument: %s",
+		    tw_quote(argv[optind - 1]));
+	}
+	if (ch == ':')
+		tw_usage_err("option requires an argument: %s", tw_quote(opt));
+	tw_usage_err("unknown option: %s", tw_quote(opt));
+}

@@ -1,0 +1,75 @@
+/*
+ * tw_cli.h: the command-line pieces timewrite, syscost and wvbench share.
+ *
+ * Three programs once parsed numbers three ways and disagreed: strtol skips
+ * leading blanks and takes a sign, so syscost accepted --batches " 2" that
+ * timewrite refused as --sizes " 256".  They also reported bad usage three
+ * ways.  Here is one number parser, modelled on OpenBSD's strtonum(3), and
+ * one usage-error style, modelled on errx(3): one line naming the program
+ * and the problem, then the program's usage line, exit 2.
+ */
+#ifndef TW_CLI_H
+#define TW_CLI_H
+
+/*
+ * The program's synopsis, exactly as its README section gives it: one or
+ * more lines, no trailing newline.  Every program linking tw_cli.c defines
+ * it, so a program that forgot cannot link rather than crash on its first
+ * usage error.
+ */
+extern const char tw_usage[];
+
+/* The exit status of every usage error. */
+#define TW_EXIT_USAGE	2
+
+/*
+ * A decimal integer in [min, max] that is the whole of s: digits only, with
+ * a leading '-' allowed only when min is negative.  No blanks, no '+', no
+ * base prefix, no trailing text.  On failure returns 0 and sets *errstr to
+ * "invalid", "too small" or "too large" (strtonum's words); on success sets
+ * it to NULL.
+ */
+long long tw_strtonum(const char *s, long long min, long long max,
+    const char **errstr);
+
+/*
+ * The same rules for a decimal fraction: [-]digits[.digits][e[+-]digits],
+ * at least one digit before the exponent.  No "inf", "nan" or hex floats,
+ * so the result is always finite.
+ */
+double tw_strtod(const char *s, double min, double max, const char **errstr);
+
+/*
+ * An option's argument as an integer or fraction in [min, max], or a usage
+ * error that names the option, quotes the argument and gives the range.
+ */
+long long tw_int_arg(const char *opt, const char *s, long long min,
+    long long max);
+double tw_real_arg(const char *opt, const char *s, double min, double max);
+
+/*
+ * s in single quotes with tabs, newlines, other control bytes, quotes,
+ * backslashes and non-ASCII bytes written as C escapes, for quoting what the
+ * user typed: the usage error stays one line, and a no-break space or a
+ * trailing newline shows instead of passing for a plain "2".  The string
+ * is allocated and never freed; it is meant for a message printed on the
+ * way out.
+ */
+const char *tw_quote(const char *s);
+
+/* "prog: <message>", then tw_usage, on stderr; exit TW_EXIT_USAGE. */
+void tw_usage_err(const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 1, 2)));
+
+/*
+ * The usage error for what getopt_long returned as ':' (an option without
+ * its argument) or '?' (an unknown option, or an argument to a long option
+ * that takes none), for programs that call it with opterr = 0 and an
+ * optstring starting with ':'.  Every long option's val must be TW_LONGOPT
+ * or more, even one that has a short twin: optopt is then enough to tell
+ * which kind the user typed.
+ */
+#define TW_LONGOPT	256
+void tw_usage_getopt(int ch, char *const argv[]) __attribute__((noreturn));
+
+#endif
