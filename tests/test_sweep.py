@@ -1,4 +1,4 @@
-"""tw sweep (scripts/twtools/sweep.py): real quick runs write the files results-schema.md promises.
+"""tw sweep: real quick runs write raw samples; twtools.analyse.sweeps and .fits compute the figures.
 
 What is checked, and why it can break:
 - seed_sweep on a few real variants, async and sync: every row has
@@ -8,8 +8,9 @@ What is checked, and why it can break:
 - An unsupported variant (this CPU's missing entry instruction) becomes a
   run with supported:false and the program's own reason, and no rows: a
   sweep that recorded zeros, or crashed, fails.
-- The output sits in the results directory with its file system type, and a
-  CSV beside the JSON; the scratch files are gone afterwards.
+- The output sits in the results directory with its file system type, raw
+  samples only (a summary frozen at measuring time would never see a fix to the
+  statistics); the scratch files are gone afterwards.
 - tlpi_sweep: sizes 1..65536 (17 rows) and the scale factor to TLPI's 100 MB.
 - writev_bench with N > IOV_MAX reports ceil(N/IOV_MAX) writev calls and
   ratios that are writev/write of the same rep.
@@ -21,7 +22,6 @@ What is checked, and why it can break:
 - `tw sweep` rejects an unknown sweep with exit 2.
 No assertion compares a time with a threshold: timings vary by machine.
 """
-import csv
 import json
 import math
 import os
@@ -33,6 +33,7 @@ import pytest
 from conftest import ROOT, run
 
 from twtools.machine import probe
+from twtools.analyse import fits, sweeps
 from twtools.measure import sweep
 
 SUMMARY_KEYS = {"median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable"}
@@ -58,8 +59,8 @@ def seed(tmp_path_factory, build):
     bad = first_unsupported()
     if bad:
         names.append(bad["name"])
-    return out, bad, sweep.seed_sweep(out, mode="quick", variants=names, reps=2,
-                                      input_bytes=40_000)
+    raw = sweep.seed_sweep(out, mode="quick", variants=names, reps=2, input_bytes=40_000)
+    return out, bad, sweeps.sweep(raw)
 
 
 def test_seed_sweep_rows_and_counts(seed):
@@ -102,20 +103,20 @@ def test_seed_sweep_files_and_fs(seed):
     out, bad, d = seed
     on_disk = json.loads((out / "sweep_seed.json").read_text())
     assert on_disk["input_bytes"] == d["input_bytes"]
+    for r in on_disk["runs"]:
+        for row in r["rows"]:
+            assert set(row["samples"]) == {"user_s", "sys_s", "real_s"}
+            assert not {"user_s", "real_s", "ns_per_call"} & set(row)    # raw only
     st = run(["stat", "-f", "-c", "%T", out], text=True)
     assert d["fstype"] == st.stdout.strip()
     assert d["outfile_dir"] == str(out.resolve())
     assert not (out / ".sweep-scratch").exists()
-    with open(out / "sweep_seed.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert {"variant", "mode", "buffsize", "calls", "ns_per_call_median", "wait_s_ci_low"} <= set(rows[0])
-    n_rows = sum(len(r["rows"]) or 1 for r in d["runs"])
-    assert len(rows) == n_rows
     assert d["knee"]["sync"]["value"] is None and d["knee"]["sync"]["why"]
 
 
 def test_tlpi_sweep(tmp_path, build):
-    d = sweep.tlpi_sweep(tmp_path, mode="quick", variants=["64-libc"], reps=2, input_bytes=8192)
+    d = sweeps.sweep(sweep.tlpi_sweep(tmp_path, mode="quick", variants=["64-libc"], reps=2,
+                                      input_bytes=8192))
     (r,) = d["runs"]
     if not r["supported"]:
         pytest.skip(f"64-libc unsupported here: {r['reason']}")
@@ -123,15 +124,15 @@ def test_tlpi_sweep(tmp_path, build):
     assert [row["buffsize"] for row in r["rows"]] == [1 << i for i in range(17)]
     assert [row["calls"] for row in r["rows"]] == [math.ceil(8192 / (1 << i)) for i in range(17)]
     assert d["scale_factor"] == pytest.approx(100_000_000 / 8192)
-    assert (tmp_path / "sweep_tlpi.json").exists() and (tmp_path / "sweep_tlpi.csv").exists()
+    assert (tmp_path / "sweep_tlpi.json").exists()
     (fit,) = d["fits"]
     assert fit["n_points"] == 17 * 2 and fit["sizes"] == [1, 65536]
 
 
 def test_writev_bench_beyond_iov_max(tmp_path, build):
     iov = os.sysconf("SC_IOV_MAX")
-    d = sweep.writev_bench(tmp_path, mode="quick", bits=(64,), n_buffers=[4, iov + 1],
-                           sizes=[64], reps=3)
+    d = sweeps.writev(sweep.writev_bench(tmp_path, mode="quick", bits=(64,),
+                                         n_buffers=[4, iov + 1], sizes=[64], reps=3))
     rows = {r["n_buffers"]: r for r in d["rows"]}
     assert set(rows) == {4, iov + 1}
     assert rows[iov + 1]["writev_calls"] == 2 and rows[4]["writev_calls"] == 1
@@ -142,11 +143,11 @@ def test_writev_bench_beyond_iov_max(tmp_path, build):
             check_summary(r[k], 3)
         s = r["samples"]
         assert s["ratio"] == pytest.approx([v / w for v, w in zip(s["writev_ns"], s["write_ns"])])
-    assert (tmp_path / "writev.csv").exists()
+    assert (tmp_path / "writev.json").exists()
 
 
 def test_stdio_bench_counts(tmp_path, build):
-    d = sweep.stdio_bench(tmp_path, mode="quick", bits=(64, 32), nbytes=20_000, reps=2)
+    d = sweeps.stdio(sweep.stdio_bench(tmp_path, mode="quick", bits=(64, 32), nbytes=20_000, reps=2))
     ok = [r for r in d["rows"] if r["supported"]]
     assert {r["bits"] for r in ok} >= {64}
     for r in d["rows"]:
@@ -178,7 +179,7 @@ def test_fit_linear_ci_covers_the_true_line_95_percent():
             y = (a + b * s) * (1 + rng.normal(0, 0.02, 6))
             rows.append({"buffsize": s, "ns_per_call": {"median": float(np.median(y))},
                          "samples": {"ns_per_call": y.tolist()}})
-        (f,) = sweep.fit_linear([{"variant": "x", "mode": "async", "supported": True,
+        (f,) = fits.fit_linear([{"variant": "x", "mode": "async", "supported": True,
                                   "rows": rows}])
         assert f["n_points"] == 17 * 6
         assert f["a_ns"]["ci_high"] - f["a_ns"]["ci_low"] < 0.2 * a      # informative
@@ -192,13 +193,13 @@ def test_knee_closed_form():
     def fit(name, a, b):
         return {"variant": name, "mode": "async", "sizes": [1, 65536],
                 "a_ns": {"value": a, "se": 1e-6}, "b_ns_per_byte": {"value": b, "se": 1e-9}}
-    k = sweep.knee([fit("fast", 100.0, 0.1), fit("slow", 600.0, 0.1)])
+    k = fits.knee([fit("fast", 100.0, 0.1), fit("slow", 600.0, 0.1)])
     # 500 ns difference is 1% of a call of 50 us: (500/0.01 - 100) / 0.1 = 499,000 B
     assert k["value"] == pytest.approx(499_000, rel=1e-6)
     assert k["extrapolated"] is True
     assert k["fastest"] == "fast" and k["slowest"] == "slow"
     assert k["ci_low"] <= k["value"] <= k["ci_high"]
-    one = sweep.knee([fit("only", 100.0, 0.1)])
+    one = fits.knee([fit("only", 100.0, 0.1)])
     assert one["value"] is None and one["why"]
 
 
@@ -223,7 +224,7 @@ def test_fit_linear_survives_one_preempted_pass():
             y[3] *= 25
         rows.append({"buffsize": s, "ns_per_call": {"median": float(np.median(y))},
                      "samples": {"ns_per_call": y.tolist()}})
-    (f,) = sweep.fit_linear([{"variant": "x", "mode": "async", "supported": True, "rows": rows}])
+    (f,) = fits.fit_linear([{"variant": "x", "mode": "async", "supported": True, "rows": rows}])
     # Within 5% of the truth: the non-robust fit put b 36% too high here (r2 0.11).
     # Single-seed CI coverage is the other test's business.
     assert abs(f["a_ns"]["value"] - a) < 0.05 * a

@@ -9,7 +9,7 @@ as a stored summary are used as stored and listed in analysis.from_stored.
 from pathlib import Path
 
 from ..core import files
-from . import percall
+from . import percall, sweeps
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
@@ -32,8 +32,12 @@ def analyse(raw):
     data["percall"] = percall.analyse(raw.get("percall"))
     if data["percall"] and data["percall"]["source"] != "raw rounds":
         from_stored.append(f"percall: {data['percall']['source']}")
+    for stem in ("sweep_seed", "sweep_tlpi"):
+        data[stem] = sweeps.sweep(raw.get(stem))
+    data["writev"] = sweeps.writev(raw.get("writev"))
+    data["stdio"] = sweeps.stdio(raw.get("stdio"))
     data["analysis"] = {"version": ANALYSIS_VERSION,
-                        "methods": {"percall": percall.ANALYSIS},
+                        "methods": {"percall": percall.ANALYSIS, "sweeps": sweeps.ANALYSIS},
                         "from_stored": from_stored}
     return data
 

@@ -2,7 +2,7 @@
 
 Four measurements, each a function the orchestrator (tw run) calls with the
 results directory and a mode ('quick', 'default', 'long'); each returns its
-dict and writes <stem>.json plus <stem>.csv through export():
+dict and writes <stem>.json (raw samples and how they were taken) through export():
 
   seed_sweep   -> sweep_seed.json   seed 1: every supported timewrite variant,
                                     async and O_SYNC, BUFFSIZE 256..131072, ONE
@@ -11,9 +11,8 @@ dict and writes <stem>.json plus <stem>.csv through export():
   writev_bench -> writev.json       seed 3: N write() of S bytes vs writev of N
   stdio_bench  -> stdio.json        seed 4: 1-byte write() vs fwrite/fputc/putc_unlocked
 
-Sizes per mode (see docs/sweeps.md for why): MODES below.  Every figure is a
-twtools.analyse.stats summary with its raw samples beside it; an unsupported variant
-is a run with supported:false and the program's own reason, never zeros.
+Sizes per mode (see docs/sweeps.md for why): MODES below.  An unsupported
+variant is a run with supported:false and the program's own reason, never zeros.
 
 Interleaving: the seed and TLPI sweeps call each binary with --reps 2, in
 rounds; every round runs every (variant, mode) once, in an order rotated by
@@ -27,11 +26,10 @@ be the cold first pass of a new process.  Inside one call the program
 interleaves its own reps over the sizes.  Process start-up (~1 ms) is
 outside the timed passes, which time themselves.
 
-fit_linear() and knee() are pure functions for the report: per variant
-T(size) = a + b*size ns per call, and the buffer size above which the
-mechanisms differ by less than 1% of a call.
+The stage files hold raw samples only; twtools.analyse.sweeps summarises them
+and twtools.analyse.fits fits T(size) = a + b*size per variant and finds the
+buffer size above which the mechanisms differ by less than 1% of a call.
 """
-import csv
 import json
 import math
 import os
@@ -40,13 +38,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
-from scipy import stats as sstats
 
 from ..cli import options
 from ..core import files, paths, proc, ui
 from ..machine import probe
-from ..analyse.stats import summarize
 
 SEED_SIZES = [256 << i for i in range(10)]          # 256 .. 131072, the seed's own
 TLPI_SIZES = [1 << i for i in range(17)]            # 1 .. 65536
@@ -121,37 +116,9 @@ def _input_file(scratch, nbytes):
 
 # --- export -------------------------------------------------------------------
 
-def _flat(row):
-    """One CSV row: summaries become <key>_median, _ci_low, _ci_high, _n, _unstable."""
-    out = {}
-    for k, v in row.items():
-        if k == "samples":
-            continue
-        if isinstance(v, dict) and "median" in v:
-            for f in ("median", "ci_low", "ci_high", "n", "unstable"):
-                out[f"{k}_{f}"] = v.get(f)
-        elif isinstance(v, dict) and "value" in v:
-            out[k] = v.get("value")
-            out[f"{k}_why"] = v.get("why")
-        elif isinstance(v, (list, dict)):
-            continue
-        else:
-            out[k] = v
-    return out
-
-
-def export(out_dir, stem, obj, table):
-    """Write <stem>.json (obj) and <stem>.csv (table, flattened) into out_dir."""
-    out_dir = Path(out_dir)
-    files.write_json(out_dir / f"{stem}.json", obj)
-    rows = [_flat(r) for r in table]
-    cols = []
-    for r in rows:
-        cols += [c for c in r if c not in cols]
-    with open(out_dir / f"{stem}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+def export(out_dir, stem, obj):
+    """Write <stem>.json (raw samples and how they were taken) into out_dir."""
+    files.write_json(Path(out_dir) / f"{stem}.json", obj)
     return obj
 
 
@@ -243,43 +210,23 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
     for key in runs:
         run = runs[key]
         raw = run.pop("raw")
-        rows = []
-        for bs in sorted(raw):
-            d = raw[bs]
-            u, s, re = (np.asarray(d[f], float) for f in ("user_s", "sys_s", "real_s"))
-            wait = re - u - s
-            nspc = re / d["calls"] * 1e9
-            rows.append({"buffsize": bs, "calls": d["calls"],
-                         "calls_expected": math.ceil(input_bytes / bs),
-                         "user_s": summarize(u), "sys_s": summarize(s), "real_s": summarize(re),
-                         "wait_s": summarize(wait), "ns_per_call": summarize(nspc),
-                         "samples": {"user_s": u.tolist(), "sys_s": s.tolist(),
-                                     "real_s": re.tolist(), "wait_s": wait.tolist(),
-                                     "ns_per_call": nspc.tolist()}})
-        run["rows"] = rows
+        run["rows"] = [{"buffsize": bs, "calls": raw[bs]["calls"],
+                        "calls_expected": math.ceil(input_bytes / bs),
+                        "samples": {f: raw[bs][f] for f in ("user_s", "sys_s", "real_s")}}
+                       for bs in sorted(raw)]
         if run["supported"]:
             run["reason"] = None
         out_runs.append(run)
     shutil.rmtree(scratch, ignore_errors=True)
-    fits = fit_linear(out_runs)
-    return {"input_bytes": input_bytes, "reps": max(mode_rounds.values()) * per_call,
+    return {"schema": "timewrite-sweep/2", "input_bytes": input_bytes,
+            "reps": max(mode_rounds.values()) * per_call,
             "reps_by_mode": {m: mode_rounds[m] * per_call for m in modes},
             "rounds": rounds, "reps_per_call": per_call,
             "interleave": f"{rounds} rounds of timewrite --reps {per_call} over every "
                           "(variant, mode), order rotated per round; a mode with fewer reps "
                           "joins the first rounds only",
             "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat, "fstype_mount": fs_mount,
-            "seconds": round(time.monotonic() - t0, 2),
-            "runs": out_runs, "fits": fits,
-            "knee": {m: (knee([f for f in fits if f["mode"] == m]) if m == "async" else
-                         ui.blind("O_SYNC per-call time is mostly I/O wait; differences in "
-                                      "its intercepts are disk noise, not entry cost"))
-                     for m in modes}}
-
-
-def _table(obj):
-    return [dict({k: run[k] for k in ("variant", "mode", "supported", "reason")}, **row)
-            for run in obj["runs"] for row in (run["rows"] or [{}])]
+            "seconds": round(time.monotonic() - t0, 2), "runs": out_runs}
 
 
 def _pick_variants(names=None, program="timewrite"):
@@ -304,7 +251,7 @@ def seed_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
                     f"{input_bytes} B input, samples per cell {reps}")
     obj = _sweep(out_dir, "seed", vs, ["async", "sync"], None, input_bytes, reps, "seed sweep")
     obj.update(mode=mode, sizes=SEED_SIZES)
-    return export(out_dir, "sweep_seed", obj, _table(obj))
+    return export(out_dir, "sweep_seed", obj)
 
 
 def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=None):
@@ -318,7 +265,7 @@ def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
     obj = _sweep(out_dir, "tlpi", vs, ["async"], "1-65536", input_bytes, reps, "TLPI sweep")
     obj.update(mode=mode, sizes=TLPI_SIZES, tlpi_bytes=TLPI_BYTES,
                scale_factor=TLPI_BYTES / input_bytes)
-    return export(out_dir, "sweep_tlpi", obj, _table(obj))
+    return export(out_dir, "sweep_tlpi", obj)
 
 
 # --- wvbench ----------------------------------------------------------------------
@@ -373,43 +320,25 @@ def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=N
                     unsupported[b] = why
                     ui.progress(f"writev: {b}-bit: unsupported: {why}")
                     break
-                w = np.asarray(res["samples"]["write_ns"], float)
-                v = np.asarray(res["samples"]["writev_ns"], float)
-                ratio = v / w     # paired: the same rep ran both, interleaved
                 rows.append({"bits": b, "supported": True, "reason": None, "n_buffers": n,
                              "size": s, "bytes": n * s, "iov_max": res["iov_max"],
                              "inner": res["inner"],
                              "write_calls": res["write_calls_per_op"],
                              "writev_calls": res["writev_calls_per_op"],
-                             "write_ns": summarize(w), "writev_ns": summarize(v),
-                             "ratio": summarize(ratio),
-                             "write_ns_per_call": summarize(w / res["write_calls_per_op"]),
-                             "samples": {"write_ns": w.tolist(), "writev_ns": v.tolist(),
-                                         "ratio": ratio.tolist()}})
+                             # paired: the same rep ran both, interleaved
+                             "samples": {"write_ns": res["samples"]["write_ns"],
+                                         "writev_ns": res["samples"]["writev_ns"]}})
         ui.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
     for b, why in unsupported.items():
         rows = [r for r in rows if r["bits"] != b]
         rows.append({"bits": b, "supported": False, "reason": why})
     shutil.rmtree(scratch, ignore_errors=True)
-    wins = [r for r in rows if r.get("supported") and r["ratio"]["ci_high"] < 1]
-    loses = [r for r in rows if r.get("supported") and r["ratio"]["ci_low"] > 1]
-    obj = {"mode": mode, "reps": reps, "iov_max": iov_max, "n_buffers": ns, "sizes": ss,
+    obj = {"schema": "timewrite-writev/2", "mode": mode, "reps": reps, "iov_max": iov_max,
+           "n_buffers": ns, "sizes": ss,
            "unit": "write_ns/writev_ns: ns to write one set of n_buffers buffers of size bytes",
            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
-           "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2),
-           "summary": {"cells": sum(1 for r in rows if r.get("supported")),
-                       "writev_faster": len(wins), "writev_slower": len(loses),
-                       "best": _extreme(rows, min), "worst": _extreme(rows, max)},
-           "rows": rows}
-    return export(out_dir, "writev", obj, rows)
-
-
-def _extreme(rows, fn):
-    ok = [r for r in rows if r.get("supported")]
-    if not ok:
-        return None
-    r = fn(ok, key=lambda r: r["ratio"]["median"])
-    return {"bits": r["bits"], "n_buffers": r["n_buffers"], "size": r["size"], "ratio": r["ratio"]}
+           "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2), "rows": rows}
+    return export(out_dir, "writev", obj)
 
 
 def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
@@ -430,175 +359,20 @@ def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
             ui.progress(f"stdio: {b}-bit: unsupported: {why}")
             continue
         for m in res["methods"]:
-            sm = {k: np.asarray(v, float) for k, v in m["samples"].items()}
             calls = m["calls"]
             rows.append({"bits": b, "supported": True, "reason": None, "method": m["method"],
-                         "real_s": summarize(sm["real_s"]), "user_s": summarize(sm["user_s"]),
-                         "sys_s": summarize(sm["sys_s"]),
-                         "ns_per_byte": summarize(sm["real_s"] / nbytes * 1e9),
                          "calls": calls if calls is not None else
                          ui.blind(res.get("calls_source", "no write counter")),
                          "calls_expected": (nbytes if m["method"] == "write"
                                             else math.ceil(nbytes / res["st_blksize"])),
                          "st_blksize": res["st_blksize"],
-                         "samples": {k: v.tolist() for k, v in sm.items()}})
+                         "samples": {k: list(v) for k, v in m["samples"].items()}})
     shutil.rmtree(scratch, ignore_errors=True)
-    obj = {"mode": mode, "bytes": nbytes, "reps": reps, "calls_source": "syscw in /proc/self/io",
+    obj = {"schema": "timewrite-stdio/2", "mode": mode, "bytes": nbytes, "reps": reps,
+           "calls_source": "syscw in /proc/self/io",
            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
            "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2), "rows": rows}
-    return export(out_dir, "stdio", obj, rows)
-
-
-# --- fits -------------------------------------------------------------------------
-
-HUBER_K = 1.345  # 95% efficiency under Gaussian noise
-
-
-def _wls(X, y, w):
-    XtW = X.T * w
-    cov0 = np.linalg.inv(XtW @ X)
-    return cov0, cov0 @ (XtW @ y)
-
-
-def fit_linear(runs):
-    """Per run (variant, mode): T(size) = a + b*size ns per call, robust weighted least squares.
-
-    runs: a sweep's "runs" list (or the sweep dict).  Every rep's ns_per_call
-    is a point, weighted by 1/median(row)^2, i.e. the fit minimises relative
-    residuals: timing noise is roughly proportional to the time, and without
-    the weights the big buffers (microseconds per call) would decide the
-    intercept that the small ones measure best.  On top of that the points get
-    Huber weights (iteratively reweighted, k = 1.345 robust standard
-    deviations, scale from the MAD): one pass preempted by another process can
-    be 20x the others, and with squared relative residuals that single sample
-    would otherwise decide the line (seen here: r2 0.03 on clean data).
-    Standard errors come from (X'WX)^-1 scaled by the reduced chi-square; the
-    CI is +-t(0.975, dof)*se.  Returns [{variant, mode, a_ns, b_ns_per_byte:
-    {value, se, ci_low, ci_high}, r2, n_points, n_downweighted, sizes: [min,
-    max]}]; a run that cannot be fitted (unsupported, fewer than 3 points)
-    gets a 'why' instead of numbers."""
-    if isinstance(runs, dict):
-        runs = runs["runs"]
-    fits = []
-    for run in runs:
-        f = {"variant": run["variant"], "mode": run.get("mode", "async")}
-        x, y, w = [], [], []
-        for row in run.get("rows") or []:
-            med = row["ns_per_call"]["median"]
-            pts = (row.get("samples") or {}).get("ns_per_call") or [med]
-            for v in pts:
-                x.append(row["buffsize"])
-                y.append(v)
-                w.append(1.0 / med ** 2)
-        if not run.get("supported", True) or len(set(x)) < 3:
-            f["why"] = run.get("reason") or "fewer than 3 buffer sizes measured"
-            fits.append(f)
-            continue
-        x, y, w0 = (np.asarray(a, float) for a in (x, y, w))
-        X = np.column_stack([np.ones_like(x), x])
-        w = w0.copy()
-        for _ in range(50):
-            cov0, beta = _wls(X, y, w)
-            r = np.sqrt(w0) * (y - X @ beta)
-            scale = 1.4826 * np.median(np.abs(r - np.median(r)))
-            if scale <= 0:
-                break
-            h = np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(r), 1e-300))
-            w_new = w0 * h
-            if np.allclose(w_new, w, rtol=1e-9, atol=0):
-                break
-            w = w_new
-        cov0, beta = _wls(X, y, w)
-        resid = y - X @ beta
-        dof = len(y) - 2
-        # The M-estimator's covariance (Huber 1981, the usual sandwich
-        # approximation): scale^2 E[psi^2] / E[psi']^2 (X'W0X)^-1, where psi
-        # clips the scaled relative residual at k.  The plain reduced chi-square
-        # of the down-weighted fit understates the error (CI coverage ~90%).
-        u = np.sqrt(w0) * resid
-        scale = 1.4826 * np.median(np.abs(u - np.median(u)))
-        if scale > 0:
-            z = u / scale
-            psi = np.clip(z, -HUBER_K, HUBER_K)
-            dpsi = np.mean(np.abs(z) <= HUBER_K)
-            cov = np.linalg.inv((X.T * w0) @ X) * (scale ** 2 * np.mean(psi ** 2) / dpsi ** 2
-                                                     * len(y) / dof)
-        else:  # an exact fit: nothing to be robust against
-            cov = cov0 * float(np.sum(w * resid ** 2) / dof)
-        t = float(sstats.t.ppf(0.975, dof))
-        ybar = np.sum(w * y) / np.sum(w)
-        r2 = 1 - np.sum(w * resid ** 2) / np.sum(w * (y - ybar) ** 2)
-        for i, name in enumerate(("a_ns", "b_ns_per_byte")):
-            se = float(math.sqrt(cov[i, i]))
-            f[name] = {"value": float(beta[i]), "se": se,
-                       "ci_low": float(beta[i] - t * se), "ci_high": float(beta[i] + t * se)}
-        f.update(r2=float(r2), n_points=int(len(y)),
-                 n_downweighted=int(np.sum(w < w0 * 0.999)),
-                 sizes=[int(x.min()), int(x.max())])
-        fits.append(f)
-    return fits
-
-
-KNEE_THRESHOLD = 0.01
-
-
-def _knee_of(a, b, threshold=KNEE_THRESHOLD):
-    """Closed-form knee for arrays a, b of shape (variants,) or (draws, variants)."""
-    a, b = np.atleast_2d(a), np.atleast_1d(b)
-    da = a.max(axis=1) - a.min(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = (da / threshold - a.min(axis=1)) / b
-    s = np.where(b > 0, np.maximum(s, 1.0), np.nan)   # at 1 B already within: knee 1 B
-    return s
-
-
-def knee(fits, threshold=KNEE_THRESHOLD, draws=2000, seed=1):
-    """The buffer size above which the entry mechanisms differ by < threshold of a call.
-
-    fits: fit_linear() results of ONE mode (several variants).  Model: the
-    mechanism adds a constant per call (the intercept a_v); the per-byte cost
-    b is the kernel's copy and page-cache work, the same code whichever way
-    the kernel was entered, so the variants' slopes are pooled into one
-    (inverse-variance weighted mean; their spread is reported as
-    slope_spread).  The mechanism difference is da = max a_v - min a_v; the
-    knee is the size s where da = threshold * (min a_v + b*s), i.e.
-    s = (da/threshold - min a_v) / b.  Below it the way into the kernel shows
-    in the per-call time; above it the copy swamps it.  Uncertainty: the knee
-    of 2000 parametric draws of every a_v and of b from their fitted normal
-    estimates; ci is the 2.5/97.5 percentiles.  `extrapolated` is true when
-    the knee lies beyond the largest size measured."""
-    good = [f for f in fits if "a_ns" in f]
-    if len(good) < 2:
-        return ui.blind("fewer than two fitted variants to compare")
-    a = np.array([f["a_ns"]["value"] for f in good])
-    ase = np.array([f["a_ns"]["se"] for f in good])
-    bv = np.array([f["b_ns_per_byte"]["value"] for f in good])
-    bse = np.array([max(f["b_ns_per_byte"]["se"], 1e-12) for f in good])
-    wts = 1 / bse ** 2
-    b = float(np.sum(wts * bv) / np.sum(wts))
-    b_se = float(1 / math.sqrt(np.sum(wts)))
-    max_measured = max(f["sizes"][1] for f in good)
-    out = {"threshold": threshold, "variants": [f["variant"] for f in good],
-           "delta_a_ns": float(a.max() - a.min()),
-           "fastest": good[int(a.argmin())]["variant"], "slowest": good[int(a.argmax())]["variant"],
-           "b_pooled_ns_per_byte": b, "b_pooled_se": b_se,
-           "slope_spread": float((bv.max() - bv.min()) / b) if b > 0 else None,
-           "measured_up_to": max_measured, "draws": draws}
-    if b <= 0:
-        out.update(value=None, why="the pooled per-byte slope is not positive: "
-                                   "per-call time does not grow with size in these data")
-        return out
-    k = float(_knee_of(a, np.array([b]))[0])
-    rng = np.random.default_rng(seed)
-    ad = rng.normal(a, ase, size=(draws, len(good)))
-    bd = rng.normal(b, b_se, size=draws)
-    ks = _knee_of(ad, bd, threshold)
-    fin = ks[np.isfinite(ks)]
-    out.update(value=k, size_bytes=int(round(k)), extrapolated=bool(k > max_measured),
-               ci_low=float(np.percentile(fin, 2.5)) if fin.size else None,
-               ci_high=float(np.percentile(fin, 97.5)) if fin.size else None,
-               undefined_draws=int(np.sum(~np.isfinite(ks))))
-    return out
+    return export(out_dir, "stdio", obj)
 
 
 # --- command line -------------------------------------------------------------------

@@ -46,56 +46,6 @@ def _err(s):
     return [[max(m - s["ci_low"], 0)], [max(s["ci_high"] - m, 0)]]
 
 
-# -- fit and knee ----------------------------------------------------------------------------
-
-def fit_linear(sizes, times):
-    """Least-squares T(size) = a + b*size; returns (a, b) or None with fewer than 2 points."""
-    x = np.asarray(sizes, dtype=float)
-    y = np.asarray(times, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if x.size < 2 or np.all(x == x[0]):
-        return None
-    # Weight by 1/y so small sizes (where a lives) are not swamped by large ones.
-    w = 1.0 / np.maximum(np.abs(y), 1e-12)
-    A = np.vstack([np.ones_like(x), x]).T * w[:, None]
-    (a, b), *_ = np.linalg.lstsq(A, y * w, rcond=None)
-    return float(a), float(b)
-
-
-def knee(fits, threshold=0.01):
-    """Smallest size at which the spread of the intercepts a_mech drops below `threshold` of a
-    call's cost.
-
-    fits: {name: (a, b)}.  The spread is max(a) - min(a); a call's cost at size s is taken as
-    min(a) + mean(b)*s.  Returns {"size", "spread_ns", "b_ns_per_byte", "why"}; size is None
-    (with why) when it cannot be computed."""
-    fits = {k: v for k, v in fits.items() if v is not None}
-    if len(fits) < 2:
-        return {"size": None, "spread_ns": None, "b_ns_per_byte": None,
-                "why": "fewer than two mechanisms fitted"}
-    a = [v[0] for v in fits.values()]
-    b = float(np.mean([v[1] for v in fits.values()]))
-    spread = max(a) - min(a)
-    if b <= 0:
-        return {"size": None, "spread_ns": spread, "b_ns_per_byte": b,
-                "why": "no positive per-byte slope: the cost does not grow with size"}
-    size = (spread / threshold - min(a)) / b
-    return {"size": max(size, 0.0), "spread_ns": spread, "b_ns_per_byte": b, "why": None}
-
-
-def sweep_fits(sweep, mode="async"):
-    """{variant: (a, b)} from ns_per_call medians of a sweep's runs in one mode."""
-    out = {}
-    for run in sorted((sweep or {}).get("runs", []), key=lambda r: r["variant"]):
-        if run.get("mode") != mode or not run.get("supported", True) or not run.get("rows"):
-            continue
-        pts = [(r["buffsize"], _med(r.get("ns_per_call"))) for r in run["rows"]]
-        pts = [(x, y) for x, y in pts if y is not None]
-        out[run["variant"]] = fit_linear([p[0] for p in pts], [p[1] for p in pts])
-    return out
-
-
 # -- plots -----------------------------------------------------------------------------------
 
 def _compact(x, _pos=None):
@@ -218,30 +168,34 @@ def plot_acc(sweep, outdir, seed_ref=None):
 
 
 def plot_fit(sweep, outdir, mode="async"):
-    fits = sweep_fits(sweep, mode)
-    if not any(fits.values()):
-        return None, fits, knee(fits)
-    k = knee(fits)
+    """The analysed sweep's per-variant fits (twtools.analyse.fits) over its medians, and the
+    knee; None when nothing was fitted."""
+    fits = {f["variant"]: f for f in (sweep or {}).get("fits") or []
+            if f.get("mode") == mode and "a_ns" in f}
+    if not fits:
+        return None
+    k = ((sweep or {}).get("knee") or {}).get(mode) or {}
     fig, ax = plt.subplots(figsize=(8, 4))
     for run in sorted((sweep or {}).get("runs", []), key=lambda r: r["variant"]):
-        if run.get("mode") != mode or not run.get("rows") or fits.get(run["variant"]) is None:
+        f = fits.get(run["variant"])
+        if run.get("mode") != mode or not run.get("rows") or f is None:
             continue
         xs = [r["buffsize"] for r in run["rows"] if _med(r.get("ns_per_call")) is not None]
         ys = [r["ns_per_call"]["median"] for r in run["rows"] if _med(r.get("ns_per_call")) is not None]
         line = ax.plot(xs, ys, "o", ms=3)[0]
-        a, b = fits[run["variant"]]
+        a, b = f["a_ns"]["value"], f["b_ns_per_byte"]["value"]
         gx = np.geomspace(min(xs), max(xs), 50)
         ax.plot(gx, a + b * gx, "-", color=line.get_color(),
                 label=f"{run['variant']}: a={a:.0f} ns, b={b:.3f} ns/B")
-    if k["size"] is not None and k["size"] > 0:
-        ax.axvline(k["size"], color="k", linestyle=":", label=f"knee {k['size']:.0f} B")
+    if k.get("value") is not None and k["value"] > 0:
+        ax.axvline(k["value"], color="k", linestyle=":", label=f"knee {k['value']:.0f} B")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("BUFFSIZE (bytes)")
     ax.set_ylabel("ns per write call")
     ax.set_title(f"T(size) = a_mech + b*size ({mode}); knee: mechanism spread < 1% of a call")
     ax.legend(fontsize=6)
-    return _save(fig, outdir, f"fit_{mode}"), fits, k
+    return _save(fig, outdir, f"fit_{mode}")
 
 
 def plot_tlpi(sweep, outdir, tlpi_ref=None):

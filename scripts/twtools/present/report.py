@@ -298,26 +298,13 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
     sizes = sorted({row["buffsize"] for r in sw.get("runs", []) for row in r.get("rows", [])})
     if accrows:
         doc.table(["variant"] + [str(s) for s in sizes], accrows)
-    name, fits, k = plots.plot_fit(sw, pdir)
     doc.h(3, "Fit T(size) = a_mech + b·size and the knee")
-    if sw.get("fits") is not None:
-        _stage_fits(doc, sw)
-    elif fits:
-        doc.table(["variant", "a (ns per call)", "b (ns per byte)"],
-                  [[v, f"{f[0]:.1f}" if f else "no fit", f"{f[1]:.4f}" if f else "—"]
-                   for v, f in sorted(fits.items())])
-    if sw.get("fits") is not None:
-        pass
-    elif k.get("size") is not None:
-        doc.p(f"Spread of a_mech across mechanisms: {k['spread_ns']:.0f} ns. Mechanism differences "
-              f"drop below 1% of a call from about **{k['size']:.0f} bytes** per write (async).")
-    else:
-        doc.p(f"Knee: unknown ({k.get('why')}).")
-    doc.plot(name, "Per-call write cost with the fitted lines (async) and the knee")
+    _stage_fits(doc, sw)
+    doc.plot(plots.plot_fit(sw, pdir), "Per-call write cost with the fitted lines (async) and the knee")
 
 
 def _stage_fits(doc, sw):
-    """The sweep stage's own weighted fits and knee (sweep.fit_linear / sweep.knee)."""
+    """The sweep's robust weighted fits and knee (twtools.analyse.fits)."""
     def ci(x):
         return (f"{x['value']:.4g} [{x['ci_low']:.4g}, {x['ci_high']:.4g}]"
                 if isinstance(x, dict) and x.get("value") is not None else "—")

@@ -1,0 +1,164 @@
+"""The seed sweep's model: T(size) = a_mech + b*size per mechanism, and the knee.
+
+Moved here from the sweep's measuring code: fits are analysis, computed from the raw
+per-rep samples every time a report is built.
+"""
+import math
+
+import numpy as np
+from scipy import stats as sstats
+
+HUBER_K = 1.345  # 95% efficiency under Gaussian noise
+
+
+def _wls(X, y, w):
+    XtW = X.T * w
+    cov0 = np.linalg.inv(XtW @ X)
+    return cov0, cov0 @ (XtW @ y)
+
+
+def fit_linear(runs):
+    """Per run (variant, mode): T(size) = a + b*size ns per call, robust weighted least squares.
+
+    runs: a sweep's "runs" list (or the sweep dict).  Every rep's ns_per_call
+    is a point, weighted by 1/median(row)^2, i.e. the fit minimises relative
+    residuals: timing noise is roughly proportional to the time, and without
+    the weights the big buffers (microseconds per call) would decide the
+    intercept that the small ones measure best.  On top of that the points get
+    Huber weights (iteratively reweighted, k = 1.345 robust standard
+    deviations, scale from the MAD): one pass preempted by another process can
+    be 20x the others, and with squared relative residuals that single sample
+    would otherwise decide the line (seen here: r2 0.03 on clean data).
+    Standard errors come from (X'WX)^-1 scaled by the reduced chi-square; the
+    CI is +-t(0.975, dof)*se.  Returns [{variant, mode, a_ns, b_ns_per_byte:
+    {value, se, ci_low, ci_high}, r2, n_points, n_downweighted, sizes: [min,
+    max]}]; a run that cannot be fitted (unsupported, fewer than 3 points)
+    gets a 'why' instead of numbers."""
+    if isinstance(runs, dict):
+        runs = runs["runs"]
+    fits = []
+    for run in runs:
+        f = {"variant": run["variant"], "mode": run.get("mode", "async")}
+        x, y, w = [], [], []
+        for row in run.get("rows") or []:
+            med = row["ns_per_call"]["median"]
+            pts = (row.get("samples") or {}).get("ns_per_call") or [med]
+            for v in pts:
+                x.append(row["buffsize"])
+                y.append(v)
+                w.append(1.0 / med ** 2)
+        if not run.get("supported", True) or len(set(x)) < 3:
+            f["why"] = run.get("reason") or "fewer than 3 buffer sizes measured"
+            fits.append(f)
+            continue
+        x, y, w0 = (np.asarray(a, float) for a in (x, y, w))
+        X = np.column_stack([np.ones_like(x), x])
+        w = w0.copy()
+        for _ in range(50):
+            cov0, beta = _wls(X, y, w)
+            r = np.sqrt(w0) * (y - X @ beta)
+            scale = 1.4826 * np.median(np.abs(r - np.median(r)))
+            if scale <= 0:
+                break
+            h = np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(r), 1e-300))
+            w_new = w0 * h
+            if np.allclose(w_new, w, rtol=1e-9, atol=0):
+                break
+            w = w_new
+        cov0, beta = _wls(X, y, w)
+        resid = y - X @ beta
+        dof = len(y) - 2
+        # The M-estimator's covariance (Huber 1981, the usual sandwich
+        # approximation): scale^2 E[psi^2] / E[psi']^2 (X'W0X)^-1, where psi
+        # clips the scaled relative residual at k.  The plain reduced chi-square
+        # of the down-weighted fit understates the error (CI coverage ~90%).
+        u = np.sqrt(w0) * resid
+        scale = 1.4826 * np.median(np.abs(u - np.median(u)))
+        if scale > 0:
+            z = u / scale
+            psi = np.clip(z, -HUBER_K, HUBER_K)
+            dpsi = np.mean(np.abs(z) <= HUBER_K)
+            cov = np.linalg.inv((X.T * w0) @ X) * (scale ** 2 * np.mean(psi ** 2) / dpsi ** 2
+                                                     * len(y) / dof)
+        else:  # an exact fit: nothing to be robust against
+            cov = cov0 * float(np.sum(w * resid ** 2) / dof)
+        t = float(sstats.t.ppf(0.975, dof))
+        ybar = np.sum(w * y) / np.sum(w)
+        r2 = 1 - np.sum(w * resid ** 2) / np.sum(w * (y - ybar) ** 2)
+        for i, name in enumerate(("a_ns", "b_ns_per_byte")):
+            se = float(math.sqrt(cov[i, i]))
+            f[name] = {"value": float(beta[i]), "se": se,
+                       "ci_low": float(beta[i] - t * se), "ci_high": float(beta[i] + t * se)}
+        f.update(r2=float(r2), n_points=int(len(y)),
+                 n_downweighted=int(np.sum(w < w0 * 0.999)),
+                 sizes=[int(x.min()), int(x.max())])
+        fits.append(f)
+    return fits
+
+
+KNEE_THRESHOLD = 0.01
+
+
+def _knee_of(a, b, threshold=KNEE_THRESHOLD):
+    """Closed-form knee for arrays a, b of shape (variants,) or (draws, variants)."""
+    a, b = np.atleast_2d(a), np.atleast_1d(b)
+    da = a.max(axis=1) - a.min(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = (da / threshold - a.min(axis=1)) / b
+    s = np.where(b > 0, np.maximum(s, 1.0), np.nan)   # at 1 B already within: knee 1 B
+    return s
+
+
+def knee(fits, threshold=KNEE_THRESHOLD, draws=2000, seed=1):
+    """The buffer size above which the entry mechanisms differ by < threshold of a call.
+
+    fits: fit_linear() results of ONE mode (several variants).  Model: the
+    mechanism adds a constant per call (the intercept a_v); the per-byte cost
+    b is the kernel's copy and page-cache work, the same code whichever way
+    the kernel was entered, so the variants' slopes are pooled into one
+    (inverse-variance weighted mean; their spread is reported as
+    slope_spread).  The mechanism difference is da = max a_v - min a_v; the
+    knee is the size s where da = threshold * (min a_v + b*s), i.e.
+    s = (da/threshold - min a_v) / b.  Below it the way into the kernel shows
+    in the per-call time; above it the copy swamps it.  Uncertainty: the knee
+    of 2000 parametric draws of every a_v and of b from their fitted normal
+    estimates; ci is the 2.5/97.5 percentiles.  `extrapolated` is true when
+    the knee lies beyond the largest size measured."""
+    good = [f for f in fits if "a_ns" in f]
+    if len(good) < 2:
+        return _blind("fewer than two fitted variants to compare")
+    a = np.array([f["a_ns"]["value"] for f in good])
+    ase = np.array([f["a_ns"]["se"] for f in good])
+    bv = np.array([f["b_ns_per_byte"]["value"] for f in good])
+    bse = np.array([max(f["b_ns_per_byte"]["se"], 1e-12) for f in good])
+    wts = 1 / bse ** 2
+    b = float(np.sum(wts * bv) / np.sum(wts))
+    b_se = float(1 / math.sqrt(np.sum(wts)))
+    max_measured = max(f["sizes"][1] for f in good)
+    out = {"threshold": threshold, "variants": [f["variant"] for f in good],
+           "delta_a_ns": float(a.max() - a.min()),
+           "fastest": good[int(a.argmin())]["variant"], "slowest": good[int(a.argmax())]["variant"],
+           "b_pooled_ns_per_byte": b, "b_pooled_se": b_se,
+           "slope_spread": float((bv.max() - bv.min()) / b) if b > 0 else None,
+           "measured_up_to": max_measured, "draws": draws}
+    if b <= 0:
+        out.update(value=None, why="the pooled per-byte slope is not positive: "
+                                   "per-call time does not grow with size in these data")
+        return out
+    k = float(_knee_of(a, np.array([b]))[0])
+    rng = np.random.default_rng(seed)
+    ad = rng.normal(a, ase, size=(draws, len(good)))
+    bd = rng.normal(b, b_se, size=draws)
+    ks = _knee_of(ad, bd, threshold)
+    fin = ks[np.isfinite(ks)]
+    out.update(value=k, size_bytes=int(round(k)), extrapolated=bool(k > max_measured),
+               ci_low=float(np.percentile(fin, 2.5)) if fin.size else None,
+               ci_high=float(np.percentile(fin, 97.5)) if fin.size else None,
+               undefined_draws=int(np.sum(~np.isfinite(ks))))
+    return out
+
+
+
+
+def _blind(why):
+    return {"value": None, "why": why}
