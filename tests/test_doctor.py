@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from twtools.machine import doctor, vendors
+from twtools.machine.tracers import bpftrace
 from twtools.machine.doctor import Doctor, Result
 
 SCHEMA_KEYS = ["host", "kernel", "os", "cpu", "virtualization", "mitigations", "clocksource",
@@ -163,9 +164,9 @@ DEFAULT_ANSWERS = {
     "systemd-detect-virt --container": Result(1, "none\n"),
     "stat -f -c %T": Result(0, "ext2/ext3\n"),
     "perf trace -s": Result(0, "", " Summary of events:\n execve 1 calls\n"),
-    "bpftrace -e " + doctor.BT_TRACEPOINT: Result(0, "Attaching 1 probe...\n\n@n: 31\n"),
-    "bpftrace -e " + doctor.BT_KFUNC: Result(0, "Attaching 1 probe...\n\n"),
-    "bpftrace -e " + doctor.BT_KPROBE: Result(0, "Attaching 1 probe...\n\n"),
+    "bpftrace -e " + bpftrace.PROBE_TRACEPOINT: Result(0, "Attaching 1 probe...\n\n@n: 31\n"),
+    "bpftrace -e " + bpftrace.PROBE_KFUNC: Result(0, "Attaching 1 probe...\n\n"),
+    "bpftrace -e " + bpftrace.PROBE_KPROBE: Result(0, "Attaching 1 probe...\n\n"),
 }
 ALL_TOOLS = {"gcc", "nasm", "objdump", "perf", "strace", "bpftrace", "systemd-detect-virt", "stat", "true"}
 
@@ -234,8 +235,8 @@ def test_fake_fred_off_in_config(tmp_path):
 def test_fake_no_btf_no_kprobes(tmp_path):
     root = make_root(tmp_path, drop=["sys/kernel/btf/vmlinux"], config={"CONFIG_KPROBES": "n"})
     r = FakeRunner({
-        "bpftrace -e " + doctor.BT_KFUNC: Result(1, "", "ERROR: kfunc/kretfunc not available for your kernel version."),
-        "bpftrace -e " + doctor.BT_KPROBE: Result(1, "", "ERROR: Error attaching probe: 'kprobe:ksys_write'"),
+        "bpftrace -e " + bpftrace.PROBE_KFUNC: Result(1, "", "ERROR: kfunc/kretfunc not available for your kernel version."),
+        "bpftrace -e " + bpftrace.PROBE_KPROBE: Result(1, "", "ERROR: Error attaching probe: 'kprobe:ksys_write'"),
     })
     fp = make_doctor(root, runner=r).fingerprint()
     assert fp["btf"] is False and "BTF" in fp["why"]["btf"]
@@ -262,9 +263,9 @@ def test_fake_non_root(tmp_path):
                              "is limited.\nConsider adjusting /proc/sys/kernel/perf_event_paranoid")
     bpf_denied = Result(1, "", "ERROR: bpftrace currently only supports running as the root user.")
     r = FakeRunner({"perf stat": denied, "perf trace -s": denied,
-                    "bpftrace -e " + doctor.BT_TRACEPOINT: bpf_denied,
-                    "bpftrace -e " + doctor.BT_KFUNC: bpf_denied,
-                    "bpftrace -e " + doctor.BT_KPROBE: bpf_denied})
+                    "bpftrace -e " + bpftrace.PROBE_TRACEPOINT: bpf_denied,
+                    "bpftrace -e " + bpftrace.PROBE_KFUNC: bpf_denied,
+                    "bpftrace -e " + bpftrace.PROBE_KPROBE: bpf_denied})
     fp = make_doctor(root, runner=r, euid=1000).fingerprint()
     assert fp["root"] is False and fp["perf_event_paranoid"] == 3
     ps = instrument(fp, "perf-stat")

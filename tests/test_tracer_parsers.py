@@ -1,14 +1,15 @@
-"""The tracer output parsers, on real output recorded on the project's machine
+"""The tracer plug-ins' output parsers, on real output recorded on the project's machine
 (tests/fixtures/): pinned columns, both strace tables, null for blind counters."""
 from pathlib import Path
 
-from twtools.measure import tracers
+from twtools.analyse import latency
+from twtools.machine.tracers import bpftrace, perf_stat, perf_trace, strace
 
 FX = Path(__file__).resolve().parent / "fixtures"
 
 
 def test_strace_c_32bit_has_both_tables():
-    t = tracers.parse_strace_c((FX / "strace_c_w_32bit.txt").read_text())
+    t = strace.parse_c((FX / "strace_c_w_32bit.txt").read_text())
     assert set(t) == {"64", "32"}
     assert [r["syscall"] for r in t["64"]] == ["execve"]       # before the exec'd 32-bit image
     w = {r["syscall"]: r for r in t["32"]}
@@ -19,7 +20,7 @@ def test_strace_c_32bit_has_both_tables():
 
 
 def test_strace_c_64bit_single_table():
-    t = tracers.parse_strace_c((FX / "strace_c_w_64bit.txt").read_text())
+    t = strace.parse_c((FX / "strace_c_w_64bit.txt").read_text())
     assert set(t) == {"64"}
     w = {r["syscall"]: r for r in t["64"]}
     assert w["write"]["calls"] == 24
@@ -27,15 +28,15 @@ def test_strace_c_64bit_single_table():
 
 
 def test_strace_T_file_writes():
-    calls = tracers.parse_strace_T((FX / "strace_T_write_32int80.txt").read_text())
+    calls = strace.parse_T((FX / "strace_T_write_32int80.txt").read_text())
     assert len(calls) == 23
     assert [c["ret"] for c in calls].count(256) == 22 and calls[-1]["ret"] == 17
     assert all(c["fd"] == 3 and c["us"] > 0 for c in calls)
 
 
 def test_perf_stat_json_blind_counters_are_null():
-    names = tracers.PERF_EVENTS + ["write_exit_ret_256", "write_exit_ret_17"]
-    ev, why = tracers.parse_perf_stat_json((FX / "perf_stat_j_32libc.json").read_text(), names)
+    names = perf_stat.EVENTS + ["raw_syscalls:sys_enter", "write_exit_ret_256", "write_exit_ret_17"]
+    ev, why = perf_stat.parse_json((FX / "perf_stat_j_32libc.json").read_text(), names)
     assert ev["cycles"] is None and "not supported" in why["cycles"]
     assert ev["instructions"] is None
     assert ev["write_exit_ret_256"] == 22 and ev["write_exit_ret_17"] == 1
@@ -43,7 +44,7 @@ def test_perf_stat_json_blind_counters_are_null():
 
 
 def test_perf_trace_summary():
-    procs = tracers.parse_perf_trace_s((FX / "perf_trace_s_64libc.txt").read_text())
+    procs = perf_trace.parse_s((FX / "perf_trace_s_64libc.txt").read_text())
     main = max(procs, key=lambda p: p["events"])
     w = {r["syscall"]: r for r in main["rows"]}
     assert w["write"]["calls"] == 24 and w["access"]["errors"] == 1
@@ -51,25 +52,25 @@ def test_perf_trace_summary():
 
 
 def test_bpftrace_writelat_json_and_percentiles():
-    maps = tracers.parse_bpftrace_json((FX / "bpftrace_writelat_32libc.ndjson").read_text())
+    maps = bpftrace.parse_json((FX / "bpftrace_writelat_32libc.ndjson").read_text())
     keys = [k for k in maps["@count"] if int(k[2]) >= 3]
     assert len(keys) == 1 and keys[0][1] == "i386" and maps["@count"][keys[0]] == 23
-    lin = tracers.hist_buckets(maps["@lin_ns"][keys[0]])
-    log2 = tracers.hist_buckets(maps["@ns"][keys[0]])
+    lin = bpftrace.hist_buckets(maps["@lin_ns"][keys[0]])
+    log2 = bpftrace.hist_buckets(maps["@ns"][keys[0]])
     assert sum(b["count"] for b in lin) == 23 == sum(b["count"] for b in log2)
-    p = tracers.percentile_best([lin, log2])
+    p = latency.percentiles([lin, log2])
     assert p["p50"] is not None and p["p50"] <= p["p90"] <= p["p99"]
     assert maps["@min_ns"][keys[0]] <= p["p50"] <= maps["@max_ns"][keys[0]]
 
 
 def test_percentiles_overflow_is_unknown_not_zero():
     b = [{"lo_ns": 0, "hi_ns": 100, "count": 1}, {"lo_ns": 10000, "hi_ns": None, "count": 9}]
-    p = tracers.percentiles(b)
+    p = latency.percentiles([b])
     assert p["p50"] is None and p["p99"] is None
 
 
 def test_bpftrace_entrypath_sysenter_lands_in_vdso():
-    maps = tracers.parse_bpftrace_json((FX / "bpftrace_entrypath_32sysenter.ndjson").read_text())
+    maps = bpftrace.parse_json((FX / "bpftrace_entrypath_32sysenter.ndjson").read_text())
     writes = {(k[2], k[3], k[4]): n for k, n in maps["@write_like"].items()
               if k[1].startswith("timewrite")}
     # hand-written sysenter returns through the vDSO's landing pad: origin vdso

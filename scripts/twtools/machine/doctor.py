@@ -19,19 +19,13 @@ from pathlib import Path
 
 from ..core import files, proc, ui
 from . import vendors
+from .tracers.base import first_line
 
 # What each instrument feeds; listed as skipped when the instrument does not work.
+# What each machine instrument feeds; listed as skipped when it does not work.  The tracers'
+# own instruments and skips live in their plug-ins (twtools.machine.tracers).
 SKIPS = {
-    "perf-stat": ["tracers.json perf_stat (software events)", "observer.json perf-stat rows"],
-    "perf-pmu": ["cycles and instructions per call (perf_stat events read null)"],
-    "perf-tracepoints": ["raw_syscalls counts in tracers.json perf_stat"],
-    "perf-trace": ["tracers.json perf_trace", "observer.json perf-trace rows"],
-    "strace": ["tracers.json strace_c and strace_T", "observer.json strace rows",
-               "counts.strace"],
-    "bpftrace": ["tracers.json bpftrace_abi", "latency.json", "attribution.json body_ns",
-                 "observer.json bpftrace rows", "counts.bpftrace"],
-    "bpftrace-kfunc": ["kfunc:/kretfunc: probes on kernel functions (use tracepoints)"],
-    "bpftrace-kprobe": ["kprobe:/kretprobe: probes on kernel functions (use tracepoints)"],
+    "perf-pmu": ["cycles and instructions per call (perf_event events read null)"],
     "ia32": ["every 32-bit variant (<program>-32-*)", "64-int80 (int 0x80 needs IA32 emulation)",
              "the live 32-bit vDSO (tw vdso)"],
     "tsc": ["cycle-exact timing: per-call figures use clock_gettime(CLOCK_MONOTONIC)"],
@@ -59,9 +53,6 @@ MITIGATION_PARAMS = frozenset((
     "cfi", "retpoline",
 ))
 VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
-BT_TRACEPOINT = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @n = count(); }"
-BT_KFUNC = "kfunc:vmlinux:ksys_write { @n = count(); }"
-BT_KPROBE = "kprobe:ksys_write { @n = count(); }"
 
 
 class Result:
@@ -83,14 +74,6 @@ def real_runner(cmd, timeout=60):
         return Result(126, "", f"{cmd[0]}: {e.strerror}")
     except subprocess.TimeoutExpired:
         return Result(124, "", f"{cmd[0]}: timed out after {timeout} s")
-
-
-def _first_line(text, default=""):
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if line and "RLIMIT_MEMLOCK" not in line:  # bpftrace's harmless warning
-            return line
-    return default
 
 
 class Doctor:
@@ -347,77 +330,23 @@ class Doctor:
         out["python"] = platform.python_version()
         return out
 
-    def _true(self):
+    def true_path(self):
+        """/bin/true, resolved on a live machine: the command every instrument check runs."""
         t = self.which("true") or "/bin/true"
         return os.path.realpath(t) if self.live else t
 
-    def perf_check(self, events):
-        """(works, why, text) for perf stat -x, -e events -- true."""
-        if not self.which("perf"):
-            return False, "perf is not installed (linux-perf)", ""
-        r = self.run(["perf", "stat", "-x,", "-e", events, "--", self._true()], timeout=60)
-        text = (r.stderr or "") + (r.stdout or "")
-        rows = [l.split(",") for l in text.splitlines() if l.count(",") >= 2]
-        values = {}
-        for row in rows:
-            values[row[2].split(":u")[0] if len(row) > 2 else "?"] = row[0]
-        if r.returncode != 0 or not values:
-            low = text.lower()
-            if "paranoid" in low or "permission" in low or "access to performance" in low:
-                return False, self._perf_denied(), _first_line(text)
-            return False, f"perf stat failed: {_first_line(text, f'exit status {r.returncode}')}", text
-        bad = {k: v for k, v in values.items() if v.startswith("<")}
-        if bad:
-            k, v = next(iter(bad.items()))
-            return False, f"{k} reads {v}", text
-        return True, None, text
-
-    def _perf_denied(self):
-        par = self.read("/proc/sys/kernel/perf_event_paranoid")
-        who = "root" if self.euid == 0 else "not root"
-        return (f"perf_event_paranoid={par} and {who}: perf may not open these events "
-                "(run as root, or sysctl kernel.perf_event_paranoid=-1)")
-
     def instruments(self, fp):
+        """Every instrument: each tracer plug-in's own checks, then the machine's."""
+        from . import tracers
         ins = []
+        for tr in tracers.plugins():
+            ins.extend(tr.check(self))
 
-        def add(name, works, why, **extra):
-            ins.append(dict({"name": name, "works": works, "why": why,
-                             "skipped": [] if works else SKIPS.get(name, [])}, **extra))
-
-        ok, why, _ = self.perf_check("task-clock,context-switches")
-        add("perf-stat", ok, why)
+        def add(name, works, why):
+            ins.append({"name": name, "works": works, "why": why,
+                        "skipped": [] if works else SKIPS.get(name, [])})
         pmu = fp.get("pmu")
         add("perf-pmu", pmu, self.why.get("pmu"))
-        ok, why, _ = self.perf_check("raw_syscalls:sys_enter")
-        add("perf-tracepoints", ok, why)
-
-        if not self.which("perf"):
-            add("perf-trace", False, "perf is not installed (linux-perf)")
-        else:
-            r = self.run(["perf", "trace", "-s", "--", self._true()], timeout=60)
-            out = (r.stdout or "") + (r.stderr or "")
-            if r.returncode == 0 and re.search(r"\bcalls\b|\bexecve\b|\bbrk\b", out):
-                add("perf-trace", True, None,
-                    note="perf trace decodes 32-bit processes with the x86-64 syscall table: "
-                         "names for 32-bit variants are wrong")
-            else:
-                add("perf-trace", False, f"perf trace failed: {_first_line(out, f'exit status {r.returncode}')}"
-                    + ("" if self.euid == 0 else " (not root)"))
-
-        if not self.which("strace"):
-            add("strace", False, "strace is not installed")
-        else:
-            r = self.run(["strace", "-f", "-c", "-o", "/dev/null", "--", self._true()], timeout=60)
-            if r.returncode == 0:
-                add("strace", True, None)
-            else:
-                scope = fp.get("ptrace_scope")
-                add("strace", False, f"strace cannot ptrace: {_first_line(r.stderr, f'exit status {r.returncode}')}"
-                    + (f" (kernel.yama.ptrace_scope={scope})" if scope is not None else ""))
-
-        self.bpftrace_checks(add, fp)
-
         ia = fp.get("ia32_emulation")
         add("ia32", ia, None if ia else (fp.get("ia32_detail") or {}).get("why"))
         inv = fp.get("invariant_tsc")
@@ -426,48 +355,6 @@ class Doctor:
             f"clocksource={fp.get('clocksource')}, invariant TSC={inv}: TSC readings are not a "
             "stable time base here")
         return ins
-
-    def bpftrace_checks(self, add, fp):
-        if not self.which("bpftrace"):
-            for n in ("bpftrace", "bpftrace-kfunc", "bpftrace-kprobe"):
-                add(n, False, "bpftrace is not installed")
-            return
-        notroot = "" if self.euid == 0 else "not root: bpftrace needs CAP_BPF and CAP_PERFMON; "
-
-        def attempt(prog):
-            r = self.run(["bpftrace", "-e", prog, "-c", self._true()], timeout=60)
-            text = (r.stdout or "") + "\n" + (r.stderr or "")
-            err = [l for l in text.splitlines() if "ERROR" in l and "RLIMIT_MEMLOCK" not in l]
-            return r, text, err
-
-        r, text, err = attempt(BT_TRACEPOINT)
-        m = re.search(r"@n:\s*(\d+)", text)
-        if r.returncode == 0 and m and int(m.group(1)) > 0:
-            add("bpftrace", True, None)
-        else:
-            add("bpftrace", False, notroot + "tracepoint raw_syscalls:sys_enter did not attach: "
-                + (err[0].strip() if err else _first_line(text, f"exit status {r.returncode}")))
-
-        r, text, err = attempt(BT_KFUNC)
-        if r.returncode == 0 and not err:
-            add("bpftrace-kfunc", True, None)
-        else:
-            e = err[0].strip() if err else _first_line(text, f"exit status {r.returncode}")
-            hint = ""
-            if not fp.get("btf"):
-                hint = " (no BTF at /sys/kernel/btf/vmlinux)"
-            elif "not available" in e:
-                hint = " (this bpftrace cannot attach kfunc/fentry probes on this kernel)"
-            add("bpftrace-kfunc", False, notroot + e + hint)
-
-        kp = self.config("CONFIG_KPROBES")
-        r, text, err = attempt(BT_KPROBE)
-        if r.returncode == 0 and not err:
-            add("bpftrace-kprobe", True, None)
-        else:
-            e = err[0].strip() if err else _first_line(text, f"exit status {r.returncode}")
-            hint = " (kernel built without CONFIG_KPROBES)" if kp == "n" else ""
-            add("bpftrace-kprobe", False, notroot + e + hint)
 
     def output_fs(self, fs_path):
         p = os.path.realpath(fs_path)
@@ -589,7 +476,7 @@ class Doctor:
         if r is None or r.returncode != 0:
             return {"rules": None, "why": "auditctl -l failed"
                     + ("" if self.euid == 0 else " (not root)") + ": "
-                    + _first_line((r.stderr if r else "") or "", "no message")}
+                    + first_line((r.stderr if r else "") or "", "no message")}
         lines = [l.strip() for l in r.stdout.splitlines() if l.strip()]
         if lines == ["No rules"]:
             lines = []
@@ -702,7 +589,8 @@ class Doctor:
         return fp
 
     def pmu(self):
-        ok, why, text = self.perf_check("instructions")
+        from .tracers import perf_stat
+        ok, why, text = perf_stat.check_events(self, "instructions")
         if ok:
             return True
         if not self.which("perf"):

@@ -1,0 +1,133 @@
+"""What every tracer plug-in provides, and the helpers they share.
+
+A tracer plug-in is one module in this package defining TRACER, an instance of a Tracer
+subclass.  The package finds them itself (twtools.machine.tracers.plugins()), so adding a tracer
+touches only its own module.  Each one says:
+
+  check(doctor)        whether it works on this machine, and why not: instrument rows for
+                       tw doctor, each with the figures that are lost when it does not
+  blind(mech, root)    what it cannot see: None when it sees a mechanism's calls, else why
+                       (a compat call it mislabels, a vsyscall fault that is no system call,
+                       no root)
+  observer_wrapper()   the command prefix whose cost per call the observer-effect stage
+                       measures (tw observer), and wrap_command() to put a command under it
+  trace(...)           run the known workload of the trace stage under it: its stage-file
+                       records (raw output kept) and the writes it counted per variant
+  summaries            which of its records' sample lists the analysis summarises, and
+                       under what name (raw samples stay in the stage file)
+  tables(stage)        its report section, as (caption, headers, rows) tables built from its
+                       own (analysed) stage-file records: data the present layer renders
+
+Runs go through argument lists, never a shell; where a tool takes one command string
+(bpftrace -c), every word is quoted with shlex.quote.
+"""
+import json
+import shlex
+import subprocess
+
+from ...core import proc
+
+
+class Tracer:
+    name = "tracer"
+    title = "tracer"
+    order = 50
+    # instrument name -> what is not measured when it does not work here (tw doctor)
+    skips = {}
+    # stage key -> {samples field: summary field}, summarised by twtools.analyse.tracers
+    summaries = {}
+
+    def check(self, doctor):
+        return []
+
+    def blind(self, mech, root):
+        return None
+
+    def observer_wrapper(self, tmp, root):
+        return None, f"{self.title} has no observer-effect wrapper"
+
+    def wrap_command(self, wrapper, cmd):
+        """The argv that runs cmd under this tracer's wrapper (a prefix, by default)."""
+        return list(wrapper) + list(cmd)
+
+    def trace(self, variants, workload, tmp, root):
+        return {"records": {}, "counts": {}, "files": {}}
+
+    def tables(self, stage):
+        return []
+
+    # -- helpers for subclasses ----------------------------------------------------------
+    def instrument(self, name, works, why, **extra):
+        return dict({"name": name, "works": works, "why": why,
+                     "skipped": [] if works else self.skips.get(name, [])}, **extra)
+
+
+def kernel_entry_blind(mech, tool):
+    """The part of blindness every syscall tracer shares: a vsyscall call raises a page
+    fault that the kernel emulates, and a vDSO call never enters the kernel."""
+    if mech.seen_as == "fault":
+        return (f"{tool} sees system calls; a call into the vsyscall page is a page fault the "
+                "kernel emulates without one (exceptions:page_fault_user sees it)")
+    if mech.seen_as == "none":
+        return f"{mech.name} does not enter the kernel: there is nothing for {tool} to see"
+    return None
+
+
+def json_lines(text):
+    """The JSON objects of an NDJSON text (perf stat -j, bpftrace -f json), skipping the
+    other lines those tools mix in (warnings, 'Attaching N probes', blank lines)."""
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def first_line(text, default=""):
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line and "RLIMIT_MEMLOCK" not in line:   # bpftrace's harmless warning
+            return line
+    return default
+
+
+def run_with_stdin(cmd, stdin_path, timeout=120):
+    """Run an argument list with a file on stdin; (returncode, stdout, stderr)."""
+    try:
+        with open(stdin_path, "rb") as f:
+            p = proc.run(cmd, stdin=f, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 127, "", str(e)
+
+
+def quote_command(argv):
+    """One shell-safe string for tools that take a command as a single argument."""
+    return shlex.join(str(a) for a in argv)
+
+
+class Workload:
+    """The trace stage's known workload: timewrite writing full*chunk+tail bytes in chunk-byte
+    writes, so each run makes full+1 write() calls to its output file (plus one write of its
+    report to stdout), a count every tracer must reproduce."""
+
+    def __init__(self, input_path, full, chunk=256, tail=17):
+        self.input, self.full, self.chunk, self.tail = input_path, full, chunk, tail
+        self.expected = full + 1
+
+    def command(self, variant, outfile, sync=False):
+        from .. import probe
+        cmd = [str(probe.binary("timewrite", variant)), str(outfile)]
+        if sync:
+            cmd.append("sync")
+        return cmd + ["--sizes", str(self.chunk)]
+
+    def own_count(self, stdout):
+        """timewrite's own count of write() calls, from its tsv row."""
+        for line in (stdout or "").splitlines():
+            f = line.split("\t")
+            if len(f) >= 5 and f[0] == str(self.chunk):
+                return int(f[4])
+        return None
