@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from twtools.analyse import stats
+from twtools.core.fmt import fmt
 
 DRAWS = 2000
 
@@ -128,4 +129,4 @@ def test_floor_and_nan_never_become_numbers():
     s = stats.summarize([float("nan"), float("inf"), 3.0])
     assert s["median"] == 3.0 and s["n"] == 1 and s["dropped"] == 2
     assert stats.summarize([float("nan")])["median"] is None
-    assert stats.fmt({"median": float("nan")}).startswith("unknown")
+    assert fmt({"median": float("nan")}).startswith("unknown")

@@ -9,7 +9,7 @@ as a stored summary are used as stored and listed in analysis.from_stored.
 from pathlib import Path
 
 from ..core import files
-from . import percall, sweeps
+from . import attribution, latency, observer, percall, sweeps, tracers
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
@@ -36,8 +36,15 @@ def analyse(raw):
         data[stem] = sweeps.sweep(raw.get(stem))
     data["writev"] = sweeps.writev(raw.get("writev"))
     data["stdio"] = sweeps.stdio(raw.get("stdio"))
+    data["attribution"] = attribution.analyse(raw.get("attribution"), data["percall"])
+    data["observer"] = observer.analyse(raw.get("observer"))
+    data["latency"] = latency.analyse(raw.get("latency"))
+    data["tracers"] = tracers.analyse(raw.get("tracers"))
+    if data["attribution"] and data["attribution"].get("source", "").startswith("stored"):
+        from_stored.append(f"attribution: {data['attribution']['source']}")
     data["analysis"] = {"version": ANALYSIS_VERSION,
-                        "methods": {"percall": percall.ANALYSIS, "sweeps": sweeps.ANALYSIS},
+                        "methods": {m.__name__.rsplit(".", 1)[1]: m.ANALYSIS for m in
+                                    (percall, sweeps, attribution, observer, latency, tracers)},
                         "from_stored": from_stored}
     return data
 

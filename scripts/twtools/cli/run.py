@@ -60,7 +60,7 @@ STAGES = [
     ("tlpi-sweep", _call("sweep", "tlpi_sweep")),
     ("writev", _call("sweep", "writev_bench")),
     ("stdio", _call("sweep", "stdio_bench")),
-    ("tracers", _call("tracers", "run_tracers")),
+    ("tracers", _call("trace", "run_tracers")),
     ("attribution", _call("attribution", "attribute")),
     ("observer", _call("observer", "observe")),
 ]

@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 
-from ..cli import options
 from ..core import files, paths, proc, ui
 from ..machine import probe
 
@@ -373,43 +372,3 @@ def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
            "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2), "rows": rows}
     return export(out_dir, "stdio", obj)
-
-
-# --- command line -------------------------------------------------------------------
-
-SWEEPS = {"seed": seed_sweep, "tlpi": tlpi_sweep, "writev": writev_bench, "stdio": stdio_bench}
-
-
-def add_arguments(p, name):
-    options.add_mode_arguments(p, "small inputs, few reps (all four sweeps in ~15 s)",
-                              "the seed's own input size, more reps")
-    p.add_argument("--out", metavar="DIR", help="results directory (default: results/<host>-<UTC>)")
-    p.add_argument("--only", metavar="LIST", default="seed,tlpi,writev,stdio",
-                   help="comma list of: seed, tlpi, writev, stdio (default: all)")
-    p.add_argument("--variants", metavar="LIST",
-                   help="comma list of timewrite variants for the seed/TLPI sweeps (e.g. 64-libc,32-int80)")
-    p.add_argument("--reps", type=int, metavar="N", help="override the mode's repetitions")
-
-
-def main(args, name):
-    from ..cli.run import new_results_dir
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
-    bad = [s for s in only if s not in SWEEPS]
-    if bad:
-        ui.progress(f"unknown sweep(s) {', '.join(bad)}; choose from {', '.join(SWEEPS)}")
-        return 2
-    if args.reps is not None and args.reps < 1:
-        ui.progress("--reps must be at least 1")
-        return 2
-    out = Path(args.out) if args.out else new_results_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    variants = args.variants.split(",") if args.variants else None
-    for s in only:
-        t0 = time.monotonic()
-        kw = {"reps": args.reps}
-        if s in ("seed", "tlpi"):
-            kw["variants"] = variants
-        SWEEPS[s](out, mode=args.mode, **kw)
-        ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
-    print(out)
-    return 0

@@ -22,7 +22,7 @@ class SyscostError(RuntimeError):
 
 def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, calls=None,
             cpu=None, tsc_hz=None, batch_ms=None, warmup_ms=None, file_dir=None,
-            clock=None, realtime=False, timeout=300, shape="ret"):
+            clock=None, realtime=False, timeout=300, shape="ret", command_wrapper=None):
     """Run build/syscost-<variant> --op <op> once and return its result.
 
     variant   '64-syscall', '32-int80', ... (variants/registry)
@@ -32,6 +32,8 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     extra_env dict added to the environment
     wrapper   list prefixed to the command, e.g. ['strace', '-f', '-o', '/dev/null'];
               the command then runs as wrapper + [syscost, ...]
+    command_wrapper  a function from the syscost argv to the argv to run, for tools that
+              take the command as one word (bpftrace -c)
     calls     calls per batch (None: syscost sizes batches to batch_ms)
     cpu       CPU to pin to (None: syscost's default, the last allowed CPU)
     tsc_hz    a TSC rate measured earlier, so this run skips its 50 ms calibration
@@ -69,7 +71,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         cmd += ["--realtime"]
     if shape != "ret":
         cmd += ["--shape", shape]
-    cmd = list(wrapper or []) + cmd
+    cmd = command_wrapper(cmd) if command_wrapper else list(wrapper or []) + cmd
     env = dict(os.environ, **(extra_env or {}))
     t0 = time.monotonic()
     try:

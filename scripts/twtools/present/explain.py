@@ -1,67 +1,32 @@
 """`tw explain`: every way into the kernel, for the machine this runs on.
 
-For each entry path: whether it works here and why (each variant's own --probe), the live
-disassembly (the stubs' objects in build/obj, and the vDSO read from a real 32-bit process by
-entrypath), what the kernel does with it, and its measured cost per call when a results
-directory is given (percall.json, op "null": the empty system call, loop cost removed).
+For each mechanism of the registry (variants/registry): whether it works here and why (its
+probe, judged by the support oracle), what it needs, what the kernel does with it (from its
+stub's own header comment: the stub is the documentation), the live disassembly (the stub's
+object in build/obj; the live vDSO read from a real 32-bit process; libc's write and what it
+calls), and its measured cost per call with the post-return penalty, from a results directory:
+results/latest by default, or --results DIR.  Which run the costs come from is always said.
 
-`tw explain --markdown` prints the same as Markdown; `tw explain --update-doc docs/mechanisms.md`
-replaces the live section of that page (between the `<!-- live:begin -->` and
-`<!-- live:end -->` markers) with it.
+`tw explain --markdown` prints the same as Markdown; `tw explain --update-doc
+docs/mechanisms.md` replaces the live section of that page (between the `<!-- live:begin -->`
+and `<!-- live:end -->` markers) with it.
 """
 import datetime
 import json
 import re
 from pathlib import Path
 
-from ..machine import entrypath
-from ..core import files, paths, proc, ui
-from ..machine import probe
+from ..analyse import percall, results
+from ..core import paths, proc, ui
+from ..core.fmt import fmt
+from ..machine import entrypath, oracle, probe, registry
 
 BEGIN, END = "<!-- live:begin -->", "<!-- live:end -->"
 NOT_MEASURED = "not measured: run make report (or pass --results DIR)"
-
-# Entry paths in teaching order. variant: the build/timewrite-<variant> that takes the path;
-# stub: the object whose tw_syscall3 is shown.
-PATHS = [
-    {"id": "int80-32", "title": "int 0x80 from 32-bit code", "variant": "32-int80",
-     "stub": "32-i386/asm/int80.o",
-     "kernel": "IDT vector 0x80 -> entry_INT80_compat (asm, before 6.7) or asm_int80_emulation -> "
-               "do_int80_emulation (C, 6.7+; under FRED fred_intx -> int80_emulation); i386 table, "
-               "args in ebx ecx edx esi edi ebp; returns with iret"},
-    {"id": "sysenter-32", "title": "sysenter from 32-bit code (Intel)", "variant": "32-sysenter",
-     "stub": "32-i386/asm/sysenter.o",
-     "kernel": "MSR_IA32_SYSENTER_EIP -> entry_SYSENTER_compat -> do_SYSENTER_32 -> "
-               "do_fast_syscall_32: reads ebp (the sixth argument) from the user stack, sets "
-               "regs->ip to the vDSO's int80_landing_pad (2 bytes past an int $0x80, so a restarted call re-enters by int 0x80); returns with sysretl (sysexit on 32-bit kernels) or iret"},
-    {"id": "syscall-32", "title": "syscall from 32-bit code (AMD)", "variant": "32-syscall",
-     "stub": "32-i386/asm/syscall.o",
-     "kernel": "MSR_CSTAR -> entry_SYSCALL_compat -> do_fast_syscall_32 (second argument taken from "
-               "ebp because syscall overwrote ecx); returns to the landing pad with sysretl"},
-    {"id": "vdso-32", "title": "__kernel_vsyscall in the 32-bit vDSO", "variant": "32-vdso",
-     "stub": "32-i386/asm/vdso.o",
-     "kernel": "whatever instruction the kernel patched into __kernel_vsyscall at boot "
-               "(ALTERNATIVE_2 in arch/x86/entry/vdso/vdso32/system_call.S); the fast paths "
-               "return to int80_landing_pad: pop ebp; pop edx; pop ecx; ret"},
-    {"id": "libc-32", "title": "32-bit glibc write()", "variant": "32-libc", "stub": None, "libc": "32",
-     "kernel": "i686 glibc calls *%gs:0x10 (the AT_SYSINFO pointer copied into the TCB), i.e. "
-               "__kernel_vsyscall; a generic i386/i586 build inlines int $0x80"},
-    {"id": "syscall-64", "title": "syscall from 64-bit code", "variant": "64-syscall",
-     "stub": "64-x86_64/asm/syscall.o",
-     "kernel": "MSR_LSTAR -> entry_SYSCALL_64 -> do_syscall_64; x86-64 table; returns with sysretq "
-               "when it can, else iret"},
-    {"id": "libc-64", "title": "64-bit glibc write()", "variant": "64-libc", "stub": None, "libc": "64",
-     "kernel": "inline syscall, as 64-bit code always does: the 64-bit vDSO has no entry function"},
-    {"id": "int80-64", "title": "int 0x80 from 64-bit code (int 0x80 emulation, 6.7+)",
-     "variant": "64-int80", "stub": "64-i386/asm/int80.o",
-     "kernel": "the same IDT vector as 32-bit int 0x80: a compat (i386-table) call from a 64-bit "
-               "task, pointers truncated to 32 bits; since 6.7 do_int80_emulation handles it in C"},
-    {"id": "fred", "title": "FRED (Flexible Return and Event Delivery)", "variant": None, "stub": None,
-     "kernel": "one entry point for every event: syscall from 64-bit code -> fred_entry_from_user "
-               "-> do_syscall_64; int 0x80 -> fred_intx -> int80_emulation; sysenter and 32-bit "
-               "syscall are not used (SYSENTER32/SYSCALL32 cleared), so the vDSO runs int 0x80, "
-               "which FRED delivers without the IDT's slow path; returns with ERETU"},
-]
+# Where each kind of stub keeps its header: asm/<bits>/<name>.asm or timewrite/<name>.c.
+COMMENT = {".asm": re.compile(r"^;\s?(.*)$"), ".c": re.compile(r"^(?:/\*| \*/?)\s?(.*)$")}
+# Mitigations whose mechanisms act on returns: the ones to name beside a measured penalty.
+RETURN_MITIGATIONS = ("spectre_v2", "retbleed", "spec_rstack_overflow", "indirect_target_selection")
 
 
 def kernel_at_least(release, major, minor):
@@ -69,11 +34,49 @@ def kernel_at_least(release, major, minor):
     return bool(m) and (int(m.group(1)), int(m.group(2))) >= (major, minor)
 
 
-def stub_disasm(rel):
-    """tw_syscall3 (and its local labels) from build/obj/<rel>, as lines, or (None, why)."""
+def source_of(m):
+    """The file that documents a mechanism: its NASM stub, or its C file."""
+    for o in m.objects:
+        if o.startswith("asm/"):
+            return paths.ROOT / f"{o}.asm"
+    for o in m.objects:
+        if o not in ("alloc", "alloc_low") and not o.endswith("_init"):
+            return paths.ROOT / "timewrite" / f"{o}.c"
+    return None
+
+
+def header(path):
+    """(title, {heading: paragraph}) from a stub's opening comment: the first line's text
+    after 'file: ', and each paragraph that starts with 'Heading:'."""
+    if path is None or not path.exists():
+        return None, {}
+    rx = COMMENT[path.suffix]
+    lines = []
+    for line in path.read_text().splitlines():
+        m = rx.match(line)
+        if not m:
+            break
+        lines.append(m.group(1).rstrip())
+    text = "\n".join(lines).strip()
+    first, _, rest = text.partition("\n")
+    title = first.split(": ", 1)[1].rstrip(".") if ": " in first else first
+    paras = {}
+    for para in re.split(r"\n\s*\n", rest):
+        m = re.match(r"^([A-Z][\w ,'/()-]{2,40}):\s+(.*)$", para.strip(), re.S)
+        if m:
+            paras[m.group(1)] = re.sub(r"\s+", " ", m.group(2)).strip()
+    return title, paras
+
+
+def stub_disasm(m):
+    """The stub's functions (tw_syscall3 and its shapes) from build/obj, or (None, why)."""
+    src = next((o for o in m.objects if o.startswith("asm/")), None)
+    if src is None:
+        return None, None
+    rel = f"{m.bits}-{m.abi}/asm/{src.rsplit('/', 1)[1]}.o"
     path = paths.BUILD / "obj" / rel
     if not path.exists():
-        return None, f"{path.relative_to(paths.ROOT)} is not built (run make)"
+        return None, f"build/obj/{rel} is not built (run make)"
     if not proc.which("objdump"):
         return None, "objdump is not installed (binutils)"
     p = proc.run(["objdump", "-d", "-w", "--section=.text", path], timeout=60)
@@ -83,34 +86,45 @@ def stub_disasm(rel):
     for line in p.stdout.splitlines():
         if re.match(r"^[0-9a-f]+ <", line):
             lines.append(line.strip())
-        m = entrypath.INSN_RE.match(line)
-        if m and m.group(3).strip():
-            insn = re.sub(r"[ \t]+", " ", m.group(3).strip())
-            lines.append(f"  {int(m.group(1), 16):4x}:  {' '.join(m.group(2).split()):<21} {insn}")
-    return lines, None
+        mm = entrypath.INSN_RE.match(line)
+        if mm and mm.group(3).strip():
+            insn = re.sub(r"[ \t]+", " ", mm.group(3).strip())
+            lines.append(f"  {int(mm.group(1), 16):4x}:  {' '.join(mm.group(2).split()):<21} {insn}")
+    return lines, f"objdump -d build/obj/{rel}"
 
 
-def percall_cells(percall):
-    """{variant: cell} for op == 'null'."""
-    out = {}
-    for c in (percall or {}).get("cells", []):
-        if c.get("op") == "null":
-            out.setdefault(c.get("variant"), c)
-    return out
+def cost_cell(analysed, m):
+    """The cell that stands for a mechanism's cost: its null call, else its first operation."""
+    for op in ("null",) + tuple(o for o in m.ops if o != "null"):
+        c = percall.find(analysed, m.name, op)
+        if c is not None:
+            return c
+    return None
 
 
-def cost_text(cell, base=None):
+def cost_text(cell):
     if cell is None:
         return None
     if cell.get("supported") is False:
-        return f"unsupported: {cell.get('reason')}"
+        return f"{cell.get('status', 'unsupported')}: {cell.get('reason')}"
     if cell.get("median") is None:
         return "unknown: " + (cell.get("why") or cell.get("reason") or "no samples")
-    from ..analyse import stats  # numpy: only needed when there are costs to show
-    t = stats.fmt(cell, "ns") + f" per call (median, 95% CI; n={cell.get('n')})"
-    if base and base.get("median") and base is not cell:
-        t += f", {cell['median'] / base['median']:.1f}x the 64-bit syscall"
+    t = f"{cell['op']}: " + fmt(cell, "ns") + f" per call (median, 95% interval over {cell.get('n_rounds', '?')} runs)"
+    r = cell.get("ratio")
+    if r and r.get("median") and abs(r["median"] - 1) > 1e-9:
+        t += f"; {r['median']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] the 64-bit syscall, same rounds"
     return t
+
+
+def penalty_text(analysed, m):
+    for p in (analysed or {}).get("penalties", []):
+        if p["variant"] == m.name and p["op"] in ("null", m.ops[0]):
+            s = p.get("penalty_ns")
+            return (f"{fmt(s, 'ns')} per call ({p['op']}: ret {p['ret_ns']:.1f} ns, indirect jump "
+                    f"{p['jmp_ns']:.1f} ns)") if s else "unknown: no paired rounds"
+    if "jmp" not in m.shapes:
+        return "not measurable: this mechanism has no jmp shape (its return is fixed)"
+    return None
 
 
 def machine(fingerprint=None):
@@ -119,155 +133,179 @@ def machine(fingerprint=None):
         return fingerprint
     from ..machine.doctor import Doctor
     d = Doctor()
-    cpu = d.cpu()
-    fred, fred_detail = d.fred(cpu["flags"])
-    v = entrypath.vdso32()
-    ia32, ia32_detail = d.ia32(v)
-    return {"host": d.read("/proc/sys/kernel/hostname"),
-            "kernel": {"release": d.read("/proc/sys/kernel/osrelease"),
+    out = d.entry_facts()
+    out.update(host=d.read("/proc/sys/kernel/hostname"),
+               kernel={"release": d.read("/proc/sys/kernel/osrelease"),
                        "version": d.read("/proc/sys/kernel/version")},
-            "cpu": cpu, "fred": fred, "fred_detail": fred_detail, "vdso32": v,
-            "ia32_emulation": ia32, "ia32_detail": ia32_detail, "libc": entrypath.libc_entries(),
-            "why": dict(d.why)}
+               libc=entrypath.libc_entries(), mitigations=d.mitigations(), why=dict(d.why))
+    return out
 
 
-def collect(fingerprint=None, percall=None, variants=None):
-    """[{id, title, supported, why, disasm, kernel, cost}] for every entry path."""
+def default_results():
+    """results/latest when it exists, else None."""
+    latest = paths.RESULTS / "latest"
+    return latest if latest.is_dir() else None
+
+
+def costs_from(results_dir):
+    """(analysed data, label) of a results directory, or (None, why)."""
+    if results_dir is None:
+        return None, NOT_MEASURED
+    d = Path(results_dir)
+    if not (d / "percall.json").exists():
+        return None, f"not measured: {d} has no percall.json"
+    data = results.load(d)
+    meta, fp = data.get("meta") or {}, data.get("fingerprint") or {}
+    label = (f"{d.resolve().name} (measured {meta.get('created_utc') or 'at an unknown date'} "
+             f"on {meta.get('host') or fp.get('host') or 'an unknown host'})")
+    return data, label
+
+
+def collect(fingerprint=None, data=None, judged=None):
+    """The machine, and [{variant, title, works, status, why, needs, kernel, disasm, notes,
+    cost, penalty}] for every mechanism of the registry."""
     fp = machine(fingerprint)
-    if variants is None:
-        variants = probe.check_all("timewrite")
-    vmap = {v["name"]: v for v in variants}
-    cells = percall_cells(percall)
-    base = cells.get("64-syscall")
+    if judged is None:
+        judged = {r["name"]: r for r in probe.check_all("syscost", facts=fp)}
+    pred = oracle.predict(fp)
+    analysed = (data or {}).get("percall")
     release = (fp.get("kernel") or {}).get("release")
     out = []
-    for p in PATHS:
-        e = {"id": p["id"], "title": p["title"], "kernel": p["kernel"], "variant": p["variant"],
-             "supported": None, "why": None, "disasm": [], "disasm_source": None, "notes": []}
-        v = vmap.get(p["variant"]) if p["variant"] else None
-        if v is not None:
-            e["supported"], e["why"] = v["supported"], v["reason"]
-        elif p["variant"]:
-            e["why"] = f"{p['variant']} is not in the build matrix"
-        if p["stub"]:
-            lines, why = stub_disasm(p["stub"])
-            e["disasm"], e["disasm_source"] = lines or [], f"objdump -d build/obj/{p['stub']}"
-            if why:
-                e["notes"].append(why)
-        if p["id"] == "vdso-32":
+    for m in registry.mechanisms():
+        title, paras = header(source_of(m))
+        j = judged.get(m.name) or {}
+        e = {"variant": m.name, "title": title or m.name, "entry": m.entry,
+             "works": j.get("supported"), "status": j.get("status"), "why": j.get("reason"),
+             "needs": pred[m.name]["why"], "kernel": paras.get("Kernel side") or
+             paras.get("Why this file exists") or "", "disasm": [], "disasm_source": None,
+             "notes": []}
+        lines, why = stub_disasm(m)
+        if lines:
+            e["disasm"], e["disasm_source"] = lines, why
+        elif why:
+            e["notes"].append(why)
+        if m.entry == "vdso32-call":
             vd = fp.get("vdso32") or {}
             if vd.get("disasm"):
                 e["vdso_disasm"] = vd["disasm"]
-                e["notes"].append(f"the live __kernel_vsyscall uses {vd.get('instruction')}: {vd.get('why')}"
+                e["notes"].append(f"the live __kernel_vsyscall ({vd.get('form')}): {vd.get('why')}"
                                   + (f"; landing pad at {vd['landing_pad']}" if vd.get("landing_pad") else ""))
             else:
                 e["notes"].append(f"live vDSO not readable: {vd.get('why')}")
-        if p.get("libc"):
-            lc = (fp.get("libc") or {}).get(p["libc"]) or {}
+        if m.entry == "libc":
+            lc = (fp.get("libc") or {}).get(str(m.bits)) or {}
             e["disasm"] = lc.get("evidence", [])[:6]
             e["disasm_source"] = f"objdump of {lc.get('path')} (write and what it calls)"
             e["notes"].append(f"this libc enters by: {lc.get('entry')} ({lc.get('why')})")
-        if p["id"] == "int80-64" or p["id"] == "int80-32":
-            if kernel_at_least(release, 6, 7):
-                e["notes"].append(f"kernel {release} >= 6.7: int 0x80 is handled by do_int80_emulation (C)")
-            elif release:
-                e["notes"].append(f"kernel {release} < 6.7: int 0x80 goes through entry_INT80_compat (asm)")
-        if p["id"] == "fred":
-            e["supported"] = fp.get("fred")
-            e["why"] = None if fp.get("fred") else (fp.get("fred_detail") or {}).get("why")
-        if p["id"] == "sysenter-32" and e["supported"] is False and fp.get("fred"):
-            e["notes"].append("FRED is on: the kernel does not use sysenter")
-        if p["variant"]:
-            if percall is None:
-                e["cost"] = NOT_MEASURED
-            else:
-                e["cost"] = cost_text(cells.get(p["variant"]), base) or \
-                    f"no op=null cell for {p['variant']} in percall.json"
+        if m.entry == "int80" and release:
+            e["notes"].append(f"kernel {release} " + (">= 6.7: int 0x80 is handled by "
+                              "do_int80_emulation (C)" if kernel_at_least(release, 6, 7) else
+                              "< 6.7: int 0x80 goes through entry_INT80_compat (asm)"))
+        if data is None:
+            e["cost"], e["penalty"] = NOT_MEASURED, None
         else:
-            e["cost"] = "no variant of its own: it changes how the other paths are delivered"
+            e["cost"] = cost_text(cost_cell(analysed, m)) or f"{m.name} is not in that run"
+            e["penalty"] = penalty_text(analysed, m)
         out.append(e)
     return fp, out
 
 
-def _yn(v):
-    return {True: "yes", False: "no", None: "unknown"}[v]
+def fred_text(fp):
+    detail = fp.get("fred_detail") or {}
+    return ("FRED (Flexible Return and Event Delivery) is " + ("on" if fp.get("fred") else "off")
+            + f" here: {detail.get('why') or 'unknown'}. Under FRED every event enters at one "
+            "entry point: 64-bit syscall -> fred_entry_from_user -> do_syscall_64; int 0x80 -> "
+            "fred_intx -> int80_emulation; sysenter from 32-bit code -> fred_other -> "
+            "do_fast_syscall_32; syscall from 32-bit code -> #UD.  The 32-bit vDSO then uses "
+            "int 0x80, which FRED delivers without the IDT's slow path; returns use ERETU.")
 
 
-def render_text(fp, paths, results=None):
+def return_text(fp, data):
+    """What the return after a call costs on the measured machine, and the mitigations in
+    force there that act on returns.  Nothing is asserted about the cause: it is measured."""
+    mfp = (data or {}).get("fingerprint") or fp
+    mit = [f"{k}: {v}" for k, v in sorted((mfp.get("mitigations") or {}).items())
+           if k in RETURN_MITIGATIONS and v and not v.startswith("Not affected")]
+    return ("A stub (or libc wrapper) is called, enters the kernel, and leaves by `ret`.  The CPU "
+            "predicts returns with a return-stack buffer; kernel entry and exit, and mitigations "
+            "that fill or flush that buffer, can leave it mispredicting the first `ret` after the "
+            "kernel returns.  The per-call matrix measures each mechanism in two shapes, the stub "
+            "leaving by `ret` and the same stub leaving by an indirect jump, and reports the "
+            "difference as the post-return penalty, paired by round.  It may be near zero on one "
+            "CPU and kernel and tens of nanoseconds on another; that is a result either way.  "
+            "Mitigations in force on the measured machine that act on returns: "
+            + ("; ".join(mit) if mit else "none reported") + ".")
+
+
+def render_text(fp, entries, label):
     cpu = fp.get("cpu") or {}
     lines = [f"Machine: {fp.get('host')}, Linux {(fp.get('kernel') or {}).get('release')}, "
              f"{cpu.get('vendor')} family {cpu.get('family')} model {cpu.get('model')} "
-             f"({cpu.get('model_name')}); FRED {_yn(fp.get('fred'))}; IA32 emulation "
-             f"{_yn(fp.get('ia32_emulation'))}"]
-    if results:
-        lines.append(f"Costs from: {results}")
-    for e in paths:
-        lines.append("")
-        lines.append(f"== {e['title']}" + (f"  [{e['variant']}]" if e["variant"] else ""))
-        lines.append(f"   works here: {_yn(e['supported'])}" + (f" ({e['why']})" if e["why"] else ""))
-        lines.append(f"   kernel: {e['kernel']}")
+             f"({cpu.get('model_name')})",
+             f"Costs from: {label}"]
+    for e in entries:
+        lines += ["", f"== {e['title']}  [{e['variant']}]",
+                  f"   works here: {_yn(e['works'])}" + (f" ({e['why']})" if e["why"] else ""),
+                  f"   needs: {e['needs']}"]
+        if e["kernel"]:
+            lines.append(f"   kernel: {e['kernel']}")
         if e["disasm"]:
             lines.append(f"   {e['disasm_source']}:")
             lines += [f"     {d}" for d in e["disasm"]]
         if e.get("vdso_disasm"):
             lines.append("   live __kernel_vsyscall (tw vdso):")
             lines += [f"     {d}" for d in e["vdso_disasm"]]
-        for n in e["notes"]:
-            lines.append(f"   note: {n}")
-        lines.append(f"   cost (empty call): {e['cost']}")
+        lines += [f"   note: {n}" for n in e["notes"]]
+        lines.append(f"   cost: {e['cost']}")
+        if e.get("penalty"):
+            lines.append(f"   post-return penalty: {e['penalty']}")
     return "\n".join(lines)
 
 
-def render_markdown(fingerprint, percall, variants=None, results_label=None):
-    """The live section of docs/mechanisms.md for this machine (or the given fingerprint)."""
-    fp, paths = collect(fingerprint, percall, variants)
+def _yn(v):
+    return {True: "yes", False: "no", None: "unknown"}[v]
+
+
+def render_markdown(fp, entries, label, data=None):
+    """The live section of docs/mechanisms.md for this machine."""
     cpu = fp.get("cpu") or {}
     k = fp.get("kernel") or {}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"Captured {now} on `{fp.get('host')}`: Linux {k.get('release')} ({k.get('version')}), "
-           f"{cpu.get('vendor')} family {cpu.get('family')} model {cpu.get('model')} "
-           f"({cpu.get('model_name')}), FRED {_yn(fp.get('fred'))}, IA32 emulation "
-           f"{_yn(fp.get('ia32_emulation'))}.",
-           "Regenerate with `scripts/tw explain --update-doc docs/mechanisms.md"
-           + (f" --results {results_label}" if results_label else "") + "`.", ""]
-    out.append("| entry path | variant | works here | cost of an empty call |")
-    out.append("|---|---|---|---|")
-    for e in paths:
+    out = [f"Captured {now} on `{fp.get('host')}`: Linux {k.get('release')}, {cpu.get('vendor')} "
+           f"family {cpu.get('family')} model {cpu.get('model')} ({cpu.get('model_name')}). "
+           f"Costs from: {label}.",
+           "Regenerate with `scripts/tw explain --update-doc docs/mechanisms.md`.", "",
+           "| entry path | variant | works here | cost | post-return penalty |", "|---|---|---|---|---|"]
+    for e in entries:
         why = f" ({e['why']})" if e["why"] else ""
-        out.append(f"| {e['title']} | {e['variant'] or '-'} | {_yn(e['supported'])}{why} | {e['cost']} |")
-    for e in paths:
-        out += ["", f"#### {e['title']}", "", f"Kernel side: {e['kernel']}.", ""]
+        out.append(f"| {e['title']} | {e['variant']} | {_yn(e['works'])}{why} | {e['cost']} | "
+                   f"{e.get('penalty') or '—'} |")
+    out += ["", "#### The return after the call", "", return_text(fp, data), "",
+            "#### FRED", "", fred_text(fp)]
+    for e in entries:
+        out += ["", f"#### {e['title']}", "", f"Needs: {e['needs']}.", ""]
+        if e["kernel"]:
+            out += [f"Kernel side: {e['kernel']}", ""]
         if e["disasm"]:
             out += [f"`{e['disasm_source']}`:", "", "```"] + e["disasm"] + ["```", ""]
         if e.get("vdso_disasm"):
             out += ["Live `__kernel_vsyscall` (`scripts/tw vdso`):", "", "```"] + e["vdso_disasm"] + ["```", ""]
-        for n in e["notes"]:
-            out.append(f"- {n}")
+        out += [f"- {n}" for n in e["notes"]]
     return "\n".join(out).rstrip() + "\n"
 
 
 def update_doc(path, markdown):
     text = Path(path).read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"tw explain: {path} has no {BEGIN} ... {END} section to replace")
+        raise ValueError(f"{path} has no {BEGIN} ... {END} section to replace")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     Path(path).write_text(f"{head}{BEGIN}\n{markdown}{END}{tail}")
 
 
-def load_percall(results):
-    if not results:
-        return None
-    p = Path(results)
-    f = p / "percall.json" if p.is_dir() else p
-    data = files.read_json(f)
-    if data is None:
-        ui.warn(f"no {f}", "run make report, or point --results at a results directory")
-    return data
-
-
 def add_arguments(parser, name):
-    parser.add_argument("--results", metavar="DIR", help="results directory whose percall.json gives the costs")
+    parser.add_argument("--results", metavar="DIR",
+                        help="results directory whose costs to show (default: results/latest)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--markdown", action="store_true", help="print the Markdown live section")
     parser.add_argument("--update-doc", metavar="FILE",
@@ -275,20 +313,27 @@ def add_arguments(parser, name):
 
 
 def main(args, name):
-    percall = load_percall(args.results)
+    rdir = args.results or default_results()
+    data, label = costs_from(rdir)
+    fp, entries = collect(None, data)
     if args.markdown or args.update_doc:
-        md = render_markdown(None, percall, results_label=args.results)
+        md = render_markdown(fp, entries, label, data)
         if args.update_doc:
             update_doc(args.update_doc, md)
             ui.progress(f"updated the live section of {args.update_doc}")
         else:
             print(md, end="")
         return 0
-    fp, paths = collect(None, percall)
     if args.json:
         print(json.dumps({"machine": {k: fp.get(k) for k in ("host", "kernel", "cpu", "fred",
                                                              "ia32_emulation", "vdso32", "libc")},
-                          "paths": paths}, indent=1))
+                          "costs_from": label, "paths": entries,
+                          "return_after_call": return_text(fp, data), "fred": fred_text(fp)},
+                         indent=1, default=str))
     else:
-        print(render_text(fp, paths, args.results))
+        print(render_text(fp, entries, label))
+        print()
+        print("The return after the call: " + return_text(fp, data))
+        print()
+        print(fred_text(fp))
     return 0

@@ -1,5 +1,6 @@
 """The per-call matrix as text: what `tw bench` prints."""
-from ..analyse import percall, stats
+from ..analyse import percall
+from ..core.fmt import fmt
 
 
 def _ns(x, digits=1):
@@ -46,7 +47,7 @@ def format_table(doc, analysed):
     for p in analysed.get("penalties", []):
         if p.get("penalty_ns"):
             lines.append(f"post-return penalty {p['variant']} {p['op']}: "
-                         f"{stats.fmt(p['penalty_ns'])} (ret minus jmp shape, paired by round)")
+                         f"{fmt(p['penalty_ns'])} (ret minus jmp shape, paired by round)")
     dist = analysed.get("disturbance") or {}
     pm = doc.get("params") or {}
     lines.append(f"(intervals: over {pm.get('rounds')} process runs, host drift folded in; "
@@ -64,9 +65,9 @@ def format_accuracy(acc):
     """The --accuracy figures as text lines, each with its target."""
     out = ["", "accuracy and precision"]
     pb = acc["perf_bench_ns"]
-    out.append(f"  perf bench syscall basic (glibc getppid, ret): {stats.fmt(pb)}")
-    out.append(f"  ours, 64-libc getppid (ret, its twin):        {stats.fmt(acc['getppid_libc_ns'])}")
-    out.append(f"  ours, 64-syscall getppid (ret):               {stats.fmt(acc['getppid_syscall_ns'])}")
+    out.append(f"  perf bench syscall basic (glibc getppid, ret): {fmt(pb)}")
+    out.append(f"  ours, 64-libc getppid (ret, its twin):        {fmt(acc['getppid_libc_ns'])}")
+    out.append(f"  ours, 64-syscall getppid (ret):               {fmt(acc['getppid_syscall_ns'])}")
     r = acc.get("perf_over_twin")
     if r:
         out.append(f"  perf bench / ours = {r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]: "

@@ -1,4 +1,4 @@
-"""The report's plots (matplotlib, Agg), and the linear fit / knee they show.
+"""The report's plots (matplotlib, Agg).
 
 Every function takes already-loaded stage data and an output directory, writes
 `<name>.png` and `<name>.svg`, and returns the name, or None when it has nothing
@@ -33,6 +33,13 @@ def _save(fig, outdir, name):
                 metadata={"Software": CREATOR})
     plt.close(fig)
     return name
+
+
+def _legend(ax, **kw):
+    """A legend only where something carries a label: matplotlib warns on an empty one, and
+    a panel whose parts are all blind (no root, say) has none."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
 
 
 def _med(s):
@@ -115,7 +122,7 @@ def plot_sweep_per_byte(sweep, outdir, name="sweep_seed"):
         ax.set_yscale("log")
         ax.set_title(f"{mode}: real time per byte")
         ax.set_xlabel("BUFFSIZE (bytes)")
-        ax.legend(fontsize=7)
+        _legend(ax, fontsize=7)
     axes[0].set_ylabel(f"ns per byte ({nbytes} bytes per pass)")
     return _save(fig, outdir, f"{name}_per_byte")
 
@@ -163,7 +170,7 @@ def plot_acc(sweep, outdir, seed_ref=None):
     ax.set_xlabel("BUFFSIZE (bytes)")
     ax.set_ylabel("acc = (t_sync - t_async) / t_sync")
     ax.set_title("Async speed-up by BUFFSIZE (seed's acc)")
-    ax.legend(fontsize=6, ncol=2)
+    _legend(ax, fontsize=6, ncol=2)
     return _save(fig, outdir, "acc")
 
 
@@ -194,7 +201,7 @@ def plot_fit(sweep, outdir, mode="async"):
     ax.set_xlabel("BUFFSIZE (bytes)")
     ax.set_ylabel("ns per write call")
     ax.set_title(f"T(size) = a_mech + b*size ({mode}); knee: mechanism spread < 1% of a call")
-    ax.legend(fontsize=6)
+    _legend(ax, fontsize=6)
     return _save(fig, outdir, f"fit_{mode}")
 
 
@@ -219,12 +226,12 @@ def plot_tlpi(sweep, outdir, tlpi_ref=None):
     ax.set_xlabel("buffer size (bytes)")
     ax.set_ylabel("elapsed / elapsed at largest buffer")
     ax.set_title("TLPI sweep: time relative to the largest buffer")
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     return _save(fig, outdir, "tlpi")
 
 
-PARTS = [("loop_ns", "loop"), ("entry_exit_ns", "entry+exit"), ("body_ns", "body"),
-         ("waiting_ns", "waiting")]
+PARTS = [("entry_exit_ns", "entry/exit"), ("penalty_ns", "post-return penalty"),
+         ("body_ns", "kernel body"), ("waiting_ns", "waiting")]
 
 
 def _grid(n, ncols, w, h):
@@ -245,7 +252,7 @@ def plot_attribution(att, outdir):
         return None
     ops = sorted({r["op"] for r in rows})
     fig, axes = _grid(len(ops), 3, 5, 0.4 * len(rows) / max(len(ops), 1) + 2)
-    colors = ["0.7", "tab:orange", "tab:blue", "tab:green"]
+    colors = ["tab:orange", "tab:red", "tab:blue", "tab:green"]
     for ax, op in zip(axes, ops):
         rs = sorted([r for r in rows if r["op"] == op], key=lambda r: r["variant"])
         for i, r in enumerate(rs):
@@ -266,29 +273,28 @@ def plot_attribution(att, outdir):
         ax.invert_yaxis()
         ax.set_xlabel("ns per call (medians; blind parts not drawn)")
         ax.set_title(f"{op}, {rs[0]['size']} B" if rs and rs[0].get("size") else op)
-        ax.legend(fontsize=7)
+        _legend(ax, fontsize=7)
     return _save(fig, outdir, "attribution")
 
 
 def plot_latency(lat, outdir):
-    runs = (lat or {}).get("runs", [])
+    runs = [r for r in (lat or {}).get("runs", []) if r.get("log2")]
     variants = sorted({r["variant"] for r in runs})
     if not variants:
         return None
     fig, axes = _grid(len(variants), 4, 4.5, 3.5)
     for ax, v in zip(axes, variants):
         for run in sorted([r for r in runs if r["variant"] == v], key=lambda r: r["mode"]):
-            bins = run.get("log2") or []
-            if not bins:
-                continue
-            w = [b["hi_ns"] - b["lo_ns"] for b in bins]
-            ax.bar([b["lo_ns"] for b in bins], [b["count"] for b in bins], width=w, align="edge",
-                   alpha=0.5, label=f"{run['mode']} (p50 {run['percentiles']['p50']:.0f} ns)")
+            bins = [b for b in run["log2"] if b["hi_ns"] is not None]
+            p50 = (run.get("percentiles") or {}).get("p50")
+            ax.bar([b["lo_ns"] for b in bins], [b["count"] for b in bins],
+                   width=[b["hi_ns"] - b["lo_ns"] for b in bins], align="edge", alpha=0.5,
+                   label=f"{run['mode']} (p50 {p50:.0f} ns)" if p50 is not None else run["mode"])
         ax.set_xscale("log", base=2)
         ax.set_xlabel("write latency (ns, log2 bins)")
         ax.set_ylabel("calls")
         ax.set_title(f"{v}, {runs[0].get('buffsize')} B")
-        ax.legend(fontsize=7)
+        _legend(ax, fontsize=7)
     return _save(fig, outdir, "latency")
 
 
@@ -315,7 +321,7 @@ def plot_seed_beside(sweep, outdir, seed_ref):
         ax.set_yscale("log")
         ax.set_xlabel("BUFFSIZE (bytes)")
         ax.set_title(f"{mode}: real time per write call")
-        ax.legend(fontsize=6)
+        _legend(ax, fontsize=6)
     axes[0].set_ylabel("µs per call (seed rows with 0.00 s omitted)")
     return _save(fig, outdir, "seed_beside")
 
@@ -345,6 +351,7 @@ def plot_compare_percall(sets, outdir, op="null", name="compare_percall"):
     seen = {}
     for hh, ll in zip(h, lab):
         seen.setdefault(ll, hh)
-    ax.legend(seen.values(), seen.keys(), fontsize=7)
+    if seen:
+        ax.legend(seen.values(), seen.keys(), fontsize=7)
     ax.set_title(f"Per-call cost ({op}) across results sets")
     return _save(fig, outdir, name)

@@ -9,9 +9,12 @@ rendered by one exporter per format (`EXPORTERS`: md, html).
 """
 from pathlib import Path
 
+from ..core.fmt import fmt
 from ..analyse import results, seedref, stats, verdict as verdict_mod
 from ..core import files, ui
+from ..machine import tracers
 from . import plots
+from . import export as csv_export, tables
 from .document import EXPORTERS, Doc, export
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
@@ -25,7 +28,6 @@ STAGE_OF = {"fingerprint": ["doctor"], "variants": ["variants", "run"], "percall
 
 # -- helpers ---------------------------------------------------------------------------------
 
-fmt = stats.fmt
 
 
 def fmt_cell(c, unit="ns"):
@@ -385,7 +387,7 @@ def sec_stdio(doc, data, costs_ref):
 
 
 def sec_attribution(doc, data, pdir):
-    doc.h(2, "Attribution: loop / entry+exit / body / waiting")
+    doc.h(2, "Attribution: entry/exit, post-return penalty, body, waiting")
     if missing(doc, data, "attribution"):
         return
     att = data["attribution"]
@@ -395,10 +397,11 @@ def sec_attribution(doc, data, pdir):
                  f" {att['notes']}" if att.get("notes") else ""))
     unsup = [r for r in att.get("rows", []) if r.get("supported") is False]
     rows = [r for r in att.get("rows", []) if r.get("supported") is not False]
-    doc.table(["variant", "op", "size", "total", "loop", "entry+exit", "body (of which CPU)", "waiting",
-               "residual", "consistent", "note"],
+    doc.table(["variant", "op", "size", "total", "loop (removed)", "entry/exit", "post-return penalty",
+               "body (of which CPU)", "waiting", "residual", "consistent", "note"],
               [[r["variant"], r["op"], r.get("size"), fmt(r.get("total_ns")), fmt(r.get("loop_ns")),
-                fmt(r.get("entry_exit_ns")),
+                fmt(r.get("entry_exit_ns")) + (f" ({r['entry_exit_shape']})" if r.get("entry_exit_shape") else ""),
+                fmt(r.get("penalty_ns")) if r.get("penalty_ns") else "—",
                 fmt(r.get("body_ns")) + (f" (CPU {fmt(r['body_cpu_ns'])})" if r.get("body_cpu_ns") else ""),
                 fmt(r.get("waiting_ns")) if r.get("waiting_ns") else "— (no waiting in this op)",
                 fmt(r.get("residual_ns")),
@@ -445,35 +448,23 @@ def sec_tracers(doc, data):
     if missing(doc, data, "tracers"):
         return
     tr = data["tracers"]
-    counts = tr.get("counts") or []
-    if counts:
-        def c(x):
-            return "unknown (not traced)" if x is None else x
-        doc.p("write() calls counted by each instrument for the same run:")
-        doc.table(["variant", "expected", "timewrite", "strace", "bpftrace", "agree"],
-                  [[r["variant"], r.get("expected"), c(r.get("timewrite")), c(r.get("strace")),
-                    c(r.get("bpftrace")),
-                    "yes" if all(x == r.get("expected") for x in (r.get("timewrite"), r.get("strace"),
-                                                                   r.get("bpftrace")) if x is not None)
-                    else "**no**"] for r in counts])
-        if any(r.get("strace") not in (None, r.get("expected")) for r in counts):
-            doc.p("Where strace counts differ by a few calls, they include writes outside the timed "
-                  "loop (start-up, probe, error messages): check `strace -f` output before reading "
-                  "more into it.")
-    abi = tr.get("bpftrace_abi") or []
-    if abi:
-        doc.table(["variant", "compat", "native", "from vDSO", "from text", "other"],
-                  [[r["variant"], *(("unknown" if (r.get("counts") or {}).get(k) is None else r["counts"][k])
-                                    for k in ("compat", "native")),
-                    *(("unknown" if (r.get("origin") or {}).get(k) is None else r["origin"][k])
-                      for k in ("vdso", "text", "other"))] for r in abi])
-    ps = tr.get("perf_stat") or []
-    if ps:
-        evs = sorted({e for r in ps for e in (r.get("events") or {})})
-        doc.table(["variant"] + evs,
-                  [[r["variant"]] + [r["events"].get(e) if r["events"].get(e) is not None else
-                                     f"unknown ({(r.get('why') or {}).get(e, 'not counted')})" for e in evs]
-                   for r in ps])
+    rows = tr.get("crosscheck") or []
+    if rows:
+        names = []
+        for r in rows:
+            names += [k for k in r["by_tracer"] if k not in names]
+        doc.p("write() calls to the output file counted by each instrument for the same workload "
+              f"(expected: {rows[0].get('expected')}):")
+        doc.table(["variant", "expected", "timewrite"] + names + ["agree"],
+                  [[r["variant"], r.get("expected"),
+                    "—" if r.get("timewrite") is None else r["timewrite"]]
+                   + ["not traced" if r["by_tracer"].get(n) is None else r["by_tracer"][n] for n in names]
+                   + [{True: "yes", False: "**no**"}.get(r["agree"], r.get("why") or "not checked")]
+                   for r in rows])
+    for t_ in tracers.plugins():
+        for caption, headers, trows in t_.tables(tr):
+            doc.p(caption + ":")
+            doc.table(headers, trows)
 
 
 def sec_seed_beside(doc, data, pdir, seed_ref):
@@ -533,7 +524,7 @@ def build_doc(results_dir):
     else:
         doc.p("None: every cell is stable and every stage ran.")
     doc.blocks += body.blocks
-    return doc, v
+    return doc, v, data
 
 
 def build_report(results_dir, formats=("md", "html")):
@@ -541,8 +532,10 @@ def build_report(results_dir, formats=("md", "html")):
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise FileNotFoundError(f"{results_dir} is not a results directory")
-    doc, v = build_doc(results_dir)
+    doc, v, data = build_doc(results_dir)
     files.write_json(results_dir / "verdict.json", v)
+    for table in tables.all_tables(data):
+        csv_export.write(table, results_dir / "tables", "csv")
     return export(doc, results_dir, "report", formats)
 
 

@@ -1,0 +1,79 @@
+"""The stage commands: `tw sweep`, `tw trace`, `tw attribute`, `tw observer`.
+
+Each measures one stage into a results directory (raw samples only), then analyses it and
+prints its table(s) through the one table exporter (--format text, csv, md or json).
+"""
+import socket
+import time
+from pathlib import Path
+
+from ..analyse import attribution as a_attribution, observer as a_observer, percall, sweeps, \
+    tracers as a_tracers
+from ..core import files, paths, ui
+from ..machine import registry
+from ..measure import attribution, bench, observer, sweep, trace
+from ..present import export, tables
+from . import options
+
+SWEEPS = {"seed": (sweep.seed_sweep, "sweep_seed"), "tlpi": (sweep.tlpi_sweep, "sweep_tlpi"),
+          "writev": (sweep.writev_bench, "writev"), "stdio": (sweep.stdio_bench, "stdio")}
+
+
+def _out(args, stage):
+    if args.out:
+        return Path(args.out)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return paths.RESULTS / f"{stage}-{socket.gethostname()}-{stamp}"
+
+
+def add_arguments(p, name):
+    quick = {"sweep": "small inputs, few reps (all four sweeps in ~15 s)",
+             "trace": "a 23-write workload", "attribute": "3 traced runs per cell",
+             "observer": "5 batches per run"}[name]
+    options.add_mode_arguments(p, quick, "more repetitions for tighter intervals")
+    p.add_argument("--out", metavar="DIR", help="results directory (default: a new one under results/)")
+    p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
+                   help="variants (default: all)")
+    p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text",
+                   help="how to print the tables (default text)")
+    if name == "sweep":
+        p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
+                       default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
+        p.add_argument("--reps", type=options.int_range(1, 100000), metavar="N",
+                       help="override the mode's repetitions")
+
+
+def main(args, name):
+    out = _out(args, name)
+    out.mkdir(parents=True, exist_ok=True)
+    shown = []
+    if name == "sweep":
+        for s in args.only:
+            fn, stem = SWEEPS[s]
+            t0 = time.monotonic()
+            kw = {"reps": args.reps}
+            if s in ("seed", "tlpi"):
+                kw["variants"] = args.variants
+            raw = fn(out, mode=args.mode, **kw)
+            ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
+            if stem.startswith("sweep_"):
+                a = sweeps.sweep(raw)
+                shown += [tables.sweep(a, stem), tables.fits(a, stem)]
+            else:
+                shown.append(getattr(tables, stem)(getattr(sweeps, stem)(raw)))
+    elif name == "trace":
+        shown.append(tables.crosscheck(a_tracers.analyse(trace.run_tracers(out, args.mode, args.variants))))
+    elif name == "observer":
+        shown.append(tables.observer(a_observer.analyse(observer.observe(out, args.mode, args.variants))))
+    elif name == "attribute":
+        raw_pc = files.read_json(out / "percall.json")
+        if raw_pc is None:
+            ui.progress(f"attribute: no percall.json in {out}: measuring the per-call cells first")
+            raw_pc = bench.run_matrix(out, mode=args.mode, variants=args.variants,
+                                      ops=[op for op, _ in attribution.OPS], sizes=[256])
+        att = attribution.attribute(out, mode=args.mode, variants=args.variants)
+        shown.append(tables.attribution(a_attribution.analyse(att, percall.analyse(raw_pc))))
+    for t in shown:
+        print(export.render(t, args.format), end="")
+    ui.progress(f"{name}: raw results in {out}")
+    return 0

@@ -1,0 +1,20 @@
+"""A figure as text: the one way a summary (median with its interval) or a blind value is
+written for a person."""
+import math
+
+
+def fmt(s, unit="ns", digits=None):
+    """'123.4 ns [122.9, 124.0]' with ' (unstable)', or 'unknown (why)'."""
+    if s is None:
+        return "unknown"
+    if "value" in s and s.get("value") is None:
+        return f"unknown ({s.get('why', 'not measured')})"
+    m = s.get("median")
+    if m is None or not math.isfinite(m):
+        return f"unknown ({s.get('why') or 'no value recorded'})"
+    if digits is None:
+        digits = 1 if abs(m) >= 10 else 2 if abs(m) >= 1 else 3
+    lo, hi = s.get("ci_low"), s.get("ci_high")
+    ci = (f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None
+          and math.isfinite(lo) and math.isfinite(hi) else "")
+    return f"{m:.{digits}f} {unit}{ci}" + (" (unstable)" if s.get("unstable") else "")

@@ -1,0 +1,87 @@
+"""One exporter interface for every table (hyperfine's Exporter, in small).
+
+A Table is a name, column headers and rows of cells.  An Exporter turns a table into text in
+one format: json (a list of objects keyed by the headers), csv, md (a Markdown table) or text
+(fixed-width columns for a terminal).  Every command that prints a table and every CSV a
+report writes goes through here, so a figure reads the same in each.
+"""
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+
+from ..core import files
+
+
+@dataclass
+class Table:
+    name: str
+    headers: list
+    rows: list = field(default_factory=list)
+    caption: str = ""
+
+    def cells(self):
+        """Rows as strings: None becomes an em dash, numbers keep their text form."""
+        return [["—" if c is None else str(c) for c in r] for r in self.rows]
+
+
+class Exporter:
+    suffix = ""
+
+    def render(self, table):
+        raise NotImplementedError
+
+
+class JsonExporter(Exporter):
+    suffix = "json"
+
+    def render(self, table):
+        return json.dumps([dict(zip(table.headers, r)) for r in table.rows], indent=1,
+                          default=str) + "\n"
+
+
+class CsvExporter(Exporter):
+    suffix = "csv"
+
+    def render(self, table):
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(table.headers)
+        w.writerows([["" if c is None else c for c in r] for r in table.rows])
+        return buf.getvalue()
+
+
+class MarkdownExporter(Exporter):
+    suffix = "md"
+
+    def render(self, table):
+        esc = [[c.replace("|", "\\|").replace("\n", " ") for c in r] for r in table.cells()]
+        return ("| " + " | ".join(table.headers) + " |\n|" + "---|" * len(table.headers) + "\n"
+                + "".join("| " + " | ".join(r) + " |\n" for r in esc))
+
+
+class TextExporter(Exporter):
+    suffix = "txt"
+
+    def render(self, table):
+        rows = [list(map(str, table.headers))] + table.cells()
+        widths = [max(len(r[i]) for r in rows) for i in range(len(table.headers))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return (table.caption + "\n" if table.caption else "") + "\n".join(lines) + "\n"
+
+
+EXPORTERS = {e.suffix if e.suffix != "txt" else "text": e for e in
+             (JsonExporter(), CsvExporter(), MarkdownExporter(), TextExporter())}
+
+
+def render(table, fmt="text"):
+    return EXPORTERS[fmt].render(table)
+
+
+def write(table, out_dir, fmt="csv"):
+    """Write the table as <out_dir>/<name>.<suffix>, atomically; returns the path."""
+    ex = EXPORTERS[fmt]
+    path = out_dir / f"{table.name}.{ex.suffix}"
+    files.write_text(path, ex.render(table))
+    return path

@@ -1,0 +1,170 @@
+"""Every stage's figures as Tables (twtools.present.export): what the commands print and
+the CSVs a report writes beside itself.  Built from analysed data only."""
+from .export import Table
+
+
+def _n(x, digits=3):
+    if x is None:
+        return None
+    if isinstance(x, float):
+        return round(x, digits)
+    return x
+
+
+def _s(s, key="median"):
+    """A summary's field, or None for a blind or missing one."""
+    if not isinstance(s, dict):
+        return None
+    return _n(s.get(key))
+
+
+def _why(s):
+    return s.get("why") if isinstance(s, dict) and s.get("median") is None else None
+
+
+def percall(pc):
+    t = Table("percall", ["variant", "bits", "abi", "op", "size", "shape", "status", "ns_median",
+                          "ns_ci_low", "ns_ci_high", "ratio_to_ref", "ratio_ci_low", "ratio_ci_high",
+                          "floor_ns", "drift_ns", "rounds", "batches_disturbed", "unstable", "why"],
+              caption="ns per call; ratio to the reference cell of the same round")
+    for c in (pc or {}).get("cells", []):
+        r = c.get("ratio") or {}
+        d = c.get("disturbed") or {}
+        t.rows.append([c["variant"], c.get("bits"), c.get("abi"), c["op"], c.get("size"),
+                       c.get("shape"), c.get("status"), _s(c), _s(c, "ci_low"), _s(c, "ci_high"),
+                       _s(r), _s(r, "ci_low"), _s(r, "ci_high"), _n(c.get("floor_ns")),
+                       _n(c.get("drift")), c.get("n_rounds"),
+                       d.get("batches") if d.get("counted") else None, c.get("unstable"),
+                       c.get("unstable_why") or (c.get("reason") if not c.get("supported") else None)])
+    return t
+
+
+def penalties(pc):
+    t = Table("penalties", ["variant", "op", "size", "penalty_ns", "ci_low", "ci_high",
+                            "ret_ns", "jmp_ns"],
+              caption="post-return penalty: ret shape minus jmp shape, paired by round")
+    for p in (pc or {}).get("penalties", []):
+        s = p.get("penalty_ns") or {}
+        t.rows.append([p["variant"], p["op"], p.get("size"), _s(s), _s(s, "ci_low"),
+                       _s(s, "ci_high"), _n(p.get("ret_ns")), _n(p.get("jmp_ns"))])
+    return t
+
+
+def sweep(sw, name):
+    t = Table(name, ["variant", "mode", "buffsize", "calls", "ns_per_call", "ci_low", "ci_high",
+                     "real_s", "user_s", "sys_s", "wait_s", "unstable", "why"])
+    for run in (sw or {}).get("runs", []):
+        if not run.get("supported", True):
+            t.rows.append([run["variant"], run.get("mode")] + [None] * 10 + [run.get("reason")])
+            continue
+        for row in run.get("rows") or []:
+            s = row.get("ns_per_call") or {}
+            t.rows.append([run["variant"], run.get("mode"), row["buffsize"], row.get("calls"),
+                           _s(s), _s(s, "ci_low"), _s(s, "ci_high"), _n(_s(row.get("real_s")), 9),
+                           _n(_s(row.get("user_s")), 9), _n(_s(row.get("sys_s")), 9),
+                           _n(_s(row.get("wait_s")), 9), s.get("unstable"), None])
+    return t
+
+
+def fits(sw, name):
+    t = Table(name + "_fits", ["variant", "mode", "a_ns", "a_ci_low", "a_ci_high", "b_ns_per_byte",
+                               "b_ci_low", "b_ci_high", "r2", "points", "why"])
+    for f in (sw or {}).get("fits") or []:
+        a, b = f.get("a_ns") or {}, f.get("b_ns_per_byte") or {}
+        t.rows.append([f["variant"], f.get("mode"), _n(a.get("value")), _n(a.get("ci_low")),
+                       _n(a.get("ci_high")), _n(b.get("value"), 6), _n(b.get("ci_low"), 6),
+                       _n(b.get("ci_high"), 6), _n(f.get("r2")), f.get("n_points"), f.get("why")])
+    return t
+
+
+def writev(wv):
+    t = Table("writev", ["bits", "n_buffers", "size", "write_ns", "writev_ns", "ratio",
+                         "ratio_ci_low", "ratio_ci_high", "iov_max", "why"])
+    for r in (wv or {}).get("rows", []):
+        if not r.get("supported"):
+            t.rows.append([r["bits"]] + [None] * 8 + [r.get("reason")])
+            continue
+        t.rows.append([r["bits"], r["n_buffers"], r["size"], _s(r.get("write_ns")),
+                       _s(r.get("writev_ns")), _s(r.get("ratio")), _s(r.get("ratio"), "ci_low"),
+                       _s(r.get("ratio"), "ci_high"), r.get("iov_max"), None])
+    return t
+
+
+def stdio(st):
+    t = Table("stdio", ["bits", "method", "real_s", "user_s", "sys_s", "ns_per_byte", "calls",
+                        "calls_expected", "why"])
+    for r in (st or {}).get("rows", []):
+        if not r.get("supported"):
+            t.rows.append([r["bits"], r.get("method")] + [None] * 6 + [r.get("reason")])
+            continue
+        calls = r.get("calls")
+        t.rows.append([r["bits"], r["method"], _n(_s(r.get("real_s")), 6), _n(_s(r.get("user_s")), 6),
+                       _n(_s(r.get("sys_s")), 6), _s(r.get("ns_per_byte")),
+                       calls if not isinstance(calls, dict) else None, r.get("calls_expected"),
+                       calls.get("why") if isinstance(calls, dict) else None])
+    return t
+
+
+ATTRIBUTION_PARTS = ("total_ns", "entry_exit_ns", "penalty_ns", "body_ns", "waiting_ns", "residual_ns")
+
+
+def attribution(att):
+    head = ["variant", "op", "size"]
+    for k in ATTRIBUTION_PARTS:
+        head += [k, k + "_ci_low", k + "_ci_high"]
+    t = Table("attribution", head + ["consistent", "why"])
+    for r in (att or {}).get("rows", []):
+        line = [r["variant"], r["op"], r.get("size")]
+        why = r.get("reason") or ""
+        for k in ATTRIBUTION_PARTS:
+            s = r.get(k)
+            line += [_s(s), _s(s, "ci_low"), _s(s, "ci_high")]
+            why = why or _why(s) or ""
+        t.rows.append(line + [r.get("consistent"), why or None])
+    return t
+
+
+def observer(ob):
+    t = Table("observer", ["variant", "op", "tracer", "ns_per_call", "ci_low", "ci_high",
+                           "added_ns", "added_ci_low", "added_ci_high", "why"])
+    for r in (ob or {}).get("rows", []):
+        s, a = r.get("ns_per_call") or {}, r.get("added_ns") or {}
+        t.rows.append([r["variant"], r.get("op"), r["tracer"], _s(s), _s(s, "ci_low"), _s(s, "ci_high"),
+                       _s(a), _s(a, "ci_low"), _s(a, "ci_high"), r.get("why") or _why(a)])
+    return t
+
+
+def latency(lat):
+    t = Table("latency", ["variant", "mode", "buffsize", "calls", "p50_ns", "p90_ns", "p99_ns", "why"])
+    for r in (lat or {}).get("runs", []):
+        p = r.get("percentiles") or {}
+        t.rows.append([r["variant"], r["mode"], r.get("buffsize"), r.get("count"), _n(p.get("p50"), 0),
+                       _n(p.get("p90"), 0), _n(p.get("p99"), 0), r.get("why")])
+    return t
+
+
+def crosscheck(tr):
+    rows = (tr or {}).get("crosscheck") or []
+    names = []
+    for r in rows:
+        names += [k for k in r["by_tracer"] if k not in names]
+    t = Table("tracers_counts", ["variant", "expected", "timewrite"] + names + ["agree", "why"])
+    for r in rows:
+        t.rows.append([r["variant"], r.get("expected"), r.get("timewrite")]
+                      + [r["by_tracer"].get(n) for n in names] + [r.get("agree"), r.get("why")])
+    return t
+
+
+def all_tables(data):
+    """Every table of an analysed results directory, for the CSVs beside a report."""
+    out = []
+    if data.get("percall"):
+        out += [percall(data["percall"]), penalties(data["percall"])]
+    for stem in ("sweep_seed", "sweep_tlpi"):
+        if data.get(stem):
+            out += [sweep(data[stem], stem), fits(data[stem], stem)]
+    for stem, fn in (("writev", writev), ("stdio", stdio), ("attribution", attribution),
+                     ("observer", observer), ("latency", latency), ("tracers", crosscheck)):
+        if data.get(stem):
+            out.append(fn(data[stem]))
+    return out
