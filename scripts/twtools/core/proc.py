@@ -1,7 +1,35 @@
-"""Running programs."""
+"""Running programs, and stopping them: argument lists only, each child in a process group of
+its own that is killed whole.
+
+Every program the tools start goes through run().  It never uses a shell, and it starts each
+child in a new session (so a new process group, led by the child): bpftrace's driver shell,
+the programs that shell starts, strace's tracee, all stay in that group.  When tw is
+interrupted (SIGINT, SIGTERM, SIGHUP; see install_signal_handlers) or a child outlives its
+timeout, the whole group gets SIGTERM, then SIGKILL after GRACE_S: a tracer cannot leave its
+workload behind as an orphan.  The group is signalled while its leader is still an unreaped
+zombie at the latest, so its number cannot have been reused by an unrelated process.
+
+A new session also keeps Ctrl-C away from the children: the terminal signals tw's own process
+group only, and tw stops its children itself, in order, after which `finally` blocks remove
+the temporary files those children were writing.
+"""
+import contextlib
+import errno
 import os
 import shutil
+import signal
 import subprocess
+import time
+
+from . import ui
+
+GRACE_S = 2.0                  # SIGTERM -> SIGKILL: time for bpftrace to detach its probes
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_live = {}                     # pid -> Popen: children whose group may still hold processes
+_defer = 0                     # > 0 while a signal must not interrupt (spawning, renaming)
+_pending = None                # a signal that arrived while deferred
+_caught = None                 # the first signal acted on; later ones are ignored
 
 
 def is_root():
@@ -12,8 +40,169 @@ def which(cmd):
     return shutil.which(cmd)
 
 
-def run(cmd, timeout=600, check=False, **kw):
-    """subprocess.run with text output captured and a timeout; cmd items become str."""
-    kw.setdefault("capture_output", True)
-    kw.setdefault("text", True)
-    return subprocess.run([str(c) for c in cmd], timeout=timeout, check=check, **kw)
+# ---- signals ----------------------------------------------------------------------------
+
+def _handler(signum, frame):
+    global _pending, _caught
+    if _caught is not None:
+        return          # already stopping: a second Ctrl-C must not cut the clean-up short
+    if _defer:
+        _pending = _pending or signum
+        return
+    _caught = signum
+    raise ui.Interrupted(signum)
+
+
+def install_signal_handlers():
+    """SIGINT, SIGTERM and SIGHUP raise ui.Interrupted in the main thread from now on, so
+    that every `finally` runs and every child group is killed.  Returns the previous
+    handlers, for restore_signal_handlers()."""
+    global _pending, _caught
+    _pending = _caught = None
+    return {s: signal.signal(s, _handler) for s in SIGNALS}
+
+
+def restore_signal_handlers(previous):
+    for s, h in (previous or {}).items():
+        signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """A section no signal may cut in two (a child started but not yet recorded, a file
+    renamed but not its directory entry synced): a signal arriving inside is raised at its
+    end instead."""
+    global _defer, _pending, _caught
+    _defer += 1
+    try:
+        yield
+    finally:
+        _defer -= 1
+        if _defer == 0 and _pending is not None and _caught is None:
+            signum, _pending = _pending, None
+            _caught = signum
+            raise ui.Interrupted(signum)
+
+
+def interrupted():
+    """The signal tw is stopping for, or None."""
+    return _caught
+
+
+# ---- children ---------------------------------------------------------------------------
+
+def _signal_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False     # a member changed its credentials (setuid): nothing tw may do
+
+
+def _leader_exited(p):
+    """Whether the group's leader has exited, without reaping it (so its pid, which is the
+    group's id, stays reserved until kill_group is done with the group)."""
+    if p.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def kill_group(p, grace=GRACE_S):
+    """Stop a child started by run() and everything in its process group: SIGTERM (bpftrace
+    detaches its probes and exits), then SIGKILL to whatever is left after `grace` seconds,
+    then reap the leader and wait briefly for the rest to be gone."""
+    if p.returncode is not None:
+        return          # reaped already: its group id may belong to someone else by now
+    pgid = p.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while not _leader_exited(p) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # Stragglers (the programs a driver shell started) and a leader that ignored SIGTERM.
+    _signal_group(pgid, signal.SIGKILL)
+    for f in (p.stdin, p.stdout, p.stderr):
+        if f:
+            with contextlib.suppress(OSError):
+                f.close()
+    p.wait()
+    # Members outlive the leader by a moment (init reaps them): wait until the group is empty,
+    # so that temporary files are not removed under a process still writing them.
+    deadline = time.monotonic() + grace
+    while _signal_group(pgid, 0) and time.monotonic() < deadline:
+        _signal_group(pgid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def kill_all():
+    """Kill every child group still alive (the top-level handler's safety net)."""
+    for p in list(_live.values()):
+        kill_group(p, grace=0.5)
+        _live.pop(p.pid, None)
+
+
+def live_pids():
+    """The pids of the children run() is waiting for (the fault tests read them)."""
+    return sorted(_live)
+
+
+def run(cmd, timeout=600, check=False, input=None, capture_output=True, text=True, **kw):
+    """subprocess.run, but each child leads a new session and its whole process group is
+    killed when it times out or tw is interrupted.  cmd items become str; never a shell.
+    Output is captured as text by default.  Returns a CompletedProcess; raises
+    subprocess.TimeoutExpired after killing the group, OSError when the program cannot be
+    started, and ui.Interrupted (after killing the group) when a signal arrives."""
+    argv = [str(c) for c in cmd]
+    if capture_output:
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+    if input is not None:
+        kw["stdin"] = subprocess.PIPE
+    kw.pop("start_new_session", None)
+    p = None
+    try:
+        with deferred_signals():
+            p = subprocess.Popen(argv, text=text, start_new_session=True, **kw)
+            _live[p.pid] = p
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(p)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+    except BaseException:
+        if p is not None:
+            with deferred_signals():
+                kill_group(p)
+        raise
+    finally:
+        if p is not None:
+            _live.pop(p.pid, None)
+    cp = subprocess.CompletedProcess(argv, p.returncode, out, err)
+    if check:
+        cp.check_returncode()
+    return cp
+
+
+# ---- what a child's message says about the system ----------------------------------------
+
+# errno values a child reports by their strerror text (err(3), perror(3)): the ones that mean
+# the system, not the measurement, failed, and that the run must name.
+SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
+def system_errno(text):
+    """The errno a child's stderr names by its message (ENOSPC: 'No space left on device'),
+    for SYSTEM_ERRNOS only; None when it names none of them."""
+    for e in SYSTEM_ERRNOS:
+        if os.strerror(e) in (text or ""):
+            return e
+    return None
+
+
+def errno_name(e):
+    """'ENOSPC' for 28; the number as text when it has no name."""
+    return errno.errorcode.get(e, str(e)) if e is not None else "?"

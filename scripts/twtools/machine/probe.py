@@ -1,6 +1,5 @@
 """Whether each variant's mechanism works here, asked of the variant itself (--probe)."""
-import subprocess
-
+from ..core import proc
 from ..core.paths import BUILD
 from . import oracle, registry
 
@@ -21,7 +20,9 @@ def check(program, variant):
     if not path.exists():
         return False, f"{path.name} is not built (run make)"
     try:
-        p = subprocess.run([str(path), "--probe"], capture_output=True, text=True, timeout=30)
+        # In its own process group (core.proc): the probe's own child, which tries the
+        # mechanism, goes with it if tw is interrupted.
+        p = proc.run([path, "--probe"], timeout=30)
     except OSError as e:
         return False, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
     if p.returncode == 0:

@@ -47,7 +47,12 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     calls_per_batch, batches, loop_ns_per_call, samples_ns, raw_ns, ...) with
     supported=True, reason=None, cmd, stderr and wall_s added; or
     {variant, op, size, supported: False, reason} when the mechanism does not
-    work here (exit 77).  Raises SyscostError on any other failure."""
+    work here (exit 77).  Raises OSError (ENOSPC, EDQUOT, EROFS, EIO, naming file_dir)
+    when syscost says the system refused its writes: that is no measurement of the cell,
+    and the stage must fail saying so.  Raises SyscostError on any other failure.
+
+    syscost runs through core.proc.run, in its own process group, killed whole on a
+    timeout or an interrupt."""
     path = probe.binary("syscost", variant)
     if not path.exists():
         return {"variant": variant, "op": op, "size": size, "supported": False,
@@ -75,8 +80,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     env = dict(os.environ, **(extra_env or {}))
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                           cwd=str(file_dir) if file_dir else None)
+        p = proc.run(cmd, timeout=timeout, env=env, cwd=str(file_dir) if file_dir else None)
     except OSError as e:
         return {"variant": variant, "op": op, "size": size, "supported": False,
                 "reason": f"cannot execute {path.name}: {e.strerror}"}
@@ -89,6 +93,11 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         return {"variant": variant, "op": op, "size": size, "supported": False, "reason": why}
     if p.returncode != 0:
         msg = p.stderr.strip().splitlines()
+        e = proc.system_errno(p.stderr)
+        if e is not None:
+            said = (msg[-1] if msg else "no message").removeprefix(f"{path.name}: ")
+            raise OSError(e, f"{os.strerror(e)} ({path.name} --op {op}: {said})",
+                          str(file_dir or os.getcwd()))
         raise SyscostError(f"{' '.join(cmd)}: exit {p.returncode}: "
                            f"{msg[-1] if msg else 'no message'}")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -129,8 +138,8 @@ def perf_bench_once(loops, cpu=None, realtime=False):
         return None, "perf is not installed"
     pre = _pin_and_fifo(cpu, realtime)
     try:
-        p = subprocess.run([perf, "bench", "syscall", "basic", "-l", str(loops)],
-                           capture_output=True, text=True, timeout=120, preexec_fn=pre)
+        p = proc.run([perf, "bench", "syscall", "basic", "-l", str(loops)], timeout=120,
+                     preexec_fn=pre)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"perf bench failed to run: {e}"
     text = p.stdout + p.stderr
