@@ -1,24 +1,182 @@
-"""Files written whole or not at all, and JSON read with the file's name in every error.
+"""Files written whole or not at all, never through a symbolic link; JSON read with the file's
+name in every error.
 
-Every file the tools write goes through write_text(): a temporary file beside the target,
-written, flushed and fsync'ed, then renamed over the target (and the directory fsync'ed), so
-a crash, a kill or a full disk leaves either the old file or the new one, never a truncated
-one; a failure removes the temporary file and raises OSError naming the target.
+Every file the tools write goes through write_bytes() (write_text, write_json): a temporary
+file beside the target (created with O_EXCL | O_NOFOLLOW), written, fsync'ed, then renamed over
+the target and the directory fsync'ed.  A crash, a kill or a full disk leaves the old file or
+the new one, never a truncated one; a failure (or an interrupt) removes the temporary file, and
+an OSError names the target.  The target must be a regular file or absent: a symbolic link, a
+directory or a FIFO in its place is refused, never written through or replaced.
+
+Inside `with confined(root):` (the report and the comparison write this way) every target must
+lie inside root, and the directories between root and the target are opened one by one from
+root with O_NOFOLLOW: a `plots` that is a symbolic link to somewhere else is refused, not
+followed.  So a results directory copied from another machine cannot make tw write outside it.
 """
+import contextlib
+import contextvars
+import errno
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
+from .ui import DataError
 
-def write_text(path, text):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+_ROOT = contextvars.ContextVar("twtools_confined_root", default=None)
+# A stage file is a few MB at most; anything far larger is not one (and is not read whole).
+MAX_READ = 256 << 20
+
+
+@contextlib.contextmanager
+def confined(root):
+    """Confine every write in the block to regular files inside `root` (see the module
+    docstring).  `root` itself may be a symbolic link (results/latest): the user named it."""
+    root = Path(os.path.abspath(root))
+    token = _ROOT.set(root)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        yield root
+    finally:
+        _ROOT.reset(token)
+
+
+def confined_root():
+    """The root writes are confined to, or None."""
+    return _ROOT.get()
+
+
+def _kind(st):
+    m = st.st_mode
+    return ("a symbolic link" if stat.S_ISLNK(m) else "a directory" if stat.S_ISDIR(m) else
+            "a FIFO" if stat.S_ISFIFO(m) else "a socket" if stat.S_ISSOCK(m) else
+            "a device" if stat.S_ISCHR(m) or stat.S_ISBLK(m) else "not a regular file")
+
+
+def _lstat_at(name, dfd):
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _open_dir_in(root, parts, create):
+    """An fd of root/parts..., each component opened from the previous with O_NOFOLLOW (and
+    created when `create`); DataError when one is a symbolic link or not a directory."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    here = root
+    try:
+        for name in parts:
+            here = here / name
+            if name in ("", ".", ".."):
+                raise DataError(f"{here}: a path with '{name}' in it cannot be confined")
+            try:
+                try:
+                    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise OSError(e.errno, e.strerror, str(here)) from None
+                st = _lstat_at(name, fd)
+                target = f" (to {os.readlink(name, dir_fd=fd)})" if st and stat.S_ISLNK(st.st_mode) else ""
+                raise DataError(f"{here}: is {_kind(st) if st else 'not a directory'}{target}, "
+                                f"inside {root}; refusing to write through it",
+                                "remove it (tw writes only real files and directories it makes "
+                                "inside the directory it was given)") from None
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_parent(path, create=True):
+    """(fd of path's directory, path's final name), confined when a root is set."""
+    root = _ROOT.get()
+    if root is None:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY), path.name
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise DataError(f"{path}: outside {root}, the only directory this command may write "
+                        "in") from None
+    if not rel.parts:
+        raise DataError(f"{path}: is the directory itself, not a file in it")
+    return _open_dir_in(root, rel.parts[:-1], create), rel.parts[-1]
+
+
+def new_directory(parent, stem):
+    """Make and return a new directory parent/<stem>-<UTC time to the microsecond>Z-<pid>:
+    made with mkdir(2), which fails if the name exists, so that two runs started in the same
+    second never share one (a collision takes the next suffix)."""
+    import datetime as dt
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.timezone.utc)
+    base = f"{stem}-{now.strftime('%Y%m%dT%H%M%S')}.{now.microsecond:06d}Z-{os.getpid()}"
+    for n in range(1000):
+        d = parent / (base if n == 0 else f"{base}-{n}")
         try:
-            data = text.encode()
+            os.mkdir(d, 0o755)
+            return d
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"1000 directories named {base}-* exist already",
+                          str(parent))
+
+
+def refuse_links(root, names):
+    """Before writing anything: DataError when one of root/name, or anything directly inside
+    a root/name directory, is a symbolic link or not a regular file/directory.  A writer that
+    is about to write these names calls it first, so that a hostile directory is refused
+    before a single file is written, not half-way (the writes refuse such a link anyway)."""
+    root = Path(root)
+    for name in names:
+        p = root / name
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            inside = [p / x for x in os.listdir(p)]
+        elif stat.S_ISREG(st.st_mode):
+            inside = []
+        else:
+            inside = [p]
+        for q in inside:
+            qs = os.lstat(q)
+            if not (stat.S_ISREG(qs.st_mode) or stat.S_ISDIR(qs.st_mode)):
+                target = f" to {os.readlink(q)}" if stat.S_ISLNK(qs.st_mode) else ""
+                raise DataError(f"{q}: is {_kind(qs)}{target}; refusing to write through it",
+                                "remove it (tw replaces only regular files)")
+
+
+def write_bytes(path, data):
+    """Write data to path atomically (see the module docstring); OSError names path."""
+    path = Path(os.path.abspath(path))
+    try:
+        dfd, name = _open_parent(path)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(e.filename or path)) from None
+    tmp = f".{name}.{os.getpid()}.tmp"
+    created = False
+    try:
+        st = _lstat_at(name, dfd)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            target = f" to {os.readlink(name, dir_fd=dfd)}" if stat.S_ISLNK(st.st_mode) else ""
+            raise DataError(f"{path}: is {_kind(st)}{target}; refusing to write through it",
+                            "remove it (tw replaces only regular files)")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
+                     dir_fd=dfd)
+        created = True
+        try:
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)
@@ -26,21 +184,21 @@ def write_text(path, text):
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        created = False
+        with contextlib.suppress(OSError):
+            os.fsync(dfd)   # a directory that cannot be fsync'ed still has the renamed file
     except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise OSError(e.errno, f"cannot write {path}: {e.strerror}") from None
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass            # a directory that cannot be fsync'ed still has the renamed file
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    finally:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+        os.close(dfd)
+
+
+def write_text(path, text):
+    write_bytes(path, text.encode())
 
 
 def write_json(path, obj):
@@ -55,10 +213,55 @@ def write_json(path, obj):
 
 
 def read_json(path, default=None):
+    """A JSON file's content, or default when it does not exist.  No checks: a results
+    directory is read through twtools.analyse.results, which validates."""
     path = Path(path)
     if not path.exists():
         return default
     return json.loads(path.read_text())
+
+
+def read_regular(path, inside=None, limit=MAX_READ):
+    """The bytes of a regular file, or None when it does not exist.  DataError, naming it, when
+    it is not a regular file (a FIFO would block the reader forever), is larger than `limit`,
+    or is a symbolic link that leads outside the directory `inside`."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        real = Path(os.path.realpath(path))
+        base = Path(os.path.realpath(inside)) if inside is not None else None
+        if base is not None and base != real and base not in real.parents:
+            raise DataError(f"{path}: is a symbolic link to {os.readlink(path)}, outside "
+                            f"{inside}; refusing to read it",
+                            "a results directory holds its own files")
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise DataError(f"{path}: is a dangling symbolic link (to {os.readlink(path)})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"{path}: is {_kind(st)}, not a regular file")
+    if st.st_size > limit:
+        raise DataError(f"{path}: {st.st_size} bytes, larger than any stage file "
+                        f"({limit >> 20} MiB at most)")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DataError(f"{path}: is not a regular file")
+        chunks, total = [], 0
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            total += len(b)
+            if total > limit:
+                raise DataError(f"{path}: larger than any stage file ({limit >> 20} MiB at most)")
+            chunks.append(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _clean(o):

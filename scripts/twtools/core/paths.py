@@ -1,8 +1,12 @@
 """Where things are: the checkout, the build, the bpftrace tools, the project's own data."""
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "build"
 TRACES = ROOT / "traces"
-RESULTS = ROOT / "results"
+# Where `tw run` makes its results directories and keeps `latest`: results/ in the checkout,
+# or $TW_RESULTS (the fault tests point it at a small tmpfs; a user at a bigger disk).
+RESULTS = Path(os.environ["TW_RESULTS"]).absolute() if os.environ.get("TW_RESULTS") \
+    else ROOT / "results"
 SEED = ROOT / "data" / "seed"  # the seed's published numbers (data/seed/README.md)

@@ -9,6 +9,8 @@ import html
 import re
 from pathlib import Path
 
+from ..core import files
+
 
 class Doc:
     """Blocks: ('h', level, text) ('p', text) ('table', headers, rows) ('plot', name, caption)
@@ -142,11 +144,15 @@ EXPORTERS = {"md": MarkdownExporter(), "html": HtmlExporter()}
 
 
 def export(doc, out, stem, formats):
-    """Write doc as <out>/<stem>.<suffix> in each format; the first path is returned."""
+    """Write doc as <out>/<stem>.<suffix> in each format; the first path is returned.
+
+    Through core.files: each file whole or not at all (a full disk cannot leave half a
+    report), never through a symbolic link, and, when the caller confined writes
+    (files.confined), only inside that directory."""
     written = []
     for f in formats:
         ex = EXPORTERS[f]
         p = Path(out) / f"{stem}.{ex.suffix}"
-        p.write_text(ex.render(doc, out))
+        files.write_text(p, ex.render(doc, out))
         written.append(p)
     return written[0]

@@ -5,6 +5,8 @@ Every function takes already-loaded stage data and an output directory, writes
 to draw.  Output is deterministic: fixed svg.hashsalt, no dates, fixed
 creator, sorted inputs, so rebuilding a report gives identical files.
 """
+import io
+from pathlib import Path
 
 import matplotlib
 
@@ -12,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
+
+from ..core import files  # noqa: E402
 
 CREATOR = "timewrite report"
 matplotlib.rcParams.update({
@@ -26,11 +30,14 @@ SEED_STYLE = {"color": "0.55", "linestyle": "--", "linewidth": 1, "marker": "x",
 
 
 def _save(fig, outdir, name):
-    outdir.mkdir(parents=True, exist_ok=True)
+    """<name>.svg and <name>.png in outdir, rendered in memory and written through
+    core.files (whole or not at all, never through a symbolic link, inside the directory
+    the caller confined writes to)."""
     fig.tight_layout()
-    fig.savefig(outdir / f"{name}.svg", format="svg", metadata={"Date": None, "Creator": CREATOR})
-    fig.savefig(outdir / f"{name}.png", format="png", dpi=100,
-                metadata={"Software": CREATOR})
+    for fmt, meta in (("svg", {"Date": None, "Creator": CREATOR}), ("png", {"Software": CREATOR})):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=100 if fmt == "png" else None, metadata=meta)
+        files.write_bytes(Path(outdir) / f"{name}.{fmt}", buf.getvalue())
     plt.close(fig)
     return name
 
