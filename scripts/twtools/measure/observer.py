@@ -49,8 +49,10 @@ def observe(out_dir, mode="default", variants=None):
                     rows.append(dict(row, available=False, why=why))
                     continue
                 try:
+                    # Every run (bare too, for like conditions) in tmp: a wrapper may name a
+                    # script there by a relative path (tracers.base.command_word).
                     r = syscost.measure(v, OP, batches=plan["batches"], batch_ms=plan["batch_ms"],
-                                        warmup_ms=plan["warmup_ms"], timeout=120,
+                                        warmup_ms=plan["warmup_ms"], timeout=120, file_dir=tmp,
                                         command_wrapper=(lambda cmd, tr=tr, w=wrapper:
                                                          tr.wrap_command(w, cmd)) if tr else None)
                 except syscost.SyscostError as e:     # a tracer that failed: say so, keep going

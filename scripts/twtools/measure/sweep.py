@@ -30,6 +30,7 @@ The stage files hold raw samples only; twtools.analyse.sweeps summarises them
 and twtools.analyse.fits fits T(size) = a + b*size per variant and finds the
 buffer size above which the mechanisms differ by less than 1% of a call.
 """
+import contextlib
 import json
 import math
 import os
@@ -89,7 +90,7 @@ def _params(mode):
 
 def fstype(path):
     """(stat -f -c %T name, mount table name): ext4 reads 'ext2/ext3' to stat -f."""
-    st = proc.run(["stat", "-f", "-c", "%T", path], timeout=30)
+    st = proc.run(["stat", "-f", "-c", "%T", "--", path], timeout=30)
     a = st.stdout.strip() if st.returncode == 0 else None
     b = None
     if proc.which("findmnt"):
@@ -98,11 +99,26 @@ def fstype(path):
     return a, b
 
 
+SCRATCH = ".sweep-scratch"
+
+
+@contextlib.contextmanager
 def _scratch(out_dir):
-    """Scratch directory inside the results directory: same file system as the results."""
-    d = Path(out_dir) / ".sweep-scratch"
+    """Scratch directory inside the results directory (same file system as the results),
+    removed when the measurement ends however it ends: an interrupt, a full disk or a failed
+    program must not leave megabytes of scratch input beside the results."""
+    d = Path(out_dir) / SCRATCH
     d.mkdir(parents=True, exist_ok=True)
-    return d
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _system_failure(e):
+    """Whether a failed run failed because the system refused (a full disk, ...): then the
+    stage must fail naming it, not record one variant as broken and go on."""
+    return isinstance(e, OSError) and e.errno in proc.SYSTEM_ERRNOS
 
 
 def _input_file(scratch, nbytes):
@@ -137,6 +153,10 @@ def _run_timewrite(variant, infile, outfile, sync, sizes=None, reps=REPS_PER_CAL
         why = p.stderr.strip().splitlines()
         return None, (why[-1].split("unsupported: ", 1)[-1] if why else "exit 77")
     if p.returncode != 0:
+        e = proc.system_errno(p.stderr)
+        if e is not None:
+            said = p.stderr.strip().splitlines()[-1].removeprefix(f"{Path(cmd[0]).name}: ")
+            raise OSError(e, f"{os.strerror(e)} ({Path(cmd[0]).name}: {said})", str(outfile))
         raise RuntimeError(f"{' '.join(map(str, cmd))}: exit {p.returncode}: {p.stderr.strip()}")
     return json.loads(p.stdout), None
 
@@ -159,7 +179,13 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
     per_call = min(REPS_PER_CALL, *reps.values())
     mode_rounds = {m: -(-reps[m] // per_call) for m in modes}
     rounds = max(mode_rounds.values())
-    scratch = _scratch(out_dir)
+    with _scratch(out_dir) as scratch:
+        return _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_rounds,
+                         per_call, rounds, label, scratch)
+
+
+def _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_rounds, per_call,
+              rounds, label, scratch):
     infile = _input_file(scratch, input_bytes)
     fs_stat, fs_mount = fstype(str(out_dir))
     runs = {}
@@ -185,6 +211,8 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
                 res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
                                           reps=per_call)
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+                if _system_failure(e):
+                    raise
                 # One broken variant must not cost the others' measurements.
                 res, why = None, f"run failed: {e}"
                 run["error"] = str(e)
@@ -216,7 +244,6 @@ def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
         if run["supported"]:
             run["reason"] = None
         out_runs.append(run)
-    shutil.rmtree(scratch, ignore_errors=True)
     return {"schema": "timewrite-sweep/2", "input_bytes": input_bytes,
             "reps": max(mode_rounds.values()) * per_call,
             "reps_by_mode": {m: mode_rounds[m] * per_call for m in modes},
@@ -269,8 +296,15 @@ def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=No
 
 # --- wvbench ----------------------------------------------------------------------
 
+class BenchFailed(RuntimeError):
+    """wvbench ran and failed: not an unsupported bitness, a failure the stage must report."""
+
+
 def _wvbench(bits, args, timeout=600):
-    """(json, None) or (None, reason) for one build/wvbench-<bits> run."""
+    """(json, None) for one build/wvbench-<bits> run, or (None, reason) when this bitness
+    cannot run here (not built, not executable: no IA32 emulation).  A run that starts and
+    fails is no fact about the machine: OSError when the system refused its writes (ENOSPC,
+    ...), else BenchFailed, both naming the program and its message."""
     path = paths.BUILD / f"wvbench-{bits}"
     if not path.exists():
         return None, f"{path.name} is not built (run make)"
@@ -280,7 +314,12 @@ def _wvbench(bits, args, timeout=600):
         return None, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
     if p.returncode != 0:
         why = p.stderr.strip().splitlines()
-        return None, f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+        msg = f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+        e = proc.system_errno(p.stderr)
+        if e is not None:
+            raise OSError(e, f"{os.strerror(e)} ({msg})",
+                          str(next((a for a in args if isinstance(a, Path)), path)))
+        raise BenchFailed(msg)
     return json.loads(p.stdout), None
 
 
@@ -297,78 +336,101 @@ def _grid_n(spec, iov_max):
 
 
 def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=None, reps=None):
-    """Seed 3: N write() calls of S bytes against writev() of N buffers (split at IOV_MAX)."""
+    """Seed 3: N write() calls of S bytes against writev() of N buffers (split at IOV_MAX).
+
+    A bitness that cannot run here is a row with supported:false and the reason.  One whose
+    wvbench fails is a row with failed:true and the program's message, and the stage raises
+    BenchFailed after writing what it measured: a failure is never labelled "unsupported"."""
     p = _params(mode)
     iov_max = os.sysconf("SC_IOV_MAX")
     ns = n_buffers or _grid_n(p["wv_n"], iov_max)
     ss = sizes or p["wv_s"]
     reps = reps or p["wv_reps"]
-    scratch = _scratch(out_dir)
     fs_stat, fs_mount = fstype(str(out_dir))
-    rows, unsupported = [], {}
+    rows, unsupported, failed = [], {}, {}
     t0 = time.monotonic()
     ui.progress(f"writev: N in {ns} x S in {ss}, {reps} reps, bits {list(bits)}")
-    for b in bits:
-        for n in ns:
-            for s in ss:
-                if b in unsupported:
-                    break
-                res, why = _wvbench(b, ["writev", "--buffers", n, "--size", s, "--reps", reps,
-                                        "--file", scratch / f"writev-{b}.out"])
-                if res is None:
-                    unsupported[b] = why
-                    ui.progress(f"writev: {b}-bit: unsupported: {why}")
-                    break
-                rows.append({"bits": b, "supported": True, "reason": None, "n_buffers": n,
-                             "size": s, "bytes": n * s, "iov_max": res["iov_max"],
-                             "inner": res["inner"],
-                             "write_calls": res["write_calls_per_op"],
-                             "writev_calls": res["writev_calls_per_op"],
-                             # paired: the same rep ran both, interleaved
-                             "samples": {"write_ns": res["samples"]["write_ns"],
-                                         "writev_ns": res["samples"]["writev_ns"]}})
-        ui.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
+    with _scratch(out_dir) as scratch:
+        for b in bits:
+            for n in ns:
+                for s in ss:
+                    if b in unsupported or b in failed:
+                        break
+                    try:
+                        res, why = _wvbench(b, ["writev", "--buffers", n, "--size", s, "--reps",
+                                                reps, "--file", scratch / f"writev-{b}.out"])
+                    except BenchFailed as e:
+                        failed[b] = str(e)
+                        ui.warn(f"writev: {b}-bit: {e}", "the stage is recorded as failed")
+                        break
+                    if res is None:
+                        unsupported[b] = why
+                        ui.progress(f"writev: {b}-bit: unsupported: {why}")
+                        break
+                    rows.append({"bits": b, "supported": True, "reason": None, "n_buffers": n,
+                                 "size": s, "bytes": n * s, "iov_max": res["iov_max"],
+                                 "inner": res["inner"],
+                                 "write_calls": res["write_calls_per_op"],
+                                 "writev_calls": res["writev_calls_per_op"],
+                                 # paired: the same rep ran both, interleaved
+                                 "samples": {"write_ns": res["samples"]["write_ns"],
+                                             "writev_ns": res["samples"]["writev_ns"]}})
+            ui.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
     for b, why in unsupported.items():
         rows = [r for r in rows if r["bits"] != b]
         rows.append({"bits": b, "supported": False, "reason": why})
-    shutil.rmtree(scratch, ignore_errors=True)
+    for b, why in failed.items():
+        rows = [r for r in rows if r["bits"] != b]
+        rows.append({"bits": b, "supported": False, "failed": True, "reason": f"failed: {why}"})
     obj = {"schema": "timewrite-writev/2", "mode": mode, "reps": reps, "iov_max": iov_max,
            "n_buffers": ns, "sizes": ss,
            "unit": "write_ns/writev_ns: ns to write one set of n_buffers buffers of size bytes",
            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
            "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2), "rows": rows}
-    return export(out_dir, "writev", obj)
+    export(out_dir, "writev", obj)
+    if failed:
+        raise BenchFailed("; ".join(failed.values()))
+    return obj
 
 
 def stdio_bench(out_dir, mode="default", bits=(64, 32), nbytes=None, reps=None):
-    """Seed 4: the same bytes by 1-byte write() calls and by fwrite/fputc/putc_unlocked."""
+    """Seed 4: the same bytes by 1-byte write() calls and by fwrite/fputc/putc_unlocked.
+    Failures as in writev_bench."""
     p = _params(mode)
     nbytes = nbytes or p["stdio_bytes"]
     reps = reps or p["stdio_reps"]
-    scratch = _scratch(out_dir)
     fs_stat, fs_mount = fstype(str(out_dir))
-    rows = []
+    rows, failed = [], []
     t0 = time.monotonic()
-    for b in bits:
-        ui.progress(f"stdio: {b}-bit, {nbytes} B x {len(STDIO_METHODS)} methods, {reps} reps")
-        res, why = _wvbench(b, ["stdio", "--bytes", nbytes, "--reps", reps,
-                                "--file", scratch / f"stdio-{b}.out"])
-        if res is None:
-            rows.append({"bits": b, "supported": False, "reason": why})
-            ui.progress(f"stdio: {b}-bit: unsupported: {why}")
-            continue
-        for m in res["methods"]:
-            calls = m["calls"]
-            rows.append({"bits": b, "supported": True, "reason": None, "method": m["method"],
-                         "calls": calls if calls is not None else
-                         ui.blind(res.get("calls_source", "no write counter")),
-                         "calls_expected": (nbytes if m["method"] == "write"
-                                            else math.ceil(nbytes / res["st_blksize"])),
-                         "st_blksize": res["st_blksize"],
-                         "samples": {k: list(v) for k, v in m["samples"].items()}})
-    shutil.rmtree(scratch, ignore_errors=True)
+    with _scratch(out_dir) as scratch:
+        for b in bits:
+            ui.progress(f"stdio: {b}-bit, {nbytes} B x {len(STDIO_METHODS)} methods, {reps} reps")
+            try:
+                res, why = _wvbench(b, ["stdio", "--bytes", nbytes, "--reps", reps,
+                                        "--file", scratch / f"stdio-{b}.out"])
+            except BenchFailed as e:
+                failed.append(str(e))
+                rows.append({"bits": b, "supported": False, "failed": True, "reason": f"failed: {e}"})
+                ui.warn(f"stdio: {b}-bit: {e}", "the stage is recorded as failed")
+                continue
+            if res is None:
+                rows.append({"bits": b, "supported": False, "reason": why})
+                ui.progress(f"stdio: {b}-bit: unsupported: {why}")
+                continue
+            for m in res["methods"]:
+                calls = m["calls"]
+                rows.append({"bits": b, "supported": True, "reason": None, "method": m["method"],
+                             "calls": calls if calls is not None else
+                             ui.blind(res.get("calls_source", "no write counter")),
+                             "calls_expected": (nbytes if m["method"] == "write"
+                                                else math.ceil(nbytes / res["st_blksize"])),
+                             "st_blksize": res["st_blksize"],
+                             "samples": {k: list(v) for k, v in m["samples"].items()}})
     obj = {"schema": "timewrite-stdio/2", "mode": mode, "bytes": nbytes, "reps": reps,
            "calls_source": "syscw in /proc/self/io",
            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,
            "fstype_mount": fs_mount, "seconds": round(time.monotonic() - t0, 2), "rows": rows}
-    return export(out_dir, "stdio", obj)
+    export(out_dir, "stdio", obj)
+    if failed:
+        raise BenchFailed("; ".join(failed))
+    return obj

@@ -25,10 +25,15 @@ from ..machine.tracers.base import Workload
 CHUNK = 256
 TAIL = 17
 FULL = {"quick": 22, "default": 200, "long": 2000}
+LATENCY_SCHEMA = "timewrite-latency/1"
 
 
 def tmp_dir():
-    """Where tracing scratch directories go: $TW_TMPDIR, else the system default."""
+    """Where tracing scratch directories (tw-trace-*, tw-obs-*, tw-attr-*) go: $TW_TMPDIR,
+    else the system default ($TMPDIR, else /tmp).  They are made by
+    tempfile.TemporaryDirectory, so they go when the stage ends however it ends, after
+    core.proc has killed the programs writing in them; their paths reach programs only as
+    argument-list items or shlex-quoted words, so any name works."""
     return os.environ.get("TW_TMPDIR") or None
 
 
@@ -84,5 +89,5 @@ def run_tracers(out_dir, mode="default", variants=None):
         res["counts"].append({"variant": v["name"], "supported": True, "expected": w.expected,
                               "timewrite": own.get(v["name"]), "by_tracer": per[v["name"]]})
     files.write_json(out_dir / "tracers.json", res)
-    files.write_json(out_dir / "latency.json", latency)
+    files.write_json(out_dir / "latency.json", dict({"schema": LATENCY_SCHEMA}, **latency))
     return res

@@ -18,12 +18,18 @@ touches only its own module.  Each one says:
   tables(stage)        its report section, as (caption, headers, rows) tables built from its
                        own (analysed) stage-file records: data the present layer renders
 
-Runs go through argument lists, never a shell; where a tool takes one command string
-(bpftrace -c), every word is quoted with shlex.quote.
+Runs go through argument lists, never a shell.  Where a tool takes one command string
+(bpftrace -c), that string holds plain words only (command_word): bpftrace splits it at spaces
+and passes quotes through literally (seen with bpftrace 0.17), so no quoting could carry a
+path with a space or a quote in it.  A command with such a word runs from a small script, in
+the scratch directory, that execs it with every word shlex-quoted; the tool then runs with
+that directory as its working directory and is given the script's plain relative name.
 """
 import json
+import re
 import shlex
 import subprocess
+from pathlib import Path
 
 from ...core import proc
 
@@ -104,8 +110,26 @@ def run_with_stdin(cmd, stdin_path, timeout=120):
 
 
 def quote_command(argv):
-    """One shell-safe string for tools that take a command as a single argument."""
+    """One shell-safe string, for a line of a shell script (a driver) that runs argv."""
     return shlex.join(str(a) for a in argv)
+
+
+# A word every way of splitting a command string leaves whole and unchanged.
+PLAIN = re.compile(r"^[A-Za-z0-9_./:=,+@%-]+$")
+
+
+def command_word(argv, scratch, name):
+    """The command string for a tool's one-word command option (bpftrace -c) that runs argv:
+    argv joined by spaces when every word is plain; else `/bin/sh NAME`, NAME being a script
+    written into scratch that execs argv, every word quoted.  In the second case the tool must
+    run with scratch as its working directory (the returned flag says so)."""
+    words = [str(a) for a in argv]
+    if all(PLAIN.match(w) for w in words):
+        return " ".join(words), False
+    if not PLAIN.match(name) or "/" in name:
+        raise ValueError(f"script name {name!r} is not a plain file name")
+    (Path(scratch) / name).write_text("exec " + quote_command(words) + "\n")
+    return f"/bin/sh {name}", True
 
 
 class Workload:

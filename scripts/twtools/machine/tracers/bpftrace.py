@@ -10,14 +10,16 @@ and reported, since some kernels lack them.  A vsyscall-page call raises a page 
 raw_syscalls tracepoints do not fire for it.
 
 Several programs run in one session through a small driver script that records each
-program's pid with its label; every path in it is quoted, and the session's command is one
-quoted word for bpftrace's -c.
+program's pid with its label; every path in it is quoted for the shell that reads it.
+bpftrace's -c takes one string that it splits at spaces, quotes and all, so it gets only
+plain words: `/bin/sh driver-TAG.sh`, run in the scratch directory (base.command_word).
 """
+import itertools
 import re
 from pathlib import Path
 
 from ...core import paths
-from .base import Tracer, first_line, json_lines, kernel_entry_blind, quote_command
+from .base import Tracer, command_word, first_line, json_lines, kernel_entry_blind, quote_command
 
 PROBE_TRACEPOINT = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @n = count(); }"
 PROBE_KFUNC = "kfunc:vmlinux:ksys_write { @n = count(); }"
@@ -72,8 +74,10 @@ def session(script, runs, tmp, tag, timeout=300):
     driver = tmp / f"driver-{tag}.sh"
     driver.write_text("\n".join(lines) + "\n")
     out = tmp / f"bpftrace-{tag}.ndjson"
+    # The driver by its plain relative name, from the scratch directory: whatever the
+    # scratch directory's path holds, bpftrace's space-splitting cannot cut it.
     p = proc.run(["bpftrace", "-f", "json", "-o", out, paths.TRACES / script,
-                  "-c", quote_command(["/bin/sh", driver])], timeout=timeout)
+                  "-c", f"/bin/sh {driver.name}"], timeout=timeout, cwd=tmp)
     text = out.read_text() if out.exists() else ""
     labels = {}
     for line in pids.read_text().splitlines():
@@ -147,13 +151,18 @@ class Bpftrace(Tracer):
             return None, "bpftrace needs root"
         prog = Path(tmp) / "observer.bt"
         prog.write_text(OBSERVER_PROG + "\n")
-        # bpftrace -c takes the whole command as one word: the measured command is quoted
-        # into it by the caller through wrap_command().
+        # bpftrace -c takes the whole command as one string: wrap_command() puts the measured
+        # command into it (as a script in tmp when a word is not plain; the observer stage
+        # runs every command with tmp as its working directory).
         return ["bpftrace", "-o", "/dev/null", str(prog), "-c"], None
 
+    _scripts = itertools.count()
+
     def wrap_command(self, wrapper, cmd):
-        """The full argv: bpftrace's -c takes one word, so the command is quoted into it."""
-        return list(wrapper) + [quote_command(cmd)]
+        """The full argv: bpftrace -c with a command string of plain words
+        (base.command_word), its script beside the observer program."""
+        word, _ = command_word(cmd, Path(wrapper[3]).parent, f"observed-{next(self._scripts)}.sh")
+        return list(wrapper) + [word]
 
     def trace(self, variants, workload, tmp, root):
         from ...core import proc
