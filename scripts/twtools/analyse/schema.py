@@ -1,0 +1,357 @@
+"""What each stage file must look like for the analysis to read it: one spec per file, checked
+on every load (twtools.analyse.results.read).
+
+A spec describes the fields the analysis, the verdict, the tables and the report read, with
+their types; fields nobody reads are not constrained, so that additions stay compatible.  A
+damaged or hostile file is refused with one line naming the file, the field and what is wrong
+(`percall.json: cells[3].rounds[0].samples_ns[2]: expected a number, found "abc"`), before any
+figure is computed from it.  Every number anywhere in a file must be finite: JSON has no NaN
+or infinity, and tw's writer refuses them (core.files.write_json), so one in a file was put
+there by something else.
+
+Spec forms:
+  "num" "int" "posint" "posnum" "str" "bool" "any" "variant"   a value of that kind;
+      a trailing "?" also allows null.  "num" is any finite number but not true/false;
+      "posnum"/"posint" are > 0; "variant" is a string <32|64>-<name>, the form every reader
+      relies on (the bitness is read from the name).
+  [spec]              a list of spec
+  {"key": spec}       an object; each listed key is checked when present, "!key" must be
+                      present (its spec may still allow null); "*" checks every other value;
+                      "__check__" names a function(obj) -> None or what is wrong, for rules
+                      across fields (sample lists of one row must have one length)
+  ("opt", spec)       spec, or null
+  ("or", a, b, ...)   the first spec that fits
+"""
+import math
+import re
+
+VARIANT_RE = re.compile(r"^(32|64)-[A-Za-z0-9_.+-]+$")
+INT_LIMIT = 1 << 63     # beyond this an int cannot be a count or a size, and overflows floats
+
+SCALARS = {
+    "num": "a number", "int": "an integer", "posint": "a positive integer",
+    "posnum": "a positive number", "str": "a string", "bool": "true or false", "any": "a value",
+    "variant": "a variant name <32|64>-<mechanism>",
+}
+
+
+class Invalid(ValueError):
+    """A value that does not fit its spec: .path is where, str() is what."""
+
+    def __init__(self, path, what):
+        super().__init__(what)
+        self.path, self.what = path, what
+
+
+def _show(v):
+    if isinstance(v, str):
+        return repr(v if len(v) <= 40 else v[:37] + "...")
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "a list"
+    if v is None:
+        return "null"
+    return repr(v).lower() if isinstance(v, bool) else repr(v)
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _scalar(kind, v, path):
+    if kind == "any":
+        return
+    ok = {"num": _is_num(v), "posnum": _is_num(v) and v > 0,
+          "int": isinstance(v, int) and not isinstance(v, bool),
+          "posint": isinstance(v, int) and not isinstance(v, bool) and v > 0,
+          "str": isinstance(v, str), "bool": isinstance(v, bool),
+          "variant": isinstance(v, str) and bool(VARIANT_RE.match(v))}[kind]
+    if not ok:
+        raise Invalid(path, f"expected {SCALARS[kind]}, found {_show(v)}")
+
+
+def check(spec, v, path=""):
+    """Raise Invalid when v does not fit spec."""
+    if isinstance(spec, str):
+        if spec.endswith("?"):
+            if v is None:
+                return
+            spec = spec[:-1]
+        _scalar(spec, v, path)
+    elif isinstance(spec, list):
+        if not isinstance(v, list):
+            raise Invalid(path, f"expected a list, found {_show(v)}")
+        for i, x in enumerate(v):
+            check(spec[0], x, f"{path}[{i}]")
+    elif isinstance(spec, tuple) and spec[0] == "opt":
+        if v is not None:
+            check(spec[1], v, path)
+    elif isinstance(spec, tuple) and spec[0] == "or":
+        errors = []
+        for s in spec[1:]:
+            try:
+                check(s, v, path)
+                return
+            except Invalid as e:
+                errors.append(e)
+        # the alternative that got furthest into the value says the most
+        raise max(errors, key=lambda e: len(e.path))
+    elif isinstance(spec, dict):
+        if not isinstance(v, dict):
+            raise Invalid(path, f"expected an object, found {_show(v)}")
+        listed = set()
+        for key, sub in spec.items():
+            if key in ("*", "__check__"):
+                continue
+            need = key.startswith("!")
+            key = key.lstrip("!")
+            listed.add(key)
+            here = f"{path}.{key}" if path else key
+            if key not in v:
+                if need:
+                    raise Invalid(here, "is missing")
+                continue
+            check(sub, v[key], here)
+        if "*" in spec:
+            for key, x in v.items():
+                if key not in listed:
+                    check(spec["*"], x, f"{path}.{key}" if path else key)
+        if "__check__" in spec:
+            what = spec["__check__"](v)
+            if what:
+                raise Invalid(path, what)
+    else:
+        raise TypeError(f"bad spec {spec!r}")
+
+
+def finite(v, path=""):
+    """Raise Invalid at the first number that is not finite, or an integer too large to be
+    one any reader could use (it would overflow a float)."""
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise Invalid(path, f"{v} is not a finite number")
+    elif isinstance(v, int) and not isinstance(v, bool):
+        if abs(v) >= INT_LIMIT:
+            raise Invalid(path, "an integer too large to be a count, size or time")
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            finite(x, f"{path}.{k}" if path else str(k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            finite(x, f"{path}[{i}]")
+
+
+# ---- the specs ----------------------------------------------------------------------------
+
+def _same_lengths(*keys, where="samples", nonempty=False):
+    def rule(obj):
+        s = obj.get(where) if where else obj
+        if not isinstance(s, dict):
+            return None
+        lens = {k: len(s[k]) for k in keys if isinstance(s.get(k), list)}
+        if len(set(lens.values())) > 1:
+            return (f"{where + ': ' if where else ''}sample lists of different lengths ("
+                    + ", ".join(f"{k} {n}" for k, n in lens.items()) + ")")
+        if nonempty and any(n == 0 for n in lens.values()):
+            return f"{where}: an empty sample list"
+        return None
+    return rule
+
+
+def _supported_needs(*keys, then=None):
+    """A rule: a row with supported:true must carry keys (and pass `then`)."""
+    def rule(obj):
+        if obj.get("supported") is False:
+            return None
+        missing = [k for k in keys if obj.get(k) is None]
+        if missing:
+            return f"a supported row without {', '.join(missing)}"
+        return then(obj) if then else None
+    return rule
+
+
+def _summary_rule(obj):
+    if obj.get("median") is not None and (obj.get("ci_low") is None or obj.get("ci_high") is None):
+        return "a summary with a median but no ci_low/ci_high"
+    return None
+
+
+# A summary, stored by an old writer (new files keep samples only), or a blind figure.
+SUMMARY = {"median": "num?", "ci_low": "num?", "ci_high": "num?", "min": "num?", "max": "num?",
+           "cv": "num?", "n": "int?", "unstable": "bool?", "value": "num?", "why": "str?",
+           "samples": ["num"], "__check__": _summary_rule}
+BLIND = {"!value": "num?", "why": "str?"}
+STRS = ["str"]
+
+STAGE = {"ok": "bool?", "seconds": "num?", "error": "str?", "traceback": "str?", "errno": "str?",
+         "interrupted": "bool?"}
+META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
+        "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
+        "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),
+        "pid": "int?", "signal": "str?", "finished_utc": "str?", "error": "str?",
+        "setting": ("opt", {"speculation": "str?", "status": ("opt", {"*": "any"})})}
+
+FINGERPRINT = {
+    "host": "str?", "os": "str?", "virtualization": "str?", "clocksource": "str?",
+    "kernel": ("opt", {"release": "str?", "version": "str?", "cmdline": "str?"}),
+    "cpu": ("opt", {"vendor": "str?", "model_name": "str?", "family": ("or", "int?", "str"),
+                    "model": ("or", "int?", "str"), "flags": ("opt", STRS)}),
+    "mitigations": ("opt", {"*": "str?"}),
+    "libc": ("opt", {"*": ("opt", {"entry": "str?", "path": "str?", "evidence": ("opt", STRS)})}),
+    "vdso32": ("opt", {"instruction": "str?", "why": "str?", "available": "bool?",
+                       "disasm": ("opt", STRS)}),
+    "output_fs": ("opt", {"path": "str?", "fstype": "str?"}),
+    "kernel_state": ("opt", {"*": "any"}),
+    "instruments": ("opt", [{"name": "str?", "works": "bool?", "why": "str?",
+                             "skipped": ("opt", STRS)}]),
+}
+
+VARIANTS = [{"!name": "variant", "bits": "int?", "abi": "str?", "mechanism": "str?",
+             "supported": "bool?", "reason": "str?", "status": "str?"}]
+
+ROUND = {"round": "int?", "t_s": "num?", "calls_per_batch": "int?", "cpu": "int?",
+         "sched": "str?", "samples_ns": ["num"], "loop_ns": ["num"], "raw_ns": ["num"],
+         "offcpu_ns": ["num"], "nivcsw": ["num?"], "steal_ticks": ["num?"], "irqs": ["num?"],
+         "disturbed": ["any"]}
+PERCALL_CELL = {"!variant": "variant", "!op": "str", "size": "int?", "shape": "str?",
+                "supported": "bool?", "status": "str?", "reason": "str?", "errors": STRS,
+                "calls_per_batch": "int?", "bits": "int?", "abi": "str?", "mechanism": "str?",
+                "rounds": [ROUND], "samples": ["num?"], "loop_samples": ["num"],
+                "loop_ns": ("or", ("opt", SUMMARY), ["num"]),
+                "offcpu_ns": ("or", ("opt", SUMMARY), ["num"])}
+PERCALL = {"cells": [PERCALL_CELL], "mode": "str?", "clock": "str?", "tsc_hz": "num?",
+           "cpu": "int?", "host": "str?", "wall_s": "num?", "full_matrix": "bool?",
+           "params": ("opt", {"batches": "posint?", "sync_batches": "posint?",
+                              "rounds": "int?", "sizes": ["int"]}),
+           "reference": ("opt", {"variant": "variant?", "op": "str?", "shape": "str?"}),
+           "perf_bench": ("opt", {"samples": ["num"], "rounds": ["int?"], "why": "str?",
+                                  "loops": "int?"})}
+
+def _sweep_row_rule(r):
+    """A row's figures come from its samples (all three lists, one length, with the calls
+    to divide by), or, in a legacy file, from a stored ns_per_call summary."""
+    if r.get("samples") is None:
+        s = r.get("ns_per_call")
+        return None if isinstance(s, dict) and s.get("median") is not None else \
+            "a row with neither samples nor a stored ns_per_call"
+    if r.get("calls") is None:
+        return "samples without calls"
+    return _same_lengths("user_s", "sys_s", "real_s", nonempty=True)(r)
+
+
+SWEEP_ROW = {"!buffsize": "posint", "calls": "posint?", "calls_expected": "int?",
+             "samples": ("opt", {"!user_s": ["num"], "!sys_s": ["num"], "!real_s": ["num"]}),
+             "real_s": ("opt", SUMMARY), "user_s": ("opt", SUMMARY), "sys_s": ("opt", SUMMARY),
+             "ns_per_call": ("opt", SUMMARY), "__check__": _sweep_row_rule}
+SWEEP_RUN = {"!variant": "variant", "mode": "str?", "bits": "int?", "mechanism": "str?",
+             "supported": "bool?", "reason": "str?", "rows": [SWEEP_ROW]}
+SWEEP = {"runs": [SWEEP_RUN], "input_bytes": "int?", "mode": "str?", "sizes": ["int"],
+         "reps": "int?", "fstype": "str?"}
+
+WRITEV_ROW = {"!bits": "int", "supported": "bool?", "reason": "str?", "n_buffers": "posint?",
+              "size": "posint?", "bytes": "int?", "iov_max": "int?", "write_calls": "posnum?",
+              "writev_calls": "num?",
+              "samples": ("opt", {"!write_ns": ["posnum"], "!writev_ns": ["posnum"]}),
+              "__check__": _supported_needs("samples", "write_calls", "n_buffers", "size",
+                                            then=_same_lengths("write_ns", "writev_ns",
+                                                               nonempty=True))}
+WRITEV = {"rows": [WRITEV_ROW], "mode": "str?", "reps": "int?", "iov_max": "int?"}
+
+STDIO_ROW = {"!bits": "int", "supported": "bool?", "reason": "str?", "method": "str?",
+             "calls": ("or", "int?", BLIND), "calls_expected": "int?", "st_blksize": "int?",
+             "samples": ("opt", {"!real_s": ["num"], "!user_s": ["num"], "!sys_s": ["num"]}),
+             "__check__": _supported_needs("samples", "method",
+                                           then=_same_lengths("real_s", "user_s", "sys_s",
+                                                              nonempty=True))}
+STDIO = {"!bytes": "posint", "rows": [STDIO_ROW], "mode": "str?", "reps": "int?"}
+
+BUCKET = {"!lo_ns": "num", "!hi_ns": "num?", "!count": "int"}
+LATENCY = {"runs": [{"!variant": "variant", "!mode": "str", "buffsize": "int?", "count": "int?",
+                     "log2": [BUCKET], "lin_ns": [BUCKET],
+                     "lin_us": [BUCKET], "linear": [BUCKET], "why": "str?",
+                     "abi": "str?", "fd": "int?", "pid": "int?", "sum_ns": "num?",
+                     "min_ns": "num?", "max_ns": "num?"}]}
+
+TRACERS = {
+    "counts": [{"!variant": "variant", "supported": "bool?", "reason": "str?", "expected": "int?",
+                "timewrite": "int?", "by_tracer": ("opt", {"*": "int?"}), "strace": "int?",
+                "bpftrace": "int?", "perf": "int?"}],
+    "variants": [{"name": "variant?", "supported": "bool?", "reason": "str?"}],
+    "notes": STRS, "tracers": ("opt", {"*": ("opt", {"why": "str?"})}),
+    "workload": ("opt", {"expected_file_writes": "int?", "input_bytes": "int?", "buffsize": "int?"}),
+    "perf_stat": ("opt", [{"!variant": "variant", "events": ("opt", {"*": "num?"}),
+                           "why": ("opt", {"*": "str?"}), "file_writes": "int?"}]),
+    "strace_c": ("opt", [{"!variant": "variant", "tables": ("opt", {"*": "any"}), "why": "str?",
+                          "rc": "int?"}]),
+    "strace_T": ("opt", [{"!variant": "variant", "calls": "int?", "write_us_samples": ["num"],
+                          "write_us": ("opt", SUMMARY), "why": "str?", "rc": "int?"}]),
+    "perf_trace": ("opt", [{"!variant": "variant", "supported": "bool?", "reason": "str?",
+                            "rows": ("opt", [{"!syscall": "str", "calls": "int?",
+                                              "avg_ms": "num?", "max_ms": "num?"}]),
+                            "__check__": _supported_needs("rows")}]),
+    "bpftrace_abi": ("opt", [{"!variant": "variant", "counts": ("opt", {"*": "int?"}),
+                              "origin": ("opt", {"*": "int?"}), "pid": "int?",
+                              "classes": [{"*": "any"}],
+                              "writes": [{"*": "any"}]}]),
+}
+
+ATTR_PART = ("or", ("opt", SUMMARY), BLIND)
+ATTRIBUTION = {
+    "bodies": [{"!variant": "variant", "!op": "str", "!samples_ns": ["num"]}],
+    "variants": [{"!name": "variant", "supported": "bool?", "reason": "str?"}],
+    "ops": [{"!op": "str", "!size": "int?"}],
+    "why": "str?", "mode": "str?", "method": "str?", "notes": STRS,
+    # stored rows, in files written before bodies were kept raw
+    "rows": [{"!variant": "variant", "!op": "str", "size": "int?", "supported": "bool?",
+              "reason": "str?", "consistent": "bool?", "note": "str?",
+              "total_ns": ATTR_PART, "entry_exit_ns": ATTR_PART, "penalty_ns": ATTR_PART,
+              "body_ns": ATTR_PART, "waiting_ns": ATTR_PART, "residual_ns": ATTR_PART,
+              "loop_ns": ATTR_PART, "body_cpu_ns": ATTR_PART}],
+}
+
+OBSERVER = {"rows": [{"!variant": "variant", "op": "str?", "!tracer": "str", "supported": "bool?",
+                      "available": "bool?", "why": "str?", "samples": ["num"],
+                      "ns_per_call": ("opt", SUMMARY), "calls_per_batch": "int?"}],
+            "mode": "str?", "op": "str?", "method": "str?"}
+
+# stem -> (schema family, newest version this checkout reads, spec).  A file without a schema
+# field is the legacy form of its stage (written before schemas were recorded); it is read,
+# and the analysis says so.  variants.json is a bare list and has no schema field.
+STAGES = {
+    "meta": ("timewrite-results", 1, META),
+    "fingerprint": ("timewrite-fingerprint", 2, FINGERPRINT),
+    "variants": (None, None, VARIANTS),
+    "percall": ("timewrite-percall", 2, PERCALL),
+    "sweep_seed": ("timewrite-sweep", 2, SWEEP),
+    "sweep_tlpi": ("timewrite-sweep", 2, SWEEP),
+    "writev": ("timewrite-writev", 2, WRITEV),
+    "stdio": ("timewrite-stdio", 2, STDIO),
+    "tracers": ("timewrite-tracers", 2, TRACERS),
+    "attribution": ("timewrite-attribution", 2, ATTRIBUTION),
+    "observer": ("timewrite-observer", 2, OBSERVER),
+    "latency": ("timewrite-latency", 1, LATENCY),
+}
+SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
+
+
+def schema_of(stem, obj):
+    """'legacy' for a file without a schema field; else its family/version, after checking
+    it is this stage's family and a version this checkout reads (Invalid otherwise)."""
+    family, newest, _ = STAGES[stem]
+    if family is None or not isinstance(obj, dict) or "schema" not in obj:
+        if stem == "meta":
+            raise Invalid("schema", "is missing: meta.json must say `\"schema\": "
+                                    f"\"{family}/{newest}\"`")
+        return "legacy" if family is not None else "unversioned"
+    s = obj["schema"]
+    m = SCHEMA_RE.match(s) if isinstance(s, str) else None
+    if not m:
+        raise Invalid("schema", f"expected \"{family}/<version>\", found {_show(s)}")
+    if m.group(1) != family:
+        raise Invalid("schema", f"{s!r} is not a {family} file: a file of another stage, "
+                                "under this stage's name")
+    if int(m.group(2)) > newest:
+        raise Invalid("schema", f"{s!r} is newer than this checkout reads ({family}/{newest}): "
+                                "update the checkout (git pull) to read it")
+    return s
