@@ -1,7 +1,21 @@
-"""The `tw` command: one subcommand per module, each with add_arguments() and main()."""
+"""The `tw` command: one subcommand per module, each with add_arguments() and main().
+
+main() is also the one place where failures become what the user sees.  An expected failure
+(core.ui.UserError and its kinds, an OSError the system raised about a path, an interrupt, a
+closed pipe, a child that outlived its timeout) is one line on stderr, `tw CMD: what; what to
+do`, and an exit status from core.ui.EXIT_STATUSES.  Anything else is a bug: its traceback is
+printed, with exit status 70.  `tw --debug CMD ...` (or TW_DEBUG=1) prints the traceback of
+expected failures too.
+"""
 import argparse
+import errno
 import importlib
+import os
+import subprocess
 import sys
+import traceback
+
+from ..core import proc, ui
 
 # name -> (module, one-line help).  Modules are imported only when their
 # command runs, so a broken or slow import in one never affects the others.
@@ -20,12 +34,149 @@ COMMANDS = {
     "compare": ("present.compare", "compare several results directories"),
 }
 
+EPILOG = ("exit status (every command):\n" + ui.exit_status_text() + "\n\n"
+          "--debug (or TW_DEBUG=1) prints a traceback for expected failures too.")
+
+# What to do about an OSError, by errno: the second half of its one line.
+OS_HINTS = {
+    errno.ENOSPC: "the file system is full: free space there, or write elsewhere (--out DIR, "
+                  "or TW_RESULTS=DIR for tw run)",
+    errno.EDQUOT: "your disk quota is used up: free space, or write elsewhere (--out DIR)",
+    errno.EROFS: "the file system is read-only: write elsewhere (--out DIR, or TW_RESULTS=DIR "
+                 "for tw run)",
+    errno.EIO: "the device reported an I/O error: see `dmesg`",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "a component of the path is not a directory",
+    errno.EISDIR: "it is a directory; give a file",
+    errno.EEXIST: "it exists already; choose another name",
+    errno.ELOOP: "too many symbolic links, or one tw will not follow",
+    errno.ENAMETOOLONG: "choose a shorter path",
+}
+
+
+def _owner_hint(path):
+    """For EACCES/EPERM: who owns the nearest existing directory, and what to do."""
+    import pwd
+    p = os.path.abspath(path) if path else None
+    while p and not os.path.exists(p):
+        p = os.path.dirname(p)
+    me = os.geteuid()
+    try:
+        my = pwd.getpwuid(me).pw_name
+    except KeyError:
+        my = f"uid {me}"
+    if p:
+        uid = os.stat(p).st_uid
+        try:
+            owner = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            owner = f"uid {uid}"
+        if uid != me:
+            return (f"{p} belongs to {owner} and this is {my}: run as {owner}"
+                    + (" (sudo make report)" if uid == 0 else "")
+                    + ", or write in a directory you own (--out DIR, or TW_RESULTS=DIR for "
+                      "tw run)")
+    return f"{my} may not write there: write in a directory you own (--out DIR)"
+
+
+def describe_oserror(e):
+    """One line for an OSError: the path, the system's words and their errno name, and what
+    to do."""
+    name = proc.errno_name(e.errno) if e.errno else None
+    what = e.strerror or str(e)
+    if name and name not in what:
+        what += f" ({name})"
+    where = f"{e.filename}: " if e.filename else ""
+    if e.filename2:
+        where = f"{e.filename} -> {e.filename2}: "
+    if e.errno in (errno.EACCES, errno.EPERM):
+        hint = _owner_hint(e.filename)
+    else:
+        hint = OS_HINTS.get(e.errno)
+    return where + what + (f"; {hint}" if hint else "")
+
+
+def _quiet_stdout():
+    """After EPIPE on stdout: point it at /dev/null, so that Python's flush at exit does not
+    raise a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
+def failure(name, e, debug=False):
+    """Print what the user must see of exception e raised by command `name`; return the exit
+    status.  The one place an exception becomes a message."""
+    prog = f"tw {name}" if name else "tw"
+    from ..machine.registry import RegistryError
+    if isinstance(e, BrokenPipeError) and getattr(e, "filename", None) is None:
+        _quiet_stdout()
+        return ui.EXIT_PIPE
+    if debug:
+        traceback.print_exception(e)
+    if isinstance(e, KeyboardInterrupt):
+        signum = getattr(e, "signum", 2)
+        msg = getattr(e, "message", None) or \
+            f"interrupted by {ui.Interrupted(signum).name}; child processes stopped"
+        print(f"{prog}: {msg}", file=sys.stderr)
+        return ui.EXIT_SIGNAL_BASE + signum
+    if isinstance(e, ui.UserError):
+        print(f"{prog}: {e.line()}", file=sys.stderr)
+        return e.code
+    if isinstance(e, RegistryError):
+        print(f"{prog}: {e}; fix that line of variants/registry", file=sys.stderr)
+        return ui.EXIT_DATA
+    if isinstance(e, OSError) and (e.filename or e.errno in OS_HINTS
+                                   or e.errno in (errno.EACCES, errno.EPERM)):
+        print(f"{prog}: {describe_oserror(e)}", file=sys.stderr)
+        return ui.EXIT_SYSTEM
+    if isinstance(e, subprocess.TimeoutExpired):
+        cmd = e.cmd[0] if isinstance(e.cmd, (list, tuple)) and e.cmd else e.cmd
+        print(f"{prog}: {cmd} ran longer than {e.timeout:g} s and was stopped with its "
+              "process group; the machine may be overloaded: re-run on a quiet machine",
+              file=sys.stderr)
+        return ui.EXIT_FAILED
+    if not debug:
+        traceback.print_exception(e)
+    print(f"{prog}: internal error ({type(e).__name__}: {e}): this is a bug in tw; please "
+          "report it with the traceback above", file=sys.stderr)
+    return ui.EXIT_BUG
+
+
+# What `tw report` writes into a results directory (present/report.py).
+REPORT_OUTPUTS = ("report.md", "report.html", "verdict.json", "results.json", "plots", "tables")
+
+
+def _preflight(name, args):
+    """Checks made for a command before its own main() runs: `tw report` reads only a results
+    directory, and writes only inside it (core.files.confined).  Returns the directory to
+    confine writes to, or None."""
+    if name != "report":
+        return None
+    from ..analyse import results
+    d = getattr(args, "dir", None)
+    if d is None:
+        return None
+    results.require_results_dir(d)
+    out = getattr(args, "out", None) or d
+    from ..core import files
+    files.refuse_links(out, REPORT_OUTPUTS)
+    return out
+
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = bool(os.environ.get("TW_DEBUG"))
+    while argv and argv[0] == "--debug":
+        debug, argv = True, argv[1:]
     parser = argparse.ArgumentParser(
-        prog="tw",
+        prog="tw", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="timewrite: compare, trace and explain how programs enter the Linux kernel.")
+    parser.add_argument("--debug", action="store_true",
+                        help="print tracebacks for expected failures too (also TW_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, helptext) in COMMANDS.items():
         sub.add_parser(name, help=helptext, add_help=False)
@@ -33,12 +184,32 @@ def main(argv=None):
         if argv and argv[0] not in ("-h", "--help"):
             parser.print_usage(sys.stderr)
             print(f"tw: unknown command '{argv[0]}'; see tw --help", file=sys.stderr)
-            return 2
+            return ui.EXIT_USAGE
         parser.print_help()
-        return 0 if argv else 2
+        return ui.EXIT_OK if argv else ui.EXIT_USAGE
     name = argv[0]
-    module = importlib.import_module(f"twtools.{COMMANDS[name][0]}")
-    cmd = argparse.ArgumentParser(prog=f"tw {name}", description=COMMANDS[name][1])
-    module.add_arguments(cmd, name)
-    args = cmd.parse_args(argv[1:])
-    return module.main(args, name) or 0
+    previous = proc.install_signal_handlers()
+    try:
+        module = importlib.import_module(f"twtools.{COMMANDS[name][0]}")
+        cmd = argparse.ArgumentParser(prog=f"tw {name}", description=COMMANDS[name][1],
+                                      epilog=EPILOG,
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(cmd, name)
+        args = cmd.parse_args(argv[1:])
+        root = _preflight(name, args)
+        if root is not None:
+            from ..core import files
+            with files.confined(root):
+                return module.main(args, name) or ui.EXIT_OK
+        return module.main(args, name) or ui.EXIT_OK
+    except SystemExit:
+        raise           # argparse's exit 2 (or 0 for --help), already printed
+    except BaseException as e:      # noqa: B902 - the one top-level handler
+        proc.kill_all()
+        return failure(name, e, debug)
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+        proc.restore_signal_handlers(previous)
