@@ -2,11 +2,10 @@
 import json
 import socket
 import sys
-import time
 from pathlib import Path
 
 from ..analyse import percall
-from ..core import paths, ui
+from ..core import files, paths, ui
 from ..machine import registry
 from ..measure import bench
 from ..present import percall as present
@@ -59,8 +58,9 @@ def add_arguments(parser, name):
 
 def main(args, name):
     sizes = args.sizes or ([256] if args.mode == "quick" else None)
+    # A new directory of its own unless --out: two runs in one second must not share one.
     out = Path(args.out) if args.out else \
-        paths.RESULTS / f"bench-{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        files.new_directory(paths.RESULTS, f"bench-{socket.gethostname()}")
     ui.progress(f"bench: {args.mode} mode, results into {out}")
     doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
                            sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,

@@ -6,11 +6,31 @@ Each stage writes its own JSON file (docs/results-schema.md).  A stage that
 fails is recorded in meta.json with its error and the run goes on: the report
 then says which section is missing and why, rather than the whole run dying
 after minutes of measuring.  The last line on stdout is the report's path.
+
+A results directory is a transaction:
+
+  - each run makes a new directory, <host>-<UTC time to the microsecond>Z-<pid>, with
+    mkdir(2), which fails rather than share a directory with another run; --out makes the
+    named directory the same way, and refuses one that exists unless --force, which
+    replaces it (deleted first, never merged) and only when it is a results directory or
+    empty;
+  - meta.json says "state": "in-progress" from the start and is rewritten after every
+    stage; at the end the state is "complete" (every stage ok), "failed" (a stage failed),
+    "interrupted" (SIGINT, SIGTERM or SIGHUP: the stage that was cut is recorded as such)
+    or "aborted" (the run could not go on: a full disk, an error of tw's own);
+  - results/latest moves only to a complete run, atomically (a new symbolic link renamed
+    over the old one), so it never points at a partial or failed run;
+  - an interrupt stops the current stage (core.proc kills its process group), removes the
+    scratch and temporary files (the stages' `finally` blocks, then clean_scratch here),
+    records the state, and exits 128 + the signal's number with one line.
 """
 import datetime as dt
+import errno
 import importlib
 import json
 import os
+import re
+import shutil
 import socket
 import sys
 import time
@@ -22,6 +42,9 @@ from ..core import files, paths, proc, ui
 from ..machine import probe
 
 RESULTS = paths.RESULTS
+# Errors of the system (not of a measurement) that stop the whole run: every later stage
+# would fail the same way.
+FATAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 def _call(module, func, **kw):
     """A stage that calls twtools.measure.<module>.<func>(out, mode=mode, **kw), imported lazily."""
@@ -70,8 +93,12 @@ def add_arguments(p, name):
     options.add_mode_arguments(p, "a fast, less precise run (about 30 s; used by the tests)",
                               "a slower, more precise run for publication")
     p.add_argument("--out", metavar="DIR",
-                   help="results directory (default: results/<host>-<UTC time>)")
-    p.add_argument("--only", metavar="STAGES",
+                   help="results directory to create (default: a new results/<host>-<UTC "
+                        "time>-<pid>); it must not exist, unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="with --out: replace an existing results directory (or an empty one): "
+                        "its files are deleted first, never merged with the new run's")
+    p.add_argument("--only", metavar="STAGES", type=options.names_of([s[0] for s in STAGES], "stage"),
                    help="comma list of stages to run (default: all): "
                         + ",".join(s[0] for s in STAGES))
     p.add_argument("--no-report", action="store_true", help="measure only; run `tw report DIR` later")
@@ -81,22 +108,116 @@ def add_arguments(p, name):
                         "compare the results with a normal run using `tw compare`")
 
 
-def new_results_dir():
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    host = socket.gethostname().split(".")[0] or "host"
-    return RESULTS / f"{host}-{stamp}"
+def _host():
+    """The host name as a directory-name part: letters, digits, '.', '_' and '-' only."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname().split(".")[0]) or "host"
+
+
+def new_results_dir(parent=None):
+    """Make and return a new results directory under parent (results/), named for the host,
+    the UTC time to the microsecond and the pid (core.files.new_directory: never shared)."""
+    return files.new_directory(parent or RESULTS, _host())
+
+
+def prepare_out(out, force=False):
+    """Make the --out directory, new.  An existing one is refused unless force; with force it
+    is replaced (renamed aside, deleted, then made anew), and only if it is a results
+    directory or empty: --force must never delete something that is not tw's."""
+    from ..analyse import results
+    out = Path(out)
+    if out.is_symlink():
+        raise ui.UserError(f"--out {out} is a symbolic link",
+                           "give the path of a new directory (tw writes into directories it "
+                           "makes itself)")
+    if out.exists():
+        if not force:
+            raise ui.UserError(f"--out {out} already exists",
+                               "choose a new directory, or add --force to replace it (its files "
+                               "are deleted first; nothing is merged)")
+        if not out.is_dir():
+            raise ui.UserError(f"--out {out} exists and is not a directory",
+                               "choose a new directory")
+        is_results, why = results.is_results_dir(out)
+        if not is_results and any(out.iterdir()):
+            raise ui.UserError(f"--out {out}: --force replaces only a results directory or an "
+                               f"empty one, and this is neither ({why})",
+                               "choose a new directory, or remove this one yourself")
+        aside = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+        os.rename(out, aside)       # the name is free at once; the old files are gone next
+        shutil.rmtree(aside)
+        ui.progress(f"--force: removed the old {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(out, 0o755)        # fails if another run made it meanwhile: never shared
+    except FileExistsError:
+        raise ui.UserError(f"--out {out} was created by someone else meanwhile",
+                           "choose a new directory") from None
+    return out
+
+
+def _latest_link(out):
+    """results/latest when out is directly under results/ (the link is kept there), else None."""
+    try:
+        return RESULTS / "latest" if out.parent.resolve() == RESULTS.resolve() else None
+    except OSError:
+        return None
+
+
+def check_latest(link):
+    """Refuse to start a run whose results/latest could not be moved at its end: a real
+    directory there may hold results, and tw replaces only its own symbolic link."""
+    if link is not None and os.path.lexists(link) and not link.is_symlink():
+        raise ui.SystemRefused(f"{link} is a real {'directory' if link.is_dir() else 'file'}, "
+                               "not the symbolic link tw keeps pointing at the newest complete run",
+                               f"move it away (it may hold results: mv {link} {link}.old) and "
+                               "run again")
 
 
 def point_latest(out):
-    """results/latest -> the newest results directory (relative, so a copied tree still works)."""
-    if out.parent.resolve() != RESULTS.resolve():
-        return
-    link = RESULTS / "latest"
-    tmp = RESULTS / ".latest.tmp"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    tmp.symlink_to(out.name)
-    tmp.replace(link)
+    """results/latest -> out (relative, so a copied tree still works), atomically: a new link
+    under a temporary name, renamed over the old one.  Only for a complete run."""
+    link = _latest_link(out)
+    if link is None:
+        return None
+    check_latest(link)
+    tmp = link.with_name(f".latest.{os.getpid()}.tmp")
+    with proc.deferred_signals():
+        if os.path.lexists(tmp):
+            tmp.unlink()
+        os.symlink(out.name, tmp)
+        try:
+            os.replace(tmp, link)
+        except OSError:
+            tmp.unlink()
+            raise
+        fd = os.open(link.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return link
+
+
+def latest_target(link):
+    """Where results/latest points now (for messages), or None."""
+    try:
+        return os.readlink(link) if link is not None and link.is_symlink() else None
+    except OSError:
+        return None
+
+
+def clean_scratch(out):
+    """Remove what an interrupted or failed stage can leave in the results directory: the
+    sweeps' scratch directory and half-written temporary files (.NAME.PID.tmp)."""
+    from ..measure import sweep
+    shutil.rmtree(Path(out) / sweep.SCRATCH, ignore_errors=True)
+    for t in Path(out).glob(f".*.{os.getpid()}.tmp"):
+        try:
+            t.unlink()
+        except OSError:
+            pass
 
 
 def merge(out):
@@ -109,61 +230,137 @@ def merge(out):
     files.write_json(out / "results.json", merged)
 
 
-def run(out=None, mode="default", only=None, report=True, argv=None, setting=None):
-    out = Path(out) if out else new_results_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    point_latest(out)
-    meta = {"schema": "timewrite-results/1",
-            "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname(), "mode": mode,
-            "argv": argv if argv is not None else sys.argv, "command": "make report",
-            "stages": {}}
+def describe_error(e):
+    """A stage's error as recorded and shown: OSErrors by errno name and file."""
+    if isinstance(e, OSError) and e.errno:
+        return f"{proc.errno_name(e.errno)}: {e.strerror or e}" + \
+            (f": {e.filename}" if e.filename else "")
+    return f"{type(e).__name__}: {e}"
+
+
+def _now():
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run(out=None, mode="default", only=None, report=True, argv=None, setting=None, force=False):
+    """Measure every stage (or `only` those) into a new results directory; then the report.
+    Returns (report path or the directory, meta)."""
+    # An absolute path from here on: a relative name that starts with '-' must never reach a
+    # program's command line, where it would read as an option.
+    out = Path(out).absolute() if out else None
+    # results/latest is checked before anything is made: a run that could not move it at its
+    # end must not start.
+    link = _latest_link(out if out else RESULTS / "new")
+    check_latest(link)
+    out = prepare_out(out, force) if out else new_results_dir()
+    wanted = [s for s in STAGES if not only or s[0] in only]
+    meta = {"schema": "timewrite-results/1", "state": "in-progress", "created_utc": _now(),
+            "host": socket.gethostname(), "pid": os.getpid(), "mode": mode,
+            "argv": list(argv if argv is not None else sys.argv), "command": "make report",
+            "stages_wanted": [s[0] for s in wanted], "stages": {}}
     from ..machine import speculation
     meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
     extra = [f"--{mode}"] if mode != "default" else []
     if setting and setting.get("speculation"):
-        extra.append(f"--speculation {setting['speculation']}")
+        extra += ["--speculation", setting["speculation"]]
     if extra:
-        meta["command"] = f"make report REPORT_ARGS='{' '.join(extra)}'"
+        meta["command"] = ui.command_line(["make", "report", "REPORT_ARGS=" + " ".join(extra)])
     t0 = time.monotonic()
-    wanted = [s for s in STAGES if not only or s[0] in only]
-    for i, (name, stage) in enumerate(wanted, 1):
-        ui.progress(f"[{i}/{len(wanted)}] {name} ({mode}) ...")
-        ts = time.monotonic()
-        try:
-            stage(out, mode)
-            meta["stages"][name] = {"ok": True, "seconds": round(time.monotonic() - ts, 2)}
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:  # recorded, reported, and the run goes on
-            detail = traceback.format_exc(limit=3)
-            meta["stages"][name] = {"ok": False, "seconds": round(time.monotonic() - ts, 2),
-                                    "error": f"{type(e).__name__}: {e}"}
-            ui.warn(f"stage {name} failed: {type(e).__name__}: {e}",
-                        f"the report marks its section as missing; details in {out}/meta.json")
-            meta["stages"][name]["traceback"] = detail
-        ui.progress(f"[{i}/{len(wanted)}] {name} done in {time.monotonic() - ts:.1f} s")
-        meta["duration_s"] = round(time.monotonic() - t0, 2)
+    try:
         files.write_json(out / "meta.json", meta)
-    merge(out)
+    except BaseException:
+        # Not a results directory yet (no meta.json): leave nothing behind.
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    current, ts = None, t0
+    try:
+        for i, (name, stage) in enumerate(wanted, 1):
+            current = name
+            ui.progress(f"[{i}/{len(wanted)}] {name} ({mode}) ...")
+            ts = time.monotonic()
+            try:
+                stage(out, mode)
+                meta["stages"][name] = {"ok": True, "seconds": round(time.monotonic() - ts, 2)}
+            except Exception as e:  # recorded, reported, and the run goes on
+                detail = traceback.format_exc(limit=3)
+                meta["stages"][name] = {"ok": False, "seconds": round(time.monotonic() - ts, 2),
+                                        "error": describe_error(e), "traceback": detail}
+                if isinstance(e, OSError) and e.errno:
+                    meta["stages"][name]["errno"] = proc.errno_name(e.errno)
+                if isinstance(e, OSError) and e.errno in FATAL_ERRNOS:
+                    raise ui.SystemRefused(
+                        f"stage {name} failed: {describe_error(e)}",
+                        f"free space or write elsewhere (--out DIR, TW_RESULTS=DIR); {out} is "
+                        "marked aborted" + (f", and {link} still points at "
+                                            f"{latest_target(link) or 'nothing'}" if link else ""))
+                ui.warn(f"stage {name} failed: {describe_error(e)}",
+                        f"the report marks its section as missing; details in {out}/meta.json")
+            current = None      # recorded: an interrupt from here on did not cut this stage
+            ui.progress(f"[{i}/{len(wanted)}] {name} done in {time.monotonic() - ts:.1f} s")
+            meta["duration_s"] = round(time.monotonic() - t0, 2)
+            files.write_json(out / "meta.json", meta)
+        current = None
+        failed = [k for k, v in meta["stages"].items() if not v["ok"]]
+        meta["state"] = "failed" if failed else "complete"
+        meta["finished_utc"] = _now()
+        files.write_json(out / "meta.json", meta)
+        merge(out)
+    except ui.Interrupted as e:
+        # Signals are ignored from here on (core.proc): the clean-up runs to its end.
+        if current is not None:
+            meta["stages"][current] = {"ok": False, "interrupted": True,
+                                       "seconds": round(time.monotonic() - ts, 2),
+                                       "error": f"interrupted by {e.name}"}
+        meta.update(state="interrupted", signal=e.name, finished_utc=_now(),
+                    duration_s=round(time.monotonic() - t0, 2))
+        clean_scratch(out)
+        saved = _save_meta(out, meta)
+        done = [k for k, v in meta["stages"].items() if v.get("ok")]
+        e.message = (f"interrupted by {e.name}" + (f" during stage {current}" if current else
+                                                   " between stages")
+                     + f"; {out} is {'marked interrupted' if saved else 'incomplete'} (completed: "
+                     + (", ".join(done) or "none") + ")"
+                     + (f"; {link} still points at {latest_target(link) or 'nothing'}" if link else ""))
+        raise
+    except BaseException as e:
+        # The run cannot go on (a full disk, a bug): say so in meta.json if the disk lets us.
+        meta.update(state="aborted", error=(meta["stages"].get(current) or {}).get("error")
+                    or describe_error(e), finished_utc=_now())
+        clean_scratch(out)
+        _save_meta(out, meta)
+        raise
+    if meta["state"] == "complete":
+        point_latest(out)
     if report:
         from ..present import report as rep
         ui.progress("writing the report ...")
-        path = rep.build_report(out)
-        merge(out)  # the report adds verdict.json
+        try:
+            with files.confined(out):
+                path = rep.build_report(out)
+            merge(out)  # the report adds verdict.json
+        except ui.Interrupted as e:
+            e.message = (f"interrupted by {e.name} while writing the report; the measurements "
+                         f"in {out} are {meta['state']}: rebuild the report with "
+                         + ui.command_line(["scripts/tw", "report", str(out)]))
+            raise
         ui.progress(f"done in {time.monotonic() - t0:.0f} s")
         return path, meta
     return out, meta
 
 
+def _save_meta(out, meta):
+    """Write meta.json if the system lets us (a full disk may not); True when written."""
+    try:
+        files.write_json(out / "meta.json", meta)
+        return True
+    except OSError:
+        return False
+
+
 def main(args, name):
-    only = set(args.only.split(",")) if args.only else None
-    if only:
-        unknown = only - {s[0] for s in STAGES}
-        if unknown:
-            print(f"tw run: unknown stage(s) {','.join(sorted(unknown))}; "
-                  f"choose from {','.join(s[0] for s in STAGES)}", file=sys.stderr)
-            return 2
+    only = set(args.only) if args.only else None
+    if args.force and not args.out:
+        raise ui.UserError("--force needs --out DIR (a new run always gets a new directory)")
     if not proc.is_root():
         ui.warn("not running as root: bpftrace and perf tracepoints are blind",
                     "their figures are reported as unknown; re-run as root for the full attribution")
@@ -176,10 +373,14 @@ def main(args, name):
             print(f"tw run: --speculation {args.speculation}: {e.strerror}", file=sys.stderr)
             return 2
         ui.progress(f"speculation mitigation on: {setting['status']}")
-    path, meta = run(args.out, args.mode, only, report=not args.no_report, setting=setting)
+    path, meta = run(args.out, args.mode, only, report=not args.no_report, setting=setting,
+                     force=args.force)
     failed = [k for k, v in meta["stages"].items() if not v["ok"]]
     if failed:
+        where = Path(path).parent if Path(path).is_file() else path
+        link = _latest_link(Path(where))
         ui.warn(f"{len(failed)} stage(s) failed: {', '.join(failed)}",
-                    f"see {Path(path).parent if path.is_file() else path}/meta.json")
+                f"see {where}/meta.json" + (f"; {link} still points at "
+                                            f"{latest_target(link) or 'nothing'}" if link else ""))
     print(os.path.relpath(path) if str(path).startswith(os.getcwd()) else path)
-    return 1 if failed else 0
+    return ui.EXIT_FAILED if failed else ui.EXIT_OK

@@ -22,8 +22,9 @@ SWEEPS = {"seed": (sweep.seed_sweep, "sweep_seed"), "tlpi": (sweep.tlpi_sweep, "
 def _out(args, stage):
     if args.out:
         return Path(args.out)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return paths.RESULTS / f"{stage}-{socket.gethostname()}-{stamp}"
+    # A new directory of its own (microseconds and the pid in its name, made with mkdir(2)):
+    # two stage commands started in the same second must not share one.
+    return files.new_directory(paths.RESULTS, f"{stage}-{socket.gethostname()}")
 
 
 def add_arguments(p, name):
