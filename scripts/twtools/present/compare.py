@@ -9,15 +9,27 @@ Each cell is compared twice: as measured, and relative to each run's own 64-bit 
 survives a machine-wide change of speed).  What differs between the machines' kernels (the
 fingerprint's kernel state) is listed first, since any of it can explain a difference.
 Output: OUT/compare.md, OUT/compare.html, OUT/plots/*.  Deterministic.
+
+Every DIR must be a results directory (twtools.analyse.results validates each file as it
+reads it; a damaged one is one line naming the file, exit 3).  A set whose run did not finish,
+or whose per-call stage failed or was cut, is shown with its state, and no decision or verdict
+is drawn from it.  OUT is made new, or is an earlier comparison (its compare.md/html are
+replaced), or an empty directory; anything else is refused before any work.  Every write
+stays inside OUT (core.files.confined): a symbolic link there is refused, not followed.
+The rebuild line is quoted for a POSIX shell, so it can be pasted whatever the names.
 """
-import shlex
+import argparse
 from pathlib import Path
 
 from ..analyse import compare as decide, results, seedref, verdict as verdict_mod
-from ..core import ui
+from ..core import files, ui
+from ..cli import options
 from . import plots
-from .document import Doc, export
+from .document import EXPORTERS, Doc, export
 from .report import fmt_cell, fmt_s
+
+# What an earlier comparison leaves in OUT: such a directory may be written again.
+OUTPUTS = ("compare.md", "compare.html", "plots")
 
 
 class ResultSet:
@@ -25,6 +37,7 @@ class ResultSet:
 
     def __init__(self, label, data, seed=False, path=None):
         self.label, self.data, self.seed, self.path = label, data, seed, path
+        self.state, self.unusable = None, None
 
     @classmethod
     def from_dir(cls, d):
@@ -36,7 +49,12 @@ class ResultSet:
         host = meta.get("host") or fp.get("host")
         if host and host not in label:
             label += f" ({host})"
-        return cls(label, data, path=d)
+        s = cls(label, data, path=d)
+        s.state = results.run_state(data)
+        # Why no per-call decision may rest on this set (None when one may).
+        s.unusable = (s.state["headline"] if not s.state["finished"] else None) or \
+            results.stage_problem(data, "percall")
+        return s
 
     @classmethod
     def from_seed(cls):
@@ -94,10 +112,34 @@ def _decision_text(d):
     return d["sentence"]
 
 
+def rebuild_command(dirs, out, seed_reference=False):
+    """The command that rebuilds this comparison, quoted so that pasting it runs exactly it
+    (a directory named `$(rm -rf ~)` stays a name; one starting with '-' gets ./)."""
+    return ui.command_line(["scripts/tw", "compare", *map(ui.path_word, dirs),
+                            "--out", ui.path_word(out)]
+                           + (["--seed-reference"] if seed_reference else []))
+
+
+def _verdict_text(s):
+    blockers = results.verdict_blockers(s.data)
+    if blockers:
+        return f"no verdict: {blockers[0]}"
+    return verdict_mod.decide(s.data, seedref.read())["verdict"]
+
+
 def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
+    """Write the comparison into out (made if absent), every file inside it; returns the
+    first file's path."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # Every directory is read (and validated) before anything is made or written.
     sets = [ResultSet.from_dir(d) for d in dirs]
+    out.mkdir(parents=True, exist_ok=True)
+    files.refuse_links(out, OUTPUTS)
+    with files.confined(out):
+        return _build(sets, dirs, out, seed_reference, formats)
+
+
+def _build(sets, dirs, out, seed_reference, formats):
     if seed_reference:
         s = ResultSet.from_seed()
         if s:
@@ -107,8 +149,7 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
     doc.h(1, "timewrite comparison")
     doc.p("Reads only the results directories below, analysed with this checkout's methods "
           f"(analysis version {results.ANALYSIS_VERSION}); rebuild with:")
-    doc.code(shlex.join(["scripts/tw", "compare", *map(str, dirs), "--out", str(out)]
-                        + (["--seed-reference"] if seed_reference else [])))
+    doc.code(rebuild_command(dirs, out, seed_reference))
     rows = []
     for s in sets:
         if s.seed:
@@ -118,16 +159,18 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
         fp = s.data.get("fingerprint") or {}
         meta = s.data.get("meta") or {}
         cpu = fp.get("cpu") or {}
-        v = verdict_mod.decide(s.data, seedref.read())
         spec = (meta.get("setting") or {}).get("speculation") or "kernel default"
-        rows.append([s.label, meta.get("created_utc") or "unknown date", spec,
+        rows.append([s.label, meta.get("created_utc") or "unknown date", s.state["state"], spec,
                      cpu.get("model_name") or cpu.get("model") or "unknown",
                      fp.get("virtualization") or "unknown", (fp.get("kernel") or {}).get("release") or "unknown",
                      ((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown",
-                     (fp.get("vdso32") or {}).get("instruction") or "unknown", v["verdict"]])
+                     (fp.get("vdso32") or {}).get("instruction") or "unknown", _verdict_text(s)])
     doc.h(2, "Results sets")
-    doc.table(["set", "measured", "speculation", "CPU", "virtualisation", "kernel", "32-bit libc entry",
-               "vDSO32 insn", "verdict"], rows)
+    doc.table(["set", "measured", "run", "speculation", "CPU", "virtualisation", "kernel",
+               "32-bit libc entry", "vDSO32 insn", "verdict"], rows)
+    for s in real:
+        if s.state["headline"]:
+            doc.warn(f"[{s.label}] {s.state['headline']}", inline=True)
 
     doc.h(2, "What differs between the machines")
     if len(real) < 2:
@@ -177,6 +220,9 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
                 why = None if (a and b and a.get("supported") and b.get("supported")) else \
                     "not measured in both sets" if not (a and b) else \
                     f"unsupported in {base.label if not a.get('supported') else s.label}"
+                for x in (base, s):
+                    if x.unusable and not why:
+                        why = f"{x.label}: {x.unusable}"
                 drows.append([k[0], k[1] or "—", s.label,
                               _decision_text(cmp["absolute"]) if not why else f"no decision: {why}",
                               _decision_text(cmp["relative"]) if not why else "—",
@@ -216,6 +262,10 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
 
     doc.h(2, "Verdicts")
     for s in real:
+        blockers = results.verdict_blockers(s.data)
+        if blockers:
+            doc.p(f"[{s.label}] No verdict: " + "; ".join(blockers))
+            continue
         v = verdict_mod.decide(s.data, seedref.read())
         doc.blocks.append(("verdict", v["verdict"], f"[{s.label}] {v['sentence']}"))
     if any(s.seed for s in sets):
@@ -225,21 +275,52 @@ def build_compare(dirs, out, seed_reference=False, formats=("md", "html")):
     return export(doc, out, "compare", formats)
 
 
+def output_dir(text):
+    """--out: a new directory, an empty one, or an earlier comparison; refused before any
+    work when it is a file, a symbolic link, or a directory holding anything else."""
+    p = Path(text)
+    if p.is_symlink():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a symbolic link; give the path of a directory (tw writes only into "
+            "directories it can confine its writes to)")
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} exists and is not a directory; give a new or empty directory")
+    if p.is_dir():
+        other = sorted(x.name for x in p.iterdir() if x.name not in OUTPUTS)
+        if other:
+            raise argparse.ArgumentTypeError(
+                f"{text} holds other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}), "
+                "not only an earlier comparison; give a new or empty directory")
+    return text
+
+
 def add_arguments(p, name):
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (first = base A)")
-    p.add_argument("--out", metavar="DIR", help="where to write compare.md/html (default: DIR1/compare)")
+    p.add_argument("--out", metavar="DIR", type=output_dir,
+                   help="where to write compare.md/html and plots/: a new or empty directory, "
+                        "or an earlier comparison (default: DIR1/compare)")
     p.add_argument("--seed-reference", action="store_true",
                    help="add the seed report's published table as a results set (theirs)")
-    p.add_argument("--format", default="md,html")
+    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT",
+                   type=options.names_of(EXPORTERS, "format"),
+                   help=f"comma list of: {', '.join(EXPORTERS)} (default: md,html)")
 
 
 def main(args, name):
     for d in args.dirs:
-        if not Path(d).is_dir():
-            print(f"tw compare: {d} is not a results directory")
-            return 2
+        results.require_results_dir(d)
     out = Path(args.out) if args.out else Path(args.dirs[0]) / "compare"
-    formats = [f.strip() for f in args.format.split(",") if f.strip()]
-    path = build_compare(args.dirs, out, args.seed_reference, formats)
+    if not args.out:
+        output_dir_checked(out)
+    path = build_compare(args.dirs, out, args.seed_reference, args.format)
     ui.progress(f"compare: {path}")
     return 0
+
+
+def output_dir_checked(out):
+    """The default --out (DIR1/compare) checked like a given one, as a one-line error."""
+    try:
+        output_dir(str(out))
+    except argparse.ArgumentTypeError as e:
+        raise ui.UserError(f"{out}: {e}", "give --out DIR") from None
