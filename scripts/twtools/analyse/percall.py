@@ -243,3 +243,14 @@ def accuracy(doc, analysed):
     acc["wall_s"] = doc.get("wall_s")
     acc["full_matrix"] = doc.get("full_matrix")
     return acc
+
+
+def pair(doc, a, b, how="diff", op="null", shape="ret"):
+    """a - b (or a / b) of two variants' cells of one operation and shape, paired by round
+    from the raw percall.json document; None when either cell has no rounds."""
+    cells = {(c["variant"], c["op"], c.get("shape") or "ret"): c for c in (doc or {}).get("cells", [])
+             if c.get("supported")}
+    ca, cb = cells.get((a, op, shape)), cells.get((b, op, shape))
+    if ca is None or cb is None:
+        return None
+    return _paired(doc, ca, cb, how)

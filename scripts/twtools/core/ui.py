@@ -15,3 +15,9 @@ def warn(msg, todo):
 def blind(why):
     """The value of a figure an instrument could not see: never 0."""
     return {"value": None, "why": why}
+
+
+def command_line(argv):
+    """A command as the user can paste it: every word shell-quoted."""
+    import shlex
+    return shlex.join(str(a) for a in argv)
