@@ -4,7 +4,7 @@
 #   make list-variants   print the variant names, one per line
 #   make test            install what is missing (as root), build, run the tests
 #   make report          install what is missing (as root), build, measure, report
-#   make bench           the per-call benchmark with its accuracy and precision figures
+#   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands it.  Objects are built once per flavour, bits plus syscall ABI
@@ -117,7 +117,7 @@ report: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all venv
-	$(VPY) scripts/tw bench --accuracy $(BENCH_ARGS)
+	$(VPY) scripts/tw bench --selfcheck $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)
