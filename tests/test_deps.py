@@ -145,3 +145,16 @@ def test_nothing_missing_here_exits_zero(phase):
     assert p.returncode == 0, p.stderr
     assert p.stderr == "", p.stderr
 
+
+def test_tw_make_is_posix_sh():
+    """./tw-make must start where only /bin/sh exists (dash on Debian): no bash-isms."""
+    sh = ROOT / "tw-make"
+    assert os.access(sh, os.X_OK), "tw-make is not executable"
+    assert sh.read_text().splitlines()[0] == "#!/bin/sh"
+    dash = shutil.which("dash") or shutil.which("posh")
+    if dash is None:
+        pytest.skip("no dash or posh here to check tw-make with a strict POSIX shell")
+    assert run([dash, "-n", sh]).returncode == 0
+    p = run([dash, sh, "list-variants"], text=True, env={**os.environ, "MAKEFLAGS": ""})
+    assert p.returncode == 0, p.stderr
+    assert "64-libc" in p.stdout.split()
