@@ -655,7 +655,11 @@ def build_doc(results_dir):
     v = verdict_mod.decide(data, seed_ref)
     pdir = results_dir / "plots"
     doc = Doc()
-    sec_header(doc, data, results_dir)
+    # The title, then the verdict on the first screen; the provenance (results path,
+    # commands, stage timings) that sec_header writes after the title goes to the end.
+    header = Doc()
+    sec_header(header, data, results_dir)
+    doc.blocks += header.blocks[:1]
     sec_verdict(doc, v)
     body = Doc()
     sec_fingerprint(body, data)
@@ -678,6 +682,8 @@ def build_doc(results_dir):
     else:
         doc.p("None: every cell is stable and every stage ran.")
     doc.blocks += body.blocks
+    doc.h(2, "Provenance")
+    doc.blocks += header.blocks[1:]
     return doc, v
 
 
