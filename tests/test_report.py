@@ -103,14 +103,3 @@ def test_cli_md_only(tmp_path):
     assert p.returncode == 0, p.stderr
     assert (d / "report.md").exists() and not (d / "report.html").exists()
 
-
-def test_html_renders_in_chromium(built, tmp_path):
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        pytest.skip("chromium is not installed (apt-get install chromium) : render check skipped")
-    d, _ = built
-    shot = tmp_path / "r.png"
-    p = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
-                        "--window-size=1200,3000", f"file://{d / 'report.html'}"],
-                       capture_output=True, text=True, timeout=120)
-    assert shot.exists() and shot.stat().st_size > 20000, p.stderr[-500:]
