@@ -40,7 +40,7 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("TW_SETUP_TEST") != "1",
-    reason="the set-up test is off by default: it needs root and several minutes (a Debian "
+    reason="the set-up test is off by default: it needs root and about 7 minutes (a Debian "
            "minbase chroot that installs ~400 Debian packages); run it with TW_SETUP_TEST=1 "
            "./tw-make test PYTEST_ARGS='-s -k setup_chroot'")
 
