@@ -11,6 +11,7 @@ COMMANDS = {
     "vdso": ("machine.entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
     "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
     "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
+    "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
     "bench": ("cli.bench", "per-call cost of each mechanism and operation (syscost matrix)"),
     "sweep": ("measure.sweep", "the seed and TLPI buffer-size sweeps over every variant"),
     "trace": ("measure.tracers", "run variants under perf, strace and bpftrace"),
