@@ -209,6 +209,7 @@ def test_pid_mode_traces_a_running_process(results):
     (["--seconds", "1", "--", "true"], "--seconds needs --pid"),
     (["--", "/no/such/program"], "command not found"),
     (["--pid", "0"], "out of range"),
+    (["--pid", "4194000"], "no process 4194000"),
     (["--results", "/no/such/dir", "--", "true"], "is not a directory"),
 ])
 def test_bad_usage_is_one_line_exit_2(args, msg):

@@ -50,15 +50,15 @@ def add_arguments(parser, name):
                         help="the command to run, after --")
 
 
-def _percall(args, needed):
+def _percall(needed, results=None, measure_here=False):
     """(percall.json document, where it came from) holding the cells `needed`, or measured."""
-    if args.results:
-        d = Path(args.results)
+    if results:
+        d = Path(results)
         doc = files.read_json(d / "percall.json")
         if doc is None:
             raise measure.DiagnoseError(f"{d} has no percall.json (run make report, or use --measure)")
         return doc, _source(d, doc)
-    if not args.measure:
+    if not measure_here:
         latest = paths.RESULTS / "latest"
         doc = files.read_json(latest / "percall.json") if latest.exists() else None
         if doc is not None and _has(doc, needed) and doc.get("host") in (None, socket.gethostname()):
@@ -105,6 +105,27 @@ def needed_variants(raw):
     return out, dominant or fast[0]
 
 
+def run(cmd=None, pid=None, seconds=None, tracer="auto", results=None, measure_here=False,
+        overhead=True, stdout=None):
+    """Trace, price and analyse: the diagnosis document (twtools.analyse.diagnose), with the
+    raw run's exit status under program.status.  cmd (a list) or pid.  results: a results
+    directory to take per-call costs from (default results/latest, else measured here).
+    Raises measure.DiagnoseError with a one-line reason.  A report stage can call this."""
+    if cmd:
+        ui.progress(f"diagnose: running {' '.join(map(str, cmd))} (tracer: {tracer})")
+        raw = measure.trace_command([str(c) for c in cmd], tracer=tracer, stdout=stdout)
+    else:
+        ui.progress(f"diagnose: tracing process {pid}")
+        raw = measure.trace_pid(pid, seconds=seconds, tracer=tracer)
+    needed, dominant = needed_variants(raw)
+    doc, source = _percall(needed, results, measure_here)
+    ov = None
+    if overhead:
+        ui.progress(f"diagnose: measuring what {raw['tracer']} adds per call (syscost-{dominant})")
+        ov = measure.tracer_overhead(dominant, raw["tracer"])
+    return analyse.diagnose(raw, doc, source, ov)
+
+
 def main(args, name):
     cmd = list(args.command or [])
     if cmd and cmd[0] == "--":
@@ -123,26 +144,14 @@ def main(args, name):
         print(f"tw diagnose: --results {args.results} is not a directory", file=sys.stderr)
         return 2
     try:
-        if cmd:
-            ui.progress(f"diagnose: running {' '.join(cmd)} under {args.tracer} tracer")
-            raw = measure.trace_command(cmd, tracer=args.tracer,
-                                        stdout=sys.stderr.fileno() if args.json else None)
-        else:
-            ui.progress(f"diagnose: tracing process {args.pid}")
-            raw = measure.trace_pid(args.pid, seconds=args.seconds, tracer=args.tracer)
-        needed, dominant = needed_variants(raw)
-        doc, source = _percall(args, needed)
-        ov = None
-        if args.overhead:
-            ui.progress(f"diagnose: measuring what {raw['tracer']} adds per call (syscost-{dominant})")
-            ov = measure.tracer_overhead(dominant, raw["tracer"])
+        d = run(cmd=cmd, pid=args.pid, seconds=args.seconds, tracer=args.tracer,
+                results=args.results, measure_here=args.measure, overhead=args.overhead,
+                stdout=sys.stderr.fileno() if args.json else None)
     except measure.DiagnoseError as e:
         print(f"tw diagnose: {e}", file=sys.stderr)
-        return 2 if "command not found" in str(e) or "permission denied" in str(e) \
-            or "no process" in str(e) else 1
-    d = analyse.diagnose(raw, doc, source, ov)
+        return 2 if e.usage else 1
     print(present.to_json(d) if args.json else present.format_text(d))
-    status = raw.get("status")
+    status = d["program"]["status"]
     if not isinstance(status, int):
         return 0
     return status if status >= 0 else 128 - status      # killed by a signal: as a shell says

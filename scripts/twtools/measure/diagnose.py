@@ -53,7 +53,12 @@ ATTACH_TIMEOUT = 90.0      # bpftrace parses BTF before it attaches: seconds on 
 
 
 class DiagnoseError(RuntimeError):
-    """The program could not be traced: the message says why, in one line."""
+    """The program could not be traced: the message says why, in one line.  usage: the
+    user named something that is not there (a command, a process), exit status 2."""
+
+    def __init__(self, msg, usage=False):
+        super().__init__(msg)
+        self.usage = usage
 
 
 def _libc():
@@ -176,9 +181,9 @@ def start_stopped(cmd, stdin=None, stdout=None, stderr=None):
         p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr,
                              preexec_fn=_traceme, close_fds=True)
     except FileNotFoundError:
-        raise DiagnoseError(f"{cmd[0]}: command not found")
+        raise DiagnoseError(f"{cmd[0]}: command not found", usage=True)
     except PermissionError:
-        raise DiagnoseError(f"{cmd[0]}: permission denied")
+        raise DiagnoseError(f"{cmd[0]}: permission denied", usage=True)
     except OSError as e:
         raise DiagnoseError(f"cannot run {cmd[0]}: {e.strerror}")
     _, status = os.waitpid(p.pid, 0)
@@ -517,7 +522,7 @@ def trace_pid(pid, seconds=None, tracer="auto"):
     or the user interrupts; the same raw result as trace_command, with mode 'pid'."""
     tracer, not_used = choose(tracer)
     if not Path(f"/proc/{pid}").exists():
-        raise DiagnoseError(f"no process {pid}")
+        raise DiagnoseError(f"no process {pid}", usage=True)
     info = read_process(pid)
     if info["why"]:
         raise DiagnoseError(info["why"])
