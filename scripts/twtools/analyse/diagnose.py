@@ -129,6 +129,8 @@ class Resolver:
 def label(r):
     if r is None or r.get("addr") is None:
         return "unknown"
+    if r.get("child"):
+        return f"{r['addr']:#x} in child process {r['child']} (not resolved)"
     if r.get("symbol"):
         return f"{r['symbol']}+{r['offset']:#x}"
     base = (r.get("path") or "?").rsplit("/", 1)[-1]
@@ -163,10 +165,14 @@ def classify_rows(raw):
             entry = INSN_ENTRY.get(insn)
             site = r.get("ip")
             how = INSN_TEXT.get(insn, insn)
+        # bpftrace's pid is the process (tgid): a child's addresses are in its own map, which
+        # only the traced process's was read, so they are not resolved against it
+        child = raw.get("tracer") == "bpftrace" and raw.get("pid") is not None \
+            and r["pid"] != raw["pid"]
+        resolved = res.resolve(site) if site and not child else \
+            {"addr": site, "path": None, "symbol": None, "offset": None, "child": r["pid"] if child else None}
         row.update(bits=bits, origin=origin, insn=insn, entry=entry, site_addr=site,
-                   site=res.resolve(site) if site else {"addr": None, "path": None, "symbol": None,
-                                                          "offset": None},
-                   how=how)
+                   site=resolved, how=how)
         row["name"] = names(r["abi"]).get(r["id"], f"#{r['id']}")
         out.append(row)
     return out, res

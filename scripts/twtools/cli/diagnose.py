@@ -26,7 +26,7 @@ def add_arguments(parser, name):
         "Trace a program (or a running process) and report its system calls per entry path "
         "(compat or native; from the vDSO or from its own text, by instruction and symbol), "
         "per-syscall latency, and what its entry path cost on this machine against the "
-        "fastest path available to it, with 95%% intervals.  Uses bpftrace (root), else "
+        "fastest path available to it, with 95% intervals.  Uses bpftrace (root), else "
         "strace.  Exit status: the program's own when it ran, 2 on bad usage, 1 when it "
         "could not be traced.")
     parser.usage = "tw diagnose [options] (--pid PID | -- CMD [ARGS...])"

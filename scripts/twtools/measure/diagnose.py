@@ -576,7 +576,7 @@ def tracer_wrapper(tracer):
     return ["strace", "-f", "-i", "-T", "-o", "/dev/null", "--"]
 
 
-def tracer_overhead(variant, tracer, batches=10, rounds=2):
+def tracer_overhead(variant, tracer, batches=10, rounds=3):
     """syscost-<variant> --op getppid bare and under the tracer, alternated `rounds` times:
     {variant, op, tracer, bare: [samples], traced: [samples]} or {why} when it cannot run."""
     from .syscost import SyscostError, measure

@@ -5,6 +5,7 @@
     report_section(doc, diagnosis)   the same findings as blocks of a document.Doc (a report)
 """
 import json
+import os
 
 from ..analyse import diagnose as ad
 from ..analyse import stats
@@ -56,7 +57,18 @@ def short_label(g):
         f"{g['abi']} vdso32-call"
 
 
-def site_rows(d, limit=12):
+def _short_path(p):
+    """A path relative to the current directory when it lies under it."""
+    if not p:
+        return "—"
+    try:
+        rel = os.path.relpath(p)
+    except ValueError:
+        return p
+    return p if rel.startswith("..") else rel
+
+
+def site_rows(d, limit=12, short=True):
     rows = []
     for g in d["paths"]:
         for s in g["sites"]:
@@ -67,7 +79,8 @@ def site_rows(d, limit=12):
         calls = ", ".join(f"{k} {v}" for k, v in list(s["syscalls"].items())[:5])
         if len(s["syscalls"]) > 5:
             calls += f", … ({len(s['syscalls']) - 5} more)"
-        out.append([str(n), lab, s["site"], (s.get("path") or "—"), calls])
+        out.append([str(n), lab, s["site"], _short_path(s.get("path")) if short else (s.get("path") or "—"),
+                    calls])
     return out, len(rows)
 
 
@@ -177,7 +190,7 @@ def format_text(d):
 def _table(headers, rows):
     w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
          for i, h in enumerate(headers)]
-    out = ["  " + "  ".join(str(h).ljust(w[i]) for i, h in enumerate(headers))]
+    out = ["  " + "  ".join(str(h).ljust(w[i]) for i, h in enumerate(headers)).rstrip()]
     for r in rows:
         out.append("  " + "  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)).rstrip())
     return out
@@ -197,7 +210,7 @@ def report_section(doc, d, level=2, title=None):
           (f"; the 32-bit vDSO here uses `{d['vdso']['instruction']}`." if d['vdso'].get('instruction') else "."))
     fast = d.get("fastest") or "the fastest path"
     doc.table(["path", "calls", "writes", "as", f"vs {fast}, per call", "total"], path_rows(d))
-    rows, n = site_rows(d, limit=8)
+    rows, n = site_rows(d, limit=8, short=False)   # a page reads the same wherever it is built
     doc.p(f"Entry sites, most calls first ({len(rows)} of {n}):")
     doc.table(["calls", "path", "site", "file", "system calls"], rows)
     doc.p("Latency from entry to exit, in ns:")
