@@ -129,6 +129,18 @@ def test_go386_strace_fallback_counts_the_same(go386, results):
     assert g and g["writes"] == WRITES and total_writes(d) == WRITES
 
 
+def test_strace_fallback_resolves_libraries(results):
+    """Under strace the libraries' addresses come from the mmap calls strace prints (their
+    return values are hex): dd's writes must land in glibc's write(), by syscall."""
+    d = diagnose("--no-overhead", "--results", results, "--", shutil.which("dd"), "if=/dev/zero",
+                 "of=/dev/null", "bs=1", f"count={WRITES}", "status=none", tracer="strace")
+    g = path(d, "native", "other", "syscall")
+    assert g and g["writes"] == WRITES and total_writes(d) == WRITES, [p["label"] for p in d["paths"]]
+    site = next(s for s in g["sites"] if s["syscalls"].get("write"))
+    assert site["syscalls"] == {"write": WRITES} and site["path"].endswith("libc.so.6")
+    assert "write" in site["site"], site
+
+
 # --- a 32-bit glibc program: the vDSO --------------------------------------------------
 
 def test_glibc32_program_comes_out_as_vdso(build, tmp_path, results):

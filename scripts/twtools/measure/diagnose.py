@@ -293,9 +293,9 @@ def bpftrace_maps(maps):
 # ---------------------------------------------------------------- strace
 
 _ST_LINE = re.compile(r"^(\d+)\s+\[([0-9a-f?]+)\]\s+(.*)$")
-_ST_CALL = re.compile(r"^(\w+)\((.*?)(?:\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?)(.*?))?(?:\s+<(\d+\.\d+)>)?\s*$")
+_ST_CALL = re.compile(r"^(\w+)\((.*?)(?:\)\s+=\s+(0x[0-9a-f]+|-?\d+|\?)(.*?))?(?:\s+<(\d+\.\d+)>)?\s*$")
 _ST_UNFIN = re.compile(r"^(\w+)\((.*)<unfinished \.\.\.>$")
-_ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*?)\)\s+=\s+(-?\d+|0x[0-9a-f]+|\?).*?(?:<(\d+\.\d+)>)?\s*$")
+_ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*?)\)\s+=\s+(0x[0-9a-f]+|-?\d+|\?).*?(?:<(\d+\.\d+)>)?\s*$")
 _ST_MODE = re.compile(r"\[ Process PID=(\d+) runs in (32|64) bit mode\. \]")
 
 
