@@ -440,6 +440,7 @@ def diagnose(raw, percall_doc, percall_source, raw_overhead=None):
          "tracer": {"name": raw["tracer"], "not_used": raw.get("not_used") or {},
                     "script": "traces/diagnose.bt" if raw["tracer"] == "bpftrace" else
                     "strace -f -i -T", "regs_ok": (raw.get("rows") or {}).get("regs_ok"),
+                    "note": raw.get("note"),
                     "overhead_ns": added},
          "vdso": {k: vd.get(k) for k in ("form", "instruction", "landing_pad", "kernel_vsyscall", "why")},
          "calls": total_calls,
@@ -521,9 +522,9 @@ def headline(d):
     if n == 0:
         return "the tracer saw no system call from this program"
     if x["calls"] == 0:
-        return (f"this run made {n} system calls, all by the fastest path available to it here "
+        return (f"this run made {n} system call{'s' if n != 1 else ''}, all by the fastest path available to it here "
                 f"({fastest_text(d)}): its entry path cost nothing extra")
-    base = f"this run made {x['calls']} calls by {_kinds(d)}"
+    base = f"this run made {x['calls']} call{'s' if x['calls'] != 1 else ''} by {_kinds(d)}"
     if x["calls"] != n:
         base += f" (of {n})"
     if x["total_ns"] is None:
@@ -535,5 +536,6 @@ def headline(d):
         if x["share"]["of"] == "traced run time":
             s += " (of the traced time: the tracer's cost could not be taken out)"
     if x["unknown"]:
-        s += f"; {sum(u['calls'] for u in x['unknown'])} more calls by paths of unknown cost"
+        nu = sum(u["calls"] for u in x["unknown"])
+        s += f"; {nu} more call{'s' if nu != 1 else ''} by paths of unknown cost"
     return s

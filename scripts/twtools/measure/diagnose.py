@@ -14,11 +14,13 @@ How a command is traced, with bpftrace (traces/diagnose.bt, the default where it
   5. bpftrace is stopped and prints its maps as JSON (bpftrace -f json).
 
 Where bpftrace cannot run (not root, not installed, no tracefs), strace does the same job
-less well: the command is stopped as above, read, then detached with SIGSTOP pending;
-`strace -f -i -T -p PID` attaches and the program is continued.  strace -i gives each call's
-instruction pointer, -T its enter->exit time (with ptrace's two stops inside); the libraries'
-addresses come from the mmap calls strace prints.  Which tracer ran, and why not the other,
-is part of the result.
+less well: `strace -f -i -T -- CMD`, strace the program's parent so that Yama's ptrace_scope
+1 allows it.  strace -i gives each call's instruction pointer and -T its enter->exit time
+(with ptrace's two stops inside), but no memory map: the layout is read from a first copy of
+the program stopped at execve and killed before it runs, and both copies run with
+address-space randomisation off, so that the program, its loader and the vDSO lie where that
+copy had them; the libraries' addresses come from the mmap calls strace prints.  Which tracer
+ran, and why not the other, is part of the result.
 
 A running process (--pid) is traced the same way without the start and exit stops: its map is
 read at the start and again while it lives.
@@ -171,15 +173,35 @@ def read_process(pid):
     return out
 
 
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+def _norandom():
+    """In a child before exec: turn address-space randomisation off (personality(2), kept
+    across exec), so that two runs of a program get the same layout."""
+    lib = ctypes.CDLL(None, use_errno=True)
+    lib.personality.argtypes = [ctypes.c_ulong]
+    cur = lib.personality(0xFFFFFFFF)
+    if cur != -1:
+        lib.personality(cur | ADDR_NO_RANDOMIZE)
+
+
 def _traceme():
     _libc().ptrace(PTRACE_TRACEME, 0, None, None)
 
 
-def start_stopped(cmd, stdin=None, stdout=None, stderr=None):
-    """Popen(cmd) stopped at its first instruction; DiagnoseError with the reason if not."""
+def _traceme_norandom():
+    _norandom()
+    _traceme()
+
+
+def start_stopped(cmd, stdin=None, stdout=None, stderr=None, norandom=False):
+    """Popen(cmd) stopped at its first instruction; DiagnoseError with the reason if not.
+    norandom: with address-space randomisation off (see _norandom)."""
     try:
         p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr,
-                             preexec_fn=_traceme, close_fds=True)
+                             preexec_fn=_traceme_norandom if norandom else _traceme,
+                             close_fds=True)
     except FileNotFoundError:
         raise DiagnoseError(f"{cmd[0]}: command not found", usage=True)
     except PermissionError:
@@ -299,13 +321,16 @@ _ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*?)\)\s+=\s+(0x[0-9a-f]+|-?\
 _ST_MODE = re.compile(r"\[ Process PID=(\d+) runs in (32|64) bit mode\. \]")
 
 
-def parse_strace(text, bits0):
+def parse_strace(text, bits0, skip_until_exec=False):
     """strace -f -i -T output -> {calls: [{pid, abi, name, id, ip, us}], mmaps: [...]}.
 
     The ABI of a call follows strace's "[ Process PID=N runs in 32 bit mode. ]" notes (bits0
     until the first); numbers come from the UAPI tables (twtools.machine.sysnr).  The
-    libraries' mappings come from openat/open and mmap/mmap2 calls with a file descriptor."""
+    libraries' mappings come from openat/open and mmap/mmap2 calls with a file descriptor.
+    skip_until_exec: the output of `strace -- CMD`, whose first process makes its execve
+    (and, when the first fails, more) before it is the program: those calls are left out."""
     mode, calls, pending, fds, mmaps = {}, [], {}, {}, []
+    first, execd = None, not skip_until_exec    # strace -- CMD: its child's calls before execve
     tables = {"compat": sysnr.syscall_numbers("i386"), "native": sysnr.syscall_numbers("x86_64")}
     for line in text.splitlines():
         m = _ST_MODE.search(line)
@@ -316,6 +341,13 @@ def parse_strace(text, bits0):
         if not m:
             continue
         pid, ip, rest = int(m.group(1)), m.group(2), m.group(3)
+        if first is None:
+            first = pid
+        if not execd and pid == first:
+            # the forked strace child until its execve returns: not the program yet
+            if re.match(r"^execve\(.*\)\s+=\s+0\b", rest):
+                execd = True
+            continue
         abi = "compat" if mode.get(pid, bits0) == 32 else "native"
         u = _ST_UNFIN.match(rest)
         if u:
@@ -448,6 +480,8 @@ class _Quiet:
 
 
 def _trace_once(cmd, tracer, not_used, stdin, stdout, stderr):
+    if tracer == "strace":
+        return _strace_command(cmd, not_used, stdin, stdout, stderr)
     with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tracers._tmp_dir()) as tmp:
         p = start_stopped(cmd, stdin=stdin, stdout=stdout, stderr=stderr)
         try:
@@ -465,8 +499,7 @@ def _trace_once(cmd, tracer, not_used, stdin, stdout, stderr):
                     text, maps = _stop_bpftrace(bt, out, err)
                 rows = bpftrace_maps(maps)
             else:
-                with _Quiet():
-                    run, text, rows = _strace_run(p, info, tmp)
+                raise ValueError(f"unknown tracer {tracer}")
         except BaseException:
             _kill(p)
             raise
@@ -487,34 +520,45 @@ def _kill(p):
         pass
 
 
-def _strace_run(p, info, tmp):
-    out = Path(tmp) / "strace.txt"
-    _ptrace(PTRACE_DETACH, p.pid, signal.SIGSTOP)
-    err = Path(tmp) / "strace.err"
-    with open(err, "w") as ef:
-        st = subprocess.Popen(["strace", "-f", "-i", "-T", "-o", str(out), "-p", str(p.pid)],
-                              stdout=subprocess.DEVNULL, stderr=ef, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while "attached" not in err.read_text():
-        if st.poll() is not None or time.monotonic() > deadline:
-            msg = err.read_text().strip().splitlines()
-            _kill(p)
-            raise _AttachFailed(f"strace could not attach: {msg[-1] if msg else 'no message'}")
-        time.sleep(0.02)
-    t0 = time.monotonic()
-    os.kill(p.pid, signal.SIGCONT)
-    _, stt = os.waitpid(p.pid, 0)
-    wall = time.monotonic() - t0
-    status = os.WEXITSTATUS(stt) if os.WIFEXITED(stt) else -os.WTERMSIG(stt)
-    p.returncode = status
+def _strace_command(cmd, not_used, stdin, stdout, stderr):
+    """cmd under `strace -f -i -T`, strace its parent (so Yama's ptrace_scope 1 allows it).
+
+    strace gives instruction pointers but no memory map, so the layout is read from a first
+    copy of the program started stopped at execve and killed before its first instruction,
+    and both copies run with address-space randomisation off: the program, its loader and
+    the vDSO are then where that copy had them.  The libraries' addresses come from the mmap
+    calls strace prints."""
+    if not proc.which("strace"):
+        raise _AttachFailed("strace is not installed")
+    first = start_stopped(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, norandom=True)
     try:
-        st.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        st.kill()
-    text = out.read_text() if out.exists() else ""
-    parsed = parse_strace(text, info["bits"])
-    rows = strace_rows(parsed)
-    return {"wall_s": wall, "status": status, "maps_at_exit": parsed["mmaps"]}, text, rows
+        info = read_process(first.pid)
+    finally:
+        _kill(first)
+    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tracers._tmp_dir()) as tmp:
+        out = Path(tmp) / "strace.txt"
+        with _Quiet():
+            t0 = time.monotonic()
+            try:
+                st = subprocess.Popen(["strace", "-f", "-i", "-T", "-o", str(out), "--", *cmd],
+                                      stdin=stdin, stdout=stdout, stderr=stderr,
+                                      preexec_fn=_norandom, close_fds=True)
+            except OSError as e:
+                raise _AttachFailed(f"cannot run strace: {e.strerror}")
+            rc = st.wait()
+            wall = time.monotonic() - t0
+        text = out.read_text() if out.exists() else ""
+    if not text.strip():
+        raise _AttachFailed(f"strace wrote nothing (exit {rc}): ptrace refused?")
+    parsed = parse_strace(text, info["bits"], skip_until_exec=True)
+    status = rc       # strace exits with the program's status (or its signal, negated)
+    return {"tracer": "strace", "not_used": not_used, "cmd": list(cmd), "pid": None,
+            "status": status, "wall_s": wall, "process": info, "maps_at_exit": parsed["mmaps"],
+            "rows": strace_rows(parsed), "raw": text, "mode": "command",
+            "note": "address-space randomisation was off for the traced run (strace gives no "
+                    "memory map; the layout is read from an identical stopped copy); the run "
+                    "time includes strace's own start"}
 
 
 def trace_pid(pid, seconds=None, tracer="auto"):

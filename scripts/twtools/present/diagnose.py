@@ -156,6 +156,8 @@ def method_lines(d):
     else:
         out.append("Latencies are strace -T's: each includes two ptrace stops, several "
                    "microseconds that the call itself does not cost.")
+    if d["tracer"].get("note"):
+        out.append(f"Note: {d['tracer']['note']}.")
     r = d["tracer"].get("regs_ok")
     if r and r.get("bad"):
         out.append(f"Warning: {r['bad']} calls read a pt_regs whose orig_ax did not match; "
