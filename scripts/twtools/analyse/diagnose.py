@@ -22,6 +22,11 @@ From the raw result of twtools.measure.diagnose (a traced run), with the per-cal
             per-round difference of the two cells (stats.paired over percall.rounds_of /
             usable: drift that moves both cancels) when percall.json has raw rounds for
             both, else the difference of the two cells' estimates by quadrature.
+  penalty   the post-return penalty (ret minus jmp shape, analysed percall's "penalties")
+            of both paths, where the matrix measured the jmp shape; else unknown, saying
+            so.  A program's wrappers return with ret, as the ret-shape cells do, so each
+            path's penalty is already inside the difference above: it is shown beside it,
+            not added to it a second time.
   run time  the traced wall time less what the tracer added: calls x the tracer's added ns
             per call, measured with syscost bare and under the same tracer.
 

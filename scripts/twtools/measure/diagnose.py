@@ -48,7 +48,7 @@ from . import tracers
 
 SCRIPT = "diagnose.bt"
 TRACERS = ("bpftrace", "strace")
-PTRACE_TRACEME, PTRACE_CONT, PTRACE_DETACH, PTRACE_SETOPTIONS = 0, 7, 17, 0x4200
+PTRACE_TRACEME, PTRACE_CONT, PTRACE_SETOPTIONS = 0, 7, 0x4200
 PTRACE_O_TRACEEXIT, PTRACE_EVENT_EXIT = 0x40, 6
 AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 ATTACH_TIMEOUT = 90.0      # bpftrace parses BTF before it attaches: seconds on a small VM
