@@ -9,7 +9,6 @@ import json
 import shutil
 import sys
 
-import pytest
 
 from conftest import ROOT, need_supported, run
 

@@ -9,7 +9,6 @@ stage summarising its own samples, a page reaching into a runner) that brings ba
 structure removed.  Every import of every module is read with ast, lazy ones inside
 functions included."""
 import ast
-from pathlib import Path
 
 import pytest
 

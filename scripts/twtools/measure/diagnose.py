@@ -44,7 +44,8 @@ from pathlib import Path
 
 from ..core import paths, proc
 from ..machine import entrypath, sysnr
-from . import tracers
+from ..machine.tracers import bpftrace
+from .trace import tmp_dir
 
 SCRIPT = "diagnose.bt"
 TRACERS = ("bpftrace", "strace")
@@ -286,7 +287,7 @@ def _stop_bpftrace(bt, out, err):
             bt.wait()
     err.close()
     text = out.read_text() if out.exists() else ""
-    return text, tracers.parse_bpftrace_json(text)
+    return text, bpftrace.parse_json(text)
 
 
 def bpftrace_maps(maps):
@@ -302,10 +303,10 @@ def bpftrace_maps(maps):
     lat = []
     for k, buckets in maps.get("@lat", {}).items():
         pid, abi, nr = int(k[0]), k[1], int(k[2])
-        lat.append({"pid": pid, "abi": abi, "id": nr, "log2": tracers.hist_buckets(buckets),
+        lat.append({"pid": pid, "abi": abi, "id": nr, "log2": bpftrace.hist_buckets(buckets),
                     "exits": int(maps.get("@exits", {}).get(k, 0)),
                     "sum_ns": maps.get("@sum_ns", {}).get(k)})
-    wlin = [{"pid": int(k[0]), "abi": k[1], "linear": tracers.hist_buckets(b)}
+    wlin = [{"pid": int(k[0]), "abi": k[1], "linear": bpftrace.hist_buckets(b)}
             for k, b in maps.get("@wlin", {}).items()]
     regs = maps.get("@regs_ok", {})
     return {"sites": sites, "latency": lat, "write_linear": wlin,
@@ -482,7 +483,7 @@ class _Quiet:
 def _trace_once(cmd, tracer, not_used, stdin, stdout, stderr):
     if tracer == "strace":
         return _strace_command(cmd, not_used, stdin, stdout, stderr)
-    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tracers._tmp_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tmp_dir()) as tmp:
         p = start_stopped(cmd, stdin=stdin, stdout=stdout, stderr=stderr)
         try:
             info = read_process(p.pid)
@@ -536,7 +537,7 @@ def _strace_command(cmd, not_used, stdin, stdout, stderr):
         info = read_process(first.pid)
     finally:
         _kill(first)
-    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tracers._tmp_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tmp_dir()) as tmp:
         out = Path(tmp) / "strace.txt"
         with _Quiet():
             t0 = time.monotonic()
@@ -570,7 +571,7 @@ def trace_pid(pid, seconds=None, tracer="auto"):
     info = read_process(pid)
     if info["why"]:
         raise DiagnoseError(info["why"])
-    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tracers._tmp_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tmp_dir()) as tmp:
         if tracer == "bpftrace":
             bt, out, err = _start_bpftrace(pid, tmp)
         else:

@@ -8,7 +8,7 @@ import json
 import os
 
 from ..analyse import diagnose as ad
-from ..analyse import stats
+from ..core.fmt import fmt
 
 BAR = 40
 
@@ -123,7 +123,7 @@ def method_lines(d):
     if wall is not None:
         if ov.get("median") is not None and not rt.get("traced"):
             out.append(f"Run time: {wall * 1e3:.2f} ms traced. The tracer added "
-                       f"{stats.fmt(ov)} per call (syscost-{ov['variant']} {ov['op']}, bare against "
+                       f"{fmt(ov)} per call (syscost-{ov['variant']} {ov['op']}, bare against "
                        f"under the same tracer) x {d['calls']} calls; without it the run takes about "
                        f"{rt['median'] * 1e3:.2f} ms [{rt['ci_low'] * 1e3:.2f}, {rt['ci_high'] * 1e3:.2f}], "
                        f"the time the shares above are of.  (The subtraction takes the calls as "
@@ -143,7 +143,7 @@ def method_lines(d):
         known = {v: p for v, p in pens.items() if p.get("median") is not None}
         if known:
             out.append("Post-return penalty (ret minus jmp shape, already inside the ret-shape "
-                       "differences above): " + "; ".join(f"{v} {stats.fmt(p)}" for v, p in known.items())
+                       "differences above): " + "; ".join(f"{v} {fmt(p)}" for v, p in known.items())
                        + ".")
         missing = [v for v in pens if v not in known]
         if missing:
