@@ -76,6 +76,8 @@ class Resolver:
             try:
                 if path == "[vdso]":
                     img = self.vdso.get("image")
+                    if isinstance(img, str):        # as a stage file keeps it: hex
+                        img = bytes.fromhex(img)
                     self._elves[path] = classify.Elf("[vdso]", data=img) if img else None
                 else:
                     self._elves[path] = classify.Elf(path)

@@ -9,12 +9,12 @@ as a stored summary are used as stored and listed in analysis.from_stored.
 from pathlib import Path
 
 from ..core import files
-from . import attribution, latency, observer, percall, sweeps, tracers
+from . import attribution, diagnose, latency, observer, percall, sweeps, tracers
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
 STEMS = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
-         "stdio", "tracers", "attribution", "observer", "latency")
+         "stdio", "tracers", "attribution", "observer", "latency", "diagnose")
 
 
 def read(results_dir):
@@ -40,6 +40,11 @@ def analyse(raw):
     data["observer"] = observer.analyse(raw.get("observer"))
     data["latency"] = latency.analyse(raw.get("latency"))
     data["tracers"] = tracers.analyse(raw.get("tracers"))
+    fe = raw.get("diagnose")
+    if fe and fe.get("raw"):
+        data["diagnose"] = dict(fe, diagnosis=diagnose.diagnose(
+            fe["raw"], raw.get("percall"), "this results directory's per-call matrix",
+            fe.get("overhead")))
     if data["attribution"] and data["attribution"].get("source", "").startswith("stored"):
         from_stored.append(f"attribution: {data['attribution']['source']}")
     data["analysis"] = {"version": ANALYSIS_VERSION,

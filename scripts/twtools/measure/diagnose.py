@@ -613,12 +613,13 @@ def trace_pid(pid, seconds=None, tracer="auto"):
 OVERHEAD_OP = "getppid"
 
 
-def tracer_wrapper(tracer):
-    """The command prefix that runs a program under the same tracer, as diagnose runs it."""
+def tracer_command(tracer, cmd):
+    """cmd run under the same tracer, as diagnose runs it: an argument list, with the command
+    quoted into one word for bpftrace's -c."""
     if tracer == "bpftrace":
-        return ["/bin/sh", "-c",
-                f'exec bpftrace -o /dev/null {shlex.quote(str(paths.TRACES / SCRIPT))} -c "$*"', "sh"]
-    return ["strace", "-f", "-i", "-T", "-o", "/dev/null", "--"]
+        return ["bpftrace", "-o", "/dev/null", str(paths.TRACES / SCRIPT), "-c",
+                shlex.join(str(c) for c in cmd)]
+    return ["strace", "-f", "-i", "-T", "-o", "/dev/null", "--"] + [str(c) for c in cmd]
 
 
 def tracer_overhead(variant, tracer, batches=10, rounds=3):
@@ -629,8 +630,8 @@ def tracer_overhead(variant, tracer, batches=10, rounds=3):
            "why": None}
     try:
         for _ in range(rounds):
-            for key, wrapper in (("bare", None), ("traced", tracer_wrapper(tracer))):
-                r = measure(variant, OVERHEAD_OP, batches=batches, wrapper=wrapper,
+            for key, wrap in (("bare", None), ("traced", lambda c: tracer_command(tracer, c))):
+                r = measure(variant, OVERHEAD_OP, batches=batches, command_wrapper=wrap,
                             batch_ms=2, warmup_ms=5, timeout=180)
                 if not r["supported"]:
                     out["why"] = f"syscost-{variant} cannot run here: {r['reason']}"
@@ -647,3 +648,39 @@ def percall_on_the_spot(variants, rounds=10):
     from . import bench
     return bench.run_matrix(None, mode="quick", variants=list(variants), ops=["null"],
                             shapes=["ret"], rounds=rounds)
+
+
+# The Go program's prime count of writes: every tracer must see exactly this many.
+FIELD_WRITES = 997
+
+
+def field_example(out_dir, mode="default"):
+    """The report's field example: a program nobody here wrote (Go, GOARCH=386, static: it
+    enters by inline int 0x80), traced as `tw diagnose` would, raw.  The report prices its
+    paths with this results directory's own per-call matrix.  diagnose.json holds the raw
+    trace and the tracer's measured overhead, or why there is no example."""
+    from . import goprog
+    from ..core import files
+    doc = {"schema": "timewrite-diagnose/1", "program": f"Go, GOARCH=386, {FIELD_WRITES} one-byte "
+                                                        "writes to /dev/null", "raw": None,
+           "overhead": None, "why": None}
+    try:
+        path, why = goprog.build("386")
+    except goprog.GoBuildError as e:
+        path, why = None, str(e)
+    if path is None:
+        doc["why"] = why
+    else:
+        try:
+            raw = trace_command([str(path), str(FIELD_WRITES)])
+            vd = (raw.get("process") or {}).get("vdso") or {}
+            if isinstance(vd.get("image"), bytes):     # JSON has no bytes: the image as hex
+                vd["image"] = vd["image"].hex()
+            doc["raw"] = raw
+            dominant = "32-int80"
+            doc["overhead"] = tracer_overhead(dominant, raw["tracer"],
+                                              batches=5 if mode == "quick" else 10)
+        except DiagnoseError as e:
+            doc["why"] = f"could not be traced: {e}"
+    files.write_json(Path(out_dir) / "diagnose.json", doc)
+    return doc

@@ -14,7 +14,7 @@ from ..analyse import findings, percall, results, seedref, stats, verdict as ver
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import plots
-from . import export as csv_export, tables
+from . import diagnose as present_diagnose, export as csv_export, tables
 from .document import EXPORTERS, Doc, export
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
@@ -298,6 +298,24 @@ def sec_fingerprint(doc, data):
         doc.table(["variant", "bits", "ABI", "mechanism", "supported", "reason"],
                   [[v["name"], v["bits"], v["abi"], v["mechanism"], "yes" if v["supported"] else "no",
                     v.get("reason")] for v in data["variants"]])
+
+
+def sec_field_example(doc, data):
+    """A program nobody here wrote, diagnosed beside the seed's hypothesis: the same question
+    (how does it enter the kernel, and what does that cost here) asked of a real runtime."""
+    fe = data.get("diagnose")
+    doc.h(2, "A program from the field: Go for 32-bit x86")
+    if fe is None:
+        doc.p("Not measured (the field-example stage did not run).")
+        return
+    if not fe.get("diagnosis"):
+        doc.p(f"Not measured: {fe.get('why') or 'no trace recorded'}.")
+        return
+    doc.p(f"The seed's hypothesis asked whether a 32-bit runtime entering by `int 0x80` made "
+          f"calls slow. Go's 32-bit runtime does exactly that today. The program ({fe['program']}) "
+          "was traced as `scripts/tw diagnose` traces any program, and its paths are priced "
+          "with this run's own per-call matrix.")
+    present_diagnose.report_section(doc, fe["diagnosis"], level=3, title="What the trace shows")
 
 
 def sec_percall(doc, data, pdir):
@@ -664,6 +682,7 @@ def build_doc(results_dir):
     sec_findings(doc, data)
     body = Doc()
     sec_verdict_detail(body, v)
+    sec_field_example(body, data)
     sec_percall(body, data, pdir)
     sec_attribution(body, data, pdir)
     sec_fingerprint(body, data)
