@@ -1,9 +1,9 @@
 /*
  * probe.c: find out whether the linked mechanism works here, before timing.
  *
- * Whether an entry instruction exists depends on the CPU vendor and mode, not
- * on the build: AMD CPUs raise #UD (SIGILL) for sysenter from 32-bit code
- * under a 64-bit kernel, Intel CPUs do the same for syscall from 32-bit code,
+ * Whether an entry works depends on the CPU and the kernel, not on the build:
+ * a CPU that does not take sysenter or syscall from 32-bit code raises #UD
+ * (SIGILL; which vendor does what is in scripts/twtools/machine/vendors.py),
  * and a kernel booted with ia32_emulation=0 kills int 0x80 callers.  So the
  * call is tried in a child, where a fatal signal costs nothing, and a failure
  * becomes one line on stderr and exit 77 instead of a crash mid-measurement.

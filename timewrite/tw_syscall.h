@@ -21,7 +21,12 @@ long tw_syscall3(long nr, long a1, long a2, long a3);
 /* The mechanism's short name, as it appears in variant names. */
 extern const char tw_mechanism[];
 
-/* One sentence telling why this mechanism can be missing on a machine. */
+/*
+ * One sentence telling what the mechanism depends on, for the probe's
+ * message when it does not work.  It names the machine property, never a
+ * CPU vendor: which vendor does what is kept in one table
+ * (scripts/twtools/machine/vendors.py), and `scripts/tw doctor` applies it.
+ */
 extern const char tw_mech_hint[];
 
 /*

@@ -16,8 +16,8 @@
 ; and syscall skip.  Since Linux 6.7 the 64-bit kernel handles it in C
 ; (do_int80_emulation) rather than through entry_INT80_compat.  Under a
 ; hypervisor that intercepts exceptions the cost can be tens of times that
-; of the fast paths.  Works on every x86 CPU, Intel or AMD, unless the kernel
-; was booted with ia32_emulation=0.
+; of the fast paths.  Works on every x86-64 CPU, unless the kernel was
+; booted with ia32_emulation=0 (or built without CONFIG_IA32_EMULATION).
 
 %include "tw.inc"
 

@@ -1,4 +1,4 @@
-; asm/32/syscall.asm: enter the kernel with syscall from 32-bit code, as the vDSO does on AMD.
+; asm/32/syscall.asm: enter the kernel with syscall from 32-bit code, as the 32-bit vDSO does on CPUs that take it.
 ;
 ; Contract (i386 cdecl):
 ;   long tw_syscall3(long nr, long a1, long a2, long a3)
@@ -6,8 +6,8 @@
 ;   out: eax = raw kernel result; -4095..-1 is -errno
 ;   clobbers: eax, ecx, edx; ebx and ebp are saved and restored
 ;
-; Why this file exists: AMD's syscall works in compatibility mode, and on AMD
-; CPUs the kernel patches __kernel_vsyscall to use it (X86_FEATURE_SYSCALL32).
+; Why this file exists: some CPUs take syscall in compatibility mode, and on
+; those the kernel patches __kernel_vsyscall to use it (X86_FEATURE_SYSCALL32).
 ;
 ; WARNING: syscall overwrites ecx with the return address (and r11, invisible
 ; here, with eflags), so the kernel's compat ABI takes the second argument in
@@ -18,8 +18,11 @@
 ; push ecx, edx, ebp, then ebp = ecx, and reach syscall by a call so the
 ; landing pad's ret returns to us.
 ;
-; CPU support: Intel CPUs raise #UD (SIGILL) for syscall in compatibility
-; mode; AMD CPUs support it.
+; CPU support: whether a CPU takes syscall from 32-bit code under a 64-bit
+; kernel (compatibility mode) depends on its vendor; one that does not raises
+; #UD, which the probe sees as SIGILL.  scripts/twtools/machine/vendors.py
+; keeps which vendor does what, and `scripts/tw doctor` says it for this
+; machine.
 
 %include "tw.inc"
 
@@ -69,6 +72,6 @@ TW_ENDFUNC
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data
 tw_mechanism:	db "syscall", 0
-tw_mech_hint:	db "Intel CPUs raise #UD for syscall from 32-bit code; only AMD supports it in compatibility mode", 0
+tw_mech_hint:	db "syscall from 32-bit code works only on CPUs that take it in compatibility mode, and returns through the 32-bit vDSO; `scripts/tw doctor` says whether this machine does", 0
 
 TW_NOEXEC_STACK

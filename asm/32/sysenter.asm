@@ -1,4 +1,4 @@
-; asm/32/sysenter.asm: enter the kernel with sysenter, as the vDSO does on Intel.
+; asm/32/sysenter.asm: enter the kernel with sysenter, as the 32-bit vDSO does on CPUs that take it.
 ;
 ; Contract (i386 cdecl):
 ;   long tw_syscall3(long nr, long a1, long a2, long a3)
@@ -23,8 +23,11 @@
 ; Without that frame the process crashes on return.  The landing pad lives
 ; in the vDSO, so a kernel booted with vdso32=0 cannot support this stub.
 ;
-; CPU support: AMD CPUs raise #UD (SIGILL) for sysenter in compatibility
-; mode (32-bit code under a 64-bit kernel); Intel CPUs support it.
+; CPU support: whether a CPU takes sysenter from 32-bit code under a 64-bit
+; kernel (compatibility mode) depends on its vendor; one that does not raises
+; #UD, which the probe sees as SIGILL.  scripts/twtools/machine/vendors.py
+; keeps which vendor does what, and `scripts/tw doctor` says it for this
+; machine.
 
 %include "tw.inc"
 
@@ -80,6 +83,6 @@ TW_ENDFUNC
 section .rodata
 global tw_mechanism:data, tw_mech_hint:data
 tw_mechanism:	db "sysenter", 0
-tw_mech_hint:	db "AMD CPUs raise #UD for sysenter from 32-bit code under a 64-bit kernel; the landing pad also needs the 32-bit vDSO", 0
+tw_mech_hint:	db "sysenter from 32-bit code works only on CPUs that take it in compatibility mode, and returns through the 32-bit vDSO; `scripts/tw doctor` says whether this machine does", 0
 
 TW_NOEXEC_STACK

@@ -12,8 +12,9 @@
 ; system call (call *%gs:0x10, I386_USE_SYSENTER), and what the seed's
 ; hypothesis says glibc 2.5 might not have done.  __kernel_vsyscall takes
 ; the i386 int 0x80 register convention and picks the fastest instruction
-; the kernel patched in at boot: sysenter on Intel, syscall on AMD, or plain
-; int 0x80 (always under FRED, kernels 6.9+ on CPUs that have it).  It
+; the kernel patched in at boot: sysenter or syscall, whichever this CPU
+; takes from 32-bit code, or plain int 0x80 (always under FRED, kernels 6.9+
+; on CPUs that have it).  It
 ; preserves every register but eax.
 
 %include "tw.inc"
