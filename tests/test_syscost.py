@@ -2,11 +2,16 @@
 results, and refuses bad usage.
 
 What can break: a mechanism stub or the contract changing (syscost then sees wrong
-results and exits 1, or crashes); the JSON schema drifting from docs/syscost.md; the
-timed loop being optimised away (the empty loop would then be 0 ns, or the samples
-absurd); write-file not really writing through the mechanism (the file would be the
-wrong size); argument checks loosening (exit 2 would turn into 0 or 1).  No timing is
-asserted beyond signs and sanity: the machine may be loaded."""
+results and exits 1, or crashes); the JSON schema drifting from docs/syscost.md;
+write-file not really writing through the mechanism (the file would be the wrong size);
+argument checks loosening (exit 2 would turn into 0 or 1).  Nothing here asserts a
+timing or anything that noise can move: on a busy or slow machine a batch can take any
+time (an empty loop read 407 ns per pass under load, and 40-call int 0x80 batches on an
+AMD guest read -38 ns of off-CPU time per call).  What is asserted holds whatever the
+timings: arrays have the right lengths, samples are exactly raw minus the median empty
+loop, off-CPU time never exceeds its window plus the bracket it can be off by (CPU time
+cannot be negative), and an O_SYNC write sleeps.  Whether the timed loop makes its calls
+at all is counted in the kernel by tests/test_entry_counts.py."""
 import json
 import math
 import statistics
@@ -64,28 +69,30 @@ def test_each_op_gives_sane_json(build, variant, op, tmp_path):
     assert d["batches"] == batches
     for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
         assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key
-    # Off-CPU time is the timed window minus the CPU time in it, within the resolution of
-    # the CPU-clock bracket (its own CPU cost, spread over the batch's calls).
-    # Upper bound, per batch: CPU time cannot be negative, so off-CPU never exceeds the
-    # window plus that resolution; preemption outside the window must not leak in (it did
-    # under load, by hundreds of ns, while a wall clock enclosed the bracket).
-    # Lower bound, on the median: one batch whose bracket ran cache-cold after a
-    # preemption may dip; the typical batch must not read below zero.
-    tol = 2.0 + d["offcpu_bracket_ns"] / d["calls_per_batch"]
+    n = d["calls_per_batch"]
+    assert n >= 1
+    # Clocks advance: a batch and an empty loop of at least 20000 passes take time.
+    assert all(x > 0 for x in d["raw_ns"]) and all(x > 0 for x in d["loop_ns_per_call"])
+    loop = statistics.median(d["loop_ns_per_call"])
+    for raw, s in zip(d["raw_ns"], d["samples_ns"]):
+        assert raw - s == pytest.approx(loop, abs=2e-3)   # the median loop cost is what is removed
+    # Off-CPU time is the timed window minus the CPU time in it, plus the bracket's own
+    # CPU cost (measured once).  CPU time cannot be negative, so no batch's off-CPU time
+    # exceeds its window plus that bracket, spread over its calls: a preemption outside
+    # the window must not leak in (it did, by hundreds of ns, while a wall clock enclosed
+    # the bracket).  The JSON rounds the bracket to 0.1 ns and the rest to 1e-4.
+    up = (abs(d["offcpu_bracket_ns"]) + 0.1) / n + 1e-3
     for raw, off in zip(d["raw_ns"], d["offcpu_ns_per_call"]):
-        assert off <= raw + tol, (raw, off, tol)
-    assert statistics.median(d["offcpu_ns_per_call"]) >= -tol, (d["offcpu_ns_per_call"], tol)
+        assert off <= raw + up, (raw, off, up)
+    # Below, how far one batch's bracket differs from the one measured is noise (it read
+    # -38 ns per call for 40-call int 0x80 batches on an AMD guest), so nothing tighter
+    # than this holds on a busy machine: the CPU clock does not run half again as fast
+    # as the TSC.  It still catches a sign or a unit gone wrong.
+    assert statistics.median(d["offcpu_ns_per_call"]) >= \
+        -0.5 * statistics.median(d["raw_ns"]) - up, (d["offcpu_ns_per_call"], d["raw_ns"])
     if op == "write-sync" and fstype(tmp_path) not in ("tmpfs", "ramfs"):
         # An O_SYNC write on a device-backed file system sleeps until the device answers.
         assert statistics.median(d["offcpu_ns_per_call"]) > 0, d["offcpu_ns_per_call"]
-    assert d["calls_per_batch"] >= 1
-    # Entering the kernel costs something; an empty loop costs much less than a call.
-    assert all(x > 0 for x in d["samples_ns"]), d["samples_ns"]
-    assert all(0 < x < 100 for x in d["loop_ns_per_call"]), d["loop_ns_per_call"]
-    loop = statistics.median(d["loop_ns_per_call"])
-    assert statistics.median(d["raw_ns"]) > loop
-    for raw, s in zip(d["raw_ns"], d["samples_ns"]):
-        assert raw - s == pytest.approx(loop, abs=2e-3)   # the median loop cost is what is removed
     if d["clock"] == "tsc":
         assert 1e8 < d["tsc_hz"] < 2e10
     else:
