@@ -4,9 +4,10 @@
  * Usage: see tw_usage below (the README gives the same synopsis).
  *
  * Like timewrite, this file is written once and linked against one
- * mechanism (variants/matrix): every timed call goes through tw_syscall3()
- * and every buffer the kernel reads comes from tw_alloc(), so the same loop
- * measures int 0x80, sysenter, syscall, the vDSO or glibc.
+ * mechanism (variants/registry): every timed call goes through the
+ * mechanism's stub (tw_syscall.h) and every buffer the kernel reads comes
+ * from tw_alloc(), so the same loop measures int 0x80, sysenter, syscall,
+ * the vsyscall page, the vDSOs or glibc.
  *
  * Method, and why:
  *
@@ -27,14 +28,22 @@
  *   clock_gettime(CLOCK_MONOTONIC_RAW) is used instead; it is slower to read
  *   but the batch length makes that irrelevant.
  *
- * - Loop subtraction.  The timed loop calls the mechanism through a
- *   function pointer the compiler cannot see through, and checks every
- *   result.  The same loop, calling a function with the same signature that
- *   returns the expected value without entering the kernel, is timed before
- *   each batch (at least 20000 calls); the median of its cost per call
- *   (loop_ns_per_call, about 2 ns: an indirect call and return) is
- *   subtracted from every batch.  What remains is the mechanism's stub plus the kernel's
- *   entry, dispatch, work and exit.  The raw figures are reported as well.
+ * - Loop shapes (--shape, tw_syscall.h).  ret: the timed loop calls
+ *   tw_syscall3 through a function pointer the compiler cannot see through,
+ *   and checks every result; this is how libc's wrappers are called.  jmp:
+ *   the same loop calling tw_syscall3_jmp, the same stub leaving by an
+ *   indirect jump, which the return-stack predictor has no say in.  inline:
+ *   the stub's own loop, tw_loop3, with the entry instruction in it.
+ *
+ * - Loop subtraction.  The same loop with the entry replaced by something
+ *   that gives an accepted result without entering the kernel (for ret and
+ *   jmp: a call to an empty function with tw_syscall3's signature; for
+ *   inline: the stub's tw_loop3_empty, identical but for the entry) is timed
+ *   before each batch (at least 20000 calls); the median of its cost per
+ *   call (loop_ns_per_call: about 2 ns for an indirect call and return, a
+ *   fraction of that inline) is subtracted from every batch.  What remains is
+ *   the mechanism's stub plus the kernel's entry, dispatch, work and exit.
+ *   The raw figures are reported as well.
  *
  * - Pinning.  The process is pinned to one CPU (--cpu, default the last
  *   allowed one) so that a migration cannot land inside a batch and the TSC
@@ -51,9 +60,11 @@
  *   run before the first batch: caches, branch predictors, the page cache
  *   pages of the output file and the CPU clock all reach their steady state.
  *
- * - Every result is checked: null must give -ENOSYS, getppid the parent's
- *   pid, write exactly the size asked.  One wrong result anywhere stops the
- *   run with exit 1; a cost of a call that did not do its work is no cost.
+ * - Every result is checked against the range the operation accepts (one
+ *   value for most: -ENOSYS for null, the parent's pid, the size written, 0
+ *   for the clock reads; a window of an hour for time).  One wrong result
+ *   anywhere stops the run with exit 1; a cost of a call that did not do its
+ *   work is no cost.
  *
  * Operations:
  *   null           an invalid syscall number (TW_NR_invalid): entry, dispatch
@@ -67,6 +78,12 @@
  *                  cached pages of a file that ends calls_per_batch * size
  *                  bytes long; no timed call allocates blocks.
  *   write-sync     the same with O_SYNC: every call waits for the device
+ *   gettimeofday   gettimeofday(tv, NULL): 0
+ *   clock_gettime  clock_gettime(CLOCK_MONOTONIC, &ts): 0
+ *   time           time(NULL): the time, within an hour of the start
+ * The last three are what the vsyscall page and the 64-bit vDSO can do;
+ * those mechanisms refuse the others (tw_nrs), and every other mechanism
+ * enters the kernel for them.
  *
  * Output: one JSON object (docs/syscost.md has the schema) or one line.
  * Exit 0 measured; 1 run-time error or a wrong syscall result; 2 bad usage;
@@ -98,6 +115,7 @@
 #define MAX_CALLS	100000000L
 #define MAX_SIZE	(64L << 20)
 #define EMPTY_MIN_CALLS	20000L	/* the empty loop runs at least this many */
+#define TIME_WINDOW	3600	/* time: accepted up to this long after the start */
 
 #ifdef TW_ABI32
 #define ABI_NAME "i386"
@@ -105,11 +123,24 @@
 #define ABI_NAME "x86_64"
 #endif
 
-
-enum op { OP_NULL, OP_GETPPID, OP_WRITE_DEVNULL, OP_WRITE_FILE, OP_WRITE_SYNC, OP_COUNT };
+enum op {
+	OP_NULL, OP_GETPPID, OP_WRITE_DEVNULL, OP_WRITE_FILE, OP_WRITE_SYNC,
+	OP_GETTIMEOFDAY, OP_CLOCK_GETTIME, OP_TIME, OP_COUNT
+};
 static const char *const op_names[OP_COUNT] = {
 	"null", "getppid", "write-devnull", "write-file", "write-sync",
+	"gettimeofday", "clock_gettime", "time",
 };
+/* The system call each operation makes. */
+static const long op_nrs[OP_COUNT] = {
+	TW_NR_invalid, TW_NR_getppid, TW_NR_write, TW_NR_write, TW_NR_write,
+	TW_NR_gettimeofday, TW_NR_clock_gettime, TW_NR_time,
+};
+#define OP_WRITES(op)	((op) == OP_WRITE_DEVNULL || (op) == OP_WRITE_FILE || \
+			 (op) == OP_WRITE_SYNC)
+
+enum shape { SHAPE_RET, SHAPE_JMP, SHAPE_INLINE, SHAPE_COUNT };
+static const char *const shape_names[SHAPE_COUNT] = { "ret", "jmp", "inline" };
 
 enum clk { CLK_TSC, CLK_MONO };
 
@@ -117,19 +148,16 @@ enum clk { CLK_TSC, CLK_MONO };
 enum {
 	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
 	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
-	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_HELP
+	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
+	OPT_HELP
 };
 
 typedef long (*call3_fn)(long, long, long, long);
-
-/* One call, its arguments and the only result accepted. */
-struct call {
-	long nr, a1, a2, a3;
-	long expect;
-};
+typedef long (*loop_fn)(struct tw_loop *, long);
 
 struct opts {
-	enum op op;
+	int op;			/* enum op; -1: the default */
+	enum shape shape;
 	long size;		/* -1: the op's default */
 	long calls;		/* 0: auto */
 	long batches;
@@ -267,32 +295,37 @@ calibrate_tsc(double ms)
 	return (double)(t1 - t0) * 1e9 / (double)(ns1 - ns0);
 }
 
-/* ---- the timed loop ------------------------------------------------------ */
+/* ---- the timed loops ----------------------------------------------------- */
 
-static long empty_ret;
+/* The call every batch makes, and the results it accepts. */
+static struct tw_loop call;
+static enum shape shape;
+static call3_fn shape_fn;	/* ret and jmp: the stub the C loop calls */
 
 /*
- * The empty loop's callee: tw_syscall3's signature, no kernel entry.  It is
- * only ever called through a pointer the compiler cannot follow (run_batch),
- * so neither the call nor the loop around it can be optimised away.
+ * The empty loop's callee for the ret and jmp shapes: tw_syscall3's
+ * signature, no kernel entry, an accepted result.  It is only ever called
+ * through a pointer the compiler cannot follow (run_calls), so neither the
+ * call nor the loop around it can be optimised away.
  */
 __attribute__((noinline, noclone)) static long
 empty_syscall3(long nr, long a1, long a2, long a3)
 {
-	long r = empty_ret;
+	long r = call.lo;
 
 	__asm__ __volatile__("" : "+r"(r) : "r"(nr), "r"(a1), "r"(a2), "r"(a3) : "memory");
 	return r;
 }
 
 /*
- * n calls of fn, each result checked; returns clock ticks.  The first wrong
- * result and the number of wrong results come back through bad/first.
+ * The ret and jmp shapes: n calls of fn, each result checked; returns clock
+ * ticks.  The first wrong result and the number of wrong results come back
+ * through bad/first.
  */
 __attribute__((noinline)) static uint64_t
-run_batch(call3_fn fn, const struct call *c, long n, long *bad, long *first)
+run_calls(call3_fn fn, const struct tw_loop *c, long n, long *bad, long *first)
 {
-	long nr = c->nr, a1 = c->a1, a2 = c->a2, a3 = c->a3, expect = c->expect;
+	long nr = c->nr, a1 = c->a1, a2 = c->a2, a3 = c->a3, lo = c->lo, hi = c->hi;
 	long i, nbad = 0, r0 = 0;
 	uint64_t t0, t1;
 
@@ -302,12 +335,28 @@ run_batch(call3_fn fn, const struct call *c, long n, long *bad, long *first)
 	for (i = 0; i < n; i++) {
 		long r = fn(nr, a1, a2, a3);
 
-		if (__builtin_expect(r != expect, 0) && nbad++ == 0)
+		if (__builtin_expect(r < lo || r > hi, 0) && nbad++ == 0)
 			r0 = r;
 	}
 	t1 = clk_end();
 	*bad = nbad;
 	*first = r0;
+	return t1 - t0;
+}
+
+/* The inline shape: the stub's own loop (tw_loop3 or tw_loop3_empty). */
+__attribute__((noinline)) static uint64_t
+run_loop(loop_fn loop, struct tw_loop *c, long n, long *bad, long *first)
+{
+	uint64_t t0, t1;
+	long nbad;
+
+	__asm__ __volatile__("" : "+r"(loop));
+	t0 = clk_begin();
+	nbad = loop(c, n);
+	t1 = clk_end();
+	*bad = nbad;
+	*first = c->first_bad;
 	return t1 - t0;
 }
 
@@ -317,7 +366,8 @@ const char tw_usage[] =
 "usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
 "               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
 "               [--file path] [--format json|table] [--op op] [--realtime]\n"
-"               [--size n] [--tsc-hz hz] [--warmup-ms ms]\n"
+"               [--shape ret|jmp|inline] [--size n] [--tsc-hz hz]\n"
+"               [--warmup-ms ms]\n"
 "       syscost --probe";
 
 static void __attribute__((noreturn))
@@ -327,8 +377,12 @@ help(void)
 	printf(
 "Measure ns per system call through the '%s' mechanism (%d-bit).\n"
 "\n"
-"  --op OP            null | getppid | write-devnull | write-file | write-sync\n"
-"                     (default getppid)\n"
+"  --op OP            null | getppid | write-devnull | write-file | write-sync |\n"
+"                     gettimeofday | clock_gettime | time (default getppid, or\n"
+"                     time for a mechanism that cannot make getppid)\n"
+"  --shape S          ret: the stub called and returning by ret (default);\n"
+"                     jmp: the stub leaving by an indirect jump; inline: the\n"
+"                     entry inline in the timed loop\n"
 "  --size N           bytes per write (write-devnull 1, write-file/-sync 256)\n"
 "  --file PATH        file for write-file/write-sync, kept afterwards (default:\n"
 "                     a temporary file in the current directory, unlinked at once)\n"
@@ -415,10 +469,61 @@ pin(long cpu)
 		err(1, "sched_setaffinity(CPU %ld)", cpu);
 }
 
+/* Whether the mechanism can make system call nr at all (tw_nrs). */
+static int
+mechanism_makes(long nr)
+{
+	const long *p;
+
+	if (tw_nrs == NULL)
+		return 1;	/* an entry instruction: any number */
+	for (p = tw_nrs; *p != -1; p++)
+		if (*p == nr)
+			return 1;
+	return 0;
+}
+
+static int
+shape_available(enum shape s)
+{
+	switch (s) {
+	case SHAPE_RET:
+		return 1;
+	case SHAPE_JMP:
+		return tw_syscall3_jmp != NULL;
+	case SHAPE_INLINE:
+		return tw_loop3 != NULL && tw_loop3_empty != NULL;
+	default:
+		return 0;
+	}
+}
+
+/* "a, b and c": the names of the operations or shapes this build has. */
+static const char *
+available_list(int shapes)
+{
+	static char buf[256];
+	int i, n = shapes ? SHAPE_COUNT : OP_COUNT;
+
+	buf[0] = '\0';
+	for (i = 0; i < n; i++) {
+		int ok = shapes ? shape_available((enum shape)i) :
+		    mechanism_makes(op_nrs[i]);
+
+		if (!ok)
+			continue;
+		if (buf[0] != '\0')
+			strncat(buf, ", ", sizeof(buf) - strlen(buf) - 1);
+		strncat(buf, shapes ? shape_names[i] : op_names[i],
+		    sizeof(buf) - strlen(buf) - 1);
+	}
+	return buf;
+}
+
 /* ---- the measurement ----------------------------------------------------- */
 
 struct target {
-	int fd;			/* -1 for null/getppid */
+	int fd;			/* -1 for the ops that write nothing */
 	int rewind;		/* lseek back to 0 before each pass */
 	char path[PATH_MAX];
 	int temp;		/* a temporary file, already unlinked */
@@ -465,32 +570,45 @@ open_target(const struct opts *o)
 		err(1, "unlink %s", tgt.path);
 }
 
-/* Ticks of one batch of n calls; any wrong result ends the run. */
+/*
+ * Ticks of one batch of n calls in the chosen shape, or of its empty twin;
+ * any wrong result ends the run.
+ */
 static uint64_t
-timed(call3_fn fn, const struct call *c, long n, const char *what)
+timed(int empty, long n, const char *what)
 {
 	long bad, first;
 	uint64_t t;
-	char buf[96];
+	char buf[96], want[96];
 
 	rewind_target();
-	t = run_batch(fn, c, n, &bad, &first);
-	if (bad != 0)
-		errx(1, "%s through %s returned %s instead of %ld in %ld of %ld calls",
-		    what, tw_mechanism, result_text(first, buf, sizeof(buf)), c->expect,
-		    bad, n);
+	if (shape == SHAPE_INLINE)
+		t = run_loop(empty ? tw_loop3_empty : tw_loop3, &call, n, &bad, &first);
+	else
+		t = run_calls(empty ? empty_syscall3 : shape_fn, &call, n, &bad, &first);
+	if (bad != 0) {
+		if (call.lo == call.hi)
+			snprintf(want, sizeof(want), "instead of %ld", call.lo);
+		else
+			snprintf(want, sizeof(want), "outside [%ld, %ld]", call.lo, call.hi);
+		errx(1, "%s through %s (shape %s) returned %s %s in %ld of %ld calls",
+		    empty ? "the empty loop" : what, tw_mechanism, shape_names[shape],
+		    result_text(first, buf, sizeof(buf)), want, bad, n);
+	}
 	return t;
 }
 
 /*
  * CPU time a batch's bracket spends outside its timed window: the two
- * CPU-clock reads (system calls), write-file's rewind and run_batch's own
- * setup.  The median over batches of one empty call is taken off every
- * batch's CPU time, so that off-CPU time is ~0 for calls that never sleep.
+ * CPU-clock reads (system calls), write-file's rewind and the loop's own
+ * setup.  The median over 21 brackets of one empty call is taken off every
+ * batch's CPU time, so that off-CPU time is ~0 for calls that never sleep;
+ * how much one batch's bracket differs from it (up to about its size) is the
+ * resolution of that batch's off-CPU figure, spread over its calls.
  */
 #define BRACKET_TRIALS	21
 static double
-cpu_bracket_ns(const struct call *c)
+cpu_bracket_ns(void)
 {
 	double v[BRACKET_TRIALS];
 	uint64_t cpu0, cpu1, t;
@@ -498,7 +616,7 @@ cpu_bracket_ns(const struct call *c)
 
 	for (i = 0; i < BRACKET_TRIALS; i++) {
 		cpu0 = thread_cpu_ns();
-		t = timed(empty_syscall3, c, 1, "the empty loop");
+		t = timed(1, 1, NULL);
 		cpu1 = thread_cpu_ns();
 		v[i] = (double)(cpu1 - cpu0) - ticks_to_ns(t);
 	}
@@ -507,12 +625,12 @@ cpu_bracket_ns(const struct call *c)
 
 /* Calls per batch so that one batch lasts at least target_ns. */
 static long
-autosize(call3_fn fn, const struct call *c, double target_ns, const char *what)
+autosize(double target_ns, const char *what)
 {
 	long n = 1;
 
 	for (;;) {
-		double ns = ticks_to_ns(timed(fn, c, n, what));
+		double ns = ticks_to_ns(timed(0, n, what));
 		double want;
 
 		if (ns >= target_ns || n >= MAX_CALLS)
@@ -527,8 +645,8 @@ autosize(call3_fn fn, const struct call *c, double target_ns, const char *what)
 	}
 }
 
-int
-main(int argc, char **argv)
+static void
+parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 {
 	static const struct option longopts[] = {
 		{ "op", required_argument, NULL, OPT_OP },
@@ -545,25 +663,11 @@ main(int argc, char **argv)
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "probe", no_argument, NULL, OPT_PROBE },
 		{ "realtime", no_argument, NULL, OPT_REALTIME },
+		{ "shape", required_argument, NULL, OPT_SHAPE },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = {
-		.op = OP_GETPPID, .size = -1, .calls = 0, .batches = 10, .cpu = -2,
-		.clock = -1, .table = 0, .batch_ms = 1, .warmup_ms = 20,
-		.calibrate_ms = 50, .tsc_hz = 0, .file = NULL,
-	};
-	int ch, probe_only = 0, i;
-	const char *clock_why, *sched = "other";
-	char sched_why[160] = "not asked for (--realtime)";
-	struct call c;
-	char *buf = NULL;
-	double *loop_ns, *raw_ns, *samples_ns, *offcpu_ns, t_ns, loop_med;
-	double bracket_ns;
-	long k, n, n_empty, cpu;
-	uint64_t t0;
-	struct stat st;
-	char what[64];
+	int ch, i;
 
 	/* getopt's own messages name argv[0]; ours name __progname, as err does. */
 	opterr = 0;
@@ -575,65 +679,75 @@ main(int argc, char **argv)
 					break;
 			if (i == OP_COUNT)
 				tw_usage_err("--op: unknown operation %s (null, "
-				    "getppid, write-devnull, write-file, write-sync)",
+				    "getppid, write-devnull, write-file, write-sync, "
+				    "gettimeofday, clock_gettime, time)",
 				    tw_quote(optarg));
-			o.op = (enum op)i;
+			o->op = i;
+			break;
+		case OPT_SHAPE:
+			for (i = 0; i < SHAPE_COUNT; i++)
+				if (strcmp(optarg, shape_names[i]) == 0)
+					break;
+			if (i == SHAPE_COUNT)
+				tw_usage_err("--shape: %s is not ret, jmp or inline",
+				    tw_quote(optarg));
+			o->shape = (enum shape)i;
 			break;
 		case OPT_SIZE:
-			o.size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
+			o->size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
 			break;
 		case OPT_FILE:
 			if (*optarg == '\0')
 				tw_usage_err("--file: empty path");
-			o.file = optarg;
+			o->file = optarg;
 			break;
 		case OPT_CALLS:
-			o.calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
+			o->calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
 			break;
 		case OPT_BATCHES:
-			o.batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
+			o->batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
 			break;
 		case OPT_BATCH_MS:
-			o.batch_ms = tw_real_arg("--batch-ms", optarg, 0.001, 10000);
+			o->batch_ms = tw_real_arg("--batch-ms", optarg, 0.001, 10000);
 			break;
 		case OPT_WARMUP_MS:
-			o.warmup_ms = tw_real_arg("--warmup-ms", optarg, 0, 60000);
+			o->warmup_ms = tw_real_arg("--warmup-ms", optarg, 0, 60000);
 			break;
 		case OPT_CPU:
-			o.cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
+			o->cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
 			break;
 		case OPT_CLOCK:
 			if (strcmp(optarg, "auto") == 0)
-				o.clock = -1;
+				o->clock = -1;
 			else if (strcmp(optarg, "tsc") == 0)
-				o.clock = CLK_TSC;
+				o->clock = CLK_TSC;
 			else if (strcmp(optarg, "monotonic") == 0)
-				o.clock = CLK_MONO;
+				o->clock = CLK_MONO;
 			else
 				tw_usage_err("--clock: %s is not auto, tsc or "
 				    "monotonic", tw_quote(optarg));
 			break;
 		case OPT_CALIBRATE_MS:
-			o.calibrate_ms = tw_real_arg("--calibrate-ms", optarg, 1,
+			o->calibrate_ms = tw_real_arg("--calibrate-ms", optarg, 1,
 			    10000);
 			break;
 		case OPT_TSC_HZ:
-			o.tsc_hz = tw_real_arg("--tsc-hz", optarg, 1e6, 1e11);
+			o->tsc_hz = tw_real_arg("--tsc-hz", optarg, 1e6, 1e11);
 			break;
 		case OPT_FORMAT:
 			if (strcmp(optarg, "json") == 0)
-				o.table = 0;
+				o->table = 0;
 			else if (strcmp(optarg, "table") == 0)
-				o.table = 1;
+				o->table = 1;
 			else
 				tw_usage_err("--format: %s is not json or table",
 				    tw_quote(optarg));
 			break;
 		case OPT_PROBE:
-			probe_only = 1;
+			*probe_only = 1;
 			break;
 		case OPT_REALTIME:
-			o.realtime = 1;
+			o->realtime = 1;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -644,12 +758,64 @@ main(int argc, char **argv)
 	}
 	if (optind < argc)
 		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
-	if (o.size != -1 && (o.op == OP_NULL || o.op == OP_GETPPID))
+	/*
+	 * The default operation is getppid, or for a mechanism that cannot make
+	 * it the call its probe makes (time, for the vsyscall page and the vDSO).
+	 */
+	if (o->op == -1) {
+		long nr = mechanism_makes(TW_NR_getppid) ? TW_NR_getppid :
+		    *(const volatile long *)&tw_probe_nr;
+
+		for (i = 0; i < OP_COUNT && op_nrs[i] != nr; i++)
+			;
+		o->op = i < OP_COUNT ? i : OP_GETPPID;
+	}
+	if (o->size != -1 && !OP_WRITES(o->op))
 		tw_usage_err("--size applies to the write operations only");
-	if (o.file != NULL && o.op != OP_WRITE_FILE && o.op != OP_WRITE_SYNC)
+	if (o->file != NULL && o->op != OP_WRITE_FILE && o->op != OP_WRITE_SYNC)
 		tw_usage_err("--file applies to write-file and write-sync only");
-	if (o.size == -1)
-		o.size = o.op == OP_WRITE_DEVNULL ? 1 : 256;
+	if (o->size == -1)
+		o->size = o->op == OP_WRITE_DEVNULL ? 1 : 256;
+	/*
+	 * What this build's mechanism cannot do is a usage error, not a failed
+	 * call.  --probe asks only whether the mechanism works at all.
+	 */
+	if (*probe_only)
+		return;
+	if (!mechanism_makes(op_nrs[o->op]))
+		tw_usage_err("--op %s: the %s mechanism cannot make that call "
+		    "(its operations: %s)", op_names[o->op], tw_mechanism,
+		    available_list(0));
+	if (!shape_available(o->shape))
+		tw_usage_err("--shape %s: the %s mechanism has no such shape "
+		    "(it has: %s)", shape_names[o->shape], tw_mechanism,
+		    available_list(1));
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = {
+		.op = -1, .shape = SHAPE_RET, .size = -1, .calls = 0,
+		.batches = 10, .cpu = -2, .clock = -1, .table = 0,
+		.batch_ms = 1, .warmup_ms = 20, .calibrate_ms = 50, .tsc_hz = 0,
+		.file = NULL,
+	};
+	int probe_only = 0;
+	const char *clock_why, *sched = "other";
+	char sched_why[160] = "not asked for (--realtime)";
+	char *buf = NULL;
+	double *loop_ns, *raw_ns, *samples_ns, *offcpu_ns, t_ns, loop_med;
+	double bracket_ns;
+	long k, n, n_empty, cpu;
+	uint64_t t0;
+	struct stat st;
+	char what[64];
+	time_t now;
+
+	parse_args(argc, argv, &o, &probe_only);
+	shape = o.shape;
+	shape_fn = shape == SHAPE_JMP ? tw_syscall3_jmp : tw_syscall3;
 
 	/* Before anything is timed or written: does the mechanism work here? */
 	tw_require_mechanism();
@@ -693,16 +859,15 @@ main(int argc, char **argv)
 	else
 		tsc_hz = calibrate_tsc(o.calibrate_ms);
 
-	/* The call and the one result that proves it did its work. */
-	memset(&c, 0, sizeof(c));
+	/* The call and the results that prove it did its work. */
+	memset(&call, 0, sizeof(call));
+	call.nr = op_nrs[o.op];
 	switch (o.op) {
 	case OP_NULL:
-		c.nr = TW_NR_invalid;
-		c.expect = -ENOSYS;
+		call.lo = call.hi = -ENOSYS;
 		break;
 	case OP_GETPPID:
-		c.nr = TW_NR_getppid;
-		c.expect = (long)getppid();
+		call.lo = call.hi = (long)getppid();
 		break;
 	case OP_WRITE_DEVNULL:
 	case OP_WRITE_FILE:
@@ -711,20 +876,40 @@ main(int argc, char **argv)
 			err(1, "tw_alloc(%ld) for the %s mechanism", o.size, tw_mechanism);
 		memset(buf, 'x', (size_t)o.size);
 		open_target(&o);
-		c.nr = TW_NR_write;
-		c.a1 = tgt.fd;
-		c.a2 = (long)buf;
-		c.a3 = o.size;
-		c.expect = o.size;
+		call.a1 = tgt.fd;
+		call.a2 = (long)buf;
+		call.a3 = o.size;
+		call.lo = call.hi = o.size;
+		break;
+	case OP_GETTIMEOFDAY:
+		/* Room for either ABI's struct timeval; the time zone is not asked. */
+		if ((buf = tw_alloc(64)) == NULL)
+			err(1, "tw_alloc(64) for the %s mechanism", tw_mechanism);
+		call.a1 = (long)buf;
+		call.lo = call.hi = 0;
+		break;
+	case OP_CLOCK_GETTIME:
+		if ((buf = tw_alloc(64)) == NULL)
+			err(1, "tw_alloc(64) for the %s mechanism", tw_mechanism);
+		call.a1 = CLOCK_MONOTONIC;
+		call.a2 = (long)buf;
+		call.lo = call.hi = 0;
+		break;
+	case OP_TIME:
+		if ((now = time(NULL)) == (time_t)-1)
+			err(1, "time");
+		call.lo = (long)now;
+		call.hi = (long)now + TIME_WINDOW;
 		break;
 	default:
 		abort();
 	}
 	snprintf(what, sizeof(what), "%s", o.op == OP_NULL ? "syscall(TW_NR_invalid)" :
-	    o.op == OP_GETPPID ? "getppid()" : "write()");
-	empty_ret = c.expect;
+	    OP_WRITES(o.op) ? "write()" : o.op == OP_GETPPID ? "getppid()" :
+	    o.op == OP_GETTIMEOFDAY ? "gettimeofday()" :
+	    o.op == OP_CLOCK_GETTIME ? "clock_gettime()" : "time()");
 
-	n = o.calls ? o.calls : autosize(tw_syscall3, &c, o.batch_ms * 1e6, what);
+	n = o.calls ? o.calls : autosize(o.batch_ms * 1e6, what);
 
 	/*
 	 * Warm-up passes of exactly n calls, so that the file (write-file/-sync)
@@ -734,7 +919,7 @@ main(int argc, char **argv)
 		err(1, "ftruncate %s", tgt.path);
 	t0 = mono_ns();
 	do
-		(void)timed(tw_syscall3, &c, n, what);
+		(void)timed(0, n, what);
 	while ((double)(mono_ns() - t0) < o.warmup_ms * 1e6);
 
 	loop_ns = calloc((size_t)o.batches, sizeof(double));
@@ -745,24 +930,23 @@ main(int argc, char **argv)
 	    offcpu_ns == NULL)
 		err(1, "calloc");
 	n_empty = n > EMPTY_MIN_CALLS ? n : EMPTY_MIN_CALLS;
-	bracket_ns = cpu_bracket_ns(&c);
+	bracket_ns = cpu_bracket_ns();
 	for (k = 0; k < o.batches; k++) {
 		uint64_t cpu0, cpu1;
 
-		loop_ns[k] = ticks_to_ns(timed(empty_syscall3, &c, n_empty,
-		    "the empty loop")) / (double)n_empty;
+		loop_ns[k] = ticks_to_ns(timed(1, n_empty, NULL)) / (double)n_empty;
 		/*
 		 * Off-CPU time: the timed window minus the CPU time spent in it.
 		 * CLOCK_THREAD_CPUTIME_ID is the scheduler's exact run time (user
 		 * + system), not getrusage's tick-sampled split, so for an O_SYNC
 		 * write this is the wait for the device, in the very calls that
 		 * are timed.  The CPU clock can only be read around the window,
-		 * so the CPU time of the bracket itself (measured once, below) is
+		 * so the CPU time of the bracket itself (measured once, above) is
 		 * taken off; a preemption outside the window adds no CPU time
 		 * and so cannot leak in.
 		 */
 		cpu0 = thread_cpu_ns();
-		t_ns = ticks_to_ns(timed(tw_syscall3, &c, n, what));
+		t_ns = ticks_to_ns(timed(0, n, what));
 		cpu1 = thread_cpu_ns();
 		raw_ns[k] = t_ns / (double)n;
 		offcpu_ns[k] = (t_ns - ((double)(cpu1 - cpu0) - bracket_ns)) /
@@ -790,11 +974,14 @@ main(int argc, char **argv)
 			hi = samples_ns[k] > hi ? samples_ns[k] : hi;
 		}
 		printf("%d-%s %s", (int)sizeof(long) * 8, tw_mechanism, op_names[o.op]);
-		if (o.op != OP_NULL && o.op != OP_GETPPID)
+		if (OP_WRITES(o.op))
 			printf(" size %ld", o.size);
+		if (shape != SHAPE_RET)
+			printf(" shape %s", shape_names[shape]);
 		printf(": %.1f ns/call median (min %.1f, max %.1f) over %ld batches of %ld calls;"
 		    " empty loop %.2f ns/call subtracted; clock %s",
-		    median(samples_ns, o.batches), lo, hi, o.batches, n, loop_med, clk == CLK_TSC ? "tsc" : "monotonic");
+		    median(samples_ns, o.batches), lo, hi, o.batches, n, loop_med,
+		    clk == CLK_TSC ? "tsc" : "monotonic");
 		if (clk == CLK_TSC)
 			printf(" at %.4f GHz", tsc_hz / 1e9);
 		printf(", cpu %ld, sched %s\n", cpu, sched);
@@ -806,8 +993,8 @@ main(int argc, char **argv)
 	printf("{\"variant\":\"%d-%s\",\"bits\":%d,\"abi\":\"%s\",\"mechanism\":",
 	    (int)sizeof(long) * 8, tw_mechanism, (int)sizeof(long) * 8, ABI_NAME);
 	json_string(tw_mechanism);
-	printf(",\"op\":\"%s\",", op_names[o.op]);
-	if (o.op == OP_NULL || o.op == OP_GETPPID)
+	printf(",\"op\":\"%s\",\"shape\":\"%s\",", op_names[o.op], shape_names[shape]);
+	if (!OP_WRITES(o.op))
 		printf("\"size\":null,\"file\":null,\"file_bytes\":null,");
 	else {
 		printf("\"size\":%ld,\"file\":", o.size);
@@ -817,7 +1004,11 @@ main(int argc, char **argv)
 		else
 			printf(",\"file_bytes\":null,");
 	}
-	printf("\"expect\":%ld,\"clock\":\"%s\",\"clock_why\":", c.expect,
+	if (call.lo == call.hi)
+		printf("\"expect\":%ld,", call.lo);
+	else
+		printf("\"expect\":null,");
+	printf("\"accept\":[%ld,%ld],\"clock\":\"%s\",\"clock_why\":", call.lo, call.hi,
 	    clk == CLK_TSC ? "tsc" : "monotonic");
 	json_string(clock_why);
 	if (clk == CLK_TSC)

@@ -1,17 +1,18 @@
-"""syscost: each variant's binary probes honestly, measures every operation with checked
-results, and refuses bad usage.
+"""syscost: each variant's binary probes honestly, measures every operation in every loop
+shape with checked results, and refuses bad usage.
 
 What can break: a mechanism stub or the contract changing (syscost then sees wrong
-results and exits 1, or crashes); the JSON schema drifting from docs/syscost.md;
-write-file not really writing through the mechanism (the file would be the wrong size);
-argument checks loosening (exit 2 would turn into 0 or 1).  Nothing here asserts a
-timing or anything that noise can move: on a busy or slow machine a batch can take any
-time (an empty loop read 407 ns per pass under load, and 40-call int 0x80 batches on an
-AMD guest read -38 ns of off-CPU time per call).  What is asserted holds whatever the
-timings: arrays have the right lengths, samples are exactly raw minus the median empty
-loop, off-CPU time never exceeds its window plus the bracket it can be off by (CPU time
-cannot be negative), and an O_SYNC write sleeps.  Whether the timed loop makes its calls
-at all is counted in the kernel by tests/test_entry_counts.py."""
+results and exits 1, or crashes); a loop shape's function passing the wrong arguments
+(a write of the wrong size, a clock read into no buffer: the result check fails); the
+JSON schema drifting from docs/syscost.md; the registry's ops and shapes disagreeing
+with what the binary accepts (exit 2 would turn into 0 or 1); argument checks
+loosening.  Nothing here asserts a timing or anything that noise can move: on a busy or
+slow machine a batch can take any time (an empty loop read 407 ns per pass under load,
+and 40-call int 0x80 batches on an AMD guest read -38 ns of off-CPU time per call).
+What is asserted holds whatever the timings: arrays have the right lengths, samples are
+exactly raw minus the median empty loop, off-CPU time never exceeds its window plus the
+bracket it can be off by (CPU time cannot be negative), and an O_SYNC write sleeps.  Whether the timed loops make their calls at all is counted
+in the kernel by tests/test_entry_counts.py."""
 import json
 import math
 import statistics
@@ -22,7 +23,17 @@ import pytest
 from conftest import BUILD, VARIANTS, need_supported, run
 from twtools.machine import registry
 
-OPS = ["null", "getppid", "write-devnull", "write-file", "write-sync"]
+ALL_OPS = ["null", "getppid", "write-devnull", "write-file", "write-sync", "gettimeofday",
+           "clock_gettime", "time"]
+MECHS = registry.mechanisms()
+OP_CELLS = [(m.name, op) for m in MECHS for op in m.ops]
+# Every shape beyond ret, with the operations that pass each kind of argument: none
+# (getppid, time), a pointer (gettimeofday), an integer and a pointer (clock_gettime), and
+# three (write-file, whose result is its third argument).
+SHAPE_OPS = ("getppid", "write-file", "gettimeofday", "clock_gettime", "time")
+SHAPE_CELLS = [(m.name, op, s) for m in MECHS for s in m.shapes if s != "ret"
+               for op in m.ops if op in SHAPE_OPS]
+FAST = ["--batches", "3", "--warmup-ms", "2", "--batch-ms", "0.2", "--calibrate-ms", "10"]
 
 
 def syscost(variant):
@@ -51,26 +62,17 @@ def fstype(path):
                           text=True).stdout.strip()
 
 
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_each_op_gives_sane_json(build, variant, op, tmp_path):
-    probe_or_skip(variant)
-    batches = 2 if op == "write-sync" else 3
-    cmd = [syscost(variant), "--op", op, "--batches", batches, "--warmup-ms", 2,
-           "--batch-ms", 0.2, "--calibrate-ms", 10]
-    p = run(cmd, text=True, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+def check_sane(d, variant, op, shape, tmp_path, batches=3):
     bits, mech = variant.split("-", 1)
     assert d["variant"] == variant and d["bits"] == int(bits) and d["mechanism"] == mech
-    assert d["op"] == op and d["errors"] == 0
+    assert d["op"] == op and d["shape"] == shape and d["errors"] == 0
     assert d["sched"] == "other" and d["sched_why"]    # --realtime was not asked for
     assert d["abi"] == registry.get(variant).abi
     assert d["batches"] == batches
-    for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
-        assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key
     n = d["calls_per_batch"]
     assert n >= 1
+    for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
+        assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key
     # Clocks advance: a batch and an empty loop of at least 20000 passes take time.
     assert all(x > 0 for x in d["raw_ns"]) and all(x > 0 for x in d["loop_ns_per_call"])
     loop = statistics.median(d["loop_ns_per_call"])
@@ -97,17 +99,72 @@ def test_each_op_gives_sane_json(build, variant, op, tmp_path):
         assert 1e8 < d["tsc_hz"] < 2e10
     else:
         assert d["clock"] == "monotonic"
+    lo, hi = d["accept"]
     if op == "null":
-        assert d["expect"] == -38   # -ENOSYS: the kernel dispatched and refused
-    if op.startswith("write"):
-        assert d["size"] == (1 if op == "write-devnull" else 256) == d["expect"]
+        assert d["expect"] == lo == hi == -38   # -ENOSYS: the kernel dispatched and refused
+    elif op.startswith("write"):
+        assert d["size"] == (1 if op == "write-devnull" else 256) == d["expect"] == lo == hi
+    elif op in ("gettimeofday", "clock_gettime"):
+        assert d["expect"] == lo == hi == 0
+    elif op == "time":
+        assert d["expect"] is None and hi - lo == 3600
+        assert abs(lo - __import__("time").time()) < 3600
     if op in ("write-file", "write-sync"):
         assert list(tmp_path.iterdir()) == [], "the temporary output file was left behind"
+
+
+@pytest.mark.parametrize("variant,op", OP_CELLS, ids=[f"{v}-{o}" for v, o in OP_CELLS])
+def test_each_op_gives_sane_json(build, variant, op, tmp_path):
+    probe_or_skip(variant)
+    batches = 2 if op == "write-sync" else 3
+    cmd = [syscost(variant), "--op", op] + FAST
+    cmd[cmd.index("--batches") + 1] = str(batches)
+    p = run(cmd, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    check_sane(json.loads(p.stdout), variant, op, "ret", tmp_path, batches)
+
+
+@pytest.mark.parametrize("variant,op,shape", SHAPE_CELLS,
+                         ids=[f"{v}-{o}-{s}" for v, o, s in SHAPE_CELLS])
+def test_each_shape_gives_sane_json(build, variant, op, shape, tmp_path):
+    """Every shape a mechanism has (registry) makes each kind of call correctly: each
+    result is checked against the operation's accepted range, in the stub's own loop for
+    the inline shape."""
+    probe_or_skip(variant)
+    p = run([syscost(variant), "--op", op, "--shape", shape] + FAST, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    check_sane(json.loads(p.stdout), variant, op, shape, tmp_path)
+
+
+def lacks(m):
+    """What syscost-<m> must refuse: the shapes outside its registry row, and, for a
+    mechanism that makes only some calls (tw_nrs), the operations outside it.  One that
+    enters by an instruction (or by libc) takes any system call number."""
+    asks = [["--shape", s] for s in ("ret", "jmp", "inline") if s not in m.shapes]
+    if m.entry in ("vsyscall-call", "vdso-call"):
+        asks += [["--op", op] for op in ALL_OPS if op not in m.ops]
+    return asks
+
+
+LACKING = [(m.name, a) for m in MECHS for a in lacks(m)]
+
+
+@pytest.mark.parametrize("variant,ask", LACKING, ids=[f"{v}-{a[1]}" for v, a in LACKING])
+def test_what_a_mechanism_lacks_is_a_usage_error(build, variant, ask):
+    """The ops and shapes outside a mechanism's registry row are refused with exit 2 and
+    a message naming the mechanism, before anything is probed or timed."""
+    p = run([syscost(variant)] + ask, text=True)
+    assert p.returncode == 2 and p.stdout == "", (ask, p.returncode, p.stderr)
+    first = p.stderr.splitlines()[0]
+    assert first.startswith(f"syscost-{variant}: {ask[0]} {ask[1]}: ") and \
+        registry.get(variant).mechanism in first, first
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_write_file_really_writes(build, variant, tmp_path):
     """Every batch rewinds and writes calls_per_batch * size bytes over the same file."""
+    if "write-file" not in registry.get(variant).ops:
+        pytest.skip(f"{variant} cannot write (variants/registry)")
     probe_or_skip(variant)
     out = tmp_path / "out.bin"
     p = run([syscost(variant), "--op", "write-file", "--size", 100, "--calls", 50,
@@ -118,6 +175,13 @@ def test_write_file_really_writes(build, variant, tmp_path):
     assert out.stat().st_size == d["file_bytes"] == 50 * 100
     assert out.read_bytes() == b"x" * 5000
 
+
+def test_default_op_is_getppid(build):
+    d = json.loads(run([syscost("64-libc")] + FAST, text=True).stdout)
+    assert d["op"] == "getppid"
+
+
+# -- usage -----------------------------------------------------------------------------------
 
 def test_monotonic_clock(build):
     p = run([syscost("64-libc"), "--clock", "monotonic", "--batches", 2, "--warmup-ms", 1],
@@ -137,9 +201,11 @@ def test_table_format(build):
 @pytest.mark.parametrize("args", [
     ["--op", "nosuch"], ["--calls", "12x"], ["--calls", "0"], ["--batches", ""],
     ["--size", "10"],                     # size for an op that writes nothing
+    ["--op", "time", "--size", "10"],
     ["--op", "write-file", "--size", "-1"], ["--clock", "sundial"], ["--format", "xml"],
     ["--file", "x"],                      # file for an op that writes no file
     ["--no-such-option"], ["stray"], ["--tsc-hz", "fast"], ["--cpu", "-5"],
+    ["--shape", "loop"], ["--shape", "jmp"],     # 64-libc has the ret shape only
 ])
 def test_bad_usage_exits_2(build, args):
     p = run([syscost("64-libc")] + args, text=True)
@@ -150,6 +216,7 @@ def test_bad_usage_exits_2(build, args):
 def test_help(build):
     p = run([syscost("64-libc"), "--help"], text=True)
     assert p.returncode == 0 and "--op" in p.stdout and "--probe" in p.stdout
+    assert "--shape" in p.stdout
 
 
 def test_unwritable_file_is_a_runtime_error(build, tmp_path):
