@@ -56,6 +56,14 @@
  *   under SCHED_OTHER and the JSON says why ("sched", "sched_why").  The
  *   kernel's RT throttling (sched_rt_runtime_us) still bounds the CPU taken.
  *
+ * - Disturbance, per batch.  Around each timed batch (outside its clock
+ *   readings) syscost reads the thread's involuntary context switches
+ *   (getrusage RUSAGE_THREAD, ru_nivcsw), the pinned CPU's stolen time
+ *   (/proc/stat, USER_HZ ticks) and its interrupts (/proc/interrupts).  A
+ *   batch with an involuntary switch or stolen time is disturbed: it is
+ *   kept and flagged, and one more batch is measured in its place, up to
+ *   --max-redo, so that about --batches undisturbed ones remain.
+ *
  * - Warm-up.  At least --warmup-ms (20 ms) of the very calls being measured
  *   run before the first batch: caches, branch predictors, the page cache
  *   pages of the output file and the CPU clock all reach their steady state.
@@ -89,10 +97,12 @@
  * Exit 0 measured; 1 run-time error or a wrong syscall result; 2 bad usage;
  * 77 the mechanism does not work here (the probe's reason is on stderr).
  */
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cpuid.h>
+#include <ctype.h>
 #include <err.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -149,7 +159,7 @@ enum {
 	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
 	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
 	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
-	OPT_HELP
+	OPT_MAX_REDO, OPT_HELP
 };
 
 typedef long (*call3_fn)(long, long, long, long);
@@ -161,6 +171,7 @@ struct opts {
 	long size;		/* -1: the op's default */
 	long calls;		/* 0: auto */
 	long batches;
+	long max_redo;		/* -1: as many as batches */
 	long cpu;		/* -1: do not pin; -2: default (last allowed CPU) */
 	int clock;		/* -1 auto, else enum clk */
 	int table;
@@ -365,9 +376,9 @@ run_loop(loop_fn loop, struct tw_loop *c, long n, long *bad, long *first)
 const char tw_usage[] =
 "usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
 "               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
-"               [--file path] [--format json|table] [--op op] [--realtime]\n"
-"               [--shape ret|jmp|inline] [--size n] [--tsc-hz hz]\n"
-"               [--warmup-ms ms]\n"
+"               [--file path] [--format json|table] [--max-redo n] [--op op]\n"
+"               [--realtime] [--shape ret|jmp|inline] [--size n]\n"
+"               [--tsc-hz hz] [--warmup-ms ms]\n"
 "       syscost --probe";
 
 static void __attribute__((noreturn))
@@ -388,6 +399,8 @@ help(void)
 "                     a temporary file in the current directory, unlinked at once)\n"
 "  --calls N          calls per batch (default: enough for --batch-ms)\n"
 "  --batches K        batches, one sample each (default 10)\n"
+"  --max-redo N       extra batches, one per disturbed batch, at most N\n"
+"                     (default: as many as --batches)\n"
 "  --batch-ms MS      target batch length when --calls is not given (default 1)\n"
 "  --warmup-ms MS     untimed calls before the first batch (default 20)\n"
 "  --cpu N            pin to CPU N; -1: do not pin (default: last allowed CPU)\n"
@@ -518,6 +531,167 @@ available_list(int shapes)
 		    sizeof(buf) - strlen(buf) - 1);
 	}
 	return buf;
+}
+
+/* ---- disturbance counters --------------------------------------------------- */
+
+/*
+ * A /proc file read whole, from the start, into a buffer that grows: the
+ * counters are read around every batch, so the file stays open.
+ */
+struct procfile {
+	const char *path;
+	int fd;			/* -1: unreadable */
+	char *buf;
+	size_t cap;
+};
+
+static struct procfile proc_stat = { "/proc/stat", -1, NULL, 0 };
+static struct procfile proc_irq = { "/proc/interrupts", -1, NULL, 0 };
+
+static void
+proc_open(struct procfile *f)
+{
+	f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	f->cap = 1 << 16;
+	if (f->fd != -1 && (f->buf = malloc(f->cap)) == NULL)
+		err(1, "malloc");
+}
+
+/* The file's text, NUL-terminated, or NULL when it cannot be read. */
+static const char *
+proc_read(struct procfile *f)
+{
+	size_t len;
+	ssize_t r;
+
+	if (f->fd == -1)
+		return NULL;
+	for (;;) {
+		if (lseek(f->fd, 0, SEEK_SET) == -1)
+			return NULL;
+		len = 0;
+		while ((r = read(f->fd, f->buf + len, f->cap - 1 - len)) > 0)
+			if ((len += (size_t)r) == f->cap - 1)
+				break;
+		if (r == -1)
+			return NULL;
+		if (len < f->cap - 1)
+			break;
+		f->cap *= 2;	/* it filled the buffer: read it again, whole */
+		if ((f->buf = realloc(f->buf, f->cap)) == NULL)
+			err(1, "realloc");
+	}
+	f->buf[len] = '\0';
+	return f->buf;
+}
+
+/* The steal column (USER_HZ ticks) of CPU cpu in /proc/stat, or -1. */
+static long long
+read_steal(long cpu)
+{
+	const char *s = proc_read(&proc_stat), *p;
+	char key[32];
+	unsigned long long v[8];
+
+	if (s == NULL || cpu < 0)
+		return -1;
+	snprintf(key, sizeof(key), "\ncpu%ld ", cpu);
+	if ((p = strstr(s, key)) == NULL)
+		return -1;
+	/* user nice system idle iowait irq softirq steal */
+	if (sscanf(p + strlen(key), "%llu %llu %llu %llu %llu %llu %llu %llu",
+	    &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+		return -1;
+	return (long long)v[7];
+}
+
+/*
+ * The interrupts CPU cpu has taken, summed over every line of
+ * /proc/interrupts that has a count for each CPU of its header, or -1.
+ */
+static long long
+read_irqs(long cpu)
+{
+	const char *s = proc_read(&proc_irq), *p, *eol;
+	char name[32];
+	long ncols = 0, col = -1;
+	long long sum = 0;
+
+	if (s == NULL || cpu < 0)
+		return -1;
+	snprintf(name, sizeof(name), "CPU%ld", cpu);
+	/* The header: "CPU0 CPU1 ..." for the online CPUs. */
+	eol = strchr(s, '\n');
+	for (p = s; eol != NULL && p < eol;) {
+		size_t n;
+
+		while (p < eol && isspace((unsigned char)*p))
+			p++;
+		n = strcspn(p, " \t\n");
+		if (n == 0)
+			break;
+		if (n == strlen(name) && strncmp(p, name, n) == 0)
+			col = ncols;
+		ncols++;
+		p += n;
+	}
+	if (eol == NULL || col < 0)
+		return -1;
+	for (p = eol + 1; *p != '\0'; p = eol + 1) {
+		const char *q = strchr(p, ':');
+		unsigned long long v = 0, mine = 0;
+		long k;
+
+		eol = strchr(p, '\n');
+		if (eol == NULL)
+			eol = p + strlen(p);
+		if (q != NULL && q < eol) {
+			for (q++, k = 0; k < ncols; k++) {
+				char *end;
+
+				while (*q == ' ')
+					q++;
+				if (!isdigit((unsigned char)*q))
+					break;
+				v = strtoull(q, &end, 10);
+				if (k == col)
+					mine = v;
+				q = end;
+			}
+			/* A line with fewer counts than CPUs (ERR, MIS) holds no column. */
+			if (k == ncols)
+				sum += (long long)mine;
+		}
+		if (*eol == '\0')
+			break;
+	}
+	return sum;
+}
+
+struct counters {
+	long nivcsw;
+	long long steal, irqs;	/* -1: unreadable */
+};
+
+static void
+counters_read(struct counters *c, long cpu, int after)
+{
+	struct rusage ru;
+
+	/* Read nearest the window last before it and first after it. */
+	if (after) {
+		if (getrusage(RUSAGE_THREAD, &ru) == -1)
+			err(1, "getrusage(RUSAGE_THREAD)");
+		c->irqs = read_irqs(cpu);
+		c->steal = read_steal(cpu);
+	} else {
+		c->steal = read_steal(cpu);
+		c->irqs = read_irqs(cpu);
+		if (getrusage(RUSAGE_THREAD, &ru) == -1)
+			err(1, "getrusage(RUSAGE_THREAD)");
+	}
+	c->nivcsw = ru.ru_nivcsw;
 }
 
 /* ---- the measurement ----------------------------------------------------- */
@@ -664,6 +838,7 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		{ "probe", no_argument, NULL, OPT_PROBE },
 		{ "realtime", no_argument, NULL, OPT_REALTIME },
 		{ "shape", required_argument, NULL, OPT_SHAPE },
+		{ "max-redo", required_argument, NULL, OPT_MAX_REDO },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -706,6 +881,9 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			break;
 		case OPT_BATCHES:
 			o->batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
+			break;
+		case OPT_MAX_REDO:
+			o->max_redo = tw_int_arg("--max-redo", optarg, 0, MAX_BATCHES);
 			break;
 		case OPT_BATCH_MS:
 			o->batch_ms = tw_real_arg("--batch-ms", optarg, 0.001, 10000);
@@ -776,6 +954,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		tw_usage_err("--file applies to write-file and write-sync only");
 	if (o->size == -1)
 		o->size = o->op == OP_WRITE_DEVNULL ? 1 : 256;
+	if (o->max_redo == -1)
+		o->max_redo = o->batches;
 	/*
 	 * What this build's mechanism cannot do is a usage error, not a failed
 	 * call.  --probe asks only whether the mechanism works at all.
@@ -797,17 +977,19 @@ main(int argc, char **argv)
 {
 	struct opts o = {
 		.op = -1, .shape = SHAPE_RET, .size = -1, .calls = 0,
-		.batches = 10, .cpu = -2, .clock = -1, .table = 0,
+		.batches = 10, .max_redo = -1, .cpu = -2, .clock = -1, .table = 0,
 		.batch_ms = 1, .warmup_ms = 20, .calibrate_ms = 50, .tsc_hz = 0,
 		.file = NULL,
 	};
-	int probe_only = 0;
+	int probe_only = 0, have_steal, have_irqs;
 	const char *clock_why, *sched = "other";
 	char sched_why[160] = "not asked for (--realtime)";
 	char *buf = NULL;
 	double *loop_ns, *raw_ns, *samples_ns, *offcpu_ns, t_ns, loop_med;
+	long long *nivcsw, *steal, *irqs;
+	unsigned char *disturbed;
 	double bracket_ns;
-	long k, n, n_empty, cpu;
+	long k, n, n_empty, cpu, nmax, measured, redone = 0, ndisturbed = 0;
 	uint64_t t0;
 	struct stat st;
 	char what[64];
@@ -922,17 +1104,29 @@ main(int argc, char **argv)
 		(void)timed(0, n, what);
 	while ((double)(mono_ns() - t0) < o.warmup_ms * 1e6);
 
-	loop_ns = calloc((size_t)o.batches, sizeof(double));
-	raw_ns = calloc((size_t)o.batches, sizeof(double));
-	samples_ns = calloc((size_t)o.batches, sizeof(double));
-	offcpu_ns = calloc((size_t)o.batches, sizeof(double));
+	nmax = o.batches + o.max_redo;
+	loop_ns = calloc((size_t)nmax, sizeof(double));
+	raw_ns = calloc((size_t)nmax, sizeof(double));
+	samples_ns = calloc((size_t)nmax, sizeof(double));
+	offcpu_ns = calloc((size_t)nmax, sizeof(double));
+	nivcsw = calloc((size_t)nmax, sizeof(long long));
+	steal = calloc((size_t)nmax, sizeof(long long));
+	irqs = calloc((size_t)nmax, sizeof(long long));
+	disturbed = calloc((size_t)nmax, 1);
 	if (loop_ns == NULL || raw_ns == NULL || samples_ns == NULL ||
-	    offcpu_ns == NULL)
+	    offcpu_ns == NULL || nivcsw == NULL || steal == NULL || irqs == NULL ||
+	    disturbed == NULL)
 		err(1, "calloc");
+	proc_open(&proc_stat);
+	proc_open(&proc_irq);
+	have_steal = read_steal(cpu) >= 0;
+	have_irqs = read_irqs(cpu) >= 0;
 	n_empty = n > EMPTY_MIN_CALLS ? n : EMPTY_MIN_CALLS;
 	bracket_ns = cpu_bracket_ns();
-	for (k = 0; k < o.batches; k++) {
+	/* One more batch for each disturbed one, while --max-redo allows. */
+	for (k = 0, measured = o.batches; k < measured; k++) {
 		uint64_t cpu0, cpu1;
+		struct counters c0, c1;
 
 		loop_ns[k] = ticks_to_ns(timed(1, n_empty, NULL)) / (double)n_empty;
 		/*
@@ -943,22 +1137,38 @@ main(int argc, char **argv)
 		 * are timed.  The CPU clock can only be read around the window,
 		 * so the CPU time of the bracket itself (measured once, above) is
 		 * taken off; a preemption outside the window adds no CPU time
-		 * and so cannot leak in.
+		 * and so cannot leak in.  The disturbance counters are read
+		 * around that bracket, outside the window.
 		 */
+		counters_read(&c0, cpu, 0);
 		cpu0 = thread_cpu_ns();
 		t_ns = ticks_to_ns(timed(0, n, what));
 		cpu1 = thread_cpu_ns();
+		counters_read(&c1, cpu, 1);
 		raw_ns[k] = t_ns / (double)n;
 		offcpu_ns[k] = (t_ns - ((double)(cpu1 - cpu0) - bracket_ns)) /
 		    (double)n;
+		nivcsw[k] = c1.nivcsw - c0.nivcsw;
+		steal[k] = have_steal && c0.steal >= 0 && c1.steal >= 0 ?
+		    c1.steal - c0.steal : 0;
+		irqs[k] = have_irqs && c0.irqs >= 0 && c1.irqs >= 0 ?
+		    c1.irqs - c0.irqs : 0;
+		disturbed[k] = nivcsw[k] > 0 || steal[k] > 0;
+		if (disturbed[k]) {
+			ndisturbed++;
+			if (redone < o.max_redo) {
+				redone++;
+				measured++;
+			}
+		}
 	}
 	/*
 	 * Subtract the median empty-loop cost, not each batch's own: an
 	 * interrupt landing in one short empty batch must not bend the sample
 	 * beside it.
 	 */
-	loop_med = median(loop_ns, o.batches);
-	for (k = 0; k < o.batches; k++)
+	loop_med = median(loop_ns, measured);
+	for (k = 0; k < measured; k++)
 		samples_ns[k] = raw_ns[k] - loop_med;
 	st.st_size = -1;
 	if (tgt.rewind && fstat(tgt.fd, &st) == -1)
@@ -969,7 +1179,7 @@ main(int argc, char **argv)
 	if (o.table) {
 		double lo = samples_ns[0], hi = samples_ns[0];
 
-		for (k = 1; k < o.batches; k++) {
+		for (k = 1; k < measured; k++) {
 			lo = samples_ns[k] < lo ? samples_ns[k] : lo;
 			hi = samples_ns[k] > hi ? samples_ns[k] : hi;
 		}
@@ -978,10 +1188,11 @@ main(int argc, char **argv)
 			printf(" size %ld", o.size);
 		if (shape != SHAPE_RET)
 			printf(" shape %s", shape_names[shape]);
-		printf(": %.1f ns/call median (min %.1f, max %.1f) over %ld batches of %ld calls;"
+		printf(": %.1f ns/call median (min %.1f, max %.1f) over %ld batches of %ld calls"
+		    " (%ld disturbed, %ld redone);"
 		    " empty loop %.2f ns/call subtracted; clock %s",
-		    median(samples_ns, o.batches), lo, hi, o.batches, n, loop_med,
-		    clk == CLK_TSC ? "tsc" : "monotonic");
+		    median(samples_ns, measured), lo, hi, measured, n, ndisturbed,
+		    redone, loop_med, clk == CLK_TSC ? "tsc" : "monotonic");
 		if (clk == CLK_TSC)
 			printf(" at %.4f GHz", tsc_hz / 1e9);
 		printf(", cpu %ld, sched %s\n", cpu, sched);
@@ -1019,15 +1230,29 @@ main(int argc, char **argv)
 	printf(",\"sched\":\"%s\",\"sched_why\":", sched);
 	json_string(sched_why);
 	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
-	    "\"batches\":%ld,\"warmup_ms\":%g,", cpu, n, n_empty, o.batches, o.warmup_ms);
-	json_array("loop_ns_per_call", loop_ns, o.batches, 4);
+	    "\"batches\":%ld,\"max_redo\":%ld,\"redone\":%ld,\"warmup_ms\":%g,",
+	    cpu, n, n_empty, o.batches, o.max_redo, redone, o.warmup_ms);
+	json_array("loop_ns_per_call", loop_ns, measured, 4);
 	putchar(',');
-	json_array("samples_ns", samples_ns, o.batches, 4);
+	json_array("samples_ns", samples_ns, measured, 4);
 	putchar(',');
-	json_array("raw_ns", raw_ns, o.batches, 4);
+	json_array("raw_ns", raw_ns, measured, 4);
 	putchar(',');
-	json_array("offcpu_ns_per_call", offcpu_ns, o.batches, 4);
-	printf(",\"offcpu_bracket_ns\":%.1f", bracket_ns);
+	json_array("offcpu_ns_per_call", offcpu_ns, measured, 4);
+	printf(",\"offcpu_bracket_ns\":%.1f,", bracket_ns);
+	json_int_array("nivcsw", nivcsw, measured);
+	putchar(',');
+	if (have_steal)
+		json_int_array("steal_ticks", steal, measured);
+	else
+		printf("\"steal_ticks\":null");
+	putchar(',');
+	if (have_irqs)
+		json_int_array("irqs", irqs, measured);
+	else
+		printf("\"irqs\":null");
+	putchar(',');
+	json_bool_array("disturbed", disturbed, measured);
 	printf(",\"errors\":0}\n");
 	if (fflush(stdout) == EOF || ferror(stdout))
 		err(1, "stdout");

@@ -1,22 +1,26 @@
 """syscost: each variant's binary probes honestly, measures every operation in every loop
-shape with checked results, and refuses bad usage.
+shape with checked results, flags disturbed batches, and refuses bad usage.
 
 What can break: a mechanism stub or the contract changing (syscost then sees wrong
 results and exits 1, or crashes); a loop shape's function passing the wrong arguments
 (a write of the wrong size, a clock read into no buffer: the result check fails); the
-JSON schema drifting from docs/syscost.md; the registry's ops and shapes disagreeing
-with what the binary accepts (exit 2 would turn into 0 or 1); argument checks
-loosening.  Nothing here asserts a timing or anything that noise can move: on a busy or
-slow machine a batch can take any time (an empty loop read 407 ns per pass under load,
-and 40-call int 0x80 batches on an AMD guest read -38 ns of off-CPU time per call).
-What is asserted holds whatever the timings: arrays have the right lengths, samples are
-exactly raw minus the median empty loop, off-CPU time never exceeds its window plus the
-bracket it can be off by (CPU time cannot be negative), and an O_SYNC write sleeps.  Whether the timed loops make their calls at all is counted
+JSON schema drifting from docs/syscost.md; the disturbance arrays losing their
+parallelism with the samples, the disturbed flag not following the counters it is
+defined by, or the extra batches not following the disturbed ones; the registry's ops
+and shapes disagreeing with what the binary accepts (exit 2 would turn into 0 or 1);
+argument checks loosening.  Nothing here asserts a timing or anything that noise can
+move: on a busy or slow machine a batch can take any time.  What is asserted holds
+whatever the timings: arrays have the right lengths, samples are exactly raw minus the
+median empty loop, off-CPU time never exceeds its window plus the bracket it can be off
+by (CPU time cannot be negative), an O_SYNC write sleeps, and the disturbance arrays
+obey their own definitions.  Whether the timed loops make their calls at all is counted
 in the kernel by tests/test_entry_counts.py."""
 import json
 import math
+import os
 import statistics
 import subprocess
+import sys
 
 import pytest
 
@@ -62,17 +66,40 @@ def fstype(path):
                           text=True).stdout.strip()
 
 
+def check_disturbance(d):
+    """The disturbance arrays are parallel to the samples and obey their definitions."""
+    n = len(d["samples_ns"])
+    assert n == d["batches"] + d["redone"], (n, d["batches"], d["redone"])
+    for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call", "nivcsw",
+                "disturbed"):
+        assert len(d[key]) == n, key
+    for key in ("steal_ticks", "irqs"):
+        if d[key] is not None:
+            assert len(d[key]) == n and all(isinstance(x, int) and x >= 0 for x in d[key]), key
+    assert all(isinstance(x, int) and x >= 0 for x in d["nivcsw"]), d["nivcsw"]
+    steal = d["steal_ticks"] or [0] * n
+    assert d["disturbed"] == [c > 0 or s > 0 for c, s in zip(d["nivcsw"], steal)]
+    # One extra batch per disturbed one, extra batches included, up to --max-redo.
+    assert d["redone"] == min(sum(d["disturbed"]), d["max_redo"]), d
+    # Readable here when pinned: /proc/stat and /proc/interrupts have the pinned CPU.
+    if d["cpu"] >= 0 and os.access("/proc/stat", os.R_OK):
+        assert d["steal_ticks"] is not None
+    if d["cpu"] >= 0 and os.access("/proc/interrupts", os.R_OK):
+        assert d["irqs"] is not None
+
+
 def check_sane(d, variant, op, shape, tmp_path, batches=3):
     bits, mech = variant.split("-", 1)
     assert d["variant"] == variant and d["bits"] == int(bits) and d["mechanism"] == mech
     assert d["op"] == op and d["shape"] == shape and d["errors"] == 0
     assert d["sched"] == "other" and d["sched_why"]    # --realtime was not asked for
     assert d["abi"] == registry.get(variant).abi
-    assert d["batches"] == batches
+    assert d["batches"] == batches and d["max_redo"] == batches
+    check_disturbance(d)
     n = d["calls_per_batch"]
     assert n >= 1
     for key in ("samples_ns", "raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
-        assert len(d[key]) == batches and all(math.isfinite(x) for x in d[key]), key
+        assert all(math.isfinite(x) for x in d[key]), key
     # Clocks advance: a batch and an empty loop of at least 20000 passes take time.
     assert all(x > 0 for x in d["raw_ns"]) and all(x > 0 for x in d["loop_ns_per_call"])
     loop = statistics.median(d["loop_ns_per_call"])
@@ -181,6 +208,99 @@ def test_default_op_is_getppid(build):
     assert d["op"] == "getppid"
 
 
+# -- disturbance -----------------------------------------------------------------------------
+
+HOG = ("import os, sys\n"
+       "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+       "sys.stdout.write('x'); sys.stdout.flush()\n"
+       "while True:\n    pass\n")
+
+
+@pytest.fixture
+def hog():
+    """A CPU-bound process pinned to the CPU syscost is pinned to (the last allowed one),
+    so that the scheduler must switch between the two."""
+    cpu = max(os.sched_getaffinity(0))
+    p = subprocess.Popen([sys.executable, "-c", HOG, str(cpu)], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.read(1) == b"x"
+        yield cpu
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_disturbed_batches_are_flagged_and_redone(build, hog):
+    """Two CPU-bound processes on one CPU alternate: with almost all of syscost's time
+    inside timed brackets, some batches see an involuntary context switch.  Each is
+    flagged and gets one extra batch, up to --max-redo."""
+    p = run([syscost("64-syscall"), "--op", "getppid", "--cpu", hog, "--batches", 20,
+             "--batch-ms", 5, "--warmup-ms", 0, "--calibrate-ms", 5, "--max-redo", 4],
+            text=True)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["cpu"] == hog and d["max_redo"] == 4
+    check_disturbance(d)
+    assert sum(d["nivcsw"]) > 0, d["nivcsw"]
+    assert d["redone"] == min(sum(d["disturbed"]), 4) > 0
+
+
+def test_max_redo_zero_measures_what_was_asked(build, hog):
+    p = run([syscost("64-syscall"), "--op", "getppid", "--cpu", hog, "--batches", 6,
+             "--batch-ms", 5, "--warmup-ms", 0, "--calibrate-ms", 5, "--max-redo", 0],
+            text=True)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    check_disturbance(d)
+    assert d["redone"] == 0 and len(d["samples_ns"]) == 6
+
+
+def cpu_counters(cpu):
+    """(interrupts, steal ticks) of one CPU, read here as syscost reads them."""
+    with open("/proc/interrupts") as f:
+        head = f.readline().split()
+        col = head.index(f"CPU{cpu}")
+        irqs = 0
+        for line in f:
+            counts = line.split(":", 1)[1].split()[:len(head)] if ":" in line else []
+            if len(counts) == len(head) and all(c.isdigit() for c in counts):
+                irqs += int(counts[col])
+    with open("/proc/stat") as f:
+        steal = next(int(l.split()[8]) for l in f if l.startswith(f"cpu{cpu} "))
+    return irqs, steal
+
+
+def test_counters_are_the_pinned_cpus(build):
+    """The batches' interrupts and steal are part of what the pinned CPU's own counters
+    moved by over the whole run, and a 100 ms run with the timer ticking (HZ >= 100) on a
+    busy CPU takes some interrupts inside its brackets."""
+    cpu = max(os.sched_getaffinity(0))
+    try:
+        nohz = open("/sys/devices/system/cpu/nohz_full").read().strip()
+    except OSError:
+        nohz = ""
+    if nohz and str(cpu) in nohz:
+        pytest.skip(f"CPU {cpu} is nohz_full ({nohz}): its timer may not tick")
+    irq0, steal0 = cpu_counters(cpu)
+    p = run([syscost("64-syscall"), "--op", "getppid", "--cpu", cpu, "--batches", 20,
+             "--batch-ms", 5, "--warmup-ms", 0, "--calibrate-ms", 5], text=True)
+    irq1, steal1 = cpu_counters(cpu)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    check_disturbance(d)
+    assert 0 < sum(d["irqs"]) <= irq1 - irq0, (d["irqs"], irq1 - irq0)
+    assert 0 <= sum(d["steal_ticks"]) <= steal1 - steal0, (d["steal_ticks"], steal1 - steal0)
+
+
+def test_unpinned_run_has_no_per_cpu_counters(build):
+    """Stolen time and interrupts are per CPU: without a CPU to read them for, null."""
+    p = run([syscost("64-libc"), "--cpu", -1] + FAST, text=True)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["cpu"] == -1 and d["steal_ticks"] is None and d["irqs"] is None
+    check_disturbance(d)
+
+
 # -- usage -----------------------------------------------------------------------------------
 
 def test_monotonic_clock(build):
@@ -206,6 +326,7 @@ def test_table_format(build):
     ["--file", "x"],                      # file for an op that writes no file
     ["--no-such-option"], ["stray"], ["--tsc-hz", "fast"], ["--cpu", "-5"],
     ["--shape", "loop"], ["--shape", "jmp"],     # 64-libc has the ret shape only
+    ["--max-redo", "-1"], ["--max-redo", "x"],
 ])
 def test_bad_usage_exits_2(build, args):
     p = run([syscost("64-libc")] + args, text=True)
@@ -216,7 +337,7 @@ def test_bad_usage_exits_2(build, args):
 def test_help(build):
     p = run([syscost("64-libc"), "--help"], text=True)
     assert p.returncode == 0 and "--op" in p.stdout and "--probe" in p.stdout
-    assert "--shape" in p.stdout
+    assert "--shape" in p.stdout and "--max-redo" in p.stdout
 
 
 def test_unwritable_file_is_a_runtime_error(build, tmp_path):
