@@ -74,6 +74,9 @@
  *   anywhere stops the run with exit 1; a cost of a call that did not do its
  *   work is no cost.
  *
+ * - --speculation: switch a per-process speculation mitigation on for this
+ *   process (prctl) before measuring, so that one session can alternate it.
+ *
  * Operations:
  *   null           an invalid syscall number (TW_NR_invalid): entry, dispatch
  *                  and exit, no work; the kernel answers -ENOSYS
@@ -95,8 +98,10 @@
  *
  * Output: one JSON object (docs/syscost.md has the schema) or one line.
  * Exit 0 measured; 1 run-time error or a wrong syscall result; 2 bad usage;
- * 77 the mechanism does not work here (the probe's reason is on stderr).
+ * 77 the mechanism, or the asked speculation setting, is not available here
+ * (the reason is on stderr).
  */
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -154,12 +159,15 @@ static const char *const shape_names[SHAPE_COUNT] = { "ret", "jmp", "inline" };
 
 enum clk { CLK_TSC, CLK_MONO };
 
+/* PR_SET_SPECULATION_CTRL's controls that --speculation can switch. */
+enum spec { SPEC_NONE, SPEC_SSBD, SPEC_IB, SPEC_ALL };
+
 /* Long options' vals, clear of the short letters (see tw_usage_getopt). */
 enum {
 	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
 	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
 	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
-	OPT_MAX_REDO, OPT_HELP
+	OPT_MAX_REDO, OPT_SPECULATION, OPT_HELP
 };
 
 typedef long (*call3_fn)(long, long, long, long);
@@ -179,6 +187,7 @@ struct opts {
 	double tsc_hz;		/* 0: measure */
 	const char *file;
 	int realtime;
+	enum spec speculation;
 };
 
 static enum clk clk;
@@ -378,7 +387,8 @@ const char tw_usage[] =
 "               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
 "               [--file path] [--format json|table] [--max-redo n] [--op op]\n"
 "               [--realtime] [--shape ret|jmp|inline] [--size n]\n"
-"               [--tsc-hz hz] [--warmup-ms ms]\n"
+"               [--speculation ssbd|indirect-branch|all] [--tsc-hz hz]\n"
+"               [--warmup-ms ms]\n"
 "       syscost --probe";
 
 static void __attribute__((noreturn))
@@ -408,13 +418,16 @@ help(void)
 "  --calibrate-ms MS  how long to measure the TSC rate (default 50)\n"
 "  --tsc-hz HZ        use this TSC rate instead of measuring it\n"
 "  --realtime         run under SCHED_FIFO when allowed (root/CAP_SYS_NICE)\n"
+"  --speculation S    disable this speculation for the process first (prctl):\n"
+"                     ssbd | indirect-branch | all\n"
 "  --format F         json (default) | table\n"
 "  --probe            exit 0 if the mechanism works here, else 77 with the reason\n"
 "  -h, --help         this text\n"
 "\n"
 "Numbers are decimal and nothing else: no blanks, no '+', no hex.\n"
 "Exit: 0 measured, 1 run-time error or wrong syscall result, 2 bad usage,\n"
-"77 mechanism unsupported.  Method and JSON schema: docs/syscost.md.\n",
+"77 mechanism (or speculation control) unavailable.  Method and JSON schema:\n"
+"docs/syscost.md.\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
 	if (fflush(stdout) == EOF || ferror(stdout))
 		err(1, "stdout");
@@ -694,6 +707,82 @@ counters_read(struct counters *c, long cpu, int after)
 	c->nivcsw = ru.ru_nivcsw;
 }
 
+/* ---- speculation ------------------------------------------------------------ */
+
+/* "ssbd" and "indirect-branch" as prctl names them, and disable each asked. */
+static void
+speculation_apply(enum spec s)
+{
+	static const struct {
+		enum spec which;
+		const char *name;
+		unsigned long ctrl;
+	} ctl[] = {
+		{ SPEC_SSBD, "ssbd", PR_SPEC_STORE_BYPASS },
+		{ SPEC_IB, "indirect-branch", PR_SPEC_INDIRECT_BRANCH },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++) {
+		int st;
+
+		if (s != SPEC_ALL && s != ctl[i].which)
+			continue;
+		st = prctl(PR_GET_SPECULATION_CTRL, ctl[i].ctrl, 0, 0, 0);
+		if (st == -1) {
+			if (errno == EINVAL || errno == ENODEV)
+				errx(TW_EXIT_UNSUPPORTED, "%s: this kernel has no such "
+				    "speculation control (PR_GET_SPECULATION_CTRL: %s)",
+				    ctl[i].name, strerror(errno));
+			err(1, "prctl(PR_GET_SPECULATION_CTRL, %s)", ctl[i].name);
+		}
+		if (!(st & PR_SPEC_PRCTL))
+			errx(TW_EXIT_UNSUPPORTED, "%s: the kernel does not leave it "
+			    "to prctl (%s)", ctl[i].name,
+			    st == PR_SPEC_NOT_AFFECTED ? "this CPU is not affected" :
+			    st & PR_SPEC_FORCE_DISABLE ? "force-disabled" :
+			    st & PR_SPEC_DISABLE ? "always disabled" :
+			    st & PR_SPEC_ENABLE ? "always enabled" : "no per-task control");
+		if (prctl(PR_SET_SPECULATION_CTRL, ctl[i].ctrl, PR_SPEC_DISABLE, 0, 0) == -1) {
+			if (errno == ENXIO || errno == EPERM)
+				errx(TW_EXIT_UNSUPPORTED, "%s: the kernel refused to "
+				    "disable it for this process (%s)", ctl[i].name,
+				    strerror(errno));
+			err(1, "prctl(PR_SET_SPECULATION_CTRL, %s, PR_SPEC_DISABLE)",
+			    ctl[i].name);
+		}
+	}
+}
+
+/* {"Speculation_Store_Bypass":"...",...}: the Speculation lines of /proc/self/status. */
+static void
+speculation_status_json(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	int n = 0;
+
+	putchar('{');
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		char *colon = strchr(line, ':'), *v;
+
+		if (strncmp(line, "Speculation", 11) != 0 || colon == NULL)
+			continue;
+		*colon = '\0';
+		for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+			;
+		v[strcspn(v, "\n")] = '\0';
+		if (n++)
+			putchar(',');
+		json_string(line);
+		putchar(':');
+		json_string(v);
+	}
+	if (f != NULL)
+		fclose(f);
+	putchar('}');
+}
+
 /* ---- the measurement ----------------------------------------------------- */
 
 struct target {
@@ -839,6 +928,7 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		{ "realtime", no_argument, NULL, OPT_REALTIME },
 		{ "shape", required_argument, NULL, OPT_SHAPE },
 		{ "max-redo", required_argument, NULL, OPT_MAX_REDO },
+		{ "speculation", required_argument, NULL, OPT_SPECULATION },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -921,6 +1011,17 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 				tw_usage_err("--format: %s is not json or table",
 				    tw_quote(optarg));
 			break;
+		case OPT_SPECULATION:
+			if (strcmp(optarg, "ssbd") == 0)
+				o->speculation = SPEC_SSBD;
+			else if (strcmp(optarg, "indirect-branch") == 0)
+				o->speculation = SPEC_IB;
+			else if (strcmp(optarg, "all") == 0)
+				o->speculation = SPEC_ALL;
+			else
+				tw_usage_err("--speculation: %s is not ssbd, "
+				    "indirect-branch or all", tw_quote(optarg));
+			break;
 		case OPT_PROBE:
 			*probe_only = 1;
 			break;
@@ -979,8 +1080,9 @@ main(int argc, char **argv)
 		.op = -1, .shape = SHAPE_RET, .size = -1, .calls = 0,
 		.batches = 10, .max_redo = -1, .cpu = -2, .clock = -1, .table = 0,
 		.batch_ms = 1, .warmup_ms = 20, .calibrate_ms = 50, .tsc_hz = 0,
-		.file = NULL,
+		.file = NULL, .speculation = SPEC_NONE,
 	};
+	static const char *const spec_names[] = { NULL, "ssbd", "indirect-branch", "all" };
 	int probe_only = 0, have_steal, have_irqs;
 	const char *clock_why, *sched = "other";
 	char sched_why[160] = "not asked for (--realtime)";
@@ -1003,6 +1105,9 @@ main(int argc, char **argv)
 	tw_require_mechanism();
 	if (probe_only)
 		return 0;
+	/* Before the clock is calibrated: the setting may slow this process. */
+	if (o.speculation != SPEC_NONE)
+		speculation_apply(o.speculation);
 
 	/* Pin first: the TSC is then read and calibrated on one core. */
 	cpu = o.cpu == -2 ? default_cpu() : o.cpu;
@@ -1229,6 +1334,14 @@ main(int argc, char **argv)
 		printf(",\"tsc_hz\":null,\"tsc_hz_source\":null");
 	printf(",\"sched\":\"%s\",\"sched_why\":", sched);
 	json_string(sched_why);
+	printf(",\"speculation\":{\"asked\":");
+	if (o.speculation == SPEC_NONE)
+		printf("null");
+	else
+		json_string(spec_names[o.speculation]);
+	printf(",\"status\":");
+	speculation_status_json();
+	printf("}");
 	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
 	    "\"batches\":%ld,\"max_redo\":%ld,\"redone\":%ld,\"warmup_ms\":%g,",
 	    cpu, n, n_empty, o.batches, o.max_redo, redone, o.warmup_ms);
