@@ -4,7 +4,8 @@
 #   make list-variants   print the variant names, one per line
 #   make test            install what is missing (as root), build, run the tests
 #   make report          install what is missing (as root), build, measure, report
-#   make bench           the per-call benchmark with its accuracy and precision figures
+#                        (on a machine without make: ./tw-make test, ./tw-make report)
+#   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands it.  Objects are built once per flavour, bits plus syscall ABI
@@ -55,7 +56,7 @@ BINARIES := $(foreach p,$(PROGRAMS),$(addprefix $(BUILD)/$p-,$(VARIANTS))) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: all binaries list-variants deps build-deps venv test report bench clean distclean
+.PHONY: all binaries list-variants deps build-deps test-deps venv test report bench clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -96,28 +97,40 @@ $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
 
 # --- set-up, tests, report -------------------------------------------------
 
+# scripts/deps.sh checks (and as root installs) what each step needs: `build` for
+# compiling, `report` for measuring, `test` adds the browser and Go the tests use.
+# ./tw-make runs it before make exists and passes TW_DEPS_CHECKED=1 so it runs once.
+DEPS = $(if $(TW_DEPS_CHECKED),@:,@scripts/deps.sh)
 deps:
-	@scripts/deps.sh
+	$(DEPS) report
 build-deps:
-	@scripts/deps.sh build
+	$(DEPS) build
+test-deps:
+	$(DEPS) test
 
+# A venv whose pip works is kept; one without pip (python3-venv missing when it
+# was made) is made again.  pip's output goes to a log, printed only on failure.
+VENV_LOG := $(BUILD)/venv.log
 $(VENV)/.stamp: requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	touch $@
+	@echo "timewrite: building $(VENV) from requirements.txt (PyPI) … (log: $(VENV_LOG))" >&2
+	@mkdir -p $(BUILD) && : >$(VENV_LOG) && \
+	{ $(VPY) -m pip --version >>$(VENV_LOG) 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); } >>$(VENV_LOG) 2>&1; } && \
+	$(VPY) -m pip install --disable-pip-version-check -r requirements.txt >>$(VENV_LOG) 2>&1 || \
+	{ echo "timewrite: building $(VENV) failed; full log: $(VENV_LOG)" >&2; tail -n 3 $(VENV_LOG) >&2; exit 1; }
+	@touch $@
 venv: deps $(VENV)/.stamp
 
-test: deps
-	@$(MAKE) --no-print-directory all venv
+test: test-deps
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) -m pytest tests $(PYTEST_ARGS)
 
 report: deps
-	@$(MAKE) --no-print-directory all venv
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/tw run $(REPORT_ARGS)
 
 bench: deps
-	@$(MAKE) --no-print-directory all venv
-	$(VPY) scripts/tw bench --accuracy $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	$(VPY) scripts/tw bench --selfcheck $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,54 +1,159 @@
 #!/usr/bin/env bash
-# deps.sh: make sure the system tools timewrite needs are installed.
+# deps.sh [build|report|test]: make sure this machine has what that step needs.
 #
-# As root, missing Debian/Ubuntu packages are installed with apt-get.  As any
-# other user nothing is installed: the exact command to run is printed and the
-# script exits 1, so `make test` and `make report` stop before a half-built run.
-# `deps.sh build` checks only what `make` needs to compile (gcc, multilib, nasm).
-# Each check tests the capability (gcc -m32 links, python3 -m venv works), not
-# only the presence of a command, because that is what fails on a fresh box.
+#   build    what `make` needs to compile: make, a C compiler that links -m32, nasm, binutils
+#   report   build + what measuring needs: python3 with a venv that has pip, strace,
+#            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing
+#   test     report + what only the tests need: chromium (the report in a real
+#            browser) and golang-go (a Go GOARCH=386 program)
+#
+# Each check tries the capability (cc -m32 links, `python3 -m venv` gives a venv
+# whose pip runs), not only the presence of a command, because that is what
+# fails on a fresh machine.  As root, what is missing is installed with apt-get
+# (one line per phase on stderr, the full output in a log file whose path is
+# printed on failure) and tracefs is mounted.  As any other user nothing is
+# changed: one complete command is printed for root to run, and the script
+# exits 1, so `make test` and `make report` stop before a half-built run.
+# bash is Essential on Debian and Ubuntu, so it is there on a bare machine.
 set -u
 
-missing=()
-need() { # need PACKAGE TEST-COMMAND...
-	local pkg=$1; shift
-	"$@" >/dev/null 2>&1 || missing+=("$pkg")
-}
+phase=${1:-report}
+case $phase in
+build | report | test) ;;
+*) echo "usage: scripts/deps.sh [build|report|test]" >&2; exit 2 ;;
+esac
 
+here=$(cd "$(dirname "$0")/.." && pwd)
 distro=$( . /etc/os-release 2>/dev/null; echo "${ID:-unknown}" )
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-printf 'int main(void){return 0;}\n' >"$tmp/t.c"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tw-deps.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+printf '#include <math.h>\nint main(int c, char **v){(void)v; return (int)sqrt(c);}\n' >"$tmp/t.c"
+printf 'bits 32\nglobal f\nf: int 0x80\n' >"$tmp/t.asm"
+TRACEFS=/sys/kernel/tracing
 
-need make        command -v make
-need gcc         command -v gcc
-need gcc-multilib gcc -m32 -o "$tmp/t32" "$tmp/t.c"
-need nasm        command -v nasm
-need binutils    command -v objdump
-if [ "${1:-all}" != build ]; then
-need strace      command -v strace
-need bpftrace    command -v bpftrace
-need python3-venv python3 -m venv --without-pip "$tmp/venv"
-need procps      command -v ps
-need util-linux  command -v taskset
-if [ "$distro" = ubuntu ]; then
-	# Ubuntu ships perf per kernel; linux-tools-generic follows the generic kernel.
-	need "linux-tools-common linux-tools-$(uname -r)" perf --version
-else
-	need linux-perf  perf --version
+# --- checks: each adds the Debian packages that provide what failed -----------
+
+missing=()
+add() { # add PACKAGE... (once each, in order)
+	local p
+	for p in "$@"; do
+		case " ${missing[*]-} " in *" $p "*) ;; *) missing+=("$p") ;; esac
+	done
+}
+need() { # need PACKAGES TEST-COMMAND...
+	local pkgs=$1; shift
+	# shellcheck disable=SC2086  # PACKAGES is a space-separated list
+	"$@" >/dev/null 2>&1 || add $pkgs
+}
+
+venv_with_pip() {
+	# The project's venv, once built, is what every later step uses: its pip is enough.
+	if [ -f "$here/.venv/.stamp" ] && "$here/.venv/bin/python" -m pip --version; then
+		return 0
+	fi
+	# Otherwise `python3 -m venv .venv` must give a venv with pip (Debian's python3
+	# without python3-venv makes one without pip, or fails: "ensurepip is not available").
+	python3 -m venv "$tmp/venv" && "$tmp/venv/bin/python" -m pip --version
+}
+
+tracefs_mounted() {
+	# Mount points in mountinfo are relative to this process's root, so this is right
+	# in a chroot too; the directory itself is readable only by root.
+	awk -v m="$TRACEFS" '$5 == m { for (i = 7; i <= NF; i++) if ($i == "-") { print $(i + 1); exit } }' \
+		/proc/self/mountinfo 2>/dev/null | grep -qx tracefs
+}
+
+check() {
+	missing=()
+	need make make --version
+	need gcc cc -o "$tmp/t64" "$tmp/t.c" -lm
+	need gcc-multilib cc -m32 -no-pie -fno-pie -o "$tmp/t32" "$tmp/t.c" -lm
+	need nasm nasm -f elf32 -o "$tmp/t.o" "$tmp/t.asm"
+	need binutils objdump --version
+	[ "$phase" = build ] && return
+	need python3 python3 --version
+	need python3-venv venv_with_pip
+	need strace strace -V
+	need bpftrace bpftrace --version
+	need procps ps -p $$
+	need util-linux taskset -p $$
+	if [ "$distro" = ubuntu ]; then
+		# Ubuntu ships perf per kernel; linux-tools-generic follows the generic kernel.
+		need "linux-tools-common linux-tools-$(uname -r)" perf --version
+	else
+		need linux-perf perf --version
+	fi
+	[ "$phase" = report ] && return
+	if [ "$distro" = ubuntu ]; then
+		need chromium-browser chromium-browser --version
+	else
+		need chromium chromium --version
+	fi
+	# GOARCH=386 builds need only the toolchain's own support for linux/386.
+	need golang-go sh -c 'go tool dist list | grep -qx linux/386'
+	if [ -n "${TW_SETUP_TEST-}" ]; then
+		need mmdebstrap mmdebstrap --version   # tests/test_setup_chroot.py builds a minbase root
+	fi
+}
+
+# tracefs: bpftrace and perf's tracepoints fail with "tracepoint not found" without it.
+mount_tracefs=
+if [ "$phase" != build ] && [ -d "$TRACEFS" ] && ! tracefs_mounted; then
+	mount_tracefs="mount -t tracefs nodev $TRACEFS"
 fi
-fi
 
-[ ${#missing[@]} -eq 0 ] && exit 0
+check
+[ ${#missing[@]} -eq 0 ] && [ -z "$mount_tracefs" ] && exit 0
 
-cmd="apt-get install -y ${missing[*]}"
+install="apt-get install -y ${missing[*]-}"
 if [ "$EUID" -ne 0 ]; then
-	echo "timewrite: missing packages: ${missing[*]}" >&2
-	echo "timewrite: run as root:  apt-get update && $cmd" >&2
+	if [ ${#missing[@]} -eq 0 ]; then
+		# Everything is installed; only root's tracing is affected, and it is root's to fix.
+		echo "timewrite: tracefs is not mounted at $TRACEFS (tracing as root needs it): as root, run: $mount_tracefs" >&2
+		exit 0
+	fi
+	cmd="apt-get update && $install"
+	[ -n "$mount_tracefs" ] && cmd="$cmd && $mount_tracefs"
+	echo "timewrite: missing for '$phase': ${missing[*]}${mount_tracefs:+; tracefs is not mounted at $TRACEFS}" >&2
+	echo "timewrite: run this one command as root, then run the same step again:" >&2
+	echo "$cmd" >&2
 	exit 1
 fi
-echo "timewrite: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2 && apt-get install -y -qq ${missing[*]} >&2 || {
-	echo "timewrite: '$cmd' failed; see the messages above" >&2
+
+# --- root: install, quietly, with the full output in a log ----------------------
+
+log="$here/build/setup.log"
+if ! { mkdir -p "$here/build" && : >"$log"; } 2>/dev/null; then
+	log=$(mktemp "${TMPDIR:-/tmp}/timewrite-setup.XXXXXX.log") || exit 1
+fi
+fail() { # fail WHAT
+	echo "timewrite: $1 failed; full log: $log" >&2
 	exit 1
 }
+
+if [ ${#missing[@]} -gt 0 ]; then
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "timewrite: no apt-get here; install the equivalents of these Debian packages: ${missing[*]}" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	echo "timewrite: apt-get update … (log: $log)" >&2
+	apt-get -o DPkg::Lock::Timeout=300 update >>"$log" 2>&1 || fail "apt-get update"
+	echo "timewrite: installing ${#missing[@]} Debian packages: ${missing[*]} …" >&2
+	apt-get -o DPkg::Lock::Timeout=300 install -y "${missing[@]}" >>"$log" 2>&1 ||
+		fail "'$install'"
+	check
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "timewrite: still not working after the install: ${missing[*]}; full log: $log" >&2
+		exit 1
+	fi
+fi
+
+if [ -n "$mount_tracefs" ]; then
+	if $mount_tracefs >>"$log" 2>&1; then
+		echo "timewrite: mounted tracefs at $TRACEFS (bpftrace and perf tracepoints need it)" >&2
+	else
+		echo "timewrite: could not mount tracefs at $TRACEFS; tracepoints will be reported unknown; log: $log" >&2
+	fi
+fi
+exit 0

@@ -234,7 +234,10 @@ def _mutants(stem, count, seed):
         yield path, new
 
 
-@pytest.mark.parametrize("stem", [s for s in results.STEMS if s != "meta"])
+# Every stage file the fixture holds (diagnose.json, written by the field-example stage, is
+# not in the recorded fixture).
+@pytest.mark.parametrize("stem", [s for s in results.STEMS
+                                  if s != "meta" and (FIX / f"{s}.json").exists()])
 def test_mutations_are_read_or_refused(tmp_path, stem):
     """A fixed-seed sample of one-value mutations per stage file: load, the verdict and every
     table either work or stop at DataError naming the file.  A crash anywhere else means a

@@ -129,6 +129,37 @@ def test_interrupt_at_random_moment(results_root, tmp_path, sig, kind, delay):
     assert meta(root / "latest")["state"] == "complete"
 
 
+@pytest.mark.parametrize("delay", [round(random.Random(SEED + 1).uniform(0, 0.5), 2)])
+def test_interrupt_while_the_field_example_attaches(results_root, tmp_path, delay):
+    """The field-example stage attaches bpftrace to a Go program it started stopped: an
+    interrupt while bpftrace attaches (seen: bpftrace left running) must stop it too."""
+    from twtools.measure import goprog
+    if goprog.find_go() is None:
+        pytest.skip("Go is not installed, so the field-example stage has no program to trace")
+    root, _ = results_root
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.Popen(TW + ["run", "--quick", "--only", "field-example", "--no-report"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, env=env(TW_RESULTS=root, TMPDIR=tmp))
+    seen, tree = None, {}
+    while p.poll() is None:
+        tree = descendants(p.pid)
+        if seen is None and _has(tree, ("tw", "bpftrace")):
+            seen = time.monotonic()
+        if seen is not None and time.monotonic() - seen >= delay:
+            break
+        time.sleep(0.01)
+    tree = descendants(p.pid) or tree
+    os.kill(p.pid, signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    orphans = wait_gone(tree, seconds=0.2)
+    assert "Traceback" not in err, err[-3000:]
+    assert not orphans, f"orphans: {orphans}"
+    assert list(tmp.iterdir()) == []
+    assert p.returncode in (0, 143), err[-2000:]
+
+
 def test_timeout_kills_the_whole_group(tmp_path):
     """core.proc.run: a child that outlives its timeout goes with everything it started
     (here a shell's background sleep, the shape of bpftrace's driver)."""

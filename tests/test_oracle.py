@@ -8,7 +8,6 @@ capture, made with `tw doctor --record`) and kernel forms derived from them, so 
 paths are checked on whichever CPU runs the tests.  The last ones hold this machine's probes
 against the oracle."""
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -1,21 +1,22 @@
 """Profilers and debuggers can walk from inside a kernel-entry stub back to main.
 
 A sample taken during a system call has the user-mode program counter inside
-tw_syscall3.  The C code is built without frame pointers, so perf
+tw_syscall3 (or tw_syscall3_jmp, or tw_loop3: the loop shapes of tw_syscall.h).  The C code is built without frame pointers, so perf
 --call-graph dwarf, gdb and libunwind find the caller only through the call
 frame information (CFI) in .eh_frame, which ld indexes in .eh_frame_hdr, and
 they name the code by the ELF symbol's type and size.  NASM writes neither;
 asm/include/tw.inc's TW_FUNC, TW_ENDFUNC and CFI_* macros write both.
 
-This breaks when a stub loses TW_FUNC/TW_ENDFUNC (tw_syscall3 becomes a FUNC
+This breaks when a stub loses TW_FUNC/TW_ENDFUNC (a function becomes a FUNC
 of size 0 and gets no FDE), when a push or pop is not followed by its CFI or
 the CFI gives a wrong offset (a debugger then reads the return address from
-the wrong slot), when the hand-written .eh_frame is malformed (ld then drops
+the wrong slot), when a stub that leaves by pop <reg>; jmp *<reg> does not say
+that the return address is then in that register, when the hand-written .eh_frame is malformed (ld then drops
 .eh_frame_hdr for the whole program, or readelf cannot decode it), or when
 perf stops naming main above tw_syscall3.  The CFI is checked against the
 code itself: a small model replays each stub's pushes, pops, calls and rets
 and compares the stack depth with readelf's decoded table at every
-instruction."""
+instruction of every function."""
 import re
 import struct
 import subprocess
@@ -23,6 +24,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, VARIANTS, need_supported, need_tool, run
+from twtools.machine import registry
 
 OBJECTS = sorted(BUILD.glob("obj/*/asm/*.o"))
 PROGRAM_BINARIES = sorted(p for p in BUILD.glob("*-*")
@@ -42,6 +44,16 @@ def symbol(path, name="tw_syscall3"):
         if len(f) == 8 and f[7] == name and f[6] != "UND":
             return int(f[1], 16), int(f[2], 0), f[3], f[4]
     pytest.fail(f"{path}: no {name} in the symbol table")
+
+
+def functions(path):
+    """[(name, value, size, type, bind)] of the functions an object defines, by address."""
+    out = []
+    for line in tool("readelf", "--syms", "--wide", path).splitlines():
+        f = line.split()
+        if len(f) == 8 and f[3] == "FUNC" and f[6] != "UND":
+            out.append((f[7], int(f[1], 16), int(f[2], 0), f[3], f[4]))
+    return sorted(out, key=lambda x: x[1])
 
 
 def section(path, name):
@@ -65,6 +77,8 @@ def fdes(path):
                          capture_output=True, text=True, timeout=120).stdout
     cies, result, cur, cols = {}, [], None, None
     for line in out.splitlines():
+        # "r2 (rcx)": the return address is held in a register (pop <reg>; jmp *<reg>).
+        line = re.sub(r"\br(\d+) \((\w+)\)", r"reg:\2", line)
         m = re.match(r"^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ (?:CIE|FDE cie=([0-9a-f]+) "
                      r"pc=([0-9a-f]+)\.\.([0-9a-f]+))", line)
         if m:
@@ -125,22 +139,34 @@ def test_there_are_stub_objects(build):
 
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=ids(OBJECTS))
-def test_stub_is_a_sized_function(build, obj):
-    """FUNC, GLOBAL, and as long as the stub's code: all of .text, which holds nothing else."""
+def test_stub_functions_are_sized(build, obj):
+    """Every function is FUNC, GLOBAL and sized; tw_syscall3 is one of them; together they
+    are all of .text but for the nops that align one function after another."""
     need_tool("readelf")
-    value, size, typ, bind = symbol(obj)
-    assert (typ, bind) == ("FUNC", "GLOBAL"), (typ, bind)
+    need_tool("objdump")
+    funcs = functions(obj)
+    assert "tw_syscall3" in [f[0] for f in funcs], funcs
     _, _, text_size = section(obj, ".text")
-    assert value == 0 and size == text_size > 0, (value, size, text_size)
+    end = 0
+    for name, value, size, typ, bind in funcs:
+        assert (typ, bind) == ("FUNC", "GLOBAL") and size > 0, (name, typ, bind, size)
+        assert value >= end, f"{name} overlaps the function before it"
+        end = value + size
+    assert funcs[0][1] == 0 and end == text_size, (funcs, text_size)
+    _, insns = disassemble(obj)
+    outside = [(a, i) for a, _, i in insns
+               if not any(v <= a < v + n for _, v, n, _, _ in funcs)]
+    assert all(i == "nop" for _, i in outside), outside
 
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=ids(OBJECTS))
-def test_stub_has_an_fde_covering_it(build, obj):
+def test_stub_has_an_fde_covering_each_function(build, obj):
     need_tool("readelf")
-    value, size, _, _ = symbol(obj)
     out = tool("readelf", "--debug-dump=frames", obj)
     assert "Contents of the .eh_frame section" in out, out
-    assert re.search(rf"FDE cie=[0-9a-f]+ pc=0*{value:x}\.\.0*{value + size:x}\b", out), out
+    for name, value, size, _, _ in functions(obj):
+        assert re.search(rf"FDE cie=[0-9a-f]+ pc=0*{value:x}\.\.0*{value + size:x}\b", out), \
+            (name, out)
 
 
 def stack_pointer(fmt):
@@ -149,42 +175,52 @@ def stack_pointer(fmt):
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=ids(OBJECTS))
 def test_cfi_matches_the_code(build, obj):
-    """At every instruction the CFA is sp + pointer + what the stub pushed, and
-    each register saved by a push is found where that push put it.
+    """At every instruction of every function the CFA is sp + pointer + what the function
+    pushed, each register saved by a push is found where that push put it, and the return
+    address is where the code last put it.
 
-    The model: a push moves sp down one pointer and saves its register; a pop
-    undoes both; a call returns to the next instruction with sp unchanged; the
-    code after a ret starts a frame of its own (it is only reached by a jump
-    taken before any push, or by a call, as .enter is).  Any other write to sp
-    fails the test, since the model cannot follow it."""
+    The model: a push moves sp down one pointer and saves its register; a pop undoes
+    both, except a pop with nothing pushed, which takes the return address itself into
+    its register (the CFA is then sp, and the return address in that register); a call
+    returns to the next instruction with sp unchanged; the code after a ret, or after the
+    jmp through the register that holds the return address, starts a frame of its own (it
+    is only reached by a jump taken before any push, or by a call, as the 32-bit stubs'
+    frame for sysenter is).  Any other write to sp fails the test, since the model cannot
+    follow it."""
     need_tool("readelf")
     need_tool("objdump")
     fmt, insns = disassemble(obj)
     sp, ptr = stack_pointer(fmt)
-    value, size, _, _ = symbol(obj)
-    start, end, cols, rows = fde_for(obj, value, size)
-    assert cols[0] == "CFA" and cols[-1] == "ra", cols
-    assert insns and insns[0][0] == start and insns[-1][0] < end
-    depth, saved = 0, {}
-    for addr, _, ins in insns:
-        row = [r for loc, r in rows if loc <= addr][-1]
-        regs = set(cols[1:-1]) | set(saved)
-        have = {k: row.get(k, "u") for k in ["CFA", "ra", *regs]}
-        want = {"CFA": f"{sp}+{ptr + depth}", "ra": f"c-{ptr}"}
-        want.update((reg, f"c-{saved[reg]}" if reg in saved else "u") for reg in regs)
-        assert have == want, f"{obj.name} at {addr:#x} ({ins}): CFI says {have}, the code {want}"
-        op, _, args = ins.partition(" ")
-        if op == "push":
-            depth += ptr
-            saved[args.lstrip("%")] = ptr + depth
-        elif op == "pop":
-            depth -= ptr
-            saved.pop(args.lstrip("%"), None)
-        elif op == "ret":
-            depth, saved = 0, {}
-        elif re.search(rf",%{sp}$", ins) or (op in ("leave", "enter")):
-            pytest.fail(f"{obj.name} at {addr:#x}: {ins} moves {sp} in a way the model "
-                        "cannot follow; extend test_cfi_matches_the_code")
+    for name, value, size, _, _ in functions(obj):
+        start, end, cols, rows = fde_for(obj, value, size)
+        assert cols[0] == "CFA" and cols[-1] == "ra", cols
+        code = [x for x in insns if value <= x[0] < value + size]
+        assert code and code[0][0] == start and code[-1][0] < end
+        depth, saved, ra_in = 0, {}, None
+        for addr, _, ins in code:
+            row = [r for loc, r in rows if loc <= addr][-1]
+            regs = set(cols[1:-1]) | set(saved)
+            have = {k: row.get(k, "u") for k in ["CFA", "ra", *regs]}
+            want = {"CFA": f"{sp}+{ptr + depth}",
+                    "ra": f"reg:{ra_in}" if ra_in else f"c-{ptr}"}
+            want.update((reg, f"c-{saved[reg]}" if reg in saved else "u") for reg in regs)
+            assert have == want, (f"{obj.name}, {name} at {addr:#x} ({ins}): CFI says {have}, "
+                                  f"the code {want}")
+            op, _, args = ins.partition(" ")
+            reg = args.lstrip("%")
+            if op == "push":
+                depth += ptr
+                saved[reg] = ptr + depth
+            elif op == "pop" and depth == 0 and ra_in is None:
+                depth, ra_in = -ptr, reg          # the return address, into a register
+            elif op == "pop":
+                depth -= ptr
+                saved.pop(reg, None)
+            elif op == "ret" or (op == "jmp" and ra_in and args == f"*%{ra_in}"):
+                depth, saved, ra_in = 0, {}, None
+            elif re.search(rf",%{sp}$", ins) or (op in ("leave", "enter")):
+                pytest.fail(f"{obj.name} at {addr:#x}: {ins} moves {sp} in a way the model "
+                            "cannot follow; extend test_cfi_matches_the_code")
 
 
 # --- the linked programs -----------------------------------------------------------
@@ -208,14 +244,24 @@ def eh_frame_hdr_starts(path):
     return [addr + struct.unpack_from("<i", data, 12 + 8 * i)[0] for i in range(count)]
 
 
+STUB_FUNCTIONS = ("tw_syscall3", "tw_syscall3_jmp", "tw_loop3", "tw_loop3_empty")
+
+
 @pytest.mark.parametrize("binary", PROGRAM_BINARIES, ids=[p.name for p in PROGRAM_BINARIES])
 def test_unwinders_find_the_stub(build, binary):
-    """In every linked program tw_syscall3 is a sized FUNC whose FDE .eh_frame_hdr indexes."""
+    """In every linked program tw_syscall3, and each loop-shape function the mechanism
+    has, is a sized FUNC whose FDE .eh_frame_hdr indexes."""
     need_tool("readelf")
-    value, size, typ, _ = symbol(binary)
-    assert typ == "FUNC" and size > 0, (typ, size)
-    fde_for(binary, value, size)
-    assert value in eh_frame_hdr_starts(binary), f"{binary.name}: tw_syscall3 not in .eh_frame_hdr"
+    starts = eh_frame_hdr_starts(binary)
+    have = {f[0]: f for f in functions(binary)}
+    assert "tw_syscall3" in have, sorted(have)
+    for name in STUB_FUNCTIONS:
+        if name not in have:
+            continue
+        _, value, size, typ, _ = have[name]
+        assert typ == "FUNC" and size > 0, (name, typ, size)
+        fde_for(binary, value, size)
+        assert value in starts, f"{binary.name}: {name} not in .eh_frame_hdr"
 
 
 # --- the tools themselves ----------------------------------------------------------
@@ -284,6 +330,37 @@ def test_gdb_backtrace_from_the_system_call(build, tmp_path, variant):
     frames = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", p.stdout, re.M)
     assert "tw_syscall3" in frames, p.stdout + p.stderr
     k = frames.index("tw_syscall3")
+    assert "main" in frames[k:], p.stdout
+    assert "??" not in frames[:frames.index("main")], p.stdout
+    assert "Backtrace stopped" not in p.stdout, p.stdout
+
+
+SHAPE_ENTRY = {"jmp": "tw_syscall3_jmp", "inline": "tw_loop3"}
+
+
+@pytest.mark.parametrize("variant,shape", [
+    (m.name, s) for m in registry.mechanisms() for s in m.shapes
+    if s in SHAPE_ENTRY and m.seen_as == "syscall"])
+def test_gdb_backtrace_from_each_loop_shape(build, tmp_path, variant, shape):
+    """gdb stopped at the system call syscost --shape jmp|inline makes walks back to main
+    through the shape's own function (tw_syscall3_jmp, tw_loop3) with no unknown frame."""
+    need_tool("gdb")
+    need_supported("syscost", variant)
+    func = SHAPE_ENTRY[shape]
+    # The first call of the shape's function in the parent is the first timed one (the
+    # probe's call is in a child gdb does not follow); the next system call after that
+    # breakpoint is the one it makes.
+    script = ["set pagination off", "set confirm off", f"break {func}", "run",
+              "delete", "catch syscall", "continue", "bt"]
+    p = run(["gdb", "-q", "-nx", "-batch", *[a for c in script for a in ("-ex", c)],
+             "--args", build / f"syscost-{variant}", "--op", "getppid", "--shape", shape,
+             "--calls", "10", "--batches", "1", "--warmup-ms", "0", "--calibrate-ms", "1"],
+            text=True, cwd=tmp_path)
+    if "ptrace: Operation not permitted" in p.stdout + p.stderr:
+        pytest.skip(f"gdb cannot trace here: {p.stderr.strip()}")
+    frames = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", p.stdout, re.M)
+    assert func in frames, p.stdout + p.stderr
+    k = frames.index(func)
     assert "main" in frames[k:], p.stdout
     assert "??" not in frames[:frames.index("main")], p.stdout
     assert "Backtrace stopped" not in p.stdout, p.stdout

@@ -8,7 +8,6 @@ TW_NR_invalid changes and the tools keep an old copy: then the counts and
 the attribution's null baseline silently trace nothing."""
 import json
 
-import pytest
 
 from conftest import ROOT, need_root, need_tool, run
 from twtools.machine import sysnr

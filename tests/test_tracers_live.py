@@ -6,7 +6,6 @@ write filter keyed on the wrong ABI's number (write is 4 for i386, 1 for x86-64)
 process's calls landing in the wrong strace table, or a plug-in that stops saying why it is
 blind.  The counts are exact: a known workload with a known count."""
 import tempfile
-from pathlib import Path
 
 import pytest
 

@@ -72,3 +72,27 @@ json_array(const char *key, const double *v, long n, int digits)
 		printf("%s%.*f", i ? "," : "", digits, v[i]);
 	putchar(']');
 }
+
+void
+json_int_array(const char *key, const long long *v, long n)
+{
+	long i;
+
+	json_string(key);
+	fputs(":[", stdout);
+	for (i = 0; i < n; i++)
+		printf("%s%lld", i ? "," : "", v[i]);
+	putchar(']');
+}
+
+void
+json_bool_array(const char *key, const unsigned char *v, long n)
+{
+	long i;
+
+	json_string(key);
+	fputs(":[", stdout);
+	for (i = 0; i < n; i++)
+		printf("%s%s", i ? "," : "", v[i] ? "true" : "false");
+	putchar(']');
+}

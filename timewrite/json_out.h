@@ -14,4 +14,10 @@ void json_string(const char *s);
 /* "key":[v0,v1,...] with `digits` decimals, no trailing separator. */
 void json_array(const char *key, const double *v, long n, int digits);
 
+/* "key":[i0,i1,...] of integers. */
+void json_int_array(const char *key, const long long *v, long n);
+
+/* "key":[true,false,...]: nonzero is true. */
+void json_bool_array(const char *key, const unsigned char *v, long n);
+
 #endif

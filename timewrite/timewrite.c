@@ -3,7 +3,7 @@
  *
  *	timewrite [options] outfile [sync]
  *
- * This is the seed lab report's program (SEEDS.md in the project's shared notes, section
+ * This is the seed lab report's program (docs/seed-report.md, section
  * 1) with its usage unchanged: standard input is the data, `sync` opens
  * outfile with O_SYNC, and for BUFFSIZE = 256, 512, ..., 131072 the whole
  * input is written to outfile in BUFFSIZE chunks and one tab-separated row is

@@ -19,6 +19,10 @@
 #define TW_NR_write   __NR_write
 #define TW_NR_getppid __NR_getppid
 #define TW_NR_writev  __NR_writev
+#define TW_NR_gettimeofday  __NR_gettimeofday
+#define TW_NR_clock_gettime __NR_clock_gettime
+#define TW_NR_time    __NR_time
+#define TW_NR_getcpu  __NR_getcpu
 
 /*
  * A number no kernel assigns: the kernel answers -ENOSYS after entry and

@@ -1,10 +1,11 @@
 ; asm/32/int80.asm: enter the kernel with the legacy software interrupt.
 ;
-; Contract (i386 cdecl):
+; Contract (i386 cdecl; tw_syscall.h):
 ;   long tw_syscall3(long nr, long a1, long a2, long a3)
 ;   in:  [esp+4] nr (i386 table), [esp+8] a1, [esp+12] a2, [esp+16] a3
 ;   out: eax = raw kernel result; -4095..-1 is -errno (errno is not touched)
 ;   clobbers: eax, ecx, edx (caller-saved in cdecl); ebx is saved and restored
+;   tw_syscall3_jmp, tw_loop3, tw_loop3_empty: tw_syscall.h
 ;
 ; Why this file exists: int 0x80 is how i386 Linux entered the kernel before
 ; sysenter (2.5.53) and how glibc's generic i386/i586 builds (glibc 2.5
@@ -16,17 +17,18 @@
 ; and syscall skip.  Since Linux 6.7 the 64-bit kernel handles it in C
 ; (do_int80_emulation) rather than through entry_INT80_compat.  Under a
 ; hypervisor that intercepts exceptions the cost can be tens of times that
-; of the fast paths.  Works on every x86 CPU, Intel or AMD, unless the kernel
-; was booted with ia32_emulation=0.
+; of the fast paths.  Works on every x86-64 CPU, unless the kernel was
+; booted with ia32_emulation=0 (or built without CONFIG_IA32_EMULATION).
 
 %include "tw.inc"
 
 bits 32
 section .text
 
+; The body tw_syscall3 and tw_syscall3_jmp share: only the way out differs.
 ; Call-frame information (tw.inc) follows every push and pop, so that a
 ; profiler sampling inside int 0x80 can walk from here back to the caller.
-TW_FUNC tw_syscall3
+%macro ENTER 0
 	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
 	CFI_ADJUST_CFA_OFFSET 4
 	CFI_REL_OFFSET ebx, 0
@@ -38,7 +40,72 @@ TW_FUNC tw_syscall3
 	pop	ebx
 	CFI_ADJUST_CFA_OFFSET -4
 	CFI_RESTORE ebx
+%endmacro
+
+TW_FUNC tw_syscall3
+	ENTER
 	ret
+TW_ENDFUNC
+
+; The same call leaving by pop ecx; jmp ecx (ecx is caller-saved in
+; cdecl): the return-stack predictor is not asked where to go after the
+; kernel returns (tw_syscall.h).
+TW_FUNC tw_syscall3_jmp
+	ENTER
+	TW_LEAVE_BY_JMP ecx
+TW_ENDFUNC
+
+; The inline loop, and its empty twin: %1 is what stands where the kernel
+; entry is.  int 0x80 changes no register but eax: ebx, ecx, edx hold the
+; arguments for every pass, edi the struct, esi the count.
+%macro LOOP 1
+	push	ebx
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebx, 0
+	push	esi
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET esi, 0
+	push	edi
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET edi, 0
+	mov	edi, [esp+16]		; struct tw_loop * (three pushes)
+	mov	esi, [esp+20]		; n
+	mov	dword [edi + TWL_BAD], 0
+	mov	ebx, [edi + TWL_A1]
+	mov	ecx, [edi + TWL_A2]
+	mov	edx, [edi + TWL_A3]
+	test	esi, esi
+	jle	TW_AT(%%done)
+	TW_HERE %%again
+	mov	eax, [edi + TWL_NR]
+	%1
+	TW_LOOP_CHECK eax, edi
+	dec	esi
+	jnz	TW_AT(%%again)
+	TW_HERE %%done
+	mov	eax, [edi + TWL_BAD]
+	pop	edi
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE edi
+	pop	esi
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE esi
+	pop	ebx
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebx
+	ret
+%endmacro
+
+; Both loops start 64-byte aligned, so that their code lies the same way
+; across cache lines: the only difference between them is the entry.
+align 64
+TW_FUNC tw_loop3
+	LOOP {int 0x80}
+TW_ENDFUNC
+
+align 64
+TW_FUNC tw_loop3_empty
+	LOOP {mov eax, [edi + TWL_LO]}	; an accepted result, no kernel
 TW_ENDFUNC
 
 section .rodata

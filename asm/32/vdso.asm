@@ -1,19 +1,22 @@
 ; asm/32/vdso.asm: enter the kernel through the vDSO's __kernel_vsyscall.
 ;
-; Contract (i386 cdecl):
+; Contract (i386 cdecl; tw_syscall.h):
 ;   long tw_syscall3(long nr, long a1, long a2, long a3)
 ;   in:  [esp+4] nr (i386 table), [esp+8] a1, [esp+12] a2, [esp+16] a3
 ;        tw_vsyscall (vdso_init.c): the AT_SYSINFO address, or 0
 ;   out: eax = raw kernel result; -4095..-1 is -errno;
 ;        -ENOSYS without calling anything when there is no AT_SYSINFO
 ;   clobbers: eax, ecx, edx; ebx is saved and restored
+;   tw_syscall3_jmp(...)  the same, leaving by an indirect jump
+;   tw_loop3, tw_loop3_empty  the call to __kernel_vsyscall inline in a loop
 ;
 ; Why this file exists: this is what glibc's i686 build does for every
 ; system call (call *%gs:0x10, I386_USE_SYSENTER), and what the seed's
 ; hypothesis says glibc 2.5 might not have done.  __kernel_vsyscall takes
 ; the i386 int 0x80 register convention and picks the fastest instruction
-; the kernel patched in at boot: sysenter on Intel, syscall on AMD, or plain
-; int 0x80 (always under FRED, kernels 6.9+ on CPUs that have it).  It
+; the kernel patched in at boot: sysenter or syscall, whichever this CPU
+; takes from 32-bit code, or plain int 0x80 (always under FRED, kernels 6.9+
+; on CPUs that have it).  It
 ; preserves every register but eax.
 
 %include "tw.inc"
@@ -23,13 +26,16 @@ extern tw_vsyscall
 bits 32
 section .text
 
+; The whole stub, for both ways out: %1 is ret, or jmp for tw_syscall3_jmp,
+; which leaves by pop ecx; jmp ecx (the vDSO's own ret inside
+; __kernel_vsyscall stays: it is what brings the call back here).
 ; Call-frame information (tw.inc) follows every push and pop.  Inside
 ; __kernel_vsyscall the vDSO's own CFI takes over; it leads back to the
 ; return address `call esi' pushed, where the rows below hold.
-TW_FUNC tw_syscall3
+%macro STUB 1
 	mov	eax, [tw_vsyscall]	; non-PIC absolute load; the Makefile links -no-pie
 	test	eax, eax
-	jz	.nosysinfo
+	jz	TW_AT(%%nosysinfo)
 	push	ebx			; callee-saved in cdecl, but it carries a1
 	CFI_ADJUST_CFA_OFFSET 4
 	CFI_REL_OFFSET ebx, 0
@@ -48,12 +54,93 @@ TW_FUNC tw_syscall3
 	pop	ebx
 	CFI_ADJUST_CFA_OFFSET -4
 	CFI_RESTORE ebx
-	ret
-	; Reached by the jz above, before any push: the entry row holds, and
-	; the pops have just restored exactly that row.
-.nosysinfo:
+ %ifidn %1, jmp
+	TW_LEAVE_BY_JMP ecx
+	CFI_ENTRY_ROW			; the code below is reached from the entry row
+ %else
+	ret				; the pops have just restored the entry row,
+ %endif				; which holds for the code below
+	; Reached by the jz above, before any push.
+	TW_HERE %%nosysinfo
 	mov	eax, -ENOSYS
 	ret
+%endmacro
+
+TW_FUNC tw_syscall3
+	STUB ret
+TW_ENDFUNC
+
+TW_FUNC tw_syscall3_jmp
+	STUB jmp
+TW_ENDFUNC
+
+; The inline loop, and its empty twin: %1 is what stands where the kernel
+; entry is; here that is the call to __kernel_vsyscall itself, whose own
+; ret comes back into the loop.  __kernel_vsyscall preserves every register
+; but eax: ebx, ecx, edx hold the arguments for every pass, edi the struct,
+; esi the count, ebp the target.  Without AT_SYSINFO every call fails:
+; first_bad is -ENOSYS and the result n, without calling anything.
+%macro LOOP 1
+	push	ebx
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebx, 0
+	push	esi
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET esi, 0
+	push	edi
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET edi, 0
+	push	ebp
+	CFI_ADJUST_CFA_OFFSET 4
+	CFI_REL_OFFSET ebp, 0
+	mov	edi, [esp+20]		; struct tw_loop * (four pushes)
+	mov	esi, [esp+24]		; n
+	mov	dword [edi + TWL_BAD], 0
+	mov	ebp, [tw_vsyscall]
+	test	ebp, ebp
+	jnz	TW_AT(%%sysinfo)
+	mov	[edi + TWL_BAD], esi	; no AT_SYSINFO: n failures, none tried
+	mov	dword [edi + TWL_FIRST], -ENOSYS
+	jmp	TW_AT(%%done)
+	TW_HERE %%sysinfo
+	mov	ebx, [edi + TWL_A1]
+	mov	ecx, [edi + TWL_A2]
+	mov	edx, [edi + TWL_A3]
+	test	esi, esi
+	jle	TW_AT(%%done)
+	TW_HERE %%again
+	mov	eax, [edi + TWL_NR]
+	%1
+	TW_LOOP_CHECK eax, edi
+	dec	esi
+	jnz	TW_AT(%%again)
+	TW_HERE %%done
+	mov	eax, [edi + TWL_BAD]
+	pop	ebp
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebp
+	pop	edi
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE edi
+	pop	esi
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE esi
+	pop	ebx
+	CFI_ADJUST_CFA_OFFSET -4
+	CFI_RESTORE ebx
+	ret
+%endmacro
+
+; Both loops start 64-byte aligned, so that their code lies the same way
+; across cache lines: the only difference between them is the call.
+align 64
+TW_FUNC tw_loop3
+	LOOP {call ebp}
+TW_ENDFUNC
+
+align 64
+TW_FUNC tw_loop3_empty
+	LOOP {mov eax, [edi + TWL_LO]}	; an accepted result, no vDSO, no kernel
 TW_ENDFUNC
 
 section .rodata

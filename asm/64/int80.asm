@@ -1,11 +1,12 @@
 ; asm/64/int80.asm: int 0x80 from a 64-bit process: the i386 ABI, by interrupt.
 ;
-; Contract (System V AMD64):
+; Contract (System V AMD64; tw_syscall.h):
 ;   long tw_syscall3(long nr, long a1, long a2, long a3)
 ;   in:  rdi = nr (i386 table!), rsi = a1, rdx = a2, rcx = a3
 ;   out: rax = raw kernel result, sign-extended from eax; -4095..-1 is -errno
 ;   clobbers: rax, rcx, rdx, r8-r11 (r8-r11 were zeroed by kernels before
 ;             4.15 and are treated as lost); rbx is saved and restored
+;   tw_syscall3_jmp, tw_loop3, tw_loop3_empty: as in asm/64/syscall.asm
 ;
 ; Why this file exists: int 0x80 works from 64-bit code, and the kernel
 ; treats such a call as a 32-bit (compat) system call: it looks the number
@@ -26,9 +27,10 @@ bits 64
 default rel
 section .text
 
+; The body tw_syscall3 and tw_syscall3_jmp share: only the way out differs.
 ; Call-frame information (tw.inc) follows the push and the pop, so that a
 ; profiler sampling inside int 0x80 can walk from here back to the caller.
-TW_FUNC tw_syscall3
+%macro ENTER 0
 	push	rbx			; callee-saved in the C ABI, but it carries a1
 	CFI_ADJUST_CFA_OFFSET 8
 	CFI_REL_OFFSET rbx, 0
@@ -42,7 +44,73 @@ TW_FUNC tw_syscall3
 	pop	rbx
 	CFI_ADJUST_CFA_OFFSET -8
 	CFI_RESTORE rbx
+%endmacro
+
+TW_FUNC tw_syscall3
+	ENTER
 	ret
+TW_ENDFUNC
+
+; The same call leaving by pop rcx; jmp rcx: the return-stack predictor is
+; not asked where to go after the kernel returns (tw_syscall.h).
+TW_FUNC tw_syscall3_jmp
+	ENTER
+	TW_LEAVE_BY_JMP rcx
+TW_ENDFUNC
+
+; The inline loop, and its empty twin: %1 is what stands where the kernel
+; entry is.  int 0x80 changes no register but eax (kernels before 4.15
+; zeroed r8-r11, which the loop leaves alone): ebx, ecx, edx hold the
+; arguments for every pass, r12 the struct, r13 the count.
+%macro LOOP 1
+	push	rbx
+	CFI_ADJUST_CFA_OFFSET 8
+	CFI_REL_OFFSET rbx, 0
+	push	r12
+	CFI_ADJUST_CFA_OFFSET 8
+	CFI_REL_OFFSET r12, 0
+	push	r13
+	CFI_ADJUST_CFA_OFFSET 8
+	CFI_REL_OFFSET r13, 0
+	mov	r12, rdi		; struct tw_loop *
+	mov	r13, rsi		; n
+	mov	qword [r12 + TWL_BAD], 0
+	mov	ebx, [r12 + TWL_A1]	; 32 bits each: the i386 ABI
+	mov	ecx, [r12 + TWL_A2]
+	mov	edx, [r12 + TWL_A3]
+	test	r13, r13
+	jle	TW_AT(%%done)
+	TW_HERE %%again
+	mov	eax, [r12 + TWL_NR]
+	%1
+	movsxd	rax, eax
+	TW_LOOP_CHECK rax, r12
+	dec	r13
+	jnz	TW_AT(%%again)
+	TW_HERE %%done
+	mov	rax, [r12 + TWL_BAD]
+	pop	r13
+	CFI_ADJUST_CFA_OFFSET -8
+	CFI_RESTORE r13
+	pop	r12
+	CFI_ADJUST_CFA_OFFSET -8
+	CFI_RESTORE r12
+	pop	rbx
+	CFI_ADJUST_CFA_OFFSET -8
+	CFI_RESTORE rbx
+	ret
+%endmacro
+
+; Both loops start 64-byte aligned, so that their code lies the same way
+; across cache lines: the only difference between them is the entry.
+align 64
+TW_FUNC tw_loop3
+	LOOP {int 0x80}
+TW_ENDFUNC
+
+align 64
+TW_FUNC tw_loop3_empty
+	LOOP {mov eax, [r12 + TWL_LO]}	; an accepted result, no kernel
 TW_ENDFUNC
 
 section .rodata

@@ -1,19 +1,24 @@
 ; asm/64/syscall.asm: enter the kernel with syscall from 64-bit code.
 ;
-; Contract (System V AMD64):
+; Contract (System V AMD64; tw_syscall.h):
 ;   long tw_syscall3(long nr, long a1, long a2, long a3)
 ;   in:  rdi = nr (x86-64 table), rsi = a1, rdx = a2, rcx = a3
 ;   out: rax = raw kernel result; -4095..-1 is -errno
 ;   clobbers: rax, rcx, rdx, rsi, rdi, r11 (all caller-saved)
+;   long tw_syscall3_jmp(...)   the same, leaving by an indirect jump
+;   long tw_loop3(struct tw_loop *l, long n)        syscall inline, n times
+;   long tw_loop3_empty(struct tw_loop *l, long n)  the same loop, no syscall
 ;
-; Why this file exists: syscall is the only fast 64-bit entry, on Intel and
-; AMD alike, and what glibc's x86-64 wrappers inline.  This is the floor the
-; other mechanisms are measured against.
+; Why this file exists: syscall is the only fast 64-bit entry, on every x86-64
+; CPU, and what glibc's x86-64 wrappers inline.  This is the floor the other
+; mechanisms are measured against.
 ;
 ; The kernel ABI takes nr in rax and arguments in rdi, rsi, rdx, r10, r8, r9;
 ; the C ABI delivered them one register to the left.  The CPU overwrites rcx
 ; with the return rip and r11 with rflags, which is why the kernel ABI moves
-; the fourth argument from rcx to r10.
+; the fourth argument from rcx to r10.  Every other register comes back as
+; it went in (entry_SYSCALL_64 saves and restores them), which the inline
+; loop relies on to keep its state in r8-r10.
 
 %include "tw.inc"
 
@@ -21,17 +26,79 @@ bits 64
 default rel
 section .text
 
-; No push and no frame: the stack pointer never moves, so the row every FDE
-; starts with (tw.inc's CIE: CFA = rsp+8, return address at [rsp]) holds at
-; every instruction, and TW_FUNC needs nothing more to let an unwinder find
-; the caller.  The registers syscall clobbers (rcx, r11) are caller-saved.
-TW_FUNC tw_syscall3
+; The body tw_syscall3 and tw_syscall3_jmp share: only the way out differs.
+%macro ENTER 0
 	mov	rax, rdi		; nr
 	mov	rdi, rsi		; a1
 	mov	rsi, rdx		; a2
 	mov	rdx, rcx		; a3
 	syscall
+%endmacro
+
+; No push and no frame: the stack pointer never moves, so the row every FDE
+; starts with (tw.inc's CIE: CFA = rsp+8, return address at [rsp]) holds at
+; every instruction, and TW_FUNC needs nothing more to let an unwinder find
+; the caller.  The registers syscall clobbers (rcx, r11) are caller-saved.
+TW_FUNC tw_syscall3
+	ENTER
 	ret
+TW_ENDFUNC
+
+; The same call leaving by pop rcx; jmp rcx (rcx is clobbered by syscall
+; anyway): the return-stack predictor is not asked where to go after the
+; kernel returns.  TW_LEAVE_BY_JMP writes the two rows the pop needs.
+TW_FUNC tw_syscall3_jmp
+	ENTER
+	TW_LEAVE_BY_JMP rcx
+TW_ENDFUNC
+
+; The inline loop, and its empty twin: %1 is what stands where the kernel
+; entry is.  State lives where neither syscall nor the kernel touches it:
+; rbx the count, r12 the struct, rdi/rsi/rdx the arguments (the kernel
+; preserves them), rax is loaded with nr on every pass.
+%macro LOOP 1
+	push	rbx
+	CFI_ADJUST_CFA_OFFSET 8
+	CFI_REL_OFFSET rbx, 0
+	push	r12
+	CFI_ADJUST_CFA_OFFSET 8
+	CFI_REL_OFFSET r12, 0
+	mov	r12, rdi		; struct tw_loop *
+	mov	rbx, rsi		; n
+	mov	qword [r12 + TWL_BAD], 0
+	mov	rdi, [r12 + TWL_A1]
+	mov	rsi, [r12 + TWL_A2]
+	mov	rdx, [r12 + TWL_A3]
+	test	rbx, rbx
+	jle	TW_AT(%%done)
+	TW_HERE %%again
+	mov	rax, [r12 + TWL_NR]
+	%1
+	TW_LOOP_CHECK rax, r12
+	dec	rbx
+	jnz	TW_AT(%%again)
+	TW_HERE %%done
+	mov	rax, [r12 + TWL_BAD]
+	pop	r12
+	CFI_ADJUST_CFA_OFFSET -8
+	CFI_RESTORE r12
+	pop	rbx
+	CFI_ADJUST_CFA_OFFSET -8
+	CFI_RESTORE rbx
+	ret
+%endmacro
+
+; Both loops start 64-byte aligned, so that their code lies the same way
+; across cache lines and fetch blocks: the only difference between them is
+; the entry instruction.  The padding is outside every function.
+align 64
+TW_FUNC tw_loop3
+	LOOP syscall
+TW_ENDFUNC
+
+align 64
+TW_FUNC tw_loop3_empty
+	LOOP {mov rax, [r12 + TWL_LO]}	; an accepted result, no kernel
 TW_ENDFUNC
 
 section .rodata

@@ -77,3 +77,23 @@ def paired_rounds(a_rounds, b_rounds):
     """The decision from interleaved rounds: one B/A value per round (stats.paired)."""
     r = stats.paired(b_rounds, a_rounds, "ratio")
     return dict(decide(r), ratio=r)
+
+
+def ab(doc):
+    """The decisions of a tw ab run (ab.json): per cell, B/A from the rounds both sides have."""
+    from .percall import usable
+    out = []
+    for c in (doc or {}).get("cells", []):
+        ra = {r["round"]: usable(r)[0] for r in c["a"]["rounds"]}
+        rb = {r["round"]: usable(r)[0] for r in c["b"]["rounds"]}
+        common = sorted(set(ra) & set(rb))
+        row = {k: c[k] for k in ("variant", "op", "shape")}
+        why = c["a"].get("reason") or c["b"].get("reason")
+        if why or len(common) < 2:
+            row.update(decision="unknown",
+                       sentence=f"unknown ({why or f'only {len(common)} paired round(s)'})")
+        else:
+            row.update(paired_rounds([ra[i] for i in common], [rb[i] for i in common]))
+            row["rounds"] = len(common)
+        out.append(row)
+    return out

@@ -148,7 +148,7 @@ def analyse(doc):
         if not c.get("supported") or ref_pair is None or not ref_pair[0].get("supported"):
             c["ratio"] = None
             continue
-        c["ratio"] = _paired(doc, raw, ref_pair[1], "ratio")
+        c["ratio"] = _to_reference(doc, raw, ref_pair[1])
     penalties = []
     for c in cells:
         if c["shape"] != "ret" or not c.get("supported"):
@@ -156,6 +156,10 @@ def analyse(doc):
         jk = (c["variant"], c["op"], c.get("size"), "jmp")
         if jk in by_key and by_key[jk][0].get("supported"):
             d = _paired(doc, by_key[key(c)][1], by_key[jk][1], "diff")
+            if d and c.get("median"):
+                # A difference near zero has no relative width to judge: it is unstable when
+                # its interval is wide against the call it is part of.
+                d["unstable"] = bool((d["ci_high"] - d["ci_low"]) / 2 > stats.UNSTABLE_REL * c["median"])
             penalties.append({"variant": c["variant"], "op": c["op"], "size": c.get("size"),
                               "penalty_ns": d, "ret_ns": c.get("median"),
                               "jmp_ns": by_key[jk][0].get("median")})
@@ -172,6 +176,34 @@ def analyse(doc):
             "unstable": sum(1 for c in cells if c.get("supported") and c.get("unstable")),
             "measured": sum(1 for c in cells if c.get("supported") and c.get("median") is not None),
             "source": "legacy flat samples" if legacy else "raw rounds"}
+
+
+def _to_reference(doc, cell, ref):
+    """cell / reference per round, each round's value against the reference measurement of
+    the same round nearest to it in time (the reference runs several times a round: the
+    host's speed moves within a round).  Results without time stamps pair by round alone."""
+    rc, _ = rounds_of(doc, cell)
+    rr, _ = rounds_of(doc, ref)
+    by_round = {}
+    for r in rr:
+        v = usable(r)[0]
+        if v:
+            by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
+    pa, pb = [], []
+    for r in rc:
+        refs = by_round.get(r.get("round"))
+        v = usable(r)[0]
+        if not refs or not v:
+            continue
+        t = r.get("t_s")
+        if t is None or any(x[0] is None for x in refs):
+            near = refs[0][1]
+        else:
+            near = min(refs, key=lambda x: abs(x[0] - t))[1]
+        pa.append(v)
+        pb.append(near)
+    s = stats.paired(pa, pb, "ratio")
+    return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
 
 def _paired(doc, a, b, how):
@@ -243,3 +275,14 @@ def accuracy(doc, analysed):
     acc["wall_s"] = doc.get("wall_s")
     acc["full_matrix"] = doc.get("full_matrix")
     return acc
+
+
+def pair(doc, a, b, how="diff", op="null", shape="ret"):
+    """a - b (or a / b) of two variants' cells of one operation and shape, paired by round
+    from the raw percall.json document; None when either cell has no rounds."""
+    cells = {(c["variant"], c["op"], c.get("shape") or "ret"): c for c in (doc or {}).get("cells", [])
+             if c.get("supported")}
+    ca, cb = cells.get((a, op, shape)), cells.get((b, op, shape))
+    if ca is None or cb is None:
+        return None
+    return _paired(doc, ca, cb, how)

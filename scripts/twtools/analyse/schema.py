@@ -315,6 +315,34 @@ OBSERVER = {"rows": [{"!variant": "variant", "op": "str?", "!tracer": "str", "su
                       "ns_per_call": ("opt", SUMMARY), "calls_per_batch": "int?"}],
             "mode": "str?", "op": "str?", "method": "str?"}
 
+MAP = {"!lo": "int", "!hi": "int", "perms": "str?", "offset": "int?", "path": "str?"}
+DIAG_BUCKET = {"!lo_ns": "num", "hi_ns": "num?", "!count": "int"}
+DIAGNOSE = {
+    "program": "str?", "why": "str?",
+    "raw": ("opt", {
+        "!tracer": "str", "not_used": ("opt", {"*": "any"}), "cmd": STRS, "pid": "int?",
+        "status": "int?", "wall_s": "num?", "mode": "str?", "raw": "str?",
+        "process": ("opt", {"pid": "int?", "exe": "str?", "bits": "int?", "maps": [MAP],
+                            "auxv": ("opt", {"*": "int"}), "why": "str?",
+                            "vdso": ("opt", {"base": "int?", "end": "int?", "image": "str?",
+                                             "form": "str?", "instruction": "str?",
+                                             "why": "str?"})}),
+        "maps_at_exit": [MAP],
+        "rows": ("opt", {
+            "sites": [{"!pid": "int", "comm": "str?", "!abi": "str", "origin": "str?",
+                       "insn": "str?", "!id": "int", "cs": "int?", "ip": "int?",
+                       "ret12": "int?", "ret0": "int?", "!calls": "int"}],
+            "latency": [{"pid": "int?", "!abi": "str", "!id": "int", "!log2": [DIAG_BUCKET],
+                         "!exits": "int", "sum_ns": "num?"}],
+            "write_linear": [{"pid": "int?", "abi": "str?", "linear": [DIAG_BUCKET]}],
+            "regs_ok": ("opt", {"*": "int?"})})}),
+    "overhead": ("opt", {"variant": "variant?", "op": "str?", "tracer": "str?", "why": "str?",
+                         "bare": ["num"], "traced": ["num"],
+                         "__check__": lambda o: None if o.get("why") or (
+                             o.get("bare") and o.get("traced") and o.get("variant")) else
+                         "an overhead without bare and traced samples, or without a why"}),
+}
+
 # stem -> (schema family, newest version this checkout reads, spec).  A file without a schema
 # field is the legacy form of its stage (written before schemas were recorded); it is read,
 # and the analysis says so.  variants.json is a bare list and has no schema field.
@@ -331,6 +359,7 @@ STAGES = {
     "attribution": ("timewrite-attribution", 2, ATTRIBUTION),
     "observer": ("timewrite-observer", 2, OBSERVER),
     "latency": ("timewrite-latency", 1, LATENCY),
+    "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

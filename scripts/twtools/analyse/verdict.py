@@ -1,6 +1,6 @@
 """The verdict on the seed's hypothesis, from a results directory only.
 
-Hypothesis (SEEDS.md, section 1): on the Linux 2.6 server, a 32-bit glibc entering the kernel
+Hypothesis (docs/seed-report.md, section 1): on the Linux 2.6 server, a 32-bit glibc entering the kernel
 by the old `int 0x80` made small writes (BUFFSIZE 256) slow.
 
 The verdict is one of "supported", "refuted", "inconclusive" ON THIS MACHINE, decided by the
@@ -45,7 +45,7 @@ TICK_S = 0.01            # times() resolution in the seed report
 INT80_32 = registry.find(32, "int80")
 LIBC32 = registry.find(32, "libc")
 LIBC64 = registry.find(64, "libc")
-SEED_BITNESS_CLAIM = "the seed report says a 64-bit rebuild ran about 50% faster (SEEDS.md; " \
+SEED_BITNESS_CLAIM = "the seed report says a 64-bit rebuild ran about 50% faster (docs/seed-report.md; " \
                      "no table of it was published)"
 SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
 

@@ -24,6 +24,8 @@ COMMANDS = {
     "explain": ("present.explain", "how this machine enters the kernel, with live disassembly and costs"),
     "vdso": ("machine.entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
     "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
+    "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
+    "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
     "bench": ("cli.bench", "per-call cost of each mechanism and operation (syscost matrix)"),
     "sweep": ("cli.stages", "the seed and TLPI buffer-size sweeps over every variant"),
     "trace": ("cli.stages", "run variants under perf, strace and bpftrace"),
@@ -31,7 +33,8 @@ COMMANDS = {
     "observer": ("cli.stages", "nanoseconds per call each tracer adds"),
     "run": ("cli.run", "the whole investigation: measure everything, then report"),
     "report": ("present.report", "write report.md/report.html from a results directory"),
-    "compare": ("present.compare", "compare several results directories"),
+    "compare": ("present.compare", "compare several results directories, with decisions"),
+    "ab": ("cli.ab", "alternate two settings round by round and decide which is faster"),
 }
 
 EPILOG = ("exit status (every command):\n" + ui.exit_status_text() + "\n\n"

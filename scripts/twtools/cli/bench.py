@@ -4,7 +4,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ..analyse import percall
+from ..analyse import percall, selfcheck as check
 from ..core import files, paths, ui
 from ..machine import registry
 from ..measure import bench
@@ -54,6 +54,9 @@ def add_arguments(parser, name):
                         help="do not ask for SCHED_FIFO (default: ask; needs root)")
     parser.add_argument("--json", action="store_true",
                         help="print the analysed matrix as JSON instead of the table")
+    parser.add_argument("--selfcheck", action="store_true",
+                        help="run the matrix twice, back to back (with --accuracy), and print how "
+                             "the first run's intervals fare in the second (make bench)")
 
 
 def main(args, name):
@@ -62,6 +65,8 @@ def main(args, name):
     out = Path(args.out) if args.out else \
         files.new_directory(paths.RESULTS, f"bench-{socket.gethostname()}")
     ui.progress(f"bench: {args.mode} mode, results into {out}")
+    if args.selfcheck:
+        return selfcheck(args, out, sizes)
     doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
                            sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
                            accuracy=args.accuracy, clock=args.clock, realtime=args.realtime,
@@ -85,4 +90,23 @@ def main(args, name):
     if not analysed["measured"]:
         print("tw bench: no cell could be measured", file=sys.stderr)
         return 1
+    return 0
+
+
+def selfcheck(args, out, sizes):
+    runs = []
+    for n in (1, 2):
+        ui.progress(f"bench: self-check run {n} of 2")
+        doc = bench.run_matrix(out / f"run{n}", mode=args.mode, variants=args.variants, ops=args.ops,
+                               sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
+                               accuracy=True, clock=args.clock, realtime=args.realtime,
+                               shapes=args.shapes)
+        runs.append((doc, percall.analyse(doc)))
+    f = check.figures(runs)
+    files.write_json(out / "selfcheck.json", f)
+    if args.json:
+        print(json.dumps(f, indent=1))
+    else:
+        print("\n".join(check.lines(f)))
+    ui.progress(f"bench: wrote {out / 'selfcheck.json'} (and each run's percall.json)")
     return 0

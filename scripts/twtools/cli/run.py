@@ -86,6 +86,7 @@ STAGES = [
     ("tracers", _call("trace", "run_tracers")),
     ("attribution", _call("attribution", "attribute")),
     ("observer", _call("observer", "observe")),
+    ("field-example", _call("diagnose", "field_example")),
 ]
 
 

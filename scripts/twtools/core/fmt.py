@@ -12,6 +12,11 @@ def fmt(s, unit="ns", digits=None):
     m = s.get("median")
     if m is None or not math.isfinite(m):
         return f"unknown ({s.get('why') or 'no value recorded'})"
+    if unit == "ns" and abs(m) >= 10000:
+        # Microseconds read better for O_SYNC writes and other long calls.
+        s = {k: (v / 1000 if isinstance(v, (int, float)) and k in ("median", "ci_low", "ci_high")
+                 else v) for k, v in s.items()}
+        m, unit = s["median"], "µs"
     if digits is None:
         digits = 1 if abs(m) >= 10 else 2 if abs(m) >= 1 else 3
     lo, hi = s.get("ci_low"), s.get("ci_high")

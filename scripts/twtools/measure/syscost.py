@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 from ..core import proc
 from ..machine import probe
@@ -22,7 +23,8 @@ class SyscostError(RuntimeError):
 
 def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, calls=None,
             cpu=None, tsc_hz=None, batch_ms=None, warmup_ms=None, file_dir=None,
-            clock=None, realtime=False, timeout=300, shape="ret", command_wrapper=None):
+            clock=None, realtime=False, timeout=300, shape="ret", command_wrapper=None,
+            binary=None, extra_args=()):
     """Run build/syscost-<variant> --op <op> once and return its result.
 
     variant   '64-syscall', '32-int80', ... (variants/registry)
@@ -34,6 +36,8 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
               the command then runs as wrapper + [syscost, ...]
     command_wrapper  a function from the syscost argv to the argv to run, for tools that
               take the command as one word (bpftrace -c)
+    binary    another build of syscost-<variant> to run (tw ab --build-b)
+    extra_args  more syscost options, e.g. ['--speculation', 'ssbd'] (tw ab)
     calls     calls per batch (None: syscost sizes batches to batch_ms)
     cpu       CPU to pin to (None: syscost's default, the last allowed CPU)
     tsc_hz    a TSC rate measured earlier, so this run skips its 50 ms calibration
@@ -53,7 +57,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
 
     syscost runs through core.proc.run, in its own process group, killed whole on a
     timeout or an interrupt."""
-    path = probe.binary("syscost", variant)
+    path = Path(binary) if binary else probe.binary("syscost", variant)
     if not path.exists():
         return {"variant": variant, "op": op, "size": size, "supported": False,
                 "reason": f"{path.name} is not built (run make)", "shape": shape}
@@ -76,6 +80,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         cmd += ["--realtime"]
     if shape != "ret":
         cmd += ["--shape", shape]
+    cmd += [str(a) for a in extra_args]
     cmd = command_wrapper(cmd) if command_wrapper else list(wrapper or []) + cmd
     env = dict(os.environ, **(extra_env or {}))
     t0 = time.monotonic()

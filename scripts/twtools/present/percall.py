@@ -46,7 +46,8 @@ def format_table(doc, analysed):
                      f"{','.join(c.get('flags') or [])}")
     for p in analysed.get("penalties", []):
         if p.get("penalty_ns"):
-            lines.append(f"post-return penalty {p['variant']} {p['op']}: "
+            lines.append(f"post-return penalty {p['variant']} {p['op']}"
+                         + (f" {p['size']} B" if p.get("size") else "") + ": "
                          f"{fmt(p['penalty_ns'])} (ret minus jmp shape, paired by round)")
     dist = analysed.get("disturbance") or {}
     pm = doc.get("params") or {}

@@ -10,11 +10,11 @@ rendered by one exporter per format (`EXPORTERS`: md, html).
 from pathlib import Path
 
 from ..core.fmt import fmt
-from ..analyse import results, seedref, stats, verdict as verdict_mod
+from ..analyse import findings, percall, results, seedref, stats, verdict as verdict_mod
 from ..core import files, ui
-from ..machine import tracers
+from ..machine import registry, tracers
 from . import plots
-from . import export as csv_export, tables
+from . import diagnose as present_diagnose, export as csv_export, tables
 from .document import EXPORTERS, Doc, export
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
@@ -82,18 +82,53 @@ RERUN_SWEEP = ("The pass times vary: re-run on a quiet machine or with more repe
 
 # -- sections --------------------------------------------------------------------------------
 
-def sec_header(doc, data, results_dir):
+def sec_title(doc, data):
     meta = data.get("meta") or {}
-    doc.h(1, f"timewrite report: {meta.get('host') or (data.get('fingerprint') or {}).get('host') or 'unknown host'}")
+    host = meta.get("host") or (data.get("fingerprint") or {}).get("host") or "unknown host"
+    doc.h(1, f"timewrite report: {host}")
+    state = run_state(data)
+    if state:
+        doc.warn(state, inline=True)
+
+
+def run_state(data):
+    """One sentence when the run is not a complete, healthy one: the report's first line."""
+    meta = data.get("meta") or {}
+    stages = meta.get("stages") or {}
+    failed = [k for k, v in stages.items() if not v.get("ok")]
+    broken = sorted({c["variant"] for c in (data.get("percall") or {}).get("cells", [])
+                     if c.get("status") == "broken"} |
+                    {v["name"] for v in data.get("variants") or [] if v.get("status") == "broken"})
+    parts = []
+    if meta.get("state") in ("interrupted", "failed", "in progress"):
+        parts.append(f"this run is **{meta['state']}**: only the stages it completed are shown, "
+                     "and no verdict rests on a missing one")
+    if failed:
+        parts.append(f"stage(s) failed: {', '.join(failed)}")
+    if broken:
+        parts.append(f"**broken** here (they must work on this machine and did not): "
+                     f"{', '.join(broken)}")
+    return "; ".join(parts).capitalize() + "." if parts else None
+
+
+def sec_provenance(doc, data, results_dir):
+    meta = data.get("meta") or {}
+    an = data.get("analysis") or {}
+    doc.h(2, "Provenance")
     doc.p(f"Results directory: `{Path(results_dir).name}` · measured {meta.get('created_utc') or 'unknown date'} "
           f"· mode `{meta.get('mode') or 'unknown'}` · schema `{meta.get('schema') or 'unknown'}` "
-          f"· measuring took {meta.get('duration_s', '?')} s.")
+          f"· measuring took {meta.get('duration_s', '?')} s · analysis version "
+          f"{an.get('version')} (" + ", ".join(f"{k} {v}" for k, v in (an.get("methods") or {}).items())
+          + "), every figure computed from the raw samples when this report was built.")
+    if an.get("from_stored"):
+        doc.p("Figures taken as stored, because the stage file predates raw samples: "
+              + "; ".join(an["from_stored"]) + ".")
     doc.p("Rebuild this report (reads only the results directory, re-measures nothing):")
-    doc.code(f"scripts/tw report {results_dir}")
+    doc.code(ui.command_line(["scripts/tw", "report", str(results_dir)]))
     if meta.get("argv") or meta.get("command"):
         doc.p("The measurement was produced by (repeat it to re-measure):")
         doc.code("\n".join(x for x in (meta.get("command"),
-                                        " ".join(str(a) for a in meta.get("argv") or [])) if x))
+                                         ui.command_line(meta.get("argv") or [])) if x))
     setting = meta.get("setting") or {}
     if setting:
         st = ", ".join(f"{k}: {v}" for k, v in (setting.get("status") or {}).items()) or "not readable"
@@ -107,12 +142,76 @@ def sec_header(doc, data, results_dir):
                    for k, v in st.items()])
 
 
+MATRIX_OPS = [("null", None), ("getppid", None), ("write-devnull", 1), ("write-file", 256),
+              ("write-sync", 256), ("gettimeofday", None), ("clock_gettime", None)]
+
+
+def sec_matrix(doc, data, pdir):
+    """The per-call matrix at a glance: every mechanism by operation, as a called function
+    (the ret shape, what a program pays), ns per call and the ratio to the 64-bit syscall."""
+    pc = data.get("percall")
+    doc.h(2, "What each way into the kernel costs here")
+    if missing(doc, data, "percall"):
+        return
+    ref = pc["reference"]
+    ops = [(op, size) for op, size in MATRIX_OPS
+           if any(c["op"] == op and c.get("supported") for c in pc["cells"])]
+    rows = []
+    for m in registry.mechanisms():
+        cells = [percall.find(pc, m.name, op, size) for op, size in ops]
+        if not any(cells):
+            continue
+        line = [m.name]
+        for c in cells:
+            if c is None:
+                line.append("—")
+            elif not c.get("supported"):
+                line.append(c.get("status") or "unsupported")
+            elif c.get("median") is None:
+                line.append("unknown")
+            else:
+                r = c.get("ratio")
+                line.append(f"{_short(c)}" + (f" · {r['median']:.2f}×" if r and r.get("median") else "")
+                            + (" *" if c.get("unstable") else ""))
+        rows.append(line)
+    doc.p(f"ns per call (median [95% interval over process runs, the host's drift included]) and "
+          f"× the {ref['variant']} {ref['op']} call of the same rounds; `*` marks an unstable cell; "
+          "every cell with its floor and flags is in the per-call section below.")
+    doc.table(["mechanism"] + [f"{op}" + (f" {size} B" if size else "") for op, size in ops], rows)
+    why = {c["variant"]: c.get("reason") for c in pc["cells"] if c.get("supported") is False}
+    if why:
+        doc.p("Not measured here: " + "; ".join(f"{k}: {v}" for k, v in sorted(why.items())) + ".")
+    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (each panel from zero, 95% "
+             "interval; red = unstable)")
+
+
+def _short(c):
+    m, lo, hi = c["median"], c["ci_low"], c["ci_high"]
+    if m >= 10000:
+        return f"{m / 1000:.1f} µs [{lo / 1000:.1f}, {hi / 1000:.1f}]"
+    return f"{m:.0f} ns [{lo:.0f}, {hi:.0f}]"
+
+
+def sec_findings(doc, data):
+    fs = findings.findings(data)
+    if not fs:
+        return
+    doc.h(2, "Three things this machine showed")
+    for n, f in enumerate(fs, 1):
+        doc.p(f"{n}. **{f['title'].capitalize()}**: {f['sentence']}")
+
+
 def sec_verdict(doc, v):
     doc.h(2, "Verdict on the seed's hypothesis")
-    doc.p("Hypothesis (seed report): on the Linux 2.6 server, a 32-bit glibc entering the kernel "
-          "by `int 0x80` made small writes slow. How the verdict is decided: docs/report.md and "
-          "scripts/twtools/verdict.py; the numbers are in `verdict.json`.")
+    doc.p("Hypothesis (docs/seed-report.md): on the Linux 2.6 server, a 32-bit glibc entering "
+          "the kernel by `int 0x80` made small writes slow.")
     doc.blocks.append(("verdict", v["verdict"], v["sentence"]))
+
+
+def sec_verdict_detail(doc, v):
+    doc.h(2, "How the verdict was reached")
+    doc.p("The rules are in docs/report.md and scripts/twtools/analyse/verdict.py; the numbers "
+          "are in `verdict.json`.")
     if v["reasons"] and v["verdict"] != "inconclusive":
         for r in v["reasons"]:
             doc.p(f"Note: {r}")
@@ -201,41 +300,97 @@ def sec_fingerprint(doc, data):
                     v.get("reason")] for v in data["variants"]])
 
 
+def sec_field_example(doc, data):
+    """A program nobody here wrote, diagnosed beside the seed's hypothesis: the same question
+    (how does it enter the kernel, and what does that cost here) asked of a real runtime."""
+    fe = data.get("diagnose")
+    doc.h(2, "A program from the field: Go for 32-bit x86")
+    if fe is None:
+        doc.p("Not measured (the field-example stage did not run).")
+        return
+    if not fe.get("diagnosis"):
+        doc.p(f"Not measured: {fe.get('why') or 'no trace recorded'}.")
+        return
+    doc.p(f"The seed's hypothesis asked whether a 32-bit runtime entering by `int 0x80` made "
+          f"calls slow. Go's 32-bit runtime does exactly that today. The program ({fe['program']}) "
+          "was traced as `scripts/tw diagnose` traces any program, and its paths are priced "
+          "with this run's own per-call matrix.")
+    present_diagnose.report_section(doc, fe["diagnosis"], level=3, title="What the trace shows")
+
+
 def sec_percall(doc, data, pdir):
-    doc.h(2, "Per-call cost by mechanism")
+    doc.h(2, "Per-call cost, every cell")
     if missing(doc, data, "percall"):
         return
     pc = data["percall"]
-    pm = pc.get("params") or {}
-    how = (f"{pm['rounds']} interleaved rounds × {pm['batches']} batches of about "
-           f"{pm['batch_ms']} ms ({pm.get('sync_batches', pm['batches'])} batches for O_SYNC)"
+    raw = (data.get("raw") or {}).get("percall") or {}
+    pm = raw.get("params") or {}
+    how = (f"{pm['rounds']} interleaved rounds (one process per cell per round) of "
+           f"{pm['batches']} batches of about {pm['batch_ms']} ms "
+           f"({pm.get('sync_batches', pm['batches'])} batches for O_SYNC)"
            if all(k in pm for k in ("rounds", "batches", "batch_ms")) else "parameters not recorded")
-    doc.p(f"Nanoseconds per call, loop cost removed; median with 95% bootstrap CI of the median "
-          f"over {how}; clock `{pc.get('clock')}`.")
+    doc.p(f"Nanoseconds per call, empty-loop cost removed, over {how}; clock `{raw.get('clock')}`. "
+          "Each round gives one value (the median of its undisturbed batches); the interval is "
+          "a distribution-free 95% CI over rounds, widened by the drift the early and late "
+          "halves of the run show, so that it covers a rerun. The ratio is to the reference cell "
+          f"({pc['reference']['variant']} {pc['reference']['op']}) of the same round. The floor is "
+          "the mean of the five fastest batches (LEBench's k-best). Shapes: `ret` a called stub "
+          "returning with ret (as libc does), `jmp` the same stub leaving by an indirect jump, "
+          "`inline` the instruction in the timed loop.")
+    dist = pc.get("disturbance") or {}
+    if dist.get("disturbed") is not None:
+        doc.p(f"Disturbance: {dist['disturbed']} of {dist['batches']} batches saw an involuntary "
+              f"context switch or stolen time in their timed window; {dist['policy']}.")
+    else:
+        doc.p(f"Disturbance: not counted ({dist.get('why') or 'unknown'}).")
     rows, shaky = [], []
     for c in pc.get("cells", []):
-        rows.append([c["variant"], c["op"], c.get("size"), fmt_cell(c),
-                     f"{100 * c['cv']:.1f}%" if c.get("cv") is not None else "—", c.get("n"),
-                     fmt(c.get("loop_ns")) if isinstance(c.get("loop_ns"), dict) else "—"])
+        r = c.get("ratio")
+        rows.append([c["variant"], c["op"], c.get("size"), c.get("shape"), fmt_cell(c),
+                     f"{r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r else "—",
+                     f"{c['floor_ns']:.1f}" if c.get("floor_ns") is not None else "—",
+                     c.get("n_rounds") if c.get("supported") else "—",
+                     ", ".join(c.get("flags") or []) or "—"])
         if c.get("supported") is not False and c.get("unstable") and c.get("median") is not None:
             size = f" {c['size']} B" if c.get("size") else ""
-            cv = f"CV {100 * c['cv']:.0f}%" if c.get("cv") is not None else "spread"
-            shaky.append(f"{c['variant']} {c['op']}{size} ({cv})")
-    doc.table(["variant", "op", "size", "ns per call [95% CI]", "CV", "n", "loop ns"], rows)
+            shaky.append(f"{c['variant']} {c['op']}{size} {c.get('shape')} ({c.get('unstable_why')})")
+    doc.table(["variant", "op", "size", "shape", "ns per call [95%]", "× reference [95%]",
+               "floor ns", "rounds", "flags"], rows)
     if shaky:
-        # One warning for the table, not one per cell: the advice is the same.
-        doc.warn(f"{len(shaky)} of {len(rows)} per-call cells are unstable (CV >= 10% or min/max "
-                 f"more than 50% from the median): {', '.join(shaky)}. {RERUN_BENCH}", inline=True)
-    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (each panel from zero, 95% CI; red = unstable)")
-    acc = pc.get("accuracy") or {}
+        # One warning for the table, grouped by cause: the advice is the same.
+        causes = {}
+        for c in pc.get("cells", []):
+            if c.get("supported") and c.get("unstable") and c.get("median") is not None:
+                for why in (c.get("unstable_why") or "no value").split("; "):
+                    key = why.split(":")[0] if why.startswith("only") else \
+                        "an interval wider than ±10% of the median" if why.startswith("interval") else why
+                    causes.setdefault(key, []).append(f"{c['variant']} {c['op']}"
+                                                      + (f" {c['size']} B" if c.get("size") else "")
+                                                      + (f" {c['shape']}" if c.get("shape") != "ret" else ""))
+        doc.warn(f"{len(shaky)} of {pc['measured']} per-call cells are unstable: "
+                 + "; ".join(f"{len(v)} with {k} ({', '.join(v[:6])}{', …' if len(v) > 6 else ''})"
+                             for k, v in causes.items()) + f". {RERUN_BENCH}", inline=True)
+    pens = [p for p in pc.get("penalties", []) if p.get("penalty_ns")]
+    doc.h(3, "The return after the call")
+    if pens:
+        doc.p("Post-return penalty: the same stub left by `ret` minus left by an indirect jump, "
+              "paired by round. It is what mispredicting the first return after the kernel "
+              "returns costs; every libc wrapper pays it. Not hard-coded: measured, and it may be "
+              "zero on another CPU or kernel.")
+        doc.table(["variant", "op", "size", "penalty ns [95%]", "ret ns", "jmp ns"],
+                  [[p["variant"], p["op"], p.get("size"), fmt(p["penalty_ns"]),
+                    f"{p['ret_ns']:.1f}", f"{p['jmp_ns']:.1f}"] for p in pens])
+    else:
+        doc.p("Not measured: no mechanism in these results was timed in both the `ret` and the "
+              "`jmp` shape.")
+    acc = percall.accuracy(raw, pc) if raw.get("perf_bench") else None
     if acc:
-        pb = acc.get("perf_bench_ns")
-        doc.p("Accuracy check: `perf bench syscall basic` "
-              + (fmt(pb) if pb and not verdict_mod.is_blind(pb) else f"unknown ({(pb or {}).get('why', 'not run')})")
-              + f" vs ours (64-bit getppid) {fmt(acc.get('ours_getppid_64_ns'))}"
-              + (f"; within 5%: {acc.get('within_5pct')}" if acc.get("within_5pct") is not None else "")
-              + (f"; glibc vs raw syscall (null): {acc['libc_vs_syscall_null_pct']:+.1f}%"
-                 if acc.get("libc_vs_syscall_null_pct") is not None else "") + ".")
+        r = acc.get("perf_over_twin")
+        doc.p("Accuracy check: `perf bench syscall basic` (glibc getppid, a ret shape) "
+              + fmt(acc["perf_bench_ns"]) + " against its twin here, 64-libc getppid, "
+              + fmt(acc["getppid_libc_ns"])
+              + (f": ratio {r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r else "")
+              + ".")
 
 
 def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
@@ -492,6 +647,26 @@ def sec_seed_beside(doc, data, pdir, seed_ref):
 
 # -- build -----------------------------------------------------------------------------------
 
+def sec_warnings(doc, v, body, data):
+    """Hyperfine-style: what is shaky, what was blind, and what to do next."""
+    doc.h(2, "Warnings")
+    ws = list(v.get("warnings") or [])
+    fp = data.get("fingerprint") or {}
+    if fp and fp.get("root") is False:
+        blind = [i["name"] for i in fp.get("instruments") or [] if not i.get("works")]
+        ws.append("This run was not root, so tracing was blind: "
+                  + (", ".join(blind) if blind else "bpftrace and perf tracepoints")
+                  + " could not run, and the attribution bodies, latency histograms and tracer "
+                  "counts that need them are unknown. Run `sudo ./tw-make report` (or `make "
+                  "report` as root) to see them.")
+    ws += body.warnings
+    if ws:
+        for w in ws:
+            doc.blocks.append(("warn", w))
+    else:
+        doc.p("None: every cell is stable and every stage ran.")
+
+
 def build_doc(results_dir):
     results_dir = Path(results_dir)
     data = results.load(results_dir)
@@ -501,29 +676,27 @@ def build_doc(results_dir):
     v = verdict_mod.decide(data, seed_ref)
     pdir = results_dir / "plots"
     doc = Doc()
-    sec_header(doc, data, results_dir)
+    sec_title(doc, data)
     sec_verdict(doc, v)
+    sec_matrix(doc, data, pdir)
+    sec_findings(doc, data)
     body = Doc()
-    sec_fingerprint(body, data)
+    sec_verdict_detail(body, v)
+    sec_field_example(body, data)
     sec_percall(body, data, pdir)
+    sec_attribution(body, data, pdir)
+    sec_fingerprint(body, data)
     sec_seed_sweep(body, data, pdir, seed_ref)
     sec_tlpi(body, data, pdir, tlpi_ref)
     sec_writev(body, data)
     sec_stdio(body, data, costs_ref)
-    sec_attribution(body, data, pdir)
     sec_latency(body, data, pdir)
     sec_observer(body, data)
     sec_tracers(body, data)
     sec_seed_beside(body, data, pdir, seed_ref)
-    # Warnings, hyperfine-style, right after the verdict: what is shaky and what to do next.
-    doc.h(2, "Warnings")
-    ws = list(v.get("warnings") or []) + body.warnings
-    if ws:
-        for w in ws:
-            doc.blocks.append(("warn", w))
-    else:
-        doc.p("None: every cell is stable and every stage ran.")
+    sec_warnings(doc, v, body, data)
     doc.blocks += body.blocks
+    sec_provenance(doc, data, results_dir)
     return doc, v, data
 
 

@@ -1,0 +1,85 @@
+"""The three things a machine showed that a reader should remember, each with its number
+and interval: what the report opens with, after the verdict.
+
+  entry      what int 0x80 costs over the fast 32-bit path (the vDSO) here, per call,
+             paired by round, and as a ratio
+  return     the largest post-return penalty measured (ret minus jmp), or that none was
+             detected and how small a one could have been
+  waiting    what an O_SYNC write costs and how much of it is waiting for the device (the
+             seed's slow row), or, without it, what the vsyscall page costs over the vDSO
+Each finding is {key, title, sentence, figure}; a finding that could not be measured says so.
+"""
+from ..core.fmt import fmt
+from ..machine import registry
+from . import percall, stats
+
+
+def _entry(data):
+    raw, pc = (data.get("raw") or {}).get("percall"), data.get("percall")
+    for slow, fasts in ((registry.find(32, "int80"), registry.fast32()),
+                        (registry.find(64, "int80"), [registry.find(64, "syscall")])):
+        for fast in fasts:
+            a, b = percall.find(pc, slow, "null"), percall.find(pc, fast, "null")
+            if not (a and b and a.get("median") is not None and b.get("median") is not None):
+                continue
+            d = percall.pair(raw, slow, fast, "diff") or stats.diff_summary(a, b)
+            r = percall.pair(raw, slow, fast, "ratio") or stats.ratio_summary(a, b)
+            return {"key": "entry", "title": "int 0x80 against the fast path",
+                    "figure": d,
+                    "sentence": f"int 0x80 ({slow}) costs {fmt(d)} more per empty call than "
+                                f"{fast} here: {r['median']:.1f}x [{r['ci_low']:.1f}, {r['ci_high']:.1f}], "
+                                "paired by round."}
+    return {"key": "entry", "title": "int 0x80 against the fast path", "figure": None,
+            "sentence": "not measured: no int 0x80 cell and fast-path cell were both measured here"}
+
+
+def _return(data):
+    pens = [p for p in (data.get("percall") or {}).get("penalties", [])
+            if p.get("penalty_ns") and p["penalty_ns"].get("median") is not None and p["op"] == "null"]
+    if not pens:
+        return {"key": "return", "title": "the return after the call", "figure": None,
+                "sentence": "not measured: no mechanism here was timed in both the ret and the "
+                            "jmp shape (tw bench --shapes ret,jmp)"}
+    p = max(pens, key=lambda p: p["penalty_ns"]["median"])
+    s = p["penalty_ns"]
+    if s["ci_low"] > 0:
+        text = (f"leaving a stub by `ret` right after the kernel returns costs {fmt(s)} more per "
+                f"call than leaving it by an indirect jump ({p['variant']}, null: {p['ret_ns']:.1f} "
+                f"vs {p['jmp_ns']:.1f} ns): the return-stack predictor mispredicts that ret, and "
+                "every libc wrapper pays it.")
+    else:
+        bound = max(abs(s["ci_low"]), abs(s["ci_high"]))
+        text = (f"no post-return penalty detected: ret minus jmp is {fmt(s)} at most "
+                f"({p['variant']}, null); a penalty above about {bound:.1f} ns would have shown.")
+    return {"key": "return", "title": "the return after the call", "figure": s, "sentence": text}
+
+
+def _waiting(data):
+    pc = data.get("percall")
+    libc = registry.find(64, "libc")
+    c = percall.find(pc, libc, "write-sync")
+    if c and c.get("median") is not None:
+        w = c.get("offcpu_ns") or {}
+        share = (f", {100 * w['median'] / c['median']:.0f}% of it off-CPU, waiting for the device"
+                 if w.get("median") is not None and c["median"] else "")
+        f = percall.find(pc, libc, "write-file", c.get("size"))
+        than = (f" ({c['median'] / f['median']:.0f}x the same write without O_SYNC)"
+                if f and f.get("median") else "")
+        return {"key": "waiting", "title": "waiting for the device", "figure": c,
+                "sentence": f"an O_SYNC {c.get('size')}-byte write costs {fmt(c, 'ns')}{than}{share}: "
+                            "the seed's slow sync row measured the disk, not the kernel entry."}
+    vs, vd = registry.find(64, "vsyscall-call"), registry.find(64, "vdso-call")
+    a, b = percall.find(pc, vs, "gettimeofday"), percall.find(pc, vd, "gettimeofday")
+    if a and b and a.get("median") is not None and b.get("median") is not None:
+        return {"key": "waiting", "title": "the vsyscall page", "figure": a,
+                "sentence": f"a gettimeofday through the legacy vsyscall page costs {fmt(a)} "
+                            f"against {fmt(b)} through the vDSO: the page faults and the kernel "
+                            "emulates the call."}
+    return {"key": "waiting", "title": "waiting for the device", "figure": None,
+            "sentence": "not measured: no O_SYNC write cell here"}
+
+
+def findings(data):
+    if not data.get("percall"):
+        return []
+    return [_entry(data), _return(data), _waiting(data)]

@@ -1,0 +1,113 @@
+"""The benchmark of the benchmark: two back-to-back runs of the matrix, and how far each
+one's claims hold in the other (`tw bench --selfcheck`, `make bench`).
+
+Printed, never asserted: these machines are shared and noisy, and the point is to show how
+the intervals fare against a rerun on this one.
+"""
+from ..machine import registry
+from . import percall, stats
+
+TARGETS = {"overlap": 0.90, "fast_half_width": 0.02, "fast_share": 0.90, "ratio_repro": 0.02,
+           "perf_within": 0.05, "unstable_share": 0.25, "wall_s": 60.0}
+
+
+def _overlap(a, b):
+    return a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]
+
+
+def _ok(c):
+    return c is not None and c.get("supported") and c.get("median") is not None
+
+
+def _int80_ratio(doc):
+    """int 0x80 over the fast 32-bit path (or over the 64-bit syscall), paired by round."""
+    for slow, fasts in ((registry.find(32, "int80"), registry.fast32()),
+                        (registry.find(64, "int80"), [registry.find(64, "syscall")])):
+        for fast in fasts:
+            r = percall.pair(doc, slow, fast, "ratio")
+            if r and r.get("median"):
+                return {"slow": slow, "fast": fast, "ratio": r}
+    return None
+
+
+def figures(runs):
+    """runs: [(percall.json document, its analysis)] of two back-to-back runs."""
+    (d1, a1), (d2, a2) = runs
+    c2 = {percall.key(c): c for c in a2["cells"]}
+    pairs = [(c, c2.get(percall.key(c))) for c in a1["cells"]]
+    pairs = [(x, y) for x, y in pairs if _ok(x) and _ok(y)]
+    absolute = [_overlap(x, y) for x, y in pairs]
+    ratio = [_overlap(x["ratio"], y["ratio"]) for x, y in pairs if x.get("ratio") and y.get("ratio")]
+    fast = []
+    for a in (a1, a2):
+        for c in a["cells"]:
+            if _ok(c) and c["op"] in percall.FAST_OPS:
+                fast.append({"abs": stats.half_width_rel(c),
+                             "ratio": stats.half_width_rel(c["ratio"]) if c.get("ratio") else None})
+    r1, r2 = _int80_ratio(d1), _int80_ratio(d2)
+    out = {"cells_compared": len(pairs),
+           "overlap_share": sum(absolute) / len(absolute) if absolute else None,
+           "overlap_share_ratio": sum(ratio) / len(ratio) if ratio else None,
+           "fast_within_target": (sum(1 for f in fast if f["abs"] is not None and f["abs"] <= TARGETS["fast_half_width"])
+                                  / len(fast)) if fast else None,
+           "fast_within_target_ratio": (sum(1 for f in fast if f["ratio"] is not None
+                                            and f["ratio"] <= TARGETS["fast_half_width"]) / len(fast))
+           if fast else None,
+           "fast_half_width_median": _median([f["abs"] for f in fast]),
+           "fast_half_width_median_ratio": _median([f["ratio"] for f in fast]),
+           "int80_ratio": [r1, r2],
+           "int80_ratio_change": (abs(r2["ratio"]["median"] / r1["ratio"]["median"] - 1)
+                                  if r1 and r2 and (r1["fast"], r1["slow"]) == (r2["fast"], r2["slow"])
+                                  else None),
+           "runs": []}
+    for doc, a in runs:
+        acc = percall.accuracy(doc, a)
+        measured = a["measured"] or 1
+        out["runs"].append({"perf_over_twin": acc.get("perf_over_twin"),
+                            "perf_bench_ns": acc.get("perf_bench_ns"),
+                            "getppid_libc_ns": acc.get("getppid_libc_ns"),
+                            "loop_ns": acc.get("loop_ns"), "wall_s": doc.get("wall_s"),
+                            "unstable_share": a["unstable"] / measured,
+                            "disturbed": (a.get("disturbance") or {}).get("disturbed"),
+                            "batches": (a.get("disturbance") or {}).get("batches")})
+    return out
+
+
+def _median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
+
+
+def lines(f):
+    """The figures as text, each beside its target."""
+    def pct(x):
+        return "unknown" if x is None else f"{100 * x:.1f}%"
+    T = TARGETS
+    out = ["benchmark self-check: two back-to-back runs of the matrix",
+           f"  cells compared: {f['cells_compared']}",
+           f"  95% intervals that overlap between the runs: {pct(f['overlap_share'])} as measured, "
+           f"{pct(f['overlap_share_ratio'])} as ratios to the 64-bit syscall (target >= {T['overlap']:.0%})",
+           f"  fast cells (null, getppid, write-devnull) with a half-width <= {T['fast_half_width']:.0%}: "
+           f"{pct(f['fast_within_target'])} as measured, {pct(f['fast_within_target_ratio'])} as ratios "
+           f"(target >= {T['fast_share']:.0%} for the ratio form at least); median half-width "
+           f"{pct(f['fast_half_width_median'])} / {pct(f['fast_half_width_median_ratio'])}"]
+    r1, r2 = f["int80_ratio"]
+    if r1 and r2:
+        out.append(f"  {r1['slow']} / {r1['fast']} (paired by round): {r1['ratio']['median']:.3f} "
+                   f"then {r2['ratio']['median']:.3f}: changed by {pct(f['int80_ratio_change'])} "
+                   f"(target <= {T['ratio_repro']:.0%})")
+    else:
+        out.append("  int 0x80 / fast path: unknown (not measured in both runs)")
+    for n, r in enumerate(f["runs"], 1):
+        p = r["perf_over_twin"]
+        perf = (f"perf bench {r['perf_bench_ns']['median']:.1f} ns / 64-libc getppid (ret) "
+                f"{r['getppid_libc_ns']['median']:.1f} ns = {p['median']:.3f} "
+                f"[{p['ci_low']:.3f}, {p['ci_high']:.3f}]" if p else
+                f"perf bench: unknown ({(r['perf_bench_ns'] or {}).get('why')})")
+        loop = r["loop_ns"].get("median") if r.get("loop_ns") else None
+        out.append(f"  run {n}: {perf} (target within {T['perf_within']:.0%}); empty loop "
+                   + (f"{loop:.2f} ns" if loop is not None else "unknown")
+                   + f"; unstable cells {pct(r['unstable_share'])} (target <= {T['unstable_share']:.0%}); "
+                   + (f"disturbed batches {r['disturbed']} of {r['batches']}; " if r["disturbed"] is not None else "")
+                   + f"matrix wall time {r['wall_s']:.1f} s (target <= {T['wall_s']:.0f} s)")
+    return out

@@ -1,0 +1,65 @@
+"""`tw ab`: two settings alternated round by round in one session, with a decision.
+
+A kernel developer bisecting a system-call regression, or anyone asking whether a mitigation
+or a build changes the cost of a call, gets a yes or no with its numbers: "B is slower by X%
+[CI]" only when the interval of the paired B/A ratios excludes 1, else the smallest
+difference the run could have detected.
+"""
+import socket
+import time
+from pathlib import Path
+
+from ..analyse import compare
+from ..core import paths, ui
+from ..machine import registry
+from ..measure import ab
+from ..present import export
+from . import options
+
+
+def add_arguments(p, name):
+    p.description = ("Measure A and B alternately, round by round, and decide whether B is "
+                     "slower or faster than A. A is the kernel default with this build; B is "
+                     "the same with --speculation, or another build (--build-b).")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
+                   help="B: syscost with this per-process speculation mitigation switched on (prctl)")
+    g.add_argument("--build-b", metavar="DIR", type=options.writable_dir,
+                   help="B: syscost-<variant> from another build directory")
+    p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
+                   default=[registry.find(64, "syscall")], help="variants (default: 64-syscall)")
+    p.add_argument("--ops", metavar="OP,OP", type=options.names_of(
+        sorted({o for m in registry.mechanisms() for o in m.ops}), "operation"),
+        default=["null", "getppid"], help="operations (default: null,getppid)")
+    p.add_argument("--shapes", metavar="S,S", type=options.names_of(registry.SHAPES, "shape"),
+                   default=["ret"], help="loop shapes (default: ret)")
+    p.add_argument("--rounds", type=options.int_range(2, 10000), default=12, metavar="R",
+                   help="rounds, each measuring A and B once per cell (default 12)")
+    p.add_argument("--cpu", type=options.allowed_cpu, metavar="N", help="pin to CPU N")
+    p.add_argument("--out", metavar="DIR", help="where to write ab.json (default: results/ab-<host>-<UTC>)")
+    p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text")
+
+
+def main(args, name):
+    a = ab.side("A (default)")
+    b = ab.side(f"B (--speculation {args.speculation})" if args.speculation else
+                f"B (build {args.build_b})", speculation=args.speculation, build=args.build_b)
+    out = Path(args.out) if args.out else \
+        paths.RESULTS / f"ab-{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    out.mkdir(parents=True, exist_ok=True)
+    ui.progress(f"ab: {a['label']} against {b['label']}, {args.rounds} rounds, into {out}")
+    doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=args.rounds,
+                    cpu=args.cpu)
+    rows = compare.ab(doc)
+    t = export.Table("ab", ["variant", "op", "shape", "decision", "B/A", "ci_low", "ci_high",
+                            "rounds", "sentence"],
+                     caption=f"{b['label']} against {a['label']}: B/A per round, paired")
+    for r in rows:
+        ratio = r.get("ratio") or {}
+        t.rows.append([r["variant"], r["op"], r["shape"], r["decision"],
+                       None if ratio.get("median") is None else round(ratio["median"], 4),
+                       None if ratio.get("ci_low") is None else round(ratio["ci_low"], 4),
+                       None if ratio.get("ci_high") is None else round(ratio["ci_high"], 4),
+                       r.get("rounds"), r["sentence"]])
+    print(export.render(t, args.format), end="")
+    return 1 if all(r["decision"] == "unknown" for r in rows) else 0

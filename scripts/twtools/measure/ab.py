@@ -1,0 +1,69 @@
+"""A against B in one session, alternating: what `tw ab` measures.
+
+Two settings that can alternate without a reboot: a per-process speculation mitigation
+(syscost --speculation), or two builds of the benchmark (another build directory's
+syscost-<variant>).  Every round measures every chosen cell once under A and once under B, in
+a shuffled order, so the host's drift lands on both alike; each round then gives one B/A
+value per cell (twtools.analyse.compare.paired_rounds decides).  ab.json keeps every batch of
+every round, raw, and how each side was run.
+"""
+import random
+import time
+from pathlib import Path
+
+from ..core import files, ui
+from ..machine import registry
+from .syscost import SyscostError, measure
+
+SCHEMA = "timewrite-ab/1"
+
+
+def side(label, speculation=None, build=None):
+    """How one side runs: its label, syscost options and binary directory."""
+    return {"label": label, "speculation": speculation, "build": str(build) if build else None}
+
+
+def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime):
+    extra = ["--speculation", s["speculation"]] if s["speculation"] else []
+    binary = Path(s["build"]) / f"syscost-{variant}" if s["build"] else None
+    return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
+                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra, binary=binary)
+
+
+def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, batches=6,
+           batch_ms=0.5, warmup_ms=5, cpu=None, realtime=True):
+    """Interleave A and B over every (variant, op, shape) for `rounds` rounds; write ab.json."""
+    cells = [(v, op, shape) for v in variants for op in ops for shape in shapes
+             if op in registry.get(v).ops and shape in registry.get(v).shapes]
+    if not cells:
+        raise ValueError("no cell to measure: check the variants' operations and shapes "
+                         "(variants/registry)")
+    data = {(c, s["label"]): {"rounds": [], "reason": None} for c in cells for s in (a, b)}
+    t0 = time.monotonic()
+    for rnd in range(rounds):
+        order = [(c, s) for c in cells for s in (a, b)]
+        random.Random(rnd).shuffle(order)
+        for c, s in order:
+            d = data[(c, s["label"])]
+            if d["reason"]:
+                continue
+            try:
+                r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime)
+            except SyscostError as e:
+                d["reason"] = str(e)
+                ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}", "that cell is reported without a decision")
+                continue
+            if not r["supported"]:
+                d["reason"] = r["reason"]
+                continue
+            d["rounds"].append({"round": rnd, "t_s": round(time.monotonic() - t0, 3),
+                                "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
+                                "speculation": r.get("speculation")})
+        ui.progress(f"ab: round {rnd + 1}/{rounds} ({time.monotonic() - t0:.1f} s)")
+    doc = {"schema": SCHEMA, "a": a, "b": b, "rounds": rounds, "batches": batches,
+           "batch_ms": batch_ms, "wall_s": round(time.monotonic() - t0, 2),
+           "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
+                      "a": data[(c, a["label"])], "b": data[(c, b["label"])]} for c in cells]}
+    if out_dir is not None:
+        files.write_json(Path(out_dir) / "ab.json", doc)
+    return doc

@@ -1,0 +1,292 @@
+"""report.html and compare.html in a real browser: Debian's chromium, headless, at 900 px.
+
+What a newcomer sees decides whether the report is read: the verdict must be on the
+first screen (its whole box within the first 900 px of a 900 px wide window), every
+plot must be an image that loaded, and the page must log no console error and throw
+no exception.  The page is driven through the Chrome DevTools Protocol over
+--remote-debugging-pipe (NUL-separated JSON on file descriptors 3 and 4), so the
+checks read the laid-out DOM, not the HTML text.  The first screen is saved as a PNG
+whose path is printed, for a person to look at.
+
+`./tw-make test` installs chromium when run as root, so as root (CI) these tests run;
+another user without chromium gets a skip that says so.
+"""
+import base64
+import json
+import os
+import queue
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+FIX = ROOT / "tests" / "fixtures"
+WIDTH = HEIGHT = 900
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--mute-audio", f"--window-size={WIDTH},{HEIGHT}",
+         "--remote-debugging-pipe"]
+
+
+def chromium():
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe:
+        return exe
+    if os.geteuid() == 0:
+        pytest.fail("chromium is not installed; `./tw-make test` as root installs it "
+                    "(apt-get install chromium)")
+    pytest.skip("chromium is not installed and this user cannot install it: "
+                "`./tw-make test` as root installs it (apt-get install chromium)")
+
+
+class Browser:
+    """One headless chromium, spoken to with CDP over a pipe."""
+
+    def __init__(self, exe, workdir):
+        self.log = Path(workdir) / "chromium.log"
+        profile = Path(workdir) / "profile"
+        profile.mkdir()
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+        # chromium reads commands on fd 3 and writes replies and events on fd 4.
+        cmd = ["bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
+               exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         pass_fds=(to_chrome_r, from_chrome_w))
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._id = 0
+        self._replies = {}
+        self._inbox = queue.Queue()
+        self.events = []
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self):
+        buf = b""
+        while True:
+            chunk = os.read(self._from_chrome, 1 << 16)
+            if not chunk:
+                self._inbox.put(None)
+                return
+            buf += chunk
+            while b"\0" in buf:
+                msg, buf = buf.split(b"\0", 1)
+                self._inbox.put(json.loads(msg))
+
+    def _pump(self, deadline):
+        try:
+            msg = self._inbox.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            return
+        if msg is None:
+            raise RuntimeError("chromium closed the pipe: " + self.log_tail())
+        if "id" in msg:
+            self._replies[msg["id"]] = msg
+        else:
+            self.events.append(msg)
+
+    def log_tail(self):
+        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+
+    def send(self, method, params=None, session=None, timeout=60):
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while self._id not in self._replies:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no reply to {method} in {timeout} s: {self.log_tail()}")
+            self._pump(deadline)
+        reply = self._replies.pop(self._id)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+    def wait_event(self, method, session, timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            for e in self.events:
+                if e.get("method") == method and e.get("sessionId") == session:
+                    return e
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {method} in {timeout} s: {self.log_tail()}")
+            self._pump(deadline)
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=10)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_chrome)
+
+
+# Geometry and images, read from the laid-out page.  decode() waits for each image and
+# rejects for one that cannot be decoded; naturalWidth is 0 for an image that failed.
+PAGE_FACTS = """(async () => {
+  const box = el => { if (!el) return null; const r = el.getBoundingClientRect();
+                      return {top: r.top, bottom: r.bottom, height: r.height, width: r.width}; };
+  const imgs = [...document.images];
+  const decoded = await Promise.all(imgs.map(i => i.decode().then(() => true, () => false)));
+  const v = document.querySelector('.verdict');
+  return {
+    viewport: [innerWidth, innerHeight],
+    scrollWidth: document.documentElement.scrollWidth,
+    verdict: box(v), verdictText: v ? v.innerText.slice(0, 300) : null,
+    verdicts: document.querySelectorAll('.verdict').length,
+    firstH1: box(document.querySelector('h1')),
+    ids: Object.fromEntries([...document.querySelectorAll('[id]')].map(e => [e.id, box(e)])),
+    images: imgs.map((i, k) => ({alt: i.alt, naturalWidth: i.naturalWidth,
+                                 naturalHeight: i.naturalHeight, decoded: decoded[k]})),
+  };
+})()"""
+
+
+def errors_of(events, session):
+    """Console errors, logged errors and uncaught exceptions of one page."""
+    out = []
+    for e in events:
+        if e.get("sessionId") != session:
+            continue
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append("console." + p["type"] + ": " + " ".join(
+                str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            out.append(f"log ({p['entry'].get('source')}): {p['entry'].get('text')} {p['entry'].get('url', '')}")
+        elif m == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            out.append("exception: " + (d.get("exception", {}).get("description") or d.get("text", "")))
+    return out
+
+
+def render(path, shot, workdir):
+    """Open PATH at 900x900, return its facts and errors, save the first screen as SHOT."""
+    b = Browser(chromium(), workdir)
+    try:
+        target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        sid = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for m in ("Page.enable", "Runtime.enable", "Log.enable"):
+            b.send(m, session=sid)
+        b.send("Emulation.setDeviceMetricsOverride",
+               {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}, sid)
+        b.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, sid)
+        b.wait_event("Page.loadEventFired", sid)
+        r = b.send("Runtime.evaluate", {"expression": PAGE_FACTS, "awaitPromise": True,
+                                        "returnByValue": True}, sid)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"the page check itself failed: {r['exceptionDetails']}")
+        facts = r["result"]["value"]
+        png = base64.b64decode(b.send("Page.captureScreenshot", {"format": "png"}, sid)["data"])
+        Path(shot).write_bytes(png)
+        time.sleep(0.2)  # let late console messages arrive before they are counted
+        b.send("Runtime.evaluate", {"expression": "1", "returnByValue": True}, sid)
+        return facts, errors_of(b.events, sid)
+    finally:
+        b.close()
+
+
+def png_size(path):
+    head = Path(path).read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def tw(*args):
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), *map(str, args)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def copy_fixture(name, dst):
+    src = FIX / name
+    if not (src / "meta.json").exists():
+        pytest.fail(f"{src} is missing: run tests/fixtures/make_fixture.py")
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report.*", "plots", "verdict.json", "compare"))
+    return dst
+
+
+def first_screen(facts, what):
+    assert facts["viewport"] == [WIDTH, HEIGHT], facts["viewport"]
+    if facts["scrollWidth"] > WIDTH:  # wide tables; the verdict itself wraps to the window
+        print(f"{what}: the page is {facts['scrollWidth']} px wide at a {WIDTH} px window")
+
+
+def images_loaded(facts, n_min):
+    imgs = facts["images"]
+    assert len(imgs) >= n_min, f"{len(imgs)} images, expected at least {n_min}"
+    broken = [i["alt"] for i in imgs if not (i["naturalWidth"] > 0 and i["decoded"])]
+    assert not broken, f"images that did not load: {broken}"
+
+
+def test_report_first_screen_in_chromium(tmp_path):
+    d = copy_fixture("results-fixture", tmp_path / "results-fixture")
+    tw("report", d)
+    shot = tmp_path / "report-first-screen.png"
+    facts, errors = render(d / "report.html", shot, tmp_path)
+    print(f"\nreport.html first screen ({WIDTH}x{HEIGHT}): {shot}")
+    assert png_size(shot) == (WIDTH, HEIGHT)
+    first_screen(facts, "report.html")
+    v = facts["verdict"]
+    assert v is not None, "report.html has no .verdict block"
+    assert v["height"] > 0, "the verdict block is not displayed"
+    # All of it, not a sliver of its border: the reader must be able to read it unscrolled.
+    assert v["top"] >= 0 and v["bottom"] <= HEIGHT, (
+        f"the verdict spans {v['top']:.0f}-{v['bottom']:.0f} px, not within the first {HEIGHT} px "
+        f"(screenshot: {shot})")
+    assert facts["verdictText"].startswith("Verdict: "), facts["verdictText"]
+    images_loaded(facts, 6)
+    assert errors == [], errors
+
+
+def test_compare_page_in_chromium(tmp_path):
+    a = copy_fixture("results-fixture", tmp_path / "results-fixture")
+    b = copy_fixture("results-inconclusive", tmp_path / "results-inconclusive")
+    out = tmp_path / "cmp"
+    tw("compare", a, b, "--out", out)
+    shot = tmp_path / "compare-first-screen.png"
+    facts, errors = render(out / "compare.html", shot, tmp_path)
+    print(f"\ncompare.html first screen ({WIDTH}x{HEIGHT}): {shot}")
+    assert png_size(shot) == (WIDTH, HEIGHT)
+    first_screen(facts, "compare.html")
+    # The comparison's first table names each set and its verdict; the verdict
+    # sentences follow, one per set.
+    sets = facts["ids"].get("results-sets")
+    assert sets is not None, f"no 'Results sets' heading; ids: {sorted(facts['ids'])}"
+    assert sets["top"] < HEIGHT, f"the results-sets table starts at {sets['top']:.0f} px"
+    assert facts["verdicts"] == 2, f"{facts['verdicts']} verdict blocks for 2 results sets"
+    images_loaded(facts, 1)
+    assert errors == [], errors
+
+
+def test_the_checks_see_what_they_look_for(tmp_path):
+    """The same harness on a page that breaks every rule: each check must notice."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+<h1>broken</h1><div style="height:1200px"></div>
+<div class="verdict">Verdict: LOW.</div>
+<img alt="truncated" src="data:image/svg+xml;base64,PHN2Zw">
+<img alt="ok" src="data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHdpZHRoPSIxMCIgaGVpZ2h0PSIxMCIvPg==">
+<script>console.error("planted console error"); throw new Error("planted exception");</script>
+</body></html>""")
+    facts, errors = render(bad, tmp_path / "bad.png", tmp_path)
+    assert facts["verdict"]["top"] >= HEIGHT
+    assert [i["alt"] for i in facts["images"] if i["naturalWidth"] == 0] == ["truncated"]
+    assert [i["alt"] for i in facts["images"] if i["naturalWidth"] > 0] == ["ok"]
+    assert any("planted console error" in e for e in errors), errors
+    assert any("planted exception" in e for e in errors), errors
