@@ -95,7 +95,7 @@ def test_render_markdown_and_update_doc(fp, entries, tmp_path):
     explain.update_doc(doc, md)
     text = doc.read_text()
     assert text.startswith("# head\nkeep\n") and text.endswith(f"{explain.END}\ntail stays\n")
-    assert "old" not in text and md in text
+    assert "\nold\n" not in text and md in text
 
 
 def test_cli_uses_results_latest_by_default(tmp_path):
