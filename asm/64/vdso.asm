@@ -25,6 +25,11 @@
 ; costs it.  The vDSO's functions are C functions: arguments in rdi, rsi,
 ; rdx as for the system call, the C ABI's registers clobbered, and the
 ; stack 16-byte aligned at the call, which the pushes below keep.
+;
+; Kernel side: none: __vdso_clock_gettime, __vdso_gettimeofday and __vdso_time
+; read the kernel's time data (the vvar page mapped beside the vDSO) and the
+; TSC in user mode; only a clock they cannot read (a clocksource without a
+; vDSO mode) sends them into the kernel by a real syscall.
 
 %include "tw.inc"
 

@@ -27,6 +27,16 @@
 ; system call (seccomp is consulted, as if it were one).  Under
 ; vsyscall=none the page is not mapped and the call dies with SIGSEGV.
 ;
+; Kernel side: the page at 0xffffffffff600000 is mapped execute-only
+; (vsyscall=xonly, the default since Linux 5.3) or readable
+; (vsyscall=emulate); fetching an instruction from it raises a page fault,
+; do_user_addr_fault sees the vsyscall address, and emulate_vsyscall
+; (arch/x86/entry/vsyscall/vsyscall_64.c) checks the entry point (+0x000
+; gettimeofday, +0x400 time, +0x800 getcpu), runs the call's x86-64 body
+; (seccomp applies), sets rax and pops the return address as the page's own
+; ret would have. No raw_syscalls tracepoint fires; exceptions:page_fault_user
+; does. Under vsyscall=none there is no page and the call is a SIGSEGV.
+;
 ; The page's functions follow the C calling convention: arguments in rdi,
 ; rsi, rdx, result in rax, so the system call's arguments pass through
 ; unchanged.  The emulation also checks that each pointer argument is
