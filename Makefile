@@ -52,11 +52,20 @@ row_flav = $(call row_bits,$1)-$(call row_abi,$1)
 obj_path = $(if $(filter asm/%,$2),$(OBJ)/$1/asm/$(notdir $2).o,$(OBJ)/$1/$2.o)
 
 VARIANTS := $(foreach r,$(ROWS),$(call row_bits,$r)-$(call row_mech,$r))
-BINARIES := $(foreach p,$(PROGRAMS),$(addprefix $(BUILD)/$p-,$(VARIANTS))) \
+# timewrite copies its input with write(2), so it is built only for the
+# mechanisms that can write: those whose ops (groups expanded) include
+# write-file.  The vsyscall page and the 64-bit vDSO cannot; they get syscost
+# only, since a timewrite that could not write would have nothing to time.
+WRITE_VARIANTS := $(shell awk '{ sub(/\#.*/, "") } !NF { next } \
+	$$1 == "ops" { g[$$2] = $$4; next } \
+	{ n = split($$6, o, ","); s = ""; for (i = 1; i <= n; i++) s = s "," (o[i] in g ? g[o[i]] : o[i]); \
+	  if ((s ",") ~ /,write-file,/) print $$1 }' variants/registry)
+BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
+            $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: all binaries list-variants deps build-deps test-deps venv test report bench clean distclean
+.PHONY: all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -64,6 +73,9 @@ binaries: $(BINARIES)
 
 list-variants:
 	@for v in $(VARIANTS); do echo "$$v"; done
+# The variants timewrite is built for (those that can write).
+list-write-variants:
+	@for v in $(WRITE_VARIANTS); do echo "$$v"; done
 
 # One link rule per program and registry row.
 define VARIANT_RULES

@@ -140,6 +140,10 @@ def test_vsyscall_modes(tmp_path):
     f = facts_of(none)
     assert f["vsyscall"]["mode"] == "none" and "vsyscall=none" in f["vsyscall"]["why"]
     assert oracle.facts(f)["vsyscall"]["value"] is False
+    p = oracle.predict(f)
+    vs = registry.find(64, "vsyscall-call")
+    assert p[vs]["expect"] == oracle.CANNOT and "vsyscall=none" in p[vs]["why"]
+    assert {k for k, v in p.items() if v["expect"] == oracle.CANNOT} == {vs, "32-syscall"}
     emulate = tmp_path / "emulate"
     shutil.copytree(none, emulate)
     (emulate / "proc" / "self" / "maps").write_text(
@@ -193,3 +197,14 @@ def test_this_machine_agrees_with_the_oracle(build, program):
     blind = [f"{k}: {r['reason']}" for k, r in rows.items()
              if r["status"] == "unsupported" and r["expect"] != oracle.CANNOT]
     assert not blind, "failed without a fact that explains it: " + " | ".join(blind)
+
+
+def test_vdso_off_rules_out_the_64bit_vdso(tmp_path):
+    root = derived(tmp_path, "intel-xeon-kvm", cmdline="vdso=0",
+                   maps="ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n")
+    p = oracle.predict(facts_of(root))
+    vd = registry.find(64, "vdso-call")
+    assert p[vd]["expect"] == oracle.CANNOT and "vdso=0" in p[vd]["why"]
+    # a recording that simply kept no [vdso] line proves nothing either way
+    assert oracle.predict(facts_of(MACHINES / "amd-epyc-zen4-kvm"))[vd]["expect"] == oracle.UNKNOWN
+    assert oracle.predict(facts_of(MACHINES / "intel-xeon-kvm"))[vd]["expect"] == oracle.MUST

@@ -23,7 +23,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, VARIANTS, need_supported, need_tool, run
+from conftest import BUILD, WRITE_VARIANTS, need_supported, need_tool, run
 from twtools.machine import registry
 
 OBJECTS = sorted(BUILD.glob("obj/*/asm/*.o"))
@@ -281,7 +281,7 @@ def perf_chains(report):
     return chains
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.startswith("64-")])
+@pytest.mark.parametrize("variant", [v for v in WRITE_VARIANTS if v.startswith("64-")])
 def test_perf_names_main_above_the_stub(build, tmp_path, variant):
     """perf record -g (DWARF unwinding, the cpu-clock software event: this may run
     where there is no PMU) of 65536 16-byte writes: every sampled call chain that
@@ -308,7 +308,7 @@ def test_perf_names_main_above_the_stub(build, tmp_path, variant):
         assert "main" in chain[:k], f"main is not above tw_syscall3 in {chain}"
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_gdb_backtrace_from_the_system_call(build, tmp_path, variant):
     """gdb stopped at the system call tw_syscall3 makes (inside the vDSO for the
     vdso and sysenter variants) walks back to main with no unknown frame."""

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import VARIANTS, need_supported
+from conftest import WRITE_VARIANTS, need_supported
 
 # Empty, one byte, an odd size that is no multiple of any buffer size, and a
 # size above the largest default buffer (131072), so several 128 KiB chunks and
@@ -41,7 +41,7 @@ def timewrite(build, variant, out, data, how, args=()):
 
 @pytest.mark.parametrize("how", ["file", "pipe"])
 @pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_copy_is_exact(build, tmp_path, variant, size, how):
     need_supported("timewrite", variant)
     data = payload(SIZES[size])
@@ -53,7 +53,7 @@ def test_copy_is_exact(build, tmp_path, variant, size, how):
 
 
 @pytest.mark.parametrize("how", ["file", "pipe"])
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_full_default_sweep_copies(build, tmp_path, variant, how):
     """The seed's own ten sizes, no options: the last pass is at 131072."""
     need_supported("timewrite", variant)
@@ -65,7 +65,7 @@ def test_full_default_sweep_copies(build, tmp_path, variant, how):
     assert len(p.stdout.decode().splitlines()) == 10
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_stale_longer_content_is_truncated(build, tmp_path, variant):
     """An existing, longer outfile ends up exactly as long as the input."""
     need_supported("timewrite", variant)
@@ -77,7 +77,7 @@ def test_stale_longer_content_is_truncated(build, tmp_path, variant):
     assert out.read_bytes() == data
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_pipe_larger_than_pipe_buffer(build, tmp_path, variant):
     """A `cat |` pipeline delivers many 64 KiB reads; all of them must arrive."""
     need_supported("timewrite", variant)

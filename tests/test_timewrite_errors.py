@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from conftest import VARIANTS, need_supported, need_tool
+from conftest import WRITE_VARIANTS, need_supported, need_tool
 
 DATA = bytes((i * 7 + 3) & 0xFF for i in range(1 << 20))
 
@@ -38,7 +38,7 @@ def tw(build, variant, args, stdin=None, data=DATA, **kw):
     return p
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_enospc(build, variant):
     need_supported("timewrite", variant)
     p = tw(build, variant, ["--sizes", "4096", "/dev/full"])
@@ -47,7 +47,7 @@ def test_enospc(build, variant):
     assert p.stdout == ""
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_file_size_limit_gives_efbig(build, tmp_path, variant):
     """RLIMIT_FSIZE of 10000 bytes: 4096 + 4096 + a short 1808, then EFBIG.
 
@@ -67,7 +67,7 @@ def test_file_size_limit_gives_efbig(build, tmp_path, variant):
     assert out.read_bytes() == DATA[:10000]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_short_write_is_continued(build, tmp_path, variant):
     """Under the same limit, strace shows the short write's remainder retried.
 
@@ -93,7 +93,7 @@ def test_short_write_is_continued(build, tmp_path, variant):
         (4096, 4096, ""), (4096, 4096, ""), (4096, 1808, ""), (2288, -1, "EFBIG")], log
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_missing_directory(build, tmp_path, variant):
     need_supported("timewrite", variant)
     out = tmp_path / "no" / "such" / "dir" / "out"
@@ -104,7 +104,7 @@ def test_missing_directory(build, tmp_path, variant):
 
 
 @pytest.mark.parametrize("where", ["file-as-dir", "procfs"])
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_unwritable_place(build, tmp_path, variant, where):
     """Places even root cannot create a file in: below a regular file, in /proc."""
     need_supported("timewrite", variant)
@@ -120,7 +120,7 @@ def test_unwritable_place(build, tmp_path, variant, where):
     assert not os.path.exists(out)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_closed_stdin(build, tmp_path, variant):
     """With fd 0 closed the output must not become fd 0; refuse instead."""
     need_supported("timewrite", variant)
@@ -132,7 +132,7 @@ def test_closed_stdin(build, tmp_path, variant):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_empty_stdin(build, tmp_path, variant):
     need_supported("timewrite", variant)
     out = tmp_path / "out"
@@ -145,7 +145,7 @@ def test_empty_stdin(build, tmp_path, variant):
 
 
 @pytest.mark.parametrize("name", ["same-path", "hard-link", "symlink", "proc-fd"])
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_stdin_as_outfile_is_refused(build, tmp_path, variant, name):
     """`timewrite f <f`, by any name: exit 1, one line, and f not touched at all.
 
@@ -176,7 +176,7 @@ def test_stdin_as_outfile_is_refused(build, tmp_path, variant, name):
     assert f.stat().st_mtime_ns == 1_000_000_000
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_same_device_on_both_sides_is_allowed(build, variant):
     """Only a regular file has data to lose: /dev/null in and out is fine."""
     need_supported("timewrite", variant)

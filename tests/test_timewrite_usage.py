@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from conftest import VARIANTS, need_supported, run
+from conftest import WRITE_VARIANTS, need_supported, run
 
 USAGE = ("usage: timewrite [-h] [-b sizes] [--dsync] [--format tsv|csv|json] "
          "[--fsync] [--probe] [--reps n] outfile [sync]")
@@ -48,7 +48,7 @@ def tsv_rows(out, ncols):
     return rows
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 def test_seed_usage(build, tmp_path, infile, variant, sync):
     """`timewrite f2 <f1` and `timewrite f1 sync <f2`: ten rows of five numbers."""
@@ -63,7 +63,7 @@ def test_seed_usage(build, tmp_path, infile, variant, sync):
     assert (tmp_path / "f2").read_bytes() == INPUT
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_size_range_doubles(build, tmp_path, infile, variant):
     need_supported("timewrite", variant)
     p = tw(build, variant, ["--sizes", "1-65536", "out"], infile, tmp_path)
@@ -73,7 +73,7 @@ def test_size_range_doubles(build, tmp_path, infile, variant):
     assert int(rows[0][4]) == len(INPUT)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_size_list_and_ranges_mix(build, tmp_path, infile, variant):
     need_supported("timewrite", variant)
     p = tw(build, variant, ["-b", "3000,100-1000,7", "out"], infile, tmp_path)
@@ -82,7 +82,7 @@ def test_size_list_and_ranges_mix(build, tmp_path, infile, variant):
     assert [int(r[0]) for r in rows] == [3000, 100, 200, 400, 800, 7]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_reps_adds_min_max_columns(build, tmp_path, infile, variant):
     need_supported("timewrite", variant)
     p = tw(build, variant, ["--reps", "3", "--sizes", "256,4096", "out"], infile, tmp_path)
@@ -96,7 +96,7 @@ def test_reps_adds_min_max_columns(build, tmp_path, infile, variant):
 
 
 @pytest.mark.parametrize("reps", [1, 3])
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_csv(build, tmp_path, infile, variant, reps):
     need_supported("timewrite", variant)
     p = tw(build, variant, ["--format", "csv", "--reps", str(reps), "out"], infile, tmp_path)
@@ -110,7 +110,7 @@ def test_csv(build, tmp_path, infile, variant, reps):
     assert [int(r["calls"]) for r in rows] == [calls_for(s) for s in SEED_SIZES]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_json(build, tmp_path, infile, variant):
     need_supported("timewrite", variant)
     bits, mech = variant.split("-")
@@ -138,7 +138,7 @@ def test_json(build, tmp_path, infile, variant):
         assert r["real_s_max"] == max(r["samples"]["real_s"])
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_json_modes(build, tmp_path, infile, variant):
     need_supported("timewrite", variant)
     for args, mode in ((["out"], "async"), (["out", "sync"], "sync")):
@@ -169,7 +169,7 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_bad_usage(build, tmp_path, infile, variant, case):
     """Exit 2 with the usage line, nothing created; for every variant, since
     options are parsed before the mechanism is probed (so a 77 variant too)."""
@@ -185,7 +185,7 @@ def test_bad_usage(build, tmp_path, infile, variant, case):
     assert list(work.iterdir()) == []
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_help(build, tmp_path, variant):
     try:
         p = run([build / f"timewrite-{variant}", "--help"], text=True, cwd=tmp_path)

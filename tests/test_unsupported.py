@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import VARIANTS, machine_facts
+from conftest import WRITE_VARIANTS, machine_facts
 from twtools.machine import oracle, registry
 
 MECH = {v["name"]: v["mechanism"] for v in registry.variants()}
@@ -36,11 +36,11 @@ def unsupported_line(variant, stderr):
 
 
 PREDICTED = oracle.predict(machine_facts())
-CANNOT_HERE = [v for v in VARIANTS if PREDICTED[v]["expect"] == oracle.CANNOT] or [
+CANNOT_HERE = [v for v in WRITE_VARIANTS if PREDICTED[v]["expect"] == oracle.CANNOT] or [
     pytest.param(None, marks=pytest.mark.skip(reason="the oracle rules out no mechanism on this machine"))]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_probe_status(build, tmp_path, variant):
     """0 silently where the oracle says it must work; 77 with the standard line naming the
     mechanism and the reason where it cannot."""
@@ -61,7 +61,7 @@ def test_probe_status(build, tmp_path, variant):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_probe_does_not_touch_outfile(build, tmp_path, variant):
     out = tmp_path / "keep"
     out.write_text("precious")

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import VARIANTS, need_root, need_supported, need_tool
+from conftest import WRITE_VARIANTS, need_root, need_supported, need_tool
 from twtools.machine import registry
 
 N = 23 * 256 + 17
@@ -39,7 +39,7 @@ def own_count(stdout):
     return int(rows[0][4])
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_own_count(build, workload, variant):
     need_supported("timewrite", variant)
     src, out = workload
@@ -68,7 +68,7 @@ def strace_writes(build, variant, src, out, extra=()):
     return p.stdout, fds
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_strace_count(build, workload, variant):
     need_tool("strace")
     need_supported("timewrite", variant)
@@ -78,7 +78,7 @@ def test_strace_count(build, workload, variant):
     assert fds == {3: CALLS}, "writes to the output file, by descriptor"
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_strace_count_with_warmup(build, workload, variant):
     """--reps 2 is one untimed warm-up pass plus two timed ones: 3 * 24 writes."""
     need_tool("strace")
@@ -101,7 +101,7 @@ def strace_tables(text):
     return tables
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_strace_summary_table_matches_abi(build, workload, variant):
     """strace -c files a call under the ABI it entered by: the output writes go in
     the "32 bit mode" table for i386-ABI variants (64-bit int 0x80 included), the
@@ -138,7 +138,7 @@ tracepoint:raw_syscalls:sys_enter /pid == cpid && args->id == %(nr)d/ {
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WRITE_VARIANTS)
 def test_kernel_count_and_abi(build, workload, variant):
     """bpftrace counts 24 entries with the ABI's write number on the output fd, all
     compat (TS_COMPAT) for i386-ABI variants and none for x86-64 ones."""

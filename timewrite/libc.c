@@ -7,6 +7,12 @@
  * does, which is the seed report's question); anything else goes through
  * glibc's generic syscall(), which enters by the same instruction.  glibc
  * reports failure as -1 with errno; the contract wants -errno, so convert.
+ *
+ * Kernel side: whatever this machine's C library does.  x86-64 glibc inlines
+ * syscall in its wrappers; i686 glibc calls __kernel_vsyscall through
+ * %gs:0x10 (the AT_SYSINFO pointer it keeps in the TCB); a generic i386/i586
+ * build inlines int $0x80.  `scripts/tw classify-libc` says which, with the
+ * instructions.
  */
 #include <errno.h>
 #include <unistd.h>

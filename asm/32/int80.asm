@@ -12,6 +12,11 @@
 ; among them) entered it for every call, with no vDSO.  The seed report's
 ; hypothesis is about exactly this instruction.
 ;
+; Kernel side: IDT vector 0x80 -> entry_INT80_compat (assembly, before Linux
+; 6.7) or asm_int80_emulation -> do_int80_emulation (C, 6.7 on; under FRED
+; fred_intx -> fred_int80_emulation); the i386 table, arguments in ebx, ecx,
+; edx, esi, edi, ebp; the return is iret.
+;
 ; The interrupt goes through the IDT: the CPU pushes a full exception frame,
 ; checks privileges and, on return, iret restores it, all of which sysenter
 ; and syscall skip.  Since Linux 6.7 the 64-bit kernel handles it in C

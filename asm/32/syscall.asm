@@ -10,6 +10,11 @@
 ; Why this file exists: some CPUs take syscall in compatibility mode, and on
 ; those the kernel patches __kernel_vsyscall to use it (X86_FEATURE_SYSCALL32).
 ;
+; Kernel side: MSR_CSTAR -> entry_SYSCALL_compat -> do_fast_syscall_32, which
+; takes the second argument from ebp (syscall overwrote ecx) and returns to
+; the vDSO's landing pad with sysretl. Under FRED the kernel answers syscall
+; from 32-bit code with #UD (fred_other -> exc_invalid_op).
+;
 ; WARNING: syscall overwrites ecx with the return address (and r11, invisible
 ; here, with eflags), so the kernel's compat ABI takes the second argument in
 ; ebp instead of ecx (entry_SYSCALL_compat).  Like sysenter, it then returns

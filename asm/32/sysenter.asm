@@ -11,6 +11,12 @@
 ; entry Linux has used through the vDSO since 2.5.53.  Writing it by hand
 ; shows what __kernel_vsyscall hides.
 ;
+; Kernel side: MSR_IA32_SYSENTER_EIP -> entry_SYSENTER_compat ->
+; do_SYSENTER_32 -> do_fast_syscall_32, which reads ebp (the sixth argument)
+; from the user stack and sets the return address to the vDSO's landing pad,
+; just after an int $0x80, so that a restarted call re-enters by int 0x80; the
+; return is sysretl, or iret. Under FRED, fred_other -> do_fast_syscall_32.
+;
 ; WARNING: sysenter saves neither the return address nor the user stack
 ; pointer.  The kernel (entry_SYSENTER_compat, do_fast_syscall_32 in
 ; arch/x86/entry/syscall_32.c) therefore does not return after this

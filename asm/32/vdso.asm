@@ -18,6 +18,13 @@
 ; takes from 32-bit code, or plain int 0x80 (always under FRED, kernels 6.9+
 ; on CPUs that have it).  It
 ; preserves every register but eax.
+;
+; Kernel side: whatever the kernel patched into __kernel_vsyscall at boot
+; (ALTERNATIVE in arch/x86/entry/vdso/vdso32/system_call.S): sysenter or
+; syscall after a frame of ecx, edx, ebp, returning to the landing pad `pop
+; ebp; pop edx; pop ecx; ret`; with no fast instruction (FRED, or neither CPU
+; feature) int $0x80 after the frame, and on kernels from 2026 `int $0x80;
+; ret` before it.
 
 %include "tw.inc"
 

@@ -15,6 +15,12 @@
 ; 32-bit toolchain.  Tracers see it as compat: syscalls:sys_enter_write
 ; never fires for it; raw_syscalls:sys_enter does, with id 4.
 ;
+; Kernel side: IDT vector 0x80, the same as from 32-bit code: since Linux 6.7
+; asm_int80_emulation -> do_int80_emulation (C), before it entry_INT80_compat;
+; a compat call of a 64-bit task, looked up in the i386 table, with only the
+; low 32 bits of each register; under FRED fred_intx -> fred_int80_emulation.
+; The return is iret (ERETU under FRED).
+;
 ; WARNING: every pointer argument is truncated to 32 bits.  A 64-bit
 ; process's stack, heap and libraries live above 4 GiB, so callers must pass
 ; buffers from tw_alloc(), which this variant links from alloc_low.c

@@ -13,6 +13,11 @@
 ; CPU, and what glibc's x86-64 wrappers inline.  This is the floor the other
 ; mechanisms are measured against.
 ;
+; Kernel side: MSR_LSTAR -> entry_SYSCALL_64 -> do_syscall_64, the x86-64
+; table; the kernel returns with sysretq when it can, else iret. Under FRED
+; the CPU delivers it to fred_entry_from_user -> fred_other -> do_syscall_64,
+; and the return is ERETU.
+;
 ; The kernel ABI takes nr in rax and arguments in rdi, rsi, rdx, r10, r8, r9;
 ; the C ABI delivered them one register to the left.  The CPU overwrites rcx
 ; with the return rip and r11 with rflags, which is why the kernel ABI moves

@@ -421,8 +421,12 @@ class Doctor:
         if maps is not None:
             if any(l.rstrip().endswith("[vdso]") for l in maps.splitlines()):
                 return {"available": True, "why": "this 64-bit process has a [vdso] mapping"}
-            return {"available": False, "why": "no [vdso] mapping in a 64-bit process"
-                    + (f" (booted with vdso={arg})" if arg is not None else "")}
+            if self.live or arg is not None:
+                return {"available": False, "why": "no [vdso] mapping in a 64-bit process"
+                        + (f" (booted with vdso={arg})" if arg is not None else "")}
+            # A recording keeps only some lines of /proc/self/maps: no [vdso] line there is
+            # no evidence either way.
+            return {"available": None, "why": "the recorded /proc/self/maps has no [vdso] line"}
         if arg is not None:
             return {"available": arg not in ("0", "off"), "why": f"booted with vdso={arg}"}
         return {"available": None, "why": "/proc/self/maps is unreadable"}
