@@ -96,14 +96,24 @@ def test_hostile_names_blind_nothing(hostile_run):
     programs through the quoted driver."""
     sandbox, tmp, out, p = hostile_run
     tr = json.loads((out / "tracers.json").read_text())
-    ok = [c for c in tr["counts"] if c["supported"]]
+    from twtools.machine import registry
+    from twtools.machine.tracers import bpftrace
+    ok = [c for c in tr["counts"] if c["supported"]
+          and bpftrace.TRACER.blind(registry.get(c["variant"]), True) is None]
     assert ok
     for c in ok:
         assert c["by_tracer"].get("bpftrace") == c["expected"], c
     att = json.loads((out / "attribution.json").read_text())
     assert att["why"] is None, att["why"]
     bodies = {b["variant"] for b in att["bodies"] if b["samples_ns"]}
-    assert bodies == {v["name"] for v in att["variants"] if v["supported"]}
+    # the variants the attribution traces: supported, with every operation, seen by bpftrace
+    from twtools.machine import registry
+    from twtools.machine.tracers import bpftrace
+    from twtools.measure import attribution
+    traced = {v["name"] for v in att["variants"] if v["supported"]
+              and all(op in registry.get(v["name"]).ops for op, _ in attribution.OPS)
+              and bpftrace.TRACER.blind(registry.get(v["name"]), True) is None}
+    assert traced and bodies == traced
     wv = json.loads((out / "writev.json").read_text())
     assert wv["fstype"], "stat read the dash-led path as an option"
 
