@@ -121,9 +121,7 @@ def _check(path, stem, obj):
         schema.check(spec, obj)
     except schema.Invalid as e:
         where = f"{e.path}: " if e.path else ""
-        raise DataError(f"{path}: {where}{e.what}",
-                        "the file is damaged or was not written by tw; re-run its stage") \
-            from None
+        raise DataError(f"{path}: {where}{e.what}", e.hint) from None
     return version
 
 

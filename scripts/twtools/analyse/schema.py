@@ -35,12 +35,15 @@ SCALARS = {
 }
 
 
-class Invalid(ValueError):
-    """A value that does not fit its spec: .path is where, str() is what."""
+DAMAGED = "the file is damaged or was not written by tw; re-run its stage"
 
-    def __init__(self, path, what):
+
+class Invalid(ValueError):
+    """A value that does not fit its spec: .path is where, str() is what, .hint what to do."""
+
+    def __init__(self, path, what, hint=DAMAGED):
         super().__init__(what)
-        self.path, self.what = path, what
+        self.path, self.what, self.hint = path, what, hint
 
 
 def _show(v):
@@ -381,6 +384,6 @@ def schema_of(stem, obj):
         raise Invalid("schema", f"{s!r} is not a {family} file: a file of another stage, "
                                 "under this stage's name")
     if int(m.group(2)) > newest:
-        raise Invalid("schema", f"{s!r} is newer than this checkout reads ({family}/{newest}): "
-                                "update the checkout (git pull) to read it")
+        raise Invalid("schema", f"{s!r} is newer than this checkout reads ({family}/{newest})",
+                      "update the checkout (git pull) to read it")
     return s
