@@ -85,7 +85,7 @@ def test_read_only_results_directory(tmp_path, build):
         before = sorted(p.name for p in d.iterdir())
         remount(fs, "ro")
         p = tw("report", d)
-        one_line_error(p, "Read-only file system (EROFS)", str(d), "write elsewhere")
+        one_line_error(p, "Read-only file system (EROFS)", str(d), "copy the results directory")
         assert p.returncode == 4
         assert sorted(x.name for x in d.iterdir()) == before
         p = tw("run", "--quick", "--only", "doctor", "--no-report", TW_RESULTS=fs / "runs")

@@ -82,9 +82,14 @@ def _owner_hint(path):
     return f"{my} may not write there: write in a directory you own (--out DIR)"
 
 
-def describe_oserror(e):
+# tw report has no --out: it writes beside the stage files it reads.
+ELSEWHERE = {"report": "copy the results directory somewhere writable and run tw report on "
+                       "the copy"}
+
+
+def describe_oserror(e, command=None):
     """One line for an OSError: the path, the system's words and their errno name, and what
-    to do."""
+    to do (for that command)."""
     name = proc.errno_name(e.errno) if e.errno else None
     what = e.strerror or str(e)
     if name and name not in what:
@@ -96,6 +101,8 @@ def describe_oserror(e):
         hint = _owner_hint(e.filename)
     else:
         hint = OS_HINTS.get(e.errno)
+    if hint and command in ELSEWHERE and "write elsewhere" in hint:
+        hint = hint.split("write elsewhere")[0] + ELSEWHERE[command]
     return where + what + (f"; {hint}" if hint else "")
 
 
@@ -134,7 +141,7 @@ def failure(name, e, debug=False):
         return ui.EXIT_DATA
     if isinstance(e, OSError) and (e.filename or e.errno in OS_HINTS
                                    or e.errno in (errno.EACCES, errno.EPERM)):
-        print(f"{prog}: {describe_oserror(e)}", file=sys.stderr)
+        print(f"{prog}: {describe_oserror(e, name)}", file=sys.stderr)
         return ui.EXIT_SYSTEM
     if isinstance(e, subprocess.TimeoutExpired):
         cmd = e.cmd[0] if isinstance(e.cmd, (list, tuple)) and e.cmd else e.cmd
