@@ -35,7 +35,7 @@ The server's glibc is unknown, so what is said about the server's row is only wh
 COULD explain there, bounded by the row's system time.
 """
 from ..machine import registry
-from . import seedref, stats
+from . import results, seedref, stats
 from ..core import files
 
 REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
@@ -184,7 +184,9 @@ def fast_path(data):
 
 def decide(data, ref):
     """The verdict dict (see module docstring for the rules)."""
-    reasons, warnings = [], []
+    # A run that did not finish, or whose doctor, bench or seed-sweep stage failed or was
+    # cut short, gives no verdict: what is missing is not evidence either way.
+    reasons, warnings = list(results.verdict_blockers(data)), []
     fp = data.get("fingerprint") or {}
     libc32 = ((fp.get("libc") or {}).get("32") or {})
     entry = libc32.get("entry")

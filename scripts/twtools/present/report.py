@@ -92,23 +92,18 @@ def sec_title(doc, data):
 
 
 def run_state(data):
-    """One sentence when the run is not a complete, healthy one: the report's first line."""
-    meta = data.get("meta") or {}
-    stages = meta.get("stages") or {}
-    failed = [k for k, v in stages.items() if not v.get("ok")]
+    """One sentence when the run is not a complete, healthy one: the report's first line.
+    The run's state (interrupted, in progress, failed) comes from analyse.results.run_state;
+    broken mechanisms are added because they are this machine's news, not the run's."""
+    headline = results.run_state(data)["headline"]
     broken = sorted({c["variant"] for c in (data.get("percall") or {}).get("cells", [])
                      if c.get("status") == "broken"} |
                     {v["name"] for v in data.get("variants") or [] if v.get("status") == "broken"})
-    parts = []
-    if meta.get("state") in ("interrupted", "failed", "in progress"):
-        parts.append(f"this run is **{meta['state']}**: only the stages it completed are shown, "
-                     "and no verdict rests on a missing one")
-    if failed:
-        parts.append(f"stage(s) failed: {', '.join(failed)}")
+    parts = [headline.rstrip(".")] if headline else []
     if broken:
         parts.append(f"**broken** here (they must work on this machine and did not): "
                      f"{', '.join(broken)}")
-    return "; ".join(parts).capitalize() + "." if parts else None
+    return "; ".join(parts) + "." if parts else None
 
 
 def sec_provenance(doc, data, results_dir):
@@ -702,9 +697,10 @@ def build_doc(results_dir):
 
 def build_report(results_dir, formats=("md", "html")):
     """Write DIR/verdict.json, DIR/plots/*, DIR/report.<fmt>; return the first report's path."""
-    results_dir = Path(results_dir)
-    if not results_dir.is_dir():
-        raise FileNotFoundError(f"{results_dir} is not a results directory")
+    # Only a results directory is written into, and only through regular files: a copied
+    # directory may carry a symbolic link where report.md goes.
+    results_dir = results.require_results_dir(results_dir)
+    files.refuse_links(results_dir, ("report.md", "report.html", "verdict.json", "plots", "tables"))
     doc, v, data = build_doc(results_dir)
     files.write_json(results_dir / "verdict.json", v)
     for table in tables.all_tables(data):
