@@ -27,8 +27,11 @@ def add_arguments(parser, name):
         "Measure ns per system call for every mechanism (variants/registry), operation and loop "
         "shape with build/syscost-*, in interleaved rounds; print the matrix with 95% intervals "
         "and ratios to the 64-bit syscall, and write percall.json (raw rounds).")
-    options.add_mode_arguments(parser, "a few seconds: 3 rounds, write-file 256 B only",
-                               "30 rounds of 10 batches of 1 ms: tighter intervals, a few minutes")
+    q, lg, d = bench.MODES["quick"], bench.MODES["long"], bench.MODES["default"]
+    options.add_mode_arguments(
+        parser, f"a few seconds: {q['rounds']} rounds, write-file 256 B only",
+        f"{lg['rounds']} rounds (processes) instead of {d['rounds']}: intervals about "
+        f"{(lg['rounds'] / d['rounds']) ** 0.5:.1f}x narrower, a few minutes")
     parser.add_argument("--out", metavar="DIR",
                         help="results directory (default results/bench-<host>-<UTC time>)")
     parser.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
