@@ -238,15 +238,15 @@ def test_cli_text_and_json(go386):
     assert doc[0]["entry"] == "int80" and doc[0]["sites"][0]["kind"] == "int80"
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["/etc/passwd"], "is not an ELF file"),
-    (["/no/such/file"], "cannot read /no/such/file"),
-    (["/tmp"], "is a directory"),
-    ([], "the following arguments are required"),
+@pytest.mark.parametrize("args,msg,code", [
+    (["/etc/passwd"], "is not an ELF file", 2),
+    (["/no/such/file"], "cannot read /no/such/file", 4),   # the system refused: exit 4
+    (["/tmp"], "is a directory", 2),
+    ([], "the following arguments are required", 2),
 ])
-def test_cli_bad_usage_is_one_line_exit_2(args, msg):
+def test_cli_bad_usage_is_one_line_with_its_exit_status(args, msg, code):
     p = tw("classify", *args)
-    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert p.returncode == code, (p.returncode, p.stderr)
     assert msg in p.stderr and "Traceback" not in p.stderr
     assert len([l for l in p.stderr.splitlines() if l.startswith("tw classify")]) == 1, p.stderr
 

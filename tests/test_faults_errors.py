@@ -44,6 +44,11 @@ def argparse_error(p, *needles):
     (["compare", "DIR", "--out", "FILE"], ["--out", "exists and is not a directory"]),
     (["compare", "DIR", "--out", "NONEMPTY"], ["holds other files"]),
     (["sweep", "--only", "nope"], ["unknown sweep nope"]),
+    (["bench", "--out", "NONEMPTY"], ["--out", "is not empty", "never merged"]),
+    (["sweep", "--out", "NONEMPTY"], ["--out", "is not empty"]),
+    (["ab", "--out", "NONEMPTY"], ["--out", "is not empty"]),
+    (["trace", "--out", "FILE"], ["--out", "exists and is not a directory"]),
+    (["report", "DIR", "--format", "pdf"], ["unknown format pdf"]),
 ])
 def test_bad_option_values_are_refused_before_any_work(tmp_path, args, needles):
     (tmp_path / "file").write_text("x")

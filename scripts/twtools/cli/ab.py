@@ -6,11 +6,10 @@ or a build changes the cost of a call, gets a yes or no with its numbers: "B is 
 difference the run could have detected.
 """
 import socket
-import time
 from pathlib import Path
 
 from ..analyse import compare
-from ..core import paths, ui
+from ..core import files, paths, ui
 from ..machine import registry
 from ..measure import ab
 from ..present import export
@@ -36,7 +35,8 @@ def add_arguments(p, name):
     p.add_argument("--rounds", type=options.int_range(2, 10000), default=12, metavar="R",
                    help="rounds, each measuring A and B once per cell (default 12)")
     p.add_argument("--cpu", type=options.allowed_cpu, metavar="N", help="pin to CPU N")
-    p.add_argument("--out", metavar="DIR", help="where to write ab.json (default: results/ab-<host>-<UTC>)")
+    p.add_argument("--out", metavar="DIR", type=options.fresh_dir,
+                   help="a new or empty directory for ab.json (default: a new results/ab-<host>-<UTC time>)")
     p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text")
 
 
@@ -44,8 +44,8 @@ def main(args, name):
     a = ab.side("A (default)")
     b = ab.side(f"B (--speculation {args.speculation})" if args.speculation else
                 f"B (build {args.build_b})", speculation=args.speculation, build=args.build_b)
-    out = Path(args.out) if args.out else \
-        paths.RESULTS / f"ab-{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    # A new directory of its own unless --out: two runs in one second must not share one.
+    out = Path(args.out) if args.out else files.new_directory(paths.RESULTS, f"ab-{socket.gethostname()}")
     out.mkdir(parents=True, exist_ok=True)
     ui.progress(f"ab: {a['label']} against {b['label']}, {args.rounds} rounds, into {out}")
     doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=args.rounds,

@@ -32,7 +32,7 @@ def add_arguments(parser, name):
         parser, f"a few seconds: {q['rounds']} rounds, write-file 256 B only",
         f"{lg['rounds']} rounds (processes) instead of {d['rounds']}: intervals about "
         f"{(lg['rounds'] / d['rounds']) ** 0.5:.1f}x narrower, a few minutes")
-    parser.add_argument("--out", metavar="DIR",
+    parser.add_argument("--out", metavar="DIR", type=options.fresh_dir,
                         help="results directory (default results/bench-<host>-<UTC time>)")
     parser.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
                         help="variants to run (default: all)")

@@ -7,7 +7,7 @@ program, and the live 32-bit vDSO's instruction where the answer goes through it
 import json
 import sys
 
-from ..core import proc
+from ..core import proc, ui
 from ..machine import classify as cls
 
 
@@ -59,7 +59,8 @@ def add_arguments(parser, name):
         "int 0x80, sysenter, syscall, call to __kernel_vsyscall (call *%gs:0x10, _dl_sysinfo "
         "and other AT_SYSINFO pointers) and call into the vsyscall page, by function; for a "
         "dynamic program, its C library too.  The instructions come from variants/registry.  "
-        "Exit status: 0 classified, 1 no entry found, 2 bad usage or a file that is not x86 ELF.")
+        "Exit status: 0 classified, 1 no entry found, 2 bad usage or a file that is not x86 ELF, "
+        "4 a file that cannot be read.")
     parser.add_argument("binaries", nargs="+", metavar="BINARY", help="ELF files to classify")
     parser.add_argument("--json", action="store_true", help="print JSON (every site) instead of text")
     parser.add_argument("--no-libc", dest="libc", action="store_false",
@@ -76,7 +77,7 @@ def main(args, name):
             out.append(cls.classify(b, follow_libc=args.libc))
         except cls.ElfError as e:
             print(f"tw classify: {e}", file=sys.stderr)
-            return 2
+            return ui.EXIT_SYSTEM if getattr(e, "system", False) else ui.EXIT_USAGE
     if args.json:
         print(json.dumps(out, indent=1, default=sorted))
     else:

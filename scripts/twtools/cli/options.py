@@ -69,3 +69,17 @@ def writable_dir(text):
     if not os.access(text, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text} is not writable by this user")
     return text
+
+
+def fresh_dir(text):
+    """--out of a measuring command: a new directory, or an empty one.  Never a directory
+    that holds anything (its old files would be read as this run's), a file, or a symbolic
+    link (writes are not made through one)."""
+    if os.path.islink(text):
+        raise argparse.ArgumentTypeError(f"{text} is a symbolic link; give the path of a directory")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a directory; give a new one")
+    if os.path.isdir(text) and os.listdir(text):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not empty; give a new or empty directory (results are never merged)")
+    return text

@@ -32,7 +32,7 @@ def add_arguments(p, name):
              "trace": "a 23-write workload", "attribute": "3 traced runs per cell",
              "observer": "5 batches per run"}[name]
     options.add_mode_arguments(p, quick, "more repetitions for tighter intervals")
-    p.add_argument("--out", metavar="DIR", help="results directory (default: a new one under results/)")
+    p.add_argument("--out", metavar="DIR", type=options.fresh_dir, help="results directory (default: a new one under results/)")
     p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
                    help="variants (default: all)")
     p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text",

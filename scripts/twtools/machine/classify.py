@@ -86,7 +86,9 @@ class Elf:
             except IsADirectoryError:
                 raise ElfError(f"{path} is a directory")
             except OSError as e:
-                raise ElfError(f"cannot read {path}: {e.strerror}")
+                err = ElfError(f"cannot read {path}: {e.strerror}")
+                err.system = True       # the system refused, not the user's file: exit 4
+                raise err from None
         if data[:4] != b"\x7fELF":
             raise ElfError(f"{path} is not an ELF file")
         if len(data) < 52 or data[4] not in (1, 2) or data[5] != 1:
@@ -630,7 +632,9 @@ def headline(res):
             via = f"{KIND_TEXT[lkind]}{_vdso_note(res) if lkind == 'vdso32-call' else ''}"
             lib = f"its write() enters by {via}"
         else:
-            lib = f"how its write() enters is unknown ({lw.get('why') or libc.get('why')})"
+            why = lw.get("why") or libc.get("why") or ("not classified: --no-libc" if not lw else
+                                                        "no reason recorded")
+            lib = f"how its write() enters is unknown ({why})"
         if order:
             parts.append(f"everything else goes through {name}: {lib}")
         else:

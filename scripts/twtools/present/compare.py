@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..analyse import compare as decide, results, seedref, verdict as verdict_mod
 from ..core import files, ui
-from . import plots
+from . import document, plots
 from .document import EXPORTERS, Doc, export
 from .report import fmt_cell, fmt_s
 
@@ -294,16 +294,6 @@ def output_dir(text):
     return text
 
 
-def formats(text):
-    """--format: a comma list of the exporters' names, checked by argparse before any work."""
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in items if x not in EXPORTERS]
-    if not items or bad:
-        raise argparse.ArgumentTypeError(f"unknown format {bad[0] if bad else repr(text)}; "
-                                         f"choose from {', '.join(EXPORTERS)}")
-    return items
-
-
 def add_arguments(p, name):
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (first = base A)")
     p.add_argument("--out", metavar="DIR", type=output_dir,
@@ -311,7 +301,7 @@ def add_arguments(p, name):
                         "or an earlier comparison (default: DIR1/compare)")
     p.add_argument("--seed-reference", action="store_true",
                    help="add the seed report's published table as a results set (theirs)")
-    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT", type=formats,
+    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT", type=document.formats,
                    help=f"comma list of: {', '.join(EXPORTERS)} (default: md,html)")
 
 

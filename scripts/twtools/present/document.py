@@ -4,6 +4,7 @@ A page (report, comparison) is built once as a list of blocks, then rendered by 
 exporter: Markdown and a self-contained HTML page (CSS inline, plots embedded as data URIs,
 no network).  Tables go through the same exporters, so a table reads the same everywhere.
 """
+import argparse
 import base64
 import html
 import re
@@ -156,3 +157,13 @@ def export(doc, out, stem, formats):
         files.write_text(p, ex.render(doc, out))
         written.append(p)
     return written[0]
+
+
+def formats(text):
+    """--format: a comma list of the exporters' names, checked by argparse before any work."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in EXPORTERS]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(f"unknown format {bad[0] if bad else repr(text)}; "
+                                         f"choose from {', '.join(EXPORTERS)}")
+    return items

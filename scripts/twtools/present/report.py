@@ -14,7 +14,7 @@ from ..analyse import findings, percall, results, seedref, stats, verdict as ver
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import plots
-from . import diagnose as present_diagnose, export as csv_export, tables
+from . import diagnose as present_diagnose, document, export as csv_export, tables
 from .document import EXPORTERS, Doc, export
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
@@ -710,19 +710,12 @@ def build_report(results_dir, formats=("md", "html")):
 
 def add_arguments(p, name):
     p.add_argument("dir", help="results directory (e.g. results/latest)")
-    p.add_argument("--format", default="md,html", help="comma-separated: md, html (default both)")
+    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT", type=document.formats,
+                   help="comma-separated: md, html (default both)")
 
 
 def main(args, name):
-    formats = [f.strip() for f in args.format.split(",") if f.strip()]
-    bad = [f for f in formats if f not in EXPORTERS]
-    if bad:
-        print(f"tw report: unknown format {bad[0]}; choose from {', '.join(EXPORTERS)}")
-        return 2
-    d = Path(args.dir)
-    if not d.is_dir():
-        print(f"tw report: {d} is not a directory; run `tw run` first or pass results/latest")
-        return 2
-    path = build_report(d, formats)
+    # cli._preflight has refused anything but a results directory, and confined the writes.
+    path = build_report(Path(args.dir), args.format)
     ui.progress(f"report: {path}")
     return 0
