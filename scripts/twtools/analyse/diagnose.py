@@ -539,7 +539,14 @@ def headline(d):
         return f"{base}; what that cost on this machine is unknown ({why})"
     s = f"{base}; on this machine that cost {fmt_ms(x['total_ns'])} more than {fastest_text(d)} would have"
     if x["share"]:
-        s += f", {fmt_pct(x['share'])} of its run time"
+        # One traced run: its run time moves by tens of percent from one run to the next (a
+        # Go program's start-up, the page cache), which no interval from this run can cover.
+        # So the share is this run's, given without an interval; the cost above has one.
+        rt = (d.get("run_time_s") or {}).get("median")
+        pct = 100 * x["share"]["median"]
+        s += (f", about {pct:.2g}% of this run's {rt * 1e3:.2f} ms (one run: run times vary "
+              "between runs, so the share has no interval; the cost's interval covers a rerun)"
+              if rt else f", about {pct:.2g}% of its run time (one run)")
         if x["share"]["of"] == "traced run time":
             s += " (of the traced time: the tracer's cost could not be taken out)"
     if x["unknown"]:

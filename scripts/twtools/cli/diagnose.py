@@ -83,7 +83,7 @@ def _has(doc, needed):
 
 
 def _source(d, doc):
-    return f"{d}/percall.json (host {doc.get('host', 'unknown')}, {doc.get('mode', '?')} mode)"
+    return f"{paths.shown(d)}/percall.json (host {doc.get('host', 'unknown')}, {doc.get('mode', '?')} mode)"
 
 
 def needed_variants(raw):

@@ -10,3 +10,13 @@ TRACES = ROOT / "traces"
 RESULTS = Path(os.environ["TW_RESULTS"]).absolute() if os.environ.get("TW_RESULTS") \
     else ROOT / "results"
 SEED = ROOT / "data" / "seed"  # the seed's published numbers (data/seed/README.md)
+
+
+def shown(p):
+    """A path as a message shows it: relative to the checkout when inside it (the same on
+    every clone, and what a user in the checkout types), else as given."""
+    p = Path(p)
+    try:
+        return str(p.absolute().relative_to(ROOT))
+    except ValueError:
+        return str(p)
