@@ -82,6 +82,7 @@ CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
  padding:0 1em;color:#222;line-height:1.45}
 h1{border-bottom:2px solid #333}h2{border-bottom:1px solid #aaa;margin-top:2em}
+.tbl{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:1em 0;font-size:.85em}
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
@@ -134,8 +135,11 @@ class HtmlExporter:
             elif k == "table":
                 rows = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in r) + "</tr>"
                                for r in b[2])
-                out.append("<table><thead><tr>" + "".join(f"<th>{_inline_html(h)}</th>" for h in b[1])
-                           + f"</tr></thead><tbody>{rows}</tbody></table>")
+                # A wide table scrolls in its own box, so the page itself never scrolls
+                # sideways and the verdict above keeps the window's width.
+                out.append('<div class="tbl"><table><thead><tr>'
+                           + "".join(f"<th>{_inline_html(h)}</th>" for h in b[1])
+                           + f"</tr></thead><tbody>{rows}</tbody></table></div>")
         out.append("</body></html>")
         return "\n".join(out) + "\n"
 
