@@ -59,13 +59,35 @@ def drift_share(a, b):
                             if b and b.get("median") else 0.0) / a["median"]
 
 
-def between_runs(a_cell, b_cell):
+def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False):
     """The comparison of one cell in two runs: absolute and relative to each run's reference,
-    each with its decision, and how much drift alone could explain."""
-    out = {"absolute": None, "relative": None, "drift_pct": drift_share(a_cell, b_cell)}
+    each with its decision, and how much drift alone could explain.
+
+    Each cell's interval holds its own run's drift, but not a change of the machine's speed
+    between the runs (the host's other guests come and go: one Intel guest ran 11% faster an
+    hour later).  When both runs come from the same host, the reference cell's own change
+    (a_ref, b_ref: each run's 64-bit syscall null) measures that change, so drift alone
+    could explain at least that much, and an absolute difference no larger than it is not
+    called one.  Between different machines the reference's change is part of the machines'
+    difference and cannot be told apart from drift: there the relative column is the answer."""
+    out = {"absolute": None, "relative": None, "drift_pct": drift_share(a_cell, b_cell),
+           "machine_shift_pct": None}
+    if same_host and a_ref and b_ref and a_ref.get("median") and b_ref.get("median"):
+        shift = 100 * (b_ref["median"] / a_ref["median"] - 1)
+        out["machine_shift_pct"] = shift
+        out["drift_pct"] = max(out["drift_pct"] or 0.0, abs(shift))
     if a_cell and b_cell and a_cell.get("supported") and b_cell.get("supported"):
         r = stats.ratio_summary(b_cell, a_cell)
         out["absolute"] = dict(decide(r), ratio=r)
+        shift = out["machine_shift_pct"]
+        if shift is not None and out["absolute"]["decision"] in (SLOWER, FASTER) \
+                and abs(out["absolute"]["pct"]) <= abs(shift) + out["absolute"]["detectable_pct"]:
+            out["absolute"]["decision"] = "within drift"
+            out["absolute"]["sentence"] = (
+                f"no decision: {out['absolute']['pct']:+.1f}% "
+                f"[{out['absolute']['pct_ci'][0]:+.1f}, {out['absolute']['pct_ci'][1]:+.1f}], "
+                f"but this machine's own 64-bit syscall moved {shift:+.1f}% between the runs: "
+                "read the relative column")
         ra, rb = a_cell.get("ratio"), b_cell.get("ratio")
         if ra and rb:
             rr = stats.ratio_summary(rb, ra)

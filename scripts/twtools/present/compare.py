@@ -105,6 +105,14 @@ def differences(sets):
     return out
 
 
+# Each run's reference cell (analyse.percall's): a machine-wide change of speed shows in it.
+REF_KEY = ("64-syscall", None)
+
+
+def _host(s):
+    return (s.data.get("meta") or {}).get("host") or (s.data.get("fingerprint") or {}).get("host")
+
+
 def _decision_text(d):
     if not d:
         return "—"
@@ -184,8 +192,7 @@ def _build(sets, dirs, out, seed_reference, formats):
         else:
             doc.p("Every recorded fact of the machines and kernels is the same in every set.")
 
-    hosts = [(s.data.get("meta") or {}).get("host") or (s.data.get("fingerprint") or {}).get("host")
-             for s in real]
+    hosts = [_host(s) for s in real]
     same = sorted({h for h in hosts if h and hosts.count(h) > 1})
     if same:
         # Seen on the build machine: one setting measured 146, 121 and 95 ns per null call
@@ -215,7 +222,9 @@ def _build(sets, dirs, out, seed_reference, formats):
             a = base.cells(op).get(k)
             for s in real[1:]:
                 b = s.cells(op).get(k)
-                cmp = decide.between_runs(a, b)
+                cmp = decide.between_runs(a, b, base.cells("null").get(REF_KEY),
+                                          s.cells("null").get(REF_KEY),
+                                          same_host=_host(base) is not None and _host(base) == _host(s))
                 why = None if (a and b and a.get("supported") and b.get("supported")) else \
                     "not measured in both sets" if not (a and b) else \
                     f"unsupported in {base.label if not a.get('supported') else s.label}"
@@ -229,7 +238,10 @@ def _build(sets, dirs, out, seed_reference, formats):
         doc.p(f"Each set B against {base.label} (A): B/A of the medians, 95% interval by "
               "quadrature of the two cells' intervals (each holds its run's drift); relative: "
               "the same for each cell divided by its own run's 64-bit syscall null, paired by "
-              "round, which a machine-wide change of speed does not move.")
+              "round, which a machine-wide change of speed does not move. Drift alone could "
+              "explain each run's own drift and, for two runs on the same host, the change of "
+              "its 64-bit syscall null between them; an absolute difference within that is "
+              "not called one.")
         doc.table(["variant", "size", "B", "as measured", "relative to each run's 64-bit syscall",
                    "drift alone could explain"], drows)
     pdir = out / "plots"
