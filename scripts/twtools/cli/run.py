@@ -370,6 +370,10 @@ def main(args, name):
         from ..machine import speculation
         try:
             setting = speculation.apply(args.speculation)
+        except speculation.NotControllable as e:
+            # e.strerror begins with the control's name: "ssbd: the kernel does not ..."
+            print(f"tw run: --speculation {e.strerror}", file=sys.stderr)
+            return 2
         except OSError as e:
             print(f"tw run: --speculation {args.speculation}: {e.strerror}", file=sys.stderr)
             return 2
