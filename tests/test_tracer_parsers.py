@@ -79,3 +79,20 @@ def test_bpftrace_entrypath_sysenter_lands_in_vdso():
            if k[1].startswith("timewrite")}
     assert cls[("compat", "vdso", "pad", "text")] >= 23      # our stub called the pad
     assert maps["@regs_ok"][("1",)] > 0 and ("0",) not in maps["@regs_ok"]
+
+
+def test_perf_trace_says_what_it_missed():
+    """The shortfall against the program's own count: none, a drop (said, LOST or not), and
+    an over-count, which is said too rather than trusted."""
+    rows = [{"syscall": "write", "calls": 23}]
+    assert perf_trace.PerfTrace.shortfall(rows, 22, "") == {"own_writes": 22, "missed_writes": 0}
+    d = perf_trace.PerfTrace.shortfall(rows, 23, "")
+    assert d["missed_writes"] == 1 and "counted 23 of the program's 24 writes" in d["note"] \
+        and "without reporting LOST" in d["note"]
+    d = perf_trace.PerfTrace.shortfall(rows, 23, "LOST 3 events!")
+    assert "LOST" not in d["note"]
+    d = perf_trace.PerfTrace.shortfall(rows, 21, "")
+    assert d["missed_writes"] == -1 and "1 more than" in d["note"]
+    assert perf_trace.PerfTrace.shortfall([], 5, "")["missed_writes"] == 6
+    assert perf_trace.PerfTrace.shortfall(rows, None, "") == {"own_writes": None,
+                                                               "missed_writes": None}

@@ -91,15 +91,25 @@ def test_perf_trace_runs_for_the_x86_64_abi_only(work):
     need_root()
     need_tool("perf")
     tmp, w = work
-    got = perf_trace.TRACER.trace(["32-int80", "64-libc"], w, tmp, root=True)
-    rec = {r["variant"]: r for r in got["records"]["perf_trace"]}
-    assert rec["32-int80"]["supported"] is False and "x86-64 table" in rec["32-int80"]["reason"]
-    r = rec["64-libc"]
-    assert r["supported"], r["reason"]
-    calls = {x["syscall"]: x for x in r["rows"]}
-    # perf trace drops events when its ring buffer overflows, and then says so
-    if "LOST" not in r["raw"]:
-        assert calls["write"]["calls"] == EXPECTED + 1
+    # perf trace can drop an event without printing LOST (seen once in a CI run on an AMD
+    # guest: 23 of 24 writes, and 0 times in 450 runs by hand).  The plug-in must then say
+    # how many it missed; and since such a drop is rare and random while a broken count is
+    # not, one of three traced runs must count exactly.
+    seen = []
+    for _ in range(3):
+        got = perf_trace.TRACER.trace(["32-int80", "64-libc"], w, tmp, root=True)
+        rec = {r["variant"]: r for r in got["records"]["perf_trace"]}
+        assert rec["32-int80"]["supported"] is False and "x86-64 table" in rec["32-int80"]["reason"]
+        r = rec["64-libc"]
+        assert r["supported"], r["reason"]
+        assert r["own_writes"] == EXPECTED
+        calls = {x["syscall"]: x["calls"] for x in r["rows"]}
+        seen.append(calls["write"])
+        assert r["missed_writes"] == EXPECTED + 1 - calls["write"] >= 0, r.get("note")
+        assert (r["missed_writes"] > 0) == ("note" in r), r
+        if r["missed_writes"] == 0:
+            break
+    assert seen[-1] == EXPECTED + 1, f"perf trace counted {seen} writes in three runs"
 
 
 def test_perf_stat_without_root_keeps_software_counters(work):

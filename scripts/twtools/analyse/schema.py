@@ -290,6 +290,7 @@ TRACERS = {
     "strace_T": ("opt", [{"!variant": "variant", "calls": "int?", "write_us_samples": ["num"],
                           "write_us": ("opt", SUMMARY), "why": "str?", "rc": "int?"}]),
     "perf_trace": ("opt", [{"!variant": "variant", "supported": "bool?", "reason": "str?",
+                            "own_writes": "int?", "missed_writes": "int?", "note": "str?",
                             "rows": ("opt", [{"!syscall": "str", "calls": "int?",
                                               "avg_ms": "num?", "max_ms": "num?"}]),
                             "__check__": _supported_needs("rows")}]),
