@@ -137,6 +137,10 @@ class Workload:
     writes, so each run makes full+1 write() calls to its output file (plus one write of its
     report to stdout), a count every tracer must reproduce."""
 
+    # timewrite prints its one tsv row at exit: one more write(), to stdout, that a tracer
+    # following the whole process counts beside the file writes.
+    REPORT_WRITES = 1
+
     def __init__(self, input_path, full, chunk=256, tail=17):
         self.input, self.full, self.chunk, self.tail = input_path, full, chunk, tail
         self.expected = full + 1

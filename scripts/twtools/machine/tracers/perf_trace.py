@@ -8,7 +8,7 @@ cannot see a vsyscall-page call.
 import re
 from pathlib import Path
 
-from .base import Tracer, first_line, kernel_entry_blind, run_with_stdin
+from .base import Tracer, Workload, first_line, kernel_entry_blind, run_with_stdin
 
 _PROC = re.compile(r"^\s*(.+?) \((\d+)\), (\d+) events, ([\d.]+)%\s*$")
 
@@ -100,24 +100,25 @@ class PerfTrace(Tracer):
         return {"records": {"perf_trace": recs}, "counts": {}, "own": {}, "files": {}}
 
     @staticmethod
-    def shortfall(rows, own, text):
+    def shortfall(rows, own, text, report_writes=Workload.REPORT_WRITES):
         """How many of the program's writes perf trace did not count.  The program makes its
-        `own` file writes plus one write of its report line to stdout.  perf trace reads
+        `own` file writes plus `report_writes` to stdout (Workload).  perf trace reads
         per-CPU ring buffers and can drop an event without printing LOST (seen once, in a CI
         run on a 2-CPU AMD guest; never in 450 runs by hand there); a count that falls short
         is then perf trace's loss, and is said, not passed off as the program's behaviour."""
         if own is None:
             return {"own_writes": None, "missed_writes": None}
         seen = next((x["calls"] for x in rows if x["syscall"] == "write"), 0) or 0
-        missed = own + 1 - seen
+        made = own + report_writes
+        missed = made - seen
         out = {"own_writes": own, "missed_writes": missed}
         if missed > 0:
-            out["note"] = (f"perf trace counted {seen} of the program's {own + 1} writes: it "
+            out["note"] = (f"perf trace counted {seen} of the program's {made} writes: it "
                            f"dropped {missed} event(s)" + ("" if "LOST" in text else
                                                             " without reporting LOST"))
         elif missed < 0:
             out["note"] = (f"perf trace counted {seen} writes, {-missed} more than the "
-                           f"program's {own + 1}")
+                           f"program's {made}")
         return out
 
     def tables(self, stage):
