@@ -32,8 +32,8 @@ COMMANDS = {
     "attribute": ("cli.stages", "split each call into loop, entry/exit, body and waiting"),
     "observer": ("cli.stages", "nanoseconds per call each tracer adds"),
     "run": ("cli.run", "the whole investigation: measure everything, then report"),
-    "report": ("present.report", "write report.md/report.html from a results directory"),
-    "compare": ("present.compare", "compare several results directories, with decisions"),
+    "report": ("cli.report", "write report.md/report.html from a results directory"),
+    "compare": ("cli.compare", "compare several results directories, with decisions"),
     "ab": ("cli.ab", "alternate two settings round by round and decide which is faster"),
 }
 

@@ -706,16 +706,3 @@ def build_report(results_dir, formats=("md", "html")):
     for table in tables.all_tables(data):
         csv_export.write(table, results_dir / "tables", "csv")
     return export(doc, results_dir, "report", formats)
-
-
-def add_arguments(p, name):
-    p.add_argument("dir", help="results directory (e.g. results/latest)")
-    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT", type=document.formats,
-                   help="comma-separated: md, html (default both)")
-
-
-def main(args, name):
-    # cli._preflight has refused anything but a results directory, and confined the writes.
-    path = build_report(Path(args.dir), args.format)
-    ui.progress(f"report: {path}")
-    return 0
