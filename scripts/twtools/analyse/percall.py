@@ -144,8 +144,6 @@ def cell_summary(doc, cell):
             why.append(f"undisturbed interval ±{100 * hu:.0f}%")
     out["interference"] = _interference(s, u)
     fl = s.get("floor") or {}
-    if s.get("gap_to_floor") is not None and s["gap_to_floor"] > stats.FLOOR_GAP:
-        flags.append("far above floor")
     out["unstable"] = bool(why) or s.get("median") is None
     out["unstable_why"] = "; ".join(why) or None
     if out["unstable"]:
@@ -427,6 +425,25 @@ def accuracy(doc, analysed):
     acc["wall_s"] = doc.get("wall_s")
     acc["full_matrix"] = doc.get("full_matrix")
     return acc
+
+
+def pair_undisturbed(doc, a, b, op="null", shape="ret"):
+    """a / b of two variants' undisturbed figures, the same rounds left out of both by the
+    jackknife (stats.undisturbed_ratio); None when either cell has no rounds."""
+    cells = {(c["variant"], c["op"], c.get("shape") or "ret"): c for c in (doc or {}).get("cells", [])
+             if c.get("supported")}
+    ca, cb = cells.get((a, op, shape)), cells.get((b, op, shape))
+    if ca is None or cb is None:
+        return None
+    ra, _ = rounds_of(doc, ca)
+    rb, _ = rounds_of(doc, cb)
+    by_b = {r.get("round"): usable(r)[0] for r in rb}
+    pa, pb = [], []
+    for r in ra:
+        if r.get("round") in by_b:
+            pa.append(usable(r)[0])
+            pb.append(by_b[r.get("round")])
+    return stats.undisturbed_ratio(pa, pb)
 
 
 def pair(doc, a, b, how="diff", op="null", shape="ret"):
