@@ -120,3 +120,26 @@ def unstable_warning(analysed):
              for c in bad]
     return (f"{len(bad)} of {analysed['measured']} cells have an unstable leading figure: "
             + "; ".join(parts), "measure more rounds (--rounds, or --long)")
+
+
+def format_peers(doc, a):
+    """tw bench --peers as text: each tool's figure over the repetitions, how far it moved,
+    and the factor the claim states."""
+    out = [f"peers, side by side: {doc['reps']} repetitions in alternation, {doc['wall_s']:.0f} s "
+           f"(timewrite: {doc['variant']} getppid, ret shape, {doc['procs']} processes of "
+           f"{doc['batches']} batches per repetition)",
+           f"  {'tool':<24} {'median ns':>10} {'spread (max-min)/median':>24} {'CV':>7}  values"]
+    for name, t in a["tools"].items():
+        if t.get("why"):
+            out.append(f"  {name:<24} unknown: {t['why']}")
+            continue
+        sp = "unknown" if t.get("spread") is None else f"{100 * t['spread']:.2f}%"
+        cv = "unknown" if t.get("cv") is None else f"{100 * t['cv']:.2f}%"
+        vals = ", ".join(f"{v:.1f}" for v in t.get("values") or [])
+        out.append(f"  {name:<24} {t['median']:>10.1f} {sp:>24} {cv:>7}  {vals}")
+    if a.get("factor"):
+        out.append(f"  perf bench's figure moved {a['factor']:.1f}x as far as timewrite's undisturbed "
+                   "figure over the same repetitions")
+    else:
+        out.append("  factor: unknown (a tool could not be measured, or did not move)")
+    return out
