@@ -39,7 +39,7 @@ REF_EVERY = 12
 # of the batches' distribution, so the modes differ only in how many processes (rounds) they
 # sample it with, and a --quick, a default and a --long run estimate the same figure.
 MODES = {
-    "quick":   {"rounds": 3,  "batches": 4,  "batch_ms": 0.5, "warmup_ms": 5,  "perf_runs": 3,
+    "quick":   {"rounds": 8,  "batches": 4,  "batch_ms": 0.5, "warmup_ms": 5,  "perf_runs": 3,
                 "perf_loops": 500000},
     # The variance lives between processes (a cell's value moves by ~7% from one process to
     # the next on a 2-core KVM guest, and by well under that between batches of one process),
