@@ -91,14 +91,15 @@ def machine_title(data):
     cpu = fp.get("cpu") or {}
     host = meta.get("host") or fp.get("host") or "unknown host"
     vendor = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(cpu.get("vendor"), cpu.get("vendor"))
-    name = (cpu.get("model_name") or "").replace("(R)", "").replace("(TM)", "").strip()
+    name = " ".join((cpu.get("model_name") or "").replace("(R)", "").replace("(TM)", "")
+                    .replace(" Processor", "").replace(" CPU", "").split())
     what = name or (f"{vendor} CPU" if vendor else "unknown CPU")
     if cpu.get("family") is not None:
         what += f" (family {cpu.get('family')}, model {cpu.get('model')})"
     virt = fp.get("virtualization")
     where = "bare metal" if virt in ("none", "bare metal") else f"{virt} guest" if virt else \
         "hypervisor unknown"
-    return f"{what}, {where}, host {host}"
+    return f"{what} · {where} · host {host}"
 
 
 def sec_title(doc, data):
@@ -184,13 +185,14 @@ def sec_matrix(doc, data, pdir):
             else:
                 line.append(_matrix_cell(c))
         rows.append(line)
-    doc.p(f"ns per call: the undisturbed cost [95% interval] (what this hardware and kernel "
-          f"charge when the host leaves the CPU alone; it reproduces run to run), × the "
-          f"{ref['variant']} {ref['op']} call's, then the typical cost (the median a program met "
-          "during this run, neighbours included). A cell marked † leads with the typical cost "
-          "(it measures waiting, or has no trustworthy floor); `*` marks a cell whose leading "
-          "figure is unstable. Every cell with its flags is in the per-call section below.")
+    doc.p(f"ns per call, undisturbed [95%] · × {ref['variant']} {ref['op']} · typical:")
     doc.table(["mechanism"] + [f"{op}" + (f" {size} B" if size else "") for op, size in ops], rows)
+    doc.p("The undisturbed cost is what this hardware and kernel charge when the host leaves the "
+          "CPU alone: it reproduces run to run, and comparisons rest on it. The typical cost is "
+          "the median a program met during this run, the host's other tenants included "
+          "(\"This host during the run\", below). † leads with the typical cost (the cell "
+          "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
+          "unstable. Every cell with its flags is in the per-call section below.")
     why = {c["variant"]: c.get("reason") for c in pc["cells"] if c.get("supported") is False}
     if why:
         doc.p("Not measured here: " + "; ".join(f"{k}: {v}" for k, v in sorted(why.items())) + ".")
@@ -264,9 +266,9 @@ def sec_findings(doc, data):
 def sec_verdict(doc, v):
     doc.h(2, "Verdict on the seed's hypothesis")
     doc.blocks.append(("verdict", v["verdict"], v.get("headline") or v["sentence"]))
-    doc.p("Hypothesis (docs/seed-report.md): on the Linux 2.6 server, a 32-bit glibc entering "
-          "the kernel by `int 0x80` made small writes slow. The reasoning, with every figure, "
-          "is under \"How the verdict was reached\" below.")
+    doc.p("Hypothesis: on the seed's Linux 2.6 server, a 32-bit glibc entering by `int 0x80` "
+          "made small writes slow (docs/seed-report.md). The reasoning is under \"How the "
+          "verdict was reached\".")
 
 
 def sec_verdict_detail(doc, v):
