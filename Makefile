@@ -94,13 +94,14 @@ $(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/3
 
 # Static pattern rules: each C source builds in every flavour.
 HEADERS := $(wildcard timewrite/*.h)
+ASM_INCLUDES := $(wildcard asm/include/*.inc)
 FLAVOURS := 64-x86_64 64-i386 32-i386
 define FLAVOUR_RULES
 $(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
 $(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
-$(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm asm/include/tw.inc | $(OBJ)/$1/asm
+$(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm $(ASM_INCLUDES) | $(OBJ)/$1/asm
 	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -o $$@ $$<
 $(OBJ)/$1/asm:
 	mkdir -p $$@

@@ -62,12 +62,7 @@ TW_ENDFUNC
 ; rbx the count, r12 the struct, rdi/rsi/rdx the arguments (the kernel
 ; preserves them), rax is loaded with nr on every pass.
 %macro LOOP 1
-	push	rbx
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
-	push	r12
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r12, 0
+	TW_PUSH	rbx, r12
 	mov	r12, rdi		; struct tw_loop *
 	mov	rbx, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
@@ -84,31 +79,12 @@ TW_ENDFUNC
 	jnz	TW_AT(%%again)
 	TW_HERE %%done
 	mov	rax, [r12 + TWL_BAD]
-	pop	r12
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r12
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	r12, rbx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines and fetch blocks: the only difference between them is
-; the entry instruction.  The padding is outside every function.
-align 64
-TW_FUNC tw_loop3
-	LOOP syscall
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no kernel.
+TW_LOOP_TWINS LOOP, {syscall}, {mov rax, [r12 + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov rax, [r12 + TWL_LO]}	; an accepted result, no kernel
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "syscall", 0
-tw_mech_hint:	db "", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "syscall", ""
