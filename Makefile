@@ -32,6 +32,15 @@ FLAGS_32-i386   := -m32 -DTW_ABI32 -no-pie -fno-pie
 NASMFMT_64      := elf64
 NASMFMT_32      := elf32
 
+# A known extra cost for the issue's detection test: N dependent multiplies in
+# the 64-bit syscall stub's call, before the entry (asm/64/syscall.asm).  Build
+# it apart, e.g. `make binaries BUILD=build-x TW_EXTRA_WORK=4`; 0 is the plain
+# code.  The value is kept in $(OBJ)/tw_extra_work so that changing it rebuilds.
+TW_EXTRA_WORK ?= 0
+ifeq ($(shell echo '$(TW_EXTRA_WORK)' | grep -Ex '[0-9]{1,4}'),)
+$(error TW_EXTRA_WORK must be a whole number from 0 to 9999, not '$(TW_EXTRA_WORK)')
+endif
+
 PROGRAMS := timewrite syscost
 # Programs that measure libc's own buffering and writev; no mechanism stub.
 LIBC_PROGRAMS := wvbench
@@ -65,7 +74,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench clean distclean
+.PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -102,11 +111,18 @@ $(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
 $(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
 $(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm $(ASM_INCLUDES) | $(OBJ)/$1/asm
-	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -o $$@ $$<
+	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -o $$@ $$<
 $(OBJ)/$1/asm:
 	mkdir -p $$@
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
+
+# The stub that TW_EXTRA_WORK changes is rebuilt when the value changes: the
+# file is rewritten only when it differs, so an unchanged value rebuilds nothing.
+$(OBJ)/64-x86_64/asm/syscall.o: $(OBJ)/tw_extra_work
+$(OBJ)/tw_extra_work: FORCE
+	@mkdir -p $(@D) && { echo '$(TW_EXTRA_WORK)' | cmp -s - $@ || echo '$(TW_EXTRA_WORK)' >$@; }
+FORCE:
 
 # --- set-up, tests, report -------------------------------------------------
 

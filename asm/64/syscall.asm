@@ -31,12 +31,28 @@ bits 64
 default rel
 section .text
 
+; Extra work for a known difference (docs/syscost.md, "A build that costs a
+; little more"): `make TW_EXTRA_WORK=N` puts N dependent multiplies into the
+; call, before the entry, so that a second build of this stub costs a little
+; more per call and `tw ab` has a known difference to find.  They work on
+; r11, which syscall overwrites anyway, so the contract is unchanged.  The
+; default, 0, emits nothing: the code is the same as without the knob.
+%ifndef TW_EXTRA_WORK
+ %define TW_EXTRA_WORK 0
+%endif
+%if TW_EXTRA_WORK < 0
+ %error "TW_EXTRA_WORK must be 0 or more"
+%endif
+
 ; The body tw_syscall3 and tw_syscall3_jmp share: only the way out differs.
 %macro ENTER 0
 	mov	rax, rdi		; nr
 	mov	rdi, rsi		; a1
 	mov	rsi, rdx		; a2
 	mov	rdx, rcx		; a3
+ %rep TW_EXTRA_WORK
+	imul	r11, r11		; each waits for the one before
+ %endrep
 	syscall
 %endmacro
 
