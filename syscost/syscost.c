@@ -406,7 +406,9 @@ help(void)
 "                     entry inline in the timed loop\n"
 "  --size N           bytes per write (write-devnull 1, write-file/-sync 256)\n"
 "  --file PATH        file for write-file/write-sync, kept afterwards (default:\n"
-"                     a temporary file in the current directory, unlinked at once)\n"
+"                     a temporary file in the current directory, unlinked at once);\n"
+"                     a regular file only: a symbolic link, FIFO or device is\n"
+"                     refused (exit 1) before anything is written\n"
 "  --calls N          calls per batch (default: enough for --batch-ms)\n"
 "  --batches K        batches, one sample each (default 10)\n"
 "  --max-redo N       extra batches, one per disturbed batch, at most N\n"
@@ -801,6 +803,42 @@ rewind_target(void)
 		err(1, "lseek %s", tgt.path);
 }
 
+/*
+ * --file PATH: a regular file syscost opens itself, never what a link points
+ * to, nor a FIFO or device.  O_NOFOLLOW refuses a symbolic link (ELOOP) before
+ * anything is created through it; O_NONBLOCK keeps a FIFO without a reader from
+ * hanging the open (ENXIO), and one with a reader is refused by the S_ISREG
+ * check below.  Only then is the file truncated, so a refusal changes nothing.
+ */
+static void
+open_file_target(int flags)
+{
+	struct stat st;
+	int fl;
+
+	tgt.fd = open(tgt.path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | flags,
+	    0644);
+	if (tgt.fd == -1 && errno == ELOOP)
+		errx(1, "--file %s: a symbolic link; syscost writes only to a regular file, "
+		    "not through a link", tw_quote(tgt.path));
+	if (tgt.fd == -1 && errno == ENXIO)
+		errx(1, "--file %s: not a regular file (a FIFO or socket)", tw_quote(tgt.path));
+	if (tgt.fd == -1)
+		err(1, "open %s", tw_quote(tgt.path));
+	if (fstat(tgt.fd, &st) == -1)
+		err(1, "fstat %s", tw_quote(tgt.path));
+	if (!S_ISREG(st.st_mode))
+		errx(1, "--file %s: not a regular file (a %s)", tw_quote(tgt.path),
+		    S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) ? "character device" :
+		    S_ISBLK(st.st_mode) ? "block device" : S_ISSOCK(st.st_mode) ? "socket" :
+		    "special file");
+	/* Back to blocking writes, which is what the measured write(2) must be. */
+	if ((fl = fcntl(tgt.fd, F_GETFL)) == -1 || fcntl(tgt.fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
+		err(1, "fcntl %s", tgt.path);
+	if (ftruncate(tgt.fd, 0) == -1)
+		err(1, "truncate %s", tgt.path);
+}
+
 static void
 open_target(const struct opts *o)
 {
@@ -818,9 +856,7 @@ open_target(const struct opts *o)
 			tw_usage_err("--file: the path is longer than %zu bytes",
 			    sizeof(tgt.path) - 1);
 		snprintf(tgt.path, sizeof(tgt.path), "%s", o->file);
-		tgt.fd = open(tgt.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | flags, 0644);
-		if (tgt.fd == -1)
-			err(1, "open %s", tgt.path);
+		open_file_target(flags);
 		return;
 	}
 	snprintf(tgt.path, sizeof(tgt.path), "syscost.%ld.XXXXXX", (long)getpid());

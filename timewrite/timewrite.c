@@ -152,6 +152,12 @@ help(void)
 "truncates outfile, so an interrupted run would destroy the input.  That is\n"
 "refused with exit 1 before anything is written.\n"
 "\n"
+"outfile is opened by name, as the seed's `timewrite <outfile>' was: a\n"
+"symbolic link is followed, and the file it names is truncated and written;\n"
+"a FIFO or a device is written without rewinding (a FIFO waits for its\n"
+"reader).  That is the seed's contract, kept on purpose: do not name a link\n"
+"you did not make.\n"
+"\n"
 "Exit status: 0 success, 1 run-time error, 2 bad usage, 77 mechanism\n"
 "unsupported on this machine (nothing is written).\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
