@@ -8,7 +8,7 @@
 #   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
 #
 # The variants live in variants/registry (the mechanism registry); this file
-# only expands it.  Objects are built once per flavour, bits plus syscall ABI
+# only expands the rows variants/rows.awk reads from it.  Objects are built once per flavour, bits plus syscall ABI
 # (64-x86_64, 64-i386, 32-i386): the 64-bit int80 variant is 64-bit code that
 # must use i386 numbers.
 
@@ -45,36 +45,39 @@ PROGRAMS := timewrite syscost
 # Programs that measure libc's own buffering and writev; no mechanism stub.
 LIBC_PROGRAMS := wvbench
 
-# Rows of the registry as bits:abi:mechanism:obj1:obj2...  Its columns are
-# variant, abi, entry, bytes, needs, ops, shapes, seen-as, then the objects;
-# `ops NAME = ...` lines define operation groups and are not variants.
-ROWS := $(shell awk '{ sub(/\#.*/, "") } NF && $$1 != "ops" { split($$1, v, "-"); \
-	r = v[1] ":" $$2 ":" substr($$1, length(v[1]) + 2); \
-	for (i = 9; i <= NF; i++) r = r ":" $$i; print r }' variants/registry)
+# Rows of the registry as bits:abi:mechanism:write:obj1:obj2..., from the one
+# awk program that reads it (variants/rows.awk; tests/test_registry_readers.py
+# checks it against twtools.machine.registry).  write is "w" for the variants
+# timewrite is built for: those whose ops include write-file.
+ROWS := $(shell awk -f variants/rows.awk variants/registry)
+ifneq ($(.SHELLSTATUS),0)
+$(error variants/registry could not be read (variants/rows.awk said why, above))
+endif
 
-row_bits = $(word 1,$(subst :, ,$1))
-row_abi  = $(word 2,$(subst :, ,$1))
-row_mech = $(word 3,$(subst :, ,$1))
-row_objs = $(wordlist 4,99,$(subst :, ,$1))
-row_flav = $(call row_bits,$1)-$(call row_abi,$1)
+row_field = $(word $2,$(subst :, ,$1))
+row_bits  = $(call row_field,$1,1)
+row_abi   = $(call row_field,$1,2)
+row_mech  = $(call row_field,$1,3)
+row_write = $(call row_field,$1,4)
+row_objs  = $(wordlist 5,99,$(subst :, ,$1))
+row_flav  = $(call row_bits,$1)-$(call row_abi,$1)
+row_name  = $(call row_bits,$1)-$(call row_mech,$1)
 # asm/64/syscall -> build/obj/64-x86_64/asm/syscall.o; libc -> build/obj/<flav>/libc.o
 obj_path = $(if $(filter asm/%,$2),$(OBJ)/$1/asm/$(notdir $2).o,$(OBJ)/$1/$2.o)
 
-VARIANTS := $(foreach r,$(ROWS),$(call row_bits,$r)-$(call row_mech,$r))
+VARIANTS := $(foreach r,$(ROWS),$(call row_name,$r))
 # timewrite copies its input with write(2), so it is built only for the
-# mechanisms that can write: those whose ops (groups expanded) include
-# write-file.  The vsyscall page and the 64-bit vDSO cannot; they get syscost
-# only, since a timewrite that could not write would have nothing to time.
-WRITE_VARIANTS := $(shell awk '{ sub(/\#.*/, "") } !NF { next } \
-	$$1 == "ops" { g[$$2] = $$4; next } \
-	{ n = split($$6, o, ","); s = ""; for (i = 1; i <= n; i++) s = s "," (o[i] in g ? g[o[i]] : o[i]); \
-	  if ((s ",") ~ /,write-file,/) print $$1 }' variants/registry)
+# mechanisms that can write.  The vsyscall page and the 64-bit vDSO cannot;
+# they get syscost only, since a timewrite that could not write would have
+# nothing to time.
+WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(call row_name,$r)))
 BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench clean distclean
+.PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
+	check test report bench clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -86,9 +89,14 @@ list-variants:
 list-write-variants:
 	@for v in $(WRITE_VARIANTS); do echo "$$v"; done
 
-# One link rule per program and registry row.
+# One link rule per program and registry row.  A program links, in this order,
+# its own object, the C pieces every program shares, and the row's objects
+# (its stub or C file, and its allocator).
+SHARED_OBJS := probe json_out tw_cli
+link_objs = $(foreach o,$2 $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
+	$(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
 define VARIANT_RULES
-$(BUILD)/$2-$(call row_bits,$1)-$(call row_mech,$1): $(OBJ)/$(call row_flav,$1)/$2.o $(OBJ)/$(call row_flav,$1)/probe.o $(OBJ)/$(call row_flav,$1)/json_out.o $(OBJ)/$(call row_flav,$1)/tw_cli.o $(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
+$(BUILD)/$2-$(call row_name,$1): $(call link_objs,$1,$2)
 	$$(CC) $$(FLAGS_$(call row_flav,$1)) $$(LDFLAGS) -o $$@ $$^ -lm
 endef
 $(foreach r,$(ROWS),$(foreach p,$(PROGRAMS),$(eval $(call VARIANT_RULES,$r,$p))))
