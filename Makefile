@@ -2,7 +2,8 @@
 #
 #   make                 build every variant into build/
 #   make list-variants   print the variant names, one per line
-#   make test            install what is missing (as root), build, run the tests
+#   make check           the fast tests: unit, parser, statistics, fixtures (no build)
+#   make test            install what is missing (as root), build, run every test
 #   make report          install what is missing (as root), build, measure, report
 #                        (on a machine without make: ./tw-make test, ./tw-make report)
 #   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
@@ -156,6 +157,14 @@ $(VENV)/.stamp: requirements.txt
 	{ echo "timewrite: building $(VENV) failed; full log: $(VENV_LOG)" >&2; tail -n 3 $(VENV_LOG) >&2; exit 1; }
 	@touch $@
 venv: deps $(VENV)/.stamp
+
+# Two tiers.  `make check`: the unit, parser, statistics and fixture tests
+# (tests/conftest.py, CHECK_TIER), without building the variants or tracing, for
+# the edit-test loop.  `make test`: every test, after building everything; CI
+# runs it (.ci/run).
+check: deps
+	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
+	$(VPY) -m pytest -m check tests $(PYTEST_ARGS)
 
 test: test-deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
