@@ -91,10 +91,13 @@ list-write-variants:
 	@for v in $(WRITE_VARIANTS); do echo "$$v"; done
 
 # One link rule per program and registry row.  A program links, in this order,
-# its own object, the C pieces every program shares, and the row's objects
-# (its stub or C file, and its allocator).
-SHARED_OBJS := probe json_out tw_cli
-link_objs = $(foreach o,$2 $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
+# its own objects, the C pieces every program shares, and the row's objects
+# (its stub or C file, and its allocator).  syscost's own pieces are its clock,
+# disturbance counters, speculation control and output (syscost/*.c).
+OWN_OBJS_timewrite := timewrite
+OWN_OBJS_syscost   := syscost clock disturb speculation output
+SHARED_OBJS := probe json_out tw_cli tw_stats
+link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
 	$(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
 define VARIANT_RULES
 $(BUILD)/$2-$(call row_name,$1): $(call link_objs,$1,$2)
@@ -111,7 +114,7 @@ $(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/3
 	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm
 
 # Static pattern rules: each C source builds in every flavour.
-HEADERS := $(wildcard timewrite/*.h)
+HEADERS := $(wildcard timewrite/*.h syscost/*.h)
 ASM_INCLUDES := $(wildcard asm/include/*.inc)
 FLAVOURS := 64-x86_64 64-i386 32-i386
 define FLAVOUR_RULES
