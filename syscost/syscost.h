@@ -1,6 +1,6 @@
 /*
- * syscost.h: what syscost.c measures and output.c prints: the operations
- * and loop shapes, the options, and one run's results.
+ * syscost.h: what options.c reads, syscost.c measures and output.c prints:
+ * the operations and loop shapes, the options, and one run's results.
  */
 #ifndef SYSCOST_H
 #define SYSCOST_H
@@ -19,8 +19,12 @@ enum op {
 	OP_GETTIMEOFDAY, OP_CLOCK_GETTIME, OP_TIME, OP_COUNT
 };
 extern const char *const op_names[OP_COUNT];
+/* The system call each operation makes. */
+extern const long op_nrs[OP_COUNT];
 #define OP_WRITES(op)	((op) == OP_WRITE_DEVNULL || (op) == OP_WRITE_FILE || \
 			 (op) == OP_WRITE_SYNC)
+
+#define MAX_CALLS	100000000L	/* calls per batch, at most */
 
 enum shape { SHAPE_RET, SHAPE_JMP, SHAPE_INLINE, SHAPE_COUNT };
 extern const char *const shape_names[SHAPE_COUNT];
@@ -60,6 +64,9 @@ struct run {
 	int have_steal, have_irqs;
 	unsigned char *disturbed;
 };
+
+/* options.c: argv into o, or exit 2 with a usage error; --probe sets *probe_only. */
+void parse_args(int argc, char **argv, struct opts *o, int *probe_only);
 
 /* output.c: the run as one line (--format table) or one JSON object. */
 void print_table(const struct opts *o, const struct run *r);
