@@ -192,10 +192,6 @@ def failure(name, e, debug=False):
     return ui.EXIT_BUG
 
 
-# What `tw report` writes into a results directory (present/report.py).
-REPORT_OUTPUTS = ("report.md", "report.html", "verdict.json", "results.json", "plots", "tables")
-
-
 def _preflight(name, args):
     """Checks made for a command before its own main() runs: `tw report` reads only a results
     directory, and writes only inside it (core.files.confined).  Returns the directory to
@@ -209,7 +205,8 @@ def _preflight(name, args):
     results.require_results_dir(d)
     out = getattr(args, "out", None) or d
     from ..core import files
-    files.refuse_links(out, REPORT_OUTPUTS)
+    from ..present import report
+    files.refuse_links(out, report.OUTPUTS, report.OUTPUT_DIRS)
     return out
 
 

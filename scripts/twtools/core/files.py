@@ -127,11 +127,16 @@ def new_directory(parent, stem):
                           str(parent))
 
 
-def refuse_links(root, names):
+def refuse_links(root, names, dirs=None):
     """Before writing anything: DataError when one of root/name, or anything directly inside
     a root/name directory, is a symbolic link or not a regular file/directory.  A writer that
     is about to write these names calls it first, so that a hostile directory is refused
-    before a single file is written, not half-way (the writes refuse such a link anyway)."""
+    before a single file is written, not half-way (the writes refuse such a link anyway).
+
+    With `dirs` (the names among `names` that are directories of files), each other name
+    must be a regular file and each of those a directory holding only regular files: a
+    report.md that is a directory is refused here, before the first plot is written, not
+    when the report itself is."""
     root = Path(root)
     for name in names:
         p = root / name
@@ -139,6 +144,12 @@ def refuse_links(root, names):
             st = os.lstat(p)
         except FileNotFoundError:
             continue
+        want_dir = None if dirs is None else name in dirs
+        if want_dir is not None and not stat.S_ISLNK(st.st_mode) \
+                and stat.S_ISDIR(st.st_mode) != want_dir:
+            raise DataError(f"{p}: is {_kind(st) if not want_dir else 'a file'}, where tw "
+                            f"writes {'a directory' if want_dir else 'a file'}; refusing to "
+                            "write anything", "move it away")
         if stat.S_ISDIR(st.st_mode):
             inside = [p / x for x in os.listdir(p)]
         elif stat.S_ISREG(st.st_mode):
@@ -147,7 +158,8 @@ def refuse_links(root, names):
             inside = [p]
         for q in inside:
             qs = os.lstat(q)
-            if not (stat.S_ISREG(qs.st_mode) or stat.S_ISDIR(qs.st_mode)):
+            ok = stat.S_ISREG(qs.st_mode) or (stat.S_ISDIR(qs.st_mode) and dirs is None)
+            if not ok:
                 target = f" to {os.readlink(q)}" if stat.S_ISLNK(qs.st_mode) else ""
                 raise DataError(f"{q}: is {_kind(qs)}{target}; refusing to write through it",
                                 "remove it (tw replaces only regular files)")

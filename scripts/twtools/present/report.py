@@ -695,12 +695,19 @@ def build_doc(results_dir):
     return doc, v, data
 
 
+# What `tw report` writes into a results directory, the one list (cli's preflight refuses a
+# link or a misplaced directory among them before anything is written); the directories
+# among them hold files only.
+OUTPUTS = ("report.md", "report.html", "verdict.json", "plots", "tables")
+OUTPUT_DIRS = ("plots", "tables")
+
+
 def build_report(results_dir, formats=("md", "html")):
     """Write DIR/verdict.json, DIR/plots/*, DIR/report.<fmt>; return the first report's path."""
     # Only a results directory is written into, and only through regular files: a copied
     # directory may carry a symbolic link where report.md goes.
     results_dir = results.require_results_dir(results_dir)
-    files.refuse_links(results_dir, ("report.md", "report.html", "verdict.json", "plots", "tables"))
+    files.refuse_links(results_dir, OUTPUTS, OUTPUT_DIRS)
     doc, v, data = build_doc(results_dir)
     files.write_json(results_dir / "verdict.json", v)
     for table in tables.all_tables(data):
