@@ -225,9 +225,13 @@ FINGERPRINT = {
     "cpu": ("opt", {"vendor": "str?", "model_name": "str?", "family": ("or", "int?", "str"),
                     "model": ("or", "int?", "str"), "flags": ("opt", STRS)}),
     "mitigations": ("opt", {"*": "str?"}),
-    "libc": ("opt", {"*": ("opt", {"entry": "str?", "path": "str?", "evidence": ("opt", STRS)})}),
-    "vdso32": ("opt", {"instruction": "str?", "why": "str?", "available": "bool?",
-                       "disasm": ("opt", STRS)}),
+    # entry and instruction are words the verdict's sentence is built from
+    # (machine.entrypath's ENTRY_PATTERNS and FORM_INSTRUCTION): any other is not one.
+    "libc": ("opt", {"*": ("opt", {"entry": ("opt", ("enum", "int80", "vdso", "sysenter",
+                                                     "syscall", "unknown")),
+                                   "path": "str?", "evidence": ("opt", STRS)})}),
+    "vdso32": ("opt", {"instruction": ("opt", ("enum", "sysenter", "syscall", "int80")),
+                       "why": "str?", "available": "bool?", "disasm": ("opt", STRS)}),
     "output_fs": ("opt", {"path": "str?", "fstype": "str?"}),
     "kernel_state": ("opt", {"*": "any"}),
     "instruments": ("opt", [{"name": "str?", "works": "bool?", "why": "str?",

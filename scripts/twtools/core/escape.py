@@ -40,6 +40,12 @@ def _show(m):
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
 
 
+def controls(s):
+    """s with every control character shown visibly, and nothing else changed (no backslash
+    doubled): for text tw wrote itself that may carry a value it did not check."""
+    return None if s is None else _CONTROL.sub(_show, str(s))
+
+
 def terminal(s):
     """s with every control character shown visibly; None stays None."""
     if s is None:

@@ -22,7 +22,7 @@ import argparse
 from pathlib import Path
 
 from ..analyse import compare as decide, results, seedref, verdict as verdict_mod
-from ..core import files, ui
+from ..core import escape, files, ui
 from . import document, plots
 from .document import EXPORTERS, Doc, export
 from .report import fmt_cell, fmt_s
@@ -48,7 +48,9 @@ class ResultSet:
         host = meta.get("host") or fp.get("host")
         if host and host not in label:
             label += f" ({host})"
-        s = cls(label, data, path=d)
+        # The label is the directory's name and its host's: outside text wherever it goes
+        # (document.outside; plots take it plain).
+        s = cls(document.outside(label), data, path=d)
         s.state = results.run_state(data)
         # Why no per-call decision may rest on this set (None when one may).
         s.unusable = (s.state["headline"] if not s.state["finished"] else None) or \
@@ -64,6 +66,12 @@ class ResultSet:
         pc = self.data.get("percall") or {}
         return {(c["variant"], c.get("size")): c for c in pc.get("cells", [])
                 if c.get("op") == op and c.get("shape", "ret") == shape}
+
+
+def _plot_label(label):
+    """A set's label as matplotlib may draw it: control characters shown (core.escape), and
+    '$' escaped, which would otherwise open mathtext (an unbalanced one is an error)."""
+    return escape.terminal(document.plain(label)).replace("$", r"\$")
 
 
 def _flat(d, prefix=""):
@@ -130,7 +138,7 @@ def rebuild_command(dirs, out, seed_reference=False):
 def _verdict_text(s):
     blockers = results.verdict_blockers(s.data)
     if blockers:
-        return f"no verdict: {blockers[0]}"
+        return f"no verdict: {document.outside(blockers[0])}"
     return verdict_mod.decide(s.data, seedref.read())["verdict"]
 
 
@@ -167,17 +175,19 @@ def _build(sets, dirs, out, seed_reference, formats):
         meta = s.data.get("meta") or {}
         cpu = fp.get("cpu") or {}
         spec = (meta.get("setting") or {}).get("speculation") or "kernel default"
-        rows.append([s.label, meta.get("created_utc") or "unknown date", s.state["state"], spec,
-                     cpu.get("model_name") or cpu.get("model") or "unknown",
-                     fp.get("virtualization") or "unknown", (fp.get("kernel") or {}).get("release") or "unknown",
-                     ((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown",
-                     (fp.get("vdso32") or {}).get("instruction") or "unknown", _verdict_text(s)])
+        ext = document.outside
+        rows.append([s.label, ext(meta.get("created_utc") or "unknown date"), ext(s.state["state"]),
+                     ext(spec), ext(cpu.get("model_name") or cpu.get("model") or "unknown"),
+                     ext(fp.get("virtualization") or "unknown"),
+                     ext((fp.get("kernel") or {}).get("release") or "unknown"),
+                     ext(((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown"),
+                     ext((fp.get("vdso32") or {}).get("instruction") or "unknown"), _verdict_text(s)])
     doc.h(2, "Results sets")
     doc.table(["set", "measured", "run", "speculation", "CPU", "virtualisation", "kernel",
                "32-bit libc entry", "vDSO32 insn", "verdict"], rows)
     for s in real:
         if s.state["headline"]:
-            doc.warn(f"[{s.label}] {s.state['headline']}", inline=True)
+            doc.warn(f"[{s.label}] {document.outside(s.state['headline'])}", inline=True)
 
     doc.h(2, "What differs between the machines")
     if len(real) < 2:
@@ -188,7 +198,8 @@ def _build(sets, dirs, out, seed_reference, formats):
             doc.p("Facts of the machines and kernels that are not the same in every set (from "
                   "each fingerprint): any of them can change what a system call costs.")
             doc.table(["fact"] + [s.label for s in real],
-                      [[k] + ["—" if v is None else str(v) for v in vals] for k, vals in diff])
+                      [[document.outside(k)] + ["—" if v is None else document.outside(v)
+                                                for v in vals] for k, vals in diff])
         else:
             doc.p("Every recorded fact of the machines and kernels is the same in every set.")
 
@@ -197,7 +208,7 @@ def _build(sets, dirs, out, seed_reference, formats):
     if same:
         # Seen on the build machine: one setting measured 146, 121 and 95 ns per null call
         # in three runs 20 minutes apart, as the host's other load came and went.
-        doc.warn(f"Several sets come from the same machine ({', '.join(same)}), measured at "
+        doc.warn(f"Several sets come from the same machine ({document.outside(', '.join(same))}), measured at "
                  "different times. Each interval holds its own run's drift, but a machine can "
                  "drift further between runs. To compare two settings on one machine, let them "
                  "alternate in one session: `scripts/tw ab`.", inline=True)
@@ -230,7 +241,7 @@ def _build(sets, dirs, out, seed_reference, formats):
                     f"unsupported in {base.label if not a.get('supported') else s.label}"
                 for x in (base, s):
                     if x.unusable and not why:
-                        why = f"{x.label}: {x.unusable}"
+                        why = f"{x.label}: {document.outside(x.unusable)}"
                 drows.append([k[0], k[1] or "—", s.label,
                               _decision_text(cmp["absolute"]) if not why else f"no decision: {why}",
                               _decision_text(cmp["relative"]) if not why else "—",
@@ -245,7 +256,7 @@ def _build(sets, dirs, out, seed_reference, formats):
         doc.table(["variant", "size", "B", "as measured", "relative to each run's 64-bit syscall",
                    "drift alone could explain"], drows)
     pdir = out / "plots"
-    doc.plot(plots.plot_compare_percall([(s.label, s.data.get("percall")) for s in real], pdir, "null"),
+    doc.plot(plots.plot_compare_percall([(_plot_label(s.label), s.data.get("percall")) for s in real], pdir, "null"),
              "Per-call cost (null) in each results set, 95% intervals")
 
     doc.h(2, "Seed sweep at 256 B")
@@ -262,7 +273,7 @@ def _build(sets, dirs, out, seed_reference, formats):
                           key=lambda r: (r["variant"], r["mode"])):
             row = next((x for x in run.get("rows", []) if x["buffsize"] == 256), None)
             if not run.get("supported", True):
-                t.append([s.label, run["variant"], run["mode"], "—", f"unsupported: {run.get('reason')}", "—", "—"])
+                t.append([s.label, run["variant"], run["mode"], "—", f"unsupported: {document.outside(run.get('reason'))}", "—", "—"])
             elif row:
                 t.append([s.label, run["variant"], run["mode"], row.get("calls"), fmt_s(row.get("real_s")),
                           fmt_s(row.get("sys_s")), "summary with CI"])
@@ -275,7 +286,7 @@ def _build(sets, dirs, out, seed_reference, formats):
     for s in real:
         blockers = results.verdict_blockers(s.data)
         if blockers:
-            doc.p(f"[{s.label}] No verdict: " + "; ".join(blockers))
+            doc.p(f"[{s.label}] No verdict: " + document.outside("; ".join(blockers)))
             continue
         v = verdict_mod.decide(s.data, seedref.read())
         doc.blocks.append(("verdict", v["verdict"], f"[{s.label}] {v['sentence']}"))
