@@ -420,3 +420,97 @@ def test_mutations_are_read_or_refused(tmp_path, stem):
         except Exception as e:  # noqa: BLE001 - what the test is looking for
             crashes.append(f"{'.'.join(map(str, path))}: {type(e).__name__}: {e}")
     assert not crashes, "\n".join(crashes[:10])
+
+
+# ---- the other doors: a system root, a recording, a documentation page -----------------------
+
+MACHINE = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm"
+
+
+@pytest.fixture
+def sysroot(tmp_path):
+    d = tmp_path / "root"
+    shutil.copytree(MACHINE, d, symlinks=True)
+    return d
+
+
+def test_sysroot_fifo_is_refused_not_waited_on(sysroot):
+    """`tw doctor --sysroot` hung on a FIFO cpuinfo: now one line naming it, exit 3."""
+    (sysroot / "proc" / "cpuinfo").unlink()
+    os.mkfifo(sysroot / "proc" / "cpuinfo")
+    p = tw("doctor", "--sysroot", sysroot, timeout=120)
+    one_line_error(p, str(sysroot / "proc" / "cpuinfo"), "is a FIFO, not a regular file")
+    assert p.returncode == 3
+
+
+def test_sysroot_gzip_bomb_is_capped(sysroot):
+    """A config.gz that expands to 64 MiB (a real one is ~300 KiB; a 2 MB bomb expands to
+    gigabytes and exhausted memory): refused at 16 MiB decompressed, exit 3."""
+    import gzip
+    (sysroot / "proc" / "config.gz").write_bytes(gzip.compress(b"\0" * (64 << 20)))
+    p = tw("doctor", "--sysroot", sysroot, timeout=120)
+    one_line_error(p, str(sysroot / "proc" / "config.gz"), "decompresses to more than 16 MiB")
+    assert p.returncode == 3
+    (sysroot / "proc" / "config.gz").write_bytes(gzip.compress(
+        (MACHINE / "boot" / "config-6.18.44-fc-v595").read_bytes()))
+    assert tw("doctor", "--sysroot", sysroot, timeout=120).returncode == 0
+
+
+def test_sysroot_text_cannot_reach_the_terminal_raw(sysroot):
+    """A recording whose CPU model name retitles and clears the terminal is shown escaped."""
+    cpuinfo = sysroot / "proc" / "cpuinfo"
+    cpuinfo.write_text(re.sub(r"(?m)^model name\s*:.*$", "model name\t: \x1b]0;pwned\x07\x1b[2J",
+                              cpuinfo.read_text()))
+    p = tw("doctor", "--sysroot", sysroot, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in p.stdout
+
+
+@pytest.mark.parametrize("planted", ["proc", "boot", "sys"])
+def test_record_is_confined(tmp_path, planted):
+    """`tw doctor --record DIR` with DIR/proc a symbolic link wrote 7 files outside DIR (and
+    DIR/boot -> /boot would overwrite /boot/config-*): refused, nothing written outside."""
+    d, outside = tmp_path / "rec", tmp_path / "outside"
+    d.mkdir()
+    outside.mkdir()
+    (outside / "precious").write_text("not tw's\n")
+    (d / planted).symlink_to(outside)
+    before = snapshot(outside)
+    p = tw("doctor", "--record", d, timeout=300)
+    one_line_error(p, str(d / planted), "refusing to write through it")
+    assert p.returncode == 3
+    assert snapshot(outside) == before
+
+
+def test_record_writes_a_replayable_root(tmp_path):
+    d = tmp_path / "rec"
+    p = tw("doctor", "--record", d, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (d / "proc" / "cpuinfo").is_file()
+    assert tw("doctor", "--sysroot", d, "--json", timeout=120).returncode == 0
+
+
+def test_update_doc_without_markers_is_one_line(tmp_path):
+    """tw explain --update-doc of a file without the markers was a traceback; now one line
+    naming the file, exit 2, and the file as it was."""
+    doc = tmp_path / "page.md"
+    doc.write_text("# a page\nno markers\n")
+    p = tw("explain", "--update-doc", doc, timeout=300)
+    one_line_error(p, str(doc), "has no <!-- live:begin --> ... <!-- live:end --> section")
+    assert p.returncode == 2
+    assert doc.read_text() == "# a page\nno markers\n"
+
+
+def test_update_doc_does_not_write_through_a_link(tmp_path):
+    """The page is replaced whole (core.files), never written through a link: a page that is
+    a symbolic link to another file is refused, and that file is left as it was."""
+    from twtools.present import explain
+    target = tmp_path / "elsewhere.md"
+    target.write_text(f"x\n{explain.BEGIN}\nold\n{explain.END}\n")
+    page = tmp_path / "page.md"
+    page.symlink_to(target)
+    with pytest.raises(DataError, match="symbolic link"):
+        explain.update_doc(page, "new\n")
+    assert target.read_text() == f"x\n{explain.BEGIN}\nold\n{explain.END}\n"
+
