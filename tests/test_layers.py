@@ -74,8 +74,6 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
 # cli/, and the list is then empty.
 COMMANDS_NOT_YET_MOVED = {
     "machine/entrypath.py",     # tw vdso, tw classify-libc (moving with the one ELF reader)
-    "present/report.py",        # tw report (moving with the report's rewrite)
-    "present/compare.py",       # tw compare (moving with the report's rewrite)
 }
 COMMAND_FUNCTIONS = ("add_arguments", "main")
 
