@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -154,8 +155,8 @@ def test_census_json_is_versioned_and_reanalysable(traced):
     """Another checkout reads the JSON: the schema is named and versioned, and the raw census
     under 'raw' gives the same processes when analysed again."""
     from twtools.analyse import census as analyse
-    assert traced["schema"] == analyse.SCHEMA == "timewrite-census/1"
-    assert traced["raw"]["schema"] == "timewrite-census-raw/1"
+    assert traced["schema"] == analyse.SCHEMA == "timewrite-census-report/1"
+    assert traced["raw"]["schema"] == "timewrite-census/1"
     again = analyse.analyse(traced["raw"])
     assert [p["pid"] for p in again["processes"]] == [p["pid"] for p in traced["processes"]]
 
@@ -237,3 +238,100 @@ def test_without_root_says_what_it_cannot_see(programs):
     text = present.format_text(d)
     assert text.startswith("Booting with ia32_emulation=0 here would stop ")
     assert "No call counts: tracing every process needs root" in text
+
+
+# --- tw run's census stage and the report ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stage_run(programs, tmp_path_factory):
+    """tw run --quick --only census: census.json, and the report built from it."""
+    need_root()
+    out = tmp_path_factory.mktemp("run") / "res"
+    p = run([sys.executable, ROOT / "scripts" / "tw", "run", "--quick", "--only", "census",
+             "--out", out], text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+def test_run_stage_writes_census_and_the_report_shows_it(stage_run, programs):
+    raw = json.loads((stage_run / "census.json").read_text())
+    assert raw["schema"] == "timewrite-census/1"
+    md = (stage_run / "report.md").read_text()
+    assert "## The running system: who enters the old ways" in md
+    if raw["why_not"]:
+        assert "No call counts" in md
+    else:
+        # the 32-bit loop is named; with --only census there is no matrix to price it with
+        assert str(programs["loop32"][0]).replace(".", "\\.").replace("-", "\\-") in md or \
+            str(programs["loop32"][0]) in md
+        assert "No per-call matrix (this run has no bench stage): every cost is unknown." in md
+
+
+def test_report_without_census_stage_adds_nothing(tmp_path):
+    """A results directory without census.json (tw run --only without the stage): the report
+    has no census section at all."""
+    from twtools.present import report
+    d = tmp_path / "res"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "results-fixture", d)
+    doc, _, data = report.build_doc(d)
+    assert data.get("census") is None
+    assert not [b for b in doc.blocks if b[0] == "h" and "running system" in b[2]]
+
+
+HOSTILE = ["x", -1, None, 1e300, [], {}, True, "\x1b[2J"]
+
+
+def test_damaged_census_json_is_read_or_refused(stage_run, tmp_path):
+    """Each value of census.json replaced by a hostile one: the report's analysis and section
+    either work or stop at DataError naming census.json, never a crash."""
+    from twtools.analyse import census as analyse, results
+    from twtools.core.ui import DataError
+    from twtools.present import census as present
+    from twtools.present.document import Doc
+    d = tmp_path / "res"
+    shutil.copytree(stage_run, d)
+    good = json.loads((stage_run / "census.json").read_text())
+
+    def trim(o):
+        """Three rows of every list: every field is still there, and each try is fast."""
+        if isinstance(o, dict):
+            return {k: trim(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [trim(v) for v in o[:3]]
+        return o
+
+    good = trim(good)
+
+    def leaves(o, path=()):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                yield from leaves(v, path + (k,))
+        elif isinstance(o, list):
+            for i, v in enumerate(o[:2]):
+                yield from leaves(v, path + (i,))
+        yield path
+
+    crashes = []
+    for path in [p for p in leaves(good) if p]:
+        for bad in HOSTILE:
+            doc = json.loads(json.dumps(good))
+            parent = doc
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = bad
+            (d / "census.json").write_text(json.dumps(doc))
+            try:
+                with warnings.catch_warnings():
+                    # 1e300 is finite, so it is read; numpy overflows on its square and the
+                    # analysis turns the inf into "unknown" (the test looks for crashes)
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    # what results.load does for this stage: read and check, then analyse
+                    obj, _ = results.read_stage(d, "census")
+                    c = analyse.analyse(obj, None, "none")
+                    present.report_section(Doc(), c)
+                    present.format_text(c)
+            except DataError as e:
+                assert "census.json" in str(e)
+            except Exception as e:     # noqa: BLE001 - what the test looks for
+                crashes.append(f"{'.'.join(map(str, path))} = {bad!r}: {type(e).__name__}: {e}")
+    assert not crashes, "\n".join(crashes[:20])

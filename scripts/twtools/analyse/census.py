@@ -32,7 +32,7 @@ Every figure carries its 95% CI or says why it is unknown.
 from ..machine import registry
 from . import diagnose, percall, stats
 
-SCHEMA = "timewrite-census/1"
+SCHEMA = "timewrite-census-report/1"
 CS32 = 0x23
 TOP = 5
 INT80 = ("int80",)
@@ -112,6 +112,7 @@ def processes(raw):
     for pid, snap in list(start.items()) + list(end.items()):
         if snap.get("needs_ia32") or pid not in byp and snap.get("bits") is None and snap.get("why"):
             proc_(pid)
+    table = {abi: diagnose.names(abi) for abi in ("compat", "native")}
     nr = {}
     for r in trace.get("nr") or []:
         if r["pid"] in byp:
@@ -129,7 +130,7 @@ def processes(raw):
             p["needs_ia32"] = True
         rows = sorted(nr.get(pid, []), key=lambda r: -r["calls"])[:TOP]
         p["top"] = [{"abi": r["abi"], "id": r["id"],
-                     "name": diagnose.names(r["abi"]).get(r["id"], f"#{r['id']}"),
+                     "name": table.get(r["abi"], {}).get(r["id"], f"#{r['id']}"),
                      "calls": r["calls"]} for r in rows]
         out.append(p)
     out.sort(key=lambda p: (-p["calls"], p["pid"]))
@@ -299,12 +300,15 @@ def analyse(raw, percall_doc=None, percall_source=None):
     unreadable = [p for p in out_procs if p["bits"] is None and p.get("why")]
     figures = sorted({g["figure"] for p in out_procs for g in p["paths"] if g.get("figure")})
     d = {"schema": SCHEMA, "host": raw.get("host"), "kernel": raw.get("kernel"),
-         "utc": raw.get("utc"), "seconds": raw.get("seconds"), "window_s": raw.get("wall_s"),
+         "utc": raw.get("utc"), "seconds": raw.get("seconds"), "window_s": seconds,
          "root": raw.get("root"), "tracer": raw.get("tracer"), "script": raw.get("script"),
          "why_not": raw.get("why_not"),
          "blind": _blind(raw),
          "vdso32": vd, "ia32": raw.get("ia32") or {},
-         "percall_source": percall_source, "figure": figures,
+         "percall_source": percall_source if percall_doc else None,
+         "percall_why": None if percall_doc or not traced else
+         f"no per-call matrix ({percall_source or 'none given'}): every cost is unknown",
+         "figure": figures,
          "processes": out_procs,
          "readiness": {"stop": [_brief(p) for p in stop],
                        "int80": [_brief(p) for p in int80],

@@ -34,7 +34,7 @@ from ..machine.tracers import bpftrace
 from .trace import tmp_dir
 
 SCRIPT = "census.bt"
-SCHEMA = "timewrite-census-raw/1"
+SCHEMA = "timewrite-census/1"
 ATTACH_TIMEOUT = 90.0       # bpftrace parses BTF before it attaches: seconds on a small VM
 # bpftrace's maps hold 4096 keys by default; a busy machine has more (pid, path) pairs than that
 # in a few seconds.  A full map drops updates silently, so the census makes room and checks.
@@ -235,8 +235,13 @@ def run(seconds=5.0, batches=10):
     return doc
 
 
-def write(out_dir, seconds=3.0):
-    """tw run's census stage: census.json in out_dir (raw; priced at report time)."""
-    doc = run(seconds=seconds)
+# tw run's census stage watches the machine this long, by mode: a short look, not a survey.
+STAGE_SECONDS = {"quick": 2.0, "default": 5.0, "long": 10.0}
+
+
+def stage(out_dir, mode="default"):
+    """tw run's census stage: census.json in out_dir, raw; tw report prices it with the same
+    directory's percall.json."""
+    doc = run(seconds=STAGE_SECONDS.get(mode, 5.0))
     files.write_json(Path(out_dir) / "census.json", doc)
     return doc

@@ -3,6 +3,7 @@
     format_text(census)            what `tw census` prints: the readiness answer first
     to_json(census)                what `tw census --json` prints
     report_section(doc, census)    the same findings as blocks of a document.Doc (a report)
+    section(doc, data)             the report's hook: the section, or nothing without a census
 
 Every string that came from a process (its command, its executable) goes to the terminal
 through core.escape.terminal and to a page through core.escape.markdown.
@@ -132,8 +133,10 @@ def _how(d):
     if vd.get("instruction"):
         out.append(f"The 32-bit vDSO here enters by `{vd['instruction']}`.")
     if d.get("percall_source"):
-        fig = " and ".join(d.get("figure") or []) or "no figure"
+        fig = " and ".join(d.get("figure") or []) or "none needed (no slow path was priced)"
         out.append(f"Per-call costs from {d['percall_source']}; figure used: {fig}.")
+    elif d.get("percall_why"):
+        out.append(d["percall_why"][0].upper() + d["percall_why"][1:] + ".")
     out += [f"Not seen: {b}." for b in d.get("blind") or []]
     return out
 
@@ -153,6 +156,14 @@ def format_text(d):
 
 def to_json(d):
     return json.dumps(d, indent=1, sort_keys=False, allow_nan=False)
+
+
+def section(doc, data):
+    """The report's census section, from a results directory's analysed data: nothing at all
+    when the census stage did not run (tw run --only without it)."""
+    d = data.get("census")
+    if d:
+        report_section(doc, d)
 
 
 def report_section(doc, d, level=2):
