@@ -185,7 +185,7 @@ def _merge(before, after):
     return sorted(rows.values(), key=lambda r: r["pid"])
 
 
-def run(seconds=5.0, batches=10):
+def run(seconds=5.0, batches=30):
     """The raw census: {schema, host, kernel, utc, seconds, root, tracer, why_not, snapshot,
     snapshot_end, trace (rows), overhead, vdso32, ia32, wall_s}."""
     doc = {"schema": SCHEMA, "host": socket.gethostname(), "kernel": platform.release(),

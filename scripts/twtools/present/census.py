@@ -15,11 +15,16 @@ from ..core import escape
 SHOWN = 15          # processes in the per-process table
 
 
+def _g(x):
+    """Three significant figures, never in exponent form."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(x) >= 0.001 or x == 0 else f"{x:.1e}"
+
+
 def _ms(s):
     """'12.3 ms [11.9, 12.8]' for ns per second; 'unknown'."""
     if s is None or s.get("median") is None:
         return "unknown"
-    return f"{s['median'] / 1e6:.3g} ms [{s['ci_low'] / 1e6:.3g}, {s['ci_high'] / 1e6:.3g}]"
+    return f"{_g(s['median'] / 1e6)} ms [{_g(s['ci_low'] / 1e6)}, {_g(s['ci_high'] / 1e6)}]"
 
 
 def _who(p, esc):
@@ -90,7 +95,7 @@ def tracer_text(d):
                 f"{t['cpus']} CPUs" if share else "") + f" ({seen}).")
     else:
         s = (f"The census's own cost could not be told from zero on this machine's noise; it was "
-             f"at most {c['ci_high'] / 1e6:.3g} ms of CPU per second"
+             f"at most {_g(c['ci_high'] / 1e6)} ms of CPU per second"
              + (f", {pct(max(share['ci_high'], 0))} of {t['cpus']} CPUs" if share else "")
              + f" ({seen}).")
     s += (" Each traced call was that much slower, so a busy caller's calls per second are a "
