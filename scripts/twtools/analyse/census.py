@@ -287,6 +287,8 @@ def analyse(raw, percall_doc=None, percall_source=None):
                  slow_ns_per_s=(_sum_intervals(slow) if None not in slow else None) if slow
                  else ({"median": 0.0, "ci_low": 0.0, "ci_high": 0.0} if ps else None),
                  int80_calls=sum(g["calls"] for g in ps if g["entry"] == "int80"))
+        i80 = [g.get("ns_per_s") for g in ps if g["entry"] == "int80"]
+        q["int80_ns_per_s"] = _sum_intervals(i80) if i80 and None not in i80 else None
         out_procs.append(q)
     stop = [p for p in out_procs if p["needs_ia32"] or (p["bits"] == 64 and any(
         g["abi"] == "compat" for g in p["paths"]))]
@@ -295,8 +297,8 @@ def analyse(raw, percall_doc=None, percall_source=None):
     int80 = [p for p in out_procs if p["int80_calls"]]
     int80_cost = _sum_intervals([g.get("ns_per_s") for p in int80 for g in p["paths"]
                                  if g["entry"] == "int80"])
-    unknown_cost = [g["label"] for p in int80 for g in p["paths"]
-                    if g["entry"] == "int80" and g.get("ns_per_s") is None]
+    unknown_cost = sorted({f"{g['label']}: {g.get('why') or 'not priced'}" for p in int80
+                           for g in p["paths"] if g["entry"] == "int80" and g.get("ns_per_s") is None})
     unreadable = [p for p in out_procs if p["bits"] is None and p.get("why")]
     figures = sorted({g["figure"] for p in out_procs for g in p["paths"] if g.get("figure")})
     d = {"schema": SCHEMA, "host": raw.get("host"), "kernel": raw.get("kernel"),
@@ -323,7 +325,7 @@ def analyse(raw, percall_doc=None, percall_source=None):
 def _brief(p):
     return {k: p.get(k) for k in ("pid", "comm", "exe", "exe_from", "bits", "alive_at_end",
                                   "started", "exited", "calls", "calls_per_s", "int80_calls",
-                                  "slow_ns_per_s", "stops_because")}
+                                  "int80_ns_per_s", "slow_ns_per_s", "stops_because")}
 
 
 def _blind(raw):

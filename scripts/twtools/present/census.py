@@ -13,6 +13,15 @@ import json
 from ..core import escape
 
 SHOWN = 15          # processes in the per-process table
+NAMED = 20          # processes named in one readiness sentence; the rest are counted
+
+
+def _listed(items, text):
+    """'a; b; c' for the first NAMED items, then how many more (all are in --json)."""
+    out = "; ".join(text(x) for x in items[:NAMED])
+    if len(items) > NAMED:
+        out += f"; and {len(items) - NAMED} more (tw census --json lists them all)"
+    return out
 
 
 def _g(x):
@@ -53,24 +62,26 @@ def readiness(d, esc=escape.terminal):
     elif r["stop"]:
         out.append(f"Booting with ia32_emulation=0 here would stop {len(r['stop'])} "
                    f"process{'es' if len(r['stop']) != 1 else ''}: " +
-                   "; ".join(f"{_who(p, esc)}, {p['stops_because']}" for p in r["stop"]) + ".")
+                   _listed(r["stop"], lambda p: f"{_who(p, esc)}, {p['stops_because']}") + ".")
     else:
         out.append("Booting with ia32_emulation=0 here would stop nothing that ran: no 32-bit "
                    "process" + ("" if d.get("why_not") else " and no int 0x80 call") +
                    " was seen.")
     if r.get("unreadable"):
         out.append(f"{len(r['unreadable'])} process(es) could not be read, and may be 32-bit "
-                   "too: " + "; ".join(f"{_who(p, esc)}: {esc(p.get('why'))}"
-                                       for p in r["unreadable"]) + ".")
+                   "too: " + _listed(r["unreadable"],
+                                     lambda p: f"{_who(p, esc)}: {esc(p.get('why'))}") + ".")
     if d.get("why_not"):
         out.append(f"No call counts: {d['why_not']}.")
     elif r["int80"]:
-        out.append(f"These programs enter by int 0x80, costing {_ms(r['int80_ns_per_s'])} per "
-                   f"second here against the fastest path open to each: " +
-                   "; ".join(f"{_who(p, esc)}: {p['int80_calls']} calls, "
-                             f"{_ms(p.get('slow_ns_per_s'))}/s" for p in r["int80"]) + ".")
+        cost = (f"costing {_ms(r['int80_ns_per_s'])} per second here against the fastest path "
+                "open to each" if r.get("int80_ns_per_s") else "at a cost per second not known "
+                "here")
+        out.append(f"These programs enter by int 0x80, {cost}: " +
+                   _listed(r["int80"], lambda p: f"{_who(p, esc)}: {p['int80_calls']} calls, "
+                                                 f"{_ms(p.get('int80_ns_per_s'))}/s") + ".")
         if r.get("int80_unknown"):
-            out.append("Unpriced int 0x80 paths: " + ", ".join(r["int80_unknown"]) + ".")
+            out.append("Not priced: " + "; ".join(r["int80_unknown"]) + ".")
     else:
         out.append("No program entered by int 0x80 during the window.")
     return out
