@@ -35,7 +35,6 @@ from . import diagnose, percall, stats
 SCHEMA = "timewrite-census-report/1"
 CS32 = 0x23
 TOP = 5
-INT80 = ("int80",)
 
 
 def _entry(row):

@@ -222,11 +222,7 @@ def read_process_vdso(binary):
             raise RuntimeError(info["why"])
         v = next((m for m in info["maps"] if m["path"] == "[vdso]"), None)
         base, end = (v["lo"], v["hi"]) if v else (None, None)
-        image = None
-        if base is not None:
-            with open(f"/proc/{p.pid}/mem", "rb", buffering=0) as mem:
-                mem.seek(base)
-                image = mem.read(end - base)
+        image = process.vdso_image(p.pid, v) if v else None
         return {"pid": p.pid, "auxv": info["auxv"], "base": base, "end": end, "image": image,
                 "word": 4 if info["bits"] == 32 else 8}
     finally:

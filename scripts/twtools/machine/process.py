@@ -137,6 +137,14 @@ def comm(pid):
         return None
 
 
+def vdso_image(pid, mapping):
+    """The bytes of a process's [vdso] mapping, from /proc/<pid>/mem (our tracee, or root);
+    OSError when it cannot be read."""
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        mem.seek(mapping["lo"])
+        return mem.read(mapping["hi"] - mapping["lo"])
+
+
 def read(pid, vdso=True):
     """What /proc says about a process: {pid, exe, bits, maps, auxv, vdso, why}.  vdso: read
     the vDSO image from /proc/<pid>/mem (our tracee, or root) and, in a 32-bit process,
@@ -160,9 +168,7 @@ def read(pid, vdso=True):
         return out
     vd = {"base": v["lo"], "end": v["hi"], "image": None}
     try:
-        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-            mem.seek(v["lo"])
-            vd["image"] = mem.read(v["hi"] - v["lo"])
+        vd["image"] = vdso_image(pid, v)
     except OSError as e:
         vd["why"] = f"cannot read the vDSO from /proc/{pid}/mem: {e.strerror}"
     if out["bits"] == 32 and vd["image"]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from ..core import files, paths, proc, ui
 from ..machine import doctor, entrypath, process, registry
 from ..machine.tracers import bpftrace
+from .diagnose import tracefs
 from .trace import tmp_dir
 
 SCRIPT = "census.bt"
@@ -45,13 +46,6 @@ OVERHEAD_OP = "getppid"
 
 class CensusError(RuntimeError):
     """The census could not trace: the message says why, in one line."""
-
-
-def tracefs():
-    for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
-        if os.path.isdir(f"{d}/events/raw_syscalls"):
-            return d
-    return None
 
 
 def why_not():
