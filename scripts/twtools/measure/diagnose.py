@@ -28,8 +28,10 @@ read at the start and again while it lives.
 What the tracer costs per call is measured the same day: build/syscost-<variant> bare, then
 under the same tracer (tracer_overhead), so that the analysis can take it out of the run time.
 The per-call cost of each entry path comes from a results directory, or from a short per-call
-matrix measured here (percall_on_the_spot).  This module only measures: every figure is
-computed by twtools.analyse.diagnose.
+matrix measured here (percall_on_the_spot).  This module only orchestrates: the process is
+started and read by twtools.machine.process, the tracers' output is parsed by
+twtools.machine.tracers (bpftrace, strace), and every figure is computed by
+twtools.analyse.diagnose.
 """
 import os
 import shlex
