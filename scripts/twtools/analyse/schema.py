@@ -358,7 +358,7 @@ CENSUS_CALL = {"!pid": "int", "comm": "str?", "!abi": "str", "!cs": "int", "!ori
 CENSUS = {
     "!seconds": "posnum", "host": "str?", "kernel": "str?", "utc": "str?", "root": "bool?",
     "own_pid": "int?", "cpus": "posint?", "tracer": "str?", "why_not": "str?", "script": "str?",
-    "vsyscall_why": "str?", "wall_s": "posnum?",
+    "vsyscall_why": "str?", "wall_s": "posnum?", "failed": "bool?",
     "!snapshot": [PROC_ROW], "snapshot_end": ("opt", [PROC_ROW]),
     "vdso32": ("opt", {"available": "bool?", "instruction": "str?", "form": "str?", "why": "str?",
                        "source": "str?"}),

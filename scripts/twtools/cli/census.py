@@ -39,7 +39,8 @@ def add_arguments(parser, name):
         "vsyscall page), its top system calls, and what its slow paths cost per second here "
         "against the fastest path open to it, with 95% intervals.  The first lines say what "
         "booting with ia32_emulation=0 would stop.  Needs root (bpftrace); without it, only "
-        "which running processes are 32-bit, from /proc.")
+        "which running processes are 32-bit, from /proc.  Exit status 1 when bpftrace should "
+        "have traced here and could not attach (the output says why).")
     parser.usage = "tw census [--seconds S] [--results DIR | --measure] [--json]"
     parser.add_argument("--seconds", type=options.checked(_seconds), default=5.0, metavar="S",
                         help=f"how long to watch (default 5, at most {MAX_SECONDS})")
@@ -94,4 +95,6 @@ def main(args, name):
         raise ui.UserError(f"--results {args.results} is not a directory")
     d = run(args.seconds, args.results, args.measure)
     print(present.to_json(d) if args.json else present.format_text(d))
-    return 0
+    # Without root the census is /proc alone, as documented; a tracer that should have
+    # attached here and did not is a failed measurement.
+    return ui.EXIT_FAILED if d["raw"].get("failed") else ui.EXIT_OK

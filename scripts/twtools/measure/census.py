@@ -199,6 +199,7 @@ def run(seconds=5.0, batches=30):
             bt, out, err = _start(script, tmp)
         except CensusError as e:
             doc["why_not"] = str(e)
+            doc["failed"] = True        # it should have run here: tw census exits 1
             return doc
         # /proc again once attached: a process started while bpftrace attached (seconds) is
         # then either in this list or has an exec or fork event in the trace.
@@ -238,4 +239,7 @@ def stage(out_dir, mode="default"):
     directory's percall.json."""
     doc = run(seconds=STAGE_SECONDS.get(mode, 5.0))
     files.write_json(Path(out_dir) / "census.json", doc)
+    if doc.get("failed"):
+        # The file says what /proc showed; the stage still failed, as meta.json will say.
+        raise RuntimeError(f"bpftrace could not trace every process: {doc['why_not']}")
     return doc
