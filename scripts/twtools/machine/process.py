@@ -30,7 +30,8 @@ AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 ADDR_NO_RANDOMIZE = 0x0040000
 # /proc/<pid>/comm is TASK_COMM_LEN (16) bytes at most; /proc/<pid>/maps of a large process
 # is a few hundred KiB: both are read with a bound, as every file is.
-COMM_MAX, MAPS_MAX, AUXV_MAX = 64, 16 << 20, 4096
+COMM_MAX, MAPS_MAX, AUXV_MAX, STAT_MAX = 64, 16 << 20, 4096, 4096
+PF_KTHREAD = 0x00200000     # include/linux/sched.h: the task is a kernel thread
 
 
 class ProcessError(RuntimeError):
@@ -145,6 +146,19 @@ def vdso_image(pid, mapping):
         return mem.read(mapping["hi"] - mapping["lo"])
 
 
+def is_kernel_thread(pid):
+    """Whether a process is a kernel thread (PF_KTHREAD in /proc/<pid>/stat's flags, which
+    anyone may read: /proc/<pid>/exe of a kernel thread is refused to other users, not
+    absent); None when it is gone."""
+    try:
+        stat_ = _read_bounded(f"/proc/{pid}/stat", STAT_MAX).decode("utf-8", "replace")
+        # the command, in parentheses, may hold spaces and ')': the fields follow the last one
+        fields = stat_[stat_.rindex(")") + 2:].split()
+        return bool(int(fields[6]) & PF_KTHREAD)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def read(pid, vdso=True):
     """What /proc says about a process: {pid, exe, bits, maps, auxv, vdso, why}.  vdso: read
     the vDSO image from /proc/<pid>/mem (our tracee, or root) and, in a 32-bit process,
@@ -183,7 +197,7 @@ def read(pid, vdso=True):
 
 def snapshot():
     """Every process /proc lists now: [{pid, comm, exe, bits, needs_ia32, why}].  Kernel
-    threads (no executable) are left out.  Without root, another user's executable cannot
+    threads (no executable; PF_KTHREAD) are left out.  Without root, another user's executable cannot
     be read: its bitness is None and why says so."""
     out = []
     for name in os.listdir("/proc"):
@@ -197,6 +211,8 @@ def snapshot():
         except FileNotFoundError:
             continue                 # a kernel thread, or gone already
         except OSError as e:
+            if is_kernel_thread(pid) is not False:
+                continue             # a kernel thread (no executable), or gone already
             row["why"] = f"cannot read /proc/{pid}/exe: {e.strerror}"
             out.append(row)
             continue

@@ -63,6 +63,10 @@ def readiness(d, esc=escape.terminal):
         out.append(f"Booting with ia32_emulation=0 here would stop {len(r['stop'])} "
                    f"process{'es' if len(r['stop']) != 1 else ''}: " +
                    _listed(r["stop"], lambda p: f"{_who(p, esc)}, {p['stops_because']}") + ".")
+    elif r.get("unreadable"):
+        out.append("Booting with ia32_emulation=0 here would stop none of the processes this "
+                   "census could read: no 32-bit process" +
+                   ("" if d.get("why_not") else " and no int 0x80 call") + " was seen.")
     else:
         out.append("Booting with ia32_emulation=0 here would stop nothing that ran: no 32-bit "
                    "process" + ("" if d.get("why_not") else " and no int 0x80 call") +
