@@ -27,18 +27,19 @@ from pathlib import Path
 
 from ..core import files
 from ..core.ui import DataError
-from . import attribution, diagnose, latency, observer, percall, schema, sweeps, tracers
+from . import attribution, census, diagnose, latency, observer, percall, schema, sweeps, tracers
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
 STEMS = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
-         "stdio", "tracers", "attribution", "observer", "latency", "diagnose")
+         "stdio", "tracers", "attribution", "observer", "latency", "diagnose", "census")
 RESULTS_SCHEMA = "timewrite-results"
 # stage-file stem -> the stage of tw run that writes it (meta.json's stage names)
 STAGE_OF = {"fingerprint": "doctor", "variants": "variants", "percall": "bench",
             "sweep_seed": "seed-sweep", "sweep_tlpi": "tlpi-sweep", "writev": "writev",
             "stdio": "stdio", "tracers": "tracers", "latency": "tracers",
-            "attribution": "attribution", "observer": "observer", "diagnose": "field-example"}
+            "attribution": "attribution", "observer": "observer", "diagnose": "field-example",
+            "census": "census"}
 # The stages whose files the verdict reads (twtools.analyse.verdict.decide).
 VERDICT_STAGES = ("doctor", "bench", "seed-sweep")
 STATES = ("in-progress", "complete", "failed", "interrupted", "aborted")
@@ -199,6 +200,10 @@ def analyse(raw):
         data["diagnose"] = dict(fe, diagnosis=diagnose.diagnose(
             fe["raw"], raw.get("percall"), "this results directory's per-call matrix",
             fe.get("overhead")))
+    if raw.get("census"):
+        data["census"] = census.analyse(raw["census"], raw.get("percall"),
+                                        "this results directory's per-call matrix" if
+                                        raw.get("percall") else "this run has no bench stage")
     if data["attribution"] and data["attribution"].get("source", "").startswith("stored"):
         from_stored.append(f"attribution: {data['attribution']['source']}")
     nonfinite = []

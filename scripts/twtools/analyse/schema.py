@@ -379,6 +379,32 @@ DIAGNOSE = {
                          "an overhead without bare and traced samples, or without a why"}),
 }
 
+PROC_ROW = {"!pid": "int", "comm": "str?", "exe": "str?", "bits": "int?", "needs_ia32": "bool?",
+            "why": "str?"}
+CENSUS_CALL = {"!pid": "int", "comm": "str?", "!abi": "str", "!cs": "int", "!origin": "str",
+               "!insn": "str", "own": "bool?", "!calls": "int",
+               "__check__": lambda r: None if r.get("abi") in ("compat", "native") and
+               r.get("origin") in ("vdso", "text", "other") and
+               r.get("insn") in ("vdso", "int80", "syscall", "sysenter", "unknown") else
+               "a call row whose abi, origin or insn is not one census.bt writes"}
+CENSUS = {
+    "!seconds": "posnum", "host": "str?", "kernel": "str?", "utc": "str?", "root": "bool?",
+    "own_pid": "int?", "cpus": "posint?", "tracer": "str?", "why_not": "str?", "script": "str?",
+    "vsyscall_why": "str?", "wall_s": "posnum?", "failed": "bool?",
+    "!snapshot": [PROC_ROW], "snapshot_end": ("opt", [PROC_ROW]),
+    "vdso32": ("opt", {"available": "bool?", "instruction": "str?", "form": "str?", "why": "str?",
+                       "source": "str?"}),
+    "ia32": ("opt", {"enabled": "bool?", "why": "str?", "cmdline": "str?"}),
+    "trace": ("opt", {"!calls": [CENSUS_CALL],
+                      "!nr": [{"!pid": "int", "!abi": "str", "!id": "int", "!calls": "int"}],
+                      "exec": [{"!pid": "int", "filename": "str?"}], "exit": ["int"],
+                      "fork": [{"!pid": "int", "!parent": "int"}],
+                      "vsyscall": [{"!pid": "int", "comm": "str?", "!faults": "int"}],
+                      "regs_ok": ("opt", {"*": "int?"}), "maps_full": ["str"]}),
+    "overhead": {"*": {"variant": "variant?", "op": "str?", "why": "str?", "bare": ["num"],
+                       "traced": ["num"], "order": "str?", "bare_after": "int?"}},
+}
+
 # stem -> (schema family, newest version this checkout reads, spec).  A file without a schema
 # field is the legacy form of its stage (written before schemas were recorded); it is read,
 # and the analysis says so.  variants.json is a bare list and has no schema field.
@@ -396,6 +422,7 @@ STAGES = {
     "observer": ("timewrite-observer", 2, OBSERVER),
     "latency": ("timewrite-latency", 1, LATENCY),
     "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
+    "census": ("timewrite-census", 1, CENSUS),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

@@ -27,6 +27,8 @@ COMMANDS = {
     "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
     "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
     "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
+    "census": ("cli.census", "every process on the machine: its entry paths, their cost per second, "
+                             "and what ia32_emulation=0 would stop"),
     "bench": ("cli.bench", "per-call cost of each mechanism and operation (syscost matrix)"),
     "sweep": ("cli.stages", "the seed and TLPI buffer-size sweeps over every variant"),
     "trace": ("cli.stages", "run variants under perf, strace and bpftrace"),

@@ -87,6 +87,7 @@ STAGES = [
     ("attribution", _call("attribution", "attribute")),
     ("observer", _call("observer", "observe")),
     ("field-example", _call("diagnose", "field_example")),
+    ("census", _call("census", "stage")),
 ]
 
 

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from ..core import files, paths, proc
+from . import process
 
 AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 PTRACE_TRACEME = 0
@@ -207,51 +208,25 @@ def find_32bit_binary():
     return None
 
 
-def _traceme():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace(PTRACE_TRACEME, 0, None, None)
-
-
 def read_process_vdso(binary):
-    """Start `binary` stopped at its first instruction and read its auxv and vDSO.
+    """Start `binary` stopped at its first instruction and read its auxv and vDSO
+    (machine.process).
 
     Returns {pid, auxv: {type: value}, base, end, image: bytes, word: 4|8} or raises OSError /
     RuntimeError with a reason."""
-    p = subprocess.Popen([str(binary)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, preexec_fn=_traceme, close_fds=True)
+    p = process.start_stopped([str(binary)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
-        _, status = os.waitpid(p.pid, 0)
-        if not os.WIFSTOPPED(status):
-            raise RuntimeError("the child was not stopped at execve: ptrace(PTRACE_TRACEME) was "
-                               "refused (kernel.yama.ptrace_scope 2 or 3, or a seccomp filter); "
-                               "/proc/<pid>/mem is then unreadable too")
-        raw = Path(f"/proc/{p.pid}/auxv").read_bytes()
-        with open(f"/proc/{p.pid}/exe", "rb") as f:
-            word = 4 if f.read(5)[4] == 1 else 8
-        fmt = "<II" if word == 4 else "<QQ"
-        auxv = {}
-        for off in range(0, len(raw) - struct.calcsize(fmt) + 1, struct.calcsize(fmt)):
-            t, v = struct.unpack_from(fmt, raw, off)
-            if t == AT_NULL:
-                break
-            auxv[t] = v
-        base = end = None
-        for line in Path(f"/proc/{p.pid}/maps").read_text().splitlines():
-            if line.rstrip().endswith("[vdso]"):
-                lo, hi = line.split()[0].split("-")
-                base, end = int(lo, 16), int(hi, 16)
-        image = None
-        if base is not None:
-            with open(f"/proc/{p.pid}/mem", "rb", buffering=0) as mem:
-                mem.seek(base)
-                image = mem.read(end - base)
-        return {"pid": p.pid, "auxv": auxv, "base": base, "end": end, "image": image, "word": word}
+        info = process.read(p.pid, vdso=False)
+        if info["why"]:
+            raise RuntimeError(info["why"])
+        v = next((m for m in info["maps"] if m["path"] == "[vdso]"), None)
+        base, end = (v["lo"], v["hi"]) if v else (None, None)
+        image = process.vdso_image(p.pid, v) if v else None
+        return {"pid": p.pid, "auxv": info["auxv"], "base": base, "end": end, "image": image,
+                "word": 4 if info["bits"] == 32 else 8}
     finally:
-        try:
-            os.kill(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
+        process.kill(p)
 
 
 def vdso32(binary=None, save=None):

@@ -28,30 +28,26 @@ read at the start and again while it lives.
 What the tracer costs per call is measured the same day: build/syscost-<variant> bare, then
 under the same tracer (tracer_overhead), so that the analysis can take it out of the run time.
 The per-call cost of each entry path comes from a results directory, or from a short per-call
-matrix measured here (percall_on_the_spot).  This module only measures: every figure is
-computed by twtools.analyse.diagnose.
+matrix measured here (percall_on_the_spot).  This module only orchestrates: the process is
+started and read by twtools.machine.process, the tracers' output is parsed by
+twtools.machine.tracers (bpftrace, strace), and every figure is computed by
+twtools.analyse.diagnose.
 """
-import ctypes
 import os
-import re
 import shlex
 import signal
-import struct
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from ..core import paths, proc
-from ..machine import entrypath, sysnr
-from ..machine.tracers import bpftrace
+from ..machine import process
+from ..machine.tracers import bpftrace, strace
 from .trace import tmp_dir
 
 SCRIPT = "diagnose.bt"
 TRACERS = ("bpftrace", "strace")
-PTRACE_TRACEME, PTRACE_CONT, PTRACE_SETOPTIONS = 0, 7, 0x4200
-PTRACE_O_TRACEEXIT, PTRACE_EVENT_EXIT = 0x40, 6
-AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 ATTACH_TIMEOUT = 90.0      # bpftrace parses BTF before it attaches: seconds on a small VM
 
 
@@ -62,20 +58,6 @@ class DiagnoseError(RuntimeError):
     def __init__(self, msg, usage=False):
         super().__init__(msg)
         self.usage = usage
-
-
-def _libc():
-    lib = ctypes.CDLL(None, use_errno=True)
-    lib.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-    lib.ptrace.restype = ctypes.c_long
-    return lib
-
-
-def _ptrace(req, pid, data=0):
-    lib = _libc()
-    if lib.ptrace(req, pid, None, ctypes.c_void_p(data)) == -1:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
 
 
 # ---------------------------------------------------------------- which tracer
@@ -120,138 +102,24 @@ def choose(requested="auto"):
 
 # ---------------------------------------------------------------- the process
 
-def parse_maps(text):
-    """/proc/<pid>/maps -> [{lo, hi, perms, offset, path}]."""
-    out = []
-    for line in text.splitlines():
-        f = line.split(None, 5)
-        if len(f) < 5:
-            continue
-        lo, hi = (int(x, 16) for x in f[0].split("-"))
-        out.append({"lo": lo, "hi": hi, "perms": f[1], "offset": int(f[2], 16),
-                    "path": f[5].strip() if len(f) > 5 else ""})
-    return out
-
-
 def read_process(pid):
-    """What /proc says about a process: {exe, bits, maps, auxv, vdso}; the 32-bit vDSO's
-    __kernel_vsyscall classified from the live image (entrypath.classify_vdso32)."""
-    out = {"pid": pid, "exe": None, "bits": None, "maps": [], "auxv": {}, "vdso": None,
-           "why": None}
-    try:
-        out["exe"] = os.readlink(f"/proc/{pid}/exe")
-        with open(f"/proc/{pid}/exe", "rb") as f:
-            out["bits"] = 32 if f.read(5)[4] == 1 else 64
-        out["maps"] = parse_maps(Path(f"/proc/{pid}/maps").read_text())
-        raw = Path(f"/proc/{pid}/auxv").read_bytes()
-    except OSError as e:
-        out["why"] = f"cannot read /proc/{pid}: {e.strerror}"
-        return out
-    fmt = "<II" if out["bits"] == 32 else "<QQ"
-    size = struct.calcsize(fmt)
-    for off in range(0, len(raw) - size + 1, size):
-        t, v = struct.unpack_from(fmt, raw, off)
-        if t == AT_NULL:
-            break
-        out["auxv"][t] = v
-    v = next((m for m in out["maps"] if m["path"] == "[vdso]"), None)
-    if v is None:
-        out["vdso"] = {"base": None, "why": "no [vdso] mapping (vdso=0 or vdso32=0?)"}
-        return out
-    vd = {"base": v["lo"], "end": v["hi"], "image": None}
-    try:
-        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-            mem.seek(v["lo"])
-            vd["image"] = mem.read(v["hi"] - v["lo"])
-    except OSError as e:
-        vd["why"] = f"cannot read the vDSO from /proc/{pid}/mem: {e.strerror}"
-    if out["bits"] == 32 and vd["image"]:
-        si = out["auxv"].get(AT_SYSINFO)
-        c = entrypath.classify_vdso32(vd["image"], v["lo"], None if si is None else si - v["lo"])
-        vd.update({k: c.get(k) for k in ("form", "instruction", "landing_pad", "kernel_vsyscall",
-                                          "why")})
-    out["vdso"] = vd
-    return out
-
-
-ADDR_NO_RANDOMIZE = 0x0040000
-
-
-def _norandom():
-    """In a child before exec: turn address-space randomisation off (personality(2), kept
-    across exec), so that two runs of a program get the same layout."""
-    lib = ctypes.CDLL(None, use_errno=True)
-    lib.personality.argtypes = [ctypes.c_ulong]
-    cur = lib.personality(0xFFFFFFFF)
-    if cur != -1:
-        lib.personality(cur | ADDR_NO_RANDOMIZE)
-
-
-def _traceme():
-    _libc().ptrace(PTRACE_TRACEME, 0, None, None)
-
-
-def _traceme_norandom():
-    _norandom()
-    _traceme()
+    """What /proc says about a process (machine.process.read, with its vDSO)."""
+    return process.read(pid)
 
 
 def start_stopped(cmd, stdin=None, stdout=None, stderr=None, norandom=False):
-    """Popen(cmd) stopped at its first instruction; DiagnoseError with the reason if not.
-    norandom: with address-space randomisation off (see _norandom)."""
+    """machine.process.start_stopped, its failures as DiagnoseError with the reason."""
     try:
-        p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr,
-                             preexec_fn=_traceme_norandom if norandom else _traceme,
-                             close_fds=True)
+        return process.start_stopped(cmd, stdin=stdin, stdout=stdout, stderr=stderr,
+                                     norandom=norandom)
     except FileNotFoundError:
         raise DiagnoseError(f"{cmd[0]}: command not found", usage=True)
     except PermissionError:
         raise DiagnoseError(f"{cmd[0]}: permission denied", usage=True)
     except OSError as e:
         raise DiagnoseError(f"cannot run {cmd[0]}: {e.strerror}")
-    _, status = os.waitpid(p.pid, 0)
-    if not os.WIFSTOPPED(status):
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-        p.returncode = code
-        raise DiagnoseError(f"{cmd[0]} did not stop at execve (exit {code}): ptrace was refused "
-                            "(kernel.yama.ptrace_scope 3, or a seccomp filter)")
-    return p
-
-
-def run_to_exit(p):
-    """Continue a process stopped by start_stopped, pass its signals on, stop it once more as
-    it exits to read its map.  {wall_s, status, maps_at_exit}."""
-    pid = p.pid
-    _ptrace(PTRACE_SETOPTIONS, pid, PTRACE_O_TRACEEXIT)
-    t0 = time.monotonic()
-    _ptrace(PTRACE_CONT, pid, 0)
-    t1, maps, status = None, [], None
-    while True:
-        try:
-            _, st = os.waitpid(pid, 0)
-        except InterruptedError:
-            continue
-        if os.WIFEXITED(st) or os.WIFSIGNALED(st):
-            status = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
-            t1 = t1 or time.monotonic()
-            break
-        if os.WIFSTOPPED(st):
-            sig, event = os.WSTOPSIG(st), st >> 16
-            if sig == signal.SIGTRAP and event == PTRACE_EVENT_EXIT:
-                t1 = time.monotonic()
-                try:
-                    maps = parse_maps(Path(f"/proc/{pid}/maps").read_text())
-                except OSError:
-                    maps = []
-                sig = 0
-            elif sig == signal.SIGTRAP:
-                sig = 0
-            try:
-                _ptrace(PTRACE_CONT, pid, sig)
-            except OSError:
-                pass
-    p.returncode = status
-    return {"wall_s": t1 - t0, "status": status, "maps_at_exit": maps}
+    except process.ProcessError as e:
+        raise DiagnoseError(str(e))
 
 
 # ---------------------------------------------------------------- bpftrace
@@ -320,125 +188,6 @@ def bpftrace_maps(maps):
             "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))}}
 
 
-# ---------------------------------------------------------------- strace
-
-_ST_LINE = re.compile(r"^(\d+)\s+\[([0-9a-f?]+)\]\s+(.*)$")
-_ST_CALL = re.compile(r"^(\w+)\((.*?)(?:\)\s+=\s+(0x[0-9a-f]+|-?\d+|\?)(.*?))?(?:\s+<(\d+\.\d+)>)?\s*$")
-_ST_UNFIN = re.compile(r"^(\w+)\((.*)<unfinished \.\.\.>$")
-_ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*?)\)\s+=\s+(0x[0-9a-f]+|-?\d+|\?).*?(?:<(\d+\.\d+)>)?\s*$")
-_ST_MODE = re.compile(r"\[ Process PID=(\d+) runs in (32|64) bit mode\. \]")
-
-
-def parse_strace(text, bits0, skip_until_exec=False):
-    """strace -f -i -T output -> {calls: [{pid, abi, name, id, ip, us}], mmaps: [...]}.
-
-    The ABI of a call follows strace's "[ Process PID=N runs in 32 bit mode. ]" notes (bits0
-    until the first); numbers come from the UAPI tables (twtools.machine.sysnr).  The
-    libraries' mappings come from openat/open and mmap/mmap2 calls with a file descriptor.
-    skip_until_exec: the output of `strace -- CMD`, whose first process makes its execve
-    (and, when the first fails, more) before it is the program: those calls are left out."""
-    mode, calls, pending, fds, mmaps = {}, [], {}, {}, []
-    first, execd = None, not skip_until_exec    # strace -- CMD: its child's calls before execve
-    tables = {"compat": sysnr.syscall_numbers("i386"), "native": sysnr.syscall_numbers("x86_64")}
-    for line in text.splitlines():
-        m = _ST_MODE.search(line)
-        if m:
-            mode[int(m.group(1))] = int(m.group(2))
-            continue
-        m = _ST_LINE.match(line.strip())
-        if not m:
-            continue
-        pid, ip, rest = int(m.group(1)), m.group(2), m.group(3)
-        if first is None:
-            first = pid
-        if not execd and pid == first:
-            # the forked strace child until its execve returns: not the program yet
-            if re.match(r"^execve\(.*\)\s+=\s+0\b", rest):
-                execd = True
-            continue
-        abi = "compat" if mode.get(pid, bits0) == 32 else "native"
-        u = _ST_UNFIN.match(rest)
-        if u:
-            pending[pid] = (u.group(1), int(ip, 16) if "?" not in ip else None, abi, u.group(2))
-            continue
-        r = _ST_RESUMED.match(rest)
-        if r and pid in pending:
-            name, ipv, abi, args = pending.pop(pid)
-            ret, secs = r.group(3), r.group(4)
-        else:
-            c = _ST_CALL.match(rest)
-            if not c or "?" in ip:
-                continue
-            name, ipv, args, ret, secs = c.group(1), int(ip, 16), c.group(2), c.group(3), c.group(5)
-        nr = tables[abi].get(name)
-        calls.append({"pid": pid, "abi": abi, "name": name, "id": nr, "ip": ipv,
-                      "us": float(secs) * 1e6 if secs else None})
-        _track_files(name, args, ret, fds, mmaps, pid)
-    return {"calls": calls, "mmaps": mmaps}
-
-
-def _track_files(name, args, ret, fds, mmaps, pid):
-    if ret is None or ret == "?":
-        return
-    try:
-        rv = int(ret, 0)
-    except ValueError:
-        return
-    if name in ("open", "openat") and rv >= 0:
-        m = re.search(r'"([^"]+)"', args)
-        if m:
-            fds[(pid, rv)] = m.group(1)
-    elif name in ("mmap", "mmap2") and rv > 0:
-        f = [x.strip() for x in args.split(",")]
-        if len(f) >= 6:
-            try:
-                fd, length, off = int(f[4]), int(f[1], 0), int(f[5], 0)
-            except ValueError:
-                return
-            if (pid, fd) in fds:
-                # mmap2's offset is in pages
-                mmaps.append({"lo": rv, "hi": rv + length, "perms": f[2],
-                              "offset": off * (4096 if name == "mmap2" else 1),
-                              "path": fds[(pid, fd)]})
-
-
-def log2_buckets(values_ns):
-    """[{lo_ns, hi_ns, count}] in powers of two, as bpftrace's hist() prints them."""
-    counts = {}
-    for v in values_ns:
-        b = 0 if v < 1 else 1 << (int(v).bit_length() - 1)
-        counts[b] = counts.get(b, 0) + 1
-    return [{"lo_ns": b, "hi_ns": (b * 2 if b else 1), "count": counts[b]} for b in sorted(counts)]
-
-
-def strace_rows(parsed):
-    """strace calls in the rows bpftrace gives: sites, latency, write_linear."""
-    sites, lat = {}, {}
-    for c in parsed["calls"]:
-        if c["id"] is None:
-            continue
-        k = (c["pid"], c["abi"], c["id"], c["ip"])
-        sites[k] = sites.get(k, 0) + 1
-        if c["us"] is not None:
-            lat.setdefault((c["pid"], c["abi"], c["id"]), []).append(c["us"] * 1000)
-    rows = [{"pid": k[0], "comm": None, "abi": k[1], "origin": None, "insn": None, "id": k[2],
-             "cs": None, "ip": k[3], "ret12": 0, "ret0": 0, "calls": n} for k, n in sites.items()]
-    lrows, wlin = [], []
-    for (pid, abi, nr), v in lat.items():
-        lrows.append({"pid": pid, "abi": abi, "id": nr, "log2": log2_buckets(v), "exits": len(v),
-                      "sum_ns": sum(v)})
-        if (abi, nr) in (("compat", 4), ("native", 1)):
-            step = 250
-            cnt = {}
-            for x in v:
-                b = min(int(x // step), 80) * step
-                cnt[b] = cnt.get(b, 0) + 1
-            wlin.append({"pid": pid, "abi": abi, "linear": [
-                {"lo_ns": b, "hi_ns": (b + step if b < 20000 else None), "count": cnt[b]}
-                for b in sorted(cnt)]})
-    return {"sites": rows, "latency": lrows, "write_linear": wlin, "regs_ok": None}
-
-
 # ---------------------------------------------------------------- one traced run
 
 def trace_command(cmd, tracer="auto", stdin=None, stdout=None, stderr=None):
@@ -498,34 +247,23 @@ def _trace_once(cmd, tracer, not_used, stdin, stdout, stderr):
                 try:
                     bt, out, err = _start_bpftrace(p.pid, tmp)
                 except DiagnoseError as e:
-                    _kill(p)
+                    process.kill(p)
                     raise _AttachFailed(str(e))
                 try:
                     with _Quiet():
-                        run = run_to_exit(p)
+                        run = process.run_to_exit(p)
                 finally:
                     text, maps = _stop_bpftrace(bt, out, err)
                 rows = bpftrace_maps(maps)
             else:
                 raise ValueError(f"unknown tracer {tracer}")
         except BaseException:
-            _kill(p)
+            process.kill(p)
             raise
     return {"tracer": tracer, "not_used": not_used, "cmd": list(cmd), "pid": p.pid,
             "status": run["status"], "wall_s": run["wall_s"], "process": info,
             "maps_at_exit": run.get("maps_at_exit") or [], "rows": rows, "raw": text,
             "mode": "command"}
-
-
-def _kill(p):
-    try:
-        os.kill(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(timeout=10)
-    except (subprocess.TimeoutExpired, ChildProcessError):
-        pass
 
 
 def _strace_command(cmd, not_used, stdin, stdout, stderr):
@@ -543,15 +281,14 @@ def _strace_command(cmd, not_used, stdin, stdout, stderr):
     try:
         info = read_process(first.pid)
     finally:
-        _kill(first)
+        process.kill(first)
     with tempfile.TemporaryDirectory(prefix="tw-diagnose-", dir=tmp_dir()) as tmp:
         out = Path(tmp) / "strace.txt"
         with _Quiet():
             t0 = time.monotonic()
             try:
-                st = subprocess.Popen(["strace", "-f", "-i", "-T", "-o", str(out), "--", *cmd],
-                                      stdin=stdin, stdout=stdout, stderr=stderr,
-                                      preexec_fn=_norandom, close_fds=True)
+                st = process.popen_norandom(["strace", "-f", "-i", "-T", "-o", str(out), "--", *cmd],
+                                            stdin=stdin, stdout=stdout, stderr=stderr)
             except OSError as e:
                 raise _AttachFailed(f"cannot run strace: {e.strerror}")
             rc = st.wait()
@@ -559,11 +296,11 @@ def _strace_command(cmd, not_used, stdin, stdout, stderr):
         text = out.read_text() if out.exists() else ""
     if not text.strip():
         raise _AttachFailed(f"strace wrote nothing (exit {rc}): ptrace refused?")
-    parsed = parse_strace(text, info["bits"], skip_until_exec=True)
+    parsed = strace.parse_strace(text, info["bits"], skip_until_exec=True)
     status = rc       # strace exits with the program's status (or its signal, negated)
     return {"tracer": "strace", "not_used": not_used, "cmd": list(cmd), "pid": None,
             "status": status, "wall_s": wall, "process": info, "maps_at_exit": parsed["mmaps"],
-            "rows": strace_rows(parsed), "raw": text, "mode": "command",
+            "rows": strace.strace_rows(parsed), "raw": text, "mode": "command",
             "note": "address-space randomisation was off for the traced run (strace gives no "
                     "memory map; the layout is read from an identical stopped copy); the run "
                     "time includes strace's own start"}
@@ -593,7 +330,7 @@ def trace_pid(pid, seconds=None, tracer="auto"):
                 if not Path(f"/proc/{pid}").exists():
                     break
                 try:
-                    maps = parse_maps(Path(f"/proc/{pid}/maps").read_text()) or maps
+                    maps = process.maps(pid) or maps
                 except OSError:
                     break
                 time.sleep(0.2)
@@ -609,7 +346,7 @@ def trace_pid(pid, seconds=None, tracer="auto"):
                 bt.wait(timeout=60)
             errf.close()
             text = out.read_text() if out.exists() else ""
-            rows = strace_rows(parse_strace(text, info["bits"]))
+            rows = strace.strace_rows(strace.parse_strace(text, info["bits"]))
     return {"tracer": tracer, "not_used": not_used, "cmd": None, "pid": pid, "status": None,
             "wall_s": wall, "process": info, "maps_at_exit": maps, "rows": rows, "raw": text,
             "mode": "pid"}

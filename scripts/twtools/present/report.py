@@ -14,7 +14,8 @@ from ..analyse import findings, percall, results, seedref, stats, verdict as ver
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import plots
-from . import diagnose as present_diagnose, document, export as csv_export, tables
+from . import census as present_census, diagnose as present_diagnose, document, \
+    export as csv_export, tables
 from .document import EXPORTERS, Doc, export, outside
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
@@ -768,6 +769,7 @@ def build_doc(results_dir):
     sec_host(body, data, pdir)
     sec_verdict_detail(body, v)
     sec_field_example(body, data)
+    present_census.section(body, data)
     sec_percall(body, data, pdir)
     sec_attribution(body, data, pdir)
     sec_fingerprint(body, data)

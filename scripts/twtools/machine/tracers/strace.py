@@ -9,6 +9,8 @@ kernel emulates it without a syscall stop) and it costs tens of microseconds per
 import re
 from pathlib import Path
 
+from .. import sysnr
+
 from ...core.fmt import fmt
 from .base import Tracer, first_line, kernel_entry_blind, run_with_stdin
 
@@ -140,3 +142,122 @@ class Strace(Tracer):
 
 
 TRACER = Strace()
+
+
+# ---------------------------------------------------------------- strace -f -i -T (tw diagnose)
+
+_ST_LINE = re.compile(r"^(\d+)\s+\[([0-9a-f?]+)\]\s+(.*)$")
+_ST_CALL = re.compile(r"^(\w+)\((.*?)(?:\)\s+=\s+(0x[0-9a-f]+|-?\d+|\?)(.*?))?(?:\s+<(\d+\.\d+)>)?\s*$")
+_ST_UNFIN = re.compile(r"^(\w+)\((.*)<unfinished \.\.\.>$")
+_ST_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*?)\)\s+=\s+(0x[0-9a-f]+|-?\d+|\?).*?(?:<(\d+\.\d+)>)?\s*$")
+_ST_MODE = re.compile(r"\[ Process PID=(\d+) runs in (32|64) bit mode\. \]")
+
+
+def parse_strace(text, bits0, skip_until_exec=False):
+    """strace -f -i -T output -> {calls: [{pid, abi, name, id, ip, us}], mmaps: [...]}.
+
+    The ABI of a call follows strace's "[ Process PID=N runs in 32 bit mode. ]" notes (bits0
+    until the first); numbers come from the UAPI tables (twtools.machine.sysnr).  The
+    libraries' mappings come from openat/open and mmap/mmap2 calls with a file descriptor.
+    skip_until_exec: the output of `strace -- CMD`, whose first process makes its execve
+    (and, when the first fails, more) before it is the program: those calls are left out."""
+    mode, calls, pending, fds, mmaps = {}, [], {}, {}, []
+    first, execd = None, not skip_until_exec    # strace -- CMD: its child's calls before execve
+    tables = {"compat": sysnr.syscall_numbers("i386"), "native": sysnr.syscall_numbers("x86_64")}
+    for line in text.splitlines():
+        m = _ST_MODE.search(line)
+        if m:
+            mode[int(m.group(1))] = int(m.group(2))
+            continue
+        m = _ST_LINE.match(line.strip())
+        if not m:
+            continue
+        pid, ip, rest = int(m.group(1)), m.group(2), m.group(3)
+        if first is None:
+            first = pid
+        if not execd and pid == first:
+            # the forked strace child until its execve returns: not the program yet
+            if re.match(r"^execve\(.*\)\s+=\s+0\b", rest):
+                execd = True
+            continue
+        abi = "compat" if mode.get(pid, bits0) == 32 else "native"
+        u = _ST_UNFIN.match(rest)
+        if u:
+            pending[pid] = (u.group(1), int(ip, 16) if "?" not in ip else None, abi, u.group(2))
+            continue
+        r = _ST_RESUMED.match(rest)
+        if r and pid in pending:
+            name, ipv, abi, args = pending.pop(pid)
+            ret, secs = r.group(3), r.group(4)
+        else:
+            c = _ST_CALL.match(rest)
+            if not c or "?" in ip:
+                continue
+            name, ipv, args, ret, secs = c.group(1), int(ip, 16), c.group(2), c.group(3), c.group(5)
+        nr = tables[abi].get(name)
+        calls.append({"pid": pid, "abi": abi, "name": name, "id": nr, "ip": ipv,
+                      "us": float(secs) * 1e6 if secs else None})
+        _track_files(name, args, ret, fds, mmaps, pid)
+    return {"calls": calls, "mmaps": mmaps}
+
+
+def _track_files(name, args, ret, fds, mmaps, pid):
+    if ret is None or ret == "?":
+        return
+    try:
+        rv = int(ret, 0)
+    except ValueError:
+        return
+    if name in ("open", "openat") and rv >= 0:
+        m = re.search(r'"([^"]+)"', args)
+        if m:
+            fds[(pid, rv)] = m.group(1)
+    elif name in ("mmap", "mmap2") and rv > 0:
+        f = [x.strip() for x in args.split(",")]
+        if len(f) >= 6:
+            try:
+                fd, length, off = int(f[4]), int(f[1], 0), int(f[5], 0)
+            except ValueError:
+                return
+            if (pid, fd) in fds:
+                # mmap2's offset is in pages
+                mmaps.append({"lo": rv, "hi": rv + length, "perms": f[2],
+                              "offset": off * (4096 if name == "mmap2" else 1),
+                              "path": fds[(pid, fd)]})
+
+
+def log2_buckets(values_ns):
+    """[{lo_ns, hi_ns, count}] in powers of two, as bpftrace's hist() prints them."""
+    counts = {}
+    for v in values_ns:
+        b = 0 if v < 1 else 1 << (int(v).bit_length() - 1)
+        counts[b] = counts.get(b, 0) + 1
+    return [{"lo_ns": b, "hi_ns": (b * 2 if b else 1), "count": counts[b]} for b in sorted(counts)]
+
+
+def strace_rows(parsed):
+    """strace calls in the rows bpftrace gives: sites, latency, write_linear."""
+    sites, lat = {}, {}
+    for c in parsed["calls"]:
+        if c["id"] is None:
+            continue
+        k = (c["pid"], c["abi"], c["id"], c["ip"])
+        sites[k] = sites.get(k, 0) + 1
+        if c["us"] is not None:
+            lat.setdefault((c["pid"], c["abi"], c["id"]), []).append(c["us"] * 1000)
+    rows = [{"pid": k[0], "comm": None, "abi": k[1], "origin": None, "insn": None, "id": k[2],
+             "cs": None, "ip": k[3], "ret12": 0, "ret0": 0, "calls": n} for k, n in sites.items()]
+    lrows, wlin = [], []
+    for (pid, abi, nr), v in lat.items():
+        lrows.append({"pid": pid, "abi": abi, "id": nr, "log2": log2_buckets(v), "exits": len(v),
+                      "sum_ns": sum(v)})
+        if (abi, nr) in (("compat", 4), ("native", 1)):
+            step = 250
+            cnt = {}
+            for x in v:
+                b = min(int(x // step), 80) * step
+                cnt[b] = cnt.get(b, 0) + 1
+            wlin.append({"pid": pid, "abi": abi, "linear": [
+                {"lo_ns": b, "hi_ns": (b + step if b < 20000 else None), "count": cnt[b]}
+                for b in sorted(cnt)]})
+    return {"sites": rows, "latency": lrows, "write_linear": wlin, "regs_ok": None}

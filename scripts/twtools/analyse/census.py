@@ -1,0 +1,347 @@
+"""What a census says: per process, its calls per entry path and what the slow ones cost this
+machine per second; what booting with ia32_emulation=0 would stop; what the tracer cost.
+
+From the raw census (twtools.measure.census) and a per-call matrix (percall.json):
+
+  processes  one row per process seen: in /proc at the start or end of the window, or making
+             a call in it (tw's own children, the tracer and its overhead probe, are left
+             out).  Its executable comes from /proc/<pid>/exe, or for a process that started
+             and ended inside the window from the file name execve was given.  Its bitness is
+             the code segment its calls came from (0x23 is 32-bit code), else /proc's ELF
+             header.
+  paths      each call on one entry path: native `syscall`; compat through the 32-bit vDSO
+             (the instruction __kernel_vsyscall uses here, read from the live vDSO); compat
+             `int 0x80` (or an inline sysenter/syscall) from the program's own text or from a
+             library; a vsyscall-page call, counted from its page fault.
+  cost       per path, calls per second x (the path's per-call cost - the fastest path open
+             to the same process), op null, ret shape: the 32-bit vDSO for a 32-bit process,
+             64-bit syscall for a 64-bit one (analyse.diagnose.fastest).  The per-call figure
+             is each cell's `undisturbed_ns` with its interval where the matrix has it, else
+             the paired per-round difference of medians (analyse.diagnose.
+             per_call_difference); `figure` says which.
+  readiness  the processes IA32 emulation keeps running: every 32-bit process, and every
+             64-bit process that entered by int 0x80 (without IA32 emulation the kernel
+             installs no int 0x80 gate, so the instruction faults); and the int 0x80 callers'
+             cost per second summed.
+  tracer     syscost getppid bare and under census.bt: ns added per call, times the calls per
+             second the census saw, as CPU time per second: what the census cost the
+             machine.  The page-fault probe's cost is not in it (stated).
+
+Every figure carries its 95% CI or says why it is unknown.
+"""
+from ..machine import registry
+from . import diagnose, percall, stats
+
+SCHEMA = "timewrite-census-report/1"
+CS32 = 0x23
+TOP = 5
+
+
+def _entry(row):
+    if row["abi"] == "native":
+        return "syscall"
+    if row["insn"] == "vdso":
+        return "vdso32-call"
+    return row["insn"] if row["insn"] in ("int80", "sysenter", "syscall") else "unknown"
+
+
+def _snapshots(raw):
+    start = {r["pid"]: r for r in raw.get("snapshot") or []}
+    end = {r["pid"]: r for r in raw.get("snapshot_end") or []}
+    return start, end
+
+
+def processes(raw):
+    """[{pid, comm, exe, exe_from, bits, needs_ia32, seen_at_start, alive_at_end, started,
+    exited, calls, rows, top, vsyscall_faults, why}] by calls, most first."""
+    start, end = _snapshots(raw)
+    trace = raw.get("trace") or {}
+    own = raw.get("own_pid")
+    execs = {}
+    for e in trace.get("exec") or []:
+        execs[e["pid"]] = e["filename"]
+    exits = set(trace.get("exit") or [])
+    parent = {f["pid"]: f["parent"] for f in trace.get("fork") or []}
+    byp = {}
+
+    def inherited(pid):
+        """A child that never called execve runs its parent's executable: (exe, bits)."""
+        seen = set()
+        while pid in parent and pid not in seen:
+            seen.add(pid)
+            pid = parent[pid]
+            if pid in execs:
+                return execs[pid], None
+            snap = start.get(pid) or end.get(pid)
+            if snap and snap.get("exe"):
+                return snap["exe"], snap.get("bits")
+        return None, None
+
+    def proc_(pid):
+        if pid not in byp:
+            snap = start.get(pid) or end.get(pid) or {}
+            exe, src = snap.get("exe"), "/proc" if snap.get("exe") else None
+            if exe is None and pid in execs:
+                exe, src = execs[pid], "execve"
+            bits = snap.get("bits")
+            if exe is None:
+                exe, bits = inherited(pid)
+                src = "parent" if exe else None
+            byp[pid] = {"pid": pid, "comm": snap.get("comm"), "exe": exe, "exe_from": src,
+                        "bits": bits, "needs_ia32": snap.get("needs_ia32"),
+                        "seen_at_start": pid in start, "alive_at_end": pid in end,
+                        "started": pid in execs, "exited": pid in exits, "calls": 0,
+                        "rows": [], "top": [], "vsyscall_faults": 0, "why": snap.get("why"),
+                        "_cs": set(), "_comms": {}}
+        return byp[pid]
+
+    for r in trace.get("calls") or []:
+        if r.get("own") or r["pid"] == own:
+            continue
+        p = proc_(r["pid"])
+        p["calls"] += r["calls"]
+        p["rows"].append(r)
+        p["_cs"].add(r["cs"])
+        p["_comms"][r["comm"]] = p["_comms"].get(r["comm"], 0) + r["calls"]
+    for v in trace.get("vsyscall") or []:
+        if v["pid"] != own:
+            p = proc_(v["pid"])
+            p["vsyscall_faults"] += v["faults"]
+            p["_comms"].setdefault(v["comm"], 0)
+    for pid, snap in list(start.items()) + list(end.items()):
+        if snap.get("needs_ia32") or pid not in byp and snap.get("bits") is None and snap.get("why"):
+            proc_(pid)
+    table = {abi: diagnose.names(abi) for abi in ("compat", "native")}
+    nr = {}
+    for r in trace.get("nr") or []:
+        if r["pid"] in byp:
+            nr.setdefault(r["pid"], []).append(r)
+    out = []
+    for pid, p in byp.items():
+        cs, comms = p.pop("_cs"), p.pop("_comms")
+        if comms:
+            p["comm"] = max(comms.items(), key=lambda kv: kv[1])[0]
+        if CS32 in cs:
+            p["bits"] = 32
+        elif cs:
+            p["bits"] = p["bits"] or 64
+        if p["bits"] == 32:
+            p["needs_ia32"] = True
+        rows = sorted(nr.get(pid, []), key=lambda r: -r["calls"])[:TOP]
+        p["top"] = [{"abi": r["abi"], "id": r["id"],
+                     "name": table.get(r["abi"], {}).get(r["id"], f"#{r['id']}"),
+                     "calls": r["calls"]} for r in rows]
+        out.append(p)
+    out.sort(key=lambda p: (-p["calls"], p["pid"]))
+    return out
+
+
+def paths(p, vdso_instruction):
+    """A process's calls grouped by entry path: [{bits, abi, origin, entry, label, calls}]."""
+    groups = {}
+    for r in p["rows"]:
+        bits = 32 if r["cs"] == CS32 else 64
+        key = (bits, r["abi"], r["origin"], _entry(r))
+        groups[key] = groups.get(key, 0) + r["calls"]
+    out = []
+    for (bits, abi, origin, entry), n in groups.items():
+        how = f"__kernel_vsyscall ({vdso_instruction or 'instruction unknown'} here)"
+        out.append({"bits": bits, "abi": abi, "origin": origin, "entry": entry, "calls": n,
+                    "label": diagnose.path_label((bits, abi, origin, entry), how)})
+    if p.get("vsyscall_faults"):
+        out.append({"bits": 64, "abi": "native", "origin": "vsyscall", "entry": "vsyscall-call",
+                    "calls": p["vsyscall_faults"],
+                    "label": "the vsyscall page (emulated on a page fault)"})
+    out.sort(key=lambda g: -g["calls"])
+    return out
+
+
+# ---------------------------------------------------------------- prices
+
+def _undisturbed(c):
+    if c and c.get("undisturbed_ns") is not None and c.get("undisturbed_ci_low") is not None \
+            and c.get("undisturbed_ci_high") is not None:
+        return {"median": c["undisturbed_ns"], "ci_low": c["undisturbed_ci_low"],
+                "ci_high": c["undisturbed_ci_high"], "n": c.get("n_rounds"),
+                "unstable": c.get("unstable")}
+    return None
+
+
+def per_call(doc, analysed, v, fast):
+    """(difference summary, figure, method) or (None, None, why): v - fast per call."""
+    ca = percall.find(analysed, v, diagnose.OP, shape=diagnose.SHAPE)
+    cb = percall.find(analysed, fast, diagnose.OP, shape=diagnose.SHAPE)
+    ua, ub = _undisturbed(ca), _undisturbed(cb)
+    if ua and ub:
+        return (stats.diff_summary(ua, ub), "undisturbed_ns",
+                f"difference of the two cells' undisturbed_ns, CI by quadrature "
+                f"({diagnose.OP}, {diagnose.SHAPE} shape)")
+    d, how = diagnose.per_call_difference(doc, analysed, v, fast)
+    if d is None:
+        return None, None, how
+    return d, "median", how
+
+
+def price(path, bits, doc, analysed, seconds):
+    """The path's variant, the fastest open to the process, per call and per second."""
+    row = {"variant": None, "fastest": None, "per_call_ns": None, "ns_per_s": None,
+           "figure": None, "method": None, "is_fastest": False, "why": None}
+    if path["entry"] == "vsyscall-call":
+        row["variant"] = registry.find(64, "vsyscall-call")
+        row["why"] = ("the per-call matrix prices op null, and the vsyscall page has only time, "
+                      "gettimeofday and getcpu: no like-for-like figure")
+        return row
+    v = registry.find(path["bits"], path["entry"]) if path["entry"] in registry.ENTRIES else None
+    row["variant"] = v
+    if v is None:
+        row["why"] = f"no mechanism in variants/registry enters by {path['entry']} from " \
+                     f"{path['bits']}-bit code"
+        return row
+    if analysed is None:
+        row["why"] = "no per-call matrix"
+        return row
+    fast, why = diagnose.fastest(bits, analysed)
+    row["fastest"] = fast
+    if fast is None:
+        row["why"] = why
+        return row
+    if v == fast:
+        zero = {"median": 0.0, "ci_low": 0.0, "ci_high": 0.0, "n": None, "unstable": False}
+        row.update(is_fastest=True, per_call_ns=zero, ns_per_s=dict(zero),
+                   method="the fastest path itself")
+        return row
+    d, figure, how = per_call(doc, analysed, v, fast)
+    if d is None:
+        row["why"] = how
+        return row
+    row.update(per_call_ns=d, ns_per_s=stats.scale(d, path["calls"] / seconds), figure=figure,
+               method=how)
+    return row
+
+
+# ---------------------------------------------------------------- the tracer
+
+def tracer_cost(raw, procs, seconds):
+    """Per probe variant the ns per call census.bt added, and the bound: calls per second seen
+    x that, as CPU time per second and as a share of the machine's CPUs."""
+    added = {v: diagnose.overhead(o) for v, o in (raw.get("overhead") or {}).items()}
+    native = sum(r["calls"] for p in procs for r in p["rows"] if r["abi"] == "native")
+    compat = sum(r["calls"] for p in procs for r in p["rows"] if r["abi"] == "compat")
+    out = {"added_ns": added, "calls_per_s": {"native": native / seconds, "compat": compat / seconds},
+           "ns_per_s": None, "share_of_cpus": None, "cpus": raw.get("cpus"),
+           "not_counted": "the page-fault probe (vsyscall page) runs on every user page fault; "
+                          "its cost is not measured here",
+           "why": None}
+    an = added.get(registry.find(64, "syscall")) or {}
+    ac = added.get(registry.find(32, "int80")) or an
+    if an.get("median") is None:
+        out["why"] = an.get("why") or "the tracer's cost was not measured"
+        return out
+    if compat and ac.get("median") is None:
+        ac = an
+        out["note"] = "compat calls priced with the native probe's figure (no 32-bit figure)"
+    parts = [stats.scale(an, native / seconds) if native else None,
+             stats.scale(ac, compat / seconds) if compat else None]
+    parts = [x for x in parts if x]
+    if not parts:
+        zero = {"median": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+        out["ns_per_s"] = zero
+        return out
+    tot = {k: sum(x[k] for x in parts) for k in ("median", "ci_low", "ci_high")}
+    out["ns_per_s"] = tot
+    if raw.get("cpus"):
+        out["share_of_cpus"] = {k: v / 1e9 / raw["cpus"] for k, v in tot.items()}
+    return out
+
+
+# ---------------------------------------------------------------- the census
+
+def _sum_intervals(rows):
+    """Figures per second added up; their intervals too (the bounds added: the paths share
+    cells, so their errors move together, and adding bounds covers that)."""
+    known = [r for r in rows if r is not None]
+    if not known:
+        return None
+    return {k: sum(r[k] for r in known) for k in ("median", "ci_low", "ci_high")}
+
+
+def analyse(raw, percall_doc=None, percall_source=None):
+    """The census document (SCHEMA): host, window, processes with paths and prices,
+    readiness, tracer cost, and what could not be seen."""
+    seconds = raw.get("wall_s") or raw.get("seconds") or None
+    analysed = percall.analyse(percall_doc) if percall_doc else None
+    vd = raw.get("vdso32") or {}
+    procs = processes(raw)
+    traced = raw.get("trace") is not None
+    out_procs = []
+    for p in procs:
+        ps = paths(p, vd.get("instruction")) if traced else []
+        for g in ps:
+            g.update(price(g, p["bits"] or g["bits"], percall_doc, analysed, seconds) if seconds
+                     else {"why": "no window"})
+            g["per_s"] = g["calls"] / seconds if seconds else None
+        slow = [g.get("ns_per_s") for g in ps if not g.get("is_fastest")]
+        q = {k: v for k, v in p.items() if k != "rows"}
+        q.update(paths=ps, calls_per_s=(p["calls"] / seconds) if seconds and traced else None,
+                 slow_ns_per_s=(_sum_intervals(slow) if None not in slow else None) if slow
+                 else ({"median": 0.0, "ci_low": 0.0, "ci_high": 0.0} if ps else None),
+                 int80_calls=sum(g["calls"] for g in ps if g["entry"] == "int80"))
+        i80 = [g.get("ns_per_s") for g in ps if g["entry"] == "int80"]
+        q["int80_ns_per_s"] = _sum_intervals(i80) if i80 and None not in i80 else None
+        out_procs.append(q)
+    stop = [p for p in out_procs if p["needs_ia32"] or (p["bits"] == 64 and any(
+        g["abi"] == "compat" for g in p["paths"]))]
+    for p in stop:
+        p["stops_because"] = "32-bit" if p["needs_ia32"] else "64-bit, enters by int 0x80"
+    int80 = [p for p in out_procs if p["int80_calls"]]
+    int80_cost = _sum_intervals([g.get("ns_per_s") for p in int80 for g in p["paths"]
+                                 if g["entry"] == "int80"])
+    unknown_cost = sorted({f"{g['label']}: {g.get('why') or 'not priced'}" for p in int80
+                           for g in p["paths"] if g["entry"] == "int80" and g.get("ns_per_s") is None})
+    unreadable = [p for p in out_procs if p["bits"] is None and p.get("why")]
+    figures = sorted({g["figure"] for p in out_procs for g in p["paths"] if g.get("figure")})
+    d = {"schema": SCHEMA, "host": raw.get("host"), "kernel": raw.get("kernel"),
+         "utc": raw.get("utc"), "seconds": raw.get("seconds"), "window_s": seconds,
+         "root": raw.get("root"), "tracer": raw.get("tracer"), "script": raw.get("script"),
+         "why_not": raw.get("why_not"),
+         "blind": _blind(raw),
+         "vdso32": vd, "ia32": raw.get("ia32") or {},
+         "percall_source": percall_source if percall_doc else None,
+         "percall_why": None if percall_doc or not traced else
+         f"no per-call matrix ({percall_source or 'none given'}): every cost is unknown",
+         "figure": figures,
+         "processes": out_procs,
+         "readiness": {"stop": [_brief(p) for p in stop],
+                       "int80": [_brief(p) for p in int80],
+                       "int80_ns_per_s": int80_cost, "int80_unknown": unknown_cost,
+                       "unreadable": [_brief(p) | {"why": p.get("why")} for p in unreadable]},
+         "tracer_cost": tracer_cost(raw, procs, seconds) if traced and seconds else None,
+         "regs_ok": (raw.get("trace") or {}).get("regs_ok"),
+         "maps_full": (raw.get("trace") or {}).get("maps_full") or []}
+    return d
+
+
+def _brief(p):
+    return {k: p.get(k) for k in ("pid", "comm", "exe", "exe_from", "bits", "alive_at_end",
+                                  "started", "exited", "calls", "calls_per_s", "int80_calls",
+                                  "int80_ns_per_s", "slow_ns_per_s", "stops_because")}
+
+
+def _blind(raw):
+    """What this census could not see, each with why."""
+    out = []
+    if raw.get("why_not"):
+        out.append(f"no call counts, entry paths or costs: {raw['why_not']}; the 32-bit "
+                   "processes come from /proc alone, and processes that start and end between "
+                   "two reads are missed")
+    elif raw.get("vsyscall_why"):
+        out.append(raw["vsyscall_why"])
+    t = raw.get("trace") or {}
+    if t.get("maps_full"):
+        out.append("bpftrace's maps filled up (" + ", ".join(t["maps_full"]) + "): some calls "
+                   "were not counted")
+    regs = t.get("regs_ok") or {}
+    if regs.get("bad"):
+        out.append(f"{regs['bad']} calls had pt_regs whose orig_ax did not match the call: "
+                   "their entry path may be wrong")
+    return out

@@ -1,0 +1,100 @@
+"""`tw census [--seconds S] [--json]`: every process on the machine, how it enters the kernel,
+what its slow paths cost per second, and what booting with ia32_emulation=0 would stop.
+
+  1. watch every process (twtools.measure.census: one bpftrace session, traces/census.bt, as
+     root; /proc alone otherwise);
+  2. price each path against the fastest open to its process, from results/latest's per-call
+     matrix or one measured here (as tw diagnose does: cli.diagnose._percall);
+  3. analyse (twtools.analyse.census) and print (twtools.present.census).
+"""
+from pathlib import Path
+
+from ..analyse import census as analyse
+from ..core import ui
+from ..machine import registry
+from ..measure import census as measure
+from ..measure import diagnose as mdiagnose
+from ..present import census as present
+from . import diagnose as cli_diagnose
+from . import options
+
+MAX_SECONDS = 3600
+
+
+def _seconds(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number of seconds")
+    if not 0 < v <= MAX_SECONDS:
+        raise ValueError(f"{text}: give a number of seconds above 0 and at most {MAX_SECONDS}")
+    return v
+
+
+def add_arguments(parser, name):
+    parser.description = (
+        "Watch every process on this machine for S seconds and say, per process (pid, command, "
+        "executable, bitness), how many calls it made by each entry path (native syscall; "
+        "compat through the 32-bit vDSO; compat int 0x80 from its own text or a library; the "
+        "vsyscall page), its top system calls, and what its slow paths cost per second here "
+        "against the fastest path open to it, with 95% intervals.  The first lines say what "
+        "booting with ia32_emulation=0 would stop.  Needs root (bpftrace); without it, only "
+        "which running processes are 32-bit, from /proc.  Exit status 1 when bpftrace should "
+        "have traced here and could not attach (the output says why).")
+    parser.usage = "tw census [--seconds S] [--results DIR | --measure] [--json]"
+    parser.add_argument("--seconds", type=options.checked(_seconds), default=5.0, metavar="S",
+                        help=f"how long to watch (default 5, at most {MAX_SECONDS})")
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--results", metavar="DIR",
+                   help="take per-call costs from DIR/percall.json (default: results/latest, "
+                        "or measured here when there is none)")
+    g.add_argument("--measure", action="store_true",
+                   help="measure the per-call costs here, now, even if results exist")
+    parser.add_argument("--json", action="store_true",
+                        help=f"print the census as JSON ({analyse.SCHEMA}, the raw census under "
+                             "'raw' so that another checkout can analyse it again)")
+
+
+def needed(raw):
+    """The registry variants the prices need: each path's, and the fast ones it is priced
+    against."""
+    out = []
+    probe = analyse.analyse(raw)          # paths only: no matrix yet
+    for p in probe["processes"]:
+        for g in p["paths"]:
+            v = g.get("variant")
+            if v and v not in out and g["entry"] != "vsyscall-call":
+                out.append(v)
+    if any(v.startswith("32-") for v in out):
+        out += [v for v in registry.fast32() if v not in out]
+    if any(v.startswith("64-") for v in out):
+        s = registry.find(64, "syscall")
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def run(seconds, results=None, measure_here=False):
+    """Census, priced and analysed: the census document."""
+    raw = measure.run(seconds=seconds)
+    doc = source = None
+    if raw.get("trace") is not None:
+        vs = needed(raw)
+        if vs:
+            try:
+                doc, source = cli_diagnose._percall(vs, results, measure_here)
+            except mdiagnose.DiagnoseError as e:
+                raise ui.UserError(str(e))
+    d = analyse.analyse(raw, doc, source)
+    d["raw"] = raw
+    return d
+
+
+def main(args, name):
+    if args.results and not Path(args.results).is_dir():
+        raise ui.UserError(f"--results {args.results} is not a directory")
+    d = run(args.seconds, args.results, args.measure)
+    print(present.to_json(d) if args.json else present.format_text(d))
+    # Without root the census is /proc alone, as documented; a tracer that should have
+    # attached here and did not is a failed measurement.
+    return ui.EXIT_FAILED if d["raw"].get("failed") else ui.EXIT_OK

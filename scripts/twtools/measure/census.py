@@ -1,0 +1,245 @@
+"""The live half of `tw census`: every process on the machine for a few seconds, raw.
+
+How it runs, as root:
+
+  1. /proc is read (machine.process.snapshot): which processes run now, their executables and
+     bitness (read again once bpftrace has attached, so that none is missed in between).  This is all that is possible without root, and then all the census gives:
+     which running processes are 32-bit, with no call counts, and why not more;
+  2. syscost getppid is measured bare (64-bit syscall, 32-bit int 0x80): the tracer's cost is
+     the difference once it is attached;
+  3. one bpftrace session, traces/census.bt, attaches to every process (raw_syscalls, the
+     sched exec/exit tracepoints, the vsyscall page's faults);
+  4. the same syscost runs are measured under it (children of tw: the census leaves their calls
+     out), then the window: `seconds` of the machine as it is;
+  5. bpftrace is stopped and prints its maps (bpftrace -f json); /proc is read again, so that
+     processes that started during the window get their executables and those that ended are
+     known.
+
+The per-call matrix that prices each path is a results directory's percall.json or a short one
+measured here (measure.diagnose.percall_on_the_spot).  This module only measures: every figure
+is computed by twtools.analyse.census.
+"""
+import os
+import platform
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ..core import files, paths, proc, ui
+from ..machine import doctor, entrypath, process, registry
+from ..machine.tracers import bpftrace
+from .diagnose import tracefs
+from .trace import tmp_dir
+
+SCRIPT = "census.bt"
+SCHEMA = "timewrite-census/1"
+ATTACH_TIMEOUT = 90.0       # bpftrace parses BTF before it attaches: seconds on a small VM
+# bpftrace's maps hold 4096 keys by default; a busy machine has more (pid, path) pairs than that
+# in a few seconds.  A full map drops updates silently, so the census makes room and checks.
+MAP_KEYS = 131072
+VSYSCALL_EVENT = "events/exceptions/page_fault_user"
+OVERHEAD_OP = "getppid"
+
+
+class CensusError(RuntimeError):
+    """The census could not trace: the message says why, in one line."""
+
+
+def why_not():
+    """None when census.bt can run here, else the reason."""
+    if not proc.is_root():
+        return "tracing every process needs root (bpftrace)"
+    if not proc.which("bpftrace"):
+        return "bpftrace is not installed"
+    if tracefs() is None:
+        return ("no raw_syscalls tracepoints under /sys/kernel/tracing (mount it: "
+                "mount -t tracefs nodev /sys/kernel/tracing)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        return "the kernel has no BTF (/sys/kernel/btf/vmlinux): census.bt reads task_struct"
+    return None
+
+
+def _script(tmp):
+    """census.bt, without its vsyscall probe where the kernel has no exceptions:page_fault_user
+    tracepoint (bpftrace refuses a script naming a missing one): (path, why the vsyscall page
+    is not visible or None)."""
+    src = (paths.TRACES / SCRIPT).read_text()
+    if os.path.exists(f"{tracefs()}/{VSYSCALL_EVENT}"):
+        return paths.TRACES / SCRIPT, None
+    cut = src.index("tracepoint:exceptions:page_fault_user")
+    p = Path(tmp) / SCRIPT
+    p.write_text(src[:cut])
+    return p, ("this kernel has no exceptions:page_fault_user tracepoint, so a call through the "
+               "vsyscall page (emulated in the page-fault handler, with no syscall tracepoint) "
+               "cannot be seen")
+
+
+def _start(script, tmp):
+    out = Path(tmp) / "census.ndjson"
+    errp = Path(tmp) / "bpftrace.err"
+    err = open(errp, "w")
+    env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(MAP_KEYS))
+    bt = subprocess.Popen(["bpftrace", "-f", "json", "-o", str(out), str(script), str(os.getpid())],
+                          stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
+    deadline = time.monotonic() + ATTACH_TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            if bt.poll() is not None:
+                err.close()
+                msg = [ln for ln in errp.read_text().splitlines()
+                       if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln and ln.strip()
+                       and not ln.lstrip().startswith(("/", "~"))]
+                raise CensusError(f"bpftrace exited before attaching ({bt.returncode}): "
+                                  f"{msg[-1] if msg else 'no message'}")
+            if out.exists() and '"printf"' in out.read_text():
+                return bt, out, err
+            time.sleep(0.05)
+    except BaseException:
+        # An interrupt while bpftrace attaches must not leave it behind.
+        proc.kill_group(bt, grace=0.5)
+        err.close()
+        raise
+    proc.kill_group(bt, grace=0.5)
+    err.close()
+    raise CensusError(f"bpftrace did not attach within {ATTACH_TIMEOUT:.0f} s")
+
+
+def _stop(bt, out, err):
+    if bt.poll() is None:
+        bt.send_signal(signal.SIGINT)
+        try:
+            bt.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill_group(bt, grace=0.5)
+    err.close()
+    return out.read_text() if out.exists() else ""
+
+
+def rows(maps):
+    """census.bt's maps as plain rows (strings from the kernel kept as they came)."""
+    calls = []
+    for k, n in maps.get("@calls", {}).items():
+        # pid, comm, compat, cs, origin, insn, own; a comm may hold a comma: it is rejoined
+        if len(k) < 7:
+            continue
+        comm = ",".join(k[1:len(k) - 5])
+        pid, (compat, cs, origin, insn, own) = k[0], k[len(k) - 5:]
+        calls.append({"pid": int(pid), "comm": comm, "abi": "compat" if compat == "1" else "native",
+                      "cs": int(cs), "origin": origin, "insn": insn, "own": own == "1",
+                      "calls": int(n)})
+    nrs = [{"pid": int(k[0]), "abi": "compat" if k[1] == "1" else "native", "id": int(k[2]),
+            "calls": int(n)} for k, n in maps.get("@nr", {}).items() if len(k) == 3]
+    execs = [{"pid": int(k[0]), "filename": ",".join(k[1:])}
+             for k in maps.get("@exec", {}) if len(k) >= 2]
+    exits = [int(k[0]) for k in maps.get("@exit", {}) if k]
+    forks = {int(k[0]): int(v) for k, v in maps.get("@fork", {}).items() if k}
+    vsys = [{"pid": int(k[0]), "comm": ",".join(k[1:]), "faults": int(n)}
+            for k, n in maps.get("@vsys", {}).items() if k]
+    regs = maps.get("@regs_ok", {})
+    full = [name for name, m in maps.items() if len(m) >= MAP_KEYS]
+    return {"calls": calls, "nr": nrs, "exec": execs, "exit": exits, "vsyscall": vsys,
+            "fork": [{"pid": c, "parent": p} for c, p in forks.items()],
+            "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
+            "maps_full": full}
+
+
+def _overhead_variants():
+    """The probe's variants: 64-bit syscall (a native call), and 32-bit int 0x80 (a compat
+    call from outside the vDSO, which census.bt also reads two bytes of user memory for)."""
+    return [v for v in (registry.find(64, "syscall"), registry.find(32, "int80")) if v]
+
+
+def _syscost(variant, batches):
+    from .syscost import SyscostError, measure
+    try:
+        r = measure(variant, OVERHEAD_OP, batches=batches, batch_ms=2, warmup_ms=5, timeout=120)
+    except SyscostError as e:
+        return None, f"measuring the tracer failed: {str(e)[-200:]}"
+    if not r["supported"]:
+        return None, f"syscost-{variant} cannot run here: {r['reason']}"
+    return r["samples_ns"], None
+
+
+def host_facts():
+    """What the census's readiness answer depends on: the live 32-bit vDSO (which instruction
+    __kernel_vsyscall uses here) and whether IA32 emulation is on (doctor's rule)."""
+    v = entrypath.vdso32()
+    on, detail = doctor.Doctor().ia32(v)
+    return ({k: v.get(k) for k in ("available", "instruction", "form", "why", "source")},
+            {"enabled": on, "why": detail.get("why"), "cmdline": detail.get("cmdline")})
+
+
+def _merge(before, after):
+    """Two /proc snapshots as one list, the later row winning for a pid in both."""
+    rows = {r["pid"]: r for r in before}
+    rows.update({r["pid"]: r for r in after})
+    return sorted(rows.values(), key=lambda r: r["pid"])
+
+
+def run(seconds=5.0, batches=30):
+    """The raw census: {schema, host, kernel, utc, seconds, root, tracer, why_not, snapshot,
+    snapshot_end, trace (rows), overhead, vdso32, ia32, wall_s}."""
+    doc = {"schema": SCHEMA, "host": socket.gethostname(), "kernel": platform.release(),
+           "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": seconds,
+           "root": proc.is_root(), "own_pid": os.getpid(), "cpus": os.cpu_count(), "tracer": None, "why_not": why_not(),
+           "script": f"traces/{SCRIPT}", "vsyscall_why": None, "snapshot": process.snapshot(),
+           "snapshot_end": None, "trace": None, "overhead": {}, "wall_s": None}
+    doc["vdso32"], doc["ia32"] = host_facts()
+    if doc["why_not"]:
+        ui.progress(f"census: {doc['why_not']}: reading /proc only")
+        return doc
+    bare = {v: _syscost(v, batches) for v in _overhead_variants()}
+    with tempfile.TemporaryDirectory(prefix="tw-census-", dir=tmp_dir()) as tmp:
+        script, doc["vsyscall_why"] = _script(tmp)
+        ui.progress("census: attaching bpftrace to every process (traces/census.bt)")
+        try:
+            bt, out, err = _start(script, tmp)
+        except CensusError as e:
+            doc["why_not"] = str(e)
+            doc["failed"] = True        # it should have run here: tw census exits 1
+            return doc
+        # /proc again once attached: a process started while bpftrace attached (seconds) is
+        # then either in this list or has an exec or fork event in the trace.
+        doc["snapshot"] = _merge(doc["snapshot"], process.snapshot())
+        t0 = time.monotonic()       # the maps count from here: the window is attach to stop
+        try:
+            for v, (samples, why) in bare.items():
+                traced, why2 = _syscost(v, batches) if samples else (None, why)
+                doc["overhead"][v] = {"variant": v, "op": OVERHEAD_OP, "bare": samples or [],
+                                      "traced": traced or [], "why": why or why2,
+                                      "order": "bare before bpftrace attached and after it "
+                                               "stopped, traced while attached"}
+            ui.progress(f"census: watching every process for {seconds:g} s")
+            time.sleep(seconds)
+        finally:
+            doc["wall_s"] = time.monotonic() - t0
+            text = _stop(bt, out, err)
+    # The bare figure again, after the session: before and after together take a drift of the
+    # machine's load out of the difference (one attach costs too much to alternate).
+    for v, o in doc["overhead"].items():
+        if o["bare"] and o["traced"]:
+            samples, why = _syscost(v, batches)
+            o["bare"] += samples or []
+            o["bare_after"] = len(samples or [])
+    doc["tracer"] = "bpftrace"
+    doc["trace"] = rows(bpftrace.parse_json(text))
+    doc["snapshot_end"] = process.snapshot()
+    return doc
+
+
+# tw run's census stage watches the machine this long, by mode: a short look, not a survey.
+STAGE_SECONDS = {"quick": 2.0, "default": 5.0, "long": 10.0}
+
+
+def stage(out_dir, mode="default"):
+    """tw run's census stage: census.json in out_dir, raw; tw report prices it with the same
+    directory's percall.json."""
+    doc = run(seconds=STAGE_SECONDS.get(mode, 5.0))
+    files.write_json(Path(out_dir) / "census.json", doc)
+    if doc.get("failed"):
+        # The file says what /proc showed; the stage still failed, as meta.json will say.
+        raise RuntimeError(f"bpftrace could not trace every process: {doc['why_not']}")
+    return doc

@@ -1,0 +1,202 @@
+"""A census (twtools.analyse.census) as text, as JSON, and as a section of a report.
+
+    format_text(census)            what `tw census` prints: the readiness answer first
+    to_json(census)                what `tw census --json` prints
+    report_section(doc, census)    the same findings as blocks of a document.Doc (a report)
+    section(doc, data)             the report's hook: the section, or nothing without a census
+
+Every string that came from a process (its command, its executable) goes to the terminal
+through core.escape.terminal and to a page through core.escape.markdown.
+"""
+import json
+
+from ..core import escape
+
+SHOWN = 15          # processes in the per-process table
+NAMED = 20          # processes named in one readiness sentence; the rest are counted
+
+
+def _listed(items, text):
+    """'a; b; c' for the first NAMED items, then how many more (all are in --json)."""
+    out = "; ".join(text(x) for x in items[:NAMED])
+    if len(items) > NAMED:
+        out += f"; and {len(items) - NAMED} more (tw census --json lists them all)"
+    return out
+
+
+def _g(x):
+    """Three significant figures, never in exponent form."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(x) >= 0.001 or x == 0 else f"{x:.1e}"
+
+
+def _ms(s):
+    """'12.3 ms [11.9, 12.8]' for ns per second; 'unknown'."""
+    if s is None or s.get("median") is None:
+        return "unknown"
+    return f"{_g(s['median'] / 1e6)} ms [{_g(s['ci_low'] / 1e6)}, {_g(s['ci_high'] / 1e6)}]"
+
+
+def _who(p, esc):
+    exe = p.get("exe") or "executable unknown"
+    if p.get("exe_from") == "execve":
+        exe += ", as given to execve"
+    elif p.get("exe_from") == "parent":
+        exe += ", its parent's: it never called execve"
+    when = []
+    if p.get("started"):
+        when.append("started in the window")
+    if p.get("exited"):
+        when.append("ended in the window")
+    return f"{p['pid']} {esc(p.get('comm') or '?')} ({esc(exe)})" + \
+        (f" [{', '.join(when)}]" if when else "")
+
+
+def readiness(d, esc=escape.terminal):
+    """The first screen's sentences: what ia32_emulation=0 would stop, what int 0x80 costs."""
+    r = d["readiness"]
+    ia = d.get("ia32") or {}
+    out = []
+    if ia.get("enabled") is False:
+        out.append(f"IA32 emulation is already off here ({ia.get('why')}): no 32-bit program "
+                   "and no int 0x80 can run, so booting with ia32_emulation=0 changes nothing.")
+    elif r["stop"]:
+        out.append(f"Booting with ia32_emulation=0 here would stop {len(r['stop'])} "
+                   f"process{'es' if len(r['stop']) != 1 else ''}: " +
+                   _listed(r["stop"], lambda p: f"{_who(p, esc)}, {p['stops_because']}") + ".")
+    elif r.get("unreadable"):
+        out.append("Booting with ia32_emulation=0 here would stop none of the processes this "
+                   "census could read: no 32-bit process" +
+                   ("" if d.get("why_not") else " and no int 0x80 call") + " was seen.")
+    else:
+        out.append("Booting with ia32_emulation=0 here would stop nothing that ran: no 32-bit "
+                   "process" + ("" if d.get("why_not") else " and no int 0x80 call") +
+                   " was seen.")
+    if r.get("unreadable"):
+        out.append(f"{len(r['unreadable'])} process(es) could not be read, and may be 32-bit "
+                   "too: " + _listed(r["unreadable"],
+                                     lambda p: f"{_who(p, esc)}: {esc(p.get('why'))}") + ".")
+    if d.get("why_not"):
+        out.append(f"No call counts: {d['why_not']}.")
+    elif r["int80"]:
+        cost = (f"costing {_ms(r['int80_ns_per_s'])} per second here against the fastest path "
+                "open to each" if r.get("int80_ns_per_s") else "at a cost per second not known "
+                "here")
+        out.append(f"These programs enter by int 0x80, {cost}: " +
+                   _listed(r["int80"], lambda p: f"{_who(p, esc)}: {p['int80_calls']} calls, "
+                                                 f"{_ms(p.get('int80_ns_per_s'))}/s") + ".")
+        if r.get("int80_unknown"):
+            out.append("Not priced: " + "; ".join(r["int80_unknown"]) + ".")
+    else:
+        out.append("No program entered by int 0x80 during the window.")
+    return out
+
+
+def tracer_text(d):
+    """What the census cost the machine: the measured CPU time per second, or its bound when
+    the measurement cannot tell it from zero (a loaded machine)."""
+    t = d.get("tracer_cost")
+    if not t:
+        return None
+    if t.get("ns_per_s") is None:
+        return f"The census's own cost is unknown: {t.get('why')}."
+    c, share, cps = t["ns_per_s"], t.get("share_of_cpus"), t["calls_per_s"]
+    seen = (f"{cps['native']:.0f} native and {cps['compat']:.0f} compat calls per second seen, "
+            "times the ns per call bpftrace added to syscost getppid: " +
+            ", ".join(f"{v} {_ns(a)}" for v, a in t["added_ns"].items()))
+    pct = (lambda x: f"{100 * x:.2g}%")
+    if c["ci_low"] > 0:
+        s = (f"The census's own cost: about {_ms(c)} of CPU per second"
+             + (f", {pct(share['median'])} [{pct(share['ci_low'])}, {pct(share['ci_high'])}] of "
+                f"{t['cpus']} CPUs" if share else "") + f" ({seen}).")
+    else:
+        s = (f"The census's own cost could not be told from zero on this machine's noise; it was "
+             f"at most {_g(c['ci_high'] / 1e6)} ms of CPU per second"
+             + (f", {pct(max(share['ci_high'], 0))} of {t['cpus']} CPUs" if share else "")
+             + f" ({seen}).")
+    s += (" Each traced call was that much slower, so a busy caller's calls per second are a "
+          f"lower bound. {t['not_counted'][0].upper() + t['not_counted'][1:]}.")
+    return s
+
+
+def _ns(s):
+    if not s or s.get("median") is None:
+        return f"unknown ({(s or {}).get('why')})"
+    return f"{s['median']:+.0f} ns [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"
+
+
+def process_rows(d, esc, limit=SHOWN):
+    rows = []
+    for p in d["processes"][:limit]:
+        if not p["calls"] and not p.get("needs_ia32"):
+            continue
+        paths = "; ".join(f"{g['label']} {g['per_s']:.0f}/s" if g.get("per_s") is not None else
+                          g["label"] for g in p["paths"][:3]) or "—"
+        top = ", ".join(f"{t['name']} {t['calls']}" for t in p["top"][:3]) or "—"
+        rows.append([str(p["pid"]), esc(p.get("comm") or "?"), esc(p.get("exe") or "?"),
+                     str(p["bits"] or "?"), str(p["calls"]), paths, top,
+                     _ms(p.get("slow_ns_per_s")) if p["paths"] else "—"])
+    return rows
+
+
+HEADERS = ["pid", "command", "executable", "bits", "calls", "paths (calls per second)",
+           "top system calls", "slow paths cost per second"]
+
+
+def _how(d):
+    out = []
+    if d.get("why_not"):
+        out.append(f"Read from /proc only ({d['why_not']}).")
+    else:
+        out.append(f"Traced every process for {d['window_s']:.1f} s with {d['tracer']} "
+                   f"({d['script']}); {len(d['processes'])} processes seen.")
+    vd = d.get("vdso32") or {}
+    if vd.get("instruction"):
+        out.append(f"The 32-bit vDSO here enters by `{vd['instruction']}`.")
+    if d.get("percall_source"):
+        fig = " and ".join(d.get("figure") or []) or "none needed (no slow path was priced)"
+        out.append(f"Per-call costs from {d['percall_source']}; figure used: {fig}.")
+    elif d.get("percall_why"):
+        out.append(d["percall_why"][0].upper() + d["percall_why"][1:] + ".")
+    out += [f"Not seen: {b}." for b in d.get("blind") or []]
+    return out
+
+
+def format_text(d):
+    esc = escape.terminal
+    lines = readiness(d, esc) + [""] + _how(d)
+    t = tracer_text(d)
+    if t:
+        lines.append(t)
+    rows = process_rows(d, esc)
+    if rows:
+        lines += ["", "Processes, most calls first:"]
+        lines += ["  " + " | ".join(r) for r in [HEADERS] + rows]
+    return "\n".join(lines)
+
+
+def to_json(d):
+    return json.dumps(d, indent=1, sort_keys=False, allow_nan=False)
+
+
+def section(doc, data):
+    """The report's census section, from a results directory's analysed data: nothing at all
+    when the census stage did not run (tw run --only without it)."""
+    d = data.get("census")
+    if d:
+        report_section(doc, d)
+
+
+def report_section(doc, d, level=2):
+    """The census as blocks of a document.Doc."""
+    esc = escape.markdown
+    doc.h(level, "The running system: who enters the old ways")
+    for s in readiness(d, esc):
+        doc.p(s)
+    for s in _how(d):
+        doc.p(s)
+    t = tracer_text(d)
+    if t:
+        doc.p(t)
+    rows = process_rows(d, esc)
+    if rows:
+        doc.table(HEADERS, rows)
