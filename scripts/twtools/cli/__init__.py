@@ -22,8 +22,8 @@ from ..core import proc, ui
 COMMANDS = {
     "doctor": ("machine.doctor", "which instruments work here, and why not"),
     "explain": ("present.explain", "how this machine enters the kernel, with live disassembly and costs"),
-    "vdso": ("machine.entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
-    "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
+    "vdso": ("cli.vdso", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
+    "classify-libc": ("cli.classify_libc", "tell how a libc's write() enters the kernel"),
     "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
     "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
     "bench": ("cli.bench", "per-call cost of each mechanism and operation (syscost matrix)"),

@@ -1,0 +1,140 @@
+"""x86 machine code as instructions, decoded with capstone from bytes already read.
+
+Why capstone (PyPI `capstone`, the engine behind most binary-analysis tools): it decodes the
+bytes classify and scan already hold, so a file is never opened a second time by another
+program (objdump used to reopen the path, and a file swapped in between gave a mixed
+answer), and it decodes one short stretch as cheaply as a whole file, which `tw scan` needs to
+confirm a candidate byte pattern without disassembling everything.  objdump stays where a
+person reads its text (`tw vdso`'s listing).
+
+How a file is walked, the same way objdump -d walks it, so that both count the same sites:
+linearly through each code region (elf.Elf.code_regions), restarting at every symbol inside
+a region (a symbol is where a function, or a label, begins: decoding from there is what
+puts the instruction boundaries where the compiler put them).  Bytes that are not an
+instruction are skipped one at a time (capstone's SKIPDATA, objdump's "(bad)").  Each
+instruction carries the restart point it was decoded from, `label`, which is what the
+register tracking of machine/classify.py resets at.
+
+The text is AT&T, as objdump prints it: `int $0x80`, `call *%gs:0x10`, `mov 0x804f128,%eax`.
+capstone's size suffix on control-flow and stack mnemonics is dropped (`calll` -> `call`) and
+operands are joined without spaces, so that a site reads the same as it did.
+"""
+import bisect
+import functools
+from collections import namedtuple
+
+import capstone
+
+from . import elf as elfmod
+
+# addr: vaddr; size: bytes; op: mnemonic; ops: operand strings; label: the restart point
+# (vaddr) it was decoded from; off: its offset in the file.
+Insn = namedtuple("Insn", "addr size op ops label off")
+# capstone's mnemonics whose size suffix objdump does not print.
+_SUFFIXED = {f"{m}{s}": m for m in ("call", "jmp", "ret", "push", "pop") for s in "lqw"}
+
+
+@functools.lru_cache(maxsize=None)
+def _engine(bits):
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_32 if bits == 32 else capstone.CS_MODE_64)
+    md.syntax = capstone.CS_OPT_SYNTAX_ATT
+    md.skipdata = True
+    return md
+
+
+def operands(op_str):
+    """capstone's operand string split at its top-level commas: '(%ebx, %eax, 4), %ecx' ->
+    ['(%ebx,%eax,4)', '%ecx']."""
+    if not op_str:
+        return []
+    out, depth, cur = [], 0, []
+    for ch in op_str:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).replace(" ", ""))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).replace(" ", ""))
+    return out
+
+
+def text(ins):
+    """An instruction as objdump prints it (AT&T): `call *%esi`, `int $0x80`."""
+    return f"{ins.op} {','.join(ins.ops)}" if ins.ops else ins.op
+
+
+def mem_target(ins, operand):
+    """The absolute address a memory operand names, or None: `0x804f128`, `*0x804f128`,
+    `%ds:0x804f128` (32-bit absolute), `0x2f3e(%rip)` (next instruction + displacement)."""
+    o = operand.lstrip("*")
+    if o.startswith("%ds:"):
+        o = o[4:]
+    if o.endswith("(%rip)"):
+        disp = o[:-6] or "0"
+        try:
+            return (ins.addr + ins.size + int(disp, 0)) & 0xFFFFFFFFFFFFFFFF
+        except ValueError:
+            return None
+    if not o or o[0] in "%$(" or "(" in o or ":" in o:
+        return None
+    try:
+        return int(o, 0)
+    except ValueError:
+        return None
+
+
+class Decoder:
+    """The instructions of one x86 Elf, walked as the module docstring says."""
+
+    def __init__(self, elf):
+        if elf.machine not in (elfmod.EM_386, elfmod.EM_X86_64):
+            raise elfmod.NotElf(f"{elf.path} is not x86 machine code (e_machine {elf.machine})")
+        self.elf = elf
+        self.md = _engine(elf.bits)
+        self.regions = elf.code_regions
+        self._starts = [r.vaddr for r in self.regions]
+        syncs = set(self._starts)
+        for v, _, _, _ in elf.symbols:
+            r = self.region(v)
+            if r is not None:
+                syncs.add(v)
+        self.syncs = sorted(syncs)
+
+    def region(self, va):
+        """The code Region holding vaddr va, or None."""
+        i = bisect.bisect_right(self._starts, va) - 1
+        if i >= 0:
+            r = self.regions[i]
+            if va < r.vaddr + r.size:
+                return r
+        return None
+
+    def sync_before(self, va):
+        """The restart point at or before va, and the next one (or the region's end)."""
+        i = bisect.bisect_right(self.syncs, va) - 1
+        s = self.syncs[i]
+        r = self.region(s)
+        nxt = self.syncs[i + 1] if i + 1 < len(self.syncs) else r.vaddr + r.size
+        return s, min(nxt, r.vaddr + r.size)
+
+    def run(self, start, stop, label):
+        """Instructions decoded linearly from vaddr start (inside one region) to stop, each
+        labelled `label`."""
+        r = self.region(start)
+        off = r.offset + (start - r.vaddr)
+        data = self.elf.data[off:off + (stop - start)]
+        for addr, size, op, op_str in self.md.disasm_lite(data, start):
+            yield Insn(addr, size, _SUFFIXED.get(op, op), operands(op_str), label,
+                       off + (addr - start))
+
+    def all(self):
+        """Every instruction of every code region, restarting at each symbol."""
+        for i, s in enumerate(self.syncs):
+            r = self.region(s)
+            end = r.vaddr + r.size
+            nxt = self.syncs[i + 1] if i + 1 < len(self.syncs) else end
+            yield from self.run(s, min(nxt, end), s)
