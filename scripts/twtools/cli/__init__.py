@@ -25,6 +25,7 @@ COMMANDS = {
     "vdso": ("cli.vdso", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
     "classify-libc": ("cli.classify_libc", "tell how a libc's write() enters the kernel"),
     "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
+    "scan": ("cli.scan", "every ELF file under some paths: IA32 emulation needed, entry sites by kind"),
     "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
     "bench": ("cli.bench", "per-call cost of each mechanism and operation (syscost matrix)"),
     "sweep": ("cli.stages", "the seed and TLPI buffer-size sweeps over every variant"),

@@ -252,15 +252,18 @@ def read_regular(path, inside=None, limit=MAX_READ, what="stage file", magic=Non
             raise DataError(f"{path}: is not a regular file")
         chunks, total = [], 0
         if magic:
-            head = os.read(fd, len(magic))
+            head = os.pread(fd, len(magic), 0)
             if head != magic:
                 return head
-            chunks, total = [head], len(head)
         if st.st_size > limit:
             raise DataError(f"{path}: {st.st_size} bytes, larger than any {what} "
                             f"({limit >> 20} MiB at most)")
+        # One read of the whole file as fstat sized it (one copy, not a join of chunks);
+        # the loop goes on only for a file that grew meanwhile.
+        want = st.st_size + 1
         while True:
-            b = os.read(fd, 1 << 20)
+            b = os.read(fd, min(want, limit + 1) if want else 1 << 20)
+            want = 0
             if not b:
                 break
             total += len(b)

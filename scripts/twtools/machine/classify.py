@@ -193,12 +193,16 @@ def _direct_target(operand):
         return None
 
 
-def pointers_of(e, mechs=None):
+def pointers_of(e, mechs=None, only=None):
     """{vaddr: (kind, name)} of the data symbols whose names say they hold an entry pointer
-    (FORMS): the pointers a call may go through."""
+    (FORMS): the pointers a call may go through.  only: the kinds wanted (all by default);
+    the symbols are not read when no kind applies to the file's class."""
     dec = decoders(mechs)
-    kinds = [(k, f) for k, f in FORMS.items() if k in dec and e.bits in f["bits"]]
+    kinds = [(k, f) for k, f in FORMS.items() if k in dec and e.bits in f["bits"]
+             and (only is None or k in only)]
     out = {}
+    if not kinds:
+        return out
     for a, name in e.data_symbols.items():
         for k, f in kinds:
             if f["pointer"].search(name):
@@ -207,16 +211,16 @@ def pointers_of(e, mechs=None):
     return out
 
 
-def find_sites(e, insns, mechs=None):
+def find_sites(e, insns, mechs=None, pointers=None):
     """Every kernel-entry site (and vDSO-function call) in a stream of decode.Insn:
     [{addr, kind, bytes, insn, function, offset, via, origin}].  `origin` is (vaddr, size)
     of the instruction that made the site: the entry instruction itself, the call through a
     pointer, or the load of the register the call goes through (tw scan confirms a candidate
-    by it)."""
+    by it).  pointers: pointers_of(e, mechs), when the caller has it already."""
     dec = decoders(mechs)
     by_bytes = {b: k for k, d in dec.items() for b in d["bytes"]}
     pages = {p: k for k, d in dec.items() for p in d["pages"]}
-    pointers = pointers_of(e, mechs)
+    pointers = pointers_of(e, mechs) if pointers is None else pointers
     data = e.data
     sites = []
     regs = {}          # register -> (kind, via, index of the load, (vaddr, size) of the load)

@@ -47,6 +47,8 @@ def operands(op_str):
     ['(%ebx,%eax,4)', '%ecx']."""
     if not op_str:
         return []
+    if "(" not in op_str:
+        return op_str.replace(" ", "").split(",")
     out, depth, cur = [], 0, []
     for ch in op_str:
         if ch == "(":
@@ -97,12 +99,12 @@ class Decoder:
         self.md = _engine(elf.bits)
         self.regions = elf.code_regions
         self._starts = [r.vaddr for r in self.regions]
-        syncs = set(self._starts)
-        for v, _, _, _ in elf.symbols:
-            r = self.region(v)
-            if r is not None:
-                syncs.add(v)
-        self.syncs = sorted(syncs)
+        self._values = elf.symbol_values
+
+    @functools.cached_property
+    def syncs(self):
+        """Every restart point, sorted: region starts and the symbols inside regions."""
+        return sorted(set(self._starts) | {v for v in self._values if self.region(v)})
 
     def region(self, va):
         """The code Region holding vaddr va, or None."""
@@ -114,12 +116,14 @@ class Decoder:
         return None
 
     def sync_before(self, va):
-        """The restart point at or before va, and the next one (or the region's end)."""
-        i = bisect.bisect_right(self.syncs, va) - 1
-        s = self.syncs[i]
-        r = self.region(s)
-        nxt = self.syncs[i + 1] if i + 1 < len(self.syncs) else r.vaddr + r.size
-        return s, min(nxt, r.vaddr + r.size)
+        """The restart point at or before vaddr va (in code), and the next one (or the end
+        of va's region)."""
+        r = self.region(va)
+        end = r.vaddr + r.size
+        j = bisect.bisect_right(self._values, va)
+        s = self._values[j - 1] if j and self._values[j - 1] >= r.vaddr else r.vaddr
+        nxt = self._values[j] if j < len(self._values) and self._values[j] < end else end
+        return s, nxt
 
     def run(self, start, stop, label):
         """Instructions decoded linearly from vaddr start (inside one region) to stop, each

@@ -24,6 +24,7 @@ or a traceback; tests/test_elf_fuzz.py mutates real files to hold that.
 import bisect
 import errno
 import functools
+import operator
 import struct
 from collections import namedtuple
 
@@ -63,6 +64,9 @@ Section = namedtuple("Section", "name type flags addr offset size link entsize")
 Symbol = namedtuple("Symbol", "value size type name")
 # A stretch of machine code: its address, its offset in the file and its length.
 Region = namedtuple("Region", "vaddr offset size")
+
+
+_first = operator.itemgetter(0)
 
 
 class ElfError(DataError):
@@ -326,12 +330,13 @@ class Elf:
     # --- symbols -------------------------------------------------------------
 
     @functools.cached_property
-    def symbols(self):
-        """[Symbol(value, size, type, name)] of .symtab and .dynsym, defined ones with a
-        non-zero value (any value in a relocatable object), sorted by value; a name's
-        @VERSION is dropped."""
-        out, seen = [], set()
+    def _symrows(self):
+        """[(value, size, type, name offset, end of its string table)] of the defined symbols
+        of .symtab and .dynsym, sorted; names are decoded only when asked for (a large
+        program has 100 000 symbols, and tw scan needs the names of a few)."""
+        rows = []
         want = SYM_SIZE[self.bits]
+        fmt = "<IBBHQQ" if self.bits == 64 else "<IIIBBH"
         for i, s in enumerate(self.sections):
             if s.type not in (SHT_SYMTAB, SHT_DYNSYM) or not s.size:
                 continue
@@ -342,24 +347,54 @@ class Elf:
                 raise self._damaged(f"symbol table {s.name or i} names string table {s.link} "
                                     f"of {len(self.sections)}")
             strs = self.sections[s.link]
-            send = strs.offset + strs.size
-            for j in range(s.size // s.entsize):
-                e = s.offset + j * s.entsize
-                if self.bits == 64:
-                    name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", self.data, e)
-                else:
-                    name, value, size, info, _, shndx = struct.unpack_from("<IIIBBH", self.data, e)
-                # A value of 0 is a symbol nothing maps, except in a relocatable object,
-                # where values are offsets in their sections.
-                if not name or shndx == SHN_UNDEF or (not value and self.type != ET_REL):
-                    continue
-                n = self.cstr(strs.offset + name, send, "a symbol name").split("@", 1)[0]
-                if (value, n) in seen:
-                    continue
-                seen.add((value, n))
-                out.append(Symbol(value, size, info & 0xF, n))
+            if strs.type == SHT_NOBITS:
+                raise self._damaged(f"symbol table {s.name or i} has a string table with no "
+                                    "contents")
+            n = s.size // s.entsize
+            if s.entsize == want:
+                raw = struct.iter_unpack(fmt, memoryview(self.data)[s.offset:s.offset + n * want])
+            else:
+                raw = (struct.unpack_from(fmt, self.data, s.offset + j * s.entsize)
+                       for j in range(n))
+            if self.bits == 64:
+                raw = ((nm, v, sz, info, shndx) for nm, info, _, shndx, v, sz in raw)
+            else:
+                raw = ((nm, v, sz, info, shndx) for nm, v, sz, info, _, shndx in raw)
+            # A value of 0 is a symbol nothing maps, except in a relocatable object, where
+            # values are offsets in their sections.
+            rel = self.type == ET_REL
+            got = [(v, sz, info & 0xF, nm, strs) for nm, v, sz, info, shndx in raw
+                   if nm and shndx != SHN_UNDEF and (v or rel)]
+            if got and max(r[3] for r in got) >= strs.size:
+                raise self._damaged(f"a name in symbol table {s.name or i} lies past the end of "
+                                    "its string table")
+            rows += [(v, sz, t, strs.offset + nm, strs.offset + strs.size)
+                     for v, sz, t, nm, strs in got]
+        rows.sort(key=_first)
+        return rows
+
+    def _name(self, row):
+        return self.cstr(row[3], row[4], "a symbol name").split("@", 1)[0]
+
+    @functools.cached_property
+    def symbols(self):
+        """[Symbol(value, size, type, name)] of .symtab and .dynsym, defined ones with a
+        non-zero value (any value in a relocatable object), sorted by value; a name's
+        @VERSION is dropped."""
+        out, seen = [], set()
+        for row in self._symrows:
+            n = self._name(row)
+            if (row[0], n) in seen:
+                continue
+            seen.add((row[0], n))
+            out.append(Symbol(row[0], row[1], row[2], n))
         out.sort()
         return out
+
+    @property
+    def symbol_values(self):
+        """The sorted values of every defined symbol (names not decoded)."""
+        return [r[0] for r in self._symrows]
 
     def symbol_table(self):
         """{name: (value, size)}, the first definition of each name."""
@@ -370,12 +405,13 @@ class Elf:
 
     @functools.cached_property
     def functions(self):
-        """([(value, size, name)], [value]) of function symbols sorted by value; untyped
+        """([(value, size, row)], [value]) of function symbols sorted by value; untyped
         symbols in executable segments stand in when there are none (Go and hand-written
         assembly may mark text symbols NOTYPE)."""
-        fs = [(v, sz, n) for v, sz, t, n in self.symbols if t == STT_FUNC]
+        fs = [(r[0], r[1], r) for r in self._symrows if r[2] == STT_FUNC]
         if not fs:
-            fs = [(v, sz, n) for v, sz, t, n in self.symbols if t == STT_NOTYPE and self.in_exec(v)]
+            fs = [(r[0], r[1], r) for r in self._symrows
+                  if r[2] == STT_NOTYPE and self.in_exec(r[0])]
         return fs, [v for v, _, _ in fs]
 
     def function_at(self, va):
@@ -384,13 +420,13 @@ class Elf:
         fs, starts = self.functions
         i = bisect.bisect_right(starts, va) - 1
         while i >= 0:
-            v, sz, n = fs[i]
+            v, sz, row = fs[i]
             if sz and va < v + sz:
-                return n, va - v
+                return self._name(row), va - v
             if not sz:
                 nxt = starts[i + 1] if i + 1 < len(starts) else None
                 if (nxt is None or va < nxt) and va - v < 1 << 16:
-                    return n, va - v
+                    return self._name(row), va - v
             # an earlier, larger symbol may still cover va (nested local labels)
             if i and fs[i - 1][0] == v:
                 i -= 1
