@@ -1,13 +1,15 @@
 """`tw classify BINARY...`: every place an ELF program or library enters the kernel.
 
 The static half of a diagnosis.  Any ELF file on x86: static or dynamic, 32- or 64-bit, PIE or
-not, a program or a library.  The file is read twice:
+not, a program or a library.  The file is read once (machine/elf.load: a regular file, bounded)
+and everything comes from those bytes:
 
-  its ELF structure, here in Python: class, type, PT_INTERP, DT_NEEDED/DT_RUNPATH, the
-  executable PT_LOAD segments and every symbol of .symtab and .dynsym (what resolves an
-  address to a function, also for `tw diagnose`, which resolves live instruction pointers);
+  its ELF structure (machine/elf.py): class, type, PT_INTERP, DT_NEEDED/DT_RUNPATH, the code
+  regions and every symbol of .symtab and .dynsym (what resolves an address to a function,
+  also for `tw diagnose`, which resolves live instruction pointers);
 
-  its machine code, by `objdump -d -w` over every executable section.  An instruction is a
+  its machine code, decoded with capstone (machine/decode.py) through every code region, as
+  objdump -d walks it.  An instruction is a
   kernel-entry site when it matches a row of the mechanism registry (variants/registry): its
   `bytes` column is the instruction's encoding (cd80 int $0x80, 0f05 syscall, 0f34 sysenter,
   65ff1510000000 call *%gs:0x10), or `target=ADDR` for a call into that page (the legacy
@@ -16,6 +18,8 @@ not, a program or a library.  The file is read twice:
   (AT_SYSINFO: glibc's _dl_sysinfo, musl's __sysinfo, this project's tw_vsyscall), loaded into
   a register and called there or called through memory; and a call through a pointer to a
   vDSO function (Go's runtime.vdsoClockgettimeSym), which does not enter the kernel at all.
+  find_sites decides, for classify's whole walk and for the few instructions `tw scan`
+  decodes around a candidate alike.
 
 A dynamic program usually enters through its C library: the libc named by DT_NEEDED is found
 (DT_RUNPATH, then `ldconfig -p`, then the usual directories for the file's class) and
@@ -32,7 +36,7 @@ from pathlib import Path
 from ..core import files, proc
 from . import decode, elf, entrypath, registry
 
-# How objdump prints the forms of an entry kind that no fixed byte string identifies, keyed by
+# The forms of an entry kind that no fixed byte string identifies, keyed by
 # the registry's entry kinds (registry.ENTRIES).  `pointer` is a regular expression over the
 # name of the data symbol a call goes through (directly, or via a register loaded from it).
 FORMS = {

@@ -23,8 +23,7 @@ import bisect
 import functools
 from collections import namedtuple
 
-import capstone
-
+from ..core.ui import UserError
 from . import elf as elfmod
 
 # addr: vaddr; size: bytes; op: mnemonic; ops: operand strings; label: the restart point
@@ -34,8 +33,18 @@ Insn = namedtuple("Insn", "addr size op ops label off")
 _SUFFIXED = {f"{m}{s}": m for m in ("call", "jmp", "ret", "push", "pop") for s in "lqw"}
 
 
+class NoDecoder(UserError):
+    """capstone is not installed: classify, classify-libc and scan cannot decode."""
+
+
 @functools.lru_cache(maxsize=None)
 def _engine(bits):
+    # Imported here, so that tw doctor and tw vdso still run before `make venv`.
+    try:
+        import capstone
+    except ImportError:
+        raise NoDecoder("the capstone disassembler (PyPI capstone) is not installed",
+                        "run make venv, which installs requirements.txt") from None
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_32 if bits == 32 else capstone.CS_MODE_64)
     md.syntax = capstone.CS_OPT_SYNTAX_ATT
     md.skipdata = True
@@ -125,13 +134,21 @@ class Decoder:
         nxt = self._values[j] if j < len(self._values) and self._values[j] < end else end
         return s, nxt
 
-    def run(self, start, stop, label):
+    def run(self, start, stop, label, skip_to=None):
         """Instructions decoded linearly from vaddr start (inside one region) to stop, each
-        labelled `label`."""
+        labelled `label`; with skip_to, only those from the one holding vaddr skip_to on
+        (the ones before are decoded, to find the boundaries, but not built)."""
         r = self.region(start)
         off = r.offset + (start - r.vaddr)
         data = self.elf.data[off:off + (stop - start)]
-        for addr, size, op, op_str in self.md.disasm_lite(data, start):
+        it = self.md.disasm_lite(data, start)
+        if skip_to is not None:
+            for addr, size, op, op_str in it:
+                if addr + size > skip_to:
+                    yield Insn(addr, size, _SUFFIXED.get(op, op), operands(op_str), label,
+                               off + (addr - start))
+                    break
+        for addr, size, op, op_str in it:
             yield Insn(addr, size, _SUFFIXED.get(op, op), operands(op_str), label,
                        off + (addr - start))
 

@@ -12,10 +12,12 @@ We are its tracer and parent, so /proc/<pid>/auxv and /proc/<pid>/mem are readab
 auxiliary vector (pairs of u32 in a 32-bit process) gives AT_SYSINFO_EHDR (the vDSO's ELF
 header) and AT_SYSINFO (__kernel_vsyscall). The vDSO's own dynamic symbol table is parsed to
 cross-check and to find the function's size; objdump disassembles the bytes at their live
-addresses. The child is then killed.
+addresses, from a private copy of the image (its listing is what a person reads). The child is
+then killed.  The commands themselves are cli/vdso.py and cli/classify_libc.py; their text is
+present/entrypath.py's.
 
-`tw classify-libc` finds write/__write/__libc_write in a library's symbol tables, disassembles
-it with objdump and follows direct calls and tail jumps inside the library a few levels (modern
+`tw classify-libc` finds write/__write/__libc_write in a library's symbol tables (machine/elf.py,
+the library read once), decodes it with capstone (machine/decode.py) and follows direct calls and tail jumps inside the library a few levels (modern
 glibc wraps the call in __syscall_cancel and friends) until it finds the instruction that
 enters the kernel: `int $0x80`, `call *%gs:0x10` (the vDSO pointer glibc keeps in the TCB),
 `syscall` or `sysenter`.
@@ -381,8 +383,8 @@ def classify_libc(lib, depth=4):
         dec = decode.Decoder(e)
         syms = _function_symbols(e)
         dsyms = e.data_symbols
-    except (OSError, elf.ElfError) as err:
-        res["why"] = str(err)
+    except (OSError, elf.ElfError, decode.NoDecoder) as err:
+        res["why"] = err.line() if isinstance(err, decode.NoDecoder) else str(err)
         return res
     path = res["path"]
     name = next((n for n in WRITE_NAMES if n in syms), None)
