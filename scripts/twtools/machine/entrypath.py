@@ -151,11 +151,10 @@ def find_32bit_binary():
     cands = [paths.BUILD / n for n in names] + sorted(paths.BUILD.glob("*-32-*"))
     for c in cands:
         try:
-            with open(c, "rb") as f:
-                head = f.read(20)
-        except OSError:
+            data = files.read_regular(c, what="program", magic=b"\x7fELF")
+        except (OSError, elf.ElfError):
             continue
-        if head[:4] == b"\x7fELF" and head[4] == 1 and head[18] == 3:  # ELFCLASS32, EM_386
+        if data and elf.is_i386(data):
             return c
     return None
 
