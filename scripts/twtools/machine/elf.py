@@ -329,14 +329,11 @@ class Elf:
 
     # --- symbols -------------------------------------------------------------
 
-    @functools.cached_property
-    def _symrows(self):
-        """[(value, size, type, name offset, end of its string table)] of the defined symbols
-        of .symtab and .dynsym, sorted; names are decoded only when asked for (a large
-        program has 100 000 symbols, and tw scan needs the names of a few)."""
-        rows = []
+    def _symtabs(self):
+        """[(symbol table Section, its index, its string table Section, entry count)],
+        each checked: entries large enough, a string table that exists and has contents."""
+        out = []
         want = SYM_SIZE[self.bits]
-        fmt = "<IBBHQQ" if self.bits == 64 else "<IIIBBH"
         for i, s in enumerate(self.sections):
             if s.type not in (SHT_SYMTAB, SHT_DYNSYM) or not s.size:
                 continue
@@ -350,7 +347,22 @@ class Elf:
             if strs.type == SHT_NOBITS:
                 raise self._damaged(f"symbol table {s.name or i} has a string table with no "
                                     "contents")
-            n = s.size // s.entsize
+            out.append((s, i, strs, s.size // s.entsize))
+        return out
+
+    def _bad_name(self, s, i):
+        return self._damaged(f"a name in symbol table {s.name or i} lies past the end of its "
+                             "string table")
+
+    @functools.cached_property
+    def _symrows(self):
+        """[(value, size, type, name offset, end of its string table)] of the defined symbols
+        of .symtab and .dynsym, sorted; names are decoded only when asked for (a large
+        program has 100 000 symbols, and tw scan needs the names of a few)."""
+        rows = []
+        want = SYM_SIZE[self.bits]
+        fmt = "<IBBHQQ" if self.bits == 64 else "<IIIBBH"
+        for s, i, strs, n in self._symtabs():
             if s.entsize == want:
                 raw = struct.iter_unpack(fmt, memoryview(self.data)[s.offset:s.offset + n * want])
             else:
@@ -363,13 +375,12 @@ class Elf:
             # A value of 0 is a symbol nothing maps, except in a relocatable object, where
             # values are offsets in their sections.
             rel = self.type == ET_REL
-            got = [(v, sz, info & 0xF, nm, strs) for nm, v, sz, info, shndx in raw
+            got = [(v, sz, info & 0xF, nm) for nm, v, sz, info, shndx in raw
                    if nm and shndx != SHN_UNDEF and (v or rel)]
             if got and max(r[3] for r in got) >= strs.size:
-                raise self._damaged(f"a name in symbol table {s.name or i} lies past the end of "
-                                    "its string table")
-            rows += [(v, sz, t, strs.offset + nm, strs.offset + strs.size)
-                     for v, sz, t, nm, strs in got]
+                raise self._bad_name(s, i)
+            end = strs.offset + strs.size
+            rows += [(v, sz, t, strs.offset + nm, end) for v, sz, t, nm in got]
         rows.sort(key=_first)
         return rows
 
@@ -391,10 +402,34 @@ class Elf:
         out.sort()
         return out
 
-    @property
+    @functools.cached_property
     def symbol_values(self):
-        """The sorted values of every defined symbol (names not decoded)."""
-        return [r[0] for r in self._symrows]
+        """The sorted values of every defined symbol (names not decoded): the same set as
+        the symbols' values, read with numpy when it is there (tw scan asks this of every
+        file with a candidate, and a Go program has 100 000 symbols)."""
+        if "_symrows" in self.__dict__:
+            return [r[0] for r in self._symrows]
+        try:
+            import numpy as np
+        except ImportError:
+            return [r[0] for r in self._symrows]
+        parts = []
+        names = ["name", "info", "shndx", "value"]
+        offsets = [0, 4, 6, 8] if self.bits == 64 else [0, 12, 14, 4]
+        formats = ["<u4", "u1", "<u2", "<u8" if self.bits == 64 else "<u4"]
+        for s, i, strs, n in self._symtabs():
+            dt = np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                           "itemsize": s.entsize})
+            t = np.frombuffer(self.data, dtype=dt, count=n, offset=s.offset)
+            keep = (t["name"] != 0) & (t["shndx"] != SHN_UNDEF)
+            if self.type != ET_REL:
+                keep &= t["value"] != 0
+            if keep.any() and int(t["name"][keep].max()) >= strs.size:
+                raise self._bad_name(s, i)
+            parts.append(t["value"][keep].astype(np.uint64))
+        if not parts:
+            return []
+        return np.sort(np.concatenate(parts)).tolist()
 
     def symbol_table(self):
         """{name: (value, size)}, the first definition of each name."""
