@@ -228,3 +228,25 @@ def test_bench_prints_its_figures(build):
 def test_bad_usage_is_one_line(args, msg):
     p = tw("scan", *args)
     assert p.returncode in (2, 4) and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_interrupt_stops_the_workers():
+    """SIGINT to a running scan with worker processes: exit 130 at once, one line, and no
+    worker left behind (the whole of /usr takes far longer than the wait)."""
+    import signal
+    import time
+    p = subprocess.Popen([str(TW), "scan", "--bench", "--jobs", "2", "/usr"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    time.sleep(3)
+    assert p.poll() is None, p.communicate()
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        pytest.fail("tw scan did not stop within 30 s of SIGINT")
+    assert p.returncode == 130 and "interrupted by SIGINT" in err and "Traceback" not in err, err
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(p.pid, 0)         # nothing of its process group is left

@@ -29,10 +29,13 @@ each, never a traceback.
 The output is JSON lines a fleet can collect: SCHEMA and VERSION head every stream, and
 `read_stream` reads one back, refusing another schema or a newer version.
 """
+import collections
 import errno
 import itertools
 import json
+import multiprocessing
 import os
+import signal
 import stat
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -53,6 +56,8 @@ KINDS = classify.ENTERS
 # for them is confirmed over this many instructions after it.
 TRACKED = classify.TRACK + 2
 MAGIC = b"\x7fELF"
+# Files per task handed to a worker process.
+BATCH = 16
 
 
 def _byte_codes(mechs=None):
@@ -273,8 +278,13 @@ def _entry(p, st):
         yield "problem", problem(p, f"{p}: is {kind}, not read", "special file")
 
 
-def _scan_one(path):
-    return path, scan_file(path)
+def _scan_batch(paths):
+    return [scan_file(p) for p in paths]
+
+
+def _worker_init():
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def scan(paths, jobs=1, progress=None):
@@ -325,14 +335,41 @@ def scan(paths, jobs=1, progress=None):
                 summ["problems"] += 1
                 yield pending.pop(0)
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for _, (rec, n) in pool.map(_scan_one, files_of(), chunksize=8):
+        # The walk stays in this process and feeds the workers in batches, a few ahead: an
+        # interrupt (core.proc raises it here) then kills the workers at once instead of
+        # waiting for a queue of the whole tree.  Workers leave the signals to this process.
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_worker_init)
+        inflight = collections.deque()
+
+        def drain():
+            for rec, n in inflight.popleft().result():
                 account(rec, n)
                 if rec is not None:
                     yield rec
-                while pending:
-                    summ["problems"] += 1
-                    yield pending.pop(0)
+            while pending:
+                summ["problems"] += 1
+                yield pending.pop(0)
+        try:
+            batch = []
+            for p in files_of():
+                batch.append(p)
+                if len(batch) == BATCH:
+                    inflight.append(pool.submit(_scan_batch, batch))
+                    batch = []
+                    while len(inflight) > 4 * jobs:
+                        yield from drain()
+            if batch:
+                inflight.append(pool.submit(_scan_batch, batch))
+            while inflight:
+                yield from drain()
+            pool.shutdown()
+        except BaseException:
+            # ProcessPoolExecutor has no public way to stop running workers before 3.14.
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     while pending:
         summ["problems"] += 1
         yield pending.pop(0)
