@@ -66,19 +66,6 @@ VDSO_WHY = {
 }
 
 
-# --- ELF -------------------------------------------------------------------
-
-def elf_symbols(data):
-    """{name: (value, size)} from an ELF image's .dynsym and .symtab (machine/elf.py).
-    ElfError (a ValueError) on anything that is not, or is a damaged, little-endian ELF."""
-    return elf.Elf(data, "the ELF image").symbol_table()
-
-
-def elf_load_vaddr(data):
-    """p_vaddr of the first PT_LOAD (0 for the kernel's vDSO images)."""
-    return elf.Elf(data, "the ELF image").load_vaddr
-
-
 # --- disassembly -----------------------------------------------------------
 
 def parse_objdump(text):
@@ -271,8 +258,8 @@ def classify_vdso32(image, base=0, sysinfo_offset=None):
     res = {"available": True, "instruction": None, "form": None, "disasm": [], "why": None,
            "vdso_base": hex(base), "kernel_vsyscall": None, "landing_pad": None, "bytes": None}
     try:
-        syms = elf_symbols(image)
-        load = elf_load_vaddr(image)
+        image_elf = elf.Elf(image, "the vDSO image")
+        syms, load = image_elf.symbol_table(), image_elf.load_vaddr
     except elf.ElfError as e:
         res["available"] = None
         res["why"] = f"cannot parse the vDSO image: {e}"
@@ -347,7 +334,7 @@ def vdso64():
                 with open("/proc/self/mem", "rb", buffering=0) as mem:
                     mem.seek(lo)
                     image = mem.read(hi - lo)
-                syms = sorted(n for n in elf_symbols(image)
+                syms = sorted(n for n in elf.Elf(image, "the 64-bit vDSO").symbol_table()
                               if not n.startswith("LINUX_") and (n.startswith("__vdso_") or not n.startswith("_")))
                 return {"available": True, "base": hex(lo), "symbols": syms, "why": None}
     except (OSError, elf.ElfError) as e:
