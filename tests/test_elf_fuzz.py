@@ -15,10 +15,7 @@ opens the path again; a printer that forgets core.escape."""
 import json
 import os
 import random
-import shutil
 import signal
-import struct
-import subprocess
 
 import pytest
 
