@@ -174,7 +174,7 @@ class Elf:
         if phentsize < PHDR_SIZE[self.bits]:
             raise self._damaged(f"program header size {phentsize}, less than "
                                 f"{PHDR_SIZE[self.bits]}")
-        self._within(phoff, phnum * phentsize, f"the program header table ({phnum} entries)")
+        self._within(phoff, phnum * phentsize, f"the program header table of {phnum} entries")
         out = []
         for i in range(phnum):
             off = phoff + i * phentsize
@@ -199,7 +199,7 @@ class Elf:
             shnum = raw[0][5]
         if shstrndx == SHN_XINDEX:
             shstrndx = raw[0][6]
-        self._within(shoff, shnum * shentsize, f"the section header table ({shnum} entries)")
+        self._within(shoff, shnum * shentsize, f"the section header table of {shnum} entries")
         raw += [self._shdr(shoff + i * shentsize) for i in range(1, shnum)]
         for i, (_, t, _, _, o, size, _, _) in enumerate(raw):
             if t != SHT_NOBITS and i:
