@@ -11,8 +11,8 @@ register is not; a stripped binary still shows every site by address; and the co
 answers bad usage in one line with exit 2.
 
 Why it can break: Go changing how linux/386 enters the kernel (then the field fact the
-issue quotes has changed: read the new sites); binutils changing objdump's AT&T text or its
-tab-separated -w layout; a registry row whose bytes no longer match its stub; glibc moving
+issue quotes has changed: read the new sites); capstone and objdump disagreeing on where
+instructions start (the counts are checked against objdump's); a registry row whose bytes no longer match its stub; glibc moving
 write()'s entry deeper than classify_libc follows; no 32-bit glibc (gcc-multilib) installed."""
 import json
 import re
@@ -242,7 +242,7 @@ def test_cli_text_and_json(go386):
 
 @pytest.mark.parametrize("args,msg,code", [
     (["/etc/passwd"], "is not an ELF file", 2),
-    (["/no/such/file"], "cannot read /no/such/file", 4),   # the system refused: exit 4
+    (["/no/such/file"], "/no/such/file: No such file or directory", 4),   # the system refused
     (["/tmp"], "is a directory", 2),
     ([], "the following arguments are required", 2),
 ])

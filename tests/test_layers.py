@@ -72,9 +72,7 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
 # is a second home for argument parsing and error paths (issue 18).  These modules still
 # define one while their owners move them; each entry is removed when its command reaches
 # cli/, and the list is then empty.
-COMMANDS_NOT_YET_MOVED = {
-    "machine/entrypath.py",     # tw vdso, tw classify-libc (moving with the one ELF reader)
-}
+COMMANDS_NOT_YET_MOVED = set()
 COMMAND_FUNCTIONS = ("add_arguments", "main")
 
 

@@ -13,7 +13,7 @@ From the raw result of twtools.measure.diagnose (a traced run), with the per-cal
             (registry.find), e.g. compat int 0x80 from a 32-bit program -> 32-int80.
   sites     each instruction pointer (for the vDSO: the return address __kernel_vsyscall
             goes back to) resolved to file, function and offset with the program's and
-            libraries' own symbols (twtools.machine.classify.Elf), against the process's
+            libraries' own symbols (twtools.machine.elf.Elf), against the process's
             memory map.
   cost      per path: calls x (the path's per-call cost - the fastest path's available to
             the same program here), op null, ret shape.  The fastest path keeps the
@@ -34,7 +34,7 @@ Every figure carries its 95% CI or says why it is unknown.
 """
 import math
 
-from ..machine import classify, registry, sysnr
+from ..machine import classify, elf, registry, sysnr
 from . import percall, stats
 
 OP = "null"
@@ -78,10 +78,10 @@ class Resolver:
                     img = self.vdso.get("image")
                     if isinstance(img, str):        # as a stage file keeps it: hex
                         img = bytes.fromhex(img)
-                    self._elves[path] = classify.Elf("[vdso]", data=img) if img else None
+                    self._elves[path] = elf.Elf(img, "[vdso]") if img else None
                 else:
-                    self._elves[path] = classify.Elf(path)
-            except classify.ElfError:
+                    self._elves[path] = elf.load(path)
+            except (elf.ElfError, OSError):
                 self._elves[path] = None
         return self._elves[path]
 

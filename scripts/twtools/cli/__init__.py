@@ -23,9 +23,10 @@ from ..core import escape, proc, ui
 COMMANDS = {
     "doctor": ("cli.doctor", "which instruments work here, and why not"),
     "explain": ("cli.explain", "how this machine enters the kernel, with live disassembly and costs"),
-    "vdso": ("machine.entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
-    "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
+    "vdso": ("cli.vdso", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
+    "classify-libc": ("cli.classify_libc", "tell how a libc's write() enters the kernel"),
     "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
+    "scan": ("cli.scan", "every ELF file under some paths: IA32 emulation needed, entry sites by kind"),
     "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
     "census": ("cli.census", "every process on the machine: its entry paths, their cost per second, "
                              "and what ia32_emulation=0 would stop"),

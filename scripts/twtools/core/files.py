@@ -228,11 +228,13 @@ def read_json(path, default=None):
     return json.loads(path.read_text())
 
 
-def read_regular(path, inside=None, limit=MAX_READ, what="stage file"):
+def read_regular(path, inside=None, limit=MAX_READ, what="stage file", magic=None):
     """The bytes of a regular file, or None when it does not exist.  DataError, naming it, when
-    it is not a regular file (a FIFO would block the reader forever), is larger than `limit`,
-    or is a symbolic link that leads outside the directory `inside`.  `what` names the kind of
-    file in the message about its size ("larger than any <what>")."""
+    it is not a regular file (a FIFO would block the reader forever), is larger than `limit`
+    (`what` names the kind of file in that message), or is a symbolic link that leads outside
+    the directory `inside`.  With `magic` (bytes), a file whose first bytes are not `magic`
+    is not read further: only those first bytes are returned (tw scan reads the four bytes of
+    every file under /usr, and the whole of the ELF ones)."""
     path = Path(path)
     try:
         st = os.lstat(path)
@@ -251,16 +253,24 @@ def read_regular(path, inside=None, limit=MAX_READ, what="stage file"):
             raise DataError(f"{path}: is a dangling symbolic link (to {os.readlink(path)})") from None
     if not stat.S_ISREG(st.st_mode):
         raise DataError(f"{path}: is {_kind(st)}, not a regular file")
-    if st.st_size > limit:
-        raise DataError(f"{path}: {st.st_size} bytes, larger than any {what} "
-                        f"({_size(limit)} at most)")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise DataError(f"{path}: is not a regular file")
         chunks, total = [], 0
+        if magic:
+            head = os.pread(fd, len(magic), 0)
+            if head != magic:
+                return head
+        if st.st_size > limit:
+            raise DataError(f"{path}: {st.st_size} bytes, larger than any {what} "
+                            f"({_size(limit)} at most)")
+        # One read of the whole file as fstat sized it (one copy, not a join of chunks);
+        # the loop goes on only for a file that grew meanwhile.
+        want = st.st_size + 1
         while True:
-            b = os.read(fd, 1 << 20)
+            b = os.read(fd, min(want, limit + 1) if want else 1 << 20)
+            want = 0
             if not b:
                 break
             total += len(b)

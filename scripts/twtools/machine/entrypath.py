@@ -12,27 +12,27 @@ We are its tracer and parent, so /proc/<pid>/auxv and /proc/<pid>/mem are readab
 auxiliary vector (pairs of u32 in a 32-bit process) gives AT_SYSINFO_EHDR (the vDSO's ELF
 header) and AT_SYSINFO (__kernel_vsyscall). The vDSO's own dynamic symbol table is parsed to
 cross-check and to find the function's size; objdump disassembles the bytes at their live
-addresses. The child is then killed.
+addresses, from a private copy of the image (its listing is what a person reads). The child is
+then killed.  The commands themselves are cli/vdso.py and cli/classify_libc.py; their text is
+present/entrypath.py's.
 
-`tw classify-libc` finds write/__write/__libc_write in a library's symbol tables, disassembles
-it with objdump and follows direct calls and tail jumps inside the library a few levels (modern
+`tw classify-libc` finds write/__write/__libc_write in a library's symbol tables (machine/elf.py,
+the library read once), decodes it with capstone (machine/decode.py) and follows direct calls and tail jumps inside the library a few levels (modern
 glibc wraps the call in __syscall_cancel and friends) until it finds the instruction that
 enters the kernel: `int $0x80`, `call *%gs:0x10` (the vDSO pointer glibc keeps in the TCB),
 `syscall` or `sysenter`.
 """
 import ctypes
-import json
 import os
 import re
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from ..core import files, paths, proc
-from . import process
+from . import decode, elf, process
 
 AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 PTRACE_TRACEME = 0
@@ -64,67 +64,6 @@ VDSO_WHY = {
                     "32-bit instruction here (X86_FEATURE_SYSFAST32 clear, e.g. under FRED) enters "
                     "by int 0x80 directly, without the frame",
 }
-
-
-# --- ELF -------------------------------------------------------------------
-
-def elf_symbols(data):
-    """{name: (value, size)} from an ELF image's .dynsym and .symtab (32- or 64-bit, LE).
-
-    Enough ELF for a vDSO or a test object: section headers, symbol tables, their string
-    tables. Raises ValueError on anything that is not little-endian ELF."""
-    if data[:4] != b"\x7fELF" or data[5] != 1:
-        raise ValueError("not a little-endian ELF image")
-    is64 = data[4] == 2
-    if is64:
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    else:
-        shoff, = struct.unpack_from("<I", data, 0x20)
-        shentsize, shnum = struct.unpack_from("<HH", data, 0x2E)
-    sections = []
-    for i in range(shnum):
-        off = shoff + i * shentsize
-        if is64:
-            _, stype, _, _, soff, ssize, link, _, _, entsize = struct.unpack_from("<IIQQQQIIQQ", data, off)
-        else:
-            _, stype, _, _, soff, ssize, link, _, _, entsize = struct.unpack_from("<IIIIIIIIII", data, off)
-        sections.append((stype, soff, ssize, link, entsize))
-    syms = {}
-    for stype, soff, ssize, link, entsize in sections:
-        if stype not in (2, 11) or not entsize:  # SHT_SYMTAB, SHT_DYNSYM
-            continue
-        stroff = sections[link][1]
-        for j in range(ssize // entsize):
-            e = soff + j * entsize
-            if is64:
-                name, _, _, _, value, size = struct.unpack_from("<IBBHQQ", data, e)
-            else:
-                name, value, size, _, _, _ = struct.unpack_from("<IIIBBH", data, e)
-            if not name:
-                continue
-            end = data.index(b"\0", stroff + name)
-            n = data[stroff + name:end].decode(errors="replace").split("@", 1)[0]
-            syms.setdefault(n, (value, size))
-    return syms
-
-
-def elf_load_vaddr(data):
-    """p_vaddr of the first PT_LOAD (0 for the kernel's vDSO images)."""
-    is64 = data[4] == 2
-    if is64:
-        phoff, = struct.unpack_from("<Q", data, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-    else:
-        phoff, = struct.unpack_from("<I", data, 0x1C)
-        phentsize, phnum = struct.unpack_from("<HH", data, 0x2A)
-    for i in range(phnum):
-        off = phoff + i * phentsize
-        ptype, = struct.unpack_from("<I", data, off)
-        if ptype == 1:
-            vaddr, = struct.unpack_from("<Q" if is64 else "<I", data, off + (16 if is64 else 8))
-            return vaddr
-    return 0
 
 
 # --- disassembly -----------------------------------------------------------
@@ -199,11 +138,10 @@ def find_32bit_binary():
     cands = [paths.BUILD / n for n in names] + sorted(paths.BUILD.glob("*-32-*"))
     for c in cands:
         try:
-            with open(c, "rb") as f:
-                head = f.read(20)
-        except OSError:
+            data = files.read_regular(c, what="program", magic=b"\x7fELF")
+        except (OSError, elf.ElfError):
             continue
-        if head[:4] == b"\x7fELF" and head[4] == 1 and head[18] == 3:  # ELFCLASS32, EM_386
+        if data and elf.is_i386(data):
             return c
     return None
 
@@ -272,11 +210,14 @@ def vdso32(binary=None, save=None):
     res.update(classify_vdso32(proc["image"], proc["base"],
                                None if sysinfo is None else sysinfo - proc["base"]))
     if save:
-        # The image and AT_SYSINFO's offset in it: what tests/fixtures/machines/* record.
+        # The image, and beside it (FILE.txt) its size and AT_SYSINFO's offset in it: what
+        # tw doctor --record keeps in tests/fixtures/machines/* (machine/doctor.py reads both).
+        # Atomic and never through a symbolic link (core.files).
         files.write_bytes(save, proc["image"])
-        files.write_text(str(save) + ".txt", 
-            f"vdso32_size={len(proc['image'])}\n"
-            + (f"at_sysinfo_offset={sysinfo - proc['base']:#x}\n" if sysinfo is not None else ""))
+        files.write_text(str(save) + ".txt",
+                         f"vdso32_size={len(proc['image'])}\n"
+                         + (f"at_sysinfo_offset={sysinfo - proc['base']:#x}\n"
+                            if sysinfo is not None else ""))
     return res
 
 
@@ -291,9 +232,9 @@ def classify_vdso32(image, base=0, sysinfo_offset=None):
     res = {"available": True, "instruction": None, "form": None, "disasm": [], "why": None,
            "vdso_base": hex(base), "kernel_vsyscall": None, "landing_pad": None, "bytes": None}
     try:
-        syms = elf_symbols(image)
-        load = elf_load_vaddr(image)
-    except (ValueError, struct.error, IndexError) as e:
+        image_elf = elf.Elf(image, "the vDSO image")
+        syms, load = image_elf.symbol_table(), image_elf.load_vaddr
+    except elf.ElfError as e:
         res["available"] = None
         res["why"] = f"cannot parse the vDSO image: {e}"
         return res
@@ -367,70 +308,45 @@ def vdso64():
                 with open("/proc/self/mem", "rb", buffering=0) as mem:
                     mem.seek(lo)
                     image = mem.read(hi - lo)
-                syms = sorted(n for n in elf_symbols(image)
+                syms = sorted(n for n in elf.Elf(image, "the 64-bit vDSO").symbol_table()
                               if not n.startswith("LINUX_") and (n.startswith("__vdso_") or not n.startswith("_")))
                 return {"available": True, "base": hex(lo), "symbols": syms, "why": None}
-    except (OSError, ValueError, struct.error) as e:
+    except (OSError, elf.ElfError) as e:
         return {"available": None, "symbols": [], "why": f"cannot read /proc/self vDSO: {e}"}
     return {"available": False, "symbols": [], "why": "no [vdso] mapping in this process (vdso=0?)"}
 
 
 # --- libc classification ----------------------------------------------------
 
-def _objdump_symbols(path):
-    """[(addr, size, name)] from objdump -T and -t (a stripped libc has only -T)."""
+def _function_symbols(e):
+    """{name: (addr, size)} of the functions (and untyped code symbols) of an Elf."""
     out = {}
-    for flag in ("-T", "-t"):
-        p = proc.run(["objdump", flag, path], timeout=60)
-        for line in p.stdout.splitlines():
-            parts = line.split()
-            if len(parts) < 4 or not re.fullmatch(r"[0-9a-f]{8,16}", parts[0]):
-                continue
-            if ".text" not in line and " F " not in line and "DF" not in line:
-                continue
-            # "addr flags... section size [version] name"
-            m = re.match(r"^([0-9a-f]+)\s.*?\s(\S+)\s+([0-9a-f]{8,16})\s+(?:\S+\s+)?(\S+)$", line)
-            if not m or m.group(2) in ("*UND*",):
-                continue
-            addr, size, name = int(m.group(1), 16), int(m.group(3), 16), m.group(4)
-            name = name.split("@", 1)[0]
-            out.setdefault(name, (addr, size))
+    for v, size, t, n in e.symbols:
+        if t == elf.STT_FUNC or (t == elf.STT_NOTYPE and e.in_exec(v)):
+            out.setdefault(n, (v, size))
     return out
 
 
-def _arch_of(path):
-    with open(path, "rb") as f:
-        head = f.read(20)
-    if head[:4] != b"\x7fELF":
-        raise ValueError(f"{path} is not an ELF file")
-    return 32 if head[4] == 1 else 64
-
-
-def _disasm_range(path, start, stop):
-    p = proc.run(["objdump", "-d", "-w", f"--start-address={start:#x}", f"--stop-address={stop:#x}",
-                    path], timeout=120)
-    if p.returncode:
-        raise RuntimeError(p.stderr.strip())
-    return parse_objdump(p.stdout)
-
-
-def classify_libc(path, depth=4):
-    """How the libc (or any ELF) at `path` enters the kernel in write().
+def classify_libc(lib, depth=4):
+    """How the libc (or any ELF) `lib` enters the kernel in write().  lib: a path (read once,
+    bounded) or an elf.Elf already read.
 
     {path, bits, entry: "vdso"|"int80"|"syscall"|"sysenter"|"unknown", symbol, all: [kinds seen],
-     evidence: ["func+off: insn", ...], chain: [function names followed], why}. Never raises."""
-    res = {"path": str(path), "bits": None, "entry": "unknown", "symbol": None, "all": [],
-           "evidence": [], "chain": [], "why": None}
+     evidence: ["func+off: insn", ...], chain: [function names followed], why}.  A path that
+    cannot be read or parsed gives entry "unknown" with the reason; never raises."""
+    res = {"path": str(getattr(lib, "path", lib)), "bits": None, "entry": "unknown",
+           "symbol": None, "all": [], "evidence": [], "chain": [], "why": None}
     try:
-        path = str(Path(path).resolve())
-        res["bits"] = _arch_of(path)
-        if not proc.which("objdump"):
-            res["why"] = "objdump is not installed (binutils)"
-            return res
-        syms = _objdump_symbols(path)
-    except (OSError, ValueError) as e:
-        res["why"] = str(e)
+        e = lib if isinstance(lib, elf.Elf) else elf.load(Path(lib).resolve())
+        res["path"] = str(Path(e.path).resolve()) if not isinstance(lib, elf.Elf) else e.path
+        res["bits"] = e.bits
+        dec = decode.Decoder(e)
+        syms = _function_symbols(e)
+        dsyms = e.data_symbols
+    except (OSError, elf.ElfError, decode.NoDecoder) as err:
+        res["why"] = err.line() if isinstance(err, decode.NoDecoder) else str(err)
         return res
+    path = res["path"]
     name = next((n for n in WRITE_NAMES if n in syms), None)
     if name is None:
         res["why"] = f"none of {', '.join(WRITE_NAMES)} is defined in {path}"
@@ -451,6 +367,15 @@ def classify_libc(path, depth=4):
             return by_addr[addr][0]
         return f"sub_{addr:x}"
 
+    def insn_text(ins):
+        # objdump's <symbol> after a memory operand: what `call *_dl_sysinfo` is known by
+        t = decode.text(ins)
+        for o in ins.ops:
+            a = decode.mem_target(ins, o)
+            if a in dsyms:
+                return f"{t} <{dsyms[a]}>"
+        return t
+
     # Breadth first: the entry closest to write() wins; deeper levels are looked at only when
     # a level has no entry instruction at all.
     frontier, seen = [syms[name][0]], set()
@@ -460,22 +385,24 @@ def classify_libc(path, depth=4):
             if start in seen:
                 continue
             seen.add(start)
-            stop = extent(start)
-            try:
-                insns = _disasm_range(path, start, stop)
-            except RuntimeError as e:
-                res["why"] = f"objdump failed: {e}"
-                return res
+            region = dec.region(start)
+            if region is None:
+                continue
+            stop = min(extent(start), region.vaddr + region.size)
+            insns = list(dec.run(start, stop, start))
             res["chain"].append(f"{label(start)}@{start:#x} (level {level})")
             for k, ins in enumerate(insns):
-                kind = entry_kind(ins["text"])
+                kind = entry_kind(insn_text(ins))
                 if kind:
                     ctx = insns[max(0, k - 2):k + 1]
-                    found.append((kind, [f"{label(start)}+{c['addr'] - start:#x}: {c['text']}" for c in ctx]))
-                m = re.match(r"^(call|jmp)\w*\s+([0-9a-f]+)\b", ins["text"])
-                if m:
-                    tgt = int(m.group(2), 16)
-                    if m.group(1) == "call" or not (start <= tgt < stop):
+                    found.append((kind, [f"{label(start)}+{c.addr - start:#x}: {insn_text(c)}"
+                                         for c in ctx]))
+                if ins.op in ("call", "jmp") and ins.ops and not ins.ops[0].startswith("*"):
+                    try:
+                        tgt = int(ins.ops[0], 0)
+                    except ValueError:
+                        continue
+                    if ins.op == "call" or not (start <= tgt < stop):
                         # get_pc_thunk helpers are one mov and a ret: not worth a level
                         if not label(tgt).startswith("__x86.get_pc_thunk"):
                             nxt.append(tgt)
@@ -517,8 +444,8 @@ def _resolve_linker_script(path):
     """gcc's libc.so is often a linker script naming the real libc.so.6."""
     p = Path(path)
     try:
-        head = p.read_bytes()[:4096]
-    except OSError:
+        head = (files.read_regular(p, limit=elf.MAX_ELF, what="library") or b"")[:4096]
+    except (OSError, elf.ElfError):
         return None
     if head[:4] == b"\x7fELF":
         return p
@@ -549,10 +476,11 @@ def default_libcs():
             for c in cands[bits]:
                 if os.path.exists(c):
                     try:
-                        if _arch_of(c) == int(bits):
+                        head = files.read_regular(c, what="library", magic=b"\x7fELF")
+                        if head and elf.header(head, c).bits == int(bits):
                             found = Path(c)
                             break
-                    except (OSError, ValueError):
+                    except (OSError, elf.ElfError):
                         pass
         if found is None:
             why[bits] = f"no {bits}-bit libc.so.6 found (gcc {flag} -print-file-name and the usual directories)"
@@ -571,80 +499,3 @@ def libc_entries():
         else:
             out[bits] = {"path": None, "entry": "unknown", "evidence": [], "why": d["why"][bits]}
     return out
-
-
-# --- command line -------------------------------------------------------------
-
-def add_arguments(parser, name):
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    if name == "vdso":
-        parser.add_argument("--binary", help="the 32-bit program to read the vDSO from "
-                                             "(default: one from build/, else a tiny one made with nasm)")
-        parser.add_argument("--64", dest="show64", action="store_true",
-                            help="also list the 64-bit vDSO's functions")
-        parser.add_argument("--save", metavar="FILE",
-                            help="also write the vDSO image to FILE and AT_SYSINFO's offset to "
-                                 "FILE.txt (to record a machine)")
-    else:
-        parser.add_argument("paths", nargs="*", metavar="PATH",
-                            help="libraries or programs to classify (default: this machine's "
-                                 "32-bit and 64-bit libc.so.6)")
-
-
-def main(args, name):
-    if name == "vdso":
-        r = vdso32(args.binary, save=args.save)
-        if args.show64:
-            r["vdso64"] = vdso64()
-        if args.json:
-            print(json.dumps(r, indent=1))
-        else:
-            print(format_vdso(r))
-        return 0 if r["instruction"] else 1
-    paths = args.paths
-    if not paths:
-        results = list(libc_entries().values())
-    else:
-        results = [classify_libc(p) for p in paths]
-    if args.json:
-        print(json.dumps(results, indent=1))
-    else:
-        for r in results:
-            print(format_libc(r))
-            print()
-    return 0 if all(r["entry"] != "unknown" for r in results) else 1
-
-
-def format_vdso(r):
-    lines = [f"32-bit vDSO __kernel_vsyscall: {r['instruction'] or 'unknown'}"]
-    if r.get("source"):
-        lines.append(f"  read from: a stopped {r['source']} (pid's auxv AT_SYSINFO, /proc/<pid>/mem)")
-    if r.get("kernel_vsyscall"):
-        lines.append(f"  vDSO at {r['vdso_base']}, __kernel_vsyscall at {r['kernel_vsyscall']}, "
-                     f"landing pad at {r.get('landing_pad') or 'unknown'}")
-    if r.get("disasm"):
-        lines.append("  disassembly:")
-        for d in r["disasm"]:
-            mark = "   <- landing pad" if r.get("landing_pad") and d.startswith(r["landing_pad"][2:].rjust(8, "0")) else ""
-            lines.append(f"    {d}{mark}")
-    if r.get("why"):
-        lines.append(f"  why: {r['why']}")
-    if r.get("vdso64"):
-        v = r["vdso64"]
-        lines.append(f"64-bit vDSO: {', '.join(v['symbols']) if v['symbols'] else v['why']}")
-    return "\n".join(lines)
-
-
-def format_libc(r):
-    lines = [f"{r['path']}: {r['entry']}" + (f" ({r['bits']}-bit, via {r['symbol']})" if r.get("symbol") else "")]
-    if r.get("why"):
-        lines.append(f"  why: {r['why']}")
-    for e in r.get("evidence", [])[:12]:
-        lines.append(f"  evidence: {e}")
-    if r.get("chain") and len(r["chain"]) > 1:
-        lines.append(f"  followed: {' -> '.join(r['chain'][:8])}")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(None, "vdso"))
