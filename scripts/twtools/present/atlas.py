@@ -1,0 +1,130 @@
+"""The report's section placing this machine among the atlas (data/machines/): its
+undisturbed costs beside theirs, and the ratios (× each machine's own 64-bit syscall null)
+that differ most.
+
+Both sides come from twtools.analyse.fleet's digest, so they use one figure.  Until percall
+carries issue 17's undisturbed estimate that figure is the k-best floor, which has no
+interval: the section says "floor (no interval)" and gives none.  An atlas machine measured
+more than once shows the range of its runs, labelled as a range over runs, never as an
+interval.
+"""
+import math
+
+from ..analyse import atlas, fleet
+from ..core import escape
+
+# The cells the side-by-side table shows (null calls: the entry path itself); the ratio
+# table ranks every cell both machines measured.
+SHOWN_OP = "null"
+TOP = 3
+
+
+def _g(x):
+    return "—" if x is None else (f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}")
+
+
+def _fig(c, key="value", lo="ci_low", hi="ci_high", unit=" ns"):
+    if c is None or c.get(key) is None:
+        return "—"
+    s = _g(c[key]) + unit
+    if c.get(lo) is not None and c.get(hi) is not None:
+        s += f" [{_g(c[lo])}, {_g(c[hi])}]"
+    return s
+
+
+def _theirs(runs, col, key):
+    """(middle, low, high) of an atlas machine's runs for one cell: the median of its runs
+    and their range (a range over runs, not an interval)."""
+    vals = sorted(r["cells"][col][key] for r in runs if col in r["cells"]
+                  and r["cells"][col].get(key) is not None)
+    if not vals:
+        return None
+    n = len(vals)
+    mid = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+    return mid, vals[0], vals[-1], n
+
+
+def _txt(t, unit):
+    if t is None:
+        return "—"
+    mid, lo, hi, n = t
+    return _g(mid) + unit + (f" ({_g(lo)}–{_g(hi)} over {n} runs)" if n > 1 else "")
+
+
+def here_digest(data):
+    raw = (data.get("raw") or {}).get("percall")
+    if not raw:
+        return None
+    meta = data.get("meta") or {}
+    return fleet.digest_doc(raw, data.get("fingerprint"), meta, meta.get("host") or "this run")
+
+
+def differ_most(here, runs, top=TOP):
+    """The cells whose ratio here differs most (on the log scale) from an atlas machine's."""
+    rows = []
+    for col, c in here["cells"].items():
+        t = _theirs(runs, col, "ratio")
+        if c["shape"] != "ret" or c.get("ratio") is None or t is None or t[0] <= 0:
+            continue
+        rows.append((abs(math.log(c["ratio"] / t[0])), col, c, t))
+    rows.sort(key=lambda r: -r[0])
+    return rows[:top]
+
+
+def section(doc, data, root=atlas.ATLAS):
+    doc.h(2, "This machine among the machines measured before")
+    try:
+        here = here_digest(data)
+    except Exception as e:      # noqa: BLE001 - a damaged stage file is said, not fatal
+        doc.p(f"Not placed: this run's per-call matrix could not be digested ({escape.markdown(str(e))}).")
+        return
+    if here is None:
+        doc.p("Not placed: this run has no per-call matrix (percall.json).")
+        return
+    digests, skipped = atlas.load(root)
+    meta = data.get("meta") or {}
+    # This very run, if it is in the atlas, is not compared with itself.
+    digests = [d for d in digests if not (d.get("pid") == meta.get("pid")
+                                          and d.get("created_utc") == meta.get("created_utc"))]
+    if not digests:
+        doc.p("No other machine in data/machines/ to compare with.")
+        return
+    by = atlas.machines(digests)
+    label = fleet.LABEL_UNDISTURBED if here["estimator"] == fleet.UNDISTURBED[0] else \
+        fleet.LABEL_FALLBACK
+    doc.p(f"Figure: **{label}**, ns per call, and × each machine's own {here['reference']} "
+          "call. The atlas (data/machines/, docs/many-machines.md) keeps each machine's raw "
+          "rounds, analysed here with this checkout's method; a machine measured more than once "
+          "shows the range over its runs, which is not an interval. The seed's published "
+          "platforms are not in it: they are the seed's figures (docs/seed-report.md).")
+    names = list(by)
+    facts = lambda d: (f"{d['facts']['cpu_name']}, {d['facts']['cpu']}, "
+                       f"{d['facts']['hypervisor']}, {d['facts']['kernel']}")
+    doc.table(["machine", "facts", "runs"],
+              [["this run", escape.markdown(facts(here)), "1"]] +
+              [[escape.markdown(m), escape.markdown(facts(by[m][0])), str(len(by[m]))]
+               for m in names])
+    rows = []
+    for col, c in here["cells"].items():
+        if c["op"] != SHOWN_OP or c["shape"] != "ret":
+            continue
+        row = [col, _fig(c) + " · " + _fig(c, "ratio", "ratio_low", "ratio_high", "×")]
+        for m in names:
+            row.append(_txt(_theirs(by[m], col, "value"), " ns") + " · "
+                       + _txt(_theirs(by[m], col, "ratio"), "×"))
+        rows.append(row)
+    doc.table(["cell", "this machine"] + [escape.markdown(m) for m in names], rows)
+    for m in names:
+        top = differ_most(here, by[m])
+        if not top:
+            continue
+        doc.p(f"Ratios that differ most from **{escape.markdown(m)}** (× own reference; "
+              "here / there):")
+        doc.table(["cell", "here", f"{escape.markdown(m)}", "here / there"],
+                  [[col, _fig(c, "ratio", "ratio_low", "ratio_high", "×"),
+                    _txt(t, "×"), f"{c['ratio'] / t[0]:.3g}"
+                    + ("" if c.get("ratio_low") is not None else " (no interval: floor)")]
+                   for _, col, c, t in top])
+    for s in skipped:
+        doc.warn(f"atlas entry {escape.markdown(s['machine'])}/{escape.markdown(s['run'])} "
+                 f"skipped: {escape.markdown(s['why'])}")
