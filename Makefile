@@ -6,6 +6,7 @@
 #   make report          install what is missing (as root), build, measure, report
 #                        (on a machine without make: ./tw-make test, ./tw-make report)
 #   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
+#   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands it.  Objects are built once per flavour, bits plus syscall ABI
@@ -65,7 +66,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench clean distclean
+.PHONY: all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench fleet-run bench-fleet clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -143,6 +144,27 @@ report: deps
 bench: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/tw bench --selfcheck $(BENCH_ARGS)
+
+# The fleet playbook's one command on a host (fleet/site.yml), run under the host's lock so
+# that no set-up's compiling overlaps another run's measuring: set-up, then tw run.
+# FLEET_SETUP=full (deps, build, venv: what `make report` does), build (compile only) or
+# none; FLEET_PYTHON is the interpreter that runs tw (default: the checkout's venv).
+FLEET_SETUP ?= full
+FLEET_PYTHON ?= $(VPY)
+fleet-run:
+	@echo "fleet-run: lock held from $$(date +%s.%N)"
+ifeq ($(FLEET_SETUP),full)
+	$(DEPS) report
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+else ifeq ($(FLEET_SETUP),build)
+	@$(MAKE) --no-print-directory binaries
+endif
+	$(FLEET_PYTHON) scripts/tw run $(REPORT_ARGS)
+	@echo "fleet-run: done at $$(date +%s.%N)"
+
+# The fleet view's scale benchmark: 1000 synthetic results directories from the atlas.
+bench-fleet: venv
+	$(VPY) scripts/tw fleet --bench $(or $(FLEET_N),1000)
 
 clean:
 	rm -rf $(BUILD)
