@@ -39,16 +39,19 @@ def add_arguments(p, name):
 
 
 def _newest(host_dir):
-    """The newest results directory inside a host folder (by meta.json's created_utc, then
-    name), or None; symbolic links are never followed."""
-    found = []
+    """(the newest results directory inside a host folder by name, or None; why there is
+    none: the reason a folder that looked like one was refused).  Symbolic links are never
+    followed."""
+    found, why = [], None
     with os.scandir(host_dir) as it:
-        for e in it:
+        for e in sorted(it, key=lambda e: e.name):
             if e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
-                ok, _ = results.is_results_dir(e.path)
+                ok, w = results.is_results_dir(e.path)
                 if ok:
                     found.append(e.name)
-    return Path(host_dir) / sorted(found)[-1] if found else None
+                elif os.path.lexists(os.path.join(e.path, "meta.json")):
+                    why = w
+    return (Path(host_dir) / found[-1] if found else None), why
 
 
 def _status_why(host_dir):
@@ -92,9 +95,9 @@ def discover(dirs):
             if results.is_results_dir(e.path)[0]:
                 jobs.append((e.name, Path(e.path)))
                 continue
-            newest = _newest(e.path)
+            newest, why = _newest(e.path)
             if newest is None:
-                refused.append({"host": e.name, "why": _status_why(e.path) or
+                refused.append({"host": e.name, "why": _status_why(e.path) or why or
                                 "no results directory in its folder"})
             else:
                 jobs.append((e.name, newest))

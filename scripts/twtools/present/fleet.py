@@ -6,7 +6,8 @@ each: the facts that set it apart, how many machines, the median figure per mech
 the spread inside the group) as a heat map, and lists a group's machines only on demand,
 inside a <details> element.  Every string that came from a results directory (host names,
 CPU names, kernel releases) is escaped for where it goes: html.escape for the page,
-escape.terminal for the terminal, and a CSV cell that a spreadsheet would run as a formula
+escape.terminal for the terminal (and before html.escape, so that
+control characters show on the page too), and a CSV cell that a spreadsheet would run as a formula
 (=, +, -, @) is prefixed with a quote.
 """
 import csv
@@ -47,6 +48,8 @@ def text(view, out=None):
     lines = [f"tw fleet: {len(view['machines'])} machines compared, "
              f"{len(view['refused'])} refused; figure: {view['figure']}; "
              f"op: {view['op'] or 'all'}"]
+    if len(view["machines"]) <= 20:
+        lines.append("machines: " + ", ".join(escape.terminal(m["host"]) for m in view["machines"]))
     lines.append(f"groups by what differs ({', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing differs'}):")
     for g in view["groups"][:20]:
         facts = "; ".join(f"{afleet.FACT_NAMES[k]} {v}" for k, v in g["facts"].items()) or "all machines"
@@ -104,7 +107,9 @@ summary{cursor:pointer}.refused{color:#a00}small{color:#555}"""
 
 
 def _e(s):
-    return html.escape(str(s), quote=True)
+    """Text from a results directory on the page: control characters shown visibly (an ESC
+    or BEL has no business in a page either), then HTML-escaped."""
+    return html.escape(escape.terminal(str(s)), quote=True)
 
 
 def _group_row(view, g):
