@@ -97,16 +97,20 @@ def make(n, root, workers):
 
 
 def measure(collection, out, workers):
-    """Run `tw fleet` on the collection in a child; (wall s, exit status, peak RSS of the
-    largest process in bytes, its stdout)."""
+    """Run `tw fleet` on the collection in a child; (wall s, CPU s of the child and its
+    workers, exit status, peak RSS of the largest process in bytes, its stdout, stderr).
+    The CPU time is what a loaded machine does not change much: on a shared host the wall
+    time measures the neighbours too."""
     cmd = [sys.executable, str(paths.ROOT / "scripts" / "tw"), "fleet", str(collection),
            "--out", str(out), "--jobs", str(workers)]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stdout, stderr = p.communicate()
     wall = time.perf_counter() - t
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, p.returncode, ru.ru_maxrss * 1024, stdout.decode(errors="replace"), \
+    cpu = (ru.ru_utime + ru.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return wall, cpu, p.returncode, ru.ru_maxrss * 1024, stdout.decode(errors="replace"), \
         stderr.decode(errors="replace")
 
 
@@ -130,7 +134,7 @@ def main(args):
         # The child must not inherit the generation pool's peak: it is measured alone.
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         ui.progress(f"fleet bench: tw fleet over {n} directories ({workers} workers) ...")
-        wall, rc, peak, stdout, stderr = measure(coll, out, workers)
+        wall, cpu, rc, peak, stdout, stderr = measure(coll, out, workers)
         if rc not in (0, ui.EXIT_DATA):
             raise UserError(f"tw fleet failed (exit {rc}): {stderr.strip().splitlines()[-1:] or ''}")
         first = stdout.splitlines()[0] if stdout else ""
@@ -140,6 +144,8 @@ def main(args):
         print(f"  writing the synthetic directories: {gen:.1f} s (not counted)")
         print(f"  comparing them: wall time {wall:.1f} s (target <= {TARGET_S:.0f} s: "
               f"{'met' if wall <= TARGET_S else 'NOT met'})")
+        print(f"  CPU time: {cpu:.1f} s over tw fleet and its workers ({cpu / workers:.1f} s "
+              f"each if shared evenly: the wall time on {workers} idle CPUs)")
         print(f"  peak memory: {peak / (1 << 20):.0f} MiB in the largest process{peak_note}; at "
               f"most {(peak * (workers + 1)) / (1 << 20):.0f} MiB over tw fleet and its {workers} "
               f"workers together (target <= {TARGET_BYTES >> 20} MiB: "
