@@ -10,6 +10,7 @@ that groups form, and a host name of its own.  Every stage file the fleet reads 
 a default-mode run's (percall.json about 3 MB), so reading is measured at full cost.
 """
 import concurrent.futures as cf
+import functools
 import json
 import os
 import random
@@ -53,11 +54,17 @@ def _scale_rounds(cell, k):
                 rd[key] = np.round(np.asarray(rd[key], dtype=float) * k, 4).tolist()
 
 
+@functools.lru_cache(maxsize=8)
+def _template_text(run):
+    """An atlas run's percall.json, decompressed once per worker process."""
+    return orjson.dumps(atlas._percall_xz(Path(run)))
+
+
 def make_one(job):
     """Write one synthetic results directory; returns its path."""
     i, run, meta, fp, root = job
     rng = random.Random(i)
-    doc = atlas._percall_xz(Path(run))
+    doc = orjson.loads(_template_text(run))
     machine_k = rng.lognormvariate(0, 0.10)
     per_variant = {}
     for c in doc.get("cells", []):
