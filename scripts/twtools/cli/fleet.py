@@ -161,6 +161,11 @@ def run(dirs, out_arg, op, workers, as_json, stream=None):
             seen.add(h)
             uniq.append((label, d))
         jobs = uniq
+    if not jobs:
+        for r in refused:
+            print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
+                  file=sys.stderr)
+        raise DataError("no results directory to compare (each refused above); nothing written")
     out = out_dir(out_arg)
     digests, bad = compare(jobs, workers)
     refused += bad

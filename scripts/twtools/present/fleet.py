@@ -48,7 +48,7 @@ def text(view, out=None):
     lines = [f"tw fleet: {len(view['machines'])} machines compared, "
              f"{len(view['refused'])} refused; figure: {view['figure']}; "
              f"op: {view['op'] or 'all'}"]
-    if len(view["machines"]) <= 20:
+    if 0 < len(view["machines"]) <= 20:
         lines.append("machines: " + ", ".join(escape.terminal(m["host"]) for m in view["machines"]))
     lines.append(f"groups by what differs ({', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing differs'}):")
     for g in view["groups"][:20]:
