@@ -2,14 +2,15 @@
 #
 #   make                 build every variant into build/
 #   make list-variants   print the variant names, one per line
-#   make test            install what is missing (as root), build, run the tests
+#   make check           the fast tests: unit, parser, statistics, fixtures (no build)
+#   make test            install what is missing (as root), build, run every test
 #   make report          install what is missing (as root), build, measure, report
 #                        (on a machine without make: ./tw-make test, ./tw-make report)
 #   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #
 # The variants live in variants/registry (the mechanism registry); this file
-# only expands it.  Objects are built once per flavour, bits plus syscall ABI
+# only expands the rows variants/rows.awk reads from it.  Objects are built once per flavour, bits plus syscall ABI
 # (64-x86_64, 64-i386, 32-i386): the 64-bit int80 variant is 64-bit code that
 # must use i386 numbers.
 
@@ -33,40 +34,52 @@ FLAGS_32-i386   := -m32 -DTW_ABI32 -no-pie -fno-pie
 NASMFMT_64      := elf64
 NASMFMT_32      := elf32
 
+# A known extra cost for the issue's detection test: N dependent multiplies in
+# the 64-bit syscall stub's call, before the entry (asm/64/syscall.asm).  Build
+# it apart, e.g. `make binaries BUILD=build-x TW_EXTRA_WORK=4`; 0 is the plain
+# code.  The value is kept in $(OBJ)/tw_extra_work so that changing it rebuilds.
+TW_EXTRA_WORK ?= 0
+ifeq ($(shell echo '$(TW_EXTRA_WORK)' | grep -Ex '[0-9]{1,4}'),)
+$(error TW_EXTRA_WORK must be a whole number from 0 to 9999, not '$(TW_EXTRA_WORK)')
+endif
+
 PROGRAMS := timewrite syscost
 # Programs that measure libc's own buffering and writev; no mechanism stub.
 LIBC_PROGRAMS := wvbench
 
-# Rows of the registry as bits:abi:mechanism:obj1:obj2...  Its columns are
-# variant, abi, entry, bytes, needs, ops, shapes, seen-as, then the objects;
-# `ops NAME = ...` lines define operation groups and are not variants.
-ROWS := $(shell awk '{ sub(/\#.*/, "") } NF && $$1 != "ops" { split($$1, v, "-"); \
-	r = v[1] ":" $$2 ":" substr($$1, length(v[1]) + 2); \
-	for (i = 9; i <= NF; i++) r = r ":" $$i; print r }' variants/registry)
+# Rows of the registry as bits:abi:mechanism:write:obj1:obj2..., from the one
+# awk program that reads it (variants/rows.awk; tests/test_registry_readers.py
+# checks it against twtools.machine.registry).  write is "w" for the variants
+# timewrite is built for: those whose ops include write-file.
+ROWS := $(shell awk -f variants/rows.awk variants/registry)
+ifneq ($(.SHELLSTATUS),0)
+$(error variants/registry could not be read (variants/rows.awk said why, above))
+endif
 
-row_bits = $(word 1,$(subst :, ,$1))
-row_abi  = $(word 2,$(subst :, ,$1))
-row_mech = $(word 3,$(subst :, ,$1))
-row_objs = $(wordlist 4,99,$(subst :, ,$1))
-row_flav = $(call row_bits,$1)-$(call row_abi,$1)
+row_field = $(word $2,$(subst :, ,$1))
+row_bits  = $(call row_field,$1,1)
+row_abi   = $(call row_field,$1,2)
+row_mech  = $(call row_field,$1,3)
+row_write = $(call row_field,$1,4)
+row_objs  = $(wordlist 5,99,$(subst :, ,$1))
+row_flav  = $(call row_bits,$1)-$(call row_abi,$1)
+row_name  = $(call row_bits,$1)-$(call row_mech,$1)
 # asm/64/syscall -> build/obj/64-x86_64/asm/syscall.o; libc -> build/obj/<flav>/libc.o
 obj_path = $(if $(filter asm/%,$2),$(OBJ)/$1/asm/$(notdir $2).o,$(OBJ)/$1/$2.o)
 
-VARIANTS := $(foreach r,$(ROWS),$(call row_bits,$r)-$(call row_mech,$r))
+VARIANTS := $(foreach r,$(ROWS),$(call row_name,$r))
 # timewrite copies its input with write(2), so it is built only for the
-# mechanisms that can write: those whose ops (groups expanded) include
-# write-file.  The vsyscall page and the 64-bit vDSO cannot; they get syscost
-# only, since a timewrite that could not write would have nothing to time.
-WRITE_VARIANTS := $(shell awk '{ sub(/\#.*/, "") } !NF { next } \
-	$$1 == "ops" { g[$$2] = $$4; next } \
-	{ n = split($$6, o, ","); s = ""; for (i = 1; i <= n; i++) s = s "," (o[i] in g ? g[o[i]] : o[i]); \
-	  if ((s ",") ~ /,write-file,/) print $$1 }' variants/registry)
+# mechanisms that can write.  The vsyscall page and the 64-bit vDSO cannot;
+# they get syscost only, since a timewrite that could not write would have
+# nothing to time.
+WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(call row_name,$r)))
 BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/timewrite
 
-.PHONY: all binaries list-variants list-write-variants deps build-deps test-deps venv test report bench fleet-run bench-fleet clean distclean
+.PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
+	check test report bench fleet-run bench-fleet clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -78,9 +91,17 @@ list-variants:
 list-write-variants:
 	@for v in $(WRITE_VARIANTS); do echo "$$v"; done
 
-# One link rule per program and registry row.
+# One link rule per program and registry row.  A program links, in this order,
+# its own objects, the C pieces every program shares, and the row's objects
+# (its stub or C file, and its allocator).  syscost's own pieces are its options,
+# clock, disturbance counters, speculation control and output (syscost/*.c).
+OWN_OBJS_timewrite := timewrite
+OWN_OBJS_syscost   := syscost options clock disturb speculation output
+SHARED_OBJS := probe json_out tw_cli tw_stats
+link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
+	$(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
 define VARIANT_RULES
-$(BUILD)/$2-$(call row_bits,$1)-$(call row_mech,$1): $(OBJ)/$(call row_flav,$1)/$2.o $(OBJ)/$(call row_flav,$1)/probe.o $(OBJ)/$(call row_flav,$1)/json_out.o $(OBJ)/$(call row_flav,$1)/tw_cli.o $(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
+$(BUILD)/$2-$(call row_name,$1): $(call link_objs,$1,$2)
 	$$(CC) $$(FLAGS_$(call row_flav,$1)) $$(LDFLAGS) -o $$@ $$^ -lm
 endef
 $(foreach r,$(ROWS),$(foreach p,$(PROGRAMS),$(eval $(call VARIANT_RULES,$r,$p))))
@@ -94,19 +115,27 @@ $(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/3
 	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm
 
 # Static pattern rules: each C source builds in every flavour.
-HEADERS := $(wildcard timewrite/*.h)
+HEADERS := $(wildcard timewrite/*.h syscost/*.h)
+ASM_INCLUDES := $(wildcard asm/include/*.inc)
 FLAVOURS := 64-x86_64 64-i386 32-i386
 define FLAVOUR_RULES
 $(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
 $(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
-$(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm asm/include/tw.inc | $(OBJ)/$1/asm
-	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -o $$@ $$<
+$(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm $(ASM_INCLUDES) | $(OBJ)/$1/asm
+	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -o $$@ $$<
 $(OBJ)/$1/asm:
 	mkdir -p $$@
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
+
+# The stub that TW_EXTRA_WORK changes is rebuilt when the value changes: the
+# file is rewritten only when it differs, so an unchanged value rebuilds nothing.
+$(OBJ)/64-x86_64/asm/syscall.o: $(OBJ)/tw_extra_work
+$(OBJ)/tw_extra_work: FORCE
+	@mkdir -p $(@D) && { echo '$(TW_EXTRA_WORK)' | cmp -s - $@ || echo '$(TW_EXTRA_WORK)' >$@; }
+FORCE:
 
 # --- set-up, tests, report -------------------------------------------------
 
@@ -132,6 +161,14 @@ $(VENV)/.stamp: requirements.txt
 	{ echo "timewrite: building $(VENV) failed; full log: $(VENV_LOG)" >&2; tail -n 3 $(VENV_LOG) >&2; exit 1; }
 	@touch $@
 venv: deps $(VENV)/.stamp
+
+# Two tiers.  `make check`: the unit, parser, statistics and fixture tests
+# (tests/conftest.py, CHECK_TIER), without building the variants or tracing, for
+# the edit-test loop.  `make test`: every test, after building everything; CI
+# runs it (.ci/run).
+check: deps
+	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
+	$(VPY) -m pytest -m check tests $(PYTEST_ARGS)
 
 test: test-deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1

@@ -141,7 +141,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 	export DEBIAN_FRONTEND=noninteractive
 	echo "timewrite: apt-get update … (log: $log)" >&2
-	apt-get -o DPkg::Lock::Timeout=300 update >>"$log" 2>&1 || fail "apt-get update"
+	# One index that fails (a third-party repository with a lapsed key, a mirror
+	# mid-sync) fails the whole update, though everything needed may install from
+	# the rest.  So the install is tried anyway, and the update's error is shown
+	# only if the install then fails, as the likely cause.
+	update_out="$tmp/apt-update.out"
+	update_failed=
+	apt-get -o DPkg::Lock::Timeout=300 update >"$update_out" 2>&1 || update_failed=1
+	cat "$update_out" >>"$log"
+	show_update_error() {
+		[ -n "$update_failed" ] || return 0
+		echo "timewrite: apt-get update had failed before that; its errors:" >&2
+		# apt's own lines, with control characters dropped: a repository's text is not ours.
+		grep -E '^(E|Err):' "$update_out" | head -n 5 | LC_ALL=C tr -cd '[:print:]\n' |
+			sed 's/^/  /' >&2
+	}
 	echo "timewrite: installing ${#missing[@]} Debian packages: ${missing[*]} …" >&2
 	# openssh-server's package scripts start a system sshd listening on every address; only
 	# the test's own loopback sshd is wanted.  Unless the machine already has a policy (a
@@ -156,9 +170,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get -o DPkg::Lock::Timeout=300 install -y "${missing[@]}" >>"$log" 2>&1
 	rc=$?
 	[ -n "$policy" ] && rm -f "$policy"
-	[ "$rc" -eq 0 ] || fail "'$install'"
+	if [ "$rc" -ne 0 ]; then
+		show_update_error
+		fail "'$install'"
+	fi
 	check
 	if [ ${#missing[@]} -gt 0 ]; then
+		show_update_error
 		echo "timewrite: still not working after the install: ${missing[*]}; full log: $log" >&2
 		exit 1
 	fi

@@ -23,8 +23,58 @@ from twtools.machine import doctor, oracle, probe, registry  # noqa: E402
 BUILD = paths.BUILD
 
 
+# The fast tier, `make check` (pytest -m check): the unit, parser, statistics and fixture
+# tests, which need no build of the variants, no root and no live tracing, for the
+# edit-test loop (under a minute on an idle 2-core machine).  `make test` runs every test,
+# these included, and is what CI runs.  This is the one list of the tier: an entry is a
+# test file, or a prefix of test ids in one ("test_doctor.py::test_fake_").  A test in it
+# that asks for the `build` fixture (every variant built) or is marked `root` is left to
+# `make test`, so the tier cannot grow a dependency on either by accident.
+CHECK_TIER = (
+    "test_stats.py",
+    "test_compare.py",
+    "test_verdict.py",
+    "test_findings.py",
+    "test_layers.py",
+    "test_oracle.py",
+    "test_tracer_parsers.py",
+    "test_registry_readers.py",
+    "test_extra_work.py",
+    "test_tiers.py",
+    "test_doctor.py::test_fake_",
+)
+
+
+def in_check_tier(nodeid_tail, fixturenames, markers):
+    """Whether a test (its id from the file name on, its fixtures and marker names) is in
+    the fast tier."""
+    if "build" in fixturenames or "root" in markers:
+        return False
+    return any(nodeid_tail == e or nodeid_tail.startswith(e if "::" in e else e + "::")
+               for e in CHECK_TIER)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "root: needs root (tracing)")
+    config.addinivalue_line("markers", "check: in the fast tier, `make check` (conftest.CHECK_TIER)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With `-m check`, files outside the tier are not even imported: collecting every
+    module would cost more than some of the tier's tests."""
+    if config.getoption("markexpr", "") != "check" or collection_path.suffix != ".py" or \
+            not collection_path.name.startswith("test_"):
+        return None
+    return all(e.split("::", 1)[0] != collection_path.name for e in CHECK_TIER) or None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        # The id from the file name on ("test_x.py::test_y[a/b]"): parameters may hold "/".
+        path, _, rest = item.nodeid.partition("::")
+        tail = f"{Path(path).name}::{rest}"
+        if in_check_tier(tail, item.fixturenames, {m.name for m in item.iter_markers()}):
+            item.add_marker(pytest.mark.check)
 
 
 @pytest.fixture(scope="session")

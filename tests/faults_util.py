@@ -6,8 +6,11 @@ what it breaks and why that can break; the mechanics live here."""
 import contextlib
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -200,3 +203,48 @@ def fill(path, leave=0):
         except OSError:
             pass
     return filler
+
+
+def unreachable_by_others(path):
+    """The first directory on the way to path (path included) that other users may not
+    enter (no o+x), as (directory, mode), or None when every one lets them through."""
+    path = Path(path).absolute()
+    for d in [*reversed(path.parents), path]:
+        mode = stat.S_IMODE(d.stat().st_mode)
+        if d.is_dir() and not mode & 0o001:
+            return d, mode
+    return None
+
+
+@contextlib.contextmanager
+def checkout_for_others():
+    """A checkout another user can reach: ROOT itself when they can enter every directory
+    on the way to it, else a copy of it by hard links in a world-reachable temporary
+    directory.  A clone in root's home or in a `mktemp -d` directory is mode 0700, and
+    nobody cannot even start scripts/tw there.  The copy leaves out .git and results/;
+    hard links make it cost no data, and keep every file's owner and mode.  Where no copy
+    can be made (the temporary directory is on another file system), the test skips,
+    quoting the mode that keeps the user out."""
+    blocked = unreachable_by_others(ROOT / "scripts" / "tw")
+    if blocked is None:
+        yield ROOT
+        return
+    d, mode = blocked
+    top = Path(tempfile.mkdtemp(prefix="tw-checkout-"))
+    try:
+        top.chmod(0o755)
+        if unreachable_by_others(top) is not None:
+            pytest.skip(f"{d} is mode {mode:04o}, so other users cannot reach this checkout, "
+                        f"and {tempfile.gettempdir()} cannot hold a copy they can reach")
+        try:
+            shutil.copytree(ROOT, top / "timewrite", symlinks=True, copy_function=os.link,
+                            ignore=shutil.ignore_patterns(".git", "results"))
+        except (OSError, shutil.Error) as e:
+            pytest.skip(f"{d} is mode {mode:04o}, so other users cannot reach this checkout, "
+                        f"and no copy by hard links could be made in {top} ({e})")
+        for sub in [top / "timewrite", *(top / "timewrite").rglob("*")]:
+            if sub.is_dir() and not sub.is_symlink():
+                sub.chmod(stat.S_IMODE(sub.stat().st_mode) | 0o055)
+        yield top / "timewrite"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

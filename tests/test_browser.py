@@ -146,7 +146,11 @@ PAGE_FACTS = """(async () => {
   return {
     viewport: [innerWidth, innerHeight],
     scrollWidth: document.documentElement.scrollWidth,
-    verdict: box(v), verdictText: v ? v.innerText.slice(0, 300) : null,
+    verdict: box(v), verdictText: v ? v.innerText.slice(0, 600) : null,
+    h1Text: document.querySelector('h1') ? document.querySelector('h1').innerText : null,
+    firstScreenCells: [...document.querySelectorAll('td, th')]
+      .filter(e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; })
+      .map(e => e.innerText),
     verdicts: document.querySelectorAll('.verdict').length,
     firstH1: box(document.querySelector('h1')),
     ids: Object.fromEntries([...document.querySelectorAll('[id]')].map(e => [e.id, box(e)])),
@@ -253,6 +257,34 @@ def test_report_first_screen_in_chromium(tmp_path):
         f"(screenshot: {shot})")
     assert facts["verdictText"].startswith("Verdict: "), facts["verdictText"]
     images_loaded(facts, 6)
+    assert errors == [], errors
+
+
+def test_report_first_screen_leads_with_the_undisturbed_cost(tmp_path):
+    """A raw-rounds run (the shared Ice Lake recording): the first screen names the CPU and
+    hypervisor, gives the verdict in one sentence, and shows the matrix's undisturbed figures
+    (with the typical ones after them)."""
+    import tarfile
+    tar = sorted((FIX / "icelake").glob("*.tar.xz"))[0]
+    with tarfile.open(tar) as t:
+        t.extractall(tmp_path, filter="data")
+    d = tmp_path / tar.name[:-len(".tar.xz")]
+    tw("report", d)
+    shot = tmp_path / "icelake-first-screen.png"
+    facts, errors = render(d / "report.html", shot, tmp_path)
+    print(f"\nreport.html (Ice Lake) first screen ({WIDTH}x{HEIGHT}): {shot}")
+    first_screen(facts, "report.html")
+    assert "model 106" in facts["h1Text"] and "kvm guest" in facts["h1Text"], facts["h1Text"]
+    v = facts["verdict"]
+    assert v and v["top"] >= 0 and v["bottom"] <= HEIGHT, v
+    text = facts["verdictText"]
+    body = text.split(".", 1)[1].strip() if text.startswith("Verdict: ") else text
+    # One sentence: the reasoning paragraph is further down, not in the box.
+    assert body.count(". ") == 0 and len(body) < 400, text
+    cells = [c for c in facts["firstScreenCells"] if "typical" in c and "ns [" in c]
+    assert len(cells) >= 5, facts["firstScreenCells"][:20]
+    # The undisturbed figure leads each cell: "74 ns [73, 74] · 1.09× · typical 92".
+    assert all(c.index("ns [") < c.index("typical") for c in cells if not c.startswith("†"))
     assert errors == [], errors
 
 

@@ -158,3 +158,79 @@ def test_tw_make_is_posix_sh():
     p = run([dash, sh, "list-variants"], text=True, env={**os.environ, "MAKEFLAGS": ""})
     assert p.returncode == 0, p.stderr
     assert "64-libc" in p.stdout.split()
+
+
+# --- root: a partly broken package index ---------------------------------------------
+#
+# apt-get itself cannot run here with a broken index: it would change this machine's
+# sources and install packages.  So these tests put a stand-in apt-get first on PATH,
+# whose `update` fails the way a lapsed third-party key makes it fail, and whose `install`
+# makes the missing command appear (or fails).  What is tested is deps.sh's own logic:
+# what it runs after a failed update, and what it prints.
+UPDATE_ERROR = ("E: The repository 'https://example.invalid/debian stable InRelease' is no "
+                "longer signed.\x1b[2J")
+
+
+def fake_apt_get(top, update_ok, install_ok):
+    """bin/apt-get that logs its calls to top/apt-calls, and a PATH with it first and
+    without nasm, which the install then provides (by a link to the real one)."""
+    fake = top / "fakebin"
+    fake.mkdir(mode=0o755)
+    real_nasm = shutil.which("nasm")
+    (top / "update-error").write_text(UPDATE_ERROR + "\n")
+    update = "exit 0" if update_ok else f"cat {top}/update-error >&2; exit 100"
+    install = (f"ln -sf {real_nasm} {fake}/nasm; exit 0" if install_ok else
+               'echo "E: Unable to locate package nasm" >&2; exit 100')
+    script = f"""#!/bin/sh
+echo "$*" >>{top}/apt-calls
+case " $* " in
+*" update "*)
+	echo "Hit:1 http://deb.debian.org/debian bookworm InRelease"
+	{update}
+	;;
+*" install "*)
+	{install}
+	;;
+esac
+exit 0
+"""
+    (fake / "apt-get").write_text(script)
+    (fake / "apt-get").chmod(0o755)
+    return f"{fake}:{path_without(top, 'nasm')}"
+
+
+def deps_as_root(top, path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: deps.sh installs only as root")
+    if shutil.which("nasm") is None:
+        pytest.skip("nasm is not installed: the stand-in apt-get provides it by linking the real one")
+    return run(["/bin/bash", top / "scripts" / "deps.sh", "build"],
+               env={"PATH": path, "HOME": "/tmp"}, text=True, cwd="/")
+
+
+def test_failed_update_still_installs_and_stays_quiet(public_dir):
+    """Issue 18: deps.sh stopped at "apt-get update failed" though the install would work."""
+    p = deps_as_root(public_dir, fake_apt_get(public_dir, update_ok=False, install_ok=True))
+    assert p.returncode == 0, p.stderr
+    calls = (public_dir / "apt-calls").read_text().splitlines()
+    assert [c.split()[-1] for c in calls] == ["update", "nasm"], calls
+    assert "install -y nasm" in calls[1]
+    assert "longer signed" not in p.stderr and "failed" not in p.stderr, p.stderr
+    # The update's output is still in the full log, for whoever wants it.
+    assert "longer signed" in (public_dir / "build" / "setup.log").read_text()
+
+
+def test_failed_update_is_shown_when_the_install_fails(public_dir):
+    p = deps_as_root(public_dir, fake_apt_get(public_dir, update_ok=False, install_ok=False))
+    assert p.returncode == 1, p.stderr
+    assert "apt-get update had failed before that" in p.stderr, p.stderr
+    assert "E: The repository 'https://example.invalid/debian stable InRelease'" in p.stderr
+    assert "\x1b" not in p.stderr, "the repository's control characters reached the terminal"
+    assert p.stderr.strip().splitlines()[-1].startswith("timewrite: 'apt-get install -y nasm' failed")
+
+
+def test_install_failure_after_a_good_update_names_only_the_install(public_dir):
+    p = deps_as_root(public_dir, fake_apt_get(public_dir, update_ok=True, install_ok=False))
+    assert p.returncode == 1, p.stderr
+    assert "update had failed" not in p.stderr, p.stderr
+    assert "timewrite: 'apt-get install -y nasm' failed" in p.stderr

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from faults_util import TW, complete_run, fill, meta, one_line_error, remount, run_dirs, small_fs, tw
+from faults_util import (TW, checkout_for_others, complete_run, fill, meta, one_line_error, remount,
+                         run_dirs, small_fs, tw)
 
 FIX = ROOT / "tests" / "fixtures" / "results-fixture"
 
@@ -109,7 +110,9 @@ def test_latest_is_a_real_directory(tmp_path, build):
 
 def test_non_root_user_in_root_owned_checkout(tmp_path, build):
     """A user who may not write the checkout's results/: one line naming the directory, who
-    owns it and what to do (run as that user, or --out / TW_RESULTS), exit 4."""
+    owns it and what to do (run as that user, or --out / TW_RESULTS), exit 4.  The user
+    needs a checkout it can reach: in a clone under a mode-0700 directory (root's home, a
+    `mktemp -d`), faults_util.checkout_for_others gives it a copy that it can reach."""
     if os.geteuid() != 0:
         pytest.skip("needs root to run tw as another user")
     if shutil.which("setpriv") is None:
@@ -127,12 +130,16 @@ def test_non_root_user_in_root_owned_checkout(tmp_path, build):
         home = tmp_path / "home"
         home.mkdir()
         os.chown(home, nobody.pw_uid, nobody.pw_gid)
-        p = subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-                            "--clear-groups", *TW, "run", "--quick",
-                            "--only", "doctor", "--no-report"], capture_output=True, text=True,
-                           timeout=120, cwd=ROOT,
-                           env=dict(os.environ, TW_RESULTS=str(root / "results"), HOME=str(home),
-                                    TMPDIR=str(home)))
+        with checkout_for_others() as checkout:
+            # The copy's own scripts/tw under the copy's own venv python, as TW is ROOT's.
+            cmd = TW if checkout == ROOT else [str(checkout / ".venv" / "bin" / "python"),
+                                               str(checkout / "scripts" / "tw")]
+            p = subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                                "--clear-groups", *cmd, "run", "--quick",
+                                "--only", "doctor", "--no-report"], capture_output=True,
+                               text=True, timeout=120, cwd=checkout,
+                               env=dict(os.environ, TW_RESULTS=str(root / "results"),
+                                        HOME=str(home), TMPDIR=str(home)))
     finally:
         for d, m in modes.items():
             os.chmod(d, m & 0o7777)

@@ -5,7 +5,7 @@ tw_syscall3 (or tw_syscall3_jmp, or tw_loop3: the loop shapes of tw_syscall.h). 
 --call-graph dwarf, gdb and libunwind find the caller only through the call
 frame information (CFI) in .eh_frame, which ld indexes in .eh_frame_hdr, and
 they name the code by the ELF symbol's type and size.  NASM writes neither;
-asm/include/tw.inc's TW_FUNC, TW_ENDFUNC and CFI_* macros write both.
+asm/include/tw.inc's TW_FUNC, TW_ENDFUNC, TW_PUSH/TW_POP and CFI_* macros write both.
 
 This breaks when a stub loses TW_FUNC/TW_ENDFUNC (a function becomes a FUNC
 of size 0 and gets no FDE), when a push or pop is not followed by its CFI or

@@ -373,3 +373,67 @@ def test_unwritable_file_is_a_runtime_error(build, tmp_path):
     p = run([syscost("64-libc"), "--op", "write-file", "--file", tmp_path / "no" / "such"],
             text=True)
     assert p.returncode == 1 and "No such file" in p.stderr
+
+
+def _refused(p, path, what):
+    """One line naming the file and why, exit 1, nothing on stdout."""
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and f"--file '{path}': {what}" in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("op", ["write-file", "write-sync"])
+def test_file_through_a_link_is_refused_and_the_target_kept(build, tmp_path, op):
+    """--file LINK used to truncate the link's target (issue 19): now O_NOFOLLOW."""
+    target, link = tmp_path / "target", tmp_path / "link"
+    target.write_bytes(b"keep me")
+    link.symlink_to(target)
+    p = run([syscost("64-libc"), "--op", op, "--file", link], text=True, timeout=60)
+    _refused(p, link, "a symbolic link")
+    assert target.read_bytes() == b"keep me"
+
+
+def test_file_through_a_dangling_link_creates_nothing(build, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "made-through-the-link")
+    p = run([syscost("64-libc"), "--op", "write-file", "--file", link], text=True, timeout=60)
+    _refused(p, link, "a symbolic link")
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["link"]
+
+
+def test_file_fifo_without_reader_does_not_hang(build, tmp_path):
+    """A FIFO nobody reads used to block the open for ever: now O_NONBLOCK, then ENXIO."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    p = run([syscost("64-libc"), "--op", "write-file", "--file", fifo], text=True, timeout=60)
+    _refused(p, fifo, "not a regular file")
+
+
+def test_file_fifo_with_reader_is_refused(build, tmp_path):
+    """With a reader the open succeeds; the S_ISREG check refuses it before any write."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        p = run([syscost("64-libc"), "--op", "write-file", "--file", fifo], text=True, timeout=60)
+        _refused(p, fifo, "not a regular file (a FIFO)")
+        assert os.read(rfd, 1) == b""   # end of file: the writer is gone, having written nothing
+    finally:
+        os.close(rfd)
+
+
+def test_file_device_is_refused(build):
+    p = run([syscost("64-libc"), "--op", "write-file", "--file", "/dev/null"], text=True,
+            timeout=60)
+    _refused(p, "/dev/null", "not a regular file (a character device)")
+
+
+def test_file_existing_regular_file_is_truncated_first(build, tmp_path):
+    """The refusals must not cost the ordinary case: an existing longer file is rewritten."""
+    out = tmp_path / "out.bin"
+    out.write_bytes(b"y" * 100000)
+    p = run([syscost("64-libc"), "--op", "write-file", "--size", 10, "--calls", 5,
+             "--batches", 2, "--warmup-ms", 1, "--file", out], text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == b"x" * 50

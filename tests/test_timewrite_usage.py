@@ -195,4 +195,18 @@ def test_help(build, tmp_path, variant):
     assert p.stdout.splitlines()[0] == USAGE
     for opt in ("--sizes", "--dsync", "--format", "--fsync", "--help", "--probe", "--reps"):
         assert opt in p.stdout
+    # Writing through a link is the seed's contract (issue 19): --help must say so.
+    assert "symbolic link is followed" in " ".join(p.stdout.split())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_outfile_link_is_followed_as_documented(build, tmp_path, infile):
+    """The documented contract, held: `timewrite LINK` writes the file the link names, and
+    leaves the link a link (the seed opened outfile by name)."""
+    need_supported("timewrite", "64-libc")
+    target, link = tmp_path / "target", tmp_path / "link"
+    target.write_bytes(b"old contents, longer than nothing")
+    link.symlink_to(target.name)
+    p = tw(build, "64-libc", ["-b", "256", "link"], infile, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert link.is_symlink() and target.read_bytes() == INPUT

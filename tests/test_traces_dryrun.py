@@ -17,8 +17,8 @@ def _has_dry_run():
     return "--dry-run" in (h.stdout + h.stderr)
 
 
-def test_the_four_tools_exist():
-    assert {"writelat.bt", "syscount_abi.bt", "entrypath.bt", "body.bt"} <= set(TOOLS)
+def test_the_five_tools_exist():
+    assert {"writelat.bt", "syscount_abi.bt", "entrypath.bt", "body.bt", "diagnose.bt"} <= set(TOOLS)
 
 
 @pytest.mark.root

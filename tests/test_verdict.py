@@ -42,13 +42,24 @@ def test_inconclusive_fixture_gives_reasons():
     assert v["sentence"].startswith("Inconclusive")
 
 
+def forge(c, summary, samples=None):
+    """Give an analysed cell this summary as both of its figures (typical and undisturbed),
+    as a cell measured on a quiet host would have them."""
+    c.update(summary)
+    c.update(undisturbed_ns=summary["median"], undisturbed_ci_low=summary["ci_low"],
+             undisturbed_ci_high=summary["ci_high"], primary="undisturbed",
+             typical_unstable=summary.get("unstable"))
+    if samples is not None:
+        c["samples"] = samples
+
+
 def _force(d, entry, int80, libc):
     d = copy.deepcopy(d)
     d["fingerprint"]["libc"]["32"]["entry"] = entry
     for c in d["percall"]["cells"]:
         if c["op"] == "null" and c["variant"] in ("32-int80", "32-libc"):
             m = int80 if c["variant"] == "32-int80" else libc
-            c.update(stats.summarize([m * (1 + 0.001 * (i % 3)) for i in range(9)]))
+            forge(c, stats.summarize([m * (1 + 0.001 * (i % 3)) for i in range(9)]))
     return d
 
 
@@ -96,7 +107,7 @@ def test_supported_when_libc_uses_int80_and_it_dominates_own_row():
                     row["real_s"] = stats.summarize([calls * 700e-9 * (1 + 0.001 * i) for i in range(5)])
     for c in d["percall"]["cells"]:
         if c["variant"] == "32-vdso" and c["op"] == "null":
-            c.update(stats.summarize([100.0 * (1 + 0.001 * (i % 3)) for i in range(9)]))
+            forge(c, stats.summarize([100.0 * (1 + 0.001 * (i % 3)) for i in range(9)]))
     v = verdict.decide(d, ref_row())
     assert v["verdict"] == "supported", v["reasons"]
 
@@ -114,7 +125,7 @@ def test_build_verdict_writes_json(tmp_path):
 def _force_samples(d, variant, samples):
     for c in d["percall"]["cells"]:
         if c["op"] == "null" and c["variant"] == variant:
-            c.update(stats.summarize(samples), samples=samples)
+            forge(c, stats.summarize(samples), samples)
     return d
 
 

@@ -82,6 +82,7 @@
 
 #include "json_out.h"
 #include "tw_cli.h"
+#include "tw_stats.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
 
@@ -151,6 +152,12 @@ help(void)
 "outfile must not be the file on standard input, by any name: every pass\n"
 "truncates outfile, so an interrupted run would destroy the input.  That is\n"
 "refused with exit 1 before anything is written.\n"
+"\n"
+"outfile is opened by name, as the seed's `timewrite <outfile>' was: a\n"
+"symbolic link is followed, and the file it names is truncated and written;\n"
+"a FIFO or a device is written without rewinding (a FIFO waits for its\n"
+"reader).  That is the seed's contract, kept on purpose: do not name a link\n"
+"you did not make.\n"
 "\n"
 "Exit status: 0 success, 1 run-time error, 2 bad usage, 77 mechanism\n"
 "unsupported on this machine (nothing is written).\n",
@@ -483,30 +490,6 @@ pass(int fd, const char *path, int regular, int dofsync,
 	row->real[rep] = ts_seconds(&t0, &t1);
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Median, minimum and maximum of n samples; the samples keep their order. */
-static void
-summarize(const double *v, int n, double *med, double *min, double *max)
-{
-	double *s;
-
-	if ((s = calloc(n, sizeof(*s))) == NULL)
-		err(1, NULL);
-	memcpy(s, v, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_double);
-	*med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-	*min = s[0];
-	*max = s[n - 1];
-	free(s);
-}
-
 static void
 print_header(enum format fmt, int reps)
 {
@@ -522,9 +505,9 @@ print_row(enum format fmt, const struct row *row, int reps)
 	double um, sm, rm, lo, hi, rmin, rmax;
 	char sep = fmt == FMT_CSV ? ',' : '\t';
 
-	summarize(row->user, reps, &um, &lo, &hi);
-	summarize(row->sys, reps, &sm, &lo, &hi);
-	summarize(row->real, reps, &rm, &rmin, &rmax);
+	tw_summarize(row->user, reps, &um, &lo, &hi);
+	tw_summarize(row->sys, reps, &sm, &lo, &hi);
+	tw_summarize(row->real, reps, &rm, &rmin, &rmax);
 	printf("%lld%c%.9f%c%.9f%c%.9f%c%llu", row->size, sep, um, sep, sm,
 	    sep, rm, sep, (unsigned long long)row->calls);
 	if (reps > 1)
@@ -549,9 +532,9 @@ print_json(const char *path, const char *mode, int dofsync,
 	    "\"reps\":%d,\"rows\":[", mode, dofsync ? "true" : "false",
 	    (unsigned long long)in->len, reps);
 	for (i = 0; i < nrows; i++) {
-		summarize(rows[i].user, reps, &um, &lo, &hi);
-		summarize(rows[i].sys, reps, &sm, &lo, &hi);
-		summarize(rows[i].real, reps, &rm, &rmin, &rmax);
+		tw_summarize(rows[i].user, reps, &um, &lo, &hi);
+		tw_summarize(rows[i].sys, reps, &sm, &lo, &hi);
+		tw_summarize(rows[i].real, reps, &rm, &rmin, &rmax);
 		printf("%s{\"buffsize\":%lld,\"calls\":%llu,\"user_s\":%.9f,"
 		    "\"sys_s\":%.9f,\"real_s\":%.9f,\"real_s_min\":%.9f,"
 		    "\"real_s_max\":%.9f,\"samples\":{", i ? "," : "",

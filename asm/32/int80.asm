@@ -34,17 +34,13 @@ section .text
 ; Call-frame information (tw.inc) follows every push and pop, so that a
 ; profiler sampling inside int 0x80 can walk from here back to the caller.
 %macro ENTER 0
-	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebx, 0
+	TW_PUSH	ebx		; ebx is callee-saved in cdecl, but it carries a1
 	mov	eax, [esp+8]		; nr (the push moved the arguments up by 4)
 	mov	ebx, [esp+12]		; a1
 	mov	ecx, [esp+16]		; a2
 	mov	edx, [esp+20]		; a3
 	int	0x80
-	pop	ebx
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebx
+	TW_POP	ebx
 %endmacro
 
 TW_FUNC tw_syscall3
@@ -64,58 +60,17 @@ TW_ENDFUNC
 ; entry is.  int 0x80 changes no register but eax: ebx, ecx, edx hold the
 ; arguments for every pass, edi the struct, esi the count.
 %macro LOOP 1
-	push	ebx
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebx, 0
-	push	esi
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET esi, 0
-	push	edi
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET edi, 0
+	TW_PUSH	ebx, esi, edi
 	mov	edi, [esp+16]		; struct tw_loop * (three pushes)
 	mov	esi, [esp+20]		; n
 	mov	dword [edi + TWL_BAD], 0
-	mov	ebx, [edi + TWL_A1]
-	mov	ecx, [edi + TWL_A2]
-	mov	edx, [edi + TWL_A3]
-	test	esi, esi
-	jle	TW_AT(%%done)
-	TW_HERE %%again
-	mov	eax, [edi + TWL_NR]
-	%1
-	TW_LOOP_CHECK eax, edi
-	dec	esi
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	eax, [edi + TWL_BAD]
-	pop	edi
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE edi
-	pop	esi
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE esi
-	pop	ebx
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebx
+	TW_LOOP32_PASSES {%1}, %%done
+	TW_POP	edi, esi, ebx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines: the only difference between them is the entry.
-align 64
-TW_FUNC tw_loop3
-	LOOP {int 0x80}
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no kernel.
+TW_LOOP_TWINS LOOP, {int 0x80}, {mov eax, [edi + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov eax, [edi + TWL_LO]}	; an accepted result, no kernel
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "int80", 0
-tw_mech_hint:	db "int 0x80 needs IA32 emulation (kernel booted without ia32_emulation=0, CONFIG_IA32_EMULATION=y)", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "int80", "int 0x80 needs IA32 emulation (kernel booted without ia32_emulation=0, CONFIG_IA32_EMULATION=y)"

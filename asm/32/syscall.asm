@@ -1,11 +1,9 @@
 ; asm/32/syscall.asm: enter the kernel with syscall from 32-bit code, as the 32-bit vDSO does on CPUs that take it.
 ;
-; Contract (i386 cdecl; tw_syscall.h):
-;   long tw_syscall3(long nr, long a1, long a2, long a3)
-;   in:  [esp+4] nr (i386 table), [esp+8] a1, [esp+12] a2, [esp+16] a3
-;   out: eax = raw kernel result; -4095..-1 is -errno
-;   clobbers: eax, ecx, edx; ebx and ebp are saved and restored
-;   long tw_syscall3_jmp(...)   the same, leaving by an indirect jump
+; Contract: asm/32/sysenter.asm's to the letter (i386 cdecl; tw_syscall.h),
+; since the body is the same: tw_syscall3(nr, a1, a2, a3) and its twin
+; tw_syscall3_jmp, arguments on the stack, the raw result (-errno for
+; -4095..-1) in eax; eax, ecx and edx clobbered.
 ;
 ; Why this file exists: some CPUs take syscall in compatibility mode, and on
 ; those the kernel patches __kernel_vsyscall to use it (X86_FEATURE_SYSCALL32).
@@ -24,83 +22,12 @@
 ; push ecx, edx, ebp, then ebp = ecx, and reach syscall by a call so the
 ; landing pad's ret returns to us.
 ;
-; CPU support: whether a CPU takes syscall from 32-bit code under a 64-bit
-; kernel (compatibility mode) depends on its vendor; one that does not raises
-; #UD, which the probe sees as SIGILL.  scripts/twtools/machine/vendors.py
-; keeps which vendor does what, and `scripts/tw doctor` says it for this
-; machine.
-
-%include "tw.inc"
-
-bits 32
-section .text
-
-; Call-frame information (tw.inc) follows every push and pop, and describes
-; two frames in each function, as in sysenter.asm: the function's, and
-; %%enter's own, which is reached by a call and so starts with the CFA at
-; esp+4 again.  %%enter's rows are those of __kernel_vsyscall for the same
-; three pushes, which agree with the vDSO's CFI for the landing pad the
-; kernel returns to.
+; CPU support: the mirror image of sysenter.asm's.  AMD-compatible CPUs take
+; syscall in compatibility mode, Intel ones raise #UD (SIGILL in the probe);
+; machine/vendors.py records it and `scripts/tw doctor` reports it.
 ;
-; The whole stub, for both ways out: %1 is ret, or jmp for tw_syscall3_jmp,
-; which leaves by pop ecx; jmp ecx.  Only the stub's own return changes: the
-; kernel still returns to the vDSO's landing pad, whose ret comes back here.
-%macro STUB 1
-	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebx, 0
-	push	ebp			; callee-saved, and the frame below overwrites it
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebp, 0
-	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
-	mov	ebx, [esp+16]		; a1
-	mov	ecx, [esp+20]		; a2
-	mov	edx, [esp+24]		; a3
-	call	TW_AT(%%enter)		; the landing pad's ret returns here
-	pop	ebp
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebp
-	pop	ebx
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebx
- %ifidn %1, jmp
-	TW_LEAVE_BY_JMP ecx
-	CFI_ENTRY_ROW			; the frame below starts like a function
- %else
-	ret				; after ret the entry row holds again, which
- %endif				; is the first row of the frame below too
-	TW_HERE %%enter
-	push	ecx			; the frame __kernel_vsyscall pushes,
-	CFI_ADJUST_CFA_OFFSET 4		; in its order: the landing pad pops
-	CFI_REL_OFFSET ecx, 0		; ebp, edx, ecx and then rets
-	push	edx
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET edx, 0
-	push	ebp
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebp, 0
-	mov	ebp, ecx		; syscall clobbers ecx: the compat ABI wants a2 in ebp
-	syscall
-	; Never reached: the kernel returns to the vDSO landing pad.  Should a
-	; kernel ever return here, trap rather than run into whatever follows.
-	ud2
-%endmacro
+; Body: the same as asm/32/sysenter.asm's (asm/include/tw_fast32.inc); only
+; the entry sequence, TW_FAST32_ENTER_syscall, is this file's own.
 
-TW_FUNC tw_syscall3
-	STUB ret
-TW_ENDFUNC
-
-TW_FUNC tw_syscall3_jmp
-	STUB jmp
-TW_ENDFUNC
-
-; No tw_loop3: the instruction cannot sit inline in a loop, because the
-; kernel does not return after it but to the landing pad, whose ret needs
-; the return address a call pushed (tw_syscall.h, "Loop shapes").
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "syscall", 0
-tw_mech_hint:	db "syscall from 32-bit code works only on CPUs that take it in compatibility mode, and returns through the 32-bit vDSO; `scripts/tw doctor` says whether this machine does", 0
-
-TW_NOEXEC_STACK
+%include "tw_fast32.inc"
+TW_FAST32 syscall

@@ -30,86 +30,13 @@
 ; Without that frame the process crashes on return.  The landing pad lives
 ; in the vDSO, so a kernel booted with vdso32=0 cannot support this stub.
 ;
-; CPU support: whether a CPU takes sysenter from 32-bit code under a 64-bit
-; kernel (compatibility mode) depends on its vendor; one that does not raises
-; #UD, which the probe sees as SIGILL.  scripts/twtools/machine/vendors.py
-; keeps which vendor does what, and `scripts/tw doctor` says it for this
-; machine.
-
-%include "tw.inc"
-
-bits 32
-section .text
-
-; Call-frame information (tw.inc) follows every push and pop, and describes
-; two frames in each function.  The function's own: two pushes, then a call
-; to %%enter.  And %%enter's, which is a frame of its own because it is
-; reached by a call: there the CFA is esp+4 again and the return address
-; leads back into the function, whose rows hold there.  %%enter's rows are
-; those of __kernel_vsyscall (vdso32/system_call.S) for the same three
-; pushes, so they agree with the vDSO's CFI for the landing pad, where the
-; kernel resumes and where a sample taken during the system call says the
-; process is.
+; CPU support: Intel-compatible CPUs take sysenter from 32-bit code under a
+; 64-bit kernel (compatibility mode); AMD ones raise #UD there, which the
+; probe sees as SIGILL.  scripts/twtools/machine/vendors.py keeps which
+; vendor does what, and `scripts/tw doctor` says it for this machine.
 ;
-; The whole stub, for both ways out: %1 is ret, or jmp for tw_syscall3_jmp,
-; which leaves by pop ecx; jmp ecx.  Only the stub's own return changes: the
-; kernel still returns to the vDSO's landing pad, whose ret comes back here.
-%macro STUB 1
-	push	ebx			; ebx is callee-saved in cdecl, but it carries a1
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebx, 0
-	push	ebp			; callee-saved, and the frame below overwrites it
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebp, 0
-	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
-	mov	ebx, [esp+16]		; a1
-	mov	ecx, [esp+20]		; a2
-	mov	edx, [esp+24]		; a3
-	call	TW_AT(%%enter)		; the landing pad's ret returns here
-	pop	ebp
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebp
-	pop	ebx
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebx
- %ifidn %1, jmp
-	TW_LEAVE_BY_JMP ecx
-	CFI_ENTRY_ROW			; the frame below starts like a function
- %else
-	ret				; after ret the entry row holds again, which
- %endif				; is the first row of the frame below too
-	TW_HERE %%enter
-	push	ecx			; the frame __kernel_vsyscall pushes,
-	CFI_ADJUST_CFA_OFFSET 4		; in its order: the landing pad pops
-	CFI_REL_OFFSET ecx, 0		; ebp, edx, ecx and then rets
-	push	edx
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET edx, 0
-	push	ebp
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebp, 0
-	mov	ebp, esp		; sysenter loses esp; the kernel reads it from ebp
-	sysenter
-	; Never reached: the kernel returns to the vDSO landing pad.  Should a
-	; kernel ever return here, trap rather than run into whatever follows.
-	ud2
-%endmacro
+; Body: asm/include/tw_fast32.inc, one for both 32-bit fast entries (this
+; and asm/32/syscall.asm), as in the kernel's vdso32/system_call.S.
 
-TW_FUNC tw_syscall3
-	STUB ret
-TW_ENDFUNC
-
-TW_FUNC tw_syscall3_jmp
-	STUB jmp
-TW_ENDFUNC
-
-; No tw_loop3: the instruction cannot sit inline in a loop, because the
-; kernel does not return after it but to the landing pad, whose ret needs
-; the return address a call pushed (tw_syscall.h, "Loop shapes").
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "sysenter", 0
-tw_mech_hint:	db "sysenter from 32-bit code works only on CPUs that take it in compatibility mode, and returns through the 32-bit vDSO; `scripts/tw doctor` says whether this machine does", 0
-
-TW_NOEXEC_STACK
+%include "tw_fast32.inc"
+TW_FAST32 sysenter

@@ -43,24 +43,15 @@ section .text
 	mov	eax, [tw_vsyscall]	; non-PIC absolute load; the Makefile links -no-pie
 	test	eax, eax
 	jz	TW_AT(%%nosysinfo)
-	push	ebx			; callee-saved in cdecl, but it carries a1
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebx, 0
-	push	esi			; callee-saved; it holds the call target
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET esi, 0
+	TW_PUSH	ebx		; callee-saved in cdecl, but it carries a1
+	TW_PUSH	esi		; callee-saved; it holds the call target
 	mov	esi, eax		; keep the target: eax must carry nr
 	mov	eax, [esp+12]		; nr (two pushes: arguments moved up by 8)
 	mov	ebx, [esp+16]		; a1
 	mov	ecx, [esp+20]		; a2
 	mov	edx, [esp+24]		; a3
 	call	esi
-	pop	esi
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE esi
-	pop	ebx
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebx
+	TW_POP	esi, ebx
  %ifidn %1, jmp
 	TW_LEAVE_BY_JMP ecx
 	CFI_ENTRY_ROW			; the code below is reached from the entry row
@@ -88,18 +79,7 @@ TW_ENDFUNC
 ; esi the count, ebp the target.  Without AT_SYSINFO every call fails:
 ; first_bad is -ENOSYS and the result n, without calling anything.
 %macro LOOP 1
-	push	ebx
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebx, 0
-	push	esi
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET esi, 0
-	push	edi
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET edi, 0
-	push	ebp
-	CFI_ADJUST_CFA_OFFSET 4
-	CFI_REL_OFFSET ebp, 0
+	TW_PUSH	ebx, esi, edi, ebp
 	mov	edi, [esp+20]		; struct tw_loop * (four pushes)
 	mov	esi, [esp+24]		; n
 	mov	dword [edi + TWL_BAD], 0
@@ -110,49 +90,13 @@ TW_ENDFUNC
 	mov	dword [edi + TWL_FIRST], -ENOSYS
 	jmp	TW_AT(%%done)
 	TW_HERE %%sysinfo
-	mov	ebx, [edi + TWL_A1]
-	mov	ecx, [edi + TWL_A2]
-	mov	edx, [edi + TWL_A3]
-	test	esi, esi
-	jle	TW_AT(%%done)
-	TW_HERE %%again
-	mov	eax, [edi + TWL_NR]
-	%1
-	TW_LOOP_CHECK eax, edi
-	dec	esi
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	eax, [edi + TWL_BAD]
-	pop	ebp
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebp
-	pop	edi
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE edi
-	pop	esi
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE esi
-	pop	ebx
-	CFI_ADJUST_CFA_OFFSET -4
-	CFI_RESTORE ebx
+	TW_LOOP32_PASSES {%1}, %%done
+	TW_POP	ebp, edi, esi, ebx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines: the only difference between them is the call.
-align 64
-TW_FUNC tw_loop3
-	LOOP {call ebp}
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no vDSO, no kernel.
+TW_LOOP_TWINS LOOP, {call ebp}, {mov eax, [edi + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov eax, [edi + TWL_LO]}	; an accepted result, no vDSO, no kernel
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "vdso", 0
-tw_mech_hint:	db "the kernel gave no AT_SYSINFO (booted with vdso32=0, or no 32-bit vDSO)", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "vdso", "the kernel gave no AT_SYSINFO (booted with vdso32=0, or no 32-bit vDSO)"

@@ -37,9 +37,7 @@ section .text
 ; Call-frame information (tw.inc) follows the push and the pop, so that a
 ; profiler sampling inside int 0x80 can walk from here back to the caller.
 %macro ENTER 0
-	push	rbx			; callee-saved in the C ABI, but it carries a1
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
+	TW_PUSH	rbx		; callee-saved in the C ABI, but it carries a1
 	mov	r8, rcx			; a3, before ecx is overwritten by a2
 	mov	eax, edi		; nr
 	mov	ebx, esi		; a1 (upper half dropped: the i386 ABI)
@@ -47,9 +45,7 @@ section .text
 	mov	edx, r8d		; a3
 	int	0x80
 	movsxd	rax, eax		; the i386 ABI returns a 32-bit value
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	rbx
 %endmacro
 
 TW_FUNC tw_syscall3
@@ -69,15 +65,7 @@ TW_ENDFUNC
 ; zeroed r8-r11, which the loop leaves alone): ebx, ecx, edx hold the
 ; arguments for every pass, r12 the struct, r13 the count.
 %macro LOOP 1
-	push	rbx
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
-	push	r12
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r12, 0
-	push	r13
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r13, 0
+	TW_PUSH	rbx, r12, r13
 	mov	r12, rdi		; struct tw_loop *
 	mov	r13, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
@@ -95,33 +83,12 @@ TW_ENDFUNC
 	jnz	TW_AT(%%again)
 	TW_HERE %%done
 	mov	rax, [r12 + TWL_BAD]
-	pop	r13
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r13
-	pop	r12
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r12
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	r13, r12, rbx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines: the only difference between them is the entry.
-align 64
-TW_FUNC tw_loop3
-	LOOP {int 0x80}
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no kernel.
+TW_LOOP_TWINS LOOP, {int 0x80}, {mov eax, [r12 + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov eax, [r12 + TWL_LO]}	; an accepted result, no kernel
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "int80", 0
-tw_mech_hint:	db "int 0x80 needs IA32 emulation (kernel booted without ia32_emulation=0, CONFIG_IA32_EMULATION=y)", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "int80", "int 0x80 needs IA32 emulation (kernel booted without ia32_emulation=0, CONFIG_IA32_EMULATION=y)"

@@ -31,12 +31,28 @@ bits 64
 default rel
 section .text
 
+; Extra work for a known difference (docs/syscost.md, "A build that costs a
+; little more"): `make TW_EXTRA_WORK=N` puts N dependent multiplies into the
+; call, before the entry, so that a second build of this stub costs a little
+; more per call and `tw ab` has a known difference to find.  They work on
+; r11, which syscall overwrites anyway, so the contract is unchanged.  The
+; default, 0, emits nothing: the code is the same as without the knob.
+%ifndef TW_EXTRA_WORK
+ %define TW_EXTRA_WORK 0
+%endif
+%if TW_EXTRA_WORK < 0
+ %error "TW_EXTRA_WORK must be 0 or more"
+%endif
+
 ; The body tw_syscall3 and tw_syscall3_jmp share: only the way out differs.
 %macro ENTER 0
 	mov	rax, rdi		; nr
 	mov	rdi, rsi		; a1
 	mov	rsi, rdx		; a2
 	mov	rdx, rcx		; a3
+ %rep TW_EXTRA_WORK
+	imul	r11, r11		; each waits for the one before
+ %endrep
 	syscall
 %endmacro
 
@@ -62,12 +78,7 @@ TW_ENDFUNC
 ; rbx the count, r12 the struct, rdi/rsi/rdx the arguments (the kernel
 ; preserves them), rax is loaded with nr on every pass.
 %macro LOOP 1
-	push	rbx
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
-	push	r12
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r12, 0
+	TW_PUSH	rbx, r12
 	mov	r12, rdi		; struct tw_loop *
 	mov	rbx, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
@@ -84,31 +95,12 @@ TW_ENDFUNC
 	jnz	TW_AT(%%again)
 	TW_HERE %%done
 	mov	rax, [r12 + TWL_BAD]
-	pop	r12
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r12
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	r12, rbx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines and fetch blocks: the only difference between them is
-; the entry instruction.  The padding is outside every function.
-align 64
-TW_FUNC tw_loop3
-	LOOP syscall
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no kernel.
+TW_LOOP_TWINS LOOP, {syscall}, {mov rax, [r12 + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov rax, [r12 + TWL_LO]}	; an accepted result, no kernel
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "syscall", 0
-tw_mech_hint:	db "", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "syscall", ""

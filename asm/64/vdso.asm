@@ -59,9 +59,7 @@ section .text
 ; the call (the entry leaves rsp 8 off a multiple of 16) and holds the int
 ; flag across it.
 %macro STUB 1
-	push	rbx
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
+	TW_PUSH	rbx
 	TARGET	rbx
 	test	rax, rax
 	jnz	TW_AT(%%have)
@@ -76,9 +74,7 @@ section .text
 	jz	TW_AT(%%out)
 	movsxd	rax, eax		; an int result
 	TW_HERE %%out
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	rbx
  %ifidn %1, jmp
 	TW_LEAVE_BY_JMP rcx
  %else
@@ -100,21 +96,7 @@ TW_ENDFUNC
 ; is pushed only so that the five pushes leave the stack aligned for the
 ; call.  The arguments are reloaded on every pass, as the call clobbers them.
 %macro LOOP 1
-	push	rbx
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
-	push	rbp
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbp, 0
-	push	r12
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r12, 0
-	push	r13
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r13, 0
-	push	r14
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r14, 0
+	TW_PUSH	rbx, rbp, r12, r13, r14
 	mov	r12, rdi		; struct tw_loop *
 	mov	rbx, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
@@ -143,39 +125,12 @@ TW_ENDFUNC
 	jnz	TW_AT(%%again)
 	TW_HERE %%done
 	mov	rax, [r12 + TWL_BAD]
-	pop	r14
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r14
-	pop	r13
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r13
-	pop	r12
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r12
-	pop	rbp
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbp
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	r14, r13, r12, rbp, rbx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines: the only difference between them is the call.
-align 64
-TW_FUNC tw_loop3
-	LOOP {call rbp}
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no call.
+TW_LOOP_TWINS LOOP, {call rbp}, {mov rax, [r12 + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov rax, [r12 + TWL_LO]}	; an accepted result, no call
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "vdso", 0
-tw_mech_hint:	db "the kernel gave this process no 64-bit vDSO with __vdso_gettimeofday, __vdso_clock_gettime and __vdso_time (AT_SYSINFO_EHDR; booted with vdso=0?)", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "vdso", "the kernel gave this process no 64-bit vDSO with __vdso_gettimeofday, __vdso_clock_gettime and __vdso_time (AT_SYSINFO_EHDR; booted with vdso=0?)"

@@ -116,15 +116,7 @@ TW_ENDFUNC
 ; target, and the arguments are reloaded on every pass.  An nr the page has
 ; no entry for fails every call with -ENOSYS, calling nothing.
 %macro LOOP 1
-	push	rbx
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET rbx, 0
-	push	r12
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r12, 0
-	push	r13
-	CFI_ADJUST_CFA_OFFSET 8
-	CFI_REL_OFFSET r13, 0
+	TW_PUSH	rbx, r12, r13
 	mov	r12, rdi		; struct tw_loop *
 	mov	rbx, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
@@ -149,33 +141,12 @@ TW_ENDFUNC
 	jnz	TW_AT(%%again)
 	TW_HERE %%done
 	mov	rax, [r12 + TWL_BAD]
-	pop	r13
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r13
-	pop	r12
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE r12
-	pop	rbx
-	CFI_ADJUST_CFA_OFFSET -8
-	CFI_RESTORE rbx
+	TW_POP	r13, r12, rbx
 	ret
 %endmacro
 
-; Both loops start 64-byte aligned, so that their code lies the same way
-; across cache lines: the only difference between them is the call.
-align 64
-TW_FUNC tw_loop3
-	LOOP {call r13}
-TW_ENDFUNC
+; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
+; the entry is: no call, no kernel.
+TW_LOOP_TWINS LOOP, {call r13}, {mov rax, [r12 + TWL_LO]}
 
-align 64
-TW_FUNC tw_loop3_empty
-	LOOP {mov rax, [r12 + TWL_LO]}	; an accepted result, no call, no kernel
-TW_ENDFUNC
-
-section .rodata
-global tw_mechanism:data, tw_mech_hint:data
-tw_mechanism:	db "vsyscall", 0
-tw_mech_hint:	db "the legacy vsyscall page must be mapped (vsyscall=xonly, the default, or emulate; not vsyscall=none, nor a kernel built without CONFIG_X86_VSYSCALL_EMULATION); `scripts/tw doctor` says how it is here", 0
-
-TW_NOEXEC_STACK
+TW_MECHANISM "vsyscall", "the legacy vsyscall page must be mapped (vsyscall=xonly, the default, or emulate; not vsyscall=none, nor a kernel built without CONFIG_X86_VSYSCALL_EMULATION); `scripts/tw doctor` says how it is here"

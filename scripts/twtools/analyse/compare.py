@@ -11,13 +11,26 @@ Two kinds of comparison, one rule:
   within a session (tw ab)    A and B alternate in interleaved rounds; each round gives one
                               B/A ratio, and the decision rests on those paired ratios.
 
-The rule: B is called slower (or faster) by X% only when the interval of B/A excludes 1.
-Otherwise the answer is "no difference detected", with the smallest difference the interval
-could have detected: its larger half-width, in percent.
+Both decide on the undisturbed figure (analyse.percall: the cost when the host leaves the CPU
+alone), and show the typical one (the median) beside it; a cell whose primary figure is the
+typical one (write-sync, or no trustworthy floor) is decided on that, and says so.
+
+The rule: B is called slower (or faster) by X% only when the interval of B/A excludes 1 and
+the call survives the Benjamini-Hochberg procedure over every decision of the comparison
+(adjust): a comparison decides a hundred cells at once, and at 95% each interval misses one
+time in twenty, so about five false calls per hundred are what chance alone gives without
+it.  Otherwise the answer is "no difference detected", with the smallest difference the
+interval could have detected: its larger half-width, in percent.
 """
 import math
 
+from scipy import stats as sstats
+
 from . import stats
+from .percall import figure, ratio_of
+
+# The false discovery rate the Benjamini-Hochberg procedure holds a comparison's calls to.
+FDR = 0.05
 
 SLOWER, FASTER, SAME = "slower", "faster", "no difference detected"
 
@@ -40,13 +53,70 @@ def decide(ratio, what="B"):
     else:
         d = SAME
     detectable = max(abs(ci[0] - pct), abs(ci[1] - pct))
+    p = p_value(ratio)
     if d == SAME:
         sentence = (f"{SAME}: {pct:+.1f}% [{ci[0]:+.1f}, {ci[1]:+.1f}]; differences smaller "
                     f"than about {detectable:.1f}% could not have been detected")
     else:
         sentence = f"{what} is {d} by {abs(pct):.1f}% [{ci[0]:+.1f}, {ci[1]:+.1f}]"
     return {"decision": d, "pct": pct, "pct_ci": ci, "detectable_pct": detectable,
-            "sentence": sentence}
+            "sentence": sentence, "p": p, "what": what}
+
+
+def p_value(ratio):
+    """The two-sided p-value of B/A = 1 that the ratio's 95% interval implies, on the log
+    scale (the interval's half-width there is z standard errors); None when it cannot be had."""
+    m, lo, hi = ratio.get("median"), ratio.get("ci_low"), ratio.get("ci_high")
+    if not m or m <= 0 or not lo or lo <= 0 or not hi or hi <= lo:
+        if m and lo is not None and hi is not None and hi > lo:
+            se = (hi - lo) / 2 / stats.Z
+            return float(2 * sstats.norm.sf(abs(m - 1) / se))
+        return None
+    se = (math.log(hi) - math.log(lo)) / 2 / stats.Z
+    return float(2 * sstats.norm.sf(abs(math.log(m)) / se))
+
+
+def adjust(decisions, fdr=FDR):
+    """Benjamini-Hochberg over a family of decisions (dicts from decide, changed in place):
+    a call whose p-value does not survive becomes "no difference detected", with why.  Returns
+    {tests, called_uncorrected, called, expected_by_chance, fdr, method}: expected_by_chance is
+    how many of the uncorrected calls chance alone would give if nothing differed."""
+    ds = [d for d in decisions if d and d.get("decision") in (SLOWER, FASTER, SAME)
+          and d.get("p") is not None]
+    m = len(ds)
+    raw_calls = sum(1 for d in ds if d["decision"] in (SLOWER, FASTER))
+    out = {"tests": m, "called_uncorrected": raw_calls, "called": raw_calls,
+           "expected_by_chance": round((1 - stats.CONFIDENCE) * m, 1), "fdr": fdr,
+           "method": "Benjamini-Hochberg"}
+    if not m:
+        return out
+    order = sorted(range(m), key=lambda i: ds[i]["p"])
+    k = 0
+    for rank, i in enumerate(order, 1):
+        if ds[i]["p"] <= fdr * rank / m:
+            k = rank
+    keep = set(order[:k])
+    qv = [0.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, ds[i]["p"] * m / rank)
+        qv[i] = running
+    called = 0
+    for i, d in enumerate(ds):
+        d["q"] = qv[i]
+        if d["decision"] in (SLOWER, FASTER) and i not in keep:
+            pct, ci = d["pct"], d["pct_ci"]
+            d["decision_uncorrected"] = d["decision"]
+            d["decision"] = SAME
+            d["sentence"] = (f"{SAME}: {pct:+.1f}% [{ci[0]:+.1f}, {ci[1]:+.1f}] excludes 0 alone, "
+                             f"but not after correcting for {m} tests (Benjamini-Hochberg, "
+                             f"q = {qv[i]:.2f}); differences smaller than about "
+                             f"{d['detectable_pct']:.1f}% could not have been detected")
+        elif d["decision"] in (SLOWER, FASTER):
+            called += 1
+    out["called"] = called
+    return out
 
 
 def drift_share(a, b):
@@ -59,26 +129,36 @@ def drift_share(a, b):
                             if b and b.get("median") else 0.0) / a["median"]
 
 
-def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False):
-    """The comparison of one cell in two runs: absolute and relative to each run's reference,
-    each with its decision, and how much drift alone could explain.
+def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=None):
+    """The comparison of one cell in two runs on one figure (`which`: 'undisturbed',
+    'typical', or None for the cell's primary one): absolute and relative to each run's
+    reference, each with its decision, the typical figure's decision beside, and how much
+    drift alone could explain.
 
-    Each cell's interval holds its own run's drift, but not a change of the machine's speed
+    Each cell's interval holds its own run's spread, but not a change of the machine's speed
     between the runs (the host's other guests come and go: one Intel guest ran 11% faster an
     hour later).  When both runs come from the same host, the reference cell's own change
     (a_ref, b_ref: each run's 64-bit syscall null) measures that change, so drift alone
     could explain at least that much, and an absolute difference no larger than it is not
     called one.  Between different machines the reference's change is part of the machines'
     difference and cannot be told apart from drift: there the relative column is the answer."""
-    out = {"absolute": None, "relative": None, "drift_pct": drift_share(a_cell, b_cell),
-           "machine_shift_pct": None}
-    if same_host and a_ref and b_ref and a_ref.get("median") and b_ref.get("median"):
-        shift = 100 * (b_ref["median"] / a_ref["median"] - 1)
+    if which is None:
+        which = "typical" if "typical" in ((a_cell or {}).get("primary"), (b_cell or {}).get("primary")) \
+            else "undisturbed"
+    out = {"figure": which, "absolute": None, "relative": None, "typical": None,
+           "drift_pct": drift_share(a_cell, b_cell) if which == "typical" else None,
+           "machine_shift_pct": None,
+           "why_figure": (a_cell or {}).get("primary_why") or (b_cell or {}).get("primary_why")
+           if which == "typical" else None}
+    fa, fb = figure(a_cell, which), figure(b_cell, which)
+    ra_ref, rb_ref = figure(a_ref, which), figure(b_ref, which)
+    if same_host and ra_ref and rb_ref and ra_ref.get("median") and rb_ref.get("median"):
+        shift = 100 * (rb_ref["median"] / ra_ref["median"] - 1)
         out["machine_shift_pct"] = shift
         out["drift_pct"] = max(out["drift_pct"] or 0.0, abs(shift))
-    if a_cell and b_cell and a_cell.get("supported") and b_cell.get("supported"):
-        r = stats.ratio_summary(b_cell, a_cell)
-        out["absolute"] = dict(decide(r), ratio=r)
+    if fa and fb:
+        r = stats.ratio_summary(fb, fa)
+        out["absolute"] = dict(decide(r), ratio=r, figure=which)
         shift = out["machine_shift_pct"]
         if shift is not None and out["absolute"]["decision"] in (SLOWER, FASTER) \
                 and abs(out["absolute"]["pct"]) <= abs(shift) + out["absolute"]["detectable_pct"]:
@@ -88,21 +168,32 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False):
                 f"[{out['absolute']['pct_ci'][0]:+.1f}, {out['absolute']['pct_ci'][1]:+.1f}], "
                 f"but this machine's own 64-bit syscall moved {shift:+.1f}% between the runs: "
                 "read the relative column")
-        ra, rb = a_cell.get("ratio"), b_cell.get("ratio")
+        ra, rb = ratio_of(a_cell, which), ratio_of(b_cell, which)
         if ra and rb:
             rr = stats.ratio_summary(rb, ra)
-            out["relative"] = dict(decide(rr), ratio=rr)
+            out["relative"] = dict(decide(rr), ratio=rr, figure=which)
+    if which != "typical":
+        ta, tb = figure(a_cell, "typical"), figure(b_cell, "typical")
+        if ta and tb:
+            out["typical"] = dict(decide(stats.ratio_summary(tb, ta)), figure="typical")
     return out
 
 
-def paired_rounds(a_rounds, b_rounds):
-    """The decision from interleaved rounds: one B/A value per round (stats.paired)."""
-    r = stats.paired(b_rounds, a_rounds, "ratio")
-    return dict(decide(r), ratio=r)
+def paired_rounds(a_rounds, b_rounds, which="undisturbed"):
+    """The decision from interleaved rounds: B/A of the undisturbed figures with a jackknife
+    over rounds (stats.undisturbed_ratio), or of the typical ones, one B/A per round
+    (stats.paired)."""
+    if which == "undisturbed":
+        r = stats.undisturbed_ratio(b_rounds, a_rounds)
+    else:
+        r = stats.paired(b_rounds, a_rounds, "ratio")
+    return dict(decide(r), ratio=r, figure=which)
 
 
 def ab(doc):
-    """The decisions of a tw ab run (ab.json): per cell, B/A from the rounds both sides have."""
+    """The decisions of a tw ab run (ab.json): per cell, B/A of the undisturbed figures from
+    the rounds both sides have, the typical figures' B/A beside, and the Benjamini-Hochberg
+    correction over the cells (returned as the rows' common 'family')."""
     from .percall import usable
     out = []
     for c in (doc or {}).get("cells", []):
@@ -112,10 +203,17 @@ def ab(doc):
         row = {k: c[k] for k in ("variant", "op", "shape")}
         why = c["a"].get("reason") or c["b"].get("reason")
         if why or len(common) < 2:
-            row.update(decision="unknown",
+            row.update(decision="unknown", figure=None,
                        sentence=f"unknown ({why or f'only {len(common)} paired round(s)'})")
         else:
-            row.update(paired_rounds([ra[i] for i in common], [rb[i] for i in common]))
+            which = "typical" if c["op"] == "write-sync" else "undisturbed"
+            row.update(paired_rounds([ra[i] for i in common], [rb[i] for i in common], which))
+            if which == "undisturbed":
+                row["typical"] = paired_rounds([ra[i] for i in common], [rb[i] for i in common],
+                                               "typical")
             row["rounds"] = len(common)
         out.append(row)
+    family = adjust(out)
+    for row in out:
+        row["family"] = family
     return out

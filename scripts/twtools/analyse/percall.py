@@ -1,13 +1,22 @@
 """The per-call matrix's figures, computed from percall.json's raw rounds every time.
 
-For each cell (mechanism, operation, size, loop shape):
+For each cell (mechanism, operation, size, loop shape), two figures:
 
-  the estimate   stats.clustered over its rounds: one value per process run (the median of
-                 its undisturbed batches), a distribution-free CI over runs, the host's drift
-                 within the run folded in, and the k-best floor beside the median;
-  the ratio      to the reference cell (64-bit syscall, null, ret) of the same round, paired
-                 by round (stats.paired): what compares across runs and machines, since
-                 drift that moves both cells cancels;
+  undisturbed    what the call costs on this hardware and kernel when the host leaves the CPU
+                 alone (stats.undisturbed: the mean of the fastest 5% of batches, a jackknife
+                 interval over rounds).  It reproduces to a fraction of a percent on a shared
+                 VM, so comparisons of machines, kernels and settings rest on it;
+  typical        what a program meets on this host at this moment: stats.clustered over the
+                 rounds, one value per process run (the median of its usable batches), a
+                 distribution-free CI over runs with the host's drift within the run folded
+                 in.  The neighbours' share of it is the interference, typical - undisturbed.
+
+  Cells that measure waiting (write-sync: the device's floor is its luckiest moment, not its
+  cost) or whose floor is not trustworthy (no interval, or its fastest batches disagree) keep
+  the typical figure as their primary one, and say why (primary, primary_why).
+  the ratios     to the reference cell (64-bit syscall, null, ret) of the same round, paired
+                 by round: of the undisturbed figures (stats.undisturbed_ratio) and of the
+                 typical ones (stats.paired), each cancelling what moves both cells;
   disturbance    how many batches syscost saw disturbed (an involuntary context switch or
                  stolen time inside the timed window) and were left out.
 
@@ -25,13 +34,16 @@ import math
 from ..machine import registry
 from . import stats
 
-ANALYSIS = "percall/2"
+ANALYSIS = "percall/3"
 # A cell is unstable when its estimate is (stats.unstable), or when more than this share of
 # its batches were disturbed: then the rest may be the lucky ones.
 DISTURBED_UNSTABLE = 0.5
 # Below this many rounds the interval is the range of the rounds' values (stats.median_ci),
 # whose coverage is 1 - 2 * 0.5**n: 75% for 3 rounds.  Such a cell is flagged.
 MIN_ROUNDS = 6
+# A batch of the reference cell this far above its undisturbed figure was taken while the host
+# was in its slow state: the share of such batches is how often the neighbours were there.
+SLOW_STATE = 0.10
 
 
 def key(c):
@@ -90,6 +102,10 @@ def cell_summary(doc, cell):
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
+    u = stats.undisturbed(vals, times=times if None not in times else None)
+    out["undisturbed"] = u
+    out["undisturbed_ns"], out["undisturbed_ci_low"], out["undisturbed_ci_high"] = \
+        u.get("value"), u.get("ci_low"), u.get("ci_high")
     out["n_batches"] = n_batches
     out["disturbed"] = {"batches": n_disturbed, "of": n_batches,
                         "counted": any("disturbed" in rd for rd in rounds)}
@@ -106,17 +122,28 @@ def cell_summary(doc, cell):
         out.get("offcpu_ns") or {"value": None, "why": "syscost reported no off-CPU time"}
     out["calls_per_batch"] = cell.get("calls_per_batch") or \
         next((rd.get("calls_per_batch") for rd in rounds if rd.get("calls_per_batch")), None)
-    flags, why = [], []
+    flags, why, typ_why = [], [], []
+    primary, primary_why = _primary(ident["op"], u, s)
+    out["primary"], out["primary_why"] = primary, primary_why
     if s["n_rounds"] < MIN_ROUNDS:
-        why.append(f"only {s['n_rounds']} round(s): the interval is their range, "
-                   f"{100 * (1 - 2 * 0.5 ** s['n_rounds']):.0f}% coverage")
+        typ_why.append(f"only {s['n_rounds']} round(s): the interval is their range, "
+                       f"{100 * (1 - 2 * 0.5 ** s['n_rounds']):.0f}% coverage")
     if s["unstable"] and s.get("median") is not None:
-        why.append(f"interval ±{100 * (stats.half_width_rel(s) or 0):.0f}% of the median")
+        typ_why.append(f"interval ±{100 * (stats.half_width_rel(s) or 0):.0f}% of the median")
     if n_batches and n_disturbed / n_batches > DISTURBED_UNSTABLE:
-        why.append(f"{n_disturbed} of {n_batches} batches disturbed")
+        typ_why.append(f"{n_disturbed} of {n_batches} batches disturbed")
+    out["typical_unstable"] = bool(typ_why) or s.get("median") is None
+    out["typical_unstable_why"] = "; ".join(typ_why) or None
+    if primary == "typical":
+        why = typ_why
+    else:
+        if u.get("few_rounds"):
+            why.append(f"only {u['n_rounds']} rounds: the jackknife's own spread is uncertain")
+        hu = _half_rel(u)
+        if hu is not None and hu > stats.UNSTABLE_REL:
+            why.append(f"undisturbed interval ±{100 * hu:.0f}%")
+    out["interference"] = _interference(s, u)
     fl = s.get("floor") or {}
-    if s.get("gap_to_floor") is not None and s["gap_to_floor"] > stats.FLOOR_GAP:
-        flags.append("far above floor")
     out["unstable"] = bool(why) or s.get("median") is None
     out["unstable_why"] = "; ".join(why) or None
     if out["unstable"]:
@@ -128,6 +155,63 @@ def cell_summary(doc, cell):
     out["flags"] = flags
     out["floor_ns"] = fl.get("value")
     return out
+
+
+def _half_rel(u):
+    v, lo, hi = (u or {}).get("value"), (u or {}).get("ci_low"), (u or {}).get("ci_high")
+    if v in (None, 0) or lo is None or hi is None:
+        return None
+    return (hi - lo) / 2 / abs(v)
+
+
+# Operations that measure waiting: their fastest batches are the device's luckiest moments.
+WAITING_OPS = ("write-sync",)
+
+
+def _primary(op, u, s):
+    """('undisturbed' or 'typical', why the typical one) for a cell."""
+    if op in WAITING_OPS:
+        return "typical", "it measures waiting for the device, whose fastest moments are luck, not cost"
+    if u.get("value") is None or u.get("ci_low") is None:
+        return "typical", u.get("why") or "no undisturbed figure"
+    fl = s.get("floor") or {}
+    if fl.get("agree") is False:
+        return "typical", (f"its {fl.get('k')} fastest batches disagree by more than "
+                           f"{100 * stats.FLOOR_SPREAD:.0f}%: no stable floor")
+    return "undisturbed", None
+
+
+def _interference(s, u):
+    """typical - undisturbed, in ns and as a share of the typical figure (what the host's other
+    tenants added on average at this moment), or None."""
+    med, und = s.get("median"), u.get("value")
+    if med is None or und is None or med <= 0:
+        return None
+    return {"ns": med - und, "share": (med - und) / med}
+
+
+def figure(c, which=None):
+    """The summary-like {median, ci_low, ci_high} of a cell's figure: `which` is 'undisturbed',
+    'typical', or None for the cell's primary one.  None when it has no value."""
+    which = which or (c or {}).get("primary") or "typical"
+    if not c or not c.get("supported"):
+        return None
+    if which == "undisturbed":
+        if c.get("undisturbed_ns") is None or c.get("undisturbed_ci_low") is None:
+            return None
+        return {"median": c["undisturbed_ns"], "ci_low": c["undisturbed_ci_low"],
+                "ci_high": c["undisturbed_ci_high"], "n": (c.get("undisturbed") or {}).get("n_rounds"),
+                "unstable": c.get("unstable"), "figure": "undisturbed"}
+    if c.get("median") is None:
+        return None
+    return {"median": c["median"], "ci_low": c["ci_low"], "ci_high": c["ci_high"], "n": c.get("n_rounds"),
+            "unstable": c.get("typical_unstable"), "figure": "typical", "drift": c.get("drift")}
+
+
+def ratio_of(c, which=None):
+    """The cell's ratio to the reference for one figure (primary when None)."""
+    which = which or (c or {}).get("primary") or "typical"
+    return (c or {}).get("undisturbed_ratio" if which == "undisturbed" else "ratio")
 
 
 def analyse(doc):
@@ -146,9 +230,10 @@ def analyse(doc):
     for c in cells:
         raw = by_key[key(c)][1]
         if not c.get("supported") or ref_pair is None or not ref_pair[0].get("supported"):
-            c["ratio"] = None
+            c["ratio"] = c["undisturbed_ratio"] = None
             continue
         c["ratio"] = _to_reference(doc, raw, ref_pair[1])
+        c["undisturbed_ratio"] = _undisturbed_to_reference(doc, raw, ref_pair[1])
     penalties = []
     for c in cells:
         if c["shape"] != "ret" or not c.get("supported"):
@@ -174,6 +259,9 @@ def analyse(doc):
                             "why": None if counted else
                             "syscost recorded no disturbance counters in these results"},
             "unstable": sum(1 for c in cells if c.get("supported") and c.get("unstable")),
+            "typical_unstable": sum(1 for c in cells if c.get("supported") and c.get("typical_unstable")),
+            "host": host_state(doc, ref_pair[1] if ref_pair else None,
+                               ref_pair[0] if ref_pair else None, cells),
             "measured": sum(1 for c in cells if c.get("supported") and c.get("median") is not None),
             "source": "legacy flat samples" if legacy else "raw rounds"}
 
@@ -204,6 +292,68 @@ def _to_reference(doc, cell, ref):
         pb.append(near)
     s = stats.paired(pa, pb, "ratio")
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
+
+
+def _undisturbed_to_reference(doc, cell, ref):
+    """cell / reference of the undisturbed figures, every batch of a round against every
+    reference batch of the same round (the reference runs several times a round)."""
+    rc, _ = rounds_of(doc, cell)
+    rr, _ = rounds_of(doc, ref)
+    by_round = {}
+    for r in rr:
+        by_round.setdefault(r.get("round"), []).extend(usable(r)[0])
+    pa, pb = [], []
+    for r in rc:
+        v, refs = usable(r)[0], by_round.get(r.get("round"))
+        if v and refs:
+            pa.append(v)
+            pb.append(refs)
+    return stats.undisturbed_ratio(pa, pb)
+
+
+def host_state(doc, ref_raw, ref_cell, cells):
+    """This host during the run: the reference cell's batches over time, how often they were in
+    the slow state, the steal time and involuntary switches syscost counted, and the
+    interference over the whole matrix.  Figures it cannot give are None with a why."""
+    out = {"series": [], "slow_share": None, "slow_margin": SLOW_STATE, "steal_ticks": None,
+           "nivcsw": None, "batches": 0, "interference_share_median": None,
+           "interference_share_reference": None}
+    shares = [c["interference"]["share"] for c in cells
+              if c.get("supported") and c.get("interference") and c.get("op") not in WAITING_OPS]
+    if shares:
+        shares.sort()
+        out["interference_share_median"] = shares[len(shares) // 2]
+    steal = nivcsw = counted = 0
+    for c in (doc or {}).get("cells", []):
+        for rd in c.get("rounds") or []:
+            if "steal_ticks" in rd or "nivcsw" in rd:
+                counted += 1
+                steal += sum(x for x in rd.get("steal_ticks") or [] if isinstance(x, (int, float)))
+                nivcsw += sum(x for x in rd.get("nivcsw") or [] if isinstance(x, (int, float)))
+    if counted:
+        out["steal_ticks"], out["nivcsw"] = steal, nivcsw
+    else:
+        out["why_counters"] = "syscost recorded no steal or context-switch counters in these results"
+    if ref_raw is None or ref_cell is None or ref_cell.get("undisturbed_ns") is None:
+        out["why"] = "the reference cell was not measured"
+        return out
+    ref_cell_i = ref_cell.get("interference")
+    out["interference_share_reference"] = ref_cell_i["share"] if ref_cell_i else None
+    floor_ = ref_cell["undisturbed_ns"]
+    rounds, _ = rounds_of(doc, ref_raw)
+    slow = total = 0
+    for r in rounds:
+        t = r.get("t_s")
+        for v in usable(r)[0]:
+            if v is None:
+                continue
+            out["series"].append([t, v])
+            total += 1
+            slow += v > floor_ * (1 + SLOW_STATE)
+    out["batches"] = total
+    out["slow_share"] = slow / total if total else None
+    out["reference_ns"] = floor_
+    return out
 
 
 def _paired(doc, a, b, how):
@@ -275,6 +425,25 @@ def accuracy(doc, analysed):
     acc["wall_s"] = doc.get("wall_s")
     acc["full_matrix"] = doc.get("full_matrix")
     return acc
+
+
+def pair_undisturbed(doc, a, b, op="null", shape="ret"):
+    """a / b of two variants' undisturbed figures, the same rounds left out of both by the
+    jackknife (stats.undisturbed_ratio); None when either cell has no rounds."""
+    cells = {(c["variant"], c["op"], c.get("shape") or "ret"): c for c in (doc or {}).get("cells", [])
+             if c.get("supported")}
+    ca, cb = cells.get((a, op, shape)), cells.get((b, op, shape))
+    if ca is None or cb is None:
+        return None
+    ra, _ = rounds_of(doc, ca)
+    rb, _ = rounds_of(doc, cb)
+    by_b = {r.get("round"): usable(r)[0] for r in rb}
+    pa, pb = [], []
+    for r in ra:
+        if r.get("round") in by_b:
+            pa.append(usable(r)[0])
+            pb.append(by_b[r.get("round")])
+    return stats.undisturbed_ratio(pa, pb)
 
 
 def pair(doc, a, b, how="diff", op="null", shape="ret"):

@@ -2,13 +2,48 @@
 one's claims hold in the other (`tw bench --selfcheck`, `make bench`).
 
 Printed, never asserted: these machines are shared and noisy, and the point is to show how
-the intervals fare against a rerun on this one.
+the intervals fare against a rerun on this one.  Both figures of every cell are checked: the
+undisturbed cost (what compares machines) and the typical one (the median).
 """
 from ..machine import registry
-from . import percall, stats
+from . import compare, percall, stats
 
 TARGETS = {"overlap": 0.90, "fast_half_width": 0.02, "fast_share": 0.90, "ratio_repro": 0.02,
-           "perf_within": 0.05, "unstable_share": 0.25, "wall_s": 60.0}
+           "perf_within": 0.05, "unstable_share": 0.25, "wall_s": 60.0,
+           "undisturbed_half_width": 0.01, "undisturbed_move": 0.005, "compare_calls": 1}
+
+
+def _u(c):
+    return percall.figure(c, "undisturbed")
+
+
+def undisturbed_figures(pairs, a1, a2):
+    """The undisturbed figure's claims against the rerun: fast cells' half-widths, interval
+    overlap over every cell, the fast cells' move between the runs, and what a comparison of
+    the two runs calls on it (Benjamini-Hochberg)."""
+    fast_hw, overlap, moves, decisions = [], [], [], []
+    for a in (a1, a2):
+        for c in a["cells"]:
+            u = _u(c)
+            if u and c["op"] in percall.FAST_OPS:
+                fast_hw.append(stats.half_width_rel(u))
+    for x, y in pairs:
+        ux, uy = _u(x), _u(y)
+        if not (ux and uy):
+            continue
+        overlap.append(_overlap(ux, uy))
+        if x["op"] in percall.FAST_OPS:
+            moves.append(abs(uy["median"] / ux["median"] - 1))
+        decisions.append(compare.between_runs(x, y)["absolute"])
+    fam = compare.adjust([d for d in decisions if d])
+    return {"fast_half_width_share": (sum(1 for h in fast_hw if h is not None and
+                                          h <= TARGETS["undisturbed_half_width"]) / len(fast_hw))
+            if fast_hw else None,
+            "fast_half_width_median": _median(fast_hw),
+            "overlap_share": sum(overlap) / len(overlap) if overlap else None,
+            "fast_move_median": _median(moves),
+            "fast_move_p90": sorted(moves)[int(0.9 * (len(moves) - 1))] if moves else None,
+            "compare": fam}
 
 
 def _overlap(a, b):
@@ -45,7 +80,7 @@ def figures(runs):
                 fast.append({"abs": stats.half_width_rel(c),
                              "ratio": stats.half_width_rel(c["ratio"]) if c.get("ratio") else None})
     r1, r2 = _int80_ratio(d1), _int80_ratio(d2)
-    out = {"cells_compared": len(pairs),
+    out = {"cells_compared": len(pairs), "undisturbed": undisturbed_figures(pairs, a1, a2),
            "overlap_share": sum(absolute) / len(absolute) if absolute else None,
            "overlap_share_ratio": sum(ratio) / len(ratio) if ratio else None,
            "fast_within_target": (sum(1 for f in fast if f["abs"] is not None and f["abs"] <= TARGETS["fast_half_width"])
@@ -83,8 +118,23 @@ def lines(f):
     def pct(x):
         return "unknown" if x is None else f"{100 * x:.1f}%"
     T = TARGETS
+    u = f.get("undisturbed") or {}
+    cmpf = u.get("compare") or {}
     out = ["benchmark self-check: two back-to-back runs of the matrix",
            f"  cells compared: {f['cells_compared']}",
+           "  undisturbed cost (mean of the fastest 5% of batches, jackknife interval):",
+           f"    fast cells with a 95% half-width <= {T['undisturbed_half_width']:.0%}: "
+           f"{pct(u.get('fast_half_width_share'))} (target >= {T['fast_share']:.0%}); median "
+           f"half-width {pct(u.get('fast_half_width_median'))}",
+           f"    intervals that overlap between the runs: {pct(u.get('overlap_share'))} "
+           f"(target >= {T['overlap']:.0%})",
+           f"    fast cells' move between the runs: median {pct(u.get('fast_move_median'))} "
+           f"(target <= {T['undisturbed_move']:.1%}), 90th percentile {pct(u.get('fast_move_p90'))}",
+           f"    tw compare of the two runs: {cmpf.get('called', 'unknown')} of {cmpf.get('tests', 0)} "
+           f"cells called different after Benjamini-Hochberg ({cmpf.get('called_uncorrected', '?')} "
+           f"before; chance alone gives about {cmpf.get('expected_by_chance', '?')} at 95%; target "
+           f"<= {T['compare_calls']})",
+           "  typical cost (median over process runs, drift folded in):",
            f"  95% intervals that overlap between the runs: {pct(f['overlap_share'])} as measured, "
            f"{pct(f['overlap_share_ratio'])} as ratios to the 64-bit syscall (target >= {T['overlap']:.0%})",
            f"  fast cells (null, getppid, write-devnull) with a half-width <= {T['fast_half_width']:.0%}: "

@@ -15,10 +15,21 @@ Three kinds of estimate, one method each:
                            of the rounds and folded into the interval, so that it covers a rerun.
   paired(a, b, ...)        a ratio or difference of two cells measured in the same rounds, one
                            value per round: drift that moves both cells cancels.
+  undisturbed(rounds)      the cost when the host leaves the CPU alone: the mean of the fastest
+                           UNDISTURBED_Q share of a cell's batches (a lower-tail mean), with a
+                           95% interval from a delete-half jackknife (rounds are the
+                           independent unit) and Student's t with rounds - 1 degrees of
+                           freedom.  A fixed share, not a fixed count: the figure does not
+                           fall as more batches are measured, as a k-best minimum does.
+                           docs/syscost.md, "Two figures", says why this estimator.
+  undisturbed_ratio(a, b)  a/b of two cells' undisturbed figures measured in the same rounds,
+                           with the same jackknife deleting each round from both at once.
 
 Independent estimates combine by quadrature (diff_summary, ratio_summary, on the log scale for
 ratios).  bootstrap() is the one resampling helper, for statistics with no closed form.
 """
+import functools
+import itertools
 import math
 
 import numpy as np
@@ -35,6 +46,15 @@ UNSTABLE_REL = 0.10
 FLOOR_K = 5
 FLOOR_SPREAD = 0.05
 FLOOR_GAP = 0.25
+# The undisturbed cost is the mean of this share of a cell's fastest batches.  Chosen by
+# reruns (docs/syscost.md): on a 2-vCPU KVM guest whose host was in its fast state for a
+# tenth to a quarter of processes, 0.05 gave the smallest rerun-to-rerun move (0.3% median
+# over fast cells) with an interval that held the rerun; 0.1 and 0.2 already reach into the
+# slow state and move with the host's mood, 0.02 rests on too few batches.
+UNDISTURBED_Q = 0.05
+# Below this many rounds a jackknife has too few units to estimate its own spread: the
+# interval is then flagged (the t quantile already widens it).
+UNDISTURBED_MIN_ROUNDS = 8
 SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
 
 
@@ -252,3 +272,184 @@ def scale(s, k):
         if out.get(key) is not None:
             out[key] = out[key] * k
     return out
+
+
+def tail_mean(values, q=UNDISTURBED_Q):
+    """The mean of the lowest share q of values: the sample lower-tail mean, an L-statistic
+    that weights the value straddling the cut by its fraction, so that it estimates the same
+    population figure whatever the number of values (at least one value always counts)."""
+    return _tail_sorted(np.sort(_finite(values)), q)
+
+
+def _t(n, confidence=CONFIDENCE):
+    return float(sstats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
+
+
+def _tail_sorted(a, q):
+    """tail_mean of an already sorted, finite array."""
+    m = q * a.size
+    if a.size == 0:
+        return None
+    if m <= 1:
+        return float(a[0])
+    f = int(m)
+    return float((a[:f].sum() + (m - f) * (a[f] if f < a.size else 0.0)) / m)
+
+
+# The delete-half jackknife's subsets: this many, drawn with a fixed seed so that a report
+# rebuilt from the same samples gives the same interval (all of them when there are fewer).
+HALF_SUBSETS = 200
+
+
+def _tails(a, keep, q):
+    """The tail mean of the sorted values `a` kept by each row of the boolean matrix `keep`,
+    vectorised: the kept values stay in sorted order, so cumulative counts and sums along a
+    row give the sum of the lowest floor(q*n) of them and the next one.  Only a prefix of `a`
+    is read when every row finds its tail there (the tail is a few per cent of the values)."""
+    n = keep.sum(axis=1).astype(float)
+    m = q * n
+    f = np.floor(m).astype(int)
+    need = int(f.max()) + 1
+    k = min(a.size, max(64, 4 * need))
+    while True:
+        w = keep[:, :k].astype(float)
+        cnt = np.cumsum(w, axis=1)
+        if k == a.size or bool(np.all(cnt[:, -1] >= np.minimum(f + 1, n))):
+            break
+        k = min(a.size, 2 * k)
+    csum = np.cumsum(w * a[:k], axis=1)
+    rows = np.arange(len(n))
+    f1 = np.maximum(f, 1)
+    i_f = np.argmax(cnt >= f1[:, None], axis=1)
+    nxt = np.argmax(cnt >= (f + 1)[:, None], axis=1)
+    has_next = (f + 1) <= n
+    s = np.where(f >= 1, csum[rows, i_f], 0.0)
+    nv = np.where(has_next, a[:k][nxt], 0.0)
+    first = a[:k][np.argmax(cnt >= 1, axis=1)]
+    return np.where(m <= 1, first, (s + (m - f) * nv) / np.where(m > 0, m, 1))
+
+
+def _sorted_rounds(vals):
+    lab = np.repeat(np.arange(len(vals)), [v.size for v in vals])
+    allv = np.concatenate(vals)
+    order = np.argsort(allv, kind="stable")
+    return allv[order], lab[order]
+
+
+@functools.lru_cache(maxsize=64)
+def _half_subsets(n, seed=1):
+    """(boolean matrix, d): row k marks the rounds delete-half subset k leaves out.  Every
+    subset when there are few, else HALF_SUBSETS drawn with a fixed seed; the same n always
+    gives the same matrix (cached: every cell of a run has the same number of rounds)."""
+    d = n // 2
+    if math.comb(n, d) <= HALF_SUBSETS:
+        rows = list(itertools.combinations(range(n), d))
+        m = np.zeros((len(rows), n), bool)
+        for k, sub in enumerate(rows):
+            m[k, list(sub)] = True
+    else:
+        r = np.random.default_rng(seed).random((HALF_SUBSETS, n))
+        m = r <= np.sort(r, axis=1)[:, d - 1:d]
+    m.setflags(write=False)
+    return m, d
+
+
+def _tail_jackknife(vals, q, other=None):
+    """(estimate, standard error) of the tail mean of the rounds' values pooled (or of its
+    ratio to `other`'s, whose round i was measured with round i of vals), the error from the
+    delete-half jackknife over rounds: leave out half the rounds, at random, many times.
+    Deleting one round at a time is inconsistent for a statistic that rests on a few extreme
+    values (as for quantiles): when the fastest batches sit in one or two rounds, most
+    one-round deletions change nothing, and the interval comes out too narrow; deleting half
+    of them is consistent there (Shao and Wu 1989).  The error is None below 2 rounds."""
+    n = len(vals)
+    a, lab = _sorted_rounds(vals)
+    est = float(_tails(a, np.ones((1, a.size), bool), q)[0])
+    if other is not None:
+        b, labb = _sorted_rounds(other)
+        eb = float(_tails(b, np.ones((1, b.size), bool), q)[0])
+        if not eb:
+            return None, None
+        est = est / eb
+    if n < 2:
+        return est, None
+    dropped, d = _half_subsets(n)
+    th = _tails(a, ~dropped[:, lab], q)
+    if other is not None:
+        tb = _tails(b, ~dropped[:, labb], q)
+        th = th / np.where(tb != 0, tb, np.nan)
+        th = th[np.isfinite(th)]
+        if th.size < 2:
+            return est, None
+    se = math.sqrt((n - d) / (d * th.size) * float(np.sum((th - th.mean()) ** 2)))
+    return est, se
+
+
+def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
+    """{value, ci_low, ci_high, se, drift, n_rounds, n, q, method, few_rounds} of one cell's
+    undisturbed cost from its rounds (one list of batch values per process run; times: each
+    round's start, for the drift split, list order when None); value None with 'why' when
+    there is nothing to estimate from.
+
+    The interval is the jackknife's, widened in quadrature by the drift of the figure itself
+    within the run (the early and late halves of the rounds, as drift_of does for the
+    median): the host's fast state can itself move a little between one minute and the next,
+    and a rerun lands there, not where this run's sampling error alone would put it."""
+    order = range(len(rounds)) if times is None else \
+        sorted(range(len(rounds)), key=lambda i: times[i])
+    vals = [_finite(rounds[i]) for i in order]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
+                "n_rounds": 0, "n": 0}
+    est, se = _tail_jackknife(vals, q)
+    n = len(vals)
+    out = {"value": est, "q": q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
+           "method": f"mean of the fastest {100 * q:g}% of batches; {100 * confidence:g}% "
+                     "interval: delete-half jackknife over rounds, Student's t, widened by the "
+                     "figure's drift between the run's halves"}
+    if se is None:
+        out.update(ci_low=None, ci_high=None, se=None, drift=None,
+                   why=f"only {n} round(s): no interval can be computed")
+        return out
+    drift = _tail_drift(vals, q)
+    h_stat = _t(n, confidence) * se
+    h = math.hypot(h_stat, drift or 0.0)
+    out.update(ci_low=est - h, ci_high=est + h, se=se, drift=drift,
+               ci_stat_low=est - h_stat, ci_stat_high=est + h_stat,
+               few_rounds=n < UNDISTURBED_MIN_ROUNDS)
+    return out
+
+
+def _tail_drift(vals, q):
+    """How far the undisturbed figure moves over one run's length: the early and late halves'
+    figures lie half a run apart, so their difference, less what their own jackknife errors
+    explain, is doubled (as drift_of).  None below UNDISTURBED_MIN_ROUNDS rounds."""
+    n = len(vals)
+    if n < UNDISTURBED_MIN_ROUNDS:
+        return None
+    h = n // 2
+    parts = []
+    for half in (vals[:h], vals[-h:]):
+        e, se = _tail_jackknife(half, q)
+        parts.append((e, se or 0.0))
+    (e1, s1), (e2, s2) = parts
+    return 2 * math.sqrt(max(0.0, (e2 - e1) ** 2 - s1 ** 2 - s2 ** 2))
+
+
+def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE):
+    """a/b of two cells' undisturbed figures, where a_rounds[i] and b_rounds[i] come from the
+    same round: the jackknife leaves the same rounds out of both, so whatever a round shared
+    cancels as far as it can.  A summary (median = the ratio, ci_low, ci_high), or None."""
+    pairs = [(_finite(x), _finite(y)) for x, y in zip(a_rounds, b_rounds)]
+    pairs = [(x, y) for x, y in pairs if x.size and y.size]
+    if len(pairs) < 2:
+        return None
+    est, se = _tail_jackknife([p[0] for p in pairs], q, other=[p[1] for p in pairs])
+    if est is None or se is None or not math.isfinite(est):
+        return None
+    n = len(pairs)
+    h = _t(n, confidence) * se
+    return {"median": est, "ci_low": est - h, "ci_high": est + h, "se": se, "n_rounds": n,
+            "n": n, "min": None, "max": None, "cv": None,
+            "unstable": unstable(est, est - h, est + h)}

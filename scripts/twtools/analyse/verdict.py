@@ -35,7 +35,7 @@ The server's glibc is unknown, so what is said about the server's row is only wh
 COULD explain there, bounded by the row's system time.
 """
 from ..machine import registry
-from . import results, seedref, stats
+from . import percall, results, seedref, stats
 from ..core import files
 
 REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
@@ -57,10 +57,19 @@ def is_blind(s):
 
 
 def core(s):
-    """The summary fields of a cell (dropping samples)."""
+    """The summary fields of a cell (dropping samples), on its primary figure: the undisturbed
+    cost for an analysed per-call cell (analyse.percall.figure), the median otherwise.  The
+    typical figure rides along as 'typical', for showing beside."""
     if not s or is_blind(s) or s.get("median") is None:
         return None
-    return {k: s.get(k) for k in SUMMARY_KEYS}
+    out = {k: s.get(k) for k in SUMMARY_KEYS}
+    if "primary" in s:
+        f = percall.figure(s)
+        if f:
+            out.update(median=f["median"], ci_low=f["ci_low"], ci_high=f["ci_high"])
+            out["figure"] = f["figure"]
+            out["typical"] = {k: s.get(k) for k in ("median", "ci_low", "ci_high")}
+    return out
 
 
 def percall_cell(data, variant, op="null", shape="ret"):
@@ -211,7 +220,14 @@ def decide(data, ref):
     # if either is (diff_summary carries the flag); the verdict itself still
     # refuses to rest on an unstable cell because its problem is in reasons.
     def diff(a, b):
-        return stats.diff_summary(core(a), core(b)) if core(a) and core(b) else None
+        ca, cb = core(a), core(b)
+        if not (ca and cb):
+            return None
+        out = stats.diff_summary(ca, cb)
+        if out and ca.get("figure") == cb.get("figure") == "undisturbed":
+            out["figure"] = "undisturbed"
+            out["typical"] = {"median": ca["typical"]["median"] - cb["typical"]["median"]}
+        return out
     delta = diff(c80, clibc)
     fv, fcell = fast_path(data)
     delta_fast = diff(c80, fcell)
@@ -279,7 +295,7 @@ def decide(data, ref):
     for c, label in ((c80, "32-int80 null"), (clibc, "32-libc null"), (fcell, f"{fv} null")):
         if c and c.get("unstable") and c.get("median") is not None:
             warnings.append(f"{label} is unstable (the verdict used the extremes of its samples, "
-                            "not its CI): for tighter figures re-run on a quiet machine, or raise "
+                            "not its CI): for tighter figures raise "
                             "the rounds with `make report REPORT_ARGS=--long`")
     out = {
         "verdict": verdict,
@@ -307,7 +323,33 @@ def decide(data, ref):
         "bitness": bitness(data),
     }
     out["sentence"] = sentence(out, slow_expl)
+    out["headline"] = headline(out, slow_expl)
     return out
+
+
+def headline(v, slow_expl):
+    """The verdict in one sentence: what the report's first screen shows; the paragraph of
+    reasoning (sentence) goes below it."""
+    if v["verdict"] == "inconclusive":
+        first = (v.get("reasons") or ["no reason recorded"])[0]
+        return f"{first[0].upper()}{first[1:]}."
+    d, entry = v.get("int80_delta_ns"), v.get("libc32_entry")
+    how = {"vdso": "the vDSO", "int80": "int 0x80", "sysenter": "sysenter",
+           "syscall": "syscall"}.get(entry, entry)
+    cost = f"int 0x80 costs {_ns(d)} more per call than 32-bit glibc's way in ({how})" if d else \
+        "int 0x80's extra cost is unknown"
+    if v["verdict"] == "refuted" and slow_expl:
+        e = slow_expl["explained_s"]
+        typ = (d or {}).get("typical") or {}
+        at_typ = (f" ({100 * typ['median'] * slow_expl['calls'] / 1e9 / slow_expl['real_s']:.3f}% "
+                  "at the typical cost)") if typ.get("median") is not None else ""
+        return (f"{cost[0].upper()}{cost[1:]} here, which could explain at most "
+                f"{100 * e['ci_high'] / slow_expl['real_s']:.3f}%{at_typ} of the seed's slow row.")
+    if v["verdict"] == "refuted":
+        return f"{cost[0].upper()}{cost[1:]} here, far too little to explain the seed's slow row."
+    o = v.get("this_machine_slow_row") or {}
+    frac = f"{100 * o['fraction']:.0f}%" if o.get("fraction") is not None else "a large share"
+    return f"This 32-bit glibc enters by int 0x80, whose excess explains {frac} of this machine's own slow row."
 
 
 def stage_error(data, stage):
@@ -318,7 +360,11 @@ def stage_error(data, stage):
 
 
 def _ns(s):
-    return f"{s['median']:.0f} ns [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"
+    out = f"{s['median']:.0f} ns [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"
+    t = s.get("typical")
+    if s.get("figure") == "undisturbed" and t and t.get("median") is not None:
+        out += f" undisturbed (typical {t['median']:.0f} ns)"
+    return out
 
 
 def sentence(v, slow_expl):

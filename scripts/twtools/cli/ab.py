@@ -1,9 +1,11 @@
 """`tw ab`: two settings alternated round by round in one session, with a decision.
 
 A kernel developer bisecting a system-call regression, or anyone asking whether a mitigation
-or a build changes the cost of a call, gets a yes or no with its numbers: "B is slower by X%
-[CI]" only when the interval of the paired B/A ratios excludes 1, else the smallest
-difference the run could have detected.
+or a build changes the cost of a call, gets a yes or no with its numbers, decided on the
+undisturbed cost (the mean of each side's fastest 5% of batches, B/A with a jackknife over
+the rounds both sides share), the typical cost's B/A beside it: "B is slower by X% [CI]" only
+when the interval excludes 1 and the call survives the Benjamini-Hochberg correction over the
+cells, else the smallest difference the run could have detected.
 """
 import socket
 from pathlib import Path
@@ -32,8 +34,8 @@ def add_arguments(p, name):
         default=["null", "getppid"], help="operations (default: null,getppid)")
     p.add_argument("--shapes", metavar="S,S", type=options.names_of(registry.SHAPES, "shape"),
                    default=["ret"], help="loop shapes (default: ret)")
-    p.add_argument("--rounds", type=options.int_range(2, 10000), default=12, metavar="R",
-                   help="rounds, each measuring A and B once per cell (default 12)")
+    p.add_argument("--rounds", type=options.int_range(2, 10000), default=24, metavar="R",
+                   help="rounds, each measuring A and B once per cell (default 24)")
     p.add_argument("--cpu", type=options.allowed_cpu, metavar="N", help="pin to CPU N")
     p.add_argument("--out", metavar="DIR", type=options.fresh_dir,
                    help="a new or empty directory for ab.json (default: a new results/ab-<host>-<UTC time>)")
@@ -51,15 +53,27 @@ def main(args, name):
     doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=args.rounds,
                     cpu=args.cpu)
     rows = compare.ab(doc)
-    t = export.Table("ab", ["variant", "op", "shape", "decision", "B/A", "ci_low", "ci_high",
-                            "rounds", "sentence"],
-                     caption=f"{b['label']} against {a['label']}: B/A per round, paired")
+    t = export.Table("ab", ["variant", "op", "shape", "figure", "decision", "B/A", "ci_low",
+                            "ci_high", "typical B/A", "rounds", "sentence"],
+                     caption=f"{b['label']} against {a['label']}: B/A of the undisturbed cost "
+                             "(typical for write-sync), rounds paired")
     for r in rows:
         ratio = r.get("ratio") or {}
-        t.rows.append([r["variant"], r["op"], r["shape"], r["decision"],
+        typ = ((r.get("typical") or {}).get("ratio") or {}).get("median")
+        t.rows.append([r["variant"], r["op"], r["shape"], r.get("figure"), r["decision"],
                        None if ratio.get("median") is None else round(ratio["median"], 4),
                        None if ratio.get("ci_low") is None else round(ratio["ci_low"], 4),
                        None if ratio.get("ci_high") is None else round(ratio["ci_high"], 4),
-                       r.get("rounds"), r["sentence"]])
+                       None if typ is None else round(typ, 4), r.get("rounds"), r["sentence"]])
     print(export.render(t, args.format), end="")
+    fam = rows[0]["family"] if rows and rows[0].get("family") else None
+    if fam and fam["tests"]:
+        line = (f"{fam['tests']} decisions; {fam['called_uncorrected']} intervals exclude no "
+                f"difference (chance alone would give about {fam['expected_by_chance']:g}); "
+                f"{fam['called']} {'call' if fam['called'] == 1 else 'calls'} after the "
+                f"Benjamini-Hochberg correction")
+        if args.format == "text":
+            print(line)
+        else:
+            ui.progress(f"ab: {line}")
     return 1 if all(r["decision"] == "unknown" for r in rows) else 0

@@ -1,13 +1,12 @@
 """`tw bench`: measure the per-call matrix, then analyse and print it."""
 import json
 import socket
-import sys
 from pathlib import Path
 
-from ..analyse import percall, selfcheck as check
+from ..analyse import peers as peers_analysis, percall, selfcheck as check
 from ..core import files, paths, ui
 from ..machine import registry
-from ..measure import bench
+from ..measure import bench, peers
 from ..present import percall as present
 from . import options
 
@@ -60,6 +59,12 @@ def add_arguments(parser, name):
     parser.add_argument("--selfcheck", action="store_true",
                         help="run the matrix twice, back to back (with --accuracy), and print how "
                              "the first run's intervals fare in the second (make bench)")
+    parser.add_argument("--peers", action="store_true",
+                        help="alternate 64-libc getppid with perf bench syscall basic (and "
+                             "stress-ng --x86syscall where it runs) for --reps repetitions, and "
+                             "print how far each tool's figure moves (make bench)")
+    parser.add_argument("--reps", type=options.int_range(2, 1000), default=10, metavar="N",
+                        help="repetitions for --peers (default 10)")
 
 
 def main(args, name):
@@ -70,6 +75,15 @@ def main(args, name):
     ui.progress(f"bench: {args.mode} mode, results into {out}")
     if args.selfcheck:
         return selfcheck(args, out, sizes)
+    if args.peers:
+        doc = peers.run_peers(out, reps=args.reps, cpu=args.cpu, realtime=args.realtime)
+        a = peers_analysis.analyse(doc)
+        if args.json:
+            print(json.dumps(a, indent=1))
+        else:
+            print("\n".join(present.format_peers(doc, a)))
+        ui.progress(f"bench: wrote {out / 'peers.json'} in {doc['wall_s']:.1f} s")
+        return 0
     doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
                            sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
                            accuracy=args.accuracy, clock=args.clock, realtime=args.realtime,
@@ -87,12 +101,10 @@ def main(args, name):
     ui.progress(f"bench: wrote {out / 'percall.json'} in {doc['wall_s']:.1f} s")
     broken = sorted({c["variant"] for c in analysed["cells"] if c.get("status") == "broken"})
     if broken:
-        print(f"tw bench: broken here: {', '.join(broken)} (they must work on this machine; "
-              "see tw doctor)", file=sys.stderr)
-        return 1
+        raise ui.UserError(f"broken here: {', '.join(broken)} (they must work on this machine)",
+                           "see tw doctor", code=ui.EXIT_FAILED)
     if not analysed["measured"]:
-        print("tw bench: no cell could be measured", file=sys.stderr)
-        return 1
+        raise ui.UserError("no cell could be measured", "see tw doctor", code=ui.EXIT_FAILED)
     return 0
 
 

@@ -34,9 +34,12 @@ REFERENCE_OP, REFERENCE_SHAPE = "null", "ret"
 # ... several times per round: once every this many other cells.
 REF_EVERY = 12
 
-# Per mode: rounds, batches per run, batch length, warm-up, perf bench runs.
+# Per mode: rounds, batches per run, batch length, warm-up, perf bench runs.  Every mode
+# takes batches of the same length and number per process: the undisturbed figure is a share
+# of the batches' distribution, so the modes differ only in how many processes (rounds) they
+# sample it with, and a --quick, a default and a --long run estimate the same figure.
 MODES = {
-    "quick":   {"rounds": 3,  "batches": 3,  "batch_ms": 0.5, "warmup_ms": 5,  "perf_runs": 3,
+    "quick":   {"rounds": 8,  "batches": 4,  "batch_ms": 0.5, "warmup_ms": 5,  "perf_runs": 3,
                 "perf_loops": 500000},
     # The variance lives between processes (a cell's value moves by ~7% from one process to
     # the next on a 2-core KVM guest, and by well under that between batches of one process),
@@ -45,7 +48,7 @@ MODES = {
     "default": {"rounds": 32, "batches": 4,  "batch_ms": 0.5, "warmup_ms": 2, "perf_runs": 32,
                 "perf_loops": 1000000},
     # ~84 rounds are what a 2% half-width needs at a 7% between-process spread; --long runs 96.
-    "long":    {"rounds": 96, "batches": 4,  "batch_ms": 1.0, "warmup_ms": 5, "perf_runs": 32,
+    "long":    {"rounds": 96, "batches": 4,  "batch_ms": 0.5, "warmup_ms": 5, "perf_runs": 32,
                 "perf_loops": 2000000},
 }
 # write-sync waits for the device (~0.05-4 ms per call): fewer, single-call batches.

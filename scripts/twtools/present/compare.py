@@ -3,12 +3,15 @@
 Reads only the results directories (and, with --seed-reference, the seed's published table,
 shown as theirs), analysed with this checkout's methods (twtools.analyse.results).  The first
 directory is the base A; every other set B is compared with it, cell by cell, with a decision
-(twtools.analyse.compare): "B is slower by X% [CI]" only when the interval, which holds both
-runs' drift, excludes zero; otherwise the smallest difference that could have been detected.
-Each cell is compared twice: as measured, and relative to each run's own 64-bit syscall (what
-survives a machine-wide change of speed).  What differs between the machines' kernels (the
+(twtools.analyse.compare) on the undisturbed figure (the cost when the host leaves the CPU
+alone), with the typical one (the median) beside it: "B is slower by X% [CI]" only when the
+interval, which holds both runs' drift, excludes zero and the call survives the
+Benjamini-Hochberg correction over every decision of the comparison; otherwise the smallest
+difference that could have been detected.  Each cell is compared twice: as measured, and
+relative to each run's own 64-bit syscall (what survives a machine-wide change of speed).  What differs between the machines' kernels (the
 fingerprint's kernel state) is listed first, since any of it can explain a difference.
-Output: OUT/compare.md, OUT/compare.html, OUT/plots/*.  Deterministic.
+Output: OUT/compare.md, OUT/compare.html, OUT/plots/*, or with --json every decision with the
+figure it used on stdout.  Deterministic.
 
 Every DIR must be a results directory (twtools.analyse.results validates each file as it
 reads it; a damaged one is one line naming the file, exit 3).  A set whose run did not finish,
@@ -18,11 +21,11 @@ replaced), or an empty directory; anything else is refused before any work.  Eve
 stays inside OUT (core.files.confined): a symbolic link there is refused, not followed.
 The rebuild line is quoted for a POSIX shell, so it can be pasted whatever the names.
 """
-import argparse
 from pathlib import Path
 
-from ..analyse import compare as decide, results, seedref, verdict as verdict_mod
+from ..analyse import compare as decide, percall, results, seedref, verdict as verdict_mod
 from ..core import files, ui
+from ..core.fmt import fmt
 from . import document, plots
 from .document import EXPORTERS, Doc, export
 from .report import fmt_cell, fmt_s
@@ -119,6 +122,116 @@ def _decision_text(d):
     return d["sentence"]
 
 
+OPS = ("null", "getppid", "write-devnull", "write-file", "write-sync", "gettimeofday",
+       "clock_gettime")
+
+
+def _keys(real, op):
+    return sorted({k for s in real for k in s.cells(op)}, key=lambda k: (-int(k[0][:2]), k[0], k[1] or 0))
+
+
+def fmt_two(c):
+    """A cell's two figures: undisturbed [CI] first, then the typical one; a cell whose primary
+    figure is the typical one shows that first, marked."""
+    if c is None or not c.get("supported") or c.get("median") is None:
+        return fmt_cell(c)
+    u = percall.figure(c, "undisturbed")
+    t = fmt_cell(c)
+    if c.get("primary") == "typical" or u is None:
+        return f"typical {t}" + (f" · undisturbed {fmt(u)}" if u else "")
+    return f"{fmt(u)} · typical {t}"
+
+
+def _why_no_decision(a, b, base, s):
+    why = None if (a and b and a.get("supported") and b.get("supported")) else \
+        "not measured in both sets" if not (a and b) else \
+        f"unsupported in {base.label if not a.get('supported') else s.label}"
+    for x in (base, s):
+        if x.unusable and not why:
+            why = f"{x.label}: {x.unusable}"
+    return why
+
+
+def all_decisions(real):
+    """Every decision of the comparison: {rows: [...], families: {B label: adjust() summary}}.
+    Each row is one cell of one B set against A; its decisions are made first, then corrected
+    together (Benjamini-Hochberg over every absolute and relative decision against the same
+    A), and only then turned into text."""
+    rows, families = [], {}
+    if len(real) < 2:
+        return {"rows": rows, "families": families}
+    base = real[0]
+    for s in real[1:]:
+        fam = []
+        same_host = _host(base) is not None and _host(base) == _host(s)
+        for op in OPS:
+            for k in _keys(real, op):
+                a, b = base.cells(op).get(k), s.cells(op).get(k)
+                why = _why_no_decision(a, b, base, s)
+                cmp = None if why else decide.between_runs(
+                    a, b, base.cells("null").get(REF_KEY), s.cells("null").get(REF_KEY),
+                    same_host=same_host)
+                if cmp:
+                    fam += [d for d in (cmp["absolute"], cmp["relative"]) if d]
+                rows.append({"op": op, "variant": k[0], "size": k[1], "B": s.label, "A": base.label,
+                             "why": why, "cmp": cmp})
+        families[s.label] = decide.adjust(fam)
+    for r in rows:
+        cmp, why = r["cmp"], r["why"]
+        r["figure_text"] = "—" if not cmp else cmp["figure"] + (
+            f" ({cmp['why_figure']})" if cmp.get("why_figure") else "")
+        r["absolute_text"] = f"no decision: {why}" if why else _decision_text(cmp["absolute"])
+        r["relative_text"] = "—" if why else _decision_text(cmp["relative"])
+        r["typical_text"] = "—" if why or not cmp.get("typical") else cmp["typical"]["sentence"]
+        r["drift_text"] = "—" if why else (f"±{cmp['drift_pct']:.1f}%" if cmp["drift_pct"] is not None
+                                          else "none estimated" if cmp["figure"] == "undisturbed"
+                                          else "unknown")
+    return {"rows": rows, "families": families}
+
+
+def family_sentence(b_label, a_label, fam):
+    """What the comparison of one B set called, against what chance alone would give."""
+    if not fam["tests"]:
+        return f"{b_label} against {a_label}: no decision could be made."
+    return (f"{b_label} against {a_label}: {fam['tests']} decisions (each cell as measured and "
+            f"relative to its run's 64-bit syscall). {fam['called_uncorrected']} of their 95% "
+            f"intervals exclude no difference; chance alone would give about "
+            f"{fam['expected_by_chance']:g} such if nothing differed. After the Benjamini-Hochberg "
+            f"correction (false discovery rate {fam['fdr']:.0%}), {fam['called']} "
+            f"{'call remains' if fam['called'] == 1 else 'calls remain'}"
+            + (": read them as real differences between the two moments measured, and rerun "
+               "to see whether they are the machine's or the moment's." if fam["called"] else "."))
+
+
+def decisions_json(real):
+    """The comparison's decisions as plain data (tw compare --json): each with the figure it
+    used, B/A and its interval, p and q, what could have been detected."""
+    d = all_decisions(real)
+
+    def one(x):
+        if not x:
+            return None
+        r = x.get("ratio") or {}
+        return {"decision": x.get("decision"), "figure": x.get("figure"), "pct": x.get("pct"),
+                "pct_ci": x.get("pct_ci"), "detectable_pct": x.get("detectable_pct"),
+                "p": x.get("p"), "q": x.get("q"), "b_over_a": r.get("median"),
+                "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
+                "decision_uncorrected": x.get("decision_uncorrected", x.get("decision")),
+                "sentence": x.get("sentence")}
+
+    out = []
+    for r in d["rows"]:
+        cmp = r["cmp"] or {}
+        out.append({"A": r["A"], "B": r["B"], "variant": r["variant"], "op": r["op"],
+                    "size": r["size"], "shape": "ret", "no_decision": r["why"],
+                    "figure": cmp.get("figure"), "figure_why": cmp.get("why_figure"),
+                    "absolute": one(cmp.get("absolute")), "relative": one(cmp.get("relative")),
+                    "typical": one(cmp.get("typical")), "drift_pct": cmp.get("drift_pct"),
+                    "machine_shift_pct": cmp.get("machine_shift_pct")})
+    return {"schema": "timewrite-compare/1", "sets": [s.label for s in real],
+            "families": d["families"], "decisions": out}
+
+
 def rebuild_command(dirs, out, seed_reference=False):
     """The command that rebuilds this comparison, quoted so that pasting it runs exactly it
     (a directory named `$(rm -rf ~)` stays a name; one starting with '-' gets ./)."""
@@ -207,46 +320,39 @@ def _build(sets, dirs, out, seed_reference, formats):
         doc.p("Only one measured results set: decisions need two (the seed's report has no "
               "per-call figures, so no decision against it is possible).")
     base = real[0] if real else None
-    for op in ("null", "getppid", "write-devnull", "write-file", "write-sync", "gettimeofday",
-               "clock_gettime"):
-        keys = sorted({k for s in real for k in s.cells(op)}, key=lambda k: (-int(k[0][:2]), k[0], k[1] or 0))
+    decisions = all_decisions(real)
+    for s_ in real[1:]:
+        fam = decisions["families"].get(s_.label)
+        if fam:
+            doc.p(family_sentence(s_.label, base.label, fam))
+    if len(real) >= 2:
+        doc.p(f"Each set B against {base.label} (A), on each cell's primary figure (the "
+              "undisturbed cost, or the typical one where the floor cannot be trusted: the "
+              "figure column says which and why): B/A, 95% interval by quadrature of the two "
+              "cells' intervals (each holds its run's drift); relative: the same for each cell "
+              "divided by its own run's 64-bit syscall null, which a machine-wide change of "
+              "speed does not move. A call is made only when the interval excludes 0 and the "
+              "call survives the Benjamini-Hochberg correction over every decision against the "
+              "same A. The typical figure's B/A is shown beside, for what a program met at "
+              "those moments.")
+    for op in OPS:
+        keys = _keys(real, op)
         if not keys:
             continue
         doc.h(3, f"op `{op}`")
         doc.table(["variant", "size"] + [s.label for s in real],
-                  [[k[0], k[1] or "—"] + [fmt_cell(s.cells(op).get(k)) for s in real] for k in keys])
-        if base is None or len(real) < 2:
+                  [[k[0], k[1] or "—"] + [fmt_two(s.cells(op).get(k)) for s in real] for k in keys])
+        drows = [[r["variant"], r["size"] or "—", r["B"], r["figure_text"], r["absolute_text"],
+                  r["relative_text"], r["typical_text"], r["drift_text"]]
+                 for r in decisions["rows"] if r["op"] == op]
+        if not drows:
             continue
-        drows = []
-        for k in keys:
-            a = base.cells(op).get(k)
-            for s in real[1:]:
-                b = s.cells(op).get(k)
-                cmp = decide.between_runs(a, b, base.cells("null").get(REF_KEY),
-                                          s.cells("null").get(REF_KEY),
-                                          same_host=_host(base) is not None and _host(base) == _host(s))
-                why = None if (a and b and a.get("supported") and b.get("supported")) else \
-                    "not measured in both sets" if not (a and b) else \
-                    f"unsupported in {base.label if not a.get('supported') else s.label}"
-                for x in (base, s):
-                    if x.unusable and not why:
-                        why = f"{x.label}: {x.unusable}"
-                drows.append([k[0], k[1] or "—", s.label,
-                              _decision_text(cmp["absolute"]) if not why else f"no decision: {why}",
-                              _decision_text(cmp["relative"]) if not why else "—",
-                              f"±{cmp['drift_pct']:.1f}%" if cmp["drift_pct"] is not None else "unknown"])
-        doc.p(f"Each set B against {base.label} (A): B/A of the medians, 95% interval by "
-              "quadrature of the two cells' intervals (each holds its run's drift); relative: "
-              "the same for each cell divided by its own run's 64-bit syscall null, paired by "
-              "round, which a machine-wide change of speed does not move. Drift alone could "
-              "explain each run's own drift and, for two runs on the same host, the change of "
-              "its 64-bit syscall null between them; an absolute difference within that is "
-              "not called one.")
-        doc.table(["variant", "size", "B", "as measured", "relative to each run's 64-bit syscall",
+        doc.table(["variant", "size", "B", "figure", "as measured",
+                   "relative to each run's 64-bit syscall", "typical (median), as measured",
                    "drift alone could explain"], drows)
     pdir = out / "plots"
     doc.plot(plots.plot_compare_percall([(s.label, s.data.get("percall")) for s in real], pdir, "null"),
-             "Per-call cost (null) in each results set, 95% intervals")
+             "Per-call cost (null) in each results set: undisturbed figure, 95% intervals")
 
     doc.h(2, "Seed sweep at 256 B")
     t = []
@@ -284,53 +390,3 @@ def _build(sets, dirs, out, seed_reference, formats):
               "against it is possible; its rows are shown as theirs for scale only.")
 
     return export(doc, out, "compare", formats)
-
-
-def output_dir(text):
-    """--out: a new directory, an empty one, or an earlier comparison; refused before any
-    work when it is a file, a symbolic link, or a directory holding anything else."""
-    p = Path(text)
-    if p.is_symlink():
-        raise argparse.ArgumentTypeError(
-            f"{text} is a symbolic link; give the path of a directory (tw writes only into "
-            "directories it can confine its writes to)")
-    if p.exists() and not p.is_dir():
-        raise argparse.ArgumentTypeError(
-            f"{text} exists and is not a directory; give a new or empty directory")
-    if p.is_dir():
-        other = sorted(x.name for x in p.iterdir() if x.name not in OUTPUTS)
-        if other:
-            raise argparse.ArgumentTypeError(
-                f"{text} holds other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}), "
-                "not only an earlier comparison; give a new or empty directory")
-    return text
-
-
-def add_arguments(p, name):
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (first = base A)")
-    p.add_argument("--out", metavar="DIR", type=output_dir,
-                   help="where to write compare.md/html and plots/: a new or empty directory, "
-                        "or an earlier comparison (default: DIR1/compare)")
-    p.add_argument("--seed-reference", action="store_true",
-                   help="add the seed report's published table as a results set (theirs)")
-    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT", type=document.formats,
-                   help=f"comma list of: {', '.join(EXPORTERS)} (default: md,html)")
-
-
-def main(args, name):
-    for d in args.dirs:
-        results.require_results_dir(d)
-    out = Path(args.out) if args.out else Path(args.dirs[0]) / "compare"
-    if not args.out:
-        output_dir_checked(out)
-    path = build_compare(args.dirs, out, args.seed_reference, args.format)
-    ui.progress(f"compare: {path}")
-    return 0
-
-
-def output_dir_checked(out):
-    """The default --out (DIR1/compare) checked like a given one, as a one-line error."""
-    try:
-        output_dir(str(out))
-    except argparse.ArgumentTypeError as e:
-        raise ui.UserError(f"{out}: {e}", "give --out DIR") from None

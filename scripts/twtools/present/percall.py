@@ -17,13 +17,18 @@ def _est(s, digits):
     return f"{_ns(s['median'], digits)} [{_ns(s['ci_low'], digits)}, {_ns(s['ci_high'], digits)}]"
 
 
+def _u(c):
+    return percall.figure(c, "undisturbed")
+
+
 def format_table(doc, analysed):
-    """The matrix as fixed-width lines: ns per call and the ratio to the reference cell,
-    each with its 95% interval (drift included), the k-best floor, and flags."""
+    """The matrix as fixed-width lines: the undisturbed cost and its ratio to the reference
+    cell, then the typical cost (median), each with its 95% interval, and flags.  A cell
+    whose leading figure is the typical one (write-sync, or no trustworthy floor) shows '†'."""
     ref = analysed["reference"]
     lines = [f"{'variant':<12} {'op':<14} {'size':>5} {'shape':<6} "
-             f"{'ns/call [95% CI]':<26} {'x ' + ref['variant'] + ' ' + ref['op']:<22} "
-             f"{'floor':>8}  flags"]
+             f"{'undisturbed ns [95% CI]':<26} {'x ' + ref['variant'] + ' ' + ref['op']:<22} "
+             f"{'typical ns [95% CI]':<26} flags"]
     shown = set()
     for c in analysed["cells"]:
         if not c.get("supported"):
@@ -39,10 +44,12 @@ def format_table(doc, analysed):
                          f"{(c.get('errors') or ['no samples'])[-1]}")
             continue
         d = 1 if c["median"] < 10000 else 0
-        r = c.get("ratio")
+        lead_typ = c.get("primary") == "typical"
+        r = c.get("ratio") if lead_typ else c.get("undisturbed_ratio")
         ratio = (f"{r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r else "-")
+        und = _est(_u(c), d) + (" †" if lead_typ else "")
         lines.append(f"{c['variant']:<12} {c['op']:<14} {size:>5} {c['shape']:<6} "
-                     f"{_est(c, d):<26} {ratio:<22} {_ns(c.get('floor_ns'), d):>8}  "
+                     f"{und:<26} {ratio:<22} {_est(c, d):<26} "
                      f"{','.join(c.get('flags') or [])}")
     for p in analysed.get("penalties", []):
         if p.get("penalty_ns"):
@@ -51,6 +58,16 @@ def format_table(doc, analysed):
                          f"{fmt(p['penalty_ns'])} (ret minus jmp shape, paired by round)")
     dist = analysed.get("disturbance") or {}
     pm = doc.get("params") or {}
+    host = analysed.get("host") or {}
+    if host.get("slow_share") is not None:
+        lines.append(f"(this host during the run: {100 * host['slow_share']:.0f}% of the reference "
+                     f"cell's batches ran >{100 * host['slow_margin']:.0f}% above its undisturbed cost; "
+                     "median interference "
+                     + (f"{100 * host['interference_share_median']:.0f}%" if
+                        host.get("interference_share_median") is not None else "unknown")
+                     + " of the typical cost)")
+    lines.append("(† the typical figure leads: the cell measures waiting, or has no trustworthy "
+                 "floor; ratios are of the leading figure)")
     lines.append(f"(intervals: over {pm.get('rounds')} process runs, host drift folded in; "
                  f"loop cost subtracted; clock {doc.get('clock')}"
                  + (f" at {doc['tsc_hz'] / 1e9:.4f} GHz" if doc.get("tsc_hz") else "")
@@ -101,5 +118,28 @@ def unstable_warning(analysed):
     parts = [f"{c['variant']} {c['op']}" + (f" {c['size']} B" if c.get("size") else "")
              + (f" {c['shape']}" if c["shape"] != "ret" else "") + f" ({c['unstable_why']})"
              for c in bad]
-    return (f"{len(bad)} of {analysed['measured']} cells unstable: " + "; ".join(parts),
-            "re-run on a quiet machine, or with more rounds (--rounds, or --long)")
+    return (f"{len(bad)} of {analysed['measured']} cells have an unstable leading figure: "
+            + "; ".join(parts), "measure more rounds (--rounds, or --long)")
+
+
+def format_peers(doc, a):
+    """tw bench --peers as text: each tool's figure over the repetitions, how far it moved,
+    and the factor the claim states."""
+    out = [f"peers, side by side: {doc['reps']} repetitions in alternation, {doc['wall_s']:.0f} s "
+           f"(timewrite: {doc['variant']} getppid, ret shape, {doc['procs']} processes of "
+           f"{doc['batches']} batches per repetition)",
+           f"  {'tool':<24} {'median ns':>10} {'spread (max-min)/median':>24} {'CV':>7}  values"]
+    for name, t in a["tools"].items():
+        if t.get("why"):
+            out.append(f"  {name:<24} unknown: {t['why']}")
+            continue
+        sp = "unknown" if t.get("spread") is None else f"{100 * t['spread']:.2f}%"
+        cv = "unknown" if t.get("cv") is None else f"{100 * t['cv']:.2f}%"
+        vals = ", ".join(f"{v:.1f}" for v in t.get("values") or [])
+        out.append(f"  {name:<24} {t['median']:>10.1f} {sp:>24} {cv:>7}  {vals}")
+    if a.get("factor"):
+        out.append(f"  perf bench's figure moved {a['factor']:.1f}x as far as timewrite's undisturbed "
+                   "figure over the same repetitions")
+    else:
+        out.append("  factor: unknown (a tool could not be measured, or did not move)")
+    return out

@@ -71,13 +71,18 @@ def _compact(x, _pos=None):
 
 
 def plot_percall(percall, outdir, ops=("null", "getppid", "write-devnull", "write-file", "write-sync")):
-    cells = [c for c in (percall or {}).get("cells", []) if c.get("op") in ops]
+    """Every mechanism by operation on one log axis shared by all panels, so that a 22 ns vDSO
+    call, a 90 ns syscall and a 6 µs int 0x80 read on one page: the undisturbed cost as a
+    filled dot with its 95% interval, the typical cost (median) as an open circle with its
+    own, fainter; red marks a cell whose primary figure is unstable."""
+    cells = [c for c in (percall or {}).get("cells", []) if c.get("op") in ops
+             and (c.get("shape") or "ret") == "ret"]
     if not cells:
         return None
     variants = sorted({c["variant"] for c in cells}, key=lambda v: (-int(v[:2]), v))
     ops = [o for o in ops if any(c["op"] == o for c in cells)]
-    fig, axes = plt.subplots(1, len(ops), figsize=(2.6 * len(ops) + 1, 0.35 * len(variants) + 1.6),
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(ops), figsize=(2.7 * len(ops) + 1, 0.35 * len(variants) + 1.8),
+                             sharey=True, sharex=True, squeeze=False)
     for ax, op in zip(axes[0], ops):
         # One size per panel: the smallest measured (write-file has 256 B and 4096 B cells).
         size = min((c.get("size") for c in cells if c["op"] == op and c.get("size")), default=None)
@@ -89,19 +94,47 @@ def plot_percall(percall, outdir, ops=("null", "getppid", "write-devnull", "writ
                         transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.5")
                 continue
             color = "tab:red" if c.get("unstable") else "tab:blue"
-            ax.errorbar([c["median"]], [i], xerr=_err(c), fmt="o", color=color, capsize=3, ms=4)
-        # Linear from zero, a few compact ticks: each panel spans different magnitudes
-        # (~100 ns to ~50 us), and from zero the ratios between mechanisms read honestly.
-        ax.set_xlim(left=0)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
+            ax.errorbar([c["median"]], [i + 0.18], xerr=_err(c), fmt="o", mfc="white",
+                        color=color, alpha=0.6, capsize=2, ms=4)
+            u = c.get("undisturbed_ns")
+            if u is not None and c.get("undisturbed_ci_low") is not None:
+                ax.errorbar([u], [i - 0.12], xerr=[[max(u - c["undisturbed_ci_low"], 0)],
+                                                   [max(c["undisturbed_ci_high"] - u, 0)]],
+                            fmt="o", color=color, capsize=3, ms=4)
+        ax.set_xscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_compact))
+        ax.grid(axis="x", which="major", color="0.9")
         ax.set_title(f"{op} {size} B" if size else op)
-        ax.set_xlabel("ns per call (95% CI)")
+        ax.set_xlabel("ns per call, log scale")
     axes[0][0].set_yticks(range(len(variants)))
     axes[0][0].set_yticklabels(variants)
     axes[0][0].invert_yaxis()
-    fig.suptitle("Per-call cost by mechanism (red: unstable)")
+    fig.suptitle("Per-call cost by mechanism: undisturbed (dot) and typical (circle), 95% CI; "
+                 "red: unstable", fontsize=9)
     return _save(fig, outdir, "percall")
+
+
+def plot_host(host, outdir):
+    """The reference cell's batches over the run: the host's fast and slow states, with the
+    undisturbed figure and the slow-state line (undisturbed + the margin) drawn across."""
+    pts = [(t, v) for t, v in (host or {}).get("series") or [] if t is not None and v is not None]
+    ref = (host or {}).get("reference_ns")
+    if not pts or ref is None:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ts, vs = zip(*pts)
+    slow = ref * (1 + host.get("slow_margin", 0.1))
+    ax.scatter(ts, vs, s=4, c=["tab:orange" if v > slow else "tab:blue" for v in vs])
+    ax.axhline(ref, color="tab:blue", lw=1, label=f"undisturbed {ref:.1f} ns")
+    ax.axhline(slow, color="tab:orange", lw=1, ls="--",
+               label=f"slow state above {slow:.1f} ns")
+    hi = float(np.percentile(vs, 99)) if len(vs) > 10 else max(vs)
+    ax.set_ylim(min(vs) * 0.97, max(hi * 1.05, slow * 1.1))
+    ax.set_xlabel("seconds into the matrix")
+    ax.set_ylabel("ns per call")
+    ax.set_title("The reference cell (64-bit syscall, null) over the run: each dot a batch")
+    _legend(ax, fontsize=7)
+    return _save(fig, outdir, "host")
 
 
 def plot_sweep_per_byte(sweep, outdir, name="sweep_seed"):
@@ -343,9 +376,14 @@ def plot_compare_percall(sets, outdir, op="null", name="compare_percall"):
     n = len(sets)
     for j, (label, pc) in enumerate(sets):
         for i, v in enumerate(variants):
-            c = next((c for c in (pc or {}).get("cells", []) if c["variant"] == v and c["op"] == op), None)
+            c = next((c for c in (pc or {}).get("cells", []) if c["variant"] == v and c["op"] == op
+                      and (c.get("shape") or "ret") == "ret"), None)
             if not c or _med(c) is None:
                 continue
+            # The undisturbed figure where the cell has one: what compares across runs.
+            if c.get("undisturbed_ns") is not None and c.get("undisturbed_ci_low") is not None:
+                c = {"median": c["undisturbed_ns"], "ci_low": c["undisturbed_ci_low"],
+                     "ci_high": c["undisturbed_ci_high"]}
             y = i + (j - (n - 1) / 2) * 0.8 / max(n, 1)
             ax.errorbar([c["median"]], [y], xerr=_err(c), fmt="o", ms=4, capsize=3,
                         color=f"C{j}", label=label if i == 0 or not ax.get_legend_handles_labels()[1].count(label) else None)
@@ -353,7 +391,7 @@ def plot_compare_percall(sets, outdir, op="null", name="compare_percall"):
     ax.set_yticklabels(variants)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel(f"ns per {op} call (95% CI)")
+    ax.set_xlabel(f"ns per {op} call, undisturbed (95% CI), log scale")
     h, lab = ax.get_legend_handles_labels()
     seen = {}
     for hh, ll in zip(h, lab):

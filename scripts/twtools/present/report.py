@@ -72,9 +72,10 @@ def missing(doc, data, stem):
     return True
 
 
-RERUN_BENCH = ("Re-run on a quiet machine (nothing else on the CPUs), or raise the number of "
-               "rounds: `make report REPORT_ARGS=--long`, or `scripts/tw bench --long` for this "
-               "table alone.")
+RERUN_BENCH = ("Raise the number of rounds: `make report REPORT_ARGS=--long`, or `scripts/tw "
+               "bench --long` for this table alone; what the host's neighbours did meanwhile is "
+               "described under \"This host during the run\", not a reason to find a quieter "
+               "machine.")
 RERUN_SWEEP = ("The pass times vary: re-run on a quiet machine or with more repetitions "
                "(`make report REPORT_ARGS=--long`); for sync rows, keep other I/O off the output "
                "file system.")
@@ -82,10 +83,27 @@ RERUN_SWEEP = ("The pass times vary: re-run on a quiet machine or with more repe
 
 # -- sections --------------------------------------------------------------------------------
 
-def sec_title(doc, data):
+def machine_title(data):
+    """What the machine is, for a title: its CPU (vendor family/model and name), the
+    hypervisor, and the host name last; a host named "vm" says nothing on its own."""
     meta = data.get("meta") or {}
-    host = meta.get("host") or (data.get("fingerprint") or {}).get("host") or "unknown host"
-    doc.h(1, f"timewrite report: {host}")
+    fp = data.get("fingerprint") or {}
+    cpu = fp.get("cpu") or {}
+    host = meta.get("host") or fp.get("host") or "unknown host"
+    vendor = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(cpu.get("vendor"), cpu.get("vendor"))
+    name = " ".join((cpu.get("model_name") or "").replace("(R)", "").replace("(TM)", "")
+                    .replace(" Processor", "").replace(" CPU", "").split())
+    what = name or (f"{vendor} CPU" if vendor else "unknown CPU")
+    if cpu.get("family") is not None:
+        what += f" (family {cpu.get('family')}, model {cpu.get('model')})"
+    virt = fp.get("virtualization")
+    where = "bare metal" if virt in ("none", "bare metal") else f"{virt} guest" if virt else \
+        "hypervisor unknown"
+    return f"{what} · {where} · host {host}"
+
+
+def sec_title(doc, data):
+    doc.h(1, f"timewrite report: {machine_title(data)}")
     state = run_state(data)
     if state:
         doc.warn(state, inline=True)
@@ -165,19 +183,68 @@ def sec_matrix(doc, data, pdir):
             elif c.get("median") is None:
                 line.append("unknown")
             else:
-                r = c.get("ratio")
-                line.append(f"{_short(c)}" + (f" · {r['median']:.2f}×" if r and r.get("median") else "")
-                            + (" *" if c.get("unstable") else ""))
+                line.append(_matrix_cell(c))
         rows.append(line)
-    doc.p(f"ns per call (median [95% interval over process runs, the host's drift included]) and "
-          f"× the {ref['variant']} {ref['op']} call of the same rounds; `*` marks an unstable cell; "
-          "every cell with its floor and flags is in the per-call section below.")
+    doc.p(f"ns per call, undisturbed [95%] · × {ref['variant']} {ref['op']} · typical:")
     doc.table(["mechanism"] + [f"{op}" + (f" {size} B" if size else "") for op, size in ops], rows)
+    doc.p("The undisturbed cost is what this hardware and kernel charge when the host leaves the "
+          "CPU alone: it reproduces run to run, and comparisons rest on it. The typical cost is "
+          "the median a program met during this run, the host's other tenants included "
+          "(\"This host during the run\", below). † leads with the typical cost (the cell "
+          "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
+          "unstable. Every cell with its flags is in the per-call section below.")
     why = {c["variant"]: c.get("reason") for c in pc["cells"] if c.get("supported") is False}
     if why:
         doc.p("Not measured here: " + "; ".join(f"{k}: {v}" for k, v in sorted(why.items())) + ".")
-    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism (each panel from zero, 95% "
-             "interval; red = unstable)")
+    doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism on one log scale: "
+             "undisturbed (dot) and typical (circle), 95% intervals; red = unstable")
+
+
+def _matrix_cell(c):
+    """undisturbed [CI] · ratio, then typical; or typical first (†) when it is the primary."""
+    star = " *" if c.get("unstable") else ""
+    typ = _short(c)
+    u = percall.figure(c, "undisturbed")
+    if c.get("primary") == "typical" or u is None:
+        r = c.get("ratio")
+        return (f"† typical {typ}" + (f" · {r['median']:.2f}×" if r and r.get("median") else "") + star)
+    r = c.get("undisturbed_ratio")
+    return (f"{_short(u)}" + (f" · {r['median']:.2f}×" if r and r.get("median") else "")
+            + f" · typical {c['median']:.0f}" + star)
+
+
+def sec_host(doc, data, pdir):
+    """This host during the run: a noisy host is a described fact, not a warning."""
+    pc = data.get("percall")
+    doc.h(2, "This host during the run")
+    if missing(doc, data, "percall"):
+        return
+    h = pc.get("host") or {}
+    parts = []
+    if h.get("slow_share") is not None:
+        parts.append(f"The reference cell ({pc['reference']['variant']} {pc['reference']['op']}) "
+                     f"was measured in {h['batches']} batches; {100 * h['slow_share']:.0f}% of them "
+                     f"ran more than {100 * h['slow_margin']:.0f}% above its undisturbed cost "
+                     f"({h['reference_ns']:.1f} ns): that is how often the host's other tenants "
+                     "slowed this CPU.")
+    else:
+        parts.append(f"The host's state over the run is unknown ({h.get('why') or 'no reference cell'}).")
+    if h.get("interference_share_median") is not None:
+        parts.append(f"Interference (typical − undisturbed) was {100 * h['interference_share_median']:.0f}% "
+                     "of the typical cost in the median cell"
+                     + (f", {100 * h['interference_share_reference']:.0f}% in the reference cell"
+                        if h.get("interference_share_reference") is not None else "") + ".")
+    if h.get("steal_ticks") is not None:
+        parts.append(f"syscost counted {h['steal_ticks']} ticks of stolen time and {h['nivcsw']} "
+                     "involuntary context switches inside its timed windows (those batches are "
+                     "left out of each round's value).")
+    else:
+        parts.append(f"Steal time and involuntary switches: unknown ({h.get('why_counters')}).")
+    parts.append("The undisturbed figures above do not depend on how often this happened; the "
+                 "typical ones do, and a rerun at another moment will move them.")
+    doc.p(" ".join(parts))
+    doc.plot(plots.plot_host(h, pdir), "The reference cell over the run: each dot a batch; "
+             "orange above the slow-state line")
 
 
 def _short(c):
@@ -198,13 +265,15 @@ def sec_findings(doc, data):
 
 def sec_verdict(doc, v):
     doc.h(2, "Verdict on the seed's hypothesis")
-    doc.p("Hypothesis (docs/seed-report.md): on the Linux 2.6 server, a 32-bit glibc entering "
-          "the kernel by `int 0x80` made small writes slow.")
-    doc.blocks.append(("verdict", v["verdict"], v["sentence"]))
+    doc.blocks.append(("verdict", v["verdict"], v.get("headline") or v["sentence"]))
+    doc.p("Hypothesis: on the seed's Linux 2.6 server, a 32-bit glibc entering by `int 0x80` "
+          "made small writes slow (docs/seed-report.md). The reasoning is under \"How the "
+          "verdict was reached\".")
 
 
 def sec_verdict_detail(doc, v):
     doc.h(2, "How the verdict was reached")
+    doc.p(v["sentence"])
     doc.p("The rules are in docs/report.md and scripts/twtools/analyse/verdict.py; the numbers "
           "are in `verdict.json`.")
     if v["reasons"] and v["verdict"] != "inconclusive":
@@ -325,13 +394,16 @@ def sec_percall(doc, data, pdir):
            f"({pm.get('sync_batches', pm['batches'])} batches for O_SYNC)"
            if all(k in pm for k in ("rounds", "batches", "batch_ms")) else "parameters not recorded")
     doc.p(f"Nanoseconds per call, empty-loop cost removed, over {how}; clock `{raw.get('clock')}`. "
-          "Each round gives one value (the median of its undisturbed batches); the interval is "
+          "Two figures per cell (docs/syscost.md, \"Two figures\"). Undisturbed: the mean of the "
+          "fastest 5% of batches, with a 95% interval from a delete-half jackknife over rounds, "
+          "widened by the figure's own drift between the run's halves. Typical: each round gives "
+          "one value (the median of its batches without a counted disturbance); the interval is "
           "a distribution-free 95% CI over rounds, widened by the drift the early and late "
-          "halves of the run show, so that it covers a rerun. The ratio is to the reference cell "
-          f"({pc['reference']['variant']} {pc['reference']['op']}) of the same round. The floor is "
-          "the mean of the five fastest batches (LEBench's k-best). Shapes: `ret` a called stub "
-          "returning with ret (as libc does), `jmp` the same stub leaving by an indirect jump, "
-          "`inline` the instruction in the timed loop.")
+          "halves of the run show, so that it covers a rerun. Interference is typical − "
+          "undisturbed, as a share of the typical. The ratio is to the reference cell "
+          f"({pc['reference']['variant']} {pc['reference']['op']}) of the same rounds. Shapes: "
+          "`ret` a called stub returning with ret (as libc does), `jmp` the same stub leaving by "
+          "an indirect jump, `inline` the instruction in the timed loop.")
     dist = pc.get("disturbance") or {}
     if dist.get("disturbed") is not None:
         doc.p(f"Disturbance: {dist['disturbed']} of {dist['batches']} batches saw an involuntary "
@@ -340,17 +412,23 @@ def sec_percall(doc, data, pdir):
         doc.p(f"Disturbance: not counted ({dist.get('why') or 'unknown'}).")
     rows, shaky = [], []
     for c in pc.get("cells", []):
-        r = c.get("ratio")
-        rows.append([c["variant"], c["op"], c.get("size"), c.get("shape"), fmt_cell(c),
+        r = c.get("undisturbed_ratio") if c.get("primary") == "undisturbed" else c.get("ratio")
+        u = percall.figure(c, "undisturbed")
+        i = c.get("interference")
+        rows.append([c["variant"], c["op"], c.get("size"), c.get("shape"),
+                     fmt(u) if u else f"— ({c.get('primary_why') or 'not measured'})",
+                     fmt_cell(c),
+                     f"{100 * i['share']:.0f}%" if i else "—",
                      f"{r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r else "—",
-                     f"{c['floor_ns']:.1f}" if c.get("floor_ns") is not None else "—",
+                     c.get("primary") or "—",
                      c.get("n_rounds") if c.get("supported") else "—",
                      ", ".join(c.get("flags") or []) or "—"])
         if c.get("supported") is not False and c.get("unstable") and c.get("median") is not None:
             size = f" {c['size']} B" if c.get("size") else ""
             shaky.append(f"{c['variant']} {c['op']}{size} {c.get('shape')} ({c.get('unstable_why')})")
-    doc.table(["variant", "op", "size", "shape", "ns per call [95%]", "× reference [95%]",
-               "floor ns", "rounds", "flags"], rows)
+    doc.table(["variant", "op", "size", "shape", "undisturbed ns [95%]", "typical ns [95%]",
+               "interference", "× reference [95%] (leading figure)", "leading figure", "rounds",
+               "flags"], rows)
     if shaky:
         # One warning for the table, grouped by cause: the advice is the same.
         causes = {}
@@ -358,11 +436,12 @@ def sec_percall(doc, data, pdir):
             if c.get("supported") and c.get("unstable") and c.get("median") is not None:
                 for why in (c.get("unstable_why") or "no value").split("; "):
                     key = why.split(":")[0] if why.startswith("only") else \
-                        "an interval wider than ±10% of the median" if why.startswith("interval") else why
+                        "an interval wider than ±10% of the median" if why.startswith("interval") else \
+                        "an undisturbed interval wider than ±10%" if why.startswith("undisturbed interval") else why
                     causes.setdefault(key, []).append(f"{c['variant']} {c['op']}"
                                                       + (f" {c['size']} B" if c.get("size") else "")
                                                       + (f" {c['shape']}" if c.get("shape") != "ret" else ""))
-        doc.warn(f"{len(shaky)} of {pc['measured']} per-call cells are unstable: "
+        doc.warn(f"{len(shaky)} of {pc['measured']} per-call cells have an unstable leading figure: "
                  + "; ".join(f"{len(v)} with {k} ({', '.join(v[:6])}{', …' if len(v) > 6 else ''})"
                              for k, v in causes.items()) + f". {RERUN_BENCH}", inline=True)
     pens = [p for p in pc.get("penalties", []) if p.get("penalty_ns")]
@@ -676,6 +755,7 @@ def build_doc(results_dir):
     sec_matrix(doc, data, pdir)
     sec_findings(doc, data)
     body = Doc()
+    sec_host(body, data, pdir)
     sec_verdict_detail(body, v)
     sec_field_example(body, data)
     sec_percall(body, data, pdir)
@@ -707,16 +787,3 @@ def build_report(results_dir, formats=("md", "html")):
     for table in tables.all_tables(data):
         csv_export.write(table, results_dir / "tables", "csv")
     return export(doc, results_dir, "report", formats)
-
-
-def add_arguments(p, name):
-    p.add_argument("dir", help="results directory (e.g. results/latest)")
-    p.add_argument("--format", default=["md", "html"], metavar="FMT,FMT", type=document.formats,
-                   help="comma-separated: md, html (default both)")
-
-
-def main(args, name):
-    # cli._preflight has refused anything but a results directory, and confined the writes.
-    path = build_report(Path(args.dir), args.format)
-    ui.progress(f"report: {path}")
-    return 0

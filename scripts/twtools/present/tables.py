@@ -23,16 +23,28 @@ def _why(s):
 
 
 def percall(pc):
-    t = Table("percall", ["variant", "bits", "abi", "op", "size", "shape", "status", "ns_median",
+    t = Table("percall", ["variant", "bits", "abi", "op", "size", "shape", "status",
+                          "undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high",
+                          "undisturbed_ratio_to_ref", "undisturbed_ratio_ci_low",
+                          "undisturbed_ratio_ci_high", "ns_median",
                           "ns_ci_low", "ns_ci_high", "ratio_to_ref", "ratio_ci_low", "ratio_ci_high",
-                          "floor_ns", "drift_ns", "rounds", "batches_disturbed", "unstable", "why"],
-              caption="ns per call; ratio to the reference cell of the same round")
+                          "interference_share", "primary", "floor_ns", "drift_ns", "rounds",
+                          "batches_disturbed", "unstable", "why"],
+              caption="ns per call: the undisturbed cost (mean of the fastest 5% of batches) and "
+                      "the typical one (median over rounds), each with its ratio to the reference "
+                      "cell of the same rounds; primary names the figure that leads")
     for c in (pc or {}).get("cells", []):
         r = c.get("ratio") or {}
+        ur = c.get("undisturbed_ratio") or {}
         d = c.get("disturbed") or {}
+        i = c.get("interference") or {}
         t.rows.append([c["variant"], c.get("bits"), c.get("abi"), c["op"], c.get("size"),
-                       c.get("shape"), c.get("status"), _s(c), _s(c, "ci_low"), _s(c, "ci_high"),
-                       _s(r), _s(r, "ci_low"), _s(r, "ci_high"), _n(c.get("floor_ns")),
+                       c.get("shape"), c.get("status"), _n(c.get("undisturbed_ns")),
+                       _n(c.get("undisturbed_ci_low")), _n(c.get("undisturbed_ci_high")),
+                       _s(ur, "median"), _s(ur, "ci_low"), _s(ur, "ci_high"),
+                       _s(c), _s(c, "ci_low"), _s(c, "ci_high"),
+                       _s(r), _s(r, "ci_low"), _s(r, "ci_high"), _n(i.get("share")),
+                       c.get("primary"), _n(c.get("floor_ns")),
                        _n(c.get("drift")), c.get("n_rounds"),
                        d.get("batches") if d.get("counted") else None, c.get("unstable"),
                        c.get("unstable_why") or (c.get("reason") if not c.get("supported") else None)])

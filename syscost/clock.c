@@ -1,0 +1,124 @@
+/*
+ * clock.c: syscost's clock choice and TSC calibration (clock.h).
+ */
+#include <cpuid.h>
+#include <err.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "clock.h"
+
+enum clk clk;
+int have_rdtscp;
+double tsc_hz;
+
+uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC_RAW, &ts) == -1)
+		err(1, "clock_gettime(CLOCK_MONOTONIC_RAW)");
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == -1)
+		err(1, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double
+ticks_to_ns(uint64_t t)
+{
+	return (double)t * 1e9 / tsc_hz;
+}
+
+/* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every state. */
+static int
+invariant_tsc(void)
+{
+	unsigned a, b, c, d;
+
+	if (__get_cpuid_max(0x80000000, NULL) < 0x80000007)
+		return 0;
+	__cpuid(0x80000007, a, b, c, d);
+	return (d >> 8) & 1;
+}
+
+static int
+cpu_has_rdtscp(void)
+{
+	unsigned a, b, c, d;
+
+	if (__get_cpuid_max(0x80000000, NULL) < 0x80000001)
+		return 0;
+	__cpuid(0x80000001, a, b, c, d);
+	return (d >> 27) & 1;
+}
+
+/* A (monotonic ns, TSC) pair read as close together as this CPU allows. */
+static void
+clock_pair(uint64_t *ns, uint64_t *tsc)
+{
+	uint64_t best = UINT64_MAX;
+	int i;
+
+	for (i = 0; i < 9; i++) {
+		uint64_t n0 = mono_ns(), t = tsc_begin(), n1 = mono_ns();
+
+		if (n1 - n0 < best) {
+			best = n1 - n0;
+			*ns = n0 + (n1 - n0) / 2;
+			*tsc = t;
+		}
+	}
+}
+
+/* TSC ticks per second, measured against CLOCK_MONOTONIC_RAW. */
+static double
+calibrate_tsc(double ms)
+{
+	uint64_t ns0, t0, ns1, t1, until;
+
+	clock_pair(&ns0, &t0);
+	until = ns0 + (uint64_t)(ms * 1e6);
+	while (mono_ns() < until)
+		;	/* busy: the CPU stays awake and at speed */
+	clock_pair(&ns1, &t1);
+	if (ns1 <= ns0 || t1 <= t0)
+		errx(1, "the TSC or CLOCK_MONOTONIC_RAW did not advance; use --clock monotonic");
+	return (double)(t1 - t0) * 1e9 / (double)(ns1 - ns0);
+}
+
+const char *
+clock_choose(int asked, double given_hz, double calibrate_ms)
+{
+	const char *why;
+
+	have_rdtscp = cpu_has_rdtscp();
+	if (asked == CLK_MONO) {
+		clk = CLK_MONO;
+		why = "asked for (--clock monotonic)";
+	} else if (invariant_tsc()) {
+		clk = CLK_TSC;
+		why = "invariant TSC (CPUID 0x80000007 EDX bit 8)";
+	} else if (asked == CLK_TSC) {
+		clk = CLK_TSC;
+		why = "asked for (--clock tsc) although the TSC is not invariant";
+	} else {
+		clk = CLK_MONO;
+		why = "the TSC is not invariant (CPUID 0x80000007 EDX bit 8 clear)";
+	}
+	if (clk == CLK_MONO)
+		tsc_hz = 1e9;
+	else if (given_hz > 0)
+		tsc_hz = given_hz;
+	else
+		tsc_hz = calibrate_tsc(calibrate_ms);
+	return why;
+}

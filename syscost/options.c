@@ -1,0 +1,310 @@
+/*
+ * options.c: syscost's command line: the usage and help texts, what this
+ * build's mechanism can do (its operations and loop shapes), and parse_args,
+ * which turns argv into a struct opts or stops with a usage error (exit 2).
+ * What the mechanism cannot do is a usage error, not a failed call.
+ */
+#include <err.h>
+#include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "syscost.h"
+#include "tw_cli.h"
+#include "tw_syscall.h"
+#include "tw_sysnr.h"
+
+#define MAX_BATCHES	10000
+#define MAX_SIZE	(64L << 20)
+
+const char *const op_names[OP_COUNT] = {
+	"null", "getppid", "write-devnull", "write-file", "write-sync",
+	"gettimeofday", "clock_gettime", "time",
+};
+/* The system call each operation makes. */
+const long op_nrs[OP_COUNT] = {
+	TW_NR_invalid, TW_NR_getppid, TW_NR_write, TW_NR_write, TW_NR_write,
+	TW_NR_gettimeofday, TW_NR_clock_gettime, TW_NR_time,
+};
+
+const char *const shape_names[SHAPE_COUNT] = { "ret", "jmp", "inline" };
+
+/* Long options' vals, clear of the short letters (see tw_usage_getopt). */
+enum {
+	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
+	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
+	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
+	OPT_MAX_REDO, OPT_SPECULATION, OPT_HELP
+};
+
+const char tw_usage[] =
+"usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
+"               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
+"               [--file path] [--format json|table] [--max-redo n] [--op op]\n"
+"               [--realtime] [--shape ret|jmp|inline] [--size n]\n"
+"               [--speculation ssbd|indirect-branch|all] [--tsc-hz hz]\n"
+"               [--warmup-ms ms]\n"
+"       syscost --probe";
+
+static void __attribute__((noreturn))
+help(void)
+{
+	printf("%s\n\n", tw_usage);
+	printf(
+"Measure ns per system call through the '%s' mechanism (%d-bit).\n"
+"\n"
+"  --op OP            null | getppid | write-devnull | write-file | write-sync |\n"
+"                     gettimeofday | clock_gettime | time (default getppid, or\n"
+"                     time for a mechanism that cannot make getppid)\n"
+"  --shape S          ret: the stub called and returning by ret (default);\n"
+"                     jmp: the stub leaving by an indirect jump; inline: the\n"
+"                     entry inline in the timed loop\n"
+"  --size N           bytes per write (write-devnull 1, write-file/-sync 256)\n"
+"  --file PATH        file for write-file/write-sync, kept afterwards (default:\n"
+"                     a temporary file in the current directory, unlinked at once);\n"
+"                     a regular file only: a symbolic link, FIFO or device is\n"
+"                     refused (exit 1) before anything is written\n"
+"  --calls N          calls per batch (default: enough for --batch-ms)\n"
+"  --batches K        batches, one sample each (default 10)\n"
+"  --max-redo N       extra batches, one per disturbed batch, at most N\n"
+"                     (default: as many as --batches)\n"
+"  --batch-ms MS      target batch length when --calls is not given (default 1)\n"
+"  --warmup-ms MS     untimed calls before the first batch (default 20)\n"
+"  --cpu N            pin to CPU N; -1: do not pin (default: last allowed CPU)\n"
+"  --clock C          auto | tsc | monotonic (default auto: tsc if invariant)\n"
+"  --calibrate-ms MS  how long to measure the TSC rate (default 50)\n"
+"  --tsc-hz HZ        use this TSC rate instead of measuring it\n"
+"  --realtime         run under SCHED_FIFO when allowed (root/CAP_SYS_NICE)\n"
+"  --speculation S    disable this speculation for the process first (prctl):\n"
+"                     ssbd | indirect-branch | all\n"
+"  --format F         json (default) | table\n"
+"  --probe            exit 0 if the mechanism works here, else 77 with the reason\n"
+"  -h, --help         this text\n"
+"\n"
+"Numbers are decimal and nothing else: no blanks, no '+', no hex.\n"
+"Exit: 0 measured, 1 run-time error or wrong syscall result, 2 bad usage,\n"
+"77 mechanism (or speculation control) unavailable.  Method and JSON schema:\n"
+"docs/syscost.md.\n",
+	    tw_mechanism, (int)(sizeof(void *) * 8));
+	if (fflush(stdout) == EOF || ferror(stdout))
+		err(1, "stdout");
+	exit(0);
+}
+
+/* Whether the mechanism can make system call nr at all (tw_nrs). */
+static int
+mechanism_makes(long nr)
+{
+	const long *p;
+
+	if (tw_nrs == NULL)
+		return 1;	/* an entry instruction: any number */
+	for (p = tw_nrs; *p != -1; p++)
+		if (*p == nr)
+			return 1;
+	return 0;
+}
+
+static int
+shape_available(enum shape s)
+{
+	switch (s) {
+	case SHAPE_RET:
+		return 1;
+	case SHAPE_JMP:
+		return tw_syscall3_jmp != NULL;
+	case SHAPE_INLINE:
+		return tw_loop3 != NULL && tw_loop3_empty != NULL;
+	default:
+		return 0;
+	}
+}
+
+/* "a, b and c": the names of the operations or shapes this build has. */
+static const char *
+available_list(int shapes)
+{
+	static char buf[256];
+	int i, n = shapes ? SHAPE_COUNT : OP_COUNT;
+
+	buf[0] = '\0';
+	for (i = 0; i < n; i++) {
+		int ok = shapes ? shape_available((enum shape)i) :
+		    mechanism_makes(op_nrs[i]);
+
+		if (!ok)
+			continue;
+		if (buf[0] != '\0')
+			strncat(buf, ", ", sizeof(buf) - strlen(buf) - 1);
+		strncat(buf, shapes ? shape_names[i] : op_names[i],
+		    sizeof(buf) - strlen(buf) - 1);
+	}
+	return buf;
+}
+
+void
+parse_args(int argc, char **argv, struct opts *o, int *probe_only)
+{
+	static const struct option longopts[] = {
+		{ "op", required_argument, NULL, OPT_OP },
+		{ "size", required_argument, NULL, OPT_SIZE },
+		{ "file", required_argument, NULL, OPT_FILE },
+		{ "calls", required_argument, NULL, OPT_CALLS },
+		{ "batches", required_argument, NULL, OPT_BATCHES },
+		{ "batch-ms", required_argument, NULL, OPT_BATCH_MS },
+		{ "warmup-ms", required_argument, NULL, OPT_WARMUP_MS },
+		{ "cpu", required_argument, NULL, OPT_CPU },
+		{ "clock", required_argument, NULL, OPT_CLOCK },
+		{ "calibrate-ms", required_argument, NULL, OPT_CALIBRATE_MS },
+		{ "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "probe", no_argument, NULL, OPT_PROBE },
+		{ "realtime", no_argument, NULL, OPT_REALTIME },
+		{ "shape", required_argument, NULL, OPT_SHAPE },
+		{ "max-redo", required_argument, NULL, OPT_MAX_REDO },
+		{ "speculation", required_argument, NULL, OPT_SPECULATION },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch, i;
+
+	/* getopt's own messages name argv[0]; ours name __progname, as err does. */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_OP:
+			for (i = 0; i < OP_COUNT; i++)
+				if (strcmp(optarg, op_names[i]) == 0)
+					break;
+			if (i == OP_COUNT)
+				tw_usage_err("--op: unknown operation %s (null, "
+				    "getppid, write-devnull, write-file, write-sync, "
+				    "gettimeofday, clock_gettime, time)",
+				    tw_quote(optarg));
+			o->op = i;
+			break;
+		case OPT_SHAPE:
+			for (i = 0; i < SHAPE_COUNT; i++)
+				if (strcmp(optarg, shape_names[i]) == 0)
+					break;
+			if (i == SHAPE_COUNT)
+				tw_usage_err("--shape: %s is not ret, jmp or inline",
+				    tw_quote(optarg));
+			o->shape = (enum shape)i;
+			break;
+		case OPT_SIZE:
+			o->size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
+			break;
+		case OPT_FILE:
+			if (*optarg == '\0')
+				tw_usage_err("--file: empty path");
+			o->file = optarg;
+			break;
+		case OPT_CALLS:
+			o->calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
+			break;
+		case OPT_BATCHES:
+			o->batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
+			break;
+		case OPT_MAX_REDO:
+			o->max_redo = tw_int_arg("--max-redo", optarg, 0, MAX_BATCHES);
+			break;
+		case OPT_BATCH_MS:
+			o->batch_ms = tw_real_arg("--batch-ms", optarg, 0.001, 10000);
+			break;
+		case OPT_WARMUP_MS:
+			o->warmup_ms = tw_real_arg("--warmup-ms", optarg, 0, 60000);
+			break;
+		case OPT_CPU:
+			o->cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
+			break;
+		case OPT_CLOCK:
+			if (strcmp(optarg, "auto") == 0)
+				o->clock = -1;
+			else if (strcmp(optarg, "tsc") == 0)
+				o->clock = CLK_TSC;
+			else if (strcmp(optarg, "monotonic") == 0)
+				o->clock = CLK_MONO;
+			else
+				tw_usage_err("--clock: %s is not auto, tsc or "
+				    "monotonic", tw_quote(optarg));
+			break;
+		case OPT_CALIBRATE_MS:
+			o->calibrate_ms = tw_real_arg("--calibrate-ms", optarg, 1,
+			    10000);
+			break;
+		case OPT_TSC_HZ:
+			o->tsc_hz = tw_real_arg("--tsc-hz", optarg, 1e6, 1e11);
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "json") == 0)
+				o->table = 0;
+			else if (strcmp(optarg, "table") == 0)
+				o->table = 1;
+			else
+				tw_usage_err("--format: %s is not json or table",
+				    tw_quote(optarg));
+			break;
+		case OPT_SPECULATION:
+			if (strcmp(optarg, "ssbd") == 0)
+				o->speculation = SPEC_SSBD;
+			else if (strcmp(optarg, "indirect-branch") == 0)
+				o->speculation = SPEC_IB;
+			else if (strcmp(optarg, "all") == 0)
+				o->speculation = SPEC_ALL;
+			else
+				tw_usage_err("--speculation: %s is not ssbd, "
+				    "indirect-branch or all", tw_quote(optarg));
+			break;
+		case OPT_PROBE:
+			*probe_only = 1;
+			break;
+		case OPT_REALTIME:
+			o->realtime = 1;
+			break;
+		case 'h':
+		case OPT_HELP:
+			help();
+		default:
+			tw_usage_getopt(ch, argv);
+		}
+	}
+	if (optind < argc)
+		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
+	/*
+	 * The default operation is getppid, or for a mechanism that cannot make
+	 * it the call its probe makes (time, for the vsyscall page and the vDSO).
+	 */
+	if (o->op == -1) {
+		long nr = mechanism_makes(TW_NR_getppid) ? TW_NR_getppid :
+		    *(const volatile long *)&tw_probe_nr;
+
+		for (i = 0; i < OP_COUNT && op_nrs[i] != nr; i++)
+			;
+		o->op = i < OP_COUNT ? i : OP_GETPPID;
+	}
+	if (o->size != -1 && !OP_WRITES(o->op))
+		tw_usage_err("--size applies to the write operations only");
+	if (o->file != NULL && o->op != OP_WRITE_FILE && o->op != OP_WRITE_SYNC)
+		tw_usage_err("--file applies to write-file and write-sync only");
+	if (o->size == -1)
+		o->size = o->op == OP_WRITE_DEVNULL ? 1 : 256;
+	if (o->max_redo == -1)
+		o->max_redo = o->batches;
+	/*
+	 * What this build's mechanism cannot do is a usage error, not a failed
+	 * call.  --probe asks only whether the mechanism works at all.
+	 */
+	if (*probe_only)
+		return;
+	if (!mechanism_makes(op_nrs[o->op]))
+		tw_usage_err("--op %s: the %s mechanism cannot make that call "
+		    "(its operations: %s)", op_names[o->op], tw_mechanism,
+		    available_list(0));
+	if (!shape_available(o->shape))
+		tw_usage_err("--shape %s: the %s mechanism has no such shape "
+		    "(it has: %s)", shape_names[o->shape], tw_mechanism,
+		    available_list(1));
+}

@@ -1,0 +1,40 @@
+"""The two test tiers: `make check` (the fast tier, conftest.CHECK_TIER) and `make test`.
+
+Why it can break: an entry of the tier that names a file since renamed (the tier silently
+shrinks), a test that needs every variant built or root slipping into the tier (then `make
+check` fails on a fresh clone, or stops being fast), or the Makefile's targets drifting from
+what the README promises: `make test` runs everything, `make check` the tier."""
+import subprocess
+
+import conftest
+from conftest import ROOT
+
+
+def test_every_entry_names_a_test_file():
+    for e in conftest.CHECK_TIER:
+        name = e.split("::", 1)[0]
+        assert (ROOT / "tests" / name).is_file(), f"CHECK_TIER names {name}, which does not exist"
+
+
+def test_tier_membership():
+    assert conftest.in_check_tier("test_stats.py::test_x", ["tmp_path"], set())
+    assert conftest.in_check_tier("test_doctor.py::test_fake_amd", [], set())
+    # A prefix entry takes only its own tests; a file entry only that file.
+    assert not conftest.in_check_tier("test_doctor.py::test_live_x", [], set())
+    assert not conftest.in_check_tier("test_stats_more.py::test_x", [], set())
+    # Whatever the list says, a test that needs the whole build or root is make test's.
+    assert not conftest.in_check_tier("test_oracle.py::test_y", ["build"], set())
+    assert not conftest.in_check_tier("test_stats.py::test_x", [], {"root"})
+
+
+def make_dry_run(target):
+    p = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), target,
+                        "TW_DEPS_CHECKED=1"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [line for line in p.stdout.splitlines() if " -m pytest " in line]
+
+
+def test_make_check_runs_the_tier_and_make_test_everything():
+    check, test = make_dry_run("check"), make_dry_run("test")
+    assert len(check) == 1 and " -m pytest -m check tests" in check[0], check
+    assert len(test) == 1 and test[0].split(" -m pytest ", 1)[1].split() == ["tests"], test
