@@ -12,7 +12,7 @@ import math
 import pytest
 
 from conftest import ROOT
-from twtools.analyse import atlas, fleet, results
+from twtools.analyse import atlas, fleet, results, stats
 from twtools.core.ui import DataError
 from twtools.present import atlas as patlas
 from twtools.present.document import Doc
@@ -34,19 +34,25 @@ def doc_of(cells):
     return out
 
 
-def test_digest_floor_leaves_disturbed_batches_out_and_invents_no_interval():
+def test_digest_is_the_undisturbed_figure_without_the_disturbed_batches():
     ref = [[(100, False), (50, True), (101, False)], [(102, False), (103, False), (104, False)]]
     int80 = [[(6000, False), (6100, False), (1, True)], [(6050, False), (6200, False), (6300, False)]]
-    d = fleet.digest_doc(doc_of({("64-syscall", "null"): ref, ("64-int80", "null"): int80}),
-                         FP, {}, "h")
+    doc = doc_of({("64-syscall", "null"): ref, ("64-int80", "null"): int80,
+                  ("64-int80", "getppid"): int80})
+    d = fleet.digest_doc(doc, FP, {}, "h", interval_ops=("null",))
     r = d["cells"]["64-syscall null"]
-    # The five smallest usable values: 100, 101, 102, 103, 104 (50 was disturbed).
-    assert r["value"] == pytest.approx(102.0)
-    assert r["ci_low"] is None and r["ci_high"] is None and r["estimator"] == "floor_ns"
+    # Five usable batches: the fastest 5% of them is the fastest one, 100 (50 was disturbed).
+    assert r["value"] == pytest.approx(100.0) and r["estimator"] == "undisturbed_ns"
+    assert r["value"] == pytest.approx(stats.tail_mean([100, 101, 102, 103, 104]))
+    assert r["ci_low"] <= r["value"] <= r["ci_high"]
+    assert r["ratio"] == r["ratio_low"] == r["ratio_high"] == 1.0
     i = d["cells"]["64-int80 null"]
-    assert i["value"] == pytest.approx((6000 + 6050 + 6100 + 6200 + 6300) / 5)
-    assert i["ratio"] == pytest.approx(i["value"] / 102.0)
-    assert i["ratio_low"] is None
+    assert i["value"] == pytest.approx(6000.0)
+    assert i["ratio"] == pytest.approx(60.0)
+    assert i["ratio_low"] < 60.0 < i["ratio_high"]
+    # Outside interval_ops: the same figure, and no interval invented for it.
+    g = d["cells"]["64-int80 getppid"]
+    assert g["value"] == pytest.approx(6000.0) and g["ci_low"] is None and g["ratio_low"] is None
     assert d["facts"]["cpu"] == "family 6 model 106" and d["facts"]["mitigations"] == "default"
 
 
@@ -130,4 +136,6 @@ def test_the_atlas_reads_and_a_run_is_placed_among_it():
     tables = [b for b in doc.blocks if b[0] == "table"]
     assert any("intel\\-icelake\\-kvm" in h for t in tables for h in t[1])
     text = " ".join(b[1] for b in doc.blocks if b[0] == "p")
-    assert "floor (no interval)" in text and "range over its runs" in text
+    assert fleet.LABEL_UNDISTURBED in text and "range over its runs" in text
+    cells = [r for t in tables for r in t[2] if r[0] == "64-int80 null"]
+    assert cells and "[" in cells[0][1]          # this run's figure with its interval

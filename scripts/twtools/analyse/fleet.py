@@ -19,11 +19,15 @@ not fully control, so two things rule this module:
           measurement).  The full schema walk of a 3 MB percall.json costs more than the
           digest itself (about 1 s): the digest checks what it reads instead.
 
-The figure.  Issue 17's undisturbed cost (`undisturbed_ns` with `undisturbed_ci_low/high`)
-is what the fleet compares; until percall carries it, the digest uses percall's k-best floor
-(`floor_ns`: stats.floor over the same usable batches percall.cell_summary uses), which has
-no interval, and every output says "floor (no interval)".  No interval is ever invented:
-figures without one say so, and a ratio of two such figures has none either.
+The figure.  Issue 17's undisturbed cost (`undisturbed_ns` with `undisturbed_ci_low/high`),
+computed by stats.undisturbed over the same usable batches and round times as
+percall.cell_summary uses, is what the fleet compares.  Its interval (a delete-half
+jackknife over rounds) is four fifths of a digest's cost, so it is computed for the cells the
+view shows (`tw fleet --op`, every cell with `--op all`) and the reference cell; the other
+cells carry the same point figure (the pooled lower-tail mean) without one.  A checkout
+whose stats has no undisturbed estimate falls back to the k-best floor (`floor_ns`) and
+every output says "floor (no interval)".  No interval is ever invented: figures without one
+say so, and a ratio of two such figures has none either.
 """
 import itertools
 import math
@@ -86,13 +90,14 @@ def _json(path, raw):
 NUMBER = {float, int}
 
 
-def _cell_values(where, rounds):
-    """Every usable batch value of a cell's rounds (percall.usable(): without the disturbed
-    batches, or all of them when every batch of a round was), checked to be plausible
-    numbers, as one float array."""
+def _round_values(where, rounds):
+    """([usable batch values of each round as a float array], [each round's time]): as
+    percall.cell_summary gathers them (percall.usable(): without the disturbed batches, or
+    all of them when every batch of a round was), after checking that every value is a
+    plausible number."""
     if not isinstance(rounds, list):
         raise DataError(f"percall.json: {where}.rounds: expected a list")
-    out = []
+    out, times = [], []
     for i, rd in enumerate(rounds):
         if not isinstance(rd, dict):
             raise DataError(f"percall.json: {where}.rounds[{i}]: expected an object")
@@ -103,23 +108,36 @@ def _cell_values(where, rounds):
         dist = rd.get("disturbed")
         if isinstance(dist, list) and len(dist) == len(vals) and vals and not all(dist):
             vals = list(itertools.compress(vals, [not d for d in dist]))
-        out.extend(vals)
-    a = np.asarray(out, dtype=float)
-    if a.size:
-        ok = np.isfinite(a) & (np.abs(a) < MAX_NS)
-        if not ok.all():
-            raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
-                            f"measurement (at most {MAX_NS:g} ns)")
-    return a
+        a = np.asarray(vals, dtype=float)
+        if a.size:
+            ok = np.isfinite(a) & (np.abs(a) < MAX_NS)
+            if not ok.all():
+                raise DataError(f"percall.json: {where}.rounds[{i}]: {a[~ok][0]!r} ns per call "
+                                f"is not a measurement (at most {MAX_NS:g} ns)")
+        out.append(a)
+        t = rd.get("t_s", rd.get("round"))
+        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+    return out, times
 
 
-def undisturbed(doc, cell, where):
-    """{value, ci_low, ci_high, estimator} of one raw cell.  The one place the fleet's figure
-    is computed: the k-best floor of percall.cell_summary (floor_ns: stats.floor over the
-    same usable batches), without an interval, until percall carries issue 17's undisturbed
-    estimate (then this calls it)."""
+def undisturbed(doc, cell, where, interval=True):
+    """{value, ci_low, ci_high, estimator} of one raw cell: issue 17's undisturbed cost,
+    computed exactly as percall.cell_summary computes undisturbed_ns (stats.undisturbed over
+    the same usable batches and round times), with its interval.  A checkout whose stats has
+    no undisturbed estimate falls back to the k-best floor (floor_ns), without an interval."""
     rounds, _legacy = percall.rounds_of(doc, cell)
-    a = _cell_values(where, rounds)
+    vals, times = _round_values(where, rounds)
+    if hasattr(stats, "undisturbed"):
+        if not interval:
+            # The same figure (the pooled lower-tail mean is the estimate itself), without
+            # the delete-half jackknife, which is four fifths of a digest's cost.
+            pooled = np.concatenate(vals) if vals else np.empty(0)
+            v = stats.tail_mean(pooled) if pooled.size else None
+            return {"value": v, "ci_low": None, "ci_high": None, "estimator": UNDISTURBED[0]}
+        u = stats.undisturbed(vals, times=times if None not in times else None)
+        return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
+                "estimator": UNDISTURBED[0]}
+    a = np.concatenate(vals) if vals else np.empty(0)
     if a.size > stats.FLOOR_K:
         # stats.floor looks at the k smallest values only: hand it just those.
         a = np.partition(a, stats.FLOOR_K - 1)[:stats.FLOOR_K]
@@ -167,9 +185,11 @@ def facts(fp, meta=None):
                                                      else "unknown")}
 
 
-def digest_doc(doc, fp, meta, host, where="percall.json"):
+def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
     """The digest of one machine from its parsed percall.json, fingerprint and meta: the
-    facts, and per cell {value, ci_low, ci_high, ratio, ratio_low, ratio_high}."""
+    facts, and per cell {value, ci_low, ci_high, ratio, ratio_low, ratio_high}.  Intervals
+    are computed for the cells of interval_ops (every cell when None), and for the reference
+    cell, which every ratio needs."""
     if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
         raise DataError("percall.json: has no list of cells")
     try:
@@ -187,7 +207,11 @@ def digest_doc(doc, fp, meta, host, where="percall.json"):
                 and isinstance(shape, str)):
             raise DataError(f"percall.json: cells[{i}]: variant, op, size or shape is not "
                             "what tw writes")
-        fig = undisturbed(doc, c, f"cells[{i}]")
+        ref0 = doc.get("reference") or {}
+        want = interval_ops is None or op in interval_ops or (
+            v == (ref0.get("variant") or "64-syscall") and op == (ref0.get("op") or "null")
+            and shape == (ref0.get("shape") or "ret"))
+        fig = undisturbed(doc, c, f"cells[{i}]", interval=want)
         if fig["value"] is None:
             continue
         cells[cell_name(v, op, size, shape)] = dict(fig, variant=v, op=op, size=size,
@@ -212,6 +236,10 @@ def _ratios(cells, ref):
         if ref is None or not ref.get("value"):
             continue
         c["ratio"] = c["value"] / ref["value"]
+        if c is ref:
+            # The reference against itself is 1 exactly, not an interval around it.
+            c["ratio_low"] = c["ratio_high"] = 1.0
+            continue
         if c.get("ci_low") is not None and ref.get("ci_low") is not None:
             r = stats.ratio_summary(
                 {"median": c["value"], "ci_low": c["ci_low"], "ci_high": c["ci_high"]},
@@ -229,7 +257,7 @@ def read_percall(d):
     return _json(path, raw)
 
 
-def digest(d, host):
+def digest(d, host, interval_ops=None):
     """The digest of one results directory (see the module docstring); DataError with one
     line saying what is wrong."""
     d = results.require_results_dir(d)
@@ -237,15 +265,15 @@ def digest(d, host):
     fp, _ = results.read_stage(d, "fingerprint")
     if fp is None:
         raise DataError("fingerprint.json is absent: the doctor stage did not run there")
-    return digest_doc(read_percall(d), fp, meta, host)
+    return digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
 
 
 def safe_digest(job):
     """digest() for a worker process: (digest, None) or (None, why).  Only expected
     failures become a why; a bug still raises."""
-    host, d = job
+    host, d, ops = job if len(job) == 3 else (*job, None)
     try:
-        return digest(d, host), None
+        return digest(d, host, ops), None
     except DataError as e:
         return None, e.line()
     except OSError as e:

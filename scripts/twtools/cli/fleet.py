@@ -107,8 +107,11 @@ def discover(dirs):
     return jobs, refused
 
 
-def compare(jobs, workers=0, progress=True):
-    """(digests, refused) for [(host, dir)], read by a pool of worker processes."""
+def compare(jobs, workers=0, progress=True, op=None):
+    """(digests, refused) for [(host, dir)], read by a pool of worker processes; intervals
+    for the cells of operation op (every cell when None)."""
+    ops = None if op is None else (op,)
+    jobs = [(h, d, ops) for h, d in jobs]
     digests, refused = [], []
     workers = workers or os.cpu_count() or 1
     done = 0
@@ -167,7 +170,7 @@ def run(dirs, out_arg, op, workers, as_json, stream=None):
                   file=sys.stderr)
         raise DataError("no results directory to compare (each refused above); nothing written")
     out = out_dir(out_arg)
-    digests, bad = compare(jobs, workers)
+    digests, bad = compare(jobs, workers, op=None if op == "all" else op)
     refused += bad
     for r in refused:
         print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",

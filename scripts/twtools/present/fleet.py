@@ -13,6 +13,7 @@ control characters show on the page too), and a CSV cell that a spreadsheet woul
 import csv
 import html
 import io
+import json
 import math
 
 from ..analyse import fleet as afleet
@@ -195,4 +196,6 @@ def write(view, out):
     """fleet.html, fleet.csv and fleet.json inside out (the caller confines writes to it)."""
     files.write_text(out / "fleet.html", page(view))
     files.write_text(out / "fleet.csv", csv_text(view))
-    files.write_json(out / "fleet.json", view)
+    # Compact (a thousand machines' cells are tens of MB indented), and never NaN.
+    files.write_bytes(out / "fleet.json",
+                      json.dumps(view, allow_nan=False, separators=(",", ":")).encode() + b"\n")
