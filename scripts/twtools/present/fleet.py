@@ -54,7 +54,7 @@ def text(view, out=None):
     lines.append(f"groups by what differs ({', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing differs'}):")
     for g in view["groups"][:20]:
         facts = "; ".join(f"{afleet.FACT_NAMES[k]} {v}" for k, v in g["facts"].items()) or "all machines"
-        lines.append(f"  {g['n']:>5} machines: {escape.terminal(facts)}")
+        lines.append(f"  {g['n']:>5} machine{'s' if g['n'] != 1 else ' '}: {escape.terminal(facts)}")
     if len(view["groups"]) > 20:
         lines.append(f"  ... {len(view['groups']) - 20} more groups (see the page)")
     if view["outliers"]:
