@@ -94,10 +94,11 @@ def _round_values(where, rounds):
     """([usable batch values of each round as a float array], [each round's time]): as
     percall.cell_summary gathers them (percall.usable(): without the disturbed batches, or
     all of them when every batch of a round was), after checking that every value is a
-    plausible number."""
+    plausible number.  The values of all rounds are converted and checked in one array,
+    then cut back into rounds: per-round numpy calls were most of the cost."""
     if not isinstance(rounds, list):
         raise DataError(f"percall.json: {where}.rounds: expected a list")
-    out, times = [], []
+    flat, lens, times = [], [], []
     for i, rd in enumerate(rounds):
         if not isinstance(rd, dict):
             raise DataError(f"percall.json: {where}.rounds[{i}]: expected an object")
@@ -106,18 +107,19 @@ def _round_values(where, rounds):
             raise DataError(f"percall.json: {where}.rounds[{i}].samples_ns: expected a list "
                             "of numbers")
         dist = rd.get("disturbed")
-        if isinstance(dist, list) and len(dist) == len(vals) and vals and not all(dist):
+        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
             vals = list(itertools.compress(vals, [not d for d in dist]))
-        a = np.asarray(vals, dtype=float)
-        if a.size:
-            ok = np.isfinite(a) & (np.abs(a) < MAX_NS)
-            if not ok.all():
-                raise DataError(f"percall.json: {where}.rounds[{i}]: {a[~ok][0]!r} ns per call "
-                                f"is not a measurement (at most {MAX_NS:g} ns)")
-        out.append(a)
+        flat.extend(vals)
+        lens.append(len(vals))
         t = rd.get("t_s", rd.get("round"))
         times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
-    return out, times
+    a = np.asarray(flat, dtype=float)
+    if a.size:
+        ok = np.isfinite(a) & (np.abs(a) < MAX_NS)
+        if not ok.all():
+            raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
+                            f"measurement (at most {MAX_NS:g} ns)")
+    return np.split(a, np.cumsum(lens)[:-1]) if lens else [], times
 
 
 def undisturbed(doc, cell, where, interval=True):
