@@ -103,7 +103,7 @@ def csv_text(view):
 CSS = """body{font-family:system-ui,sans-serif;max-width:100%;margin:1em 2em;color:#111}
 .tbl{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
-th{background:#f4f4f4}td.l,th.l{text-align:left}details{margin:.3em 0}
+th{background:#f4f4f4}td.l,th.l{text-align:left;white-space:normal;min-width:14em}details{margin:.3em 0}
 summary{cursor:pointer}.refused{color:#a00}small{color:#555}"""
 
 
@@ -173,7 +173,7 @@ def page(view):
     out.append("<h2>Machines, by group</h2>")
     for g in view["groups"]:
         facts = "; ".join(f"{afleet.FACT_NAMES[k]}: {v}" for k, v in g["facts"].items()) or "all"
-        out.append(f"<details><summary>{_e(facts)} ({g['n']} machines)</summary>"
+        out.append(f"<details><summary>{_e(facts)} ({g['n']} machine{'s' if g['n'] != 1 else ''})</summary>"
                    f'<div class="tbl"><table><thead><tr><th class="l">host</th>{head}</tr></thead><tbody>')
         out += _machine_rows(view, g["hosts"], byhost)
         out.append("</tbody></table></div></details>")
