@@ -6,7 +6,9 @@
 #   make test            install what is missing (as root), build, run every test
 #   make report          install what is missing (as root), build, measure, report
 #                        (on a machine without make: ./tw-make test, ./tw-make report)
-#   make bench           the benchmark of the benchmark: the matrix twice, and how it reproduces
+#   make bench           the benchmark of the benchmark: the matrix twice and how it reproduces
+#                        (both figures), the peers side by side, and what tw ab detects
+#   make bench-ab        only the last: a build a little slower per call, found by tw ab
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #
 # The variants live in variants/registry (the mechanism registry); this file
@@ -79,7 +81,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(BUILD)/timewrite
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
-	check test report bench fleet-run bench-fleet clean distclean
+	check test report bench bench-ab fleet-run bench-fleet clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -181,6 +183,21 @@ report: deps
 bench: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/tw bench --selfcheck $(BENCH_ARGS)
+	$(VPY) scripts/tw bench --peers
+	@$(MAKE) --no-print-directory bench-ab TW_DEPS_CHECKED=1
+
+# What tw ab can detect: a second build whose 64-bit syscall stub does BENCH_AB_WORK extra
+# dependent multiplies per call.  First the difference is calibrated with many rounds, then
+# tw ab's default run (24 rounds) is asked to find it.
+BENCH_AB_WORK ?= 3
+BENCH_AB_DIR  := $(BUILD)/extra-work
+bench-ab: deps
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	@$(MAKE) --no-print-directory binaries BUILD=$(BENCH_AB_DIR) TW_EXTRA_WORK=$(BENCH_AB_WORK) TW_DEPS_CHECKED=1
+	@echo "bench-ab: calibration, 200 rounds: what $(BENCH_AB_WORK) extra multiplies cost per null call"
+	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --rounds 200 --out $(BUILD)/bench-ab-calibration-$$$$
+	@echo "bench-ab: detection, tw ab's default 24 rounds"
+	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --out $(BUILD)/bench-ab-detection-$$$$
 
 # The fleet playbook's one command on a host (fleet/site.yml), run under the host's lock so
 # that no set-up's compiling overlaps another run's measuring: set-up, then tw run.

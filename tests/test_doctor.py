@@ -20,6 +20,7 @@ from conftest import ROOT
 from twtools.machine import doctor, vendors
 from twtools.machine.tracers import bpftrace
 from twtools.machine.doctor import Doctor, Result
+from twtools.present import doctor as present_doctor
 
 SCHEMA_KEYS = ["host", "kernel", "os", "cpu", "virtualization", "mitigations", "clocksource",
                "invariant_tsc", "smt", "governor", "fred", "ia32_emulation", "root",
@@ -343,5 +344,5 @@ def test_fake_missing_proc_never_crashes(tmp_path):
     assert fp["cpu"]["vendor"] is None and fp["why"]["cpu"]
     assert fp["ia32_emulation"] is None and fp["why"]["ia32_emulation"]
     assert fp["clocksource"] is None and fp["why"]["clocksource"]
-    text = doctor.format_table(fp)
+    text = present_doctor.format_table(fp)
     assert "unknown" in text

@@ -8,8 +8,10 @@ that the top-level handler does not know becomes a traceback; a closed stdout (`
 prints "BrokenPipeError" twice; exit statuses that drift from the README make scripts that
 test them wrong.
 """
+import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -93,6 +95,79 @@ def test_closed_stdout_is_quiet():
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == ui.EXIT_PIPE, err
     assert err == "", err
+
+
+def _closed(*fds):
+    """A preexec_fn that closes fds in the child, as `>&-` and `2>&-` do."""
+    def close():
+        for fd in fds:
+            os.close(fd)
+    return close
+
+
+@pytest.mark.parametrize("args", [["doctor"], ["classify", "/bin/true"]])
+def test_closed_stdout_is_no_traceback(args):
+    """`tw doctor >&-` and `tw classify /bin/true >&-` ended in an AttributeError traceback
+    (Python sets sys.stdout to None for a closed fd 1).  Now: the command runs, says once on
+    stderr that its output is discarded, and exits as it would have."""
+    p = subprocess.run(TW + args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       cwd=ROOT, timeout=300, preexec_fn=_closed(1))
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 0, p.stderr
+    assert "standard output is closed" in p.stderr
+
+
+def test_closed_stderr_keeps_errors_off_stdout(tmp_path):
+    """With stderr closed (`2>&-`), an error is not printed on stdout (print(file=None) would
+    write there), and the exit status still says what happened."""
+    p = subprocess.run(TW + ["report", str(tmp_path / "absent")], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, text=True, cwd=ROOT, timeout=120,
+                       preexec_fn=_closed(2))
+    assert p.returncode == ui.EXIT_DATA
+    assert p.stdout == ""
+
+
+def test_closed_fd1_is_not_reused_for_a_file(tmp_path):
+    """With fd 1 closed, the first file tw opens would get fd 1, and every print would land in
+    it.  The results directory's files hold only what tw wrote there."""
+    d = tmp_path / "res"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "results-fixture", d)
+    p = subprocess.run(TW + ["report", str(d)], stdin=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=600,
+                       preexec_fn=_closed(1))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    json.loads((d / "verdict.json").read_text())
+
+
+def test_stderr_reader_that_leaves_is_no_traceback(tmp_path):
+    """`tw report DIR 2>&1 | head -c0`: the reader of both streams is gone before tw writes
+    its error line.  No second failure, and the exit status is the command's."""
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run(TW + ["report", str(tmp_path / "absent")], stdin=subprocess.DEVNULL,
+                       stdout=w, stderr=w, cwd=ROOT, timeout=120)
+    os.close(w)
+    assert p.returncode in (ui.EXIT_DATA, ui.EXIT_PIPE), p.returncode
+
+
+def test_error_lines_show_control_characters(tmp_path):
+    """A file name holding ESC ] 0; (retitle the terminal), ESC [2J (clear it) and a newline
+    (a forged second line) is printed with them visible, in one line."""
+    d = tmp_path / "res\x1b]0;pwned\x07\x1b[2J\ntw: all fine"
+    d.mkdir()
+    p = tw("report", d)
+    assert "\x1b" not in p.stderr and "\x07" not in p.stderr, repr(p.stderr)
+    line = one_line_error(p, "\\x1b]0;pwned\\x07\\x1b[2J\\ntw: all fine")
+    assert p.returncode == ui.EXIT_DATA, line
+
+
+def test_progress_lines_show_control_characters(capsys):
+    ui.progress("wrote /tmp/x\x1b[2J\nforged")
+    ui.warn("a\x1b]0;t\x07", "b\n")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert err.count("\n") == 2, err
 
 
 def test_debug_keeps_the_traceback(tmp_path):

@@ -19,6 +19,7 @@ import zlib
 import json
 import os
 import random
+import re
 import shutil
 import warnings
 
@@ -26,7 +27,7 @@ import pytest
 
 from conftest import ROOT
 from faults_util import one_line_error, snapshot, tw
-from twtools.analyse import results, verdict
+from twtools.analyse import results, schema, verdict
 from twtools.core import files
 from twtools.core.ui import DataError
 from twtools.present import tables
@@ -110,6 +111,15 @@ DAMAGE = {
                             ["meta.json: not a results directory's meta.json"]),
     "huge-int": ("percall.json", lambda p: edit(p, lambda o: o.update(tsc_hz=10 ** 400)),
                  ["percall.json: tsc_hz: an integer too large"]),
+    # finite, but no time a stage holds: 1e300 crashed the fits and the report, 1.7e308 the
+    # plots (their squares are infinite); schema.MAGNITUDE says why 1e15 is the bound
+    "1e300-real-time": ("sweep_seed.json", lambda p: edit(p, lambda o: o["runs"][0]["rows"][0]
+                        ["samples"]["real_s"].__setitem__(0, 1e300)),
+                        ["sweep_seed.json: runs[0].rows[0].samples.real_s[0]: 1e+300 is larger "
+                         "than any time"]),
+    "max-float-sample": ("percall.json", lambda p: edit(p, lambda o: o["cells"][0]["samples"]
+                         .__setitem__(0, 1.7e308)),
+                         ["percall.json: cells[0].samples[0]: 1.7e+308 is larger than any"]),
 }
 
 
@@ -174,6 +184,155 @@ def test_fifo_stage_file_is_refused_not_waited_on(world):
     (d / "stdio.json").unlink()
     os.mkfifo(d / "stdio.json")
     refused(d, outside, [str(d / "stdio.json"), "is a FIFO, not a regular file"])
+
+
+@pytest.mark.parametrize("name,kind", [("report.md", "dir"), ("verdict.json", "dir"),
+                                       ("plots", "file"), ("tables", "file")])
+def test_misplaced_directory_is_refused_before_anything_is_written(world, name, kind):
+    """report.md as a directory (or plots/ as a file): refused before the first write.
+    Before, verdict.json and the plots were rewritten and only then the report refused, though
+    its own comment said it refuses before writing anything."""
+    d, outside = world
+    if kind == "dir":
+        (d / name).mkdir()
+    else:
+        (d / name).write_text("not a directory\n")
+    refused(d, outside, [str(d / name), "refusing to write anything"])
+
+
+# ---- values that the analysis cannot carry -----------------------------------------------
+
+def diagnose_json(origin="text", abi="compat", lo=0x8048000, hi=0x8049000):
+    """A minimal diagnose.json (the field-example stage's file): one site, one map."""
+    return {"schema": "timewrite-diagnose/1", "program": "x",
+            "raw": {"tracer": "bpftrace", "cmd": ["x"], "status": 0, "wall_s": 0.01,
+                    "process": {"pid": 1, "bits": 32, "maps": [{"lo": lo, "hi": hi,
+                                                               "path": "[vsyscall]"}]},
+                    "rows": {"sites": [{"pid": 1, "abi": abi, "origin": origin, "insn": "int80",
+                                        "id": 4, "ip": 0x8048010, "calls": 1}],
+                             "latency": [], "write_linear": []}}}
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("origin", "x", "origin: expected one of text, vdso, other, found 'x'"),
+    ("abi", "vm", "abi: expected one of compat, native, found 'vm'"),
+])
+def test_unknown_enum_values_are_refused(world, field, value, needle):
+    """A site whose origin is "x" was a KeyError in report and compare (ORIGIN_TEXT[x])."""
+    d, _ = world
+    (d / "diagnose.json").write_text(json.dumps(diagnose_json(**{field: value})))
+    with pytest.raises(DataError) as e:
+        results.read(d)
+    assert "diagnose.json: raw.rows.sites[0]." + needle in e.value.line()
+
+
+def test_addresses_may_be_64_bit(world):
+    """The [vsyscall] page of every 64-bit process is at 0xffffffffff600000, above 2**63: a
+    real diagnose.json holds it, and must be read (the old integer bound refused it)."""
+    d, _ = world
+    (d / "diagnose.json").write_text(json.dumps(diagnose_json(lo=0xffffffffff600000,
+                                                              hi=0xffffffffff601000)))
+    assert results.read(d)["diagnose"]["raw"]["process"]["maps"][0]["hi"] == 0xffffffffff601000
+    doc = diagnose_json()
+    doc["raw"]["wall_s"] = 0xffffffffff600000          # not an address: a time
+    (d / "diagnose.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="raw.wall_s: .* is larger than any time"):
+        results.read(d)
+
+
+# ---- tw diagnose --results DIR: the same reader --------------------------------------------
+
+PERCALL_DAMAGE = {
+    "link-to-dev-zero": (lambda p: p.symlink_to("/dev/zero"), ["symbolic link to /dev/zero",
+                                                                "outside"]),
+    "fifo": (lambda p: os.mkfifo(p), ["is a FIFO, not a regular file"]),
+    "truncated": (lambda p: p.write_text(FIX.joinpath("percall.json").read_text()[:5000]),
+                  ["not valid JSON", "truncated"]),
+    "wrong-type": (lambda p: p.write_text(json.dumps({"cells": {"a": 1}})),
+                   ["cells: expected a list, found an object"]),
+    "max-float": (lambda p: p.write_text(FIX.joinpath("percall.json").read_text().replace(
+        "[", "[1.7e308, ", 1)), ["1.7e+308 is larger than any time"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PERCALL_DAMAGE))
+def test_diagnose_results_reads_percall_through_validation(tmp_path, case):
+    """`tw diagnose --results DIR` read percall.json with no validation: truncated JSON, wrong
+    types and a FIFO failed (or hung), a link to /dev/zero was followed out of DIR, and
+    1.7e308 samples printed `cost inf ms [nan, nan]`.  Now: exit 3, one line naming the file,
+    before the program runs (so the canary it would create never appears)."""
+    d = tmp_path / "res"
+    d.mkdir()
+    damage, needles = PERCALL_DAMAGE[case]
+    damage(d / "percall.json")
+    canary = tmp_path / "ran"
+    p = tw("diagnose", "--no-overhead", "--tracer", "strace", "--results", d, "--",
+           "/bin/touch", canary, timeout=120)
+    one_line_error(p, str(d / "percall.json"), *needles)
+    assert p.returncode == 3, p.stderr
+    assert not canary.exists(), "the program ran before its costs were known to be readable"
+
+
+# ---- Markdown: what came from outside cannot make markup -----------------------------------
+
+PAYLOAD = "vm\n\n> **Verdict: SUPPORTED.** <script>alert(1)</script> | `x` # [a](b) \x1b]0;t\x07"
+# Strings the schema constrains to a vocabulary or a form (they cannot hold the payload).
+FIXED = {"schema", "entry", "instruction", "origin", "insn", "abi", "state", "op", "shape",
+         "mode", "status", "tracer", "speculation", "method", "syscall", "clock"}
+
+
+def _hostile_strings(o, key=None):
+    if isinstance(o, dict):
+        return {k: _hostile_strings(v, k) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_hostile_strings(v, key) for v in o]
+    if isinstance(o, str) and key not in FIXED and not schema.VARIANT_RE.match(o):
+        return PAYLOAD
+    return o
+
+
+def forged(md):
+    """Lines of a Markdown page, outside its code blocks, where the payload made markup: a
+    quote or a verdict, raw HTML, a control character."""
+    text = re.sub(r"(?ms)^(`{3,})\n.*?\n\1$", "", md)
+    return [line for line in text.splitlines()
+            if line.startswith("> **Verdict: SUPPORTED") or re.search(r"(?<!\\)<script", line)
+            or re.search(r"(?<!\\)\*\*Verdict: SUPPORTED", line) or "\x1b" in line]
+
+
+@pytest.fixture(scope="module")
+def hostile_strings_dir(tmp_path_factory):
+    """The recorded results directory with every free-text string of every stage file (the
+    host, meta.json's note and errors, the fingerprint, reasons, whys, notes) replaced by
+    Markdown, HTML and terminal escapes that forge a verdict."""
+    d = tmp_path_factory.mktemp("inject") / "res"
+    shutil.copytree(FIX, d)
+    for f in d.glob("*.json"):
+        f.write_text(json.dumps(_hostile_strings(json.loads(f.read_text()))))
+    return d
+
+
+def test_report_md_cannot_be_injected(hostile_strings_dir):
+    d = hostile_strings_dir
+    p = tw("report", d)
+    assert p.returncode == 0, p.stderr[-2000:]
+    md = (d / "report.md").read_text()
+    verdicts = [line for line in md.splitlines() if line.startswith("> **Verdict: ")]
+    assert len(verdicts) == 1, verdicts
+    assert not forged(md), forged(md)[:5]
+    assert "Verdict: SUPPORTED.\\*\\*" in md, "the payload is shown, escaped"
+    assert "<script>" not in (d / "report.html").read_text()
+
+
+def test_compare_md_cannot_be_injected(hostile_strings_dir, tmp_path):
+    other = tmp_path / "clean"
+    shutil.copytree(FIX, other)
+    out = tmp_path / "cmp"
+    p = tw("compare", hostile_strings_dir, other, "--out", out)
+    assert p.returncode == 0, p.stderr[-2000:]
+    md = (out / "compare.md").read_text()
+    assert not forged(md), forged(md)[:5]
+    assert "<script>" not in (out / "compare.html").read_text()
 
 
 def test_writes_are_confined(tmp_path):
@@ -261,3 +420,97 @@ def test_mutations_are_read_or_refused(tmp_path, stem):
         except Exception as e:  # noqa: BLE001 - what the test is looking for
             crashes.append(f"{'.'.join(map(str, path))}: {type(e).__name__}: {e}")
     assert not crashes, "\n".join(crashes[:10])
+
+
+# ---- the other doors: a system root, a recording, a documentation page -----------------------
+
+MACHINE = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm"
+
+
+@pytest.fixture
+def sysroot(tmp_path):
+    d = tmp_path / "root"
+    shutil.copytree(MACHINE, d, symlinks=True)
+    return d
+
+
+def test_sysroot_fifo_is_refused_not_waited_on(sysroot):
+    """`tw doctor --sysroot` hung on a FIFO cpuinfo: now one line naming it, exit 3."""
+    (sysroot / "proc" / "cpuinfo").unlink()
+    os.mkfifo(sysroot / "proc" / "cpuinfo")
+    p = tw("doctor", "--sysroot", sysroot, timeout=120)
+    one_line_error(p, str(sysroot / "proc" / "cpuinfo"), "is a FIFO, not a regular file")
+    assert p.returncode == 3
+
+
+def test_sysroot_gzip_bomb_is_capped(sysroot):
+    """A config.gz that expands to 64 MiB (a real one is ~300 KiB; a 2 MB bomb expands to
+    gigabytes and exhausted memory): refused at 16 MiB decompressed, exit 3."""
+    import gzip
+    (sysroot / "proc" / "config.gz").write_bytes(gzip.compress(b"\0" * (64 << 20)))
+    p = tw("doctor", "--sysroot", sysroot, timeout=120)
+    one_line_error(p, str(sysroot / "proc" / "config.gz"), "decompresses to more than 16 MiB")
+    assert p.returncode == 3
+    (sysroot / "proc" / "config.gz").write_bytes(gzip.compress(
+        (MACHINE / "boot" / "config-6.18.44-fc-v595").read_bytes()))
+    assert tw("doctor", "--sysroot", sysroot, timeout=120).returncode == 0
+
+
+def test_sysroot_text_cannot_reach_the_terminal_raw(sysroot):
+    """A recording whose CPU model name retitles and clears the terminal is shown escaped."""
+    cpuinfo = sysroot / "proc" / "cpuinfo"
+    cpuinfo.write_text(re.sub(r"(?m)^model name\s*:.*$", "model name\t: \x1b]0;pwned\x07\x1b[2J",
+                              cpuinfo.read_text()))
+    p = tw("doctor", "--sysroot", sysroot, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in p.stdout
+
+
+@pytest.mark.parametrize("planted", ["proc", "boot", "sys"])
+def test_record_is_confined(tmp_path, planted):
+    """`tw doctor --record DIR` with DIR/proc a symbolic link wrote 7 files outside DIR (and
+    DIR/boot -> /boot would overwrite /boot/config-*): refused, nothing written outside."""
+    d, outside = tmp_path / "rec", tmp_path / "outside"
+    d.mkdir()
+    outside.mkdir()
+    (outside / "precious").write_text("not tw's\n")
+    (d / planted).symlink_to(outside)
+    before = snapshot(outside)
+    p = tw("doctor", "--record", d, timeout=300)
+    one_line_error(p, str(d / planted), "refusing to write through it")
+    assert p.returncode == 3
+    assert snapshot(outside) == before
+
+
+def test_record_writes_a_replayable_root(tmp_path):
+    d = tmp_path / "rec"
+    p = tw("doctor", "--record", d, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (d / "proc" / "cpuinfo").is_file()
+    assert tw("doctor", "--sysroot", d, "--json", timeout=120).returncode == 0
+
+
+def test_update_doc_without_markers_is_one_line(tmp_path):
+    """tw explain --update-doc of a file without the markers was a traceback; now one line
+    naming the file, exit 2, and the file as it was."""
+    doc = tmp_path / "page.md"
+    doc.write_text("# a page\nno markers\n")
+    p = tw("explain", "--update-doc", doc, timeout=300)
+    one_line_error(p, str(doc), "has no <!-- live:begin --> ... <!-- live:end --> section")
+    assert p.returncode == 2
+    assert doc.read_text() == "# a page\nno markers\n"
+
+
+def test_update_doc_does_not_write_through_a_link(tmp_path):
+    """The page is replaced whole (core.files), never written through a link: a page that is
+    a symbolic link to another file is refused, and that file is left as it was."""
+    from twtools.present import explain
+    target = tmp_path / "elsewhere.md"
+    target.write_text(f"x\n{explain.BEGIN}\nold\n{explain.END}\n")
+    page = tmp_path / "page.md"
+    page.symlink_to(target)
+    with pytest.raises(DataError, match="symbolic link"):
+        explain.update_doc(page, "new\n")
+    assert target.read_text() == f"x\n{explain.BEGIN}\nold\n{explain.END}\n"
+

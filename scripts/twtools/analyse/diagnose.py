@@ -426,7 +426,8 @@ def run_time(wall_s, calls, added):
 # ---------------------------------------------------------------- the diagnosis
 
 def diagnose(raw, percall_doc, percall_source, raw_overhead=None):
-    """The diagnosis document: program, tracer, paths, sites, latency, cost, headline."""
+    """The diagnosis document: program, tracer, paths, sites, latency, cost, the extra calls
+    (data only: present.diagnose.headline says it in a sentence)."""
     rows, res = classify_rows(raw)
     groups = group_paths(rows)
     prog_bits = (raw.get("process") or {}).get("bits") or (groups[0]["bits"] if groups else 64)
@@ -456,7 +457,6 @@ def diagnose(raw, percall_doc, percall_source, raw_overhead=None):
          "percall_source": percall_source,
          "latency": lat, "syscalls_seen": n_sys}
     d["extra"] = extra(d)
-    d["headline"] = headline(d)
     return d
 
 
@@ -482,74 +482,3 @@ def extra(d):
                             "ci_high": hi * 1e-9 / r_lo if hi > 0 else hi * 1e-9 / r_hi,
                             "of": "run time without the tracer" if not rt.get("traced") else "traced run time"}
     return out
-
-
-def _kinds(d):
-    """'int 0x80' / 'int 0x80 and sysenter' for the slow paths' instructions, by calls."""
-    by = {}
-    for c, g in zip(d["cost"], d["paths"]):
-        if not c["is_fastest"]:
-            k = "__kernel_vsyscall" if g["entry"] == "vdso32-call" else INSN_TEXT.get(g["entry"], g["entry"])
-            by[k] = by.get(k, 0) + g["calls"]
-    ks = sorted(by, key=lambda k: -by[k])
-    return " and ".join(ks) if ks else ""
-
-
-def fastest_text(d):
-    f = d.get("fastest")
-    if not f:
-        return "the fastest path"
-    m = registry.get(f)
-    if m.entry == "vdso32-call":
-        ins = (d.get("vdso") or {}).get("instruction")
-        return "the vDSO path" + (f" ({ins} here)" if ins else "")
-    return f"the {m.bits}-bit {INSN_TEXT.get(m.entry, m.entry)} path"
-
-
-def fmt_ms(s):
-    """'1.23 ms [1.10, 1.40]' from a summary in ns; 'unknown (why)'."""
-    if s is None or s.get("median") is None:
-        return "unknown"
-    k = 1e-6
-    m, lo, hi = s["median"] * k, s["ci_low"] * k, s["ci_high"] * k
-    digits = 3 if max(abs(lo), abs(hi)) < 1 else 2 if max(abs(lo), abs(hi)) < 100 else 0
-    return f"{m:.{digits}f} ms [{lo:.{digits}f}, {hi:.{digits}f}]"
-
-
-def fmt_pct(s):
-    if s is None or s.get("median") is None:
-        return "unknown"
-    f = lambda x: f"{100 * x:.2g}" if abs(100 * x) < 10 else f"{100 * x:.0f}"  # noqa: E731
-    return f"{f(s['median'])}% [{f(s['ci_low'])}, {f(s['ci_high'])}]"
-
-
-def headline(d):
-    x = d["extra"]
-    n = d["calls"]
-    if n == 0:
-        return "the tracer saw no system call from this program"
-    if x["calls"] == 0:
-        return (f"this run made {n} system call{'s' if n != 1 else ''}, all by the fastest path available to it here "
-                f"({fastest_text(d)}): its entry path cost nothing extra")
-    base = f"this run made {x['calls']} call{'s' if x['calls'] != 1 else ''} by {_kinds(d)}"
-    if x["calls"] != n:
-        base += f" (of {n})"
-    if x["total_ns"] is None:
-        why = "; ".join(u["why"] for u in x["unknown"]) or d.get("fastest_why") or "unknown"
-        return f"{base}; what that cost on this machine is unknown ({why})"
-    s = f"{base}; on this machine that cost {fmt_ms(x['total_ns'])} more than {fastest_text(d)} would have"
-    if x["share"]:
-        # One traced run: its run time moves by tens of percent from one run to the next (a
-        # Go program's start-up, the page cache), which no interval from this run can cover.
-        # So the share is this run's, given without an interval; the cost above has one.
-        rt = (d.get("run_time_s") or {}).get("median")
-        pct = 100 * x["share"]["median"]
-        s += (f", about {pct:.2g}% of this run's {rt * 1e3:.2f} ms (one run: run times vary "
-              "between runs, so the share has no interval; the cost's interval covers a rerun)"
-              if rt else f", about {pct:.2g}% of its run time (one run)")
-        if x["share"]["of"] == "traced run time":
-            s += " (of the traced time: the tracer's cost could not be taken out)"
-    if x["unknown"]:
-        nu = sum(u["calls"] for u in x["unknown"])
-        s += f"; {nu} more call{'s' if nu != 1 else ''} by paths of unknown cost"
-    return s

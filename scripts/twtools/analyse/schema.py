@@ -21,12 +21,27 @@ Spec forms:
                       across fields (sample lists of one row must have one length)
   ("opt", spec)       spec, or null
   ("or", a, b, ...)   the first spec that fits
+  ("enum", a, b, ...) one of these strings: a value the analysis looks up in a table of its
+                      own (a site's origin, an ABI), where any other would be a KeyError
 """
 import math
 import re
 
 VARIANT_RE = re.compile(r"^(32|64)-[A-Za-z0-9_.+-]+$")
-INT_LIMIT = 1 << 63     # beyond this an int cannot be a count or a size, and overflows floats
+# No number in a stage file may be larger than MAGNITUDE.  Every figure tw stores is a time
+# (ns or s), a count, a size or a frequency; the largest is a duration in ns, and a whole tw
+# run lasts hours (1e13 ns in 3 h).  1e15 ns is 11.6 days, longer than any stage, and
+# 1e15 s, bytes or calls is beyond any machine.  The bound is also what the analysis can
+# carry: the statistics square and sum samples (variances, bootstrap means), and a sample of
+# 1e300 or 1.7e308 overflows to infinity and then NaN there, where 1e15 squared (1e30) and
+# summed a million times stays far from a float's 1.8e308.
+MAGNITUDE = 1e15
+# The exception: addresses (a process's maps, its auxiliary vector, the vDSO, a call site)
+# are unsigned 64-bit numbers, up to 0xffffffffff601000 for the [vsyscall] page.  They are
+# read as addresses, never summed or squared.
+ADDRESS_KEYS = frozenset(("lo", "hi", "offset", "ip", "base", "end"))
+ADDRESS_PARENTS = frozenset(("auxv",))
+INT_LIMIT = 1 << 64     # beyond this an int is not even an address
 
 SCALARS = {
     "num": "a number", "int": "an integer", "posint": "a positive integer",
@@ -90,6 +105,9 @@ def check(spec, v, path=""):
     elif isinstance(spec, tuple) and spec[0] == "opt":
         if v is not None:
             check(spec[1], v, path)
+    elif isinstance(spec, tuple) and spec[0] == "enum":
+        if v not in spec[1:] or not isinstance(v, str):
+            raise Invalid(path, f"expected one of {', '.join(spec[1:])}, found {_show(v)}")
     elif isinstance(spec, tuple) and spec[0] == "or":
         errors = []
         for s in spec[1:]:
@@ -128,21 +146,27 @@ def check(spec, v, path=""):
         raise TypeError(f"bad spec {spec!r}")
 
 
-def finite(v, path=""):
-    """Raise Invalid at the first number that is not finite, or an integer too large to be
-    one any reader could use (it would overflow a float)."""
+def finite(v, path="", key=None, parent=None):
+    """Raise Invalid at the first number that is not finite, or larger than any figure a
+    stage file holds (MAGNITUDE; an address up to 2**64: ADDRESS_KEYS)."""
     if isinstance(v, float):
         if not math.isfinite(v):
             raise Invalid(path, f"{v} is not a finite number")
+        if abs(v) > MAGNITUDE:
+            raise Invalid(path, f"{v:g} is larger than any time, count or size a stage file "
+                                f"holds ({MAGNITUDE:g} at most)")
     elif isinstance(v, int) and not isinstance(v, bool):
         if abs(v) >= INT_LIMIT:
             raise Invalid(path, "an integer too large to be a count, size or time")
+        if abs(v) > MAGNITUDE and key not in ADDRESS_KEYS and parent not in ADDRESS_PARENTS:
+            raise Invalid(path, f"{v} is larger than any time, count or size a stage file "
+                                f"holds ({MAGNITUDE:g} at most)")
     elif isinstance(v, dict):
         for k, x in v.items():
-            finite(x, f"{path}.{k}" if path else str(k))
+            finite(x, f"{path}.{k}" if path else str(k), k, key)
     elif isinstance(v, list):
         for i, x in enumerate(v):
-            finite(x, f"{path}[{i}]")
+            finite(x, f"{path}[{i}]", key, parent)
 
 
 # ---- the specs ----------------------------------------------------------------------------
@@ -201,9 +225,13 @@ FINGERPRINT = {
     "cpu": ("opt", {"vendor": "str?", "model_name": "str?", "family": ("or", "int?", "str"),
                     "model": ("or", "int?", "str"), "flags": ("opt", STRS)}),
     "mitigations": ("opt", {"*": "str?"}),
-    "libc": ("opt", {"*": ("opt", {"entry": "str?", "path": "str?", "evidence": ("opt", STRS)})}),
-    "vdso32": ("opt", {"instruction": "str?", "why": "str?", "available": "bool?",
-                       "disasm": ("opt", STRS)}),
+    # entry and instruction are words the verdict's sentence is built from
+    # (machine.entrypath's ENTRY_PATTERNS and FORM_INSTRUCTION): any other is not one.
+    "libc": ("opt", {"*": ("opt", {"entry": ("opt", ("enum", "int80", "vdso", "sysenter",
+                                                     "syscall", "unknown")),
+                                   "path": "str?", "evidence": ("opt", STRS)})}),
+    "vdso32": ("opt", {"instruction": ("opt", ("enum", "sysenter", "syscall", "int80")),
+                       "why": "str?", "available": "bool?", "disasm": ("opt", STRS)}),
     "output_fs": ("opt", {"path": "str?", "fstype": "str?"}),
     "kernel_state": ("opt", {"*": "any"}),
     "instruments": ("opt", [{"name": "str?", "works": "bool?", "why": "str?",
@@ -319,6 +347,8 @@ OBSERVER = {"rows": [{"!variant": "variant", "op": "str?", "!tracer": "str", "su
                       "ns_per_call": ("opt", SUMMARY), "calls_per_batch": "int?"}],
             "mode": "str?", "op": "str?", "method": "str?"}
 
+# The two system call tables a traced call is looked up in (analyse.diagnose.names).
+ABI = ("enum", "compat", "native")
 MAP = {"!lo": "int", "!hi": "int", "perms": "str?", "offset": "int?", "path": "str?"}
 DIAG_BUCKET = {"!lo_ns": "num", "hi_ns": "num?", "!count": "int"}
 DIAGNOSE = {
@@ -333,12 +363,14 @@ DIAGNOSE = {
                                              "why": "str?"})}),
         "maps_at_exit": [MAP],
         "rows": ("opt", {
-            "sites": [{"!pid": "int", "comm": "str?", "!abi": "str", "origin": "str?",
-                       "insn": "str?", "!id": "int", "cs": "int?", "ip": "int?",
+            "sites": [{"!pid": "int", "comm": "str?", "!abi": ABI,
+                       "origin": ("opt", ("enum", "text", "vdso", "other")),
+                       "insn": ("opt", ("enum", "int80", "syscall", "sysenter", "unknown")),
+                       "!id": "int", "cs": "int?", "ip": "int?",
                        "ret12": "int?", "ret0": "int?", "!calls": "int"}],
-            "latency": [{"pid": "int?", "!abi": "str", "!id": "int", "!log2": [DIAG_BUCKET],
+            "latency": [{"pid": "int?", "!abi": ABI, "!id": "int", "!log2": [DIAG_BUCKET],
                          "!exits": "int", "sum_ns": "num?"}],
-            "write_linear": [{"pid": "int?", "abi": "str?", "linear": [DIAG_BUCKET]}],
+            "write_linear": [{"pid": "int?", "abi": ("opt", ABI), "linear": [DIAG_BUCKET]}],
             "regs_ok": ("opt", {"*": "int?"})})}),
     "overhead": ("opt", {"variant": "variant?", "op": "str?", "tracer": "str?", "why": "str?",
                          "bare": ["num"], "traced": ["num"],

@@ -8,6 +8,7 @@ printed, with exit status 70.  `tw --debug CMD ...` (or TW_DEBUG=1) prints the t
 expected failures too.
 """
 import argparse
+import contextlib
 import errno
 import importlib
 import os
@@ -15,13 +16,13 @@ import subprocess
 import sys
 import traceback
 
-from ..core import proc, ui
+from ..core import escape, proc, ui
 
 # name -> (module, one-line help).  Modules are imported only when their
 # command runs, so a broken or slow import in one never affects the others.
 COMMANDS = {
-    "doctor": ("machine.doctor", "which instruments work here, and why not"),
-    "explain": ("present.explain", "how this machine enters the kernel, with live disassembly and costs"),
+    "doctor": ("cli.doctor", "which instruments work here, and why not"),
+    "explain": ("cli.explain", "how this machine enters the kernel, with live disassembly and costs"),
     "vdso": ("machine.entrypath", "disassemble the live 32-bit vDSO's __kernel_vsyscall"),
     "classify-libc": ("machine.entrypath", "tell how a libc's write() enters the kernel"),
     "classify": ("cli.classify", "every kernel-entry site of any ELF program or library, by function"),
@@ -113,10 +114,44 @@ def _quiet_stdout():
     raise a second time."""
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
+        os.dup2(fd, 1)
         os.close(fd)
     except (OSError, ValueError):
         pass
+
+
+def _err(line):
+    """One line on stderr, escaped for the terminal (a message names files, hosts and
+    programs, any of which can hold control characters).  A stderr whose reader left is not
+    a second failure: the exit status still says what happened."""
+    try:
+        print(escape.terminal(line), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _open_std_streams():
+    """Give closed standard streams (`tw doctor >&-`, `2>&-`) /dev/null, and say so.
+
+    A closed fd 1 or 2 is not only a stream that cannot be written: the next file tw opens
+    would get that number, and every print, and every child that inherits it, would write
+    into that file (a stage file, a report).  So each closed one is opened on /dev/null
+    first, as setuid programs do, and sys.stdout/sys.stderr, which Python sets to None for a
+    closed fd, are made again.  Returns the names of the streams that were closed."""
+    closed = []
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+            closed.append(name)
+            mode = "r" if fd == 0 else "w"
+            setattr(sys, name, open(fd, mode, closefd=False, errors="backslashreplace",
+                                    buffering=1 if fd else -1))
+    return closed
 
 
 def failure(name, e, debug=False):
@@ -128,38 +163,35 @@ def failure(name, e, debug=False):
         _quiet_stdout()
         return ui.EXIT_PIPE
     if debug:
-        traceback.print_exception(e)
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exception(e)
     if isinstance(e, KeyboardInterrupt):
         signum = getattr(e, "signum", 2)
         msg = getattr(e, "message", None) or \
             f"interrupted by {ui.Interrupted(signum).name}; child processes stopped"
-        print(f"{prog}: {msg}", file=sys.stderr)
+        _err(f"{prog}: {msg}")
         return ui.EXIT_SIGNAL_BASE + signum
     if isinstance(e, ui.UserError):
-        print(f"{prog}: {e.line()}", file=sys.stderr)
+        _err(f"{prog}: {e.line()}")
         return e.code
     if isinstance(e, RegistryError):
-        print(f"{prog}: {e}; fix that line of variants/registry", file=sys.stderr)
+        _err(f"{prog}: {e}; fix that line of variants/registry")
         return ui.EXIT_DATA
     if isinstance(e, OSError) and (e.filename or e.errno in OS_HINTS
                                    or e.errno in (errno.EACCES, errno.EPERM)):
-        print(f"{prog}: {describe_oserror(e, name)}", file=sys.stderr)
+        _err(f"{prog}: {describe_oserror(e, name)}")
         return ui.EXIT_SYSTEM
     if isinstance(e, subprocess.TimeoutExpired):
         cmd = e.cmd[0] if isinstance(e.cmd, (list, tuple)) and e.cmd else e.cmd
-        print(f"{prog}: {cmd} ran longer than {e.timeout:g} s and was stopped with its "
-              "process group; the machine may be overloaded: re-run on a quiet machine",
-              file=sys.stderr)
+        _err(f"{prog}: {cmd} ran longer than {e.timeout:g} s and was stopped with its "
+             "process group; the machine may be overloaded: re-run on a quiet machine")
         return ui.EXIT_FAILED
     if not debug:
-        traceback.print_exception(e)
-    print(f"{prog}: internal error ({type(e).__name__}: {e}): this is a bug in tw; please "
-          "report it with the traceback above", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exception(e)
+    _err(f"{prog}: internal error ({type(e).__name__}: {e}): this is a bug in tw; please "
+         "report it with the traceback above")
     return ui.EXIT_BUG
-
-
-# What `tw report` writes into a results directory (present/report.py).
-REPORT_OUTPUTS = ("report.md", "report.html", "verdict.json", "results.json", "plots", "tables")
 
 
 def _preflight(name, args):
@@ -175,11 +207,16 @@ def _preflight(name, args):
     results.require_results_dir(d)
     out = getattr(args, "out", None) or d
     from ..core import files
-    files.refuse_links(out, REPORT_OUTPUTS)
+    from ..present import report
+    files.refuse_links(out, report.OUTPUTS, report.OUTPUT_DIRS)
     return out
 
 
 def main(argv=None):
+    closed = _open_std_streams()
+    if "stdout" in closed:
+        ui.warn("standard output is closed", "what tw prints there is discarded (give it a "
+                "file or a pipe to keep it)")
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = bool(os.environ.get("TW_DEBUG"))
     while argv and argv[0] == "--debug":
@@ -195,7 +232,7 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         if argv and argv[0] not in ("-h", "--help"):
             parser.print_usage(sys.stderr)
-            print(f"tw: unknown command '{argv[0]}'; see tw --help", file=sys.stderr)
+            _err(f"tw: unknown command '{argv[0]}'; see tw --help")
             return ui.EXIT_USAGE
         parser.print_help()
         return ui.EXIT_OK if argv else ui.EXIT_USAGE
@@ -222,6 +259,8 @@ def main(argv=None):
     finally:
         try:
             sys.stdout.flush()
-        except BrokenPipeError:
+        except (OSError, ValueError):
+            # the reader left (EPIPE) or the stream failed: what was lost is lost, and
+            # Python's own flush at exit must not fail a second time
             _quiet_stdout()
         proc.restore_signal_handlers(previous)

@@ -7,7 +7,7 @@ from ..analyse import peers as peers_analysis, percall, selfcheck as check
 from ..core import files, paths, ui
 from ..machine import registry
 from ..measure import bench, peers
-from ..present import percall as present
+from ..present import percall as present, selfcheck as present_selfcheck
 from . import options
 
 
@@ -122,6 +122,6 @@ def selfcheck(args, out, sizes):
     if args.json:
         print(json.dumps(f, indent=1))
     else:
-        print("\n".join(check.lines(f)))
+        print("\n".join(present_selfcheck.lines(f)))
     ui.progress(f"bench: wrote {out / 'selfcheck.json'} (and each run's percall.json)")
     return 0

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from ..analyse import diagnose as analyse
-from ..core import files, paths, ui
+from ..analyse import results
+from ..core import paths, ui
 from ..machine import registry
 from ..measure import diagnose as measure
 from ..present import diagnose as present
@@ -51,16 +52,15 @@ def add_arguments(parser, name):
 
 
 def _percall(needed, results=None, measure_here=False):
-    """(percall.json document, where it came from) holding the cells `needed`, or measured."""
+    """(percall.json document, where it came from) holding the cells `needed`, or measured.
+    results: a directory, or (directory, its percall.json document already read)."""
     if results:
-        d = Path(results)
-        doc = files.read_json(d / "percall.json")
-        if doc is None:
-            raise measure.DiagnoseError(f"{d} has no percall.json (run make report, or use --measure)")
+        d, doc = results if isinstance(results, tuple) else (Path(results), None)
+        doc = doc if doc is not None else given_percall(d)
         return doc, _source(d, doc)
     if not measure_here:
         latest = paths.RESULTS / "latest"
-        doc = files.read_json(latest / "percall.json") if latest.exists() else None
+        doc = _read_percall(latest) if latest.exists() else None
         if doc is not None and _has(doc, needed) and doc.get("host") in (None, socket.gethostname()):
             return doc, _source(latest, doc)
         why = ("no results/latest/percall.json" if doc is None else
@@ -71,6 +71,22 @@ def _percall(needed, results=None, measure_here=False):
     ui.progress(f"diagnose: measuring per-call costs here ({why}): {', '.join(needed)}")
     doc = measure.percall_on_the_spot(needed)
     return doc, f"measured here just now ({why}): build/syscost-* op null, {doc['params']['rounds']} interleaved rounds"
+
+
+def given_percall(d):
+    """The percall.json of a directory the user named (--results DIR), read and validated;
+    a UserError when it has none."""
+    doc = _read_percall(Path(d))
+    if doc is None:
+        raise ui.UserError(f"{d} has no percall.json", "run make report, or use --measure")
+    return doc
+
+
+def _read_percall(d):
+    """DIR/percall.json as the analysis reads it (analyse.results.read_stage): a regular file
+    inside DIR, bounded, valid JSON of the percall schema with finite numbers in physical
+    bounds; DataError naming the file (exit 3) otherwise.  None when there is none."""
+    return results.read_stage(d, "percall")[0]
 
 
 def _cells(doc):
@@ -131,25 +147,25 @@ def main(args, name):
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if args.pid is None and not cmd:
-        print("tw diagnose: give a command after -- (tw diagnose -- CMD ARGS) or --pid PID; "
-              "see tw diagnose --help", file=sys.stderr)
-        return 2
+        raise ui.UserError("give a command after -- (tw diagnose -- CMD ARGS) or --pid PID",
+                           "see tw diagnose --help")
     if args.pid is not None and cmd:
-        print("tw diagnose: --pid and a command exclude each other", file=sys.stderr)
-        return 2
+        raise ui.UserError("--pid and a command exclude each other")
     if args.seconds is not None and (args.pid is None or not args.seconds > 0):
-        print("tw diagnose: --seconds needs --pid and a positive number of seconds", file=sys.stderr)
-        return 2
-    if args.results and not Path(args.results).is_dir():
-        print(f"tw diagnose: --results {args.results} is not a directory", file=sys.stderr)
-        return 2
+        raise ui.UserError("--seconds needs --pid and a positive number of seconds")
+    results_arg = None
+    if args.results:
+        if not Path(args.results).is_dir():
+            raise ui.UserError(f"--results {args.results} is not a directory")
+        # Read and validated before the program runs: a damaged percall.json is one line
+        # naming it, not a traceback after a traced run.
+        results_arg = (Path(args.results), given_percall(args.results))
     try:
         d = run(cmd=cmd, pid=args.pid, seconds=args.seconds, tracer=args.tracer,
-                results=args.results, measure_here=args.measure, overhead=args.overhead,
+                results=results_arg, measure_here=args.measure, overhead=args.overhead,
                 stdout=sys.stderr.fileno() if args.json else None)
     except measure.DiagnoseError as e:
-        print(f"tw diagnose: {e}", file=sys.stderr)
-        return 2 if e.usage else 1
+        raise ui.UserError(str(e), code=ui.EXIT_USAGE if e.usage else ui.EXIT_FAILED) from None
     print(present.to_json(d) if args.json else present.format_text(d))
     status = d["program"]["status"]
     if not isinstance(status, int):

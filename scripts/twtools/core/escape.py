@@ -9,8 +9,9 @@ through one of these before it is shown:
                   \\x1b, \\n, \\u009b ...; a backslash doubled so that "\\x1b" typed in a
                   name stays distinguishable from the real byte
     markdown(s)   terminal(s), then a newline shown as a space, and every Markdown
-                  metacharacter (and < >, so that no raw HTML reaches a .md file) escaped
-                  with a backslash
+                  metacharacter that can make markup where it stands (and < > &, so that no
+                  raw HTML or entity reaches a .md file) escaped with a backslash; those
+                  that make markup only at the start of a line (# - + = > 1.) only there
     path(p)       terminal(str(p)), for file names in output and in error lines
 
 HTML needs none of these: the HTML exporter escapes with html.escape.
@@ -20,9 +21,15 @@ import re
 # C0 controls, DEL and C1 controls, plus lone surrogates (from os.fsdecode of bad bytes).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-# Every character CommonMark lets a backslash escape that can start or change markup here,
-# and < > & for raw HTML and entities.
-_MD_META = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<&])")
+# Characters that make markup wherever they stand: code spans, emphasis, links and images
+# (a ']' then '(' ), tables' cell bars, GFM strikethrough, raw HTML and entities.  Escaped
+# everywhere, with a backslash (CommonMark lets every ASCII punctuation be escaped).
+_MD_ANYWHERE = re.compile(r"([\\`*_\[\]|~<>&])")
+# Characters that make markup only at the start of a line: an ATX heading (#), a list item
+# (- + *, or digits then . or )), a block quote (>), a setext underline or thematic break
+# (= -).  markdown() makes one line of its text, so the start of the text is the only start
+# of a line it can create; only there are these escaped, so that "6.18.44-fc" stays legible.
+_MD_LINE_START = re.compile(r"^(\s*)([#+\-=>]|\d{1,9}(?=[.)](?:\s|$)))")
 
 
 def _show(m):
@@ -31,6 +38,12 @@ def _show(m):
         return _NAMED[c]
     o = ord(c)
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def controls(s):
+    """s with every control character shown visibly, and nothing else changed (no backslash
+    doubled): for text tw wrote itself that may carry a value it did not check."""
+    return None if s is None else _CONTROL.sub(_show, str(s))
 
 
 def terminal(s):
@@ -48,7 +61,17 @@ def markdown(s):
     if s is None:
         return None
     s = terminal(str(s).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
-    return _MD_META.sub(r"\\\1", s)
+    s = _MD_ANYWHERE.sub(r"\\\1", s)
+    m = _MD_LINE_START.match(s)
+    if m:
+        lead, mark = m.group(1), m.group(2)
+        # digits before '.' or ')': escape the punctuation that follows them
+        if mark[0].isdigit():
+            at = m.end()
+            s = s[:at] + "\\" + s[at:]
+        else:
+            s = lead + "\\" + s[len(lead):]
+    return s
 
 
 def path(p):

@@ -41,11 +41,6 @@ def confined(root):
         _ROOT.reset(token)
 
 
-def confined_root():
-    """The root writes are confined to, or None."""
-    return _ROOT.get()
-
-
 def _kind(st):
     m = st.st_mode
     return ("a symbolic link" if stat.S_ISLNK(m) else "a directory" if stat.S_ISDIR(m) else
@@ -132,11 +127,16 @@ def new_directory(parent, stem):
                           str(parent))
 
 
-def refuse_links(root, names):
+def refuse_links(root, names, dirs=None):
     """Before writing anything: DataError when one of root/name, or anything directly inside
     a root/name directory, is a symbolic link or not a regular file/directory.  A writer that
     is about to write these names calls it first, so that a hostile directory is refused
-    before a single file is written, not half-way (the writes refuse such a link anyway)."""
+    before a single file is written, not half-way (the writes refuse such a link anyway).
+
+    With `dirs` (the names among `names` that are directories of files), each other name
+    must be a regular file and each of those a directory holding only regular files: a
+    report.md that is a directory is refused here, before the first plot is written, not
+    when the report itself is."""
     root = Path(root)
     for name in names:
         p = root / name
@@ -144,6 +144,12 @@ def refuse_links(root, names):
             st = os.lstat(p)
         except FileNotFoundError:
             continue
+        want_dir = None if dirs is None else name in dirs
+        if want_dir is not None and not stat.S_ISLNK(st.st_mode) \
+                and stat.S_ISDIR(st.st_mode) != want_dir:
+            raise DataError(f"{p}: is {_kind(st) if not want_dir else 'a file'}, where tw "
+                            f"writes {'a directory' if want_dir else 'a file'}; refusing to "
+                            "write anything", "move it away")
         if stat.S_ISDIR(st.st_mode):
             inside = [p / x for x in os.listdir(p)]
         elif stat.S_ISREG(st.st_mode):
@@ -152,7 +158,8 @@ def refuse_links(root, names):
             inside = [p]
         for q in inside:
             qs = os.lstat(q)
-            if not (stat.S_ISREG(qs.st_mode) or stat.S_ISDIR(qs.st_mode)):
+            ok = stat.S_ISREG(qs.st_mode) or (stat.S_ISDIR(qs.st_mode) and dirs is None)
+            if not ok:
                 target = f" to {os.readlink(q)}" if stat.S_ISLNK(qs.st_mode) else ""
                 raise DataError(f"{q}: is {_kind(qs)}{target}; refusing to write through it",
                                 "remove it (tw replaces only regular files)")
@@ -221,10 +228,11 @@ def read_json(path, default=None):
     return json.loads(path.read_text())
 
 
-def read_regular(path, inside=None, limit=MAX_READ):
+def read_regular(path, inside=None, limit=MAX_READ, what="stage file"):
     """The bytes of a regular file, or None when it does not exist.  DataError, naming it, when
     it is not a regular file (a FIFO would block the reader forever), is larger than `limit`,
-    or is a symbolic link that leads outside the directory `inside`."""
+    or is a symbolic link that leads outside the directory `inside`.  `what` names the kind of
+    file in the message about its size ("larger than any <what>")."""
     path = Path(path)
     try:
         st = os.lstat(path)
@@ -244,8 +252,8 @@ def read_regular(path, inside=None, limit=MAX_READ):
     if not stat.S_ISREG(st.st_mode):
         raise DataError(f"{path}: is {_kind(st)}, not a regular file")
     if st.st_size > limit:
-        raise DataError(f"{path}: {st.st_size} bytes, larger than any stage file "
-                        f"({limit >> 20} MiB at most)")
+        raise DataError(f"{path}: {st.st_size} bytes, larger than any {what} "
+                        f"({_size(limit)} at most)")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -257,11 +265,33 @@ def read_regular(path, inside=None, limit=MAX_READ):
                 break
             total += len(b)
             if total > limit:
-                raise DataError(f"{path}: larger than any stage file ({limit >> 20} MiB at most)")
+                raise DataError(f"{path}: larger than any {what} ({_size(limit)} at most)")
             chunks.append(b)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def gunzip(path, data, limit):
+    """The decompressed bytes of gzip data read from path, at most `limit` of them: DataError,
+    naming path, when it would decompress to more (a 2 MB gzip bomb expands to gigabytes, and
+    gzip.decompress() would hold them all) or is not gzip data."""
+    import zlib
+    d = zlib.decompressobj(wbits=31)       # 31: a gzip header and trailer, one member
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise DataError(f"{path}: not gzip data ({e})") from None
+    if len(out) > limit or d.unconsumed_tail:
+        raise DataError(f"{path}: decompresses to more than {_size(limit)}, more than any "
+                        "such file holds; refusing to expand it")
+    if not d.eof:
+        raise DataError(f"{path}: gzip data that ends early (truncated)")
+    return out
+
+
+def _size(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
 
 
 def _clean(o):

@@ -1,9 +1,12 @@
 """What the user sees on the terminal besides results: progress, warnings, the one-line errors
 of expected failures with their exit statuses, commands quoted so that they can be pasted,
-and the value of a blind figure."""
+and the value of a blind figure.  Every line printed here goes through core.escape.terminal
+(say()): the messages name files and hosts, which can hold control characters."""
 import shlex
 import signal
 import sys
+
+from . import escape
 
 # Exit statuses of every tw command (README, "Exit status"; `tw --help` prints them).
 EXIT_OK = 0
@@ -102,14 +105,21 @@ def path_word(path):
     return "./" + p if p.startswith("-") else p
 
 
+def say(line):
+    """One line on stderr, escaped for the terminal (core.escape.terminal): a message names
+    files, programs and hosts, and any of them can hold an escape sequence or a newline.
+    Callers pass the raw text; this is where it is escaped, once."""
+    print(escape.terminal(line), file=sys.stderr, flush=True)
+
+
 def progress(msg):
     """One progress line on stderr, so stdout stays machine-readable."""
-    print(f"tw: {msg}", file=sys.stderr, flush=True)
+    say(f"tw: {msg}")
 
 
 def warn(msg, todo):
     """A warning that says what happened and what to do next."""
-    print(f"tw: warning: {msg}; {todo}", file=sys.stderr, flush=True)
+    say(f"tw: warning: {msg}; {todo}")
 
 
 def blind(why):

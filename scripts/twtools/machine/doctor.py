@@ -6,18 +6,15 @@ machine (an AMD CPU, FRED, no BTF, lockdown, a non-root user, missing tools) in 
 directory. A figure that could not be seen is null, with the reason in `why` under the same
 key; never 0, never a guess.
 """
-import gzip
-import json
 import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
-from ..core import files, proc, ui
+from ..core import files, proc
 from . import vendors
 from .tracers.base import first_line
 
@@ -52,6 +49,13 @@ MITIGATION_PARAMS = frozenset((
     "spectre_v1", "mitigations_off", "nopku", "nosmap", "nosmep", "init_on_alloc", "init_on_free",
     "cfi", "retpoline",
 ))
+# Bounds on what doctor reads (core.files.read_regular): the largest /proc or /sys file it
+# reads is /proc/cpuinfo, about 1.5 KiB per CPU (under 2 MiB for 1024 CPUs) or
+# /proc/self/maps; a kernel config is about 300 KiB, decompressed; a 32-bit vDSO is two
+# or three pages.  Anything far larger is not one of them.
+MAX_FILE = 16 << 20
+MAX_CONFIG = 16 << 20
+MAX_VDSO = 1 << 20
 VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
 
 
@@ -103,11 +107,19 @@ class Doctor:
     def path(self, p):
         return self.root / str(p).lstrip("/")
 
-    def read(self, p):
+    def read_bytes(self, p, limit=MAX_FILE):
+        """The bytes of one file under the root, or None when it is absent or unreadable.
+        Read through core.files.read_regular: a FIFO, a device or an oversized file in a
+        recording given with --sysroot is refused (DataError naming it, exit 3), never
+        waited on or read without end."""
         try:
-            return self.path(p).read_text(errors="replace").strip()
+            return files.read_regular(self.path(p), limit=limit, what="file tw doctor reads")
         except OSError:
             return None
+
+    def read(self, p):
+        b = self.read_bytes(p)
+        return None if b is None else b.decode(errors="replace").strip()
 
     def exists(self, p):
         return self.path(p).exists()
@@ -127,12 +139,10 @@ class Doctor:
         if self._config is not None:
             return self._config or None
         text = None
-        gz = self.path("/proc/config.gz")
-        if gz.exists():
-            try:
-                text = gzip.decompress(gz.read_bytes()).decode(errors="replace")
-            except (OSError, EOFError):
-                text = None
+        gz = self.read_bytes("/proc/config.gz")
+        if gz is not None:
+            text = files.gunzip(self.path("/proc/config.gz"), gz, MAX_CONFIG).decode(
+                errors="replace")
         if text is None:
             rel = self.read("/proc/sys/kernel/osrelease") or platform.release()
             text = self.read(f"/boot/config-{rel}")
@@ -436,7 +446,11 @@ class Doctor:
         from . import entrypath
         meta = self.read(RECORDED_VDSO32 + ".txt") or ""
         m = re.search(r"at_sysinfo_offset=(0x[0-9a-f]+)", meta)
-        v = entrypath.classify_vdso32(self.path(RECORDED_VDSO32).read_bytes(), 0,
+        image = self.read_bytes(RECORDED_VDSO32, limit=MAX_VDSO)
+        if image is None:
+            return {"available": None, "instruction": None, "disasm": [],
+                    "why": f"{self.path(RECORDED_VDSO32)} is unreadable"}
+        v = entrypath.classify_vdso32(image, 0,
                                       int(m.group(1), 16) if m else None)
         v["source"] = "recorded"
         return v
@@ -634,17 +648,20 @@ def record(dest):
     Only the files the doctor and the oracle read are kept (the first CPU of /proc/cpuinfo,
     the [vsyscall] and [vdso] lines of /proc/self/maps, the relevant kernel config lines,
     ...), plus the live 32-bit vDSO image.  tests/fixtures/machines/ holds such recordings,
-    so the tests of one vendor's path run on the other vendor's machine."""
+    so the tests of one vendor's path run on the other vendor's machine.
+
+    Every file is written through core.files confined to dest: a `proc` or `boot` inside
+    dest that is a symbolic link (to /proc, to /boot) is refused, never written through,
+    and nothing is written outside dest."""
     from . import entrypath
     dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
     d = Doctor()
+    facts = {}
 
     def put(rel, text):
-        if text is None:
-            return
-        f = dest / rel.lstrip("/")
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(text.rstrip("\n") + "\n")
+        if text is not None:
+            facts[rel] = text.rstrip("\n") + "\n"
     cpuinfo = d.read("/proc/cpuinfo") or ""
     put("/proc/cpuinfo", cpuinfo.split("\n\n", 1)[0])
     put("/proc/cmdline", d.read("/proc/cmdline"))
@@ -666,7 +683,15 @@ def record(dest):
     lines = [(f"# {k} is not set" if v == "n" else f"{k}={v}") for k, v in sorted(cfg.items())]
     put(f"/boot/config-{d.read('/proc/sys/kernel/osrelease')}",
         "\n".join(l for l in lines if RECORD_CONFIG.match(l)))
-    v = entrypath.vdso32(save=dest / RECORDED_VDSO32.lstrip("/"))
+    with files.confined(dest) as root:
+        # Every directory the recording writes into is checked before the first file is
+        # written, so that a planted link is refused before anything lands, not half-way.
+        files.refuse_links(root, sorted({rel.lstrip("/").split("/")[0] for rel in facts}
+                                        | {RECORDED_VDSO32.lstrip("/"),
+                                           RECORDED_VDSO32.lstrip("/") + ".txt"}))
+        for rel, text in facts.items():
+            files.write_text(root / rel.lstrip("/"), text)
+        v = entrypath.vdso32(save=root / RECORDED_VDSO32.lstrip("/"))
     return dest, v
 
 
@@ -676,106 +701,3 @@ def fingerprint(out_path=None, fs_path="."):
     if out_path:
         files.write_json(out_path, fp)
     return fp
-
-
-# --- text ---------------------------------------------------------------------------
-
-def _yn(v):
-    return {True: "yes", False: "NO", None: "unknown"}[v]
-
-
-def format_table(fp):
-    why = fp.get("why", {})
-
-    def val(key, v):
-        if v is None:
-            return f"unknown ({why.get(key, 'not seen')})"
-        return v
-    cpu = fp["cpu"]
-    lines = ["Machine"]
-    rows = [
-        ("host", fp["host"]),
-        ("kernel", f"{fp['kernel']['release']} {fp['kernel']['version'] or ''}".strip()),
-        ("os", val("os", fp["os"])),
-        ("cpu", f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} ({cpu['model_name']}), "
-                f"{cpu['count']} CPUs"),
-        ("virtualization", f"{fp['virtualization']}"
-         + (f" (container: {fp['virtualization_detail']['container']})"
-            if fp["virtualization_detail"].get("container") not in (None, "none") else "")),
-        ("root", _yn(fp["root"])),
-        ("perf_event_paranoid", val("perf_event_paranoid", fp["perf_event_paranoid"])),
-        ("ptrace_scope", val("ptrace_scope", fp["ptrace_scope"])),
-        ("lockdown", val("lockdown", fp["lockdown"])),
-        ("BTF", _yn(fp["btf"])),
-        ("PMU counters", _yn(fp["pmu"]) + (f" ({why['pmu']})" if "pmu" in why else "")),
-        ("clocksource", val("clocksource", fp["clocksource"])),
-        ("invariant TSC", _yn(fp["invariant_tsc"])),
-        ("cpufreq governor", val("governor", fp["governor"])),
-        ("SMT", val("smt", fp["smt"])),
-        ("mitigations=", fp["mitigations_cmdline"] or "(default)"),
-        ("output fs", f"{fp['output_fs']['fstype']} at {fp['output_fs']['path']}"),
-    ]
-    w = max(len(r[0]) for r in rows + [("IA32 emulation", "")])
-    lines += [f"  {k:<{w}}  {v}" for k, v in rows]
-    vul = {k: v for k, v in fp["mitigations"].items() if not v.startswith("Not affected")}
-    if vul:
-        lines.append("  vulnerabilities (not 'Not affected'):")
-        lines += [f"    {k}: {v}" for k, v in vul.items()]
-    lines.append("Entry paths")
-    v = fp["vdso32"]
-    erows = [
-        ("IA32 emulation", f"{_yn(fp['ia32_emulation'])}: {fp['ia32_detail'].get('why')}"),
-        ("FRED", f"{_yn(fp['fred'])}: {fp['fred_detail'].get('why')}"),
-        ("vDSO32 instruction", f"{v.get('instruction') or 'unknown'}"
-         + ("" if v.get("instruction") else f" ({v.get('why')})")),
-    ]
-    for bits in ("32", "64"):
-        l = fp["libc"].get(bits, {})
-        erows.append((f"libc {bits}-bit write", f"{l.get('entry')} ({l.get('path') or l.get('why')})"))
-    w2 = max(len(r[0]) for r in erows)
-    lines += [f"  {k:<{w2}}  {v}" for k, v in erows]
-    lines.append("Tools")
-    lines.append("  " + ", ".join(f"{k} {v or 'missing'}" for k, v in fp["tools"].items()))
-    lines.append("Instruments")
-    w3 = max(len(i["name"]) for i in fp["instruments"])
-    for i in fp["instruments"]:
-        lines.append(f"  {i['name']:<{w3}}  {_yn(i['works']):<7}" + (f"  {i['why']}" if i["why"] else ""))
-        if i["skipped"]:
-            lines.append(f"  {'':<{w3}}  {'':<7}  skipped: {'; '.join(i['skipped'])}")
-    if fp.get("consistency"):
-        lines.append("Consistency")
-        lines += [f"  ! {c}" for c in fp["consistency"]]
-    return "\n".join(lines)
-
-
-def add_arguments(parser, name):
-    parser.add_argument("--json", action="store_true", help="print fingerprint.json to stdout")
-    parser.add_argument("--out", metavar="DIR", help="write DIR/fingerprint.json")
-    parser.add_argument("--fs", metavar="PATH", default=".",
-                        help="path whose file system the runs will write to (default: .)")
-    parser.add_argument("--sysroot", metavar="DIR", default=os.environ.get("TW_SYSROOT", "/"),
-                        help="read /proc and /sys under DIR, e.g. a recording (default / or $TW_SYSROOT)")
-    parser.add_argument("--record", metavar="DIR",
-                        help="write this machine's facts under DIR as a system root that "
-                             "--sysroot can replay (tests/fixtures/machines/ holds such recordings)")
-
-
-def main(args, name):
-    if args.record:
-        dest, v = record(args.record)
-        ui.progress(f"recorded this machine's facts under {dest} (32-bit vDSO: "
-                    f"{v.get('form') or v.get('why')})")
-        return 0
-    fp = Doctor(root=args.sysroot).fingerprint(fs_path=args.fs)
-    if args.out:
-        files.write_json(Path(args.out) / "fingerprint.json", fp)
-        ui.progress(f"wrote {Path(args.out) / 'fingerprint.json'}")
-    if args.json:
-        print(json.dumps(fp, indent=1))
-    else:
-        print(format_table(fp))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(None, "doctor"))

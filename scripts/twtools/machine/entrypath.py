@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..core import paths, proc
+from ..core import files, paths, proc
 
 AT_NULL, AT_SYSINFO, AT_SYSINFO_EHDR = 0, 32, 33
 PTRACE_TRACEME = 0
@@ -298,8 +298,8 @@ def vdso32(binary=None, save=None):
                                None if sysinfo is None else sysinfo - proc["base"]))
     if save:
         # The image and AT_SYSINFO's offset in it: what tests/fixtures/machines/* record.
-        Path(save).write_bytes(proc["image"])
-        Path(str(save) + ".txt").write_text(
+        files.write_bytes(save, proc["image"])
+        files.write_text(str(save) + ".txt", 
             f"vdso32_size={len(proc['image'])}\n"
             + (f"at_sysinfo_offset={sysinfo - proc['base']:#x}\n" if sysinfo is not None else ""))
     return res

@@ -44,10 +44,6 @@ class Mechanism:
     def mechanism(self):
         return self.name.split("-", 1)[1]
 
-    @property
-    def enters_kernel(self):
-        return self.seen_as != "none"
-
     def row(self):
         """The dict the stage files have always carried for a variant."""
         return {"name": self.name, "bits": self.bits, "abi": self.abi, "mechanism": self.mechanism}
@@ -126,10 +122,6 @@ def names():
 def variants():
     """The rows as dicts (name, bits, abi, mechanism), as stage files record them."""
     return [m.row() for m in _load()[1]]
-
-
-def op_group(name):
-    return _load()[0][name]
 
 
 def find(bits, entry):

@@ -24,7 +24,7 @@ The rebuild line is quoted for a POSIX shell, so it can be pasted whatever the n
 from pathlib import Path
 
 from ..analyse import compare as decide, percall, results, seedref, verdict as verdict_mod
-from ..core import files, ui
+from ..core import escape, files, ui
 from ..core.fmt import fmt
 from . import document, plots
 from .document import EXPORTERS, Doc, export
@@ -51,7 +51,9 @@ class ResultSet:
         host = meta.get("host") or fp.get("host")
         if host and host not in label:
             label += f" ({host})"
-        s = cls(label, data, path=d)
+        # The label is the directory's name and its host's: outside text wherever it goes
+        # (document.outside; plots take it plain).
+        s = cls(document.outside(label), data, path=d)
         s.state = results.run_state(data)
         # Why no per-call decision may rest on this set (None when one may).
         s.unusable = (s.state["headline"] if not s.state["finished"] else None) or \
@@ -67,6 +69,12 @@ class ResultSet:
         pc = self.data.get("percall") or {}
         return {(c["variant"], c.get("size")): c for c in pc.get("cells", [])
                 if c.get("op") == op and c.get("shape", "ret") == shape}
+
+
+def _plot_label(label):
+    """A set's label as matplotlib may draw it: control characters shown (core.escape), and
+    '$' escaped, which would otherwise open mathtext (an unbalanced one is an error)."""
+    return escape.terminal(document.plain(label)).replace("$", r"\$")
 
 
 def _flat(d, prefix=""):
@@ -148,7 +156,7 @@ def _why_no_decision(a, b, base, s):
         f"unsupported in {base.label if not a.get('supported') else s.label}"
     for x in (base, s):
         if x.unusable and not why:
-            why = f"{x.label}: {x.unusable}"
+            why = f"{x.label}: {document.outside(x.unusable)}"
     return why
 
 
@@ -222,14 +230,16 @@ def decisions_json(real):
     out = []
     for r in d["rows"]:
         cmp = r["cmp"] or {}
-        out.append({"A": r["A"], "B": r["B"], "variant": r["variant"], "op": r["op"],
+        out.append({"A": document.plain(r["A"]), "B": document.plain(r["B"]),
+                    "variant": r["variant"], "op": r["op"],
                     "size": r["size"], "shape": "ret", "no_decision": r["why"],
                     "figure": cmp.get("figure"), "figure_why": cmp.get("why_figure"),
                     "absolute": one(cmp.get("absolute")), "relative": one(cmp.get("relative")),
                     "typical": one(cmp.get("typical")), "drift_pct": cmp.get("drift_pct"),
                     "machine_shift_pct": cmp.get("machine_shift_pct")})
-    return {"schema": "timewrite-compare/1", "sets": [s.label for s in real],
-            "families": d["families"], "decisions": out}
+    return {"schema": "timewrite-compare/1", "sets": [document.plain(s.label) for s in real],
+            "families": {document.plain(k): v for k, v in d["families"].items()},
+            "decisions": out}
 
 
 def rebuild_command(dirs, out, seed_reference=False):
@@ -243,7 +253,7 @@ def rebuild_command(dirs, out, seed_reference=False):
 def _verdict_text(s):
     blockers = results.verdict_blockers(s.data)
     if blockers:
-        return f"no verdict: {blockers[0]}"
+        return f"no verdict: {document.outside(blockers[0])}"
     return verdict_mod.decide(s.data, seedref.read())["verdict"]
 
 
@@ -280,17 +290,19 @@ def _build(sets, dirs, out, seed_reference, formats):
         meta = s.data.get("meta") or {}
         cpu = fp.get("cpu") or {}
         spec = (meta.get("setting") or {}).get("speculation") or "kernel default"
-        rows.append([s.label, meta.get("created_utc") or "unknown date", s.state["state"], spec,
-                     cpu.get("model_name") or cpu.get("model") or "unknown",
-                     fp.get("virtualization") or "unknown", (fp.get("kernel") or {}).get("release") or "unknown",
-                     ((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown",
-                     (fp.get("vdso32") or {}).get("instruction") or "unknown", _verdict_text(s)])
+        ext = document.outside
+        rows.append([s.label, ext(meta.get("created_utc") or "unknown date"), ext(s.state["state"]),
+                     ext(spec), ext(cpu.get("model_name") or cpu.get("model") or "unknown"),
+                     ext(fp.get("virtualization") or "unknown"),
+                     ext((fp.get("kernel") or {}).get("release") or "unknown"),
+                     ext(((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown"),
+                     ext((fp.get("vdso32") or {}).get("instruction") or "unknown"), _verdict_text(s)])
     doc.h(2, "Results sets")
     doc.table(["set", "measured", "run", "speculation", "CPU", "virtualisation", "kernel",
                "32-bit libc entry", "vDSO32 insn", "verdict"], rows)
     for s in real:
         if s.state["headline"]:
-            doc.warn(f"[{s.label}] {s.state['headline']}", inline=True)
+            doc.warn(f"[{s.label}] {document.outside(s.state['headline'])}", inline=True)
 
     doc.h(2, "What differs between the machines")
     if len(real) < 2:
@@ -301,7 +313,8 @@ def _build(sets, dirs, out, seed_reference, formats):
             doc.p("Facts of the machines and kernels that are not the same in every set (from "
                   "each fingerprint): any of them can change what a system call costs.")
             doc.table(["fact"] + [s.label for s in real],
-                      [[k] + ["—" if v is None else str(v) for v in vals] for k, vals in diff])
+                      [[document.outside(k)] + ["—" if v is None else document.outside(v)
+                                                for v in vals] for k, vals in diff])
         else:
             doc.p("Every recorded fact of the machines and kernels is the same in every set.")
 
@@ -310,7 +323,7 @@ def _build(sets, dirs, out, seed_reference, formats):
     if same:
         # Seen on the build machine: one setting measured 146, 121 and 95 ns per null call
         # in three runs 20 minutes apart, as the host's other load came and went.
-        doc.warn(f"Several sets come from the same machine ({', '.join(same)}), measured at "
+        doc.warn(f"Several sets come from the same machine ({document.outside(', '.join(same))}), measured at "
                  "different times. Each interval holds its own run's drift, but a machine can "
                  "drift further between runs. To compare two settings on one machine, let them "
                  "alternate in one session: `scripts/tw ab`.", inline=True)
@@ -351,7 +364,7 @@ def _build(sets, dirs, out, seed_reference, formats):
                    "relative to each run's 64-bit syscall", "typical (median), as measured",
                    "drift alone could explain"], drows)
     pdir = out / "plots"
-    doc.plot(plots.plot_compare_percall([(s.label, s.data.get("percall")) for s in real], pdir, "null"),
+    doc.plot(plots.plot_compare_percall([(_plot_label(s.label), s.data.get("percall")) for s in real], pdir, "null"),
              "Per-call cost (null) in each results set: undisturbed figure, 95% intervals")
 
     doc.h(2, "Seed sweep at 256 B")
@@ -368,7 +381,7 @@ def _build(sets, dirs, out, seed_reference, formats):
                           key=lambda r: (r["variant"], r["mode"])):
             row = next((x for x in run.get("rows", []) if x["buffsize"] == 256), None)
             if not run.get("supported", True):
-                t.append([s.label, run["variant"], run["mode"], "—", f"unsupported: {run.get('reason')}", "—", "—"])
+                t.append([s.label, run["variant"], run["mode"], "—", f"unsupported: {document.outside(run.get('reason'))}", "—", "—"])
             elif row:
                 t.append([s.label, run["variant"], run["mode"], row.get("calls"), fmt_s(row.get("real_s")),
                           fmt_s(row.get("sys_s")), "summary with CI"])
@@ -381,7 +394,7 @@ def _build(sets, dirs, out, seed_reference, formats):
     for s in real:
         blockers = results.verdict_blockers(s.data)
         if blockers:
-            doc.p(f"[{s.label}] No verdict: " + "; ".join(blockers))
+            doc.p(f"[{s.label}] No verdict: " + document.outside("; ".join(blockers)))
             continue
         v = verdict_mod.decide(s.data, seedref.read())
         doc.blocks.append(("verdict", v["verdict"], f"[{s.label}] {v['sentence']}"))

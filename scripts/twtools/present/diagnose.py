@@ -1,5 +1,6 @@
 """A diagnosis (twtools.analyse.diagnose) as text, as JSON, and as a section of a page.
 
+    headline(diagnosis)              the diagnosis in one sentence
     format_text(diagnosis)           what `tw diagnose` prints
     to_json(diagnosis)               what `tw diagnose --json` prints
     report_section(doc, diagnosis)   the same findings as blocks of a document.Doc (a report)
@@ -8,7 +9,10 @@ import json
 import os
 
 from ..analyse import diagnose as ad
+from ..core import escape
 from ..core.fmt import fmt
+from ..machine import registry
+from .document import outside
 
 BAR = 40
 
@@ -21,6 +25,71 @@ def _ns(s, digits=0):
     if m == 0 and lo == 0 and hi == 0:
         return "0 (the fastest path)"
     return f"{m:+.{digits}f} ns [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _kinds(d):
+    """'int 0x80' / 'int 0x80 and sysenter' for the slow paths' instructions, by calls."""
+    by = {}
+    for c, g in zip(d["cost"], d["paths"]):
+        if not c["is_fastest"]:
+            k = "__kernel_vsyscall" if g["entry"] == "vdso32-call" else ad.INSN_TEXT.get(g["entry"], g["entry"])
+            by[k] = by.get(k, 0) + g["calls"]
+    ks = sorted(by, key=lambda k: -by[k])
+    return " and ".join(ks) if ks else ""
+
+
+def fastest_text(d):
+    f = d.get("fastest")
+    if not f:
+        return "the fastest path"
+    m = registry.get(f)
+    if m.entry == "vdso32-call":
+        ins = (d.get("vdso") or {}).get("instruction")
+        return "the vDSO path" + (f" ({ins} here)" if ins else "")
+    return f"the {m.bits}-bit {ad.INSN_TEXT.get(m.entry, m.entry)} path"
+
+
+def fmt_ms(s):
+    """'1.23 ms [1.10, 1.40]' from a summary in ns; 'unknown (why)'."""
+    if s is None or s.get("median") is None:
+        return "unknown"
+    k = 1e-6
+    m, lo, hi = s["median"] * k, s["ci_low"] * k, s["ci_high"] * k
+    digits = 3 if max(abs(lo), abs(hi)) < 1 else 2 if max(abs(lo), abs(hi)) < 100 else 0
+    return f"{m:.{digits}f} ms [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def headline(d):
+    """The diagnosis in one sentence: the calls by slower paths and what they cost here."""
+    x = d["extra"]
+    n = d["calls"]
+    if n == 0:
+        return "the tracer saw no system call from this program"
+    if x["calls"] == 0:
+        return (f"this run made {n} system call{'s' if n != 1 else ''}, all by the fastest path available to it here "
+                f"({fastest_text(d)}): its entry path cost nothing extra")
+    base = f"this run made {x['calls']} call{'s' if x['calls'] != 1 else ''} by {_kinds(d)}"
+    if x["calls"] != n:
+        base += f" (of {n})"
+    if x["total_ns"] is None:
+        why = "; ".join(u["why"] for u in x["unknown"]) or d.get("fastest_why") or "unknown"
+        return f"{base}; what that cost on this machine is unknown ({why})"
+    s = f"{base}; on this machine that cost {fmt_ms(x['total_ns'])} more than {fastest_text(d)} would have"
+    if x["share"]:
+        # One traced run: its run time moves by tens of percent from one run to the next (a
+        # Go program's start-up, the page cache), which no interval from this run can cover.
+        # So the share is this run's, given without an interval; the cost above has one.
+        rt = (d.get("run_time_s") or {}).get("median")
+        pct = 100 * x["share"]["median"]
+        s += (f", about {pct:.2g}% of this run's {rt * 1e3:.2f} ms (one run: run times vary "
+              "between runs, so the share has no interval; the cost's interval covers a rerun)"
+              if rt else f", about {pct:.2g}% of its run time (one run)")
+        if x["share"]["of"] == "traced run time":
+            s += " (of the traced time: the tracer's cost could not be taken out)"
+    if x["unknown"]:
+        nu = sum(u["calls"] for u in x["unknown"])
+        s += f"; {nu} more call{'s' if nu != 1 else ''} by paths of unknown cost"
+    return s
 
 
 def _n(x):
@@ -47,7 +116,7 @@ def path_rows(d):
         rows.append([g["label"], str(g["calls"]), str(g["writes"]),
                      c["variant"] or "—",
                      _ns(c["per_call_ns"]) if c["per_call_ns"] else f"unknown ({c['why']})",
-                     "0" if c["is_fastest"] else ad.fmt_ms(c["total_ns"]) if c["total_ns"] else "unknown"])
+                     "0" if c["is_fastest"] else fmt_ms(c["total_ns"]) if c["total_ns"] else "unknown"])
     return rows
 
 
@@ -170,7 +239,7 @@ def format_text(d):
              f"  {tracer_line(d)}; exit status {d['program']['status']}; "
              f"{d['program']['bits']}-bit program" +
              (f"; the 32-bit vDSO here: {d['vdso']['instruction']}" if d['vdso'].get('instruction') else ""),
-             "", d["headline"], "", "System calls by entry path"]
+             "", headline(d), "", "System calls by entry path"]
     fast = d.get("fastest") or "the fastest path"
     hdr = ["path", "calls", "writes", "as", f"vs {fast}, per call", "total"]
     lines += _table(hdr, path_rows(d))
@@ -186,7 +255,9 @@ def format_text(d):
             lines += ["", f"{l['name']} ({'i386' if l['abi'] == 'compat' else 'x86-64'}), ns:",
                       histogram(h)]
     lines += [""] + method_lines(d)
-    return "\n".join(lines)
+    # Command words, symbol and file names and the tracer's notes came from outside: each
+    # line is escaped whole for the terminal (a name holding ESC ] 0; cannot retitle it).
+    return "\n".join(escape.terminal(line) for line in lines)
 
 
 def _table(headers, rows):
@@ -199,14 +270,16 @@ def _table(headers, rows):
 
 
 def to_json(d):
-    return json.dumps(d, indent=1, default=str)
+    """The diagnosis and its headline as JSON (which shows control characters as \\u001b)."""
+    return json.dumps(dict(d, headline=headline(d)), indent=1, default=str)
 
 
 def report_section(doc, d, level=2, title=None):
     """The diagnosis as blocks of a document.Doc: heading, headline, paths, sites, latency,
     method.  The caller (a report) chooses the level and title."""
-    doc.h(level, title or f"Diagnosis: `{program_line(d)}`")
-    doc.p(f"**{d['headline'][0].upper() + d['headline'][1:]}.**")
+    doc.h(level, title or f"Diagnosis: {outside(program_line(d))}")
+    h = headline(d)
+    doc.p(f"**{h[0].upper() + h[1:]}.**")
     doc.p(tracer_line(d).capitalize() + f"; exit status {d['program']['status']}; "
           f"{d['program']['bits']}-bit program" +
           (f"; the 32-bit vDSO here uses `{d['vdso']['instruction']}`." if d['vdso'].get('instruction') else "."))
@@ -214,7 +287,9 @@ def report_section(doc, d, level=2, title=None):
     doc.table(["path", "calls", "writes", "as", f"vs {fast}, per call", "total"], path_rows(d))
     rows, n = site_rows(d, limit=8, short=False)   # a page reads the same wherever it is built
     doc.p(f"Entry sites, most calls first ({len(rows)} of {n}):")
-    doc.table(["calls", "path", "site", "file", "system calls"], rows)
+    # symbol and file names come from the program's ELF files and /proc
+    doc.table(["calls", "path", "site", "file", "system calls"],
+              [[outside(c) if isinstance(c, str) else c for c in r] for r in rows])
     doc.p("Latency from entry to exit, in ns:")
     doc.table(["syscall", "calls", "mean", "p50", "p90", "p99"], latency_rows(d))
     w = next((l for l in d["latency"] if l["is_write"]), None)
@@ -222,5 +297,5 @@ def report_section(doc, d, level=2, title=None):
         doc.code(f"{w['name']} ({'i386' if w['abi'] == 'compat' else 'x86-64'}), ns:\n"
                  + histogram(w["linear"] or w["log2"]))
     for line in method_lines(d):
-        doc.p(line)
+        doc.p(outside(line))
     return doc

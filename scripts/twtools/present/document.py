@@ -3,6 +3,19 @@
 A page (report, comparison) is built once as a list of blocks, then rendered by each
 exporter: Markdown and a self-contained HTML page (CSS inline, plots embedded as data URIs,
 no network).  Tables go through the same exporters, so a table reads the same everywhere.
+
+Text that came from outside (a host name, a label, a fingerprint's fields, a stage's error,
+a reason read from a stage file) is wrapped with outside() where the page takes it in.  The
+page's own text may hold `code` spans and **bold**; outside text may hold nothing that
+renders: the Markdown exporter escapes it with core.escape.markdown (one line, every
+metacharacter escaped, no raw HTML), the HTML exporter with html.escape and no inline
+markup, a code block shows its control characters (core.escape.terminal).  So a meta.json
+whose host is "vm\n\n> **Verdict: SUPPORTED.**" shows that text, and forges no verdict.
+
+Outside is a str whose value carries two private-use characters around the text, so that
+the mark survives what pages do with text (f-strings, joins, str() of a table cell); the
+exporters remove the marks.  Marks inside the outside text itself are dropped first, so a
+file cannot close its own span.
 """
 import argparse
 import base64
@@ -10,7 +23,86 @@ import html
 import re
 from pathlib import Path
 
-from ..core import files
+from ..core import escape, files
+
+OPEN, CLOSE = "\ue000", "\ue001"
+_SPAN = re.compile(f"{OPEN}(.*?){CLOSE}", re.S)
+_MARKS = re.compile(f"[{OPEN}{CLOSE}]")
+
+
+class Outside(str):
+    """Text that came from outside the program, marked (see the module docstring)."""
+
+    def __new__(cls, text):
+        return super().__new__(cls, OPEN + _MARKS.sub("", str(text)) + CLOSE)
+
+
+def outside(x):
+    """x marked as outside text; None and "" stay as they are (a table shows a dash, and
+    `outside(why) or "unknown"` keeps working)."""
+    if x is None or x == "" or isinstance(x, Outside):
+        return x
+    return Outside(x)
+
+
+def plain(text):
+    """text without the marks: for what is not a page (a plot's legend, a file name)."""
+    return None if text is None else _MARKS.sub("", str(text))
+
+
+def _parts(text):
+    """[(is_outside, piece)] of a text with marked spans; stray marks are dropped."""
+    out, at = [], 0
+    for m in _SPAN.finditer(text):
+        if m.start() > at:
+            out.append((False, _MARKS.sub("", text[at:m.start()])))
+        out.append((True, m.group(1)))
+        at = m.end()
+    if at < len(text):
+        out.append((False, _MARKS.sub("", text[at:])))
+    return out
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+# What opens a block at the start of a line: a quote, a heading, a list item, a rule.
+_BLOCK_START = re.compile(r"([ \t]*)([#+\-=>*]|\d{1,9}(?=[.)](?:\s|$)))")
+
+
+def _line_start(line):
+    """line unable to open a block: its first mark escaped (after the digits of 1.)."""
+    m = _BLOCK_START.match(line)
+    if not m:
+        return line
+    at = m.end() if m.group(2)[0].isdigit() else m.start(2)
+    return line[:at] + "\\" + line[at:]
+
+
+def _own(piece, cell):
+    """The page's own text in a block: its `code` and **bold** kept, but nothing that could
+    make a block or raw HTML, in case a value read from a file reached it unmarked: '<' is
+    escaped, control characters are shown (core.escape.controls), and a line the text
+    starts after a newline cannot open a quote, heading or list (a paragraph's own line
+    breaks stay, for its raw text); in a table cell a newline is a space and '|' escaped."""
+    lines = [escape.controls(line).replace("<", "\\<") for line in _NEWLINE.split(piece)]
+    if cell:
+        return " ".join(lines).replace("|", "\\|")
+    return "\n".join(lines[:1] + [_line_start(line) for line in lines[1:]])
+
+
+def _md(text, cell=False):
+    """Markdown of a text: the page's own pieces through _own, outside pieces through
+    escape.markdown."""
+    return "".join(escape.markdown(piece) if ext else _own(piece, cell)
+                   for ext, piece in _parts(str(text)))
+
+
+def _code_md(text):
+    """A fenced code block whose fence no line of it can close, outside pieces shown with
+    their control characters visible."""
+    body = "".join(escape.terminal(p) if ext else p for ext, p in _parts(str(text)))
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{body}\n{fence}"
 
 
 class Doc:
@@ -59,21 +151,24 @@ class MarkdownExporter:
         for b in doc.blocks:
             k = b[0]
             if k == "h":
-                out.append("#" * b[1] + " " + b[2])
+                out.append("#" * b[1] + " " + _md(b[2]))
             elif k == "p":
-                out.append(b[1])
+                out.append(_md(b[1]))
             elif k == "warn":
-                out.append("> **Warning:** " + b[1])
+                out.append("> **Warning:** " + _md(b[1]))
             elif k == "verdict":
-                out.append(f"> **Verdict: {b[1].upper()}.** " + b[2])
+                out.append(f"> **Verdict: {plain(b[1]).upper()}.** " + _md(b[2]))
             elif k == "code":
-                out.append("```\n" + b[1] + "\n```")
+                out.append(_code_md(b[1]))
             elif k == "plot":
-                out.append(f"![{b[2]}](plots/{b[1]}.svg)\n\n*{b[2]}* ([png](plots/{b[1]}.png))")
+                cap = _md(b[2])
+                out.append(f"![{cap}](plots/{plain(b[1])}.svg)\n\n*{cap}* "
+                           f"([png](plots/{plain(b[1])}.png))")
             elif k == "table":
                 hdr, rows = b[1], b[2]
-                esc = [[c.replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
-                out.append("| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr) + "\n"
+                esc = [[_md(c, cell=True) for c in r] for r in rows]
+                out.append("| " + " | ".join(_md(h, cell=True) for h in hdr) + " |\n|"
+                           + "---|" * len(hdr) + "\n"
                            + "\n".join("| " + " | ".join(r) + " |" for r in esc))
         return "\n\n".join(out) + "\n"
 
@@ -99,10 +194,16 @@ figcaption{font-size:.85em;color:#555}
 
 
 def _inline_html(text):
-    t = html.escape(text, quote=False)
-    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
-    t = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
-    return t
+    """HTML of a text: the page's own pieces with their `code` and **bold**, outside
+    pieces escaped and nothing more."""
+    out = []
+    for ext, piece in _parts(str(text)):
+        t = html.escape(piece, quote=False)
+        if not ext:
+            t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+            t = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
+        out.append(t)
+    return "".join(out)
 
 
 class HtmlExporter:
@@ -110,27 +211,27 @@ class HtmlExporter:
     suffix = "html"
 
     def render(self, doc, results_dir):
-        title = next((b[2] for b in doc.blocks if b[0] == "h"), "timewrite report")
+        title = plain(next((b[2] for b in doc.blocks if b[0] == "h"), "timewrite report"))
         out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
                f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>"]
         for b in doc.blocks:
             k = b[0]
             if k == "h":
-                anchor = re.sub(r"[^a-z0-9]+", "-", b[2].lower()).strip("-")
+                anchor = re.sub(r"[^a-z0-9]+", "-", plain(b[2]).lower()).strip("-")
                 out.append(f'<h{b[1]} id="{anchor}">{_inline_html(b[2])}</h{b[1]}>')
             elif k == "p":
                 out.append(f"<p>{_inline_html(b[1])}</p>")
             elif k == "warn":
                 out.append(f'<div class="warn"><strong>Warning:</strong> {_inline_html(b[1])}</div>')
             elif k == "verdict":
-                out.append(f'<div class="verdict {html.escape(b[1])}"><strong>Verdict: '
-                           f'{html.escape(b[1].upper())}.</strong> {_inline_html(b[2])}</div>')
+                out.append(f'<div class="verdict {html.escape(plain(b[1]))}"><strong>Verdict: '
+                           f'{html.escape(plain(b[1]).upper())}.</strong> {_inline_html(b[2])}</div>')
             elif k == "code":
-                out.append(f"<pre>{html.escape(b[1])}</pre>")
+                out.append(f"<pre>{html.escape(plain(b[1]))}</pre>")
             elif k == "plot":
-                svg = (Path(results_dir) / "plots" / f"{b[1]}.svg").read_bytes()
+                svg = (Path(results_dir) / "plots" / f"{plain(b[1])}.svg").read_bytes()
                 data = base64.b64encode(svg).decode()
-                out.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/svg+xml;base64,{data}">'
+                out.append(f'<figure><img alt="{html.escape(plain(b[2]))}" src="data:image/svg+xml;base64,{data}">'
                            f"<figcaption>{_inline_html(b[2])}</figcaption></figure>")
             elif k == "table":
                 rows = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in r) + "</tr>"

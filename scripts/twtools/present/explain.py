@@ -9,15 +9,19 @@ results/latest by default, or --results DIR.  Which run the costs come from is a
 
 `tw explain --markdown` prints the same as Markdown; `tw explain --update-doc
 docs/mechanisms.md` replaces the live section of that page (between the `<!-- live:begin -->`
-and `<!-- live:end -->` markers) with it.
+and `<!-- live:end -->` markers) with it.  The command itself is twtools.cli.explain.
+
+What came from outside (the host name, the CPU's model name, the mitigations, a results
+directory's labels and reasons, libc's path) is escaped for where it goes: each line of the
+text through core.escape.terminal, each such value of the Markdown through
+core.escape.markdown.
 """
 import datetime
-import json
 import re
 from pathlib import Path
 
 from ..analyse import percall, results
-from ..core import paths, proc, ui
+from ..core import escape, files, paths, proc, ui
 from ..core.fmt import fmt
 from ..machine import entrypath, oracle, probe, registry
 
@@ -218,21 +222,23 @@ def collect(fingerprint=None, data=None, judged=None):
     return fp, out
 
 
-def fred_text(fp):
+def fred_text(fp, esc=str):
+    """The FRED paragraph; esc escapes the fact read from the machine for where it goes."""
     detail = fp.get("fred_detail") or {}
     return ("FRED (Flexible Return and Event Delivery) is " + ("on" if fp.get("fred") else "off")
-            + f" here: {detail.get('why') or 'unknown'}. Under FRED every event enters at one "
+            + f" here: {esc(detail.get('why') or 'unknown')}. Under FRED every event enters at one "
             "entry point: 64-bit syscall -> fred_entry_from_user -> do_syscall_64; int 0x80 -> "
             "fred_intx -> int80_emulation; sysenter from 32-bit code -> fred_other -> "
             "do_fast_syscall_32; syscall from 32-bit code -> #UD.  The 32-bit vDSO then uses "
             "int 0x80, which FRED delivers without the IDT's slow path; returns use ERETU.")
 
 
-def return_text(fp, data):
+def return_text(fp, data, esc=str):
     """What the return after a call costs on the measured machine, and the mitigations in
-    force there that act on returns.  Nothing is asserted about the cause: it is measured."""
+    force there that act on returns.  Nothing is asserted about the cause: it is measured.
+    esc escapes the mitigations (read from a fingerprint) for where the text goes."""
     mfp = (data or {}).get("fingerprint") or fp
-    mit = [f"{k}: {v}" for k, v in sorted((mfp.get("mitigations") or {}).items())
+    mit = [esc(f"{k}: {v}") for k, v in sorted((mfp.get("mitigations") or {}).items())
            if k in RETURN_MITIGATIONS and v and not v.startswith("Not affected")]
     return ("A stub (or libc wrapper) is called, enters the kernel, and leaves by `ret`.  The CPU "
             "predicts returns with a return-stack buffer; kernel entry and exit, and mitigations "
@@ -267,7 +273,9 @@ def render_text(fp, entries, label):
         lines.append(f"   cost: {e['cost']}")
         if e.get("penalty"):
             lines.append(f"   post-return penalty: {e['penalty']}")
-    return "\n".join(lines)
+    # Host, model name, reasons and paths came from outside: each line is escaped whole, so
+    # that a newline in one shows as \n in its own line.
+    return "\n".join(escape.terminal(line) for line in lines)
 
 
 def _yn(v):
@@ -278,70 +286,43 @@ def render_markdown(fp, entries, label, data=None):
     """The live section of docs/mechanisms.md for this machine."""
     cpu = fp.get("cpu") or {}
     k = fp.get("kernel") or {}
+    md = escape.markdown
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"Captured {now} on `{fp.get('host')}`: Linux {k.get('release')}, {cpu.get('vendor')} "
-           f"family {cpu.get('family')} model {cpu.get('model')} ({cpu.get('model_name')}). "
-           f"Costs from: {label}.",
+    out = [f"Captured {now} on {md(fp.get('host'))}: Linux {md(k.get('release'))}, "
+           f"{md(cpu.get('vendor'))} family {md(cpu.get('family'))} model "
+           f"{md(cpu.get('model'))} ({md(cpu.get('model_name'))}). Costs from: {md(label)}.",
            "Regenerate with `scripts/tw explain --update-doc docs/mechanisms.md`.", "",
            "| entry path | variant | works here | cost | post-return penalty |", "|---|---|---|---|---|"]
     for e in entries:
-        why = f" ({e['why']})" if e["why"] else ""
-        out.append(f"| {e['title']} | {e['variant']} | {_yn(e['works'])}{why} | {e['cost']} | "
-                   f"{e.get('penalty') or '—'} |")
-    out += ["", "#### The return after the call", "", return_text(fp, data), "",
-            "#### FRED", "", fred_text(fp)]
+        why = f" ({md(e['why'])})" if e["why"] else ""
+        out.append(f"| {e['title']} | {e['variant']} | {_yn(e['works'])}{why} | {md(e['cost'])} | "
+                   f"{md(e.get('penalty')) or '—'} |")
+    out += ["", "#### The return after the call", "", return_text(fp, data, md), "",
+            "#### FRED", "", fred_text(fp, md)]
     for e in entries:
-        out += ["", f"#### {e['title']}", "", f"Needs: {e['needs']}.", ""]
+        out += ["", f"#### {e['title']}", "", f"Needs: {md(e['needs'])}.", ""]
         if e["kernel"]:
             out += [f"Kernel side: {e['kernel']}", ""]
         if e["disasm"]:
             out += [f"`{e['disasm_source']}`:", "", "```"] + e["disasm"] + ["```", ""]
         if e.get("vdso_disasm"):
             out += ["Live `__kernel_vsyscall` (`scripts/tw vdso`):", "", "```"] + e["vdso_disasm"] + ["```", ""]
-        out += [f"- {n}" for n in e["notes"]]
+        out += [f"- {md(n)}" for n in e["notes"]]
     return "\n".join(out).rstrip() + "\n"
 
 
 def update_doc(path, markdown):
-    text = Path(path).read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{path} has no {BEGIN} ... {END} section to replace")
+    """Replace the live section of the page at path with markdown: read once (bounded, a
+    regular file), written whole or not at all (core.files.write_text), never through a
+    link.  A page without both markers is a UserError naming it, and is left as it was."""
+    raw = files.read_regular(path, limit=16 << 20, what="documentation page")
+    if raw is None:
+        raise ui.UserError(f"{path}: no such file", "give the page whose live section to "
+                           "replace (docs/mechanisms.md)")
+    text = raw.decode("utf-8", errors="replace")
+    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
+        raise ui.UserError(f"{path}: has no {BEGIN} ... {END} section to replace",
+                           "add the two markers where the live section goes")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    Path(path).write_text(f"{head}{BEGIN}\n{markdown}{END}{tail}")
-
-
-def add_arguments(parser, name):
-    parser.add_argument("--results", metavar="DIR",
-                        help="results directory whose costs to show (default: results/latest)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--markdown", action="store_true", help="print the Markdown live section")
-    parser.add_argument("--update-doc", metavar="FILE",
-                        help="replace the live section of FILE (docs/mechanisms.md)")
-
-
-def main(args, name):
-    rdir = args.results or default_results()
-    data, label = costs_from(rdir)
-    fp, entries = collect(None, data)
-    if args.markdown or args.update_doc:
-        md = render_markdown(fp, entries, label, data)
-        if args.update_doc:
-            update_doc(args.update_doc, md)
-            ui.progress(f"updated the live section of {args.update_doc}")
-        else:
-            print(md, end="")
-        return 0
-    if args.json:
-        print(json.dumps({"machine": {k: fp.get(k) for k in ("host", "kernel", "cpu", "fred",
-                                                             "ia32_emulation", "vdso32", "libc")},
-                          "costs_from": label, "paths": entries,
-                          "return_after_call": return_text(fp, data), "fred": fred_text(fp)},
-                         indent=1, default=str))
-    else:
-        print(render_text(fp, entries, label))
-        print()
-        print("The return after the call: " + return_text(fp, data))
-        print()
-        print(fred_text(fp))
-    return 0
+    files.write_text(path, f"{head}{BEGIN}\n{markdown}{END}{tail}")

@@ -10,7 +10,8 @@ import io
 import json
 from dataclasses import dataclass, field
 
-from ..core import files
+from ..core import escape, files
+from .document import plain as _plain
 
 
 @dataclass
@@ -21,8 +22,10 @@ class Table:
     caption: str = ""
 
     def cells(self):
-        """Rows as strings: None becomes an em dash, numbers keep their text form."""
-        return [["—" if c is None else str(c) for c in r] for r in self.rows]
+        """Rows as strings: None becomes an em dash, numbers keep their text form; the
+        marks of outside text (present.document.outside) are dropped, since every cell of
+        a table is escaped whole by its exporter."""
+        return [["—" if c is None else _plain(str(c)) for c in r] for r in self.rows]
 
 
 class Exporter:
@@ -36,8 +39,9 @@ class JsonExporter(Exporter):
     suffix = "json"
 
     def render(self, table):
-        return json.dumps([dict(zip(table.headers, r)) for r in table.rows], indent=1,
-                          default=str) + "\n"
+        return json.dumps([dict(zip(table.headers, [_plain(c) if isinstance(c, str) else c
+                                                    for c in r])) for r in table.rows],
+                          indent=1, default=str) + "\n"
 
 
 class CsvExporter(Exporter):
@@ -47,7 +51,8 @@ class CsvExporter(Exporter):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(table.headers)
-        w.writerows([["" if c is None else c for c in r] for r in table.rows])
+        w.writerows([["" if c is None else _plain(c) if isinstance(c, str) else c for c in r]
+                     for r in table.rows])
         return buf.getvalue()
 
 
@@ -55,7 +60,8 @@ class MarkdownExporter(Exporter):
     suffix = "md"
 
     def render(self, table):
-        esc = [[c.replace("|", "\\|").replace("\n", " ") for c in r] for r in table.cells()]
+        # A cell is a value, never markup: every one is escaped (core.escape.markdown).
+        esc = [[escape.markdown(c) for c in r] for r in table.cells()]
         return ("| " + " | ".join(table.headers) + " |\n|" + "---|" * len(table.headers) + "\n"
                 + "".join("| " + " | ".join(r) + " |\n" for r in esc))
 
@@ -64,7 +70,10 @@ class TextExporter(Exporter):
     suffix = "txt"
 
     def render(self, table):
-        rows = [list(map(str, table.headers))] + table.cells()
+        # Cells hold what files and programs said: shown with their control characters
+        # visible (core.escape.terminal), so that a row is one line and sets no title.
+        rows = [list(map(str, table.headers))] + [[escape.terminal(c) for c in r]
+                                                  for r in table.cells()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(table.headers))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))

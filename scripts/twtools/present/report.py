@@ -15,7 +15,7 @@ from ..core import files, ui
 from ..machine import registry, tracers
 from . import atlas, plots
 from . import diagnose as present_diagnose, document, export as csv_export, tables
-from .document import EXPORTERS, Doc, export
+from .document import EXPORTERS, Doc, export, outside
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
 # (meta.json's stage names, tried in order; the first is the one named in messages)
@@ -35,9 +35,9 @@ def fmt_cell(c, unit="ns"):
     if c is None:
         return "not measured"
     if c.get("supported") is False:
-        return f"unsupported: {c.get('reason') or 'no reason given'}"
+        return f"unsupported: {outside(c.get('reason') or 'no reason given')}"
     if c.get("median") is None:
-        return f"unknown ({c.get('why') or 'no value recorded'})"
+        return f"unknown ({outside(c.get('why') or 'no value recorded')})"
     return fmt(c, unit)
 
 
@@ -45,7 +45,7 @@ def fmt_s(s, unit="s"):
     if s is None:
         return "—"
     if verdict_mod.is_blind(s):
-        return f"unknown ({s.get('why')})"
+        return f"unknown ({outside(s.get('why'))})"
     if s.get("median") is None:
         return "unknown"
     m = s["median"]
@@ -65,7 +65,7 @@ def missing(doc, data, stem):
     if st is None:
         why = f"stage {name} skipped: not recorded in meta.json"
     elif not st.get("ok"):
-        why = f"stage {name} failed: {st.get('error') or 'no error recorded'}"
+        why = f"stage {name} failed: {outside(st.get('error') or 'no error recorded')}"
     else:
         why = f"stage {name} ran but wrote no {stem}.json"
     doc.p(f"Not measured ({why}).")
@@ -99,7 +99,7 @@ def machine_title(data):
     virt = fp.get("virtualization")
     where = "bare metal" if virt in ("none", "bare metal") else f"{virt} guest" if virt else \
         "hypervisor unknown"
-    return f"{what} · {where} · host {host}"
+    return f"{outside(what)} · {outside(where)} · host {outside(host)}"
 
 
 def sec_title(doc, data):
@@ -117,7 +117,7 @@ def run_state(data):
     broken = sorted({c["variant"] for c in (data.get("percall") or {}).get("cells", [])
                      if c.get("status") == "broken"} |
                     {v["name"] for v in data.get("variants") or [] if v.get("status") == "broken"})
-    parts = [headline.rstrip(".")] if headline else []
+    parts = [outside(headline.rstrip("."))] if headline else []
     if broken:
         parts.append(f"**broken** here (they must work on this machine and did not): "
                      f"{', '.join(broken)}")
@@ -128,8 +128,10 @@ def sec_provenance(doc, data, results_dir):
     meta = data.get("meta") or {}
     an = data.get("analysis") or {}
     doc.h(2, "Provenance")
-    doc.p(f"Results directory: `{Path(results_dir).name}` · measured {meta.get('created_utc') or 'unknown date'} "
-          f"· mode `{meta.get('mode') or 'unknown'}` · schema `{meta.get('schema') or 'unknown'}` "
+    doc.p(f"Results directory: {outside(Path(results_dir).name)} · measured "
+          f"{outside(meta.get('created_utc') or 'unknown date')} "
+          f"· mode {outside(meta.get('mode') or 'unknown')} · schema "
+          f"{outside(meta.get('schema') or 'unknown')} "
           f"· measuring took {meta.get('duration_s', '?')} s · analysis version "
           f"{an.get('version')} (" + ", ".join(f"{k} {v}" for k, v in (an.get("methods") or {}).items())
           + "), every figure computed from the raw samples when this report was built.")
@@ -137,22 +139,23 @@ def sec_provenance(doc, data, results_dir):
         doc.p("Figures taken as stored, because the stage file predates raw samples: "
               + "; ".join(an["from_stored"]) + ".")
     doc.p("Rebuild this report (reads only the results directory, re-measures nothing):")
-    doc.code(ui.command_line(["scripts/tw", "report", str(results_dir)]))
+    doc.code(outside(ui.command_line(["scripts/tw", "report", str(results_dir)])))
     if meta.get("argv") or meta.get("command"):
         doc.p("The measurement was produced by (repeat it to re-measure):")
-        doc.code("\n".join(x for x in (meta.get("command"),
-                                         ui.command_line(meta.get("argv") or [])) if x))
+        doc.code("\n".join(outside(x) for x in (meta.get("command"),
+                                                  ui.command_line(meta.get("argv") or [])) if x))
     setting = meta.get("setting") or {}
     if setting:
         st = ", ".join(f"{k}: {v}" for k, v in (setting.get("status") or {}).items()) or "not readable"
-        doc.p(f"Speculation setting: `{setting.get('speculation') or 'kernel default'}` ({st}).")
+        doc.p(f"Speculation setting: {outside(setting.get('speculation') or 'kernel default')} "
+              f"({outside(st)}).")
     if meta.get("note"):
-        doc.p(f"Note recorded with the results: {meta['note']}")
+        doc.p(f"Note recorded with the results: {outside(meta['note'])}")
     st = meta.get("stages") or {}
     if st:
         doc.table(["stage", "ok", "seconds", "error"],
-                  [[k, "yes" if v.get("ok") else "**no**", v.get("seconds"), v.get("error")]
-                   for k, v in st.items()])
+                  [[outside(k), "yes" if v.get("ok") else "**no**", v.get("seconds"),
+                    outside(v.get("error"))] for k, v in st.items()])
 
 
 MATRIX_OPS = [("null", None), ("getppid", None), ("write-devnull", 1), ("write-file", 256),
@@ -193,9 +196,10 @@ def sec_matrix(doc, data, pdir):
           "(\"This host during the run\", below). † leads with the typical cost (the cell "
           "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
           "unstable. Every cell with its flags is in the per-call section below.")
-    why = {c["variant"]: c.get("reason") for c in pc["cells"] if c.get("supported") is False}
+    why = {c["variant"]: outside(c.get("reason")) for c in pc["cells"] if c.get("supported") is False}
     if why:
-        doc.p("Not measured here: " + "; ".join(f"{k}: {v}" for k, v in sorted(why.items())) + ".")
+        doc.p("Not measured here: " + "; ".join(f"{k}: {outside(v)}" for k, v in sorted(why.items()))
+              + ".")
     doc.plot(plots.plot_percall(pc, pdir), "Per-call cost by mechanism on one log scale: "
              "undisturbed (dot) and typical (circle), 95% intervals; red = unstable")
 
@@ -280,9 +284,9 @@ def sec_verdict_detail(doc, v):
         for r in v["reasons"]:
             doc.p(f"Note: {r}")
     rows = [
-        ["32-bit glibc entry path (this machine)", v.get("libc32_entry") or "unknown",
-         "; ".join(v.get("libc32_evidence") or [])],
-        ["32-bit vDSO instruction", v.get("vdso32_instruction") or "unknown", ""],
+        ["32-bit glibc entry path (this machine)", outside(v.get("libc32_entry") or "unknown"),
+         outside("; ".join(v.get("libc32_evidence") or []))],
+        ["32-bit vDSO instruction", outside(v.get("vdso32_instruction") or "unknown"), ""],
         ["32-int80 null call", fmt_cell(v.get("int80_null_ns")), ""],
         ["32-libc null call", fmt_cell(v.get("libc32_null_ns")), ""],
         [f"fast path ({v.get('fast_path') or 'none usable'}) null call", fmt_cell(v.get("fast_null_ns")), ""],
@@ -301,7 +305,7 @@ def sec_verdict_detail(doc, v):
                   [[r["platform"], r["mode"], r["calls"], r["real_s"], r["sys_s"],
                     (f"{r['explained_s']['median'] * 1e3:.3f} [{r['explained_s']['ci_low'] * 1e3:.3f}, "
                      f"{r['explained_s']['ci_high'] * 1e3:.3f}]") if r.get("explained_s") else "unknown",
-                    f"{100 * r['fraction']:.3f}%" if r.get("fraction") is not None else (r.get("why") or "unknown"),
+                    f"{100 * r['fraction']:.3f}%" if r.get("fraction") is not None else (outside(r.get("why")) or "unknown"),
                     f"{100 * r['cpu_bound_fraction']:.1f}%" if r.get("cpu_bound_fraction") is not None else "—"]
                    for r in v["seed_rows"]])
     b = v.get("bitness") or {}
@@ -310,7 +314,7 @@ def sec_verdict_detail(doc, v):
         rows = []
         for mode, m in sorted((b.get("modes") or {}).items()):
             if "why" in m:
-                rows.append([mode, "not measured", m["why"], "", ""])
+                rows.append([mode, "not measured", outside(m["why"]), "", ""])
             else:
                 f = m.get("faster_64_pct")
                 rows.append([mode, fmt_s(m["real_32_s"]), fmt_s(m["real_64_s"]),
@@ -341,8 +345,8 @@ def sec_fingerprint(doc, data):
         ["kernel", f"{(f.get('kernel') or {}).get('release')} {(f.get('kernel') or {}).get('version') or ''}"],
         ["OS", f.get("os") or "unknown"],
         ["mitigations (affected only)", mit_txt],
-        ["32-bit vDSO instruction", (vd.get("instruction") or f"unknown ({vd.get('why') or 'not found'})")
-         + (f" — {vd.get('why')}" if vd.get("instruction") and vd.get("why") else "")],
+        ["32-bit vDSO instruction", (vd.get("instruction") or f"unknown ({outside(vd.get('why')) or 'not found'})")
+         + (f" — {outside(vd.get('why'))}" if vd.get("instruction") and vd.get("why") else "")],
         ["32-bit libc entry", f"{(libc.get('32') or {}).get('entry') or 'unknown'} "
                               f"({(libc.get('32') or {}).get('path') or 'no path'})"],
         ["64-bit libc entry", (libc.get("64") or {}).get("entry") or "unknown"],
@@ -353,15 +357,18 @@ def sec_fingerprint(doc, data):
                                f"{(f.get('output_fs') or {}).get('path') or '?'}"],
         ["root", f.get("root")],
     ]
-    doc.table(["", "this machine"], rows)
+    # Every value of this table was read from the machine: all of it is outside text.
+    doc.table(["", "this machine"], [[k, outside(v)] for k, v in rows])
     inst = f.get("instruments") or []
     if inst:
         doc.table(["instrument", "works", "why not"],
-                  [[i.get("name"), "yes" if i.get("works") else "no", i.get("why")] for i in inst])
+                  [[outside(i.get("name")), "yes" if i.get("works") else "no",
+                    outside(i.get("why"))] for i in inst])
     if data.get("variants"):
         doc.table(["variant", "bits", "ABI", "mechanism", "supported", "reason"],
-                  [[v["name"], v["bits"], v["abi"], v["mechanism"], "yes" if v["supported"] else "no",
-                    v.get("reason")] for v in data["variants"]])
+                  [[v["name"], v["bits"], outside(v["abi"]), outside(v["mechanism"]),
+                    "yes" if v["supported"] else "no", outside(v.get("reason"))]
+                   for v in data["variants"]])
 
 
 def sec_field_example(doc, data):
@@ -373,7 +380,7 @@ def sec_field_example(doc, data):
         doc.p("Not measured (the field-example stage did not run).")
         return
     if not fe.get("diagnosis"):
-        doc.p(f"Not measured: {fe.get('why') or 'no trace recorded'}.")
+        doc.p(f"Not measured: {outside(fe.get('why')) or 'no trace recorded'}.")
         return
     doc.p(f"The seed's hypothesis asked whether a 32-bit runtime entering by `int 0x80` made "
           f"calls slow. Go's 32-bit runtime does exactly that today. The program ({fe['program']}) "
@@ -409,7 +416,7 @@ def sec_percall(doc, data, pdir):
         doc.p(f"Disturbance: {dist['disturbed']} of {dist['batches']} batches saw an involuntary "
               f"context switch or stolen time in their timed window; {dist['policy']}.")
     else:
-        doc.p(f"Disturbance: not counted ({dist.get('why') or 'unknown'}).")
+        doc.p(f"Disturbance: not counted ({outside(dist.get('why')) or 'unknown'}).")
     rows, shaky = [], []
     for c in pc.get("cells", []):
         r = c.get("undisturbed_ratio") if c.get("primary") == "undisturbed" else c.get("ratio")
@@ -489,13 +496,13 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                 if isinstance(v, dict) and v.get("median") is not None and scale != 1.0:
                     v = stats.scale(v, scale)
                 line.append(fmt(v, unit) if (v and not verdict_mod.is_blind(v)) else
-                            (f"unknown ({v.get('why')})" if v else "not measured"))
+                            (f"unknown ({outside(v.get('why'))})" if v else "not measured"))
             rows.append(line)
         doc.p(f"**{mode}** — {key.replace('_', ' ')} ({unit}):")
         doc.table(hdr, rows)
         for r in rs:
             if not r.get("supported", True):
-                doc.p(f"{r['variant']} unsupported: {r.get('reason') or 'no reason given'}.")
+                doc.p(f"{r['variant']} unsupported: {outside(r.get('reason')) or 'no reason given'}.")
         nun = sum(1 for r in rs for row in r.get("rows", []) if (row.get(key) or {}).get("unstable"))
         ncell = sum(len(r.get("rows", [])) for r in rs)
         if key == "wait_s" and mode == "async":
@@ -514,7 +521,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
         return
     sw = data["sweep_seed"]
     doc.p(f"{sw.get('input_bytes')} bytes per pass, {sw.get('reps')} repetitions, output on "
-          f"`{sw.get('fstype')}` ({sw.get('outfile_dir')}). Real time per write call:")
+          f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
     _sweep_table(doc, sw, "Seed sweep")
     _sweep_table(doc, sw, "Seed sweep", key="wait_s", unit="ms", scale=1e3)
     doc.plot(plots.plot_sweep_per_byte(sw, pdir), "Real time per byte vs BUFFSIZE, async and sync (log axes)")
@@ -542,7 +549,7 @@ def _stage_fits(doc, sw):
     doc.table(["variant", "mode", "a (ns per call) [95% CI]", "b (ns per byte) [95% CI]", "r²", "points / why"],
               [[f["variant"], f.get("mode"), ci(f.get("a_ns")), ci(f.get("b_ns_per_byte")),
                 f"{f['r2']:.3f}" if f.get("r2") is not None else "—",
-                f.get("n_points") if "a_ns" in f else f"no fit: {f.get('why')}"]
+                f.get("n_points") if "a_ns" in f else f"no fit: {outside(f.get('why'))}"]
                for f in sw["fits"]])
     knees = sw.get("knee") or {}
     if isinstance(knees, dict) and ("value" in knees or "why" in knees) and "async" not in knees:
@@ -551,7 +558,7 @@ def _stage_fits(doc, sw):
         if not isinstance(k, dict):
             continue
         if k.get("value") is None:
-            doc.p(f"Knee ({mode}): unknown ({k.get('why') or 'not computed'}).")
+            doc.p(f"Knee ({mode}): unknown ({outside(k.get('why')) or 'not computed'}).")
             continue
         doc.p(f"Knee ({mode}): mechanism differences (Δa = {k.get('delta_a_ns', float('nan')):.0f} ns, "
               f"{k.get('fastest')} to {k.get('slowest')}) drop below {100 * k.get('threshold', 0.01):.0f}% "
@@ -621,9 +628,9 @@ def sec_attribution(doc, data, pdir):
         return
     att = data["attribution"]
     if att.get("method") or att.get("notes"):
-        doc.p(f"Method: {att.get('method') or 'not recorded'}."
-              + (" " + " ".join(att["notes"]) if isinstance(att.get("notes"), list) else
-                 f" {att['notes']}" if att.get("notes") else ""))
+        doc.p(f"Method: {outside(att.get('method')) or 'not recorded'}."
+              + (" " + " ".join(map(outside, att["notes"])) if isinstance(att.get("notes"), list) else
+                 f" {outside(att['notes'])}" if att.get("notes") else ""))
     unsup = [r for r in att.get("rows", []) if r.get("supported") is False]
     rows = [r for r in att.get("rows", []) if r.get("supported") is not False]
     doc.table(["variant", "op", "size", "total", "loop (removed)", "entry/exit", "post-return penalty",
@@ -634,10 +641,10 @@ def sec_attribution(doc, data, pdir):
                 fmt(r.get("body_ns")) + (f" (CPU {fmt(r['body_cpu_ns'])})" if r.get("body_cpu_ns") else ""),
                 fmt(r.get("waiting_ns")) if r.get("waiting_ns") else "— (no waiting in this op)",
                 fmt(r.get("residual_ns")),
-                {True: "yes", False: "**no**", None: "unknown"}[r.get("consistent")], r.get("note")]
+                {True: "yes", False: "**no**", None: "unknown"}[r.get("consistent")], outside(r.get("note"))]
                for r in rows])
     if unsup:
-        doc.p("Unsupported here: " + "; ".join(sorted({f"{r['variant']} ({r.get('reason') or r.get('note') or 'no reason'})"
+        doc.p("Unsupported here: " + "; ".join(sorted({f"{r['variant']} ({outside(r.get('reason')) or outside(r.get('note')) or 'no reason'})"
                                                        for r in unsup})) + ".")
     bad = [f"{r['variant']} {r['op']}" for r in rows if r.get("consistent") is False]
     unk = [f"{r['variant']} {r['op']}" for r in rows if r.get("consistent") is None]
@@ -658,7 +665,7 @@ def sec_latency(doc, data, pdir):
     doc.table(["variant", "mode", "BUFFSIZE", "calls", "p50 ns", "p90 ns", "p99 ns", "note"],
               [[r["variant"], r["mode"], r.get("buffsize"), r.get("count"),
                 *(f"{(r.get('percentiles') or {}).get(p):.0f}" if (r.get("percentiles") or {}).get(p) is not None
-                  else "unknown" for p in ("p50", "p90", "p99")), r.get("why")] for r in runs])
+                  else "unknown" for p in ("p50", "p90", "p99")), outside(r.get("why"))] for r in runs])
     doc.plot(plots.plot_latency(data["latency"], pdir), "Write latency histograms (log2 bins), sync vs async")
 
 
@@ -667,9 +674,10 @@ def sec_observer(doc, data):
     if missing(doc, data, "observer"):
         return
     doc.table(["variant", "op", "tracer", "ns per call", "added ns per call", "available / why"],
-              [[r["variant"], r["op"], r["tracer"], fmt(r.get("ns_per_call")),
-                fmt(r.get("added_ns")) if r.get("added_ns") else "— (baseline)",
-                "yes" if r.get("available") else f"no: {r.get('why')}"] for r in data["observer"].get("rows", [])])
+              [[r["variant"], outside(r["op"]), outside(r["tracer"]),
+                outside(fmt(r.get("ns_per_call"))),
+                outside(fmt(r.get("added_ns"))) if r.get("added_ns") else "— (baseline)",
+                "yes" if r.get("available") else f"no: {outside(r.get('why'))}"] for r in data["observer"].get("rows", [])])
 
 
 def sec_tracers(doc, data):
@@ -688,12 +696,14 @@ def sec_tracers(doc, data):
                   [[r["variant"], r.get("expected"),
                     "—" if r.get("timewrite") is None else r["timewrite"]]
                    + ["not traced" if r["by_tracer"].get(n) is None else r["by_tracer"][n] for n in names]
-                   + [{True: "yes", False: "**no**"}.get(r["agree"], r.get("why") or "not checked")]
+                   + [{True: "yes", False: "**no**"}.get(r["agree"], outside(r.get("why")) or "not checked")]
                    for r in rows])
     for t_ in tracers.plugins():
         for caption, headers, trows in t_.tables(tr):
             doc.p(caption + ":")
-            doc.table(headers, trows)
+            # A plug-in's rows carry what its tracer printed and the stage file kept.
+            doc.table(headers, [[outside(c) if isinstance(c, str) else c for c in r]
+                                for r in trows])
 
 
 def sec_seed_beside(doc, data, pdir, seed_ref):
@@ -776,12 +786,19 @@ def build_doc(results_dir):
     return doc, v, data
 
 
+# What `tw report` writes into a results directory, the one list (cli's preflight refuses a
+# link or a misplaced directory among them before anything is written); the directories
+# among them hold files only.
+OUTPUTS = ("report.md", "report.html", "verdict.json", "plots", "tables")
+OUTPUT_DIRS = ("plots", "tables")
+
+
 def build_report(results_dir, formats=("md", "html")):
     """Write DIR/verdict.json, DIR/plots/*, DIR/report.<fmt>; return the first report's path."""
     # Only a results directory is written into, and only through regular files: a copied
     # directory may carry a symbolic link where report.md goes.
     results_dir = results.require_results_dir(results_dir)
-    files.refuse_links(results_dir, ("report.md", "report.html", "verdict.json", "plots", "tables"))
+    files.refuse_links(results_dir, OUTPUTS, OUTPUT_DIRS)
     doc, v, data = build_doc(results_dir)
     files.write_json(results_dir / "verdict.json", v)
     for table in tables.all_tables(data):

@@ -1,0 +1,47 @@
+"""`tw explain`: every way into the kernel, for the machine this runs on, with live
+disassembly and the measured costs of a results directory (twtools.present.explain builds
+the text and the Markdown; this is the command)."""
+import json
+
+from ..core import escape, ui
+from ..present import explain
+
+
+def add_arguments(parser, name):
+    parser.add_argument("--results", metavar="DIR",
+                        help="results directory whose costs to show (default: results/latest)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--markdown", action="store_true", help="print the Markdown live section")
+    parser.add_argument("--update-doc", metavar="FILE",
+                        help="replace the live section of FILE (docs/mechanisms.md), between its "
+                             f"{explain.BEGIN} and {explain.END} markers; the file is "
+                             "replaced whole or not at all, never written through a link")
+
+
+def main(args, name):
+    rdir = args.results or explain.default_results()
+    data, label = explain.costs_from(rdir)
+    fp, entries = explain.collect(None, data)
+    if args.markdown or args.update_doc:
+        md = explain.render_markdown(fp, entries, label, data)
+        if args.update_doc:
+            explain.update_doc(args.update_doc, md)
+            ui.progress(f"updated the live section of {args.update_doc}")
+        else:
+            print(md, end="")
+        return 0
+    if args.json:
+        # JSON escapes control characters itself (\u001b): no further escaping.
+        print(json.dumps({"machine": {k: fp.get(k) for k in ("host", "kernel", "cpu", "fred",
+                                                             "ia32_emulation", "vdso32", "libc")},
+                          "costs_from": label, "paths": entries,
+                          "return_after_call": explain.return_text(fp, data),
+                          "fred": explain.fred_text(fp)},
+                         indent=1, default=str))
+    else:
+        print(explain.render_text(fp, entries, label))
+        print()
+        print(escape.terminal("The return after the call: " + explain.return_text(fp, data)))
+        print()
+        print(escape.terminal(explain.fred_text(fp)))
+    return 0

@@ -1,0 +1,79 @@
+"""A fingerprint (twtools.machine.doctor) as the table `tw doctor` prints.
+
+Nearly every value in a fingerprint was read from a file of the machine (or of a recording
+given with --sysroot) or printed by a program: the host name, the CPU's model name, the
+mitigations, the libc's path.  Each line therefore goes to the terminal through
+core.escape.terminal(), so that a recorded machine whose cpuinfo holds an escape sequence
+cannot retitle or clear the user's terminal, nor a newline forge a line of the table.
+"""
+from ..core import escape
+
+
+def _yn(v):
+    return {True: "yes", False: "NO", None: "unknown"}[v]
+
+
+def format_table(fp):
+    """The fingerprint as lines of text, every one escaped for the terminal."""
+    why = fp.get("why", {})
+
+    def val(key, v):
+        if v is None:
+            return f"unknown ({why.get(key, 'not seen')})"
+        return v
+    cpu = fp["cpu"]
+    lines = ["Machine"]
+    rows = [
+        ("host", fp["host"]),
+        ("kernel", f"{fp['kernel']['release']} {fp['kernel']['version'] or ''}".strip()),
+        ("os", val("os", fp["os"])),
+        ("cpu", f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} ({cpu['model_name']}), "
+                f"{cpu['count']} CPUs"),
+        ("virtualization", f"{fp['virtualization']}"
+         + (f" (container: {fp['virtualization_detail']['container']})"
+            if fp["virtualization_detail"].get("container") not in (None, "none") else "")),
+        ("root", _yn(fp["root"])),
+        ("perf_event_paranoid", val("perf_event_paranoid", fp["perf_event_paranoid"])),
+        ("ptrace_scope", val("ptrace_scope", fp["ptrace_scope"])),
+        ("lockdown", val("lockdown", fp["lockdown"])),
+        ("BTF", _yn(fp["btf"])),
+        ("PMU counters", _yn(fp["pmu"]) + (f" ({why['pmu']})" if "pmu" in why else "")),
+        ("clocksource", val("clocksource", fp["clocksource"])),
+        ("invariant TSC", _yn(fp["invariant_tsc"])),
+        ("cpufreq governor", val("governor", fp["governor"])),
+        ("SMT", val("smt", fp["smt"])),
+        ("mitigations=", fp["mitigations_cmdline"] or "(default)"),
+        ("output fs", f"{fp['output_fs']['fstype']} at {fp['output_fs']['path']}"),
+    ]
+    w = max(len(r[0]) for r in rows + [("IA32 emulation", "")])
+    lines += [f"  {k:<{w}}  {v}" for k, v in rows]
+    vul = {k: v for k, v in fp["mitigations"].items() if not (v or "").startswith("Not affected")}
+    if vul:
+        lines.append("  vulnerabilities (not 'Not affected'):")
+        lines += [f"    {k}: {v}" for k, v in vul.items()]
+    lines.append("Entry paths")
+    v = fp["vdso32"]
+    erows = [
+        ("IA32 emulation", f"{_yn(fp['ia32_emulation'])}: {fp['ia32_detail'].get('why')}"),
+        ("FRED", f"{_yn(fp['fred'])}: {fp['fred_detail'].get('why')}"),
+        ("vDSO32 instruction", f"{v.get('instruction') or 'unknown'}"
+         + ("" if v.get("instruction") else f" ({v.get('why')})")),
+    ]
+    for bits in ("32", "64"):
+        l = fp["libc"].get(bits, {})
+        erows.append((f"libc {bits}-bit write", f"{l.get('entry')} ({l.get('path') or l.get('why')})"))
+    w2 = max(len(r[0]) for r in erows)
+    lines += [f"  {k:<{w2}}  {v}" for k, v in erows]
+    lines.append("Tools")
+    lines.append("  " + ", ".join(f"{k} {v or 'missing'}" for k, v in fp["tools"].items()))
+    lines.append("Instruments")
+    w3 = max(len(i["name"]) for i in fp["instruments"])
+    for i in fp["instruments"]:
+        lines.append(f"  {i['name']:<{w3}}  {_yn(i['works']):<7}" + (f"  {i['why']}" if i["why"] else ""))
+        if i["skipped"]:
+            lines.append(f"  {'':<{w3}}  {'':<7}  skipped: {'; '.join(i['skipped'])}")
+    if fp.get("consistency"):
+        lines.append("Consistency")
+        lines += [f"  ! {c}" for c in fp["consistency"]]
+    # A value may hold a newline: escaping line by line shows it as \n inside its own row.
+    return "\n".join(escape.terminal(line) for line in lines)
