@@ -13,7 +13,7 @@ their values, labelled as a range over runs.
 import math
 
 from ..analyse import atlas, fleet, stats
-from ..core import escape
+from .document import outside
 
 # The cells the side-by-side table shows (null calls: the entry path itself); the ratio
 # table ranks every cell both machines measured.
@@ -100,7 +100,7 @@ def section(doc, data, root=atlas.ATLAS):
     try:
         here = here_digest(data)
     except Exception as e:      # noqa: BLE001 - a damaged stage file is said, not fatal
-        doc.p(f"Not placed: this run's per-call matrix could not be digested ({escape.markdown(str(e))}).")
+        doc.p(f"Not placed: this run's per-call matrix could not be digested ({outside(str(e))}).")
         return
     if here is None:
         doc.p("Not placed: this run has no per-call matrix (percall.json).")
@@ -126,8 +126,8 @@ def section(doc, data, root=atlas.ATLAS):
     facts = lambda d: (f"{d['facts']['cpu_name']}, {d['facts']['cpu']}, "
                        f"{d['facts']['hypervisor']}, {d['facts']['kernel']}")
     doc.table(["machine", "facts", "runs"],
-              [["this run", escape.markdown(facts(here)), "1"]] +
-              [[escape.markdown(m), escape.markdown(facts(by[m][0])), str(len(by[m]))]
+              [["this run", outside(facts(here)), "1"]] +
+              [[outside(m), outside(facts(by[m][0])), str(len(by[m]))]
                for m in names])
     rows = []
     for col, c in here["cells"].items():
@@ -138,12 +138,12 @@ def section(doc, data, root=atlas.ATLAS):
             row.append(_txt(_theirs(by[m], col, "value"), " ns") + " · "
                        + _txt(_theirs(by[m], col, "ratio"), "×"))
         rows.append(row)
-    doc.table(["cell", "this machine"] + [escape.markdown(m) for m in names], rows)
+    doc.table(["cell", "this machine"] + [outside(m) for m in names], rows)
     for m in names:
         top = differ_most(here, by[m])
         if not top:
             continue
-        doc.p(f"Ratios that differ most from **{escape.markdown(m)}** (× own reference; "
+        doc.p(f"Ratios that differ most from **{outside(m)}** (× own reference; "
               "here / there):")
         rows = []
         for _, col, c, t in top:
@@ -151,7 +151,7 @@ def section(doc, data, root=atlas.ATLAS):
             rows.append([col, _fig(c, "ratio", "ratio_low", "ratio_high", "×"), _txt(t, "×"),
                          f"{q:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None
                                        else " (no interval)")])
-        doc.table(["cell", "here", f"{escape.markdown(m)}", "here / there [95% CI]"], rows)
+        doc.table(["cell", "here", f"{outside(m)}", "here / there [95% CI]"], rows)
     for s in skipped:
-        doc.warn(f"atlas entry {escape.markdown(s['machine'])}/{escape.markdown(s['run'])} "
-                 f"skipped: {escape.markdown(s['why'])}")
+        doc.warn(f"atlas entry {outside(s['machine'])}/{outside(s['run'])} "
+                 f"skipped: {outside(s['why'])}")
