@@ -5,7 +5,8 @@
 #   report   build + what measuring needs: python3 with a venv that has pip, strace,
 #            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing
 #   test     report + what only the tests need: chromium (the report in a real
-#            browser) and golang-go (a Go GOARCH=386 program)
+#            browser), golang-go (a Go GOARCH=386 program) and openssh-server (the
+#            fleet playbook's loopback test starts its own sshd on 127.0.0.1)
 #
 # Each check tries the capability (cc -m32 links, `python3 -m venv` gives a venv
 # whose pip runs), not only the presence of a command, because that is what
@@ -91,6 +92,8 @@ check() {
 	fi
 	# GOARCH=386 builds need only the toolchain's own support for linux/386.
 	need golang-go sh -c 'go tool dist list | grep -qx linux/386'
+	# tests/test_fleet_ansible.py runs its own sshd, on a loopback port, and stops it.
+	need openssh-server test -x /usr/sbin/sshd
 	if [ -n "${TW_SETUP_TEST-}" ]; then
 		need mmdebstrap mmdebstrap --version   # tests/test_setup_chroot.py builds a minbase root
 	fi
@@ -154,7 +157,20 @@ if [ ${#missing[@]} -gt 0 ]; then
 			sed 's/^/  /' >&2
 	}
 	echo "timewrite: installing ${#missing[@]} Debian packages: ${missing[*]} …" >&2
-	if ! apt-get -o DPkg::Lock::Timeout=300 install -y "${missing[@]}" >>"$log" 2>&1; then
+	# openssh-server's package scripts start a system sshd listening on every address; only
+	# the test's own loopback sshd is wanted.  Unless the machine already has a policy (a
+	# container image usually has one that forbids every start), forbid starts for this
+	# install only.
+	policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		policy=/usr/sbin/policy-rc.d
+		printf '#!/bin/sh\n# timewrite set-up: no service starts during its install\nexit 101\n' >"$policy" &&
+			chmod 755 "$policy" || policy=
+	fi
+	apt-get -o DPkg::Lock::Timeout=300 install -y "${missing[@]}" >>"$log" 2>&1
+	rc=$?
+	[ -n "$policy" ] && rm -f "$policy"
+	if [ "$rc" -ne 0 ]; then
 		show_update_error
 		fail "'$install'"
 	fi

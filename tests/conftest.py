@@ -41,6 +41,7 @@ CHECK_TIER = (
     "test_registry_readers.py",
     "test_extra_work.py",
     "test_tiers.py",
+    "test_fleet.py",
     "test_doctor.py::test_fake_",
 )
 

@@ -190,7 +190,7 @@ def installed_packages(stderr, n):
 
 NEEDED = {"make", "gcc", "gcc-multilib", "nasm", "python3", "python3-venv", "strace", "bpftrace",
           "linux-perf", "procps"}
-TEST_ONLY = {"chromium", "golang-go"}
+TEST_ONLY = {"chromium", "golang-go", "openssh-server"}
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,8 @@ COMMANDS = {
     "report": ("cli.report", "write report.md/report.html from a results directory"),
     "compare": ("cli.compare", "compare several results directories, with decisions"),
     "ab": ("cli.ab", "alternate two settings round by round and decide which is faster"),
+    "fleet": ("cli.fleet", "one view of many machines: groups, outliers, what explains them"),
+    "unpack": ("cli.unpack", "unpack a results archive fetched from a host, refusing hostile ones"),
 }
 
 EPILOG = ("exit status (every command):\n" + ui.exit_status_text() + "\n\n"

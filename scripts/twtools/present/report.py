@@ -13,7 +13,7 @@ from ..core.fmt import fmt
 from ..analyse import findings, percall, results, seedref, stats, verdict as verdict_mod
 from ..core import files, ui
 from ..machine import registry, tracers
-from . import plots
+from . import atlas, plots
 from . import census as present_census, diagnose as present_diagnose, document, \
     export as csv_export, tables
 from .document import EXPORTERS, Doc, export, outside
@@ -773,6 +773,7 @@ def build_doc(results_dir):
     sec_percall(body, data, pdir)
     sec_attribution(body, data, pdir)
     sec_fingerprint(body, data)
+    atlas.section(body, data)
     sec_seed_sweep(body, data, pdir, seed_ref)
     sec_tlpi(body, data, pdir, tlpi_ref)
     sec_writev(body, data)

@@ -1,0 +1,483 @@
+"""Many machines: one small digest per results directory, then the fleet's groups, the spread
+inside each group, the machines far from their group, and the facts that explain the
+differences, ranked.
+
+A fleet is hundreds or thousands of results directories fetched from machines the user does
+not fully control, so two things rule this module:
+
+  cheap   a digest reads only meta.json, fingerprint.json (both small, fully validated by
+          twtools.analyse.schema) and percall.json, and computes only the figure the fleet
+          compares: each cell's undisturbed cost.  percall.analyse() computes every figure
+          of the matrix (medians with clustered intervals, paired ratios, penalties), about
+          2 s per default-mode directory; the digest takes about a tenth of a second, which
+          is what makes 1000 directories fit in a minute (`tw fleet --bench`).
+  hostile every failure of one directory is one DataError naming the host and what is
+          wrong; the caller lists it and compares the rest.  percall.json is read bounded
+          (core.files.read_regular), must be strict JSON (no NaN, no Infinity), must carry a
+          percall schema this checkout reads, and every field the digest uses is checked
+          for type and for a plausible size (a batch value of 1e308 ns is not a
+          measurement).  The full schema walk of a 3 MB percall.json costs more than the
+          digest itself (about 1 s): the digest checks what it reads instead.
+
+The figure.  Issue 17's undisturbed cost (`undisturbed_ns` with `undisturbed_ci_low/high`),
+computed by stats.undisturbed over the same usable batches and round times as
+percall.cell_summary uses, is what the fleet compares.  Its interval (a delete-half
+jackknife over rounds) is four fifths of a digest's cost, so it is computed for the cells the
+view shows (`tw fleet --op`, every cell with `--op all`) and the reference cell; the other
+cells carry the same point figure (the pooled lower-tail mean) without one.  A checkout
+whose stats has no undisturbed estimate falls back to the k-best floor (`floor_ns`) and
+every output says "floor (no interval)".  No interval is ever invented: figures without one
+say so, and a ratio of two such figures has none either.
+"""
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from ..core import files
+from ..core.ui import DataError
+from . import percall, results, schema, stats
+
+ANALYSIS = "fleet/1"
+# The figure, by the keys issue 17 defines; FALLBACK is used (and named) until they exist.
+UNDISTURBED = ("undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high")
+FALLBACK = "floor_ns"
+LABEL_UNDISTURBED = "undisturbed [95% CI]"
+LABEL_FALLBACK = "floor (no interval)"
+# A batch value (ns per call) at or above this is not a measurement: no system call takes
+# ten seconds of CPU, and 1e308 would overflow every sum it enters.
+MAX_NS = 1e10
+# The facts of a machine the fleet groups by (fingerprint.json; machine/doctor.py).
+FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
+FACT_NAMES = {"vendor": "vendor", "cpu": "CPU model", "hypervisor": "hypervisor",
+              "kernel": "kernel", "mitigations": "mitigations", "ia32": "IA32 emulation",
+              "fred": "FRED", "vdso": "32-bit vDSO instruction"}
+# Outliers: a machine whose figure is further than this share from its group's median, and
+# outside the group's own spread (OUTLIER_MADS robust deviations), with at least
+# OUTLIER_MIN machines in the group to have a median worth standing apart from.
+OUTLIER_REL = 0.10
+OUTLIER_MADS = 3.0
+OUTLIER_MIN = 3
+
+
+def cell_name(variant, op, size=None, shape="ret"):
+    """A cell's column name: '64-int80 null', '64-libc write-file 256 B', '... jmp'."""
+    s = f"{variant} {op}"
+    if size:
+        s += f" {size} B"
+    if shape and shape != "ret":
+        s += f" {shape}"
+    return s
+
+
+# ---- one directory --------------------------------------------------------------------------
+
+def _json(path, raw):
+    """Strict JSON (orjson: no NaN, no Infinity, no integer beyond 64 bits), or DataError
+    naming the file.  orjson parses a 3 MB stage file about three times faster than the
+    standard library, which is most of a digest's cost."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise DataError(f"{path.name}: not valid strict JSON ({e.msg} at line {e.lineno} "
+                        f"column {e.colno}; stage files never hold NaN or infinity)") from None
+    except RecursionError:
+        raise DataError(f"{path.name}: nested too deeply to be a stage file") from None
+
+
+NUMBER = {float, int}
+
+
+def _round_values(where, rounds):
+    """([usable batch values of each round as a float array], [each round's time]): as
+    percall.cell_summary gathers them (percall.usable(): without the disturbed batches, or
+    all of them when every batch of a round was), after checking that every value is a
+    plausible number.  The values of all rounds are converted and checked in one array,
+    then cut back into rounds: per-round numpy calls were most of the cost."""
+    if not isinstance(rounds, list):
+        raise DataError(f"percall.json: {where}.rounds: expected a list")
+    flat, lens, times = [], [], []
+    for i, rd in enumerate(rounds):
+        if not isinstance(rd, dict):
+            raise DataError(f"percall.json: {where}.rounds[{i}]: expected an object")
+        vals = rd.get("samples_ns") or []
+        if not isinstance(vals, list) or not set(map(type, vals)) <= NUMBER:
+            raise DataError(f"percall.json: {where}.rounds[{i}].samples_ns: expected a list "
+                            "of numbers")
+        dist = rd.get("disturbed")
+        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
+            vals = list(itertools.compress(vals, [not d for d in dist]))
+        flat.extend(vals)
+        lens.append(len(vals))
+        t = rd.get("t_s", rd.get("round"))
+        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+    a = np.asarray(flat, dtype=float)
+    if a.size:
+        ok = np.isfinite(a) & (np.abs(a) < MAX_NS)
+        if not ok.all():
+            raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
+                            f"measurement (at most {MAX_NS:g} ns)")
+    return np.split(a, np.cumsum(lens)[:-1]) if lens else [], times
+
+
+def undisturbed(doc, cell, where, interval=True):
+    """{value, ci_low, ci_high, estimator} of one raw cell: issue 17's undisturbed cost,
+    computed exactly as percall.cell_summary computes undisturbed_ns (stats.undisturbed over
+    the same usable batches and round times), with its interval.  A checkout whose stats has
+    no undisturbed estimate falls back to the k-best floor (floor_ns), without an interval."""
+    rounds, _legacy = percall.rounds_of(doc, cell)
+    vals, times = _round_values(where, rounds)
+    if hasattr(stats, "undisturbed"):
+        if not interval:
+            # The same figure (the pooled lower-tail mean is the estimate itself), without
+            # the delete-half jackknife, which is four fifths of a digest's cost.
+            pooled = np.concatenate(vals) if vals else np.empty(0)
+            v = stats.tail_mean(pooled) if pooled.size else None
+            return {"value": v, "ci_low": None, "ci_high": None, "estimator": UNDISTURBED[0]}
+        u = stats.undisturbed(vals, times=times if None not in times else None)
+        return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
+                "estimator": UNDISTURBED[0]}
+    a = np.concatenate(vals) if vals else np.empty(0)
+    if a.size > stats.FLOOR_K:
+        # stats.floor looks at the k smallest values only: hand it just those.
+        a = np.partition(a, stats.FLOOR_K - 1)[:stats.FLOOR_K]
+    fl = stats.floor(a)
+    return {"value": fl["value"], "ci_low": None, "ci_high": None, "estimator": FALLBACK}
+
+
+def from_analysed(cell):
+    """{value, ci_low, ci_high, estimator} of an analysed cell (percall.analyse()): the
+    undisturbed keys when present, else floor_ns without an interval."""
+    if cell.get(UNDISTURBED[0]) is not None:
+        return {"value": cell[UNDISTURBED[0]], "ci_low": cell.get(UNDISTURBED[1]),
+                "ci_high": cell.get(UNDISTURBED[2]), "estimator": UNDISTURBED[0]}
+    return {"value": cell.get(FALLBACK), "ci_low": None, "ci_high": None,
+            "estimator": FALLBACK}
+
+
+def _str(v, limit=200):
+    return v[:limit] if isinstance(v, str) else None
+
+
+def facts(fp, meta=None):
+    """The facts a fleet groups by, each a short string ('unknown' when the fingerprint does
+    not say), from fingerprint.json."""
+    fp = fp or {}
+    cpu = fp.get("cpu") or {}
+    virt = fp.get("virtualization")
+    vd = fp.get("vdso32") or {}
+    kern = fp.get("kernel") or {}
+
+    def yn(v):
+        return "yes" if v is True else "no" if v is False else "unknown"
+    model = (f"family {cpu.get('family')} model {cpu.get('model')}"
+             if cpu.get("family") is not None and cpu.get("model") is not None else "unknown")
+    return {"vendor": _str(cpu.get("vendor")) or "unknown",
+            "cpu": model,
+            "cpu_name": _str(cpu.get("model_name")) or "unknown",
+            "hypervisor": _str(virt) if isinstance(virt, str) else
+            ("none" if virt is False else "unknown"),
+            "kernel": _str(kern.get("release")) or "unknown",
+            "mitigations": _str(fp.get("mitigations_cmdline")) or "default",
+            "ia32": yn(fp.get("ia32_emulation")),
+            "fred": yn(fp.get("fred")),
+            "vdso": _str(vd.get("instruction")) or ("none" if vd.get("available") is False
+                                                     else "unknown")}
+
+
+def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
+    """The digest of one machine from its parsed percall.json, fingerprint and meta: the
+    facts, and per cell {value, ci_low, ci_high, ratio, ratio_low, ratio_high}.  Intervals
+    are computed for the cells of interval_ops (every cell when None), and for the reference
+    cell, which every ratio needs."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise DataError("percall.json: has no list of cells")
+    try:
+        schema.schema_of("percall", doc)
+    except schema.Invalid as e:
+        raise DataError(f"percall.json: {e.path}: {e.what}", e.hint) from None
+    cells = {}
+    for i, c in enumerate(doc["cells"]):
+        if not isinstance(c, dict) or not c.get("supported"):
+            continue
+        v, op, size, shape = (c.get("variant"), c.get("op"), c.get("size"),
+                              c.get("shape") or "ret")
+        if not (isinstance(v, str) and schema.VARIANT_RE.match(v) and isinstance(op, str)
+                and (size is None or (isinstance(size, int) and not isinstance(size, bool)))
+                and isinstance(shape, str)):
+            raise DataError(f"percall.json: cells[{i}]: variant, op, size or shape is not "
+                            "what tw writes")
+        ref0 = doc.get("reference") or {}
+        want = interval_ops is None or op in interval_ops or (
+            v == (ref0.get("variant") or "64-syscall") and op == (ref0.get("op") or "null")
+            and shape == (ref0.get("shape") or "ret"))
+        fig = undisturbed(doc, c, f"cells[{i}]", interval=want)
+        if fig["value"] is None:
+            continue
+        cells[cell_name(v, op, size, shape)] = dict(fig, variant=v, op=op, size=size,
+                                                    shape=shape)
+    ref = doc.get("reference") or {}
+    rname = cell_name(ref.get("variant") or "64-syscall", ref.get("op") or "null", None,
+                      ref.get("shape") or "ret")
+    _ratios(cells, cells.get(rname))
+    estimators = sorted({c["estimator"] for c in cells.values()})
+    return {"host": host, "facts": facts(fp, meta), "reference": rname,
+            "estimator": estimators[0] if len(estimators) == 1 else ",".join(estimators),
+            "created_utc": _str((meta or {}).get("created_utc")),
+            "mode": _str((meta or {}).get("mode")) or _str(doc.get("mode")),
+            "state": _str((meta or {}).get("state")), "cells": cells}
+
+
+def _ratios(cells, ref):
+    """Each cell × the machine's own reference cell; the interval only when both have one
+    (stats.ratio_summary, by quadrature on the log scale)."""
+    for c in cells.values():
+        c["ratio"] = c["ratio_low"] = c["ratio_high"] = None
+        if ref is None or not ref.get("value"):
+            continue
+        c["ratio"] = c["value"] / ref["value"]
+        if c is ref:
+            # The reference against itself is 1 exactly, not an interval around it.
+            c["ratio_low"] = c["ratio_high"] = 1.0
+            continue
+        if c.get("ci_low") is not None and ref.get("ci_low") is not None:
+            r = stats.ratio_summary(
+                {"median": c["value"], "ci_low": c["ci_low"], "ci_high": c["ci_high"]},
+                {"median": ref["value"], "ci_low": ref["ci_low"], "ci_high": ref["ci_high"]})
+            if r:
+                c["ratio_low"], c["ratio_high"] = r["ci_low"], r["ci_high"]
+
+
+def read_percall(d):
+    """percall.json of a results directory, parsed (bounded read, strict JSON)."""
+    path = Path(d) / "percall.json"
+    raw = files.read_regular(path, inside=d)
+    if raw is None:
+        raise DataError("percall.json is absent: the bench stage did not run there")
+    return _json(path, raw)
+
+
+def digest(d, host, interval_ops=None):
+    """The digest of one results directory (see the module docstring); DataError with one
+    line saying what is wrong."""
+    d = results.require_results_dir(d)
+    meta, _ = results.read_stage(d, "meta")
+    fp, _ = results.read_stage(d, "fingerprint")
+    if fp is None:
+        raise DataError("fingerprint.json is absent: the doctor stage did not run there")
+    return digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
+
+
+def safe_digest(job):
+    """digest() for a worker process: (digest, None) or (None, why).  Only expected
+    failures become a why; a bug still raises."""
+    host, d, ops = job if len(job) == 3 else (*job, None)
+    try:
+        return digest(d, host, ops), None
+    except DataError as e:
+        return None, e.line()
+    except OSError as e:
+        return None, f"{e.filename or d}: {e.strerror}"
+
+
+# ---- the fleet ------------------------------------------------------------------------------
+
+def _median_ci(vals):
+    lo, hi = stats.median_ci(vals)
+    return float(np.median(vals)), lo, hi
+
+
+def groups_of(digests):
+    """[(group key as {fact: value}, [digest])]: machines grouped by the facts that differ
+    across the fleet, largest group first.  Facts every machine shares group nothing."""
+    differ = [f for f in FACTS if len({d["facts"][f] for d in digests}) > 1]
+    by = {}
+    for d in digests:
+        by.setdefault(tuple(d["facts"][f] for f in differ), []).append(d)
+    out = [({f: k[i] for i, f in enumerate(differ)}, ms) for k, ms in by.items()]
+    out.sort(key=lambda g: (-len(g[1]), [str(v) for v in g[0].values()]))
+    return differ, out
+
+
+def columns(digests, op=None):
+    """The cells shown as columns: those measured on at least one machine (optionally one
+    operation), in the order of the first machine that has each, the 'ret' shape only."""
+    seen = {}
+    for d in digests:
+        for name, c in d["cells"].items():
+            if c["shape"] == "ret" and (op is None or c["op"] == op):
+                seen.setdefault(name, None)
+    return list(seen)
+
+
+def group_stats(members, cols, key="ratio"):
+    """Per column: {n, median, ci_low, ci_high (of the median, order statistics), min, max,
+    spread (max/min - 1)} of the members' figures."""
+    out = {}
+    for col in cols:
+        vals = [m["cells"][col][key] for m in members
+                if col in m["cells"] and m["cells"][col].get(key) is not None]
+        if not vals:
+            out[col] = None
+            continue
+        med, lo, hi = _median_ci(vals)
+        mn, mx = min(vals), max(vals)
+        out[col] = {"n": len(vals), "median": med, "ci_low": lo, "ci_high": hi,
+                    "min": mn, "max": mx, "spread": (mx / mn - 1) if mn > 0 else None}
+    return out
+
+
+def outliers(groups, cols, key="value"):
+    """Machines far from their group's median in a column: |gap| > OUTLIER_REL and beyond
+    OUTLIER_MADS robust deviations of the group.  The gap's interval combines the machine's
+    own interval (when its figure has one) with the order-statistics interval of the group's
+    median; when the machine's figure has none, that is said."""
+    out = []
+    for gkey, members in groups:
+        if len(members) < OUTLIER_MIN:
+            continue
+        for col in cols:
+            pts = [(m, m["cells"][col]) for m in members if col in m["cells"]
+                   and m["cells"][col].get(key) is not None]
+            if len(pts) < OUTLIER_MIN:
+                continue
+            vals = np.asarray([c[key] for _, c in pts])
+            med = float(np.median(vals))
+            if med <= 0:
+                continue
+            mad = float(np.median(np.abs(vals - med))) * 1.4826
+            far = [(m, c) for m, c in pts if abs(c[key] / med - 1) > OUTLIER_REL
+                   and abs(c[key] - med) > OUTLIER_MADS * mad]
+            if not far:
+                continue
+            # The group median's interval only where there is an outlier to give a gap to:
+            # it is the costly part, and most groups and cells have none.
+            glo, ghi = stats.median_ci(vals)
+            for m, c in far:
+                gap = c[key] / med - 1
+                lo_key, hi_key = ("ci_low", "ci_high") if key == "value" else \
+                    ("ratio_low", "ratio_high")
+                own = c.get(lo_key) is not None
+                a = {"median": c[key], "ci_low": c[lo_key] if own else c[key],
+                     "ci_high": c[hi_key] if own else c[key]}
+                r = stats.ratio_summary(a, {"median": med, "ci_low": glo, "ci_high": ghi})
+                out.append({"host": m["host"], "group": gkey, "column": col, "value": c[key],
+                            "group_median": med, "gap": gap,
+                            "gap_low": (r["ci_low"] - 1) if r else None,
+                            "gap_high": (r["ci_high"] - 1) if r else None,
+                            "interval": "machine and group median" if own else
+                            "group median only: the machine's figure has no interval"})
+    out.sort(key=lambda o: -abs(o["gap"]))
+    return out
+
+
+def explain(digests, cols, differ, top=10):
+    """The facts that explain the differences between machines, ranked: for each column's
+    ratio (× the machine's own reference call) and each fact that differs, the share of the
+    variance of log(ratio) the fact's values explain (eta squared), the extreme values with
+    their median ratio, and which other facts are the same or differ between those two sets
+    of machines.  Facts that split the fleet identically cannot be told apart: said so."""
+    found = []
+    parts = {f: tuple(d["facts"][f] for d in digests) for f in differ}
+    for col in cols:
+        idx = [i for i, d in enumerate(digests) if col in d["cells"]
+               and d["cells"][col].get("ratio")]
+        if len(idx) < 2:
+            continue
+        y = np.log([digests[i]["cells"][col]["ratio"] for i in idx])
+        tot = float(((y - y.mean()) ** 2).sum())
+        if tot <= 0:
+            continue
+        for f in differ:
+            byv = {}
+            for j, i in enumerate(idx):
+                byv.setdefault(digests[i]["facts"][f], []).append(j)
+            if len(byv) < 2:
+                continue
+            between = sum(len(js) * (y[js].mean() - y.mean()) ** 2 for js in
+                          (np.asarray(v) for v in byv.values()))
+            eta = float(between / tot)
+            meds = {v: float(np.exp(np.median(y[np.asarray(js)]))) for v, js in byv.items()}
+            lo_v, hi_v = min(meds, key=meds.get), max(meds, key=meds.get)
+            effect = meds[hi_v] / meds[lo_v]
+            lo_set = [digests[idx[j]] for j in byv[lo_v]]
+            hi_set = [digests[idx[j]] for j in byv[hi_v]]
+            same, diff = [], []
+            for g in FACTS:
+                if g == f:
+                    continue
+                a = {d["facts"][g] for d in lo_set}
+                b = {d["facts"][g] for d in hi_set}
+                (same if a == b and len(a) == 1 else diff if not (a & b) else []).append(g)
+            twins = [g for g in differ if g != f and _same_partition(parts[f], parts[g])]
+            diff = [g for g in diff if g not in twins]
+            found.append({"column": col, "fact": f, "eta2": eta, "effect": effect,
+                          "low": {"value": lo_v, "ratio": meds[lo_v], "n": len(lo_set)},
+                          "high": {"value": hi_v, "ratio": meds[hi_v], "n": len(hi_set)},
+                          "same": same, "differs": diff, "inseparable_from": twins})
+    found.sort(key=lambda e: (-e["eta2"], -e["effect"]))
+    # One line per column and partition: a fact and its inseparable twins are one finding.
+    out, seen = [], set()
+    for e in found:
+        k = (e["column"], tuple(sorted([e["fact"]] + e["inseparable_from"])))
+        if k in seen or e["effect"] < 1 + OUTLIER_REL:
+            continue
+        seen.add(k)
+        out.append(e)
+    return out[:top]
+
+
+def _same_partition(a, b):
+    """Whether two fact columns split the machines into the same sets."""
+    m1, m2 = {}, {}
+    for x, y in zip(a, b):
+        if m1.setdefault(x, y) != y or m2.setdefault(y, x) != x:
+            return False
+    return True
+
+
+def sentence(e):
+    """One line for an explaining fact: 'int 0x80 / fast path: 3.8× on model 143 vs 60× on
+    model 106; same kernel; hypervisor differs'."""
+    name = FACT_NAMES[e["fact"]]
+    def n(k):
+        return f"{k} machine" + ("s" if k != 1 else "")
+    s = (f"{e['column']} × reference: {e['low']['ratio']:.3g}× where {name} is "
+         f"{e['low']['value']} ({n(e['low']['n'])}) vs {e['high']['ratio']:.3g}× where "
+         f"it is {e['high']['value']} ({n(e['high']['n'])}); explains {100 * e['eta2']:.0f}% "
+         "of the variance")
+    if e["inseparable_from"]:
+        s += "; inseparable here from " + ", ".join(FACT_NAMES[g] for g in e["inseparable_from"])
+    if e["same"]:
+        s += "; same " + ", ".join(FACT_NAMES[g] for g in e["same"])
+    if e["differs"]:
+        s += "; " + ", ".join(FACT_NAMES[g] for g in e["differs"]) + " also differ" \
+            if len(e["differs"]) > 1 else f"; {FACT_NAMES[e['differs'][0]]} also differs"
+    return s
+
+
+def view(digests, refused, op="null"):
+    """The fleet view: machines, groups with their spread, outliers, explaining facts."""
+    digests = sorted(digests, key=lambda d: d["host"])
+    allcols = columns(digests)
+    cols = [c for c in allcols if digests and any(
+        d["cells"][c]["op"] == op for d in digests if c in d["cells"])] if op else allcols
+    differ, groups = groups_of(digests)
+    est = sorted({d["estimator"] for d in digests})
+    label = LABEL_UNDISTURBED if est == [UNDISTURBED[0]] else LABEL_FALLBACK
+    return {"analysis": ANALYSIS, "figure": label, "estimators": est, "op": op,
+            "columns": cols, "all_columns": allcols, "differ": differ,
+            "machines": digests, "refused": refused,
+            "groups": [{"facts": g, "hosts": [m["host"] for m in ms], "n": len(ms),
+                        "ratio": group_stats(ms, cols, "ratio"),
+                        "value": group_stats(ms, cols, "value")} for g, ms in groups],
+            # Outliers in the cells the view shows (--op): over every cell of a thousand
+            # machines the group medians' intervals alone would take most of a minute.
+            "outliers": outliers(groups, cols, "value"),
+            "explain": explain(digests, cols, differ)}
+
+
+def finite_or_none(x):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None

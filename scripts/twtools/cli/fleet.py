@@ -1,0 +1,199 @@
+"""tw fleet DIR...: one view of many machines (machines × mechanisms on the undisturbed figure,
+grouped by what differs, outliers, explaining facts), as HTML, CSV and JSON.
+
+Each DIR is a results directory, or a collection folder as the fleet playbook fills it: one
+folder per host, holding that host's results directory (the newest, when there are several).
+Every directory is untrusted input: one that is damaged or hostile is one line on stderr
+naming the host and what is wrong, and the rest are compared.  Nothing is written outside
+--out, and nothing found in a directory is run.
+"""
+import concurrent.futures as cf
+import os
+import sys
+from pathlib import Path
+
+from ..analyse import fleet as afleet
+from ..analyse import results
+from ..core import escape, files, paths, ui
+from ..core.ui import DataError, UserError
+from ..present import fleet as pfleet
+
+STATUS = "status.json"   # what the playbook says about a host that sent no results
+
+
+def add_arguments(p, name):
+    p.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="results directories, or collection folders (one folder per host)")
+    p.add_argument("--out", metavar="DIR",
+                   help="folder for fleet.html, fleet.csv, fleet.json (default: a new "
+                        "results/fleet-<UTC time>-<pid>); it must not exist or be empty")
+    p.add_argument("--json", action="store_true", help="print the fleet view as JSON on stdout")
+    p.add_argument("--op", default="null", metavar="OP",
+                   help="the operation the heat map shows (default null; 'all' for every "
+                        "cell); the CSV and JSON hold every cell")
+    p.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="worker processes reading directories (default: one per CPU)")
+    p.add_argument("--bench", type=int, metavar="N",
+                   help="the scale benchmark: make N synthetic results directories from the "
+                        "atlas (data/machines), compare them, print wall time and peak memory")
+
+
+def _newest(host_dir):
+    """(the newest results directory inside a host folder by name, or None; why there is
+    none: the reason a folder that looked like one was refused).  Symbolic links are never
+    followed."""
+    found, why = [], None
+    with os.scandir(host_dir) as it:
+        for e in sorted(it, key=lambda e: e.name):
+            if e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
+                ok, w = results.is_results_dir(e.path)
+                if ok:
+                    found.append(e.name)
+                elif os.path.lexists(os.path.join(e.path, "meta.json")):
+                    why = w
+    return (Path(host_dir) / found[-1] if found else None), why
+
+
+def _status_why(host_dir):
+    """The playbook's reason for a host that sent no results, when it wrote one."""
+    import json
+    try:
+        raw = files.read_regular(Path(host_dir) / STATUS, inside=host_dir, limit=1 << 16)
+        st = json.loads(raw) if raw else None
+    except (DataError, ValueError, OSError):
+        return None
+    if isinstance(st, dict) and isinstance(st.get("why"), str):
+        return f"{st.get('state', 'failed')}: {st['why'][:500]}"
+    return None
+
+
+def discover(dirs):
+    """([(host, results dir)], [{host, why}]) from the command line's DIRs."""
+    jobs, refused = [], []
+    for d in dirs:
+        p = Path(d)
+        if results.is_results_dir(p)[0]:
+            jobs.append((p.name or str(p), p))
+            continue
+        if p.is_symlink() or not p.is_dir():
+            refused.append({"host": str(p), "why": "not a results directory or a collection "
+                                                   "folder" + (" (a symbolic link)" if p.is_symlink() else "")})
+            continue
+        with os.scandir(p) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        hosts = 0
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            if e.is_symlink():
+                refused.append({"host": e.name, "why": f"{e.name} is a symbolic link in the "
+                                                       "collection; refusing to follow it"})
+                continue
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            hosts += 1
+            if results.is_results_dir(e.path)[0]:
+                jobs.append((e.name, Path(e.path)))
+                continue
+            newest, why = _newest(e.path)
+            if newest is None:
+                refused.append({"host": e.name, "why": _status_why(e.path) or why or
+                                "no results directory in its folder"})
+            else:
+                jobs.append((e.name, newest))
+        if not hosts:
+            refused.append({"host": str(p), "why": "not a results directory, and no host "
+                                                   "folders in it"})
+    return jobs, refused
+
+
+def compare(jobs, workers=0, progress=True, op=None):
+    """(digests, refused) for [(host, dir)], read by a pool of worker processes; intervals
+    for the cells of operation op (every cell when None)."""
+    ops = None if op is None else (op,)
+    jobs = [(h, d, ops) for h, d in jobs]
+    digests, refused = [], []
+    workers = workers or os.cpu_count() or 1
+    done = 0
+    step = max(1, len(jobs) // 10)
+
+    def take(job, res):
+        nonlocal done
+        d, why = res
+        if d is None:
+            refused.append({"host": job[0], "why": why})
+        else:
+            digests.append(d)
+        done += 1
+        if progress and len(jobs) >= 20 and done % step == 0:
+            ui.progress(f"fleet: {done}/{len(jobs)} directories read")
+    if workers <= 1 or len(jobs) < 4:
+        for job in jobs:
+            take(job, afleet.safe_digest(job))
+    else:
+        with cf.ProcessPoolExecutor(max_workers=workers) as ex:
+            for job, res in zip(jobs, ex.map(afleet.safe_digest, jobs,
+                                             chunksize=max(1, len(jobs) // (workers * 8)))):
+                take(job, res)
+    return digests, refused
+
+
+def out_dir(arg):
+    """The output folder: made new (default) or an existing empty one; never merged."""
+    if arg is None:
+        return files.new_directory(paths.RESULTS, "fleet")
+    p = Path(arg)
+    if p.is_symlink():
+        raise UserError(f"{p}: is a symbolic link; give a real folder for --out")
+    if p.exists():
+        if not p.is_dir() or any(p.iterdir()):
+            raise UserError(f"{p}: exists and is not an empty folder; outputs never merge",
+                            "give a new folder with --out")
+    else:
+        p.mkdir(parents=True)
+    return p
+
+
+def run(dirs, out_arg, op, workers, as_json, stream=None):
+    stream = stream or sys.stdout
+    jobs, refused = discover(dirs)
+    if len({h for h, _ in jobs}) != len(jobs):
+        seen, uniq = set(), []
+        for h, d in jobs:
+            label = h if h not in seen else f"{h} ({d})"
+            seen.add(h)
+            uniq.append((label, d))
+        jobs = uniq
+    if not jobs:
+        for r in refused:
+            print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
+                  file=sys.stderr)
+        raise DataError("no results directory to compare (each refused above); nothing written")
+    out = out_dir(out_arg)
+    digests, bad = compare(jobs, workers, op=None if op == "all" else op)
+    refused += bad
+    for r in refused:
+        print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
+              file=sys.stderr)
+    view = afleet.view(digests, refused, None if op == "all" else op)
+    with files.confined(out):
+        pfleet.write(view, out)
+    if as_json:
+        import json
+        stream.write(json.dumps(view, indent=1, allow_nan=False) + "\n")
+    else:
+        stream.write(pfleet.text(view, out))
+    return view, out
+
+
+def main(args, name):
+    if args.bench is not None:
+        from . import fleetbench
+        return fleetbench.main(args)
+    if not args.dirs:
+        raise UserError("give at least one results directory or collection folder",
+                        "see tw fleet --help")
+    view, _ = run(args.dirs, args.out, args.op, args.jobs, args.json)
+    if not view["machines"]:
+        raise DataError("no directory could be compared (each refused above)")
+    return ui.EXIT_DATA if view["refused"] else ui.EXIT_OK

@@ -1,0 +1,166 @@
+"""tw fleet --bench N: does the fleet view scale?  N synthetic results directories are made
+from the atlas's real runs (data/machines/), then `tw fleet` compares them in a child process
+whose wall time and peak memory are printed.  The targets (issue 21): 1000 directories in at
+most 60 s and 2 GiB.  Figures are printed, never asserted: the machine's load decides them.
+
+Synthetic, but of the real schema and size: each directory is one atlas run with every batch
+value of each variant scaled by a factor drawn for that machine (a log-normal spread of 15%,
+and a machine-wide factor), its facts (CPU model, hypervisor, kernel) drawn from a small set so
+that groups form, and a host name of its own.  Every stage file the fleet reads is as large as
+a default-mode run's (percall.json about 3 MB), so reading is measured at full cost.
+"""
+import concurrent.futures as cf
+import functools
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from ..analyse import atlas, results
+from ..core import files, paths, ui
+from ..core.ui import UserError
+
+TARGET_S = 60.0
+TARGET_BYTES = 2 << 30
+HYPERVISORS = ("kvm", "kvm", "xen", "microsoft", "none")
+KERNELS = ("6.1.0-28-amd64", "6.12.9-amd64", "6.18.44")
+
+
+def _templates():
+    out = []
+    for machine, run in atlas.runs():
+        meta, _ = results.read_stage(run, "meta")
+        fp, _ = results.read_stage(run, "fingerprint")
+        out.append((machine, run, meta, fp))
+    if not out:
+        raise UserError(f"no atlas runs in {paths.shown(atlas.ATLAS)}: the benchmark makes its "
+                        "directories from them")
+    return out
+
+
+def _scale_rounds(cell, k):
+    for rd in cell.get("rounds") or []:
+        for key in ("samples_ns", "raw_ns"):
+            if isinstance(rd.get(key), list):
+                rd[key] = np.round(np.asarray(rd[key], dtype=float) * k, 4).tolist()
+
+
+@functools.lru_cache(maxsize=8)
+def _template_text(run):
+    """An atlas run's percall.json, decompressed once per worker process."""
+    return orjson.dumps(atlas._percall_xz(Path(run)))
+
+
+def make_one(job):
+    """Write one synthetic results directory; returns its path."""
+    i, run, meta, fp, root = job
+    rng = random.Random(i)
+    doc = orjson.loads(_template_text(run))
+    machine_k = rng.lognormvariate(0, 0.10)
+    per_variant = {}
+    for c in doc.get("cells", []):
+        v = c.get("variant")
+        if v not in per_variant:
+            per_variant[v] = machine_k * rng.lognormvariate(0, 0.15)
+        _scale_rounds(c, per_variant[v])
+    host = f"bench-{i:05d}"
+    fp = json.loads(json.dumps(fp))
+    fp["host"] = host
+    cpu = fp.setdefault("cpu", {})
+    cpu["model"] = int(cpu.get("model") or 0) + rng.choice((0, 0, 1, 2))
+    fp["virtualization"] = rng.choice(HYPERVISORS)
+    fp.setdefault("kernel", {})["release"] = rng.choice(KERNELS)
+    meta = dict(meta, host=host, pid=100000 + i)
+    d = Path(root) / host / f"{host}-run"
+    d.mkdir(parents=True)
+    files.write_text(d / "meta.json", json.dumps(meta))
+    files.write_text(d / "fingerprint.json", json.dumps(fp))
+    # Indented as tw writes it (core.files.write_json), so the file is as large as a real one.
+    files.write_bytes(d / "percall.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    return str(d)
+
+
+def make(n, root, workers):
+    """N synthetic directories under root/<host>/; returns the seconds it took."""
+    tpl = _templates()
+    jobs = [(i, str(tpl[i % len(tpl)][1]), tpl[i % len(tpl)][2], tpl[i % len(tpl)][3], str(root))
+            for i in range(n)]
+    t = time.perf_counter()
+    step = max(1, n // 10)
+    with cf.ProcessPoolExecutor(max_workers=workers) as ex:
+        for k, _ in enumerate(ex.map(make_one, jobs, chunksize=4), 1):
+            if k % step == 0:
+                ui.progress(f"fleet bench: {k}/{n} synthetic directories written")
+    return time.perf_counter() - t
+
+
+def measure(collection, out, workers):
+    """Run `tw fleet` on the collection in a child; (wall s, CPU s of the child and its
+    workers, exit status, peak RSS of the largest process in bytes, its stdout, stderr).
+    The CPU time is what a loaded machine does not change much: on a shared host the wall
+    time measures the neighbours too."""
+    cmd = [sys.executable, str(paths.ROOT / "scripts" / "tw"), "fleet", str(collection),
+           "--out", str(out), "--jobs", str(workers)]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = p.communicate()
+    wall = time.perf_counter() - t
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru.ru_utime + ru.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return wall, cpu, p.returncode, ru.ru_maxrss * 1024, stdout.decode(errors="replace"), \
+        stderr.decode(errors="replace")
+
+
+def main(args):
+    n = args.bench
+    if n < 1:
+        raise UserError("--bench N needs N >= 1")
+    workers = args.jobs or os.cpu_count() or 1
+    keep = args.out is not None
+    base = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="tw-fleet-bench-"))
+    if keep:
+        if base.exists() and any(base.iterdir()):
+            raise UserError(f"{base}: exists and is not empty; outputs never merge")
+        base.mkdir(parents=True, exist_ok=True)
+    try:
+        coll, out = base / "collection", base / "view"
+        coll.mkdir()
+        ui.progress(f"fleet bench: writing {n} synthetic results directories from the atlas "
+                    f"({workers} workers)")
+        gen = make(n, coll, workers)
+        # The child must not inherit the generation pool's peak: it is measured alone.
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        ui.progress(f"fleet bench: tw fleet over {n} directories ({workers} workers) ...")
+        wall, cpu, rc, peak, stdout, stderr = measure(coll, out, workers)
+        if rc not in (0, ui.EXIT_DATA):
+            raise UserError(f"tw fleet failed (exit {rc}): {stderr.strip().splitlines()[-1:] or ''}")
+        first = stdout.splitlines()[0] if stdout else ""
+        peak_note = "" if peak > before else \
+            f" (the generation pool peaked higher, {before >> 20} MiB: the child's own peak is at most that)"
+        print(f"tw fleet --bench {n}: {first.removeprefix('tw fleet: ')}")
+        print(f"  writing the synthetic directories: {gen:.1f} s (not counted)")
+        print(f"  comparing them: wall time {wall:.1f} s (target <= {TARGET_S:.0f} s: "
+              f"{'met' if wall <= TARGET_S else 'NOT met'})")
+        print(f"  CPU time: {cpu:.1f} s over tw fleet and its workers ({cpu / workers:.1f} s "
+              f"each if shared evenly: the wall time on {workers} idle CPUs)")
+        print(f"  peak memory: {peak / (1 << 20):.0f} MiB in the largest process{peak_note}; at "
+              f"most {(peak * (workers + 1)) / (1 << 20):.0f} MiB over tw fleet and its {workers} "
+              f"workers together (target <= {TARGET_BYTES >> 20} MiB: "
+              f"{'met' if peak * (workers + 1) <= TARGET_BYTES else 'NOT met'})")
+        print(f"  on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end")
+        if keep:
+            print(f"  kept: {base}")
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+    return 0

@@ -1,0 +1,157 @@
+"""The report's section placing this machine among the atlas (data/machines/): its
+undisturbed costs beside theirs, and the ratios (× each machine's own 64-bit syscall null)
+that differ most.
+
+Both sides come from twtools.analyse.fleet's digest, so they use one figure: issue 17's
+undisturbed cost with its 95% interval (a checkout without it falls back to the k-best floor
+and says "floor (no interval)").  A ratio's interval combines the cell's and the reference's
+by quadrature on the log scale (stats.ratio_summary, as if independent: they were measured
+in the same rounds, so the interval is if anything wide).  An atlas machine measured more
+than once shows the median of its runs, the envelope of their intervals, and the range of
+their values, labelled as a range over runs.
+"""
+import math
+
+from ..analyse import atlas, fleet, stats
+from .document import outside
+
+# The cells the side-by-side table shows (null calls: the entry path itself); the ratio
+# table ranks every cell both machines measured.
+SHOWN_OP = "null"
+TOP = 3
+
+
+def _g(x):
+    return "—" if x is None else (f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}")
+
+
+def _fig(c, key="value", lo="ci_low", hi="ci_high", unit=" ns"):
+    if c is None or c.get(key) is None:
+        return "—"
+    s = _g(c[key]) + unit
+    if c.get(lo) is not None and c.get(hi) is not None:
+        s += f" [{_g(c[lo])}, {_g(c[hi])}]"
+    return s
+
+
+def _theirs(runs, col, key):
+    """An atlas machine's figure for one cell over its runs: {median (of the runs), ci_low,
+    ci_high (the envelope of the runs' intervals, None when a run has none), lo, hi (the
+    range of the runs' values), n}."""
+    lk, hk = ("ci_low", "ci_high") if key == "value" else ("ratio_low", "ratio_high")
+    cs = sorted((r["cells"][col] for r in runs if col in r["cells"]
+                 and r["cells"][col].get(key) is not None), key=lambda c: c[key])
+    if not cs:
+        return None
+    vals = [c[key] for c in cs]
+    n = len(vals)
+    mid = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+    lows, highs = [c.get(lk) for c in cs], [c.get(hk) for c in cs]
+    env = (min(lows), max(highs)) if None not in lows and None not in highs else (None, None)
+    return {"median": mid, "ci_low": env[0], "ci_high": env[1], "lo": vals[0], "hi": vals[-1],
+            "n": n}
+
+
+def _txt(t, unit):
+    if t is None:
+        return "—"
+    s = _g(t["median"]) + unit
+    if t["ci_low"] is not None:
+        s += f" [{_g(t['ci_low'])}, {_g(t['ci_high'])}]"
+    if t["n"] > 1:
+        s += f" (runs {_g(t['lo'])}–{_g(t['hi'])})"
+    return s
+
+
+def here_digest(data):
+    raw = (data.get("raw") or {}).get("percall")
+    if not raw:
+        return None
+    meta = data.get("meta") or {}
+    return fleet.digest_doc(raw, data.get("fingerprint"), meta, meta.get("host") or "this run")
+
+
+def _quotient(c, t):
+    """here / there of a cell's ratio, with its interval by quadrature on the log scale when
+    both sides have one (stats.ratio_summary); (value, low, high or None)."""
+    here = {"median": c["ratio"], "ci_low": c.get("ratio_low"), "ci_high": c.get("ratio_high")}
+    there = {"median": t["median"], "ci_low": t["ci_low"], "ci_high": t["ci_high"]}
+    if here["ci_low"] is not None and there["ci_low"] is not None:
+        r = stats.ratio_summary(here, there)
+        if r:
+            return r["median"], r["ci_low"], r["ci_high"]
+    return c["ratio"] / t["median"], None, None
+
+
+def differ_most(here, runs, top=TOP):
+    """The cells whose ratio here differs most (on the log scale) from an atlas machine's."""
+    rows = []
+    for col, c in here["cells"].items():
+        t = _theirs(runs, col, "ratio")
+        if c["shape"] != "ret" or c.get("ratio") is None or t is None or t["median"] <= 0:
+            continue
+        rows.append((abs(math.log(c["ratio"] / t["median"])), col, c, t))
+    rows.sort(key=lambda r: -r[0])
+    return rows[:top]
+
+
+def section(doc, data, root=atlas.ATLAS):
+    doc.h(2, "This machine among the machines measured before")
+    try:
+        here = here_digest(data)
+    except Exception as e:      # noqa: BLE001 - a damaged stage file is said, not fatal
+        doc.p(f"Not placed: this run's per-call matrix could not be digested ({outside(str(e))}).")
+        return
+    if here is None:
+        doc.p("Not placed: this run has no per-call matrix (percall.json).")
+        return
+    digests, skipped = atlas.load(root)
+    meta = data.get("meta") or {}
+    # This very run, if it is in the atlas, is not compared with itself.
+    digests = [d for d in digests if not (d.get("pid") == meta.get("pid")
+                                          and d.get("created_utc") == meta.get("created_utc"))]
+    if not digests:
+        doc.p("No other machine in data/machines/ to compare with.")
+        return
+    by = atlas.machines(digests)
+    label = fleet.LABEL_UNDISTURBED if here["estimator"] == fleet.UNDISTURBED[0] else \
+        fleet.LABEL_FALLBACK
+    doc.p(f"Figure: **{label}**, ns per call, and × each machine's own {here['reference']} "
+          "call, [95% interval]. The atlas (data/machines/, docs/many-machines.md) keeps each "
+          "machine's raw rounds, analysed here with this checkout's method; a machine measured "
+          "more than once shows the median of its runs, the envelope of their intervals and "
+          "the range over its runs. The seed's published "
+          "platforms are not in it: they are the seed's figures (docs/seed-report.md).")
+    names = list(by)
+    facts = lambda d: (f"{d['facts']['cpu_name']}, {d['facts']['cpu']}, "
+                       f"{d['facts']['hypervisor']}, {d['facts']['kernel']}")
+    doc.table(["machine", "facts", "runs"],
+              [["this run", outside(facts(here)), "1"]] +
+              [[outside(m), outside(facts(by[m][0])), str(len(by[m]))]
+               for m in names])
+    rows = []
+    for col, c in here["cells"].items():
+        if c["op"] != SHOWN_OP or c["shape"] != "ret":
+            continue
+        row = [col, _fig(c) + " · " + _fig(c, "ratio", "ratio_low", "ratio_high", "×")]
+        for m in names:
+            row.append(_txt(_theirs(by[m], col, "value"), " ns") + " · "
+                       + _txt(_theirs(by[m], col, "ratio"), "×"))
+        rows.append(row)
+    doc.table(["cell", "this machine"] + [outside(m) for m in names], rows)
+    for m in names:
+        top = differ_most(here, by[m])
+        if not top:
+            continue
+        doc.p(f"Ratios that differ most from **{outside(m)}** (× own reference; "
+              "here / there):")
+        rows = []
+        for _, col, c, t in top:
+            q, lo, hi = _quotient(c, t)
+            rows.append([col, _fig(c, "ratio", "ratio_low", "ratio_high", "×"), _txt(t, "×"),
+                         f"{q:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None
+                                       else " (no interval)")])
+        doc.table(["cell", "here", f"{outside(m)}", "here / there [95% CI]"], rows)
+    for s in skipped:
+        doc.warn(f"atlas entry {outside(s['machine'])}/{outside(s['run'])} "
+                 f"skipped: {outside(s['why'])}")

@@ -1,0 +1,201 @@
+"""The fleet view (twtools.analyse.fleet.view) as a page, a CSV, a JSON file and a terminal
+summary.
+
+The page must stay readable for a thousand machines, so it leads with the groups (one row
+each: the facts that set it apart, how many machines, the median figure per mechanism and
+the spread inside the group) as a heat map, and lists a group's machines only on demand,
+inside a <details> element.  Every string that came from a results directory (host names,
+CPU names, kernel releases) is escaped for where it goes: html.escape for the page,
+escape.terminal for the terminal (and before html.escape, so that
+control characters show on the page too), and a CSV cell that a spreadsheet would run as a formula
+(=, +, -, @) is prefixed with a quote.
+"""
+import csv
+import html
+import io
+import json
+import math
+
+from ..analyse import fleet as afleet
+from ..core import escape, files
+
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _g(x, unit=""):
+    if x is None:
+        return "—"
+    return f"{x:.3g}{unit}" if abs(x) < 1000 else f"{x:.0f}{unit}"
+
+
+def _ci(lo, hi, unit=""):
+    return f" [{_g(lo)}, {_g(hi)}]" if lo is not None and hi is not None else ""
+
+
+def _heat(ratio):
+    """A background colour for a ratio to the machine's own reference call: white at 1×,
+    deep red at 100× and beyond, on a log scale (22 ns and 6 µs on one page)."""
+    if ratio is None or ratio <= 0:
+        return "#eeeeee"
+    t = max(0.0, min(1.0, math.log10(max(ratio, 1.0)) / 2))
+    g = int(255 - 175 * t)
+    return f"rgb(255,{g},{int(255 - 215 * t)})"
+
+
+# ---- terminal ---------------------------------------------------------------------------------
+
+def text(view, out=None):
+    """A few lines for the terminal: counts, refused hosts, groups, outliers, explanations."""
+    lines = [f"tw fleet: {len(view['machines'])} machines compared, "
+             f"{len(view['refused'])} refused; figure: {view['figure']}; "
+             f"op: {view['op'] or 'all'}"]
+    if 0 < len(view["machines"]) <= 20:
+        lines.append("machines: " + ", ".join(escape.terminal(m["host"]) for m in view["machines"]))
+    lines.append(f"groups by what differs ({', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing differs'}):")
+    for g in view["groups"][:20]:
+        facts = "; ".join(f"{afleet.FACT_NAMES[k]} {v}" for k, v in g["facts"].items()) or "all machines"
+        lines.append(f"  {g['n']:>5} machine{'s' if g['n'] != 1 else ' '}: {escape.terminal(facts)}")
+    if len(view["groups"]) > 20:
+        lines.append(f"  ... {len(view['groups']) - 20} more groups (see the page)")
+    if view["outliers"]:
+        lines.append("outliers (gap to the group's median [95% CI]):")
+        for o in view["outliers"][:10]:
+            lines.append(f"  {escape.terminal(o['host'])} {o['column']}: {_g(o['value'])} ns vs "
+                         f"{_g(o['group_median'])} ns, {100 * o['gap']:+.0f}%"
+                         + (f" [{100 * o['gap_low']:+.0f}, {100 * o['gap_high']:+.0f}]"
+                            if o["gap_low"] is not None else "") + f" ({o['interval']})")
+    if view["explain"]:
+        lines.append("what explains the differences, ranked:")
+        for e in view["explain"][:8]:
+            lines.append("  " + escape.terminal(afleet.sentence(e)))
+    if out:
+        lines.append(f"written: {escape.path(out)}/fleet.html, fleet.csv, fleet.json")
+    return "\n".join(lines) + "\n"
+
+
+# ---- CSV: one row per machine and cell ------------------------------------------------------
+
+def _safe(v):
+    s = "" if v is None else str(v)
+    return "'" + s if s.startswith(FORMULA) else s
+
+
+def csv_text(view):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    fk = [f for f in afleet.FACTS]
+    w.writerow(["host"] + fk + ["cpu_name", "cell", "estimator", "ns", "ns_ci_low", "ns_ci_high",
+                                "x_reference", "x_ci_low", "x_ci_high", "reference"])
+    for m in view["machines"]:
+        for name in view["all_columns"]:
+            c = m["cells"].get(name)
+            if c is None:
+                continue
+            w.writerow([_safe(m["host"])] + [_safe(m["facts"][f]) for f in fk]
+                       + [_safe(m["facts"]["cpu_name"]), name, c["estimator"], c["value"],
+                          c["ci_low"], c["ci_high"], c["ratio"], c["ratio_low"],
+                          c["ratio_high"], m["reference"]])
+    return buf.getvalue()
+
+
+# ---- HTML -------------------------------------------------------------------------------------
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:100%;margin:1em 2em;color:#111}
+.tbl{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:#f4f4f4}td.l,th.l{text-align:left;white-space:normal;min-width:14em}details{margin:.3em 0}
+summary{cursor:pointer}.refused{color:#a00}small{color:#555}"""
+
+
+def _e(s):
+    """Text from a results directory on the page: control characters shown visibly (an ESC
+    or BEL has no business in a page either), then HTML-escaped."""
+    return html.escape(escape.terminal(str(s)), quote=True)
+
+
+def _group_row(view, g):
+    facts = "; ".join(f"{afleet.FACT_NAMES[k]}: {v}" for k, v in g["facts"].items()) or "all"
+    cells = []
+    for col in view["columns"]:
+        r, v = g["ratio"].get(col), g["value"].get(col)
+        if not r:
+            cells.append('<td style="background:#eee">—</td>')
+            continue
+        spread = f"<br><small>spread {100 * r['spread']:.0f}%</small>" if r["spread"] is not None else ""
+        cells.append(f'<td style="background:{_heat(r["median"])}" title="median of {r["n"]} '
+                     f'machines; median ns {_g(v["median"]) if v else "—"}">'
+                     f'{_g(r["median"], "×")}<br><small>{_g(v["median"]) if v else "—"} ns</small>'
+                     f'{spread}</td>')
+    return f'<tr><td class="l">{_e(facts)}</td><td>{g["n"]}</td>{"".join(cells)}</tr>'
+
+
+def _machine_rows(view, hosts, byhost):
+    rows = []
+    for h in hosts:
+        m = byhost[h]
+        cells = []
+        for col in view["columns"]:
+            c = m["cells"].get(col)
+            if c is None:
+                cells.append('<td style="background:#eee">—</td>')
+                continue
+            cells.append(f'<td style="background:{_heat(c["ratio"])}">{_g(c["ratio"], "×")}'
+                         f'{_ci(c["ratio_low"], c["ratio_high"])}<br><small>{_g(c["value"])} ns'
+                         f'{_ci(c["ci_low"], c["ci_high"])}</small></td>')
+        rows.append(f'<tr><td class="l">{_e(h)}<br><small>{_e(m["facts"]["cpu_name"])}; '
+                    f'{_e(m["facts"]["kernel"])}</small></td>{"".join(cells)}</tr>')
+    return rows
+
+
+def page(view):
+    cols = view["columns"]
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    byhost = {m["host"]: m for m in view["machines"]}
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           "<title>timewrite fleet</title>", f"<style>{CSS}</style></head><body>",
+           f"<h1>{len(view['machines'])} machines</h1>",
+           f"<p>Figure: <strong>{_e(view['figure'])}</strong>, each machine's own cost per call "
+           f"and × its own reference call ({_e(view['machines'][0]['reference']) if view['machines'] else '—'}). "
+           f"Groups by what differs: {_e(', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing')}. "
+           "Colour: × reference on a log scale (white 1×, red 100×).</p>"]
+    if view["refused"]:
+        out.append(f"<h2>Refused ({len(view['refused'])})</h2><ul>")
+        out += [f'<li class="refused">{_e(r["host"])}: {_e(r["why"])}</li>' for r in view["refused"]]
+        out.append("</ul>")
+    if view["explain"]:
+        out.append("<h2>What explains the differences</h2><ol>")
+        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in view["explain"]]
+        out.append("</ol>")
+    out.append(f"<h2>Groups</h2><div class=\"tbl\"><table><thead><tr><th class=\"l\">group</th>"
+               f"<th>machines</th>{head}</tr></thead><tbody>")
+    out += [_group_row(view, g) for g in view["groups"]]
+    out.append("</tbody></table></div>")
+    out.append("<h2>Machines, by group</h2>")
+    for g in view["groups"]:
+        facts = "; ".join(f"{afleet.FACT_NAMES[k]}: {v}" for k, v in g["facts"].items()) or "all"
+        out.append(f"<details><summary>{_e(facts)} ({g['n']} machine{'s' if g['n'] != 1 else ''})</summary>"
+                   f'<div class="tbl"><table><thead><tr><th class="l">host</th>{head}</tr></thead><tbody>')
+        out += _machine_rows(view, g["hosts"], byhost)
+        out.append("</tbody></table></div></details>")
+    if view["outliers"]:
+        out.append("<h2>Outliers</h2><div class=\"tbl\"><table><thead><tr><th class=\"l\">host</th>"
+                   "<th class=\"l\">cell</th><th>ns</th><th>group median ns</th><th>gap [95% CI]</th>"
+                   "<th class=\"l\">interval from</th></tr></thead><tbody>")
+        for o in view["outliers"][:200]:
+            gap = f"{100 * o['gap']:+.1f}%" + (f" [{100 * o['gap_low']:+.1f}, {100 * o['gap_high']:+.1f}]"
+                                                if o["gap_low"] is not None else "")
+            out.append(f'<tr><td class="l">{_e(o["host"])}</td><td class="l">{_e(o["column"])}</td>'
+                       f'<td>{_g(o["value"])}</td><td>{_g(o["group_median"])}</td><td>{gap}</td>'
+                       f'<td class="l">{_e(o["interval"])}</td></tr>')
+        out.append("</tbody></table></div>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def write(view, out):
+    """fleet.html, fleet.csv and fleet.json inside out (the caller confines writes to it)."""
+    files.write_text(out / "fleet.html", page(view))
+    files.write_text(out / "fleet.csv", csv_text(view))
+    # Compact (a thousand machines' cells are tens of MB indented), and never NaN.
+    files.write_bytes(out / "fleet.json",
+                      json.dumps(view, allow_nan=False, separators=(",", ":")).encode() + b"\n")
