@@ -162,6 +162,13 @@ def test_error_lines_show_control_characters(tmp_path):
     assert p.returncode == ui.EXIT_DATA, line
 
 
+def test_usage_errors_show_control_characters():
+    """argparse quotes the bad value in its error line: escaped too."""
+    p = tw("report", "DIR", "--format", "md\x1b]0;pwned\x07")
+    assert p.returncode == 2 and "\x1b" not in p.stderr, repr(p.stderr)
+    assert "md\\x1b]0;pwned\\x07" in p.stderr.splitlines()[-1]
+
+
 def test_progress_lines_show_control_characters(capsys):
     ui.progress("wrote /tmp/x\x1b[2J\nforged")
     ui.warn("a\x1b]0;t\x07", "b\n")

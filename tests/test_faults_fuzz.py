@@ -39,7 +39,8 @@ from twtools.present import export, tables
 
 FIXTURES = ROOT / "tests" / "fixtures"
 DIRS = [FIXTURES / "results-fixture"] + sorted(
-    p for p in (FIXTURES / "icelake").glob("*") if (p / "meta.json").exists())
+    p for p in [FIXTURES / "icelake", *(FIXTURES / "icelake").glob("*")]
+    if (p / "meta.json").is_file())
 # (directory, stem) for every stage file present; meta.json is the directory's own check
 CASES = [(d, s) for d in DIRS for s in results.STEMS if (d / f"{s}.json").exists()]
 BYTE_MUTANTS = 240          # per stage file (12 files: 2880 cases in the recorded fixture)

@@ -215,6 +215,15 @@ def _preflight(name, args):
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its error line escaped for the terminal: it quotes the bad value, which
+    may be a file name holding control characters."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(ui.EXIT_USAGE, escape.terminal(f"{self.prog}: error: {message}") + "\n")
+
+
 def main(argv=None):
     closed = _open_std_streams()
     if "stdout" in closed:
@@ -224,7 +233,7 @@ def main(argv=None):
     debug = bool(os.environ.get("TW_DEBUG"))
     while argv and argv[0] == "--debug":
         debug, argv = True, argv[1:]
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tw", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="timewrite: compare, trace and explain how programs enter the Linux kernel.")
     parser.add_argument("--debug", action="store_true",
@@ -243,7 +252,7 @@ def main(argv=None):
     previous = proc.install_signal_handlers()
     try:
         module = importlib.import_module(f"twtools.{COMMANDS[name][0]}")
-        cmd = argparse.ArgumentParser(prog=f"tw {name}", description=COMMANDS[name][1],
+        cmd = _Parser(prog=f"tw {name}", description=COMMANDS[name][1],
                                       epilog=EPILOG,
                                       formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(cmd, name)

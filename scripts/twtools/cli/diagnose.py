@@ -29,7 +29,8 @@ def add_arguments(parser, name):
         "per-syscall latency, and what its entry path cost on this machine against the "
         "fastest path available to it, with 95% intervals.  Uses bpftrace (root), else "
         "strace.  Exit status: the program's own when it ran, 2 on bad usage, 1 when it "
-        "could not be traced.")
+        "could not be traced, 3 when --results DIR/percall.json is damaged or not a regular "
+        "file inside DIR (checked before the program runs).")
     parser.usage = "tw diagnose [options] (--pid PID | -- CMD [ARGS...])"
     parser.add_argument("--pid", type=options.int_range(1, 1 << 22), metavar="PID",
                         help="trace this running process (and children it starts) instead of a command")

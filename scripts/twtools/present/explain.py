@@ -282,6 +282,16 @@ def _yn(v):
     return {True: "yes", False: "no", None: "unknown"}[v]
 
 
+def _fenced(lines):
+    """Disassembly as a fenced block: objdump prints what a file holds (a symbol name may
+    hold anything), so the fence is longer than any run of backticks in it, and each line
+    shows its control characters."""
+    body = [escape.terminal(line) for line in lines]
+    longest = max((len(r) for line in body for r in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence] + body + [fence, ""]
+
+
 def render_markdown(fp, entries, label, data=None):
     """The live section of docs/mechanisms.md for this machine."""
     cpu = fp.get("cpu") or {}
@@ -304,9 +314,9 @@ def render_markdown(fp, entries, label, data=None):
         if e["kernel"]:
             out += [f"Kernel side: {e['kernel']}", ""]
         if e["disasm"]:
-            out += [f"`{e['disasm_source']}`:", "", "```"] + e["disasm"] + ["```", ""]
+            out += [f"{md(e['disasm_source'])}:", ""] + _fenced(e["disasm"])
         if e.get("vdso_disasm"):
-            out += ["Live `__kernel_vsyscall` (`scripts/tw vdso`):", "", "```"] + e["vdso_disasm"] + ["```", ""]
+            out += ["Live `__kernel_vsyscall` (`scripts/tw vdso`):", ""] + _fenced(e["vdso_disasm"])
         out += [f"- {md(n)}" for n in e["notes"]]
     return "\n".join(out).rstrip() + "\n"
 
