@@ -189,7 +189,7 @@ bench: deps
 # What tw ab can detect: a second build whose 64-bit syscall stub does BENCH_AB_WORK extra
 # dependent multiplies per call.  First the difference is calibrated with many rounds, then
 # tw ab's default run (24 rounds) is asked to find it.
-BENCH_AB_WORK ?= 3
+BENCH_AB_WORK ?= 4
 BENCH_AB_DIR  := $(BUILD)/extra-work
 bench-ab: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1

@@ -356,7 +356,8 @@ def host_state(doc, ref_raw, ref_cell, cells):
     return out
 
 
-def _paired(doc, a, b, how):
+def _by_round(doc, a, b):
+    """The usable batches of cells a and b, round by round, for the rounds both have."""
     ra, _ = rounds_of(doc, a)
     rb, _ = rounds_of(doc, b)
     by_round_b = {r.get("round"): usable(r)[0] for r in rb}
@@ -365,6 +366,11 @@ def _paired(doc, a, b, how):
         if r.get("round") in by_round_b:
             pa.append(usable(r)[0])
             pb.append(by_round_b[r.get("round")])
+    return pa, pb
+
+
+def _paired(doc, a, b, how):
+    pa, pb = _by_round(doc, a, b)
     s = stats.paired(pa, pb, how)
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
@@ -435,15 +441,7 @@ def pair_undisturbed(doc, a, b, op="null", shape="ret"):
     ca, cb = cells.get((a, op, shape)), cells.get((b, op, shape))
     if ca is None or cb is None:
         return None
-    ra, _ = rounds_of(doc, ca)
-    rb, _ = rounds_of(doc, cb)
-    by_b = {r.get("round"): usable(r)[0] for r in rb}
-    pa, pb = [], []
-    for r in ra:
-        if r.get("round") in by_b:
-            pa.append(usable(r)[0])
-            pb.append(by_b[r.get("round")])
-    return stats.undisturbed_ratio(pa, pb)
+    return stats.undisturbed_ratio(*_by_round(doc, ca, cb))
 
 
 def pair(doc, a, b, how="diff", op="null", shape="ret"):
