@@ -12,9 +12,9 @@
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #
 # The variants live in variants/registry (the mechanism registry); this file
-# only expands the rows variants/rows.awk reads from it.  Objects are built once per flavour, bits plus syscall ABI
-# (64-x86_64, 64-i386, 32-i386): the 64-bit int80 variant is 64-bit code that
-# must use i386 numbers.
+# only expands the rows variants/rows.awk reads from it.  Objects are built
+# once per flavour, bits plus syscall ABI (64-x86_64, 64-i386, 32-i386): the
+# 64-bit int80 variant is 64-bit code that must use i386 numbers.
 
 SHELL      := /bin/bash
 BUILD      := build
@@ -53,8 +53,9 @@ LIBC_PROGRAMS := wvbench
 # awk program that reads it (variants/rows.awk; tests/test_registry_readers.py
 # checks it against twtools.machine.registry).  write is "w" for the variants
 # timewrite is built for: those whose ops include write-file.
+# (.SHELLSTATUS is GNU make 4.2's; an older make still stops on no rows at all.)
 ROWS := $(shell awk -f variants/rows.awk variants/registry)
-ifneq ($(.SHELLSTATUS),0)
+ifneq ($(filter-out 0,$(.SHELLSTATUS))$(if $(ROWS),,empty),)
 $(error variants/registry could not be read (variants/rows.awk said why, above))
 endif
 

@@ -23,7 +23,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, WRITE_VARIANTS, need_supported, need_tool, run
+from conftest import BUILD, ROOT, WRITE_VARIANTS, need_supported, need_tool, run
 from twtools.machine import registry
 
 OBJECTS = sorted(BUILD.glob("obj/*/asm/*.o"))
@@ -133,6 +133,19 @@ def ids(paths, depth=3):
 
 
 # --- the objects NASM made ---------------------------------------------------------
+
+def test_every_push_and_pop_goes_through_the_macros():
+    """A push or pop written out by hand can miss its CFI rows, which test_cfi_matches_the_code
+    would catch only for code a build assembles; TW_PUSH/TW_POP emit them with the
+    instruction (tw.inc), so outside tw.inc itself no stub source has a bare push or pop."""
+    sources = sorted((ROOT / "asm").glob("*/*.asm")) + sorted((ROOT / "asm" / "include").glob("*.inc"))
+    bare = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+            for p in sources if p.name != "tw.inc"
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if re.match(r"^\s*(push|pop)\s", line.split(";", 1)[0])]
+    assert len(sources) >= 9
+    assert bare == [], "\n".join(bare)
+
 
 def test_there_are_stub_objects(build):
     assert OBJECTS, f"no stub objects under {BUILD}/obj/*/asm: run make"
