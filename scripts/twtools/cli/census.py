@@ -44,12 +44,7 @@ def add_arguments(parser, name):
     parser.usage = "tw census [--seconds S] [--results DIR | --measure] [--json]"
     parser.add_argument("--seconds", type=options.checked(_seconds), default=5.0, metavar="S",
                         help=f"how long to watch (default 5, at most {MAX_SECONDS})")
-    g = parser.add_mutually_exclusive_group()
-    g.add_argument("--results", metavar="DIR",
-                   help="take per-call costs from DIR/percall.json (default: results/latest, "
-                        "or measured here when there is none)")
-    g.add_argument("--measure", action="store_true",
-                   help="measure the per-call costs here, now, even if results exist")
+    options.add_costs_source(parser)
     parser.add_argument("--json", action="store_true",
                         help=f"print the census as JSON ({analyse.SCHEMA}, the raw census under "
                              "'raw' so that another checkout can analyse it again)")

@@ -38,12 +38,7 @@ def add_arguments(parser, name):
                         help="with --pid: stop after S seconds (default: when it exits, or Ctrl-C)")
     parser.add_argument("--tracer", choices=("auto",) + measure.TRACERS, default="auto",
                         help="auto (default): bpftrace where it can run, else strace")
-    g = parser.add_mutually_exclusive_group()
-    g.add_argument("--results", metavar="DIR",
-                   help="take per-call costs from DIR/percall.json (default: results/latest, "
-                        "or measured here when there is none)")
-    g.add_argument("--measure", action="store_true",
-                   help="measure the per-call costs here, now, even if results exist")
+    options.add_costs_source(parser)
     parser.add_argument("--no-overhead", dest="overhead", action="store_false",
                         help="do not measure the tracer's own cost (the run time is then the traced one)")
     parser.add_argument("--json", action="store_true",

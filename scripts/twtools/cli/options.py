@@ -83,3 +83,14 @@ def fresh_dir(text):
         raise argparse.ArgumentTypeError(
             f"{text} is not empty; give a new or empty directory (results are never merged)")
     return text
+
+
+def add_costs_source(parser):
+    """--results DIR | --measure: where tw diagnose and tw census take the per-call costs they
+    price a program's entry paths with."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--results", metavar="DIR",
+                   help="take per-call costs from DIR/percall.json (default: results/latest, "
+                        "or measured here when there is none)")
+    g.add_argument("--measure", action="store_true",
+                   help="measure the per-call costs here, now, even if results exist")
