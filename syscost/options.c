@@ -21,12 +21,12 @@
 
 const char *const op_names[OP_COUNT] = {
 	"null", "getppid", "write-devnull", "write-file", "write-sync",
-	"gettimeofday", "clock_gettime", "time",
+	"gettimeofday", "clock_gettime", "time", "cpuid",
 };
 /* The system call each operation makes. */
 const long op_nrs[OP_COUNT] = {
 	TW_NR_invalid, TW_NR_getppid, TW_NR_write, TW_NR_write, TW_NR_write,
-	TW_NR_gettimeofday, TW_NR_clock_gettime, TW_NR_time,
+	TW_NR_gettimeofday, TW_NR_clock_gettime, TW_NR_time, TW_NR_NONE,
 };
 
 const char *const shape_names[SHAPE_COUNT] = { "ret", "jmp", "inline" };
@@ -99,8 +99,8 @@ mechanism_makes(long nr)
 {
 	const long *p;
 
-	if (tw_nrs == NULL)
-		return 1;	/* an entry instruction: any number */
+	if (tw_nrs == NULL || nr == TW_NR_NONE)
+		return 1;	/* an entry instruction: any number; cpuid: no call */
 	for (p = tw_nrs; *p != -1; p++)
 		if (*p == nr)
 			return 1;
@@ -181,7 +181,7 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			if (i == OP_COUNT)
 				tw_usage_err("--op: unknown operation %s (null, "
 				    "getppid, write-devnull, write-file, write-sync, "
-				    "gettimeofday, clock_gettime, time)",
+				    "gettimeofday, clock_gettime, time, cpuid)",
 				    tw_quote(optarg));
 			o->op = i;
 			break;
@@ -303,6 +303,9 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		tw_usage_err("--op %s: the %s mechanism cannot make that call "
 		    "(its operations: %s)", op_names[o->op], tw_mechanism,
 		    available_list(0));
+	/* cpuid runs in the C loop, in place of the stub: there is no inline form. */
+	if (o->op == OP_CPUID && o->shape == SHAPE_INLINE)
+		tw_usage_err("--op cpuid runs as a called function: --shape ret or jmp");
 	if (!shape_available(o->shape))
 		tw_usage_err("--shape %s: the %s mechanism has no such shape "
 		    "(it has: %s)", shape_names[o->shape], tw_mechanism,

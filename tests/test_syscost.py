@@ -28,7 +28,7 @@ from conftest import BUILD, VARIANTS, need_supported, run
 from twtools.machine import registry
 
 ALL_OPS = ["null", "getppid", "write-devnull", "write-file", "write-sync", "gettimeofday",
-           "clock_gettime", "time"]
+           "clock_gettime", "time", "cpuid"]
 MECHS = registry.mechanisms()
 OP_CELLS = [(m.name, op) for m in MECHS for op in m.ops]
 # Every shape beyond ret, with the operations that pass each kind of argument: none

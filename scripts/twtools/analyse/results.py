@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..core import files
 from ..core.ui import DataError
-from . import attribution, census, diagnose, latency, observer, percall, schema, sweeps, tracers
+from . import attribution, causes, census, diagnose, latency, observer, percall, schema, sweeps, tracers
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
@@ -189,6 +189,9 @@ def analyse(raw):
         from_stored.append(f"percall: {data['percall']['source']}")
     for stem in ("sweep_seed", "sweep_tlpi"):
         data[stem] = sweeps.sweep(raw.get(stem))
+    # Why each mechanism costs what it does: the cost model over the matrix and the facts.
+    data["causes"] = causes.compute_from(data["percall"], raw.get("fingerprint")) \
+        if data["percall"] else None
     data["writev"] = sweeps.writev(raw.get("writev"))
     data["stdio"] = sweeps.stdio(raw.get("stdio"))
     data["attribution"] = attribution.analyse(raw.get("attribution"), data["percall"])

@@ -115,6 +115,17 @@ def get(name):
     raise KeyError(f"{name} is not in variants/registry")
 
 
+# Operations that are no system call and run in syscost's C loop in place of the stub, so
+# that they have no inline form (the stub's own loop holds the entry instruction).
+NOT_INLINE = ("cpuid",)
+
+
+def shapes_for(m, op):
+    """The loop shapes a mechanism's operation can be timed in: its shapes, less inline for
+    the operations syscost times in its own loop (cpuid)."""
+    return tuple(s for s in m.shapes if not (op in NOT_INLINE and s == "inline"))
+
+
 def names():
     return [m.name for m in _load()[1]]
 

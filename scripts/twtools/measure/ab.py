@@ -34,7 +34,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
            batch_ms=0.5, warmup_ms=5, cpu=None, realtime=True):
     """Interleave A and B over every (variant, op, shape) for `rounds` rounds; write ab.json."""
     cells = [(v, op, shape) for v in variants for op in ops for shape in shapes
-             if op in registry.get(v).ops and shape in registry.get(v).shapes]
+             if op in registry.get(v).ops and shape in registry.shapes_for(registry.get(v), op)]
     if not cells:
         raise ValueError("no cell to measure: check the variants' operations and shapes "
                          "(variants/registry)")

@@ -76,7 +76,7 @@ def cell_list(mechs, ops, sizes, shapes=None):
                 op_sizes = [DEVNULL_SIZE]
             else:
                 op_sizes = [None]
-            for shape in m.shapes:
+            for shape in registry.shapes_for(m, op):
                 if shapes is not None and shape not in shapes:
                     continue
                 cells += [(m, op, s, shape) for s in op_sizes]

@@ -1,0 +1,381 @@
+"""Why each way into the kernel costs what it does here: a cost model per mechanism.
+
+Every mechanism's undisturbed null-call cost is split into parts, each measured or derived from
+a stated fact of the machine (its fingerprint):
+
+  the entry and exit path   the same ABI's fast path, measured: what the mechanism's call costs
+                            before anything peculiar to it (for the fast paths themselves, the
+                            64-bit syscall, the model's base);
+  VM exits                  how many per call the kernel's source predicts on this machine, each
+                            at the measured price of one exit (the cpuid cell: cpuid always
+                            exits to the hypervisor in a guest);
+  the system call's body    getppid - null of the same mechanism (shown; the null call has none);
+  the mitigations           those in force on that path (/sys/devices/system/cpu/vulnerabilities):
+                            part of the measured path, not priced apart, because none can be
+                            turned off from user space.
+
+The prediction for int 0x80: since Linux 6.7 (commit 55617fb991df, "x86/entry: Do not allow
+external 0x80 interrupts", CVE-2024-25744) do_int80_emulation() calls int80_is_external() on
+every call, which reads the local APIC's in-service register (apic_read(APIC_ISR + 0x40)).  In
+a guest whose host does not virtualise that read (no APICv/AVIC for it, as in a nested guest)
+the read is one VM exit.  It is skipped on Xen PV, and a FRED kernel enters by
+fred_int80_emulation(), which has no such check.  On bare metal the read is a cheap MMIO or MSR
+access, and there is no exit.
+
+Then the fit: exits per call = (the mechanism - its baseline) / the exit price, with an interval
+(the delta method over the three undisturbed intervals).  If the predicted count lies outside
+that interval the model is wrong here, and the document says so: that is a finding.
+
+    exit_price(cells)            the price of one exit: {value, ci_low, ci_high, ...} or
+                                 {value: None, why}
+    predict(fp, variant)         exits per call the facts predict: {value, why, facts}
+    compute_from(analysed, fp)   the timewrite-causes/1 document from an analysed percall
+                                 (analyse.percall.analyse) and a fingerprint (may be None)
+    compute(res)                 the same from analyse.results.load's result
+"""
+import math
+import re
+
+from ..machine import registry
+
+SCHEMA = "timewrite-causes/1"
+MODEL = "causes/1"
+
+# The kernel's side of each part: function, source file and, where a change made it, the commit.
+KERNEL = {
+    "syscall64": {"path": "entry_SYSCALL_64 -> do_syscall_64 -> sys_call_table -> sysretq",
+                  "source": "arch/x86/entry/entry_64.S, arch/x86/entry/syscall_64.c"},
+    "fast32": {"path": "entry_SYSENTER_compat / entry_SYSCALL_compat -> do_fast_syscall_32 -> "
+                       "ia32_sys_call -> sysretl / sysexit (or iret)",
+               "source": "arch/x86/entry/entry_64_compat.S, arch/x86/entry/syscall_32.c"},
+    "int80": {"path": "IDT vector 0x80 -> asm_int80_emulation -> do_int80_emulation -> "
+                      "int80_is_external -> ia32_sys_call -> iret",
+              "source": "arch/x86/entry/entry_64_compat.S, arch/x86/entry/syscall_32.c",
+              "since": "6.7 (55617fb991df; before it, entry_INT80_compat -> do_int80_syscall_32)"},
+    "apic_isr": {"path": "int80_is_external -> apic_read(APIC_ISR + 0x40)",
+                 "source": "arch/x86/entry/syscall_32.c (int80_is_external)",
+                 "commit": "55617fb991df x86/entry: Do not allow external 0x80 interrupts "
+                           "(Linux 6.7, CVE-2024-25744)"},
+    "fred_int80": {"path": "fred_entry_from_user -> fred_int80_emulation (no APIC read)",
+                   "source": "arch/x86/entry/entry_fred.c, arch/x86/entry/syscall_32.c"},
+    "vsyscall": {"path": "#PF on the vsyscall page -> exc_page_fault -> emulate_vsyscall -> iret",
+                 "source": "arch/x86/entry/vsyscall/vsyscall_64.c"},
+    "vdso": {"path": "no kernel entry: the vDSO reads the clock in user space",
+             "source": "lib/vdso/gettimeofday.c, arch/x86/include/asm/vdso/gettimeofday.h"},
+}
+# Mitigations that add work to every kernel entry or exit, by the vulnerabilities file that
+# says whether they are in force, and what of the string names them.
+MITIGATIONS = (
+    ("meltdown", "PTI", "PTI: a CR3 switch on every entry and exit (SWITCH_TO_KERNEL_CR3)"),
+    ("spectre_v2", "IBRS", "IBRS written on entry (IBRS_ENTER) and exit"),
+    ("spectre_v2", "Retpoline", "retpolines: every indirect call in the path is a thunk"),
+    ("spectre_v2", "BHI: SW loop", "CLEAR_BRANCH_HISTORY: the BHB-clearing loop on entry "
+                                   "(int80_emulation and the compat entries too)"),
+    ("spectre_v2", "RSB filling", "RSB filling on context switch and VM exit"),
+    ("spec_rstack_overflow", "Safe RET", "SRSO safe RET: every return goes through srso_return_thunk"),
+    ("spec_rstack_overflow", "IBPB", "SRSO IBPB on entry"),
+    ("retbleed", "IBRS", "retbleed IBRS on entry"),
+    ("retbleed", "untrained return", "retbleed untrained return thunk"),
+    ("mds", "Clear CPU buffers", "VERW on exit to user (CLEAR_CPU_BUFFERS)"),
+    ("reg_file_data_sampling", "Clear Register File", "VERW on exit to user"),
+    ("tsa", "Clear CPU buffers", "VERW on exit to user (TSA)"),
+)
+
+
+def _kernel_version(fp):
+    m = re.match(r"(\d+)\.(\d+)", str(((fp or {}).get("kernel") or {}).get("release") or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def guest(fp):
+    """True in a virtual machine, False on bare metal, None when the fingerprint cannot say."""
+    if not fp:
+        return None
+    virt = fp.get("virtualization")
+    flag = (fp.get("virtualization_detail") or {}).get("hypervisor_flag")
+    if virt and virt != "none":
+        return True
+    if flag is True:
+        return True
+    if virt == "none" and flag is False:
+        return False
+    return None
+
+
+def xen_pv(fp):
+    d = (fp or {}).get("virtualization_detail") or {}
+    if d.get("xen_guest_type") is not None:
+        return str(d["xen_guest_type"]).upper() == "PV"
+    return "xenpv" in ((fp or {}).get("cpu") or {}).get("flags", []) or None
+
+
+def _role(variant):
+    m = registry.get(variant)
+    if m.entry == "int80":
+        return "int80"
+    if m.entry == "vsyscall-call":
+        return "vsyscall"
+    if m.entry == "vdso-call":
+        return "vdso"
+    if m.bits == 32:
+        return "fast32"
+    return "syscall64"
+
+
+def predict(fp, variant):
+    """Exits per call the machine's facts predict for a variant: {value, why, facts}.  value is
+    None when a fact it needs is unknown (the why says which)."""
+    role = _role(variant)
+    g = guest(fp)
+    if role != "int80":
+        why = {"syscall64": "syscall and sysret touch no register a hypervisor emulates",
+               "fast32": "the compat fast entries read no emulated register",
+               "vsyscall": "the page fault and its emulation stay inside the guest "
+                           "(two-level paging: no exit for a guest's own fault)",
+               "vdso": "no kernel entry at all"}[role]
+        return {"value": 0, "why": why, "facts": []}
+    facts = []
+    if g is None:
+        return {"value": None, "why": "unknown: the fingerprint does not say whether this is a "
+                                      "virtual machine", "facts": facts}
+    if g is False:
+        return {"value": 0, "why": "bare metal: the APIC read is a local access, no exit",
+                "facts": ["no hypervisor (fingerprint)"]}
+    facts.append(f"a {fp.get('virtualization') or 'virtual machine'} guest")
+    ver = _kernel_version(fp)
+    if ver is None:
+        return {"value": None, "why": "unknown: the kernel's version is not recorded", "facts": facts}
+    rel = (fp.get("kernel") or {}).get("release")
+    if ver < (6, 7):
+        return {"value": 0, "why": f"Linux {rel} is older than 6.7: int 0x80 reads no APIC register "
+                                   "(entry_INT80_compat, before 55617fb991df)",
+                "facts": facts + [f"kernel {rel} < 6.7"]}
+    facts.append(f"kernel {rel} >= 6.7")
+    if fp.get("fred"):
+        return {"value": 0, "why": "FRED is on: fred_int80_emulation() has no int80_is_external() check",
+                "facts": facts + ["FRED enabled"]}
+    facts.append("FRED off")
+    if xen_pv(fp):
+        return {"value": 0, "why": "Xen PV: int80_is_external() returns early (the local APIC is fake)",
+                "facts": facts + ["Xen PV guest"]}
+    facts.append("not Xen PV")
+    return {"value": 1, "why": "one exit: do_int80_emulation() reads the APIC in-service register "
+                               "(int80_is_external, 55617fb991df), which exits unless the host "
+                               "virtualises APIC reads (APICv/AVIC, invisible from inside)",
+            "facts": facts}
+
+
+def _fig(c):
+    """(value, half-width) of a cell's undisturbed figure, or None."""
+    if not c or not c.get("supported") or c.get("undisturbed_ns") is None:
+        return None
+    v, lo, hi = c["undisturbed_ns"], c.get("undisturbed_ci_low"), c.get("undisturbed_ci_high")
+    if lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
+        return None
+    return v, max(v - lo, hi - v)
+
+
+def _interval(v, h, **extra):
+    return dict({"value": v, "ci_low": v - h, "ci_high": v + h}, **extra)
+
+
+def _find(cells, variant, op, shape="ret"):
+    for c in cells or []:
+        if c.get("variant") == variant and c.get("op") == op and (c.get("shape") or "ret") == shape:
+            return c
+    return None
+
+
+def exit_price(cells, fp=None):
+    """The price of one VM exit here: the cpuid cell's undisturbed figure with its interval,
+    or {value: None, why}.  On bare metal the same figure is the instruction itself."""
+    c = next((c for c in cells or [] if c.get("op") == "cpuid" and (c.get("shape") or "ret") == "ret"),
+             None)
+    if c is None:
+        return {"value": None, "ci_low": None, "ci_high": None,
+                "why": "unknown: these results have no cpuid cell (measured before the cpuid "
+                       "operation existed); re-run `tw bench` to price an exit"}
+    f = _fig(c)
+    if f is None:
+        return {"value": None, "ci_low": None, "ci_high": None,
+                "why": "unknown: the cpuid cell has no undisturbed interval "
+                       f"({c.get('reason') or c.get('status') or 'no samples'})"}
+    g = guest(fp)
+    what = ("no exit to pay: bare metal, so cpuid is the instruction itself" if g is False else
+            "one cpuid, which exits to the hypervisor: the price of one VM exit and back"
+            if g else "one cpuid: an exit's price if this is a guest (the fingerprint cannot say)")
+    return _interval(f[0], f[1], cell=f"{c['variant']} cpuid ret", what=what, guest=g)
+
+
+def _diff(a, b):
+    return (a[0] - b[0], math.hypot(a[1], b[1]))
+
+
+def _fit(d, p):
+    """d / p with the delta method's half-width."""
+    e = d[0] / p[0]
+    return e, math.hypot(d[1] / p[0], d[0] * p[1] / p[0] ** 2)
+
+
+def _baseline(cells, variant, op):
+    """The cell a mechanism is held against: the same ABI's fast path for int 0x80 from 32-bit
+    code, the 64-bit syscall (same op) for everything else; None for the base itself."""
+    m = registry.get(variant)
+    base64 = registry.find(64, "syscall")
+    if variant == base64:
+        return None
+    if m.entry == "int80" and m.bits == 32:
+        for v in registry.fast32() + [registry.find(32, "libc")]:
+            c = _find(cells, v, op)
+            if _fig(c):
+                return c
+        return None
+    return _find(cells, base64, op)
+
+
+def _mitigations(fp):
+    vul = (fp or {}).get("mitigations") or {}
+    out = []
+    for name, needle, what in MITIGATIONS:
+        s = vul.get(name)
+        if isinstance(s, str) and needle.lower() in s.lower() and not s.startswith("Not affected"):
+            out.append({"vulnerability": name, "in_force": s[:200], "what": what})
+    return out
+
+
+def _cost_op(cells, variant):
+    for op in ("null", "time", "clock_gettime", "gettimeofday"):
+        if _fig(_find(cells, variant, op)):
+            return op
+    return None
+
+
+def mechanism(cells, fp, variant, price):
+    """One mechanism's entry in the document, or None when it has no measured cost here."""
+    op = _cost_op(cells, variant)
+    if op is None:
+        return None
+    cell = _find(cells, variant, op)
+    meas = _fig(cell)
+    role = _role(variant)
+    pred = predict(fp, variant)
+    base = _baseline(cells, variant, op)
+    bfig = _fig(base)
+    out = {"op": op, "role": role, "kernel": KERNEL[role], "measured_ns": _interval(*meas),
+           "predicted_exits": pred, "parts": []}
+    if base is None and variant == registry.find(64, "syscall"):
+        out["parts"].append({"part": "entry and exit path", "ns": _interval(*meas),
+                             "basis": "measured: the model's base, the 64-bit syscall's own null call",
+                             **KERNEL["syscall64"]})
+        out["exits_per_call"] = {"value": 0, "ci_low": 0, "ci_high": 0,
+                                 "basis": "premise: " + pred["why"]}
+        out["predicted_ns"] = out["measured_ns"]
+        out["residual_ns"] = _interval(0.0, 0.0)
+    else:
+        if bfig is None:
+            out.update(exits_per_call={"value": None, "why": "unknown: no baseline cell measured"},
+                       predicted_ns=None, residual_ns=None)
+            return out
+        brole = _role(base["variant"])
+        out["baseline"] = f"{base['variant']} {op} ret"
+        out["parts"].append({"part": "entry and exit path", "ns": _interval(*bfig),
+                             "basis": f"measured: {base['variant']} {op}, the path before anything "
+                                      f"peculiar to {variant}", **KERNEL[brole]})
+        d = _diff(meas, bfig)
+        out["minus_baseline_ns"] = _interval(*d)
+        pv = price.get("value")
+        if pv is not None and pv > 0:
+            p = (pv, max(pv - price["ci_low"], price["ci_high"] - pv))
+            e = _fit(d, p)
+            out["exits_per_call"] = _interval(*e, basis=f"({variant} - {base['variant']}) / exit price")
+        else:
+            out["exits_per_call"] = {"value": None, "ci_low": None, "ci_high": None,
+                                     "why": price.get("why") or "unknown: no exit price"}
+        n = pred.get("value")
+        if n is None or (n and pv is None):
+            out["predicted_ns"] = out["residual_ns"] = None
+            out["model_why"] = pred["why"] if n is None else price.get("why")
+        else:
+            hp = max(pv - price["ci_low"], price["ci_high"] - pv) if n else 0.0
+            exits = (n * (pv or 0.0), n * hp)
+            out["parts"].append({"part": "VM exits", "exits": n, "ns": _interval(*exits),
+                                 "basis": pred["why"], "facts": pred["facts"],
+                                 **(KERNEL["apic_isr"] if role == "int80" else {})})
+            predicted = (bfig[0] + exits[0], math.hypot(bfig[1], exits[1]))
+            out["predicted_ns"] = _interval(*predicted)
+            out["residual_ns"] = _interval(*_diff(meas, predicted))
+    body = _fig(_find(cells, variant, "getppid"))
+    null = _fig(_find(cells, variant, "null"))
+    if body and null:
+        out["parts"].append({"part": "the system call's body (getppid)", "ns": _interval(*_diff(body, null)),
+                             "basis": f"measured: {variant} getppid - null; not in the null call"})
+    mit = _mitigations(fp)
+    out["parts"].append({"part": "mitigations on the path", "ns": None,
+                         "in_force": mit if role not in ("vdso",) else [],
+                         "why": "included in the measured entry and exit path, not priced apart: "
+                                "none can be switched off from user space" if role != "vdso" else
+                                "no kernel entry: no entry mitigation applies"})
+    out["verdict"] = _verdict(variant, out, pred)
+    return out
+
+
+# Exits are whole events: the model holds when the fitted count's interval lies within this
+# much of the predicted count.  What is left over is the residual in ns, always reported: the
+# part of the path the model does not price (int 0x80's IDT delivery and iret against sysret,
+# the compat entry's extra work).
+WHOLE_EXIT = 0.5
+
+
+def _verdict(variant, m, pred):
+    """One sentence: does the model hold for this mechanism here?"""
+    e, n = m.get("exits_per_call") or {}, pred.get("value")
+    if e.get("value") is None or n is None or "baseline" not in m:
+        return None
+    lo, hi = e["ci_low"], e["ci_high"]
+    fit = f"{e['value']:.2f} [{lo:.2f}, {hi:.2f}] exits per call fitted, {n} predicted"
+    r = m.get("residual_ns")
+    rest = (f"; {r['value']:+.0f} ns [{r['ci_low']:+.0f}, {r['ci_high']:+.0f}] is left to the path's "
+            f"own work" if r else "")
+    if n - WHOLE_EXIT < lo and hi < n + WHOLE_EXIT:
+        return {"holds": True, "text": f"holds: {fit}{rest}"}
+    return {"holds": False,
+            "text": f"fails here: {fit}, outside {n} \u00b1 {WHOLE_EXIT} whole exits{rest}: an exit of "
+                    "this kind costs more (or less) here than a cpuid exit, or the path does other "
+                    "work the model does not know"}
+
+
+def compute_from(analysed, fp):
+    """The timewrite-causes/1 document from an analysed percall (analyse.percall.analyse's
+    result, or its cells list) and a fingerprint (None when there is none)."""
+    cells = analysed.get("cells", []) if isinstance(analysed, dict) else (analysed or [])
+    price = exit_price(cells, fp)
+    mechs = {}
+    for m in registry.mechanisms():
+        r = mechanism(cells, fp, m.name, price)
+        if r is not None:
+            mechs[m.name] = r
+    return {"schema": SCHEMA, "model": MODEL, "guest": guest(fp),
+            "kernel": ((fp or {}).get("kernel") or {}).get("release"),
+            "fred": (fp or {}).get("fred"), "exit_price_ns": price, "mechanisms": mechs,
+            "method": "undisturbed figures (analyse.percall); differences and quotients carry "
+                      "the delta method's interval over the cells' 95% intervals"}
+
+
+def compute(res):
+    """The document from analyse.results.load's result; None when it has no per-call matrix."""
+    pc = (res or {}).get("percall")
+    if not pc:
+        return None
+    return compute_from(pc, (res or {}).get("fingerprint"))
+
+
+def int80_summary(doc):
+    """The figures the fleet, the atlas and the lesson show: (exit price, the int 0x80 entry
+    that has a fit) from a causes document."""
+    if not doc:
+        return None, None
+    for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+        m = (doc.get("mechanisms") or {}).get(v)
+        if m and (m.get("exits_per_call") or {}).get("value") is not None:
+            return doc.get("exit_price_ns"), dict(m, variant=v)
+    return doc.get("exit_price_ns"), None
