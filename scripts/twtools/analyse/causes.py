@@ -263,6 +263,22 @@ def mechanism(cells, fp, variant, price):
     bfig = _fig(base)
     out = {"op": op, "role": role, "kernel": KERNEL[role], "measured_ns": _interval(*meas),
            "predicted_exits": pred, "parts": []}
+    if role == "vdso":
+        # No kernel entry: the cost is the vDSO's own clock read, and no part of the entry
+        # model applies; the fit still says how many exits the figure could hide.
+        out["parts"].append({"part": "user-space clock read", "ns": _interval(*meas),
+                             "basis": "measured: the whole cost, no kernel entry", **KERNEL["vdso"]})
+        pv = price.get("value")
+        out["exits_per_call"] = (_interval(*_fit(meas, (pv, max(pv - price["ci_low"],
+                                                               price["ci_high"] - pv))),
+                                           basis=f"{variant} / exit price")
+                                 if pv else {"value": None, "ci_low": None, "ci_high": None,
+                                             "why": price.get("why")})
+        out["predicted_ns"] = None
+        out["residual_ns"] = None
+        out["model_why"] = "no kernel entry: the entry model predicts no cost, only no exit"
+        out["verdict"] = None
+        return out
     if base is None and variant == registry.find(64, "syscall"):
         out["parts"].append({"part": "entry and exit path", "ns": _interval(*meas),
                              "basis": "measured: the model's base, the 64-bit syscall's own null call",

@@ -233,6 +233,11 @@ FINGERPRINT = {
     "vdso32": ("opt", {"instruction": ("opt", ("enum", "sysenter", "syscall", "int80")),
                        "why": "str?", "available": "bool?", "disasm": ("opt", STRS)}),
     "output_fs": ("opt", {"path": "str?", "fstype": "str?"}),
+    # The facts the cost model (analyse/causes.py) reads, and doctor's raw cpuid batches.
+    "fred": "bool?",
+    "virtualization_detail": ("opt", {"hypervisor_flag": "bool?", "xen_guest_type": "str?",
+                                      "hypervisor_type": "str?"}),
+    "exit_price": ("opt", {"samples_ns": ("opt", ["num"]), "why": "str?", "how": "str?"}),
     "kernel_state": ("opt", {"*": "any"}),
     "instruments": ("opt", [{"name": "str?", "works": "bool?", "why": "str?",
                              "skipped": ("opt", STRS)}]),

@@ -6,6 +6,7 @@ machine (an AMD CPU, FRED, no BTF, lockdown, a non-root user, missing tools) in 
 directory. A figure that could not be seen is null, with the reason in `why` under the same
 key; never 0, never a guess.
 """
+import json
 import os
 import platform
 import re
@@ -14,7 +15,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ..core import files, proc
+from ..core import files, paths, proc
 from . import vendors
 from .tracers.base import first_line
 
@@ -227,7 +228,9 @@ class Doctor:
         detail = {"hypervisor_flag": "hypervisor" in flags, "vm": None, "container": None,
                   "sys_vendor": self.read("/sys/class/dmi/id/sys_vendor"),
                   "product_name": self.read("/sys/class/dmi/id/product_name"),
-                  "hypervisor_type": self.read("/sys/hypervisor/type")}
+                  "hypervisor_type": self.read("/sys/hypervisor/type"),
+                  # PV or HVM on Xen: a PV guest's int 0x80 reads no APIC (analyse/causes.py).
+                  "xen_guest_type": self.read("/sys/hypervisor/guest_type")}
         for kind in ("vm", "container"):
             r = self.run(["systemd-detect-virt", f"--{kind}"], timeout=20)
             if r is not None and r.stdout.strip():
@@ -585,6 +588,7 @@ class Doctor:
             self.why["btf"] = "no /sys/kernel/btf/vmlinux (kernel without CONFIG_DEBUG_INFO_BTF): " \
                               "bpftrace cannot use kernel struct types or kfunc"
         fp["pmu"] = self.pmu()
+        fp["exit_price"] = self.exit_price()
 
         # Entry paths: the live vDSO of a 32-bit process, the vsyscall page, the 64-bit vDSO,
         # and how each libc enters.
@@ -605,6 +609,30 @@ class Doctor:
         fp["consistency"] = self.consistency(fp)
         fp["why"] = dict(self.why)
         return fp
+
+    def exit_price(self):
+        """Raw batches of one cpuid (leaf 0) per call, from build/syscost-64-syscall: the price of
+        one VM exit in a guest (cpuid always exits there), a few hundred cycles on bare metal.
+        Only the batches are kept; the figure is computed where figures are (analyse.stats),
+        and the per-call matrix measures the same cell in rounds with an interval."""
+        prog = paths.BUILD / "syscost-64-syscall"
+        if not self.live:
+            return {"samples_ns": None, "why": "not measured: a recorded machine (--sysroot)"}
+        if not prog.is_file():
+            return {"samples_ns": None, "why": f"not measured: {prog.name} is not built (run make)"}
+        r = self.run([str(prog), "--op", "cpuid", "--batches", "40", "--batch-ms", "0.5",
+                      "--warmup-ms", "5", "--calibrate-ms", "20"], timeout=30)
+        if r is None or r.returncode != 0:
+            last = ((r.stderr if r is not None else "") or "it did not run").strip().splitlines()
+            return {"samples_ns": None,
+                    "why": "not measured: syscost --op cpuid failed: " + (last[-1] if last else "")[:200]}
+        try:
+            doc = json.loads(r.stdout)
+            samples = [float(x) for x in doc["samples_ns"]]
+        except (ValueError, KeyError, TypeError):
+            return {"samples_ns": None, "why": "not measured: syscost printed no samples"}
+        return {"samples_ns": samples, "why": None,
+                "how": "syscost-64-syscall --op cpuid: 40 batches of 0.5 ms in one process"}
 
     def pmu(self):
         from .tracers import perf_stat

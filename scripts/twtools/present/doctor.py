@@ -6,11 +6,25 @@ mitigations, the libc's path.  Each line therefore goes to the terminal through
 core.escape.terminal(), so that a recorded machine whose cpuinfo holds an escape sequence
 cannot retitle or clear the user's terminal, nor a newline forge a line of the table.
 """
+from ..analyse import stats
 from ..core import escape
 
 
 def _yn(v):
     return {True: "yes", False: "NO", None: "unknown"}[v]
+
+
+def exit_price_text(ep, virt):
+    """One cpuid's cost from the fingerprint's raw batches: the mean of the fastest 5%, as the
+    per-call matrix's undisturbed figure (which `tw run` measures in rounds, with an interval)."""
+    if not ep:
+        return "unknown (a fingerprint from before the exit price was recorded)"
+    if not ep.get("samples_ns"):
+        return f"unknown ({ep.get('why') or 'not measured'})"
+    v = stats.tail_mean(ep["samples_ns"])
+    what = ("no exit to pay: bare metal, so this is the cpuid instruction itself" if virt == "none"
+            else "one cpuid, which exits to the hypervisor")
+    return f"{v:.0f} ns per cpuid, fastest 5% of {len(ep['samples_ns'])} batches: {what}"
 
 
 def format_table(fp):
@@ -42,6 +56,7 @@ def format_table(fp):
         ("invariant TSC", _yn(fp["invariant_tsc"])),
         ("cpufreq governor", val("governor", fp["governor"])),
         ("SMT", val("smt", fp["smt"])),
+        ("VM exit price", exit_price_text(fp.get("exit_price"), fp.get("virtualization"))),
         ("mitigations=", fp["mitigations_cmdline"] or "(default)"),
         ("output fs", f"{fp['output_fs']['fstype']} at {fp['output_fs']['path']}"),
     ]

@@ -13,7 +13,7 @@ from ..core.fmt import fmt
 from ..analyse import findings, percall, results, seedref, stats, verdict as verdict_mod
 from ..core import files, ui
 from ..machine import registry, tracers
-from . import atlas, plots
+from . import atlas, causes as present_causes, plots
 from . import census as present_census, diagnose as present_diagnose, document, \
     export as csv_export, tables
 from .document import EXPORTERS, Doc, export, outside
@@ -353,6 +353,8 @@ def sec_fingerprint(doc, data):
         ["64-bit libc entry", (libc.get("64") or {}).get("entry") or "unknown"],
         ["clocksource", f"{f.get('clocksource') or 'unknown'} (invariant TSC: {f.get('invariant_tsc')})"],
         ["IA32 emulation", f.get("ia32_emulation")],
+        ["price of one VM exit (cpuid)", present_causes.price_short((data.get("causes") or {})
+                                                                    .get("exit_price_ns"))],
         ["FRED", f.get("fred")],
         ["output file system", f"{(f.get('output_fs') or {}).get('fstype') or 'unknown'} at "
                                f"{(f.get('output_fs') or {}).get('path') or '?'}"],
@@ -771,6 +773,7 @@ def build_doc(results_dir):
     sec_field_example(body, data)
     present_census.section(body, data)
     sec_percall(body, data, pdir)
+    present_causes.section(body, data)
     sec_attribution(body, data, pdir)
     sec_fingerprint(body, data)
     atlas.section(body, data)
@@ -791,7 +794,7 @@ def build_doc(results_dir):
 # What `tw report` writes into a results directory, the one list (cli's preflight refuses a
 # link or a misplaced directory among them before anything is written); the directories
 # among them hold files only.
-OUTPUTS = ("report.md", "report.html", "verdict.json", "plots", "tables")
+OUTPUTS = ("report.md", "report.html", "verdict.json", "causes.json", "plots", "tables")
 OUTPUT_DIRS = ("plots", "tables")
 
 
@@ -803,6 +806,8 @@ def build_report(results_dir, formats=("md", "html")):
     files.refuse_links(results_dir, OUTPUTS, OUTPUT_DIRS)
     doc, v, data = build_doc(results_dir)
     files.write_json(results_dir / "verdict.json", v)
+    if data.get("causes"):
+        files.write_json(results_dir / "causes.json", data["causes"])
     for table in tables.all_tables(data):
         csv_export.write(table, results_dir / "tables", "csv")
     return export(doc, results_dir, "report", formats)

@@ -1,0 +1,101 @@
+"""The report's section "Why each way costs what it does here", from analyse/causes.py's document.
+
+For each mechanism: what it was held against, the exits per call the kernel's source predicts
+here and the number fitted from the measurements, the predicted and measured cost and the
+residual, each with its interval, and the kernel function and commit behind each part.
+"""
+from ..core.fmt import fmt
+from ..machine import registry
+from .document import outside
+
+
+def ns(x):
+    """A {value, ci_low, ci_high} in ns as text, or its why."""
+    if not x:
+        return "—"
+    if x.get("value") is None:
+        return outside(x.get("why") or "unknown")
+    return fmt({"median": x["value"], "ci_low": x.get("ci_low"), "ci_high": x.get("ci_high")})
+
+
+def exits(x):
+    if not x or x.get("value") is None:
+        return outside((x or {}).get("why") or "unknown")
+    if x.get("ci_low") == x.get("ci_high"):
+        return f"{x['value']:g} ({outside(x.get('basis') or '')})"
+    return f"{x['value']:.2f} [{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
+
+
+def price_sentence(p):
+    """One sentence on the price of one exit here."""
+    if not p or p.get("value") is None:
+        return "The price of one VM exit: " + outside((p or {}).get("why") or "unknown") + "."
+    if p.get("guest") is False:
+        return (f"cpuid costs {ns(p)} here: bare metal, so there is no exit to pay, and no "
+                "mechanism's cost contains one.")
+    return (f"The price of one VM exit here: {ns(p)}, the undisturbed cost of one `cpuid` "
+            "(leaf 0), which a hypervisor must intercept: the exit, its handling and the way back.")
+
+
+def price_short(p):
+    """The exit price as a table value: plain text, read from the machine."""
+    if not p or p.get("value") is None:
+        return (p or {}).get("why") or "unknown"
+    return f"{ns(p)}: {p.get('what')}"
+
+
+def section(doc, data):
+    c = data.get("causes")
+    doc.h(2, "Why each way costs what it does here")
+    if not c:
+        doc.p("No per-call matrix in these results: nothing to explain.")
+        return
+    doc.p(price_sentence(c.get("exit_price_ns")))
+    doc.p("Each mechanism's null call is split into the path it shares with its baseline "
+          "(measured), the VM exits the kernel's source predicts on this machine (each at the price "
+          "above) and a residual: what the model does not price.  Exits per call are also fitted, "
+          "(the mechanism − its baseline) ÷ the exit price; exits are whole events, so the model "
+          "holds where that interval lies within half an exit of the prediction.  Intervals are "
+          "95%, by the delta method over the cells' undisturbed intervals.")
+    rows = []
+    for name in registry.names():
+        m = (c.get("mechanisms") or {}).get(name)
+        if not m:
+            continue
+        pe = m.get("predicted_exits") or {}
+        v = m.get("verdict") or {}
+        rows.append([name, f"{m['op']}" + (f" vs {m['baseline']}" if m.get("baseline") else " (base)"),
+                     ns(m.get("measured_ns")), ns(m.get("predicted_ns")),
+                     ns(m.get("residual_ns")),
+                     (str(pe.get("value")) if pe.get("value") is not None else "unknown"),
+                     exits(m.get("exits_per_call")),
+                     ("**fails**" if v.get("holds") is False else "holds" if v.get("holds") else "—")])
+    doc.table(["variant", "call (baseline)", "measured", "predicted", "residual", "exits predicted",
+               "exits fitted", "model"], rows)
+    failed = [(n, m) for n, m in (c.get("mechanisms") or {}).items()
+              if (m.get("verdict") or {}).get("holds") is False]
+    for n, m in failed:
+        doc.p(f"**The model fails for {n} here**: {outside(m['verdict']['text'])}.")
+    for name in registry.names():
+        m = (c.get("mechanisms") or {}).get(name)
+        if not m or m.get("role") != "int80":
+            continue
+        pe = m.get("predicted_exits") or {}
+        doc.p(f"**{name}**: {outside(pe.get('why'))}"
+              + (f" (facts: {outside(', '.join(pe.get('facts') or []))})" if pe.get("facts") else "")
+              + ". " + (outside(m["verdict"]["text"]) + "." if m.get("verdict") else ""))
+    doc.h(3, "The parts, and where the kernel does each")
+    prow = []
+    for name in registry.names():
+        m = (c.get("mechanisms") or {}).get(name)
+        if not m:
+            continue
+        for p in m.get("parts") or []:
+            where = "; ".join(x for x in (p.get("path"), p.get("source"), p.get("commit")) if x)
+            if p.get("in_force") is not None:
+                val = ("; ".join(f"{i['what']} ({i['vulnerability']})" for i in p["in_force"])
+                       or "none in force on this path") + ": " + (p.get("why") or "")
+            else:
+                val = ns(p.get("ns"))
+            prow.append([name, p["part"], outside(val), outside(p.get("basis") or ""), outside(where)])
+    doc.table(["variant", "part", "ns", "basis", "kernel"], prow)
