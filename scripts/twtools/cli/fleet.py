@@ -7,16 +7,16 @@ Every directory is untrusted input: one that is damaged or hostile is one line o
 naming the host and what is wrong, and the rest are compared.  Nothing is written outside
 --out, and nothing found in a directory is run.
 """
-import concurrent.futures as cf
 import os
 import sys
 from pathlib import Path
 
 from ..analyse import fleet as afleet
 from ..analyse import results
-from ..core import escape, files, paths, ui
+from ..core import escape, files, paths, proc, ui
 from ..core.ui import DataError, UserError
 from ..present import fleet as pfleet
+from . import options
 
 STATUS = "status.json"   # what the playbook says about a host that sent no results
 
@@ -31,7 +31,7 @@ def add_arguments(p, name):
     p.add_argument("--op", default="null", metavar="OP",
                    help="the operation the heat map shows (default null; 'all' for every "
                         "cell); the CSV and JSON hold every cell")
-    p.add_argument("--jobs", type=int, default=0, metavar="N",
+    p.add_argument("--jobs", type=options.jobs, default=0, metavar="N",
                    help="worker processes reading directories (default: one per CPU)")
     p.add_argument("--bench", type=int, metavar="N",
                    help="the scale benchmark: make N synthetic results directories from the "
@@ -131,10 +131,15 @@ def compare(jobs, workers=0, progress=True, op=None):
         for job in jobs:
             take(job, afleet.safe_digest(job))
     else:
-        with cf.ProcessPoolExecutor(max_workers=workers) as ex:
+        ex = proc.pool(min(workers, proc.max_jobs()))
+        try:
             for job, res in zip(jobs, ex.map(afleet.safe_digest, jobs,
                                              chunksize=max(1, len(jobs) // (workers * 8)))):
                 take(job, res)
+            ex.shutdown()
+        except BaseException:
+            proc.stop_pool(ex)
+            raise
     return digests, refused
 
 

@@ -3,6 +3,8 @@ work is done: a bad value is one line from argparse and exit 2, never a tracebac
 import argparse
 import os
 
+from ..core import proc
+
 
 def add_mode_arguments(parser, quick_help, long_help):
     """--quick / --long (default: mode 'default'), the same three modes in every command."""
@@ -47,6 +49,20 @@ def int_range(lo, hi):
             raise argparse.ArgumentTypeError(f"{v} is out of range [{lo}, {hi}]")
         return v
     return parse
+
+
+def jobs(text):
+    """--jobs N: worker processes, 1 to core.proc.max_jobs() (a few per CPU): a larger number
+    would only fork workers that share the same CPUs, each with its own memory."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of jobs")
+    if not 1 <= v <= proc.max_jobs():
+        raise argparse.ArgumentTypeError(
+            f"{v} is not 1 to {proc.max_jobs()} ({proc.JOBS_PER_CPU} per CPU on this machine's "
+            f"{os.cpu_count() or 1}): more workers only share the same CPUs")
+    return v
 
 
 def allowed_cpu(text):

@@ -10,20 +10,10 @@ import os
 import sys
 
 from ..core import ui
+from . import options
 from ..machine import doctor
 from ..machine import scan as engine
 from ..present import scan as text
-
-
-def _jobs(v):
-    try:
-        n = int(v)
-    except ValueError:
-        n = 0
-    if n < 1:
-        import argparse
-        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number of jobs, 1 or more")
-    return n
 
 
 def add_arguments(parser, name):
@@ -43,7 +33,7 @@ def add_arguments(parser, name):
                         help=f"print JSON lines: a header ({engine.SCHEMA} version "
                              f"{engine.VERSION}), one record per ELF file and per problem, a "
                              "summary")
-    parser.add_argument("--jobs", type=_jobs, default=os.cpu_count() or 1, metavar="N",
+    parser.add_argument("--jobs", type=options.jobs, default=os.cpu_count() or 1, metavar="N",
                         help="processes to scan with (default: the number of CPUs)")
     parser.add_argument("--bench", action="store_true",
                         help="print only the wall time, file count, bytes read, jobs and CPU")

@@ -206,3 +206,52 @@ def system_errno(text):
 def errno_name(e):
     """'ENOSPC' for 28; the number as text when it has no name."""
     return errno.errorcode.get(e, str(e)) if e is not None else "?"
+
+
+# ---- worker processes ----------------------------------------------------------------------
+
+# Workers beyond a few per CPU only share the same CPUs and each holds its own memory: `--jobs`
+# is refused above this many per CPU (4 per CPU keeps I/O-bound scans busy).
+JOBS_PER_CPU = 4
+PR_SET_PDEATHSIG = 1
+
+
+def max_jobs():
+    """The largest --jobs accepted on this machine."""
+    return JOBS_PER_CPU * (os.cpu_count() or 1)
+
+
+def _die_with(parent):
+    """A pool worker's initializer: SIGKILL when the parent dies, whatever kills it (SIGKILL
+    included, which no handler of the parent can pass on), and the terminal's signals left to
+    the parent, which stops the workers itself."""
+    import ctypes
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    # The parent may have died between the fork and the prctl: then no signal will come.
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def pool(workers):
+    """A ProcessPoolExecutor of at most max_jobs() forked workers that die with this process
+    (PR_SET_PDEATHSIG), so that a parent killed by SIGKILL or a timeout leaves none behind."""
+    import concurrent.futures as cf
+    import multiprocessing
+    if not 1 <= workers <= max_jobs():
+        raise ValueError(f"{workers} workers: 1 to {max_jobs()} here")
+    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                  initializer=_die_with, initargs=(os.getpid(),))
+
+
+def stop_pool(p):
+    """Kill a pool's workers now (ProcessPoolExecutor can only wait for them before 3.14)."""
+    for w in list((getattr(p, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError):
+            w.kill()
+    p.shutdown(wait=False, cancel_futures=True)

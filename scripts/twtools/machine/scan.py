@@ -33,16 +33,13 @@ import collections
 import errno
 import itertools
 import json
-import multiprocessing
 import os
-import signal
 import stat
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from ..core import files
+from ..core import files, proc
 from ..core.ui import DataError
 from . import classify, decode, elf
 
@@ -282,11 +279,6 @@ def _scan_batch(paths):
     return [scan_file(p) for p in paths]
 
 
-def _worker_init():
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-
-
 def scan(paths, jobs=1, progress=None):
     """Yield every record for the files under paths ("file" and "problem", in no fixed
     order when jobs > 1), then one "summary" record.  progress(summary so far) is called
@@ -338,8 +330,7 @@ def scan(paths, jobs=1, progress=None):
         # The walk stays in this process and feeds the workers in batches, a few ahead: an
         # interrupt (core.proc raises it here) then kills the workers at once instead of
         # waiting for a queue of the whole tree.  Workers leave the signals to this process.
-        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
-                                   initializer=_worker_init)
+        pool = proc.pool(jobs)
         inflight = collections.deque()
 
         def drain():
@@ -365,10 +356,7 @@ def scan(paths, jobs=1, progress=None):
                 yield from drain()
             pool.shutdown()
         except BaseException:
-            # ProcessPoolExecutor has no public way to stop running workers before 3.14.
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
+            proc.stop_pool(pool)
             raise
     while pending:
         summ["problems"] += 1
