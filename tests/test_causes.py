@@ -129,8 +129,8 @@ def test_bare_metal_says_there_is_no_exit_to_pay():
 
 
 def test_a_run_without_a_cpuid_cell_has_no_price_and_no_fit():
-    """Every atlas run predates the cpuid cell: the price and the fit are unknown, with why,
-    and the section says so instead of dividing by nothing."""
+    """Atlas runs from before the cpuid cell: the price and the fit are unknown, with why,
+    instead of a division by nothing; runs since carry both with intervals."""
     runs = atlas.runs()
     assert runs, "the atlas ships runs (data/machines)"
     for _machine, run in runs:
@@ -138,6 +138,11 @@ def test_a_run_without_a_cpuid_cell_has_no_price_and_no_fit():
         fp = json.loads((run / "fingerprint.json").read_text())
         c = causes.compute_from(percall.analyse(doc), fp)
         if any(cell["op"] == "cpuid" for cell in doc["cells"]):
+            # A run measured since: the price and the fit are figures with intervals.
+            p = c["exit_price_ns"]
+            assert p["ci_low"] < p["value"] < p["ci_high"]
+            e = c["mechanisms"]["32-int80"]["exits_per_call"]
+            assert e["ci_low"] < e["value"] < e["ci_high"]
             continue
         assert c["exit_price_ns"]["value"] is None and "no cpuid cell" in c["exit_price_ns"]["why"]
         e = c["mechanisms"]["32-int80"]["exits_per_call"]

@@ -64,7 +64,9 @@ def section(doc, data):
             continue
         pe = m.get("predicted_exits") or {}
         v = m.get("verdict") or {}
-        rows.append([name, f"{m['op']}" + (f" vs {m['baseline']}" if m.get("baseline") else " (base)"),
+        against = (f" vs {m['baseline']}" if m.get("baseline") else
+                   " (no kernel entry)" if m.get("role") == "vdso" else " (the base)")
+        rows.append([name, m["op"] + against,
                      ns(m.get("measured_ns")), ns(m.get("predicted_ns")),
                      ns(m.get("residual_ns")),
                      (str(pe.get("value")) if pe.get("value") is not None else "unknown"),
