@@ -148,3 +148,42 @@ def test_a_run_without_a_cpuid_cell_has_no_price_and_no_fit():
         e = c["mechanisms"]["32-int80"]["exits_per_call"]
         assert e["value"] is None and e["why"]
         assert c["mechanisms"]["32-int80"]["predicted_exits"]["value"] == 1
+
+
+def matrix_priced(price, extra=0.0, seed=3):
+    """matrix(1) on a host whose exit costs `price`."""
+    global PRICE
+    old, PRICE = PRICE, price
+    try:
+        return matrix(1, seed=seed, extra=extra)
+    finally:
+        PRICE = old
+
+
+def test_the_fleet_names_the_exit_price_when_it_accounts_for_the_spread():
+    """Three machines whose int 0x80 ratios differ 4x only because their exits cost 500, 1000
+    and 2000 ns: the measured cause accounts for the spread; a fourth whose int 0x80 carries
+    2 us the model does not know is said to still differ."""
+    from twtools.analyse import fleet
+    fp = facts("kvm-6.18")
+    ds = [fleet.digest_doc(matrix_priced(p, seed=i), fp, {}, f"h{i}")
+          for i, p in enumerate((500.0, 1000.0, 2000.0))]
+    e = [x for x in fleet.explain_measured(ds, ["32-int80 null"])][0]
+    assert e["n"] == 3 and e["share"] > 0.95 and e["accounts"] is True, e
+    assert "accounts for" in fleet.measured_sentence(e)
+    ds.append(fleet.digest_doc(matrix_priced(1000.0, extra=2000.0, seed=7), fp, {}, "odd"))
+    e = fleet.explain_measured(ds, ["32-int80 null"])[0]
+    assert e["accounts"] is False and "still differs" in fleet.measured_sentence(e)
+    # One priced machine has no spread to explain, and says so.
+    e = fleet.explain_measured(ds[:1], ["32-int80 null"])[0]
+    assert e["share"] is None and "too few" in e["why"]
+
+
+def test_a_cost_ratio_never_gets_a_negative_lower_bound():
+    """The atlas once showed 0.0271x [-0.00537, 0.0595]: a cost whose interval reaches zero."""
+    from twtools.analyse import stats
+    a = {"median": 2.87, "ci_low": -3.42, "ci_high": 9.15}
+    b = {"median": 106.0, "ci_low": 105.0, "ci_high": 107.0}
+    assert stats.ratio_summary(a, b)["ci_low"] < 0          # a difference may cross zero
+    r = stats.ratio_summary(a, b, positive=True)
+    assert r["ci_low"] == 0.0 and r["ci_high"] > r["median"] > 0

@@ -377,6 +377,33 @@ def compute_from(analysed, fp):
                       "the delta method's interval over the cells' 95% intervals"}
 
 
+def from_digest_cells(cells, fp):
+    """The document from a fleet digest's cells ({name: {variant, op, shape, value, ci_low,
+    ci_high}}, analyse.fleet.digest_doc) and the machine's fingerprint."""
+    rows = [{"variant": c.get("variant"), "op": c.get("op"), "shape": c.get("shape") or "ret",
+             "supported": True, "undisturbed_ns": c.get("value"),
+             "undisturbed_ci_low": c.get("ci_low"), "undisturbed_ci_high": c.get("ci_high")}
+            for c in (cells or {}).values() if isinstance(c, dict)]
+    return compute_from(rows, fp)
+
+
+def brief(doc):
+    """What a fleet digest keeps of a causes document: the exit price and, for the first int
+    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small)."""
+    price, m = int80_summary(doc)
+    keep = ("value", "ci_low", "ci_high")
+    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None}
+    if m:
+        out["int80"] = {"variant": m["variant"], "baseline": m.get("baseline"),
+                        "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
+                        "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
+                        "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
+                        "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
+                        if m.get("residual_ns") else None,
+                        "holds": (m.get("verdict") or {}).get("holds")}
+    return out
+
+
 def compute(res):
     """The document from analyse.results.load's result; None when it has no per-call matrix."""
     pc = (res or {}).get("percall")

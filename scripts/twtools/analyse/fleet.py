@@ -38,9 +38,11 @@ import orjson
 
 from ..core import files
 from ..core.ui import DataError
-from . import percall, results, schema, stats
+from . import causes, percall, results, schema, stats
 
-ANALYSIS = "fleet/1"
+ANALYSIS = "fleet/2"
+# The operations whose cells always get an interval: the cost model's (analyse/causes.py).
+CAUSE_OPS = ("cpuid", "null")
 # The figure, by the keys issue 17 defines; FALLBACK is used (and named) until they exist.
 UNDISTURBED = ("undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high")
 FALLBACK = "floor_ns"
@@ -210,7 +212,9 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
             raise DataError(f"percall.json: cells[{i}]: variant, op, size or shape is not "
                             "what tw writes")
         ref0 = doc.get("reference") or {}
-        want = interval_ops is None or op in interval_ops or (
+        # The cost model's cells (the exit price, the int 0x80 cells and their baselines'
+        # null calls) always get their interval: the digest carries its fit.
+        want = interval_ops is None or op in interval_ops or op in CAUSE_OPS or (
             v == (ref0.get("variant") or "64-syscall") and op == (ref0.get("op") or "null")
             and shape == (ref0.get("shape") or "ret"))
         fig = undisturbed(doc, c, f"cells[{i}]", interval=want)
@@ -224,6 +228,7 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
     _ratios(cells, cells.get(rname))
     estimators = sorted({c["estimator"] for c in cells.values()})
     return {"host": host, "facts": facts(fp, meta), "reference": rname,
+            "causes": causes.brief(causes.from_digest_cells(cells, fp if isinstance(fp, dict) else None)),
             "estimator": estimators[0] if len(estimators) == 1 else ",".join(estimators),
             "created_utc": _str((meta or {}).get("created_utc")),
             "mode": _str((meta or {}).get("mode")) or _str(doc.get("mode")),
@@ -245,7 +250,8 @@ def _ratios(cells, ref):
         if c.get("ci_low") is not None and ref.get("ci_low") is not None:
             r = stats.ratio_summary(
                 {"median": c["value"], "ci_low": c["ci_low"], "ci_high": c["ci_high"]},
-                {"median": ref["value"], "ci_low": ref["ci_low"], "ci_high": ref["ci_high"]})
+                {"median": ref["value"], "ci_low": ref["ci_low"], "ci_high": ref["ci_high"]},
+                positive=True)
             if r:
                 c["ratio_low"], c["ratio_high"] = r["ci_low"], r["ci_high"]
 
@@ -458,6 +464,65 @@ def sentence(e):
     return s
 
 
+def explain_measured(digests, cols):
+    """The measured causes beside the facts: for each int 0x80 column, how much of the spread
+    of log(ratio) over the machines that priced an exit the cost model's prediction (its
+    baseline + the predicted exits at each machine's own exit price) accounts for, and whether
+    what is left agrees between them within the intervals.  [] when fewer than two machines
+    priced an exit: one machine has no spread to explain."""
+    out = []
+    for col in cols:
+        v = col.split(" ", 1)[0]
+        rows = []
+        for d in digests:
+            c, br = d["cells"].get(col), (d.get("causes") or {}).get("int80")
+            ref = d["cells"].get(d["reference"])
+            price = ((d.get("causes") or {}).get("exit_price") or {}).get("value")
+            if not (c and ref and br and br.get("variant") == v and c.get("ratio")
+                    and price and br.get("residual_ns") and br["residual_ns"].get("value") is not None):
+                continue
+            predicted = c["value"] - br["residual_ns"]["value"]
+            if predicted <= 0:
+                continue
+            rows.append((d["host"], c["ratio"], predicted / ref["value"], br["residual_ns"],
+                         ref["value"], price))
+        priced = sum(1 for d in digests if ((d.get("causes") or {}).get("exit_price") or {}).get("value"))
+        if not rows:
+            continue
+        if len(rows) < 2:
+            out.append({"column": col, "fact": "exit price", "kind": "measured", "n": len(rows),
+                        "priced": priced, "machines": len(digests), "share": None,
+                        "accounts": None,
+                        "why": f"{len(rows)} of {len(digests)} machines priced an exit: "
+                               "too few to explain a spread"})
+            continue
+        y = np.log([r[1] for r in rows])
+        pred = np.log([r[2] for r in rows])
+        tot = float(((y - y.mean()) ** 2).sum())
+        left = y - pred
+        share = None if tot <= 0 else float(1 - ((left - left.mean()) ** 2).sum() / tot)
+        lo = max(r[3]["ci_low"] / r[4] for r in rows)
+        hi = min(r[3]["ci_high"] / r[4] for r in rows)
+        out.append({"column": col, "fact": "exit price", "kind": "measured", "n": len(rows),
+                    "priced": priced, "machines": len(digests), "share": share,
+                    "accounts": bool(lo <= hi),
+                    "prices": {r[0]: r[5] for r in rows},
+                    "why": None})
+    out.sort(key=lambda e: -(e["share"] or -1))
+    return out
+
+
+def measured_sentence(e):
+    """One line for a measured cause."""
+    if e["share"] is None:
+        return f"{e['column']}: the exit price explains nothing yet: {e['why']}"
+    s = (f"{e['column']} × reference: the cost model with each machine's measured exit price "
+         f"accounts for {100 * max(e['share'], 0):.0f}% of the spread over {e['n']} machines")
+    s += ("; what is left agrees between them within the intervals" if e["accounts"] else
+          "; what is left still differs between them beyond the intervals")
+    return s
+
+
 def view(digests, refused, op="null"):
     """The fleet view: machines, groups with their spread, outliers, explaining facts."""
     digests = sorted(digests, key=lambda d: d["host"])
@@ -476,7 +541,8 @@ def view(digests, refused, op="null"):
             # Outliers in the cells the view shows (--op): over every cell of a thousand
             # machines the group medians' intervals alone would take most of a minute.
             "outliers": outliers(groups, cols, "value"),
-            "explain": explain(digests, cols, differ)}
+            "explain": explain(digests, cols, differ),
+            "explain_measured": explain_measured(digests, cols)}
 
 
 def finite_or_none(x):

@@ -224,10 +224,12 @@ def diff_summary(a, b):
             "unstable": bool(a.get("unstable") or b.get("unstable"))}
 
 
-def ratio_summary(a, b):
+def ratio_summary(a, b, positive=False):
     """a/b for two independent summaries, b positive.  The CI comes by quadrature on the log
     scale when a's interval is positive too, else by first-order propagation of the relative
-    errors (a can then be a difference that crosses zero)."""
+    errors (a can then be a difference that crosses zero).  positive: a is a quantity that
+    cannot be negative (a cost), so an interval reaching below zero is cut at zero, never
+    given a negative lower bound."""
     if not a or not b or a.get("median") is None or not b.get("median") or b["median"] <= 0 \
             or a.get("ci_low") is None or b.get("ci_low") is None:
         return None
@@ -241,7 +243,7 @@ def ratio_summary(a, b):
     ra = (a["ci_high"] - a["ci_low"]) / 2
     rb = (b["ci_high"] - b["ci_low"]) / 2 / b["median"]
     e = math.hypot(ra / b["median"], r * rb)
-    return dict(base, median=r, ci_low=r - e, ci_high=r + e)
+    return dict(base, median=r, ci_low=max(0.0, r - e) if positive else r - e, ci_high=r + e)
 
 
 def bootstrap(data, statistic, n_resamples=2000, seed=1, confidence=CONFIDENCE):

@@ -63,6 +63,21 @@ def _txt(t, unit):
     return s
 
 
+def exits_text(runs):
+    """The exit price and exits per int 0x80 call of a machine's runs (each run's, from its
+    digest's cost model), or why not."""
+    out = []
+    for d in runs:
+        c = d.get("causes") or {}
+        p = c.get("exit_price") or {}
+        if p.get("value") is None:
+            out.append("unknown: no cpuid cell")
+            continue
+        e = (c.get("int80") or {}).get("exits_per_call") or {}
+        out.append(_fig(p) + ("; " + _fig(e, unit="") if e.get("value") is not None else ""))
+    return " · ".join(out)
+
+
 def here_digest(data):
     raw = (data.get("raw") or {}).get("percall")
     if not raw:
@@ -77,22 +92,36 @@ def _quotient(c, t):
     here = {"median": c["ratio"], "ci_low": c.get("ratio_low"), "ci_high": c.get("ratio_high")}
     there = {"median": t["median"], "ci_low": t["ci_low"], "ci_high": t["ci_high"]}
     if here["ci_low"] is not None and there["ci_low"] is not None:
-        r = stats.ratio_summary(here, there)
+        r = stats.ratio_summary(here, there, positive=True)
         if r:
             return r["median"], r["ci_low"], r["ci_high"]
     return c["ratio"] / t["median"], None, None
 
 
+def clarity(c, t):
+    """How clearly a cell's ratio here differs from an atlas machine's: |log(here / there)|
+    in standard errors of its own interval (a z score), None without an interval."""
+    q, lo, hi = _quotient(c, t)
+    if q <= 0 or lo is None or lo <= 0 or hi <= lo:
+        return None
+    se = (math.log(hi) - math.log(lo)) / (2 * 1.96)
+    return abs(math.log(q)) / se if se > 0 else None
+
+
 def differ_most(here, runs, top=TOP):
-    """The cells whose ratio here differs most (on the log scale) from an atlas machine's."""
+    """The cells whose ratio here differs most clearly from an atlas machine's: ranked by the
+    z score of log(here / there) (clarity), so that a wide interval (a write-sync cell, which
+    measures the disk) does not outrank a narrow one; cells without an interval come last,
+    by size."""
     rows = []
     for col, c in here["cells"].items():
         t = _theirs(runs, col, "ratio")
         if c["shape"] != "ret" or c.get("ratio") is None or t is None or t["median"] <= 0:
             continue
-        rows.append((abs(math.log(c["ratio"] / t["median"])), col, c, t))
-    rows.sort(key=lambda r: -r[0])
-    return rows[:top]
+        z = clarity(c, t)
+        rows.append((z if z is not None else -1.0, abs(math.log(c["ratio"] / t["median"])), col, c, t))
+    rows.sort(key=lambda r: (-r[0], -r[1]))
+    return [(r[0], r[2], r[3], r[4]) for r in rows[:top]]
 
 
 def section(doc, data, root=atlas.ATLAS):
@@ -125,10 +154,12 @@ def section(doc, data, root=atlas.ATLAS):
     names = list(by)
     facts = lambda d: (f"{d['facts']['cpu_name']}, {d['facts']['cpu']}, "
                        f"{d['facts']['hypervisor']}, {d['facts']['kernel']}")
-    doc.table(["machine", "facts", "runs"],
-              [["this run", outside(facts(here)), "1"]] +
-              [[outside(m), outside(facts(by[m][0])), str(len(by[m]))]
+    doc.table(["machine", "facts", "runs", "price of one VM exit; exits per int 0x80 call"],
+              [["this run", outside(facts(here)), "1", exits_text([here])]] +
+              [[outside(m), outside(facts(by[m][0])), str(len(by[m])), exits_text(by[m])]
                for m in names])
+    doc.p("A machine whose runs have no cpuid cell (measured before it existed) has no exit "
+          "price: its exits per call are unknown, not zero (docs/mechanisms.md).")
     rows = []
     for col, c in here["cells"].items():
         if c["op"] != SHOWN_OP or c["shape"] != "ret":
@@ -143,15 +174,17 @@ def section(doc, data, root=atlas.ATLAS):
         top = differ_most(here, by[m])
         if not top:
             continue
-        doc.p(f"Ratios that differ most from **{outside(m)}** (× own reference; "
-              "here / there):")
+        doc.p(f"Ratios that differ most clearly from **{outside(m)}** (× own reference; "
+              "here / there; ranked by z, the distance from 1 in standard errors of its "
+              "log-scale interval):")
         rows = []
-        for _, col, c, t in top:
+        for z, col, c, t in top:
             q, lo, hi = _quotient(c, t)
             rows.append([col, _fig(c, "ratio", "ratio_low", "ratio_high", "×"), _txt(t, "×"),
                          f"{q:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None
-                                       else " (no interval)")])
-        doc.table(["cell", "here", f"{outside(m)}", "here / there [95% CI]"], rows)
+                                       else " (no interval)"),
+                         f"{z:.1f}" if z >= 0 else "—"])
+        doc.table(["cell", "here", f"{outside(m)}", "here / there [95% CI]", "z"], rows)
     for s in skipped:
         doc.warn(f"atlas entry {outside(s['machine'])}/{outside(s['run'])} "
                  f"skipped: {outside(s['why'])}")

@@ -64,6 +64,10 @@ def text(view, out=None):
                          f"{_g(o['group_median'])} ns, {100 * o['gap']:+.0f}%"
                          + (f" [{100 * o['gap_low']:+.0f}, {100 * o['gap_high']:+.0f}]"
                             if o["gap_low"] is not None else "") + f" ({o['interval']})")
+    if view.get("explain_measured"):
+        lines.append("measured causes (analyse/causes.py):")
+        for e in view["explain_measured"][:8]:
+            lines.append("  " + escape.terminal(afleet.measured_sentence(e)))
     if view["explain"]:
         lines.append("what explains the differences, ranked:")
         for e in view["explain"][:8]:
@@ -129,6 +133,19 @@ def _group_row(view, g):
     return f'<tr><td class="l">{_e(facts)}</td><td>{g["n"]}</td>{"".join(cells)}</tr>'
 
 
+def exit_text(m):
+    """A machine's exit price and exits per int 0x80 call, from its digest (analyse/causes.py)."""
+    c = m.get("causes") or {}
+    p = c.get("exit_price") or {}
+    if p.get("value") is None:
+        return "exit price unknown (no cpuid cell)"
+    s = f"exit {_g(p['value'])} ns{_ci(p.get('ci_low'), p.get('ci_high'))}"
+    e = ((c.get("int80") or {}).get("exits_per_call") or {})
+    if e.get("value") is not None:
+        s += f", {e['value']:.2f}{_ci(e.get('ci_low'), e.get('ci_high'))} exits per int 0x80 call"
+    return s
+
+
 def _machine_rows(view, hosts, byhost):
     rows = []
     for h in hosts:
@@ -143,7 +160,7 @@ def _machine_rows(view, hosts, byhost):
                          f'{_ci(c["ratio_low"], c["ratio_high"])}<br><small>{_g(c["value"])} ns'
                          f'{_ci(c["ci_low"], c["ci_high"])}</small></td>')
         rows.append(f'<tr><td class="l">{_e(h)}<br><small>{_e(m["facts"]["cpu_name"])}; '
-                    f'{_e(m["facts"]["kernel"])}</small></td>{"".join(cells)}</tr>')
+                    f'{_e(m["facts"]["kernel"])}; {_e(exit_text(m))}</small></td>{"".join(cells)}</tr>')
     return rows
 
 
@@ -161,6 +178,10 @@ def page(view):
     if view["refused"]:
         out.append(f"<h2>Refused ({len(view['refused'])})</h2><ul>")
         out += [f'<li class="refused">{_e(r["host"])}: {_e(r["why"])}</li>' for r in view["refused"]]
+        out.append("</ul>")
+    if view.get("explain_measured"):
+        out.append("<h2>Measured causes</h2><ul>")
+        out += [f"<li>{_e(afleet.measured_sentence(e))}</li>" for e in view["explain_measured"]]
         out.append("</ul>")
     if view["explain"]:
         out.append("<h2>What explains the differences</h2><ol>")
