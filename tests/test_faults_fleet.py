@@ -83,6 +83,18 @@ def fleet_world(tmp_path):
     d = materialise(base, coll / "future-percall" / "run")
     edit_json(d / "percall.json", lambda o: o.__setitem__("schema", "timewrite-percall/99"))
 
+    # Shapes no check foresaw (issue 25, class 6): each stopped the whole fleet with exit 70.
+    d = materialise(base, coll / "bad-params" / "run")
+    def legacy_bad_params(o):
+        # A legacy matrix (flat samples, cut into rounds by params.batches) whose params
+        # is a list, not the object tw writes.
+        for c in o["cells"]:
+            c["samples"] = [x for rd in c.pop("rounds", []) for x in rd["samples_ns"]]
+        o["params"] = [1, 2]
+    edit_json(d / "percall.json", legacy_bad_params)
+    d = materialise(base, coll / "bad-reference" / "run")
+    edit_json(d / "percall.json", lambda o: o.__setitem__("reference", ["x"]))
+
     materialise(base, coll / HOSTILE_NAME / "run")
     os.symlink(outside, coll / "folder-link")
     return tmp_path, coll, outside
@@ -96,6 +108,8 @@ EXPECTED = {
     "future": "newer than this checkout reads",
     "future-percall": "newer than this checkout reads",
     "folder-link": "symbolic link",
+    "bad-params": "",
+    "bad-reference": "",
 }
 
 
@@ -215,3 +229,24 @@ def test_unpack_writes_a_good_archive_whole_and_never_merges(tmp_path):
     assert (got / "percall.json").read_bytes() == (src / "percall.json").read_bytes()
     p = tw("unpack", arc, "--into", tmp_path / "coll", "--host", "a b/../c", cwd=tmp_path)
     assert p.returncode == 3 and "never merges" in p.stderr
+
+
+def test_out_inside_an_input_results_directory_is_refused(tmp_path):
+    """--out inside a host's results would write the view into them (issue 25, class 15)."""
+    d = materialise(RUNS[0], tmp_path / "host")
+    before = snapshot(d)
+    p = tw("fleet", d, "--out", d / "view", cwd=tmp_path)
+    assert p.returncode == 2 and "inside the input results directory" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and snapshot(d) == before
+
+
+def test_the_atlas_is_one_command_away(tmp_path):
+    """tw fleet --atlas compares the shipped atlas as it is stored (percall.json.xz), and so
+    does tw fleet over the atlas's run folders themselves."""
+    p = tw("fleet", "--atlas", "--json", "--out", tmp_path / "a", cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    view = json.loads(p.stdout)
+    assert len(view["machines"]) == len(RUNS) and not view["refused"]
+    p = tw("fleet", *RUNS, "--json", "--out", tmp_path / "b", cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert len(json.loads(p.stdout)["machines"]) == len(RUNS)

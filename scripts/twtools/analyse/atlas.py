@@ -12,7 +12,6 @@ fingerprint) and digested by twtools.analyse.fleet, the same digest `tw fleet` c
 the report's atlas section and the fleet view use one figure.  A damaged atlas entry is
 skipped with its reason, never a failed report.
 """
-import lzma
 from pathlib import Path
 
 from ..core import files, paths
@@ -27,14 +26,7 @@ def _percall_xz(run):
     raw = files.read_regular(path, inside=run)
     if raw is None:
         raise DataError(f"{path}: absent")
-    try:
-        dec = lzma.LZMADecompressor()
-        text = dec.decompress(raw, max_length=files.MAX_READ)
-    except lzma.LZMAError as e:
-        raise DataError(f"{path}: damaged xz ({e})") from None
-    if not dec.eof:
-        raise DataError(f"{path}: larger than any stage file once decompressed")
-    return fleet._json(path, text)
+    return fleet._json(path, fleet.unxz(path, raw))
 
 
 def runs(root=ATLAS):

@@ -33,6 +33,9 @@ def add_arguments(p, name):
                         "cell); the CSV and JSON hold every cell")
     p.add_argument("--jobs", type=options.jobs, default=0, metavar="N",
                    help="worker processes reading directories (default: one per CPU)")
+    p.add_argument("--atlas", action="store_true",
+                   help="compare the atlas's machines too (data/machines/*/runs/*, each named "
+                        "machine/run), beside any DIR given")
     p.add_argument("--bench", type=int, metavar="N",
                    help="the scale benchmark: make N synthetic results directories from the "
                         "atlas (data/machines), compare them, print wall time and peak memory")
@@ -159,9 +162,32 @@ def out_dir(arg):
     return p
 
 
-def run(dirs, out_arg, op, workers, as_json, stream=None):
+def atlas_jobs(root=None):
+    """[(machine/run, run dir)] of the shipped atlas (analyse.atlas.runs)."""
+    from ..analyse import atlas
+    return [(f"{m}/{r.name}", r) for m, r in atlas.runs(root or atlas.ATLAS)]
+
+
+def refuse_out_inside(out_arg, jobs):
+    """--out inside an input results directory would write into that host's results
+    (issue 25, class 15): refused before anything is read."""
+    if out_arg is None:
+        return
+    o = Path(out_arg).absolute().resolve(strict=False)
+    for _, d in jobs:
+        d = Path(d).absolute().resolve()
+        if o == d or d in o.parents:
+            raise UserError(f"{out_arg}: is inside the input results directory {d}; "
+                            "tw fleet never writes into a host's results",
+                            "give --out a folder outside every DIR")
+
+
+def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False):
     stream = stream or sys.stdout
     jobs, refused = discover(dirs)
+    if atlas:
+        jobs += atlas_jobs()
+    refuse_out_inside(out_arg, jobs)
     if len({h for h, _ in jobs}) != len(jobs):
         seen, uniq = set(), []
         for h, d in jobs:
@@ -195,10 +221,10 @@ def main(args, name):
     if args.bench is not None:
         from . import fleetbench
         return fleetbench.main(args)
-    if not args.dirs:
-        raise UserError("give at least one results directory or collection folder",
+    if not args.dirs and not args.atlas:
+        raise UserError("give at least one results directory or collection folder, or --atlas",
                         "see tw fleet --help")
-    view, _ = run(args.dirs, args.out, args.op, args.jobs, args.json)
+    view, _ = run(args.dirs, args.out, args.op, args.jobs, args.json, atlas=args.atlas)
     if not view["machines"]:
         raise DataError("no directory could be compared (each refused above)")
     return ui.EXIT_DATA if view["refused"] else ui.EXIT_OK
