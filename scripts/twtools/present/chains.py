@@ -251,8 +251,12 @@ def chain(variant, fp, doc):
             "figures": _figures(m, price) if doc else ["not measured: run make report (or pass --results DIR)"]}
 
 
-def _step_text(s, md=str):
-    t = f"{md(s['step'])}  [{md(s['kernel'])}]"
+def _step_text(s, md=None):
+    # In Markdown the kernel's side is a code span: its text is this module's own, and a code
+    # span needs no escaping but of its backticks and line ends.
+    k = (f"`{s['kernel'].replace('`', '').replace(chr(10), ' ')}`" if md else f"[{s['kernel']}]")
+    md = md or str
+    t = f"{md(s['step'])}  {k}"
     if s.get("ns"):
         t += f": {_ns(s['ns'])} here"
     if s.get("note"):

@@ -233,6 +233,10 @@ def collect(fingerprint=None, data=None, judged=None):
             e["penalty"] = penalty_text(analysed, m)
         e["chain"] = chains.chain(m.name, (data or {}).get("fingerprint") or fp,
                                   (data or {}).get("causes") if data is not None else None)
+        cell = cost_cell(analysed, m) if data is not None else None
+        if cell is not None and cell.get("supported") is False:
+            # No cost to explain: the chain is what the kernel would do, and the figures say why not.
+            e["chain"]["figures"] = [f"{cell.get('status', 'unsupported')} here: {cell.get('reason')}"]
         out.append(e)
     return fp, out
 
