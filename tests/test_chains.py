@@ -63,6 +63,15 @@ def test_guest_on_a_new_kernel_pays_the_exit_priced_here(fp):
     assert "4500.0 ns [4440.0, 4560.0] here" in t
     # (4750 - 200) / 4500 = 1.01: the fit, its interval, the prediction and the verdict.
     assert "exits per call: 1.01 [" in t and "1 predicted" in t and "the model holds" in t
+    assert "excludes exactly" not in t
+
+
+def test_a_fit_near_but_not_at_one_exit_is_said(fp):
+    """1.23 exits is near one (the model holds) but its interval excludes 1: the chain says so."""
+    cells = [dict(c, undisturbed_ns=5735.0, undisturbed_ci_low=5675.0, undisturbed_ci_high=5795.0)
+             if c["variant"] == INT80 else c for c in CELLS]
+    t = text(int80_chain(fp, cells))
+    assert "the model holds" in t and "the fitted interval excludes exactly 1: this way in costs more" in t
 
 
 @pytest.mark.parametrize("change, says, absent", [
