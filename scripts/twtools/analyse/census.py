@@ -271,7 +271,7 @@ def analyse(raw, percall_doc=None, percall_source=None):
     seconds = raw.get("wall_s") or raw.get("seconds") or None
     analysed = percall.analyse(percall_doc) if percall_doc else None
     # The price of one VM exit (the cpuid cell): int 0x80's excess is counted in exits too.
-    price = causes.exit_price((analysed or {}).get("cells"))
+    one_exit = causes.exit_price((analysed or {}).get("cells"))
     vd = raw.get("vdso32") or {}
     procs = processes(raw)
     traced = raw.get("trace") is not None
@@ -283,7 +283,7 @@ def analyse(raw, percall_doc=None, percall_source=None):
                      else {"why": "no window"})
             g["per_s"] = g["calls"] / seconds if seconds else None
             if g["entry"] == "int80":
-                e = diagnose.in_exits(g.get("per_call_ns"), price)
+                e = diagnose.in_exits(g.get("per_call_ns"), one_exit)
                 g.update(exits_per_call=e, exits_per_s=stats.scale(e, g["per_s"]) if e and g["per_s"]
                          else None)
         slow = [g.get("ns_per_s") for g in ps if not g.get("is_fastest")]
@@ -321,7 +321,7 @@ def analyse(raw, percall_doc=None, percall_source=None):
          "readiness": {"stop": [_brief(p) for p in stop],
                        "int80": [_brief(p) for p in int80],
                        "int80_ns_per_s": int80_cost, "int80_unknown": unknown_cost,
-                       "exit_price_ns": price,
+                       "exit_price_ns": one_exit,
                        "int80_exits_per_s": _sum_intervals(i80x) if i80x and None not in i80x else None,
                        "unreadable": [_brief(p) | {"why": p.get("why")} for p in unreadable]},
          "tracer_cost": tracer_cost(raw, procs, seconds) if traced and seconds else None,

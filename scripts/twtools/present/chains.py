@@ -227,10 +227,12 @@ def _figures(m, price):
                        f"from ({_ns(m.get('minus_baseline_ns'))}) / the exit price, {pred} predicted")
             if pred is not None and pred > 0 and not e["ci_low"] <= pred <= e["ci_high"]:
                 # Near the count is not the count: say which way the rest goes, in plain words.
+                more = e["ci_low"] > pred
                 out.append(f"the fitted interval excludes exactly {pred}: this way in costs "
-                           f"{'more' if e['ci_low'] > pred else 'less'} than {pred} cpuid exit(s) "
-                           "over its baseline, so either its exit is dearer (or cheaper) than "
-                           "cpuid's or its own path differs from the baseline's by that residual")
+                           f"{'more' if more else 'less'} than {pred} cpuid exit(s) over its "
+                           f"baseline, so either its exit is {'dearer' if more else 'cheaper'} "
+                           "than cpuid's or its own path differs from the baseline's by the "
+                           "residual below")
         else:
             out.append(f"exits per call: unknown ({e.get('why') or 'no fit'}); {pred} predicted")
     if m.get("predicted_ns"):
