@@ -339,3 +339,17 @@ def test_damaged_census_json_is_read_or_refused(stage_run, tmp_path):
             except Exception as e:     # noqa: BLE001 - what the test looks for
                 crashes.append(f"{'.'.join(map(str, path))} = {bad!r}: {type(e).__name__}: {e}")
     assert not crashes, "\n".join(crashes[:20])
+
+
+def test_int80_calls_counted_in_vm_exits():
+    """Issue 24 item 5: the readiness statement prices the int 0x80 callers in VM exits per
+    second at the measured exit price, or says why it cannot."""
+    from twtools.present import census as pcensus
+    r = {"exit_price_ns": {"value": 4500.0, "ci_low": 4400.0, "ci_high": 4600.0},
+         "int80_exits_per_s": {"median": 120.4, "ci_low": 110.2, "ci_high": 131.0}}
+    assert pcensus.exits_text(r) == ("At 4500 ns [4400, 4600] an exit here (cpuid), that is "
+                                     "120 [110, 131] exits' worth per second.")
+    r["int80_exits_per_s"] = None
+    assert "unknown, because" in pcensus.exits_text(r)
+    r["exit_price_ns"] = {"value": None, "why": "unknown: these results have no cpuid cell"}
+    assert pcensus.exits_text(r) == "In VM exits: unknown: these results have no cpuid cell."

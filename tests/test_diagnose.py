@@ -261,3 +261,21 @@ def test_new_modules_keep_to_their_layer(mod):
         if isinstance(node, ast.ImportFrom) and node.level:
             target = layer if node.level == 1 else (node.module or "").split(".")[0]
             assert target in LAYERS[layer], f"{mod} imports {node.module} ({target})"
+
+
+def test_int80_calls_priced_in_vm_exits():
+    """Issue 24 item 5: a program's int 0x80 excess in VM exits at this machine's exit price,
+    with intervals; unknown with why when the matrix has no cpuid cell."""
+    from twtools.analyse import diagnose as adiag
+    from twtools.present import diagnose as pdiag
+    price = {"value": 4500.0, "ci_low": 4400.0, "ci_high": 4600.0}
+    e = adiag.in_exits({"median": 4500.0, "ci_low": 4300.0, "ci_high": 4700.0}, price)
+    assert e["ci_low"] < 1.0 < e["ci_high"] and abs(e["median"] - 1.0) < 1e-12
+    assert adiag.in_exits({"median": 1.0, "ci_low": 0.5, "ci_high": 1.5},
+                          {"value": None, "why": "unknown: no cpuid cell"}) is None
+    d = {"cost": [{"calls": 10, "exits_per_call": e, "exit_price_ns": price,
+                   "exits": {"median": 10.0, "ci_low": 9.4, "ci_high": 10.6}}]}
+    assert pdiag.exits_text(d) == ("; its 10 int 0x80 calls cost 1.00 [0.95, 1.05] VM exits each at "
+                                   "4500 ns [4400, 4600] an exit (cpuid): 10 [9, 11] exits in all")
+    d = {"cost": [{"calls": 10, "exits_per_call": None, "exits_why": "unknown: no cpuid cell"}]}
+    assert pdiag.exits_text(d) == "; its int 0x80 calls in VM exits: unknown: no cpuid cell"

@@ -150,3 +150,46 @@ def test_unstable_cells_never_support():
     _force_samples(d, "32-libc", [800.0 * (1 + 0.3 * ((i % 5) - 2) / 2) for i in range(40)])
     v = verdict.decide(d, ref_row())
     assert v["verdict"] == "inconclusive"
+
+
+def _today_data(price, int80, fast, release=None):
+    """The fixture with a cpuid cell priced at `price` and 32-int80 and the 32-bit fast path
+    forged to these undisturbed figures (each with a 2% half-width)."""
+    d = copy.deepcopy(data())
+    cells = d["percall"]["cells"]
+    base = next(c for c in cells if c["variant"] == "64-syscall" and c["op"] == "null" and c["shape"] == "ret")
+    cells.append(dict(copy.deepcopy(base), op="cpuid"))
+    for c, v in ((cells[-1], price), (verdict.percall_cell(d, "32-int80"), int80),
+                 (verdict.percall_cell(d, "32-vdso"), fast)):
+        c.update(supported=True, undisturbed_ns=v, undisturbed_ci_low=0.98 * v, undisturbed_ci_high=1.02 * v)
+    if release:
+        d["fingerprint"]["kernel"]["release"] = release
+    return d
+
+
+def test_today_prices_int80_in_exits_and_keeps_the_seed_answer():
+    """Issue 24 item 5: the reasoning adds what holds now, in exits, with the fitted count."""
+    d = _today_data(4500.0, 4700.0, 200.0)
+    v = verdict.decide(d, seedref.read())
+    t = v["today"]
+    assert t["predicted_exits"] == 1 and t["holds"] is True
+    assert 0.9 < t["exits_per_call"]["ci_low"] < 1 < t["exits_per_call"]["ci_high"] < 1.1
+    assert "Go's 386 runtime" in v["sentence"] and "One exit costs 4500 ns [4410, 4590] here" in v["sentence"]
+    assert "exits per call" in v["sentence"] and "model fails" not in v["sentence"]
+    # The seed's answer is the one decided without the cpuid cell.
+    assert v["verdict"] == verdict.decide(data(), seedref.read())["verdict"]
+
+
+def test_today_says_plainly_when_the_fit_is_not_one_exit():
+    v = verdict.decide(_today_data(4500.0, 9200.0, 200.0), seedref.read())
+    assert v["today"]["holds"] is False and "the model fails on this machine" in v["sentence"]
+
+
+def test_today_without_exit_price_or_on_an_old_kernel():
+    v = verdict.decide(data(), seedref.read())
+    assert "The exit's price here is unknown: these results have no cpuid cell" in v["today"]["text"]
+    v = verdict.decide(_today_data(4500.0, 4700.0, 200.0, release="6.6.30"), seedref.read())
+    assert v["today"]["predicted_exits"] == 0 and "pays no VM exit per call" in v["today"]["text"]
+    assert "older than 6.7" in v["today"]["text"]
+    # Yet the forged matrix holds one exit's worth: the text says the model fails here.
+    assert v["today"]["holds"] is False and "the model fails on this machine" in v["today"]["text"]

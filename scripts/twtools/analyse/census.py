@@ -30,7 +30,7 @@ From the raw census (twtools.measure.census) and a per-call matrix (percall.json
 Every figure carries its 95% CI or says why it is unknown.
 """
 from ..machine import registry
-from . import diagnose, percall, stats
+from . import causes, diagnose, percall, stats
 
 SCHEMA = "timewrite-census-report/1"
 CS32 = 0x23
@@ -270,6 +270,8 @@ def analyse(raw, percall_doc=None, percall_source=None):
     readiness, tracer cost, and what could not be seen."""
     seconds = raw.get("wall_s") or raw.get("seconds") or None
     analysed = percall.analyse(percall_doc) if percall_doc else None
+    # The price of one VM exit (the cpuid cell): int 0x80's excess is counted in exits too.
+    one_exit = causes.exit_price((analysed or {}).get("cells"))
     vd = raw.get("vdso32") or {}
     procs = processes(raw)
     traced = raw.get("trace") is not None
@@ -280,6 +282,10 @@ def analyse(raw, percall_doc=None, percall_source=None):
             g.update(price(g, p["bits"] or g["bits"], percall_doc, analysed, seconds) if seconds
                      else {"why": "no window"})
             g["per_s"] = g["calls"] / seconds if seconds else None
+            if g["entry"] == "int80":
+                e = diagnose.in_exits(g.get("per_call_ns"), one_exit)
+                g.update(exits_per_call=e, exits_per_s=stats.scale(e, g["per_s"]) if e and g["per_s"]
+                         else None)
         slow = [g.get("ns_per_s") for g in ps if not g.get("is_fastest")]
         q = {k: v for k, v in p.items() if k != "rows"}
         q.update(paths=ps, calls_per_s=(p["calls"] / seconds) if seconds and traced else None,
@@ -296,6 +302,7 @@ def analyse(raw, percall_doc=None, percall_source=None):
     int80 = [p for p in out_procs if p["int80_calls"]]
     int80_cost = _sum_intervals([g.get("ns_per_s") for p in int80 for g in p["paths"]
                                  if g["entry"] == "int80"])
+    i80x = [g.get("exits_per_s") for p in int80 for g in p["paths"] if g["entry"] == "int80"]
     unknown_cost = sorted({f"{g['label']}: {g.get('why') or 'not priced'}" for p in int80
                            for g in p["paths"] if g["entry"] == "int80" and g.get("ns_per_s") is None})
     unreadable = [p for p in out_procs if p["bits"] is None and p.get("why")]
@@ -314,6 +321,8 @@ def analyse(raw, percall_doc=None, percall_source=None):
          "readiness": {"stop": [_brief(p) for p in stop],
                        "int80": [_brief(p) for p in int80],
                        "int80_ns_per_s": int80_cost, "int80_unknown": unknown_cost,
+                       "exit_price_ns": one_exit,
+                       "int80_exits_per_s": _sum_intervals(i80x) if i80x and None not in i80x else None,
                        "unreadable": [_brief(p) | {"why": p.get("why")} for p in unreadable]},
          "tracer_cost": tracer_cost(raw, procs, seconds) if traced and seconds else None,
          "regs_ok": (raw.get("trace") or {}).get("regs_ok"),

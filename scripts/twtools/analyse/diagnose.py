@@ -35,7 +35,7 @@ Every figure carries its 95% CI or says why it is unknown.
 import math
 
 from ..machine import classify, elf, registry, sysnr
-from . import percall, stats
+from . import causes, percall, stats
 
 OP = "null"
 SHAPE = "ret"
@@ -357,9 +357,21 @@ def _lite(c):
                                   "reason")}
 
 
+def in_exits(per_call, price):
+    """A per-call excess in VM exits: per_call / the exit price (analyse.causes.exit_price),
+    with the ratio's interval; None when either is unknown.  On a VM a program that enters by
+    int 0x80 pays an APIC read per call since Linux 6.7, one exit where the host does not
+    virtualise it: this is how many exits its excess is worth at this machine's price."""
+    if not per_call or not price or price.get("value") is None:
+        return None
+    return stats.ratio_summary(per_call, {"median": price["value"], "ci_low": price["ci_low"],
+                                          "ci_high": price["ci_high"]})
+
+
 def cost(groups, doc, analysed, prog_bits):
     """Per path: its variant, the fastest variant, the per-call difference and the total."""
     fast, why_fast = fastest(prog_bits, analysed)
+    price = causes.exit_price((analysed or {}).get("cells"))
     out = []
     for g in groups:
         row = {"label": g["label"], "calls": g["calls"], "writes": g["writes"], "variant": None,
@@ -381,6 +393,11 @@ def cost(groups, doc, analysed, prog_bits):
                 row["why"] = how
             else:
                 row.update(per_call_ns=d, total_ns=stats.scale(d, g["calls"]), method=how)
+                if g["entry"] == "int80":
+                    e = in_exits(d, price)
+                    row.update(exits_per_call=e, exit_price_ns=price,
+                               exits=stats.scale(e, g["calls"]) if e else None,
+                               exits_why=None if e else price.get("why"))
         if v and fast and v != fast:
             row["penalty_ns"] = penalties(analysed, [v, fast])
             row["cells"] = {x: _lite(percall.find(analysed, x, OP, shape=SHAPE)) for x in (v, fast)}

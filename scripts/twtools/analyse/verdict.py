@@ -33,9 +33,18 @@ and that the answer holds at the extremes.
 
 The server's glibc is unknown, so what is said about the server's row is only what entry cost
 COULD explain there, bounded by the row's system time.
+
+What holds now (`today`, issue 24): the answer for the seed's 2.6 server stays as it is, and the
+reasoning adds what this machine says of a program that still enters by int 0x80 today (Go's
+386 runtime, static i386 binaries): since Linux 6.7 every such call reads the local APIC
+(int80_is_external, 55617fb991df), which on a VM is one exit per call unless FRED, Xen PV or
+the host's APIC virtualisation spare it.  The cost model (analyse.causes) gives the exit's
+price here (the cpuid cell), the exits the facts predict and the exits per call fitted from
+int 0x80 - the fast path, each with its interval; the text says plainly when the fit does not
+agree with the prediction, and "unknown" with why when a figure is missing.
 """
 from ..machine import registry
-from . import percall, results, seedref, stats
+from . import causes, percall, results, seedref, stats
 from ..core import files
 
 REFUTE_FRACTION = 0.05   # below this share of the slow row, entry cost cannot be its cause
@@ -321,10 +330,56 @@ def decide(data, ref):
         "seed_rows": rows,
         "this_machine_slow_row": own_expl,
         "bitness": bitness(data),
+        "today": today(data),
     }
     out["sentence"] = sentence(out, slow_expl)
     out["headline"] = headline(out, slow_expl)
     return out
+
+
+def _iv(d, unit=" ns", digits=0):
+    return f"{d['value']:.{digits}f}{unit} [{d['ci_low']:.{digits}f}, {d['ci_high']:.{digits}f}]"
+
+
+def today(data):
+    """What a program that still enters by int 0x80 pays per call on this machine today, in VM
+    exits: {exit_price_ns, predicted_exits, why, exits_per_call, int80_minus_fast_ns, baseline,
+    holds, text}.  The cost model is computed from the same cells the verdict reads."""
+    doc = causes.compute_from(data.get("percall") or {}, data.get("fingerprint")) \
+        if data.get("percall") else None
+    m = ((doc or {}).get("mechanisms") or {}).get(INT80_32) or {}
+    pred = m.get("predicted_exits") or causes.predict(data.get("fingerprint"), INT80_32)
+    out = {"exit_price_ns": (doc or {}).get("exit_price_ns"), "predicted_exits": pred.get("value"),
+           "why": pred.get("why"), "exits_per_call": m.get("exits_per_call"),
+           "int80_minus_fast_ns": m.get("minus_baseline_ns"), "baseline": m.get("baseline"),
+           "holds": (m.get("verdict") or {}).get("holds")}
+    out["text"] = today_text(out)
+    return out
+
+
+def today_text(t):
+    """The paragraph the verdict's reasoning adds for today: every figure from t."""
+    who = "a program that still enters by int 0x80 (Go's 386 runtime, static i386 binaries)"
+    n, why = t["predicted_exits"], t["why"]
+    if n is None:
+        return f"What holds now: whether {who} pays a VM exit per call here is {why}."
+    p, e, d = t["exit_price_ns"] or {}, t["exits_per_call"] or {}, t["int80_minus_fast_ns"]
+    fit = ""
+    if d and e.get("value") is not None and p.get("value") is not None:
+        fit = (f"; int 0x80 costs {_iv(d)} more than {t['baseline']}, which is "
+               f"{_iv(e, '', 2)} exits per call at {_iv(p)} an exit (cpuid, undisturbed)")
+    fails = (" That fit is not near the predicted count: the model fails on this machine, and "
+             "by that much." if t["holds"] is False else "")
+    if n == 0:
+        return (f"What holds now: the kernel's source predicts that on this machine {who} pays "
+                f"no VM exit per call ({why}){fit}. On a VM whose kernel is 6.7 or later, "
+                "without FRED and not Xen PV, it pays one (int80_is_external reads the APIC, "
+                "55617fb991df)." + fails)
+    head = (f"What holds now: the kernel's source predicts that on this VM {who} pays one VM "
+            f"exit per call ({why}).")
+    if p.get("value") is None:
+        return head + f" The exit's price here is {p.get('why') or 'unknown'}."
+    return head + f" One exit costs {_iv(p)} here (cpuid, undisturbed){fit}." + fails
 
 
 def headline(v, slow_expl):
@@ -372,6 +427,8 @@ def sentence(v, slow_expl):
     parts = []
     if v["verdict"] == "inconclusive":
         parts.append("Inconclusive on this machine: " + "; ".join(v["reasons"]) + ".")
+        if v.get("today"):
+            parts.append(v["today"]["text"])
         return " ".join(parts)
     entry = {"vdso": "through the vDSO (`call *%gs:0x10`)", "int80": "by inline `int $0x80`",
              "sysenter": "by `sysenter`", "syscall": "by `syscall`"}.get(v["libc32_entry"], v["libc32_entry"])
@@ -418,6 +475,8 @@ def sentence(v, slow_expl):
     if bits:
         parts.append("64-bit glibc vs 32-bit glibc at 256 B here (positive = 64-bit faster): "
                      + ", ".join(bits) + f"; {SEED_BITNESS_CLAIM}.")
+    if v.get("today"):
+        parts.append(v["today"]["text"])
     return " ".join(parts)
 
 

@@ -35,11 +35,13 @@ def main(args, name):
         print(json.dumps({"machine": {k: fp.get(k) for k in ("host", "kernel", "cpu", "fred",
                                                              "ia32_emulation", "vdso32", "libc")},
                           "costs_from": label, "paths": entries,
+                          # The cost model (timewrite-causes/1), as causes.json holds it.
+                          "causes": (data or {}).get("causes"),
                           "return_after_call": explain.return_text(fp, data),
                           "fred": explain.fred_text(fp)},
                          indent=1, default=str))
     else:
-        print(explain.render_text(fp, entries, label))
+        print(explain.render_text(fp, entries, label, data))
         print()
         print(escape.terminal("The return after the call: " + explain.return_text(fp, data)))
         print()

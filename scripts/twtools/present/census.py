@@ -86,9 +86,23 @@ def readiness(d, esc=escape.terminal):
                                                  f"{_ms(p.get('int80_ns_per_s'))}/s") + ".")
         if r.get("int80_unknown"):
             out.append("Not priced: " + "; ".join(r["int80_unknown"]) + ".")
+        out.append(exits_text(r))
     else:
         out.append("No program entered by int 0x80 during the window.")
     return out
+
+
+def exits_text(r):
+    """The int 0x80 calls in VM exits (issue 24): since Linux 6.7 each reads the APIC, one exit
+    on a VM whose host does not virtualise the read; this counts what the excess is worth."""
+    p, x = r.get("exit_price_ns") or {}, r.get("int80_exits_per_s")
+    if p.get("value") is None:
+        return f"In VM exits: {p.get('why') or 'unknown'}."
+    if not x:
+        return "In VM exits: unknown, because the int 0x80 calls' cost per second is unknown."
+    return (f"At {p['value']:.0f} ns [{p['ci_low']:.0f}, {p['ci_high']:.0f}] an exit here (cpuid), "
+            f"that is {x['median']:.0f} [{x['ci_low']:.0f}, {x['ci_high']:.0f}] exits' worth per "
+            "second.")
 
 
 def tracer_text(d):

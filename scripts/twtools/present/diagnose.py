@@ -86,10 +86,32 @@ def headline(d):
               if rt else f", about {pct:.2g}% of its run time (one run)")
         if x["share"]["of"] == "traced run time":
             s += " (of the traced time: the tracer's cost could not be taken out)"
+    s += exits_text(d)
     if x["unknown"]:
         nu = sum(u["calls"] for u in x["unknown"])
         s += f"; {nu} more call{'s' if nu != 1 else ''} by paths of unknown cost"
     return s
+
+
+def exits_text(d):
+    """The int 0x80 calls priced in VM exits (issue 24): since Linux 6.7 each reads the APIC,
+    one exit on a VM whose host does not virtualise that read."""
+    rows = [c for c in d["cost"] if c.get("exits_per_call")]
+    if rows:
+        return "; " + "; ".join(
+            f"its {c['calls']} int 0x80 call{'s' if c['calls'] != 1 else ''} cost "
+            f"{_iv(c['exits_per_call'], 2)} VM exits each at {_price(c['exit_price_ns'])} an exit "
+            f"(cpuid): {_iv(c['exits'], 0)} exits in all" for c in rows)
+    why = next((c["exits_why"] for c in d["cost"] if c.get("exits_why")), None)
+    return f"; its int 0x80 calls in VM exits: {why}" if why else ""
+
+
+def _price(p):
+    return f"{p['value']:.0f} ns [{p['ci_low']:.0f}, {p['ci_high']:.0f}]"
+
+
+def _iv(s, digits):
+    return f"{s['median']:.{digits}f} [{s['ci_low']:.{digits}f}, {s['ci_high']:.{digits}f}]"
 
 
 def _n(x):

@@ -24,6 +24,7 @@ from ..analyse import percall, results
 from ..core import escape, files, paths, proc, ui
 from ..core.fmt import fmt
 from ..machine import entrypath, oracle, probe, registry
+from . import chains
 
 BEGIN, END = "<!-- live:begin -->", "<!-- live:end -->"
 NOT_MEASURED = "not measured: run make report (or pass --results DIR)"
@@ -115,15 +116,27 @@ def cost_cell(analysed, m):
 
 
 def cost_text(cell):
+    """The cost of a cell, undisturbed figure first (what the call costs when the host leaves
+    the CPU alone), then the typical median; each with its interval."""
     if cell is None:
         return None
     if cell.get("supported") is False:
         return f"{cell.get('status', 'unsupported')}: {cell.get('reason')}"
     if cell.get("median") is None:
         return "unknown: " + (cell.get("why") or cell.get("reason") or "no samples")
-    t = f"{cell['op']}: " + fmt(cell, "ns") + f" per call (median, 95% interval over {cell.get('n_rounds', '?')} runs)"
-    r = cell.get("ratio")
-    if r and r.get("median") and abs(r["median"] - 1) > 1e-9:
+    und = percall.figure(cell, "undisturbed")
+    t = f"{cell['op']}: "
+    if und is not None:
+        t += fmt(und, "ns") + " per call undisturbed (the fastest batches' mean, 95% interval); typical "
+    else:
+        why = (cell.get("undisturbed") or {}).get("why") or "no undisturbed figure"
+        t += f"undisturbed unknown ({why}); typical "
+    t += fmt(cell, "ns") + f" (median, 95% interval over {cell.get('n_rounds', '?')} runs)"
+    ur, r = cell.get("undisturbed_ratio"), cell.get("ratio")
+    if ur and ur.get("median") and abs(ur["median"] - 1) > 1e-9:
+        t += (f"; {ur['median']:.2f}x [{ur['ci_low']:.2f}, {ur['ci_high']:.2f}] the 64-bit syscall"
+              ", same rounds, undisturbed")
+    elif r and r.get("median") and abs(r["median"] - 1) > 1e-9:
         t += f"; {r['median']:.2f}x [{r['ci_low']:.2f}, {r['ci_high']:.2f}] the 64-bit syscall, same rounds"
     return t
 
@@ -218,6 +231,12 @@ def collect(fingerprint=None, data=None, judged=None):
         else:
             e["cost"] = cost_text(cost_cell(analysed, m)) or f"{m.name} is not in that run"
             e["penalty"] = penalty_text(analysed, m)
+        e["chain"] = chains.chain(m.name, (data or {}).get("fingerprint") or fp,
+                                  (data or {}).get("causes") if data is not None else None)
+        cell = cost_cell(analysed, m) if data is not None else None
+        if cell is not None and cell.get("supported") is False:
+            # No cost to explain: the chain is what the kernel would do, and the figures say why not.
+            e["chain"]["figures"] = [f"{cell.get('status', 'unsupported')} here: {cell.get('reason')}"]
         out.append(e)
     return fp, out
 
@@ -251,12 +270,24 @@ def return_text(fp, data, esc=str):
             + ("; ".join(mit) if mit else "none reported") + ".")
 
 
-def render_text(fp, entries, label):
+def exit_text(data):
+    """The price of one VM exit in the measured run (the cpuid cell), or why it is unknown."""
+    if data is None:
+        return NOT_MEASURED
+    p = (data.get("causes") or {}).get("exit_price_ns") or {}
+    if p.get("value") is None:
+        return p.get("why") or "unknown: no cost model for these results"
+    return (fmt({"median": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"]}, "ns")
+            + f" undisturbed ({p.get('what')})")
+
+
+def render_text(fp, entries, label, data=None):
     cpu = fp.get("cpu") or {}
     lines = [f"Machine: {fp.get('host')}, Linux {(fp.get('kernel') or {}).get('release')}, "
              f"{cpu.get('vendor')} family {cpu.get('family')} model {cpu.get('model')} "
              f"({cpu.get('model_name')})",
-             f"Costs from: {label}"]
+             f"Costs from: {label}",
+             f"One VM exit (cpuid): {exit_text(data)}"]
     for e in entries:
         lines += ["", f"== {e['title']}  [{e['variant']}]",
                   f"   works here: {_yn(e['works'])}" + (f" ({e['why']})" if e["why"] else ""),
@@ -273,6 +304,9 @@ def render_text(fp, entries, label):
         lines.append(f"   cost: {e['cost']}")
         if e.get("penalty"):
             lines.append(f"   post-return penalty: {e['penalty']}")
+        if e.get("chain"):
+            lines.append("   why it costs that here, step by step:")
+            lines += chains.text_lines(e["chain"])
     # Host, model name, reasons and paths came from outside: each line is escaped whole, so
     # that a newline in one shows as \n in its own line.
     return "\n".join(escape.terminal(line) for line in lines)
@@ -300,7 +334,8 @@ def render_markdown(fp, entries, label, data=None):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"Captured {now} on {md(fp.get('host'))}: Linux {md(k.get('release'))}, "
            f"{md(cpu.get('vendor'))} family {md(cpu.get('family'))} model "
-           f"{md(cpu.get('model'))} ({md(cpu.get('model_name'))}). Costs from: {md(label)}.",
+           f"{md(cpu.get('model'))} ({md(cpu.get('model_name'))}). Costs from: {md(label)}. "
+           f"One VM exit (cpuid): {md(exit_text(data))}.",
            "Regenerate with `scripts/tw explain --update-doc docs/mechanisms.md`.", "",
            "| entry path | variant | works here | cost | post-return penalty |", "|---|---|---|---|---|"]
     for e in entries:
@@ -318,6 +353,8 @@ def render_markdown(fp, entries, label, data=None):
         if e.get("vdso_disasm"):
             out += ["Live `__kernel_vsyscall` (`scripts/tw vdso`):", ""] + _fenced(e["vdso_disasm"])
         out += [f"- {md(n)}" for n in e["notes"]]
+        if e.get("chain"):
+            out += ["", "Why it costs that here, step by step:", ""] + chains.markdown(e["chain"], md)
     return "\n".join(out).rstrip() + "\n"
 
 
