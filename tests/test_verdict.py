@@ -176,6 +176,10 @@ def test_today_prices_int80_in_exits_and_keeps_the_seed_answer():
     assert 0.9 < t["exits_per_call"]["ci_low"] < 1 < t["exits_per_call"]["ci_high"] < 1.1
     assert "Go's 386 runtime" in v["sentence"] and "One exit costs 4500 ns [4410, 4590] here" in v["sentence"]
     assert "exits per call" in v["sentence"] and "model fails" not in v["sentence"]
+    assert "excludes exactly" not in v["sentence"]
+    # 1.24 exits, its interval clear of 1: near one, and said to be not exactly one.
+    t = verdict.decide(_today_data(4500.0, 5780.0, 200.0), seedref.read())["today"]
+    assert t["holds"] is True and "Its interval excludes exactly 1: int 0x80 costs more" in t["text"]
     # The seed's answer is the one decided without the cpuid cell.
     assert v["verdict"] == verdict.decide(data(), seedref.read())["verdict"]
 

@@ -376,10 +376,17 @@ def today_text(t):
                 "without FRED and not Xen PV, it pays one (int80_is_external reads the APIC, "
                 "55617fb991df)." + fails)
     head = (f"What holds now: the kernel's source predicts that on this VM {who} pays one VM "
-            f"exit per call ({why}).")
+            f"exit per call ({why.removeprefix('one exit: ')}).")
     if p.get("value") is None:
         return head + f" The exit's price here is {p.get('why') or 'unknown'}."
-    return head + f" One exit costs {_iv(p)} here (cpuid, undisturbed){fit}." + fails
+    near = ""
+    if fit and not fails and not e["ci_low"] <= n <= e["ci_high"]:
+        # Near one exit is not one exit: say which way the rest goes.
+        near = (f" Its interval excludes exactly {n}: int 0x80 costs "
+                f"{'more' if e['ci_low'] > n else 'less'} here than {n} cpuid exit over the "
+                "fast path, so its exit costs a little more (or less) than cpuid's, or its own "
+                "path (IDT delivery and iret) differs from the fast path's by the rest.")
+    return head + f" One exit costs {_iv(p)} here (cpuid, undisturbed){fit}." + fails + near
 
 
 def headline(v, slow_expl):
