@@ -25,7 +25,11 @@ def add_arguments(parser, name):
         "an AT_SYSINFO pointer, calls into the vsyscall page; int 0x80 in 64-bit code is "
         "flagged, as it cuts pointers to 32 bits).  Candidate bytes are found in the code and "
         "each is confirmed with a decoder, so the counts are those of `tw classify`.  "
-        "Symbolic links found in the tree are not followed.  Files that cannot be scanned "
+        "Symbolic links found in the tree are not followed, each file is read once however many "
+        "hard links it has, and the walk stays on each PATH's file system (as find -xdev) "
+        "unless --cross-filesystems; /proc, /sys, /dev and the kernel's other pseudo file "
+        "systems are never entered.  Each file has a budget (candidate sites, seconds of "
+        "decoding; a sparse file is not read).  Files that cannot be scanned "
         "(unreadable, special, a link loop, a damaged ELF file) get a line each.  "
         "Exit status: 0 every file scanned, 1 some could not be, 2 bad usage.")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to scan")
@@ -35,6 +39,9 @@ def add_arguments(parser, name):
                              "summary")
     parser.add_argument("--jobs", type=options.jobs, default=os.cpu_count() or 1, metavar="N",
                         help="processes to scan with (default: the number of CPUs)")
+    parser.add_argument("--cross-filesystems", action="store_true",
+                        help="enter other file systems mounted under a PATH (never the kernel's "
+                             "pseudo file systems: proc, sysfs, devtmpfs, ...)")
     parser.add_argument("--bench", action="store_true",
                         help="print only the wall time, file count, bytes read, jobs and CPU")
 
@@ -47,7 +54,7 @@ def main(args, name):
     for p in args.paths:
         if not os.path.lexists(p):
             raise FileNotFoundError(2, "No such file or directory", p)
-    records = engine.scan(args.paths, jobs=args.jobs,
+    records = engine.scan(args.paths, jobs=args.jobs, cross=args.cross_filesystems,
                           progress=_progress if sys.stderr.isatty() or args.bench else None)
     if args.json:
         print(json.dumps(engine.header(args.paths, args.jobs)))

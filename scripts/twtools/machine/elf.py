@@ -57,6 +57,10 @@ DT_FLAGS_1, DF_1_PIE = 0x6ffffffb, 0x08000000
 # The largest ELF file `load` reads whole by default: larger than any program or library a
 # distribution ships (chromium's is about 250 MB), small enough to hold in memory.
 MAX_ELF = 1 << 30
+# The most section headers a file may claim: real files hold thousands (a -ffunction-sections
+# build of a large C++ program some tens of thousands), and each costs a Python tuple, so a
+# sparse file claiming millions (e_shnum 0, the count in section 0) would cost gigabytes.
+MAX_SECTIONS = 1 << 18
 
 Header = namedtuple("Header", "bits machine type machine_name")
 Segment = namedtuple("Segment", "type flags offset vaddr filesz memsz")
@@ -197,6 +201,9 @@ class Elf:
         raw = [self._shdr(shoff)]
         if shnum == 0:              # more than SHN_LORESERVE sections: the count is in [0]
             shnum = raw[0][5]
+        if shnum > MAX_SECTIONS:
+            raise self._damaged(f"claims {shnum} sections, more than any real file holds "
+                                f"({MAX_SECTIONS} at most)")
         if shstrndx == SHN_XINDEX:
             shstrndx = raw[0][6]
         self._within(shoff, shnum * shentsize, f"the section header table of {shnum} entries")

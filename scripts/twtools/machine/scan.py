@@ -55,6 +55,24 @@ TRACKED = classify.TRACK + 2
 MAGIC = b"\x7fELF"
 # Files per task handed to a worker process.
 BATCH = 16
+# Each file's budget: candidate sites to confirm (a code segment full of `cd 80` would
+# otherwise cost half a gigabyte and 18 s per MB), and seconds of decoding.  A file over it
+# is a problem record of its own, and the scan goes on.
+MAX_CANDIDATES = 200000
+FILE_SECONDS = 30.0
+# A file this large whose blocks on disk cover less than half of it is sparse: a real program
+# is not, and reading one whole costs its claimed size in memory in every worker.
+SPARSE_FROM = 64 << 20
+# File systems that hold no programs, only the kernel's state, some of which a read changes
+# (/proc/kmsg takes log lines from the system's logger): never entered, even when crossing.
+PSEUDO_FS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs",
+                       "securityfs", "cgroup", "cgroup2", "pstore", "bpf", "configfs",
+                       "fusectl", "mqueue", "hugetlbfs", "autofs", "binfmt_misc", "efivarfs",
+                       "selinuxfs", "rpc_pipefs", "nsfs"})
+
+
+class OverBudget(Exception):
+    """A file's scan would cost more than its budget: it becomes a problem record."""
 
 
 def _byte_codes(mechs=None):
@@ -102,7 +120,13 @@ def _pairs(data, lo, hi, table):
                 continue
             w = np.frombuffer(data, "<u2", count=cnt, offset=base + par)
             out.append(np.flatnonzero(table[w]) * 2 + (base + par))
-    return np.sort(np.concatenate(out)).tolist() if out else []
+    hits = np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+    # Checked while the offsets are still one numpy array: as a list of Python ints, a code
+    # segment of `cd 80` would cost 36 bytes per byte of code before any budget applied.
+    if len(hits) > 4 * MAX_CANDIDATES:
+        raise OverBudget(f"more than {MAX_CANDIDATES} candidate entry sites in its code: "
+                         "over a file's budget, not decoded")
+    return hits.tolist()
 
 
 class _Confirmer:
@@ -166,6 +190,9 @@ def candidates(e, mechs=None):
                     out.add((base + i - back, TRACKED))
         for lit in ptrs:
             out.update((base + i, TRACKED) for i in _find_all(d, lit, lo, hi))
+        if len(out) > MAX_CANDIDATES:
+            raise OverBudget(f"more than {MAX_CANDIDATES} candidate entry sites in its code: "
+                             "over a file's budget, not decoded")
     return sorted(out)
 
 
@@ -183,7 +210,11 @@ def scan_elf(e, mechs=None):
         return rec
     conf = _Confirmer(e, mechs)
     found = {}
-    for c, after in cands:
+    t0 = time.monotonic()
+    for n, (c, after) in enumerate(cands):
+        if n % 1024 == 0 and time.monotonic() - t0 > FILE_SECONDS:
+            raise OverBudget(f"over a file's budget of {FILE_SECONDS:.0f} s of decoding "
+                             f"({n} of {len(cands)} candidate sites confirmed)")
         for s in conf.sites(c, after):
             found.setdefault(s["addr"], s)
     for s in sorted(found.values(), key=lambda x: x["addr"]):
@@ -205,6 +236,14 @@ def scan_file(path, limit=elf.MAX_ELF, mechs=None):
     """(record or None, bytes read) for one file: None for a file that is not ELF; a
     "problem" record for one that cannot be read or parsed; else a "file" record."""
     try:
+        st = os.stat(path)
+        if st.st_size >= SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
+            return problem(path, f"{path}: sparse, {st.st_size} bytes claimed and "
+                           f"{st.st_blocks * 512} on disk: not read (no program is sparse)",
+                           "sparse file"), 0
+    except OSError:
+        pass                        # read_regular says why, below
+    try:
         data = files.read_regular(path, limit=limit, what="ELF file", magic=MAGIC)
     except DataError as err:
         return problem(path, str(err), "not a regular file" if "regular" in str(err)
@@ -219,12 +258,49 @@ def scan_file(path, limit=elf.MAX_ELF, mechs=None):
         return scan_elf(elf.Elf(data, str(path)), mechs), len(data)
     except elf.ElfError as err:
         return problem(path, str(err), "damaged ELF"), len(data)
+    except OverBudget as err:
+        return problem(path, f"{path}: {err}", "over budget"), len(data)
+    except MemoryError:
+        return problem(path, f"{path}: ran out of memory while scanned: over a file's budget",
+                       "over budget"), len(data)
 
 
-def walk(paths):
-    """Yield ("file", path) for every regular file under paths, and ("problem", record) for
-    what cannot be scanned: unreadable directories, special files, symbolic-link loops and
-    dangling links (links that resolve are counted, not followed: ("link", path))."""
+def _mounts():
+    """{mount point: file system type} from /proc/self/mountinfo ({} when unreadable)."""
+    out = {}
+    try:
+        text = files.read_regular("/proc/self/mountinfo", limit=1 << 22) or b""
+    except (OSError, DataError):
+        return out
+    for line in text.decode("utf-8", "replace").splitlines():
+        f = line.split()
+        if "-" in f:
+            k = f.index("-")
+            if k + 1 < len(f) and len(f) > 4:
+                out[f[4].replace("\\040", " ")] = f[k + 1]
+    return out
+
+
+def _fstype_of(path, mounts):
+    """The type of the file system path lies on: its longest mount point's (None unknown)."""
+    path = os.path.realpath(path)
+    best = None
+    for m in mounts:
+        if (path == m or path.startswith(m.rstrip("/") + "/")) and (best is None or len(m) > len(best)):
+            best = m
+    return mounts.get(best) if best is not None else None
+
+
+def walk(paths, cross=False):
+    """Yield ("file", path) for every regular file under paths, once per inode (("hardlink",
+    path) for the other names of a file already seen), ("problem", record) for what cannot be
+    scanned (unreadable directories, special files, symbolic-link loops), ("link", path) for a
+    symbolic link (counted, not followed) and ("mount", path) for a file system not entered:
+    another one than its root's unless cross, and the kernel's pseudo file systems
+    (PSEUDO_FS) always.  The walk keeps its own stack: a tree of any depth costs memory in
+    proportion to it, never Python's recursion limit."""
+    seen = set()
+    mounts = _mounts()
     for root in paths:
         root = str(root)
         try:
@@ -233,31 +309,51 @@ def walk(paths):
             kind = "symbolic link loop" if err.errno == errno.ELOOP else "unreadable"
             yield "problem", problem(root, f"{root}: {err.strerror}", kind)
             continue
-        if not stat.S_ISDIR(st.st_mode):
-            yield from _entry(root, st)
+        if _fstype_of(root, mounts) in PSEUDO_FS:
+            yield "mount", root         # named or not, the kernel's state is not a program
             continue
-        errors = []
-        for d, dirs, names in os.walk(root, onerror=errors.append):
-            while errors:
-                err = errors.pop()
-                yield "problem", problem(err.filename, f"{err.filename}: {err.strerror}")
-            for n in sorted(names) + sorted(x for x in dirs if os.path.islink(os.path.join(d, x))):
-                p = os.path.join(d, n)
+        if not stat.S_ISDIR(st.st_mode):
+            yield from _entry(root, st, seen)
+            continue
+        dev = st.st_dev
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as err:
+                yield "problem", problem(d, f"{d}: {err.strerror}")
+                continue
+            subdirs = []
+            for e in entries:
                 try:
-                    lst = os.lstat(p)
+                    lst = e.stat(follow_symlinks=False)
                 except OSError as err:
-                    yield "problem", problem(p, f"{p}: {err.strerror}")
+                    yield "problem", problem(e.path, f"{e.path}: {err.strerror}")
                     continue
-                yield from _entry(p, lst)
-            dirs.sort()
-        while errors:
-            err = errors.pop()
-            yield "problem", problem(err.filename, f"{err.filename}: {err.strerror}")
+                if stat.S_ISDIR(lst.st_mode):
+                    # A mount point is where the device changes; only there is the mount table
+                    # asked what it is.  (A bind mount of the same file system is walked.)
+                    fstype = _fstype_of(e.path, mounts) if lst.st_dev != dev else None
+                    if fstype in PSEUDO_FS or (lst.st_dev != dev and not cross):
+                        yield "mount", e.path
+                        continue
+                    subdirs.append(e.path)
+                else:
+                    yield from _entry(e.path, lst, seen)
+            stack.extend(reversed(subdirs))
 
 
-def _entry(p, st):
+def _entry(p, st, seen=None):
     m = st.st_mode
     if stat.S_ISREG(m):
+        if st.st_nlink > 1 and seen is not None:
+            k = (st.st_dev, st.st_ino)
+            if k in seen:
+                yield "hardlink", p
+                return
+            seen.add(k)
         yield "file", p
     elif stat.S_ISLNK(m):
         try:
@@ -279,12 +375,18 @@ def _scan_batch(paths):
     return [scan_file(p) for p in paths]
 
 
-def scan(paths, jobs=1, progress=None):
+# The mount points a summary lists by name (the count covers them all).
+MOUNTS_LISTED = 50
+
+
+def scan(paths, jobs=1, progress=None, cross=False):
     """Yield every record for the files under paths ("file" and "problem", in no fixed
     order when jobs > 1), then one "summary" record.  progress(summary so far) is called
-    every few seconds."""
+    every few seconds.  cross: enter other file systems than each path's own (never the
+    kernel's pseudo file systems)."""
     t0 = time.monotonic()
-    summ = {"record": "summary", "files": 0, "links": 0, "elf": 0, "bytes": 0, "problems": 0,
+    summ = {"record": "summary", "files": 0, "links": 0, "hard_links": 0,
+            "not_entered": [], "not_entered_count": 0, "elf": 0, "bytes": 0, "problems": 0,
             "needs_ia32": [], "int80_in_64bit": [], "sites": {}, "wall_s": None, "jobs": jobs}
     last = [t0]
 
@@ -307,12 +409,18 @@ def scan(paths, jobs=1, progress=None):
             progress(summ)
 
     def files_of():
-        for what, x in walk(paths):
+        for what, x in walk(paths, cross):
             if what == "file":
                 summ["files"] += 1
                 yield x
             elif what == "link":
                 summ["links"] += 1
+            elif what == "hardlink":
+                summ["hard_links"] += 1
+            elif what == "mount":
+                summ["not_entered_count"] += 1
+                if len(summ["not_entered"]) < MOUNTS_LISTED:
+                    summ["not_entered"].append(x)
             else:
                 pending.append(x)
 

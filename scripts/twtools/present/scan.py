@@ -68,7 +68,13 @@ def summary_line(summary):
     s = summary
     return (f"scanned {s['files']} files ({s['elf']} ELF, {s['bytes'] / 1e6:.1f} MB read) in "
             f"{s['wall_s']:.1f} s with {s['jobs']} job{'s' if s['jobs'] != 1 else ''}; "
-            f"{s['links']} symbolic links not followed; {s['problems']} could not be scanned")
+            f"{s['links']} symbolic links not followed; "
+            + (f"{s['hard_links']} hard links to files already read; " if s.get("hard_links") else "")
+            + (f"{s['not_entered_count']} file systems not entered ("
+               + ", ".join(terminal(m) for m in s["not_entered"][:5])
+               + (", ..." if s["not_entered_count"] > 5 else "")
+               + "; --cross-filesystems enters all but the kernel's); " if s.get("not_entered_count") else "")
+            + f"{s['problems']} could not be scanned")
 
 
 def bench(summary, cpu):
