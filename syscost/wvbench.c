@@ -165,14 +165,42 @@ unlink_tmp(void)
 		unlink(tmpname);
 }
 
+/*
+ * The one way wvbench opens a path it writes: never through a symbolic link
+ * (O_NOFOLLOW: ELOOP before anything is created through it), never a FIFO or
+ * device (O_NONBLOCK keeps a FIFO without a reader from hanging the open; the
+ * S_ISREG check refuses the rest), as syscost's --file does.
+ */
+static int
+open_regular(const char *path, int flags)
+{
+	struct stat st;
+	int fd, fl;
+
+	fd = open(path, flags | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	if (fd == -1 && errno == ELOOP)
+		errx(1, "--file %s: a symbolic link; wvbench writes only to a regular "
+		    "file, not through a link", tw_quote(path));
+	if (fd == -1 && errno == ENXIO)
+		errx(1, "--file %s: not a regular file (a FIFO or socket)", tw_quote(path));
+	if (fd == -1)
+		err(1, "%s", tw_quote(path));
+	if (fstat(fd, &st) == -1)
+		err(1, "fstat %s", tw_quote(path));
+	if (!S_ISREG(st.st_mode))
+		errx(1, "--file %s: not a regular file", tw_quote(path));
+	if ((fl = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
+		err(1, "fcntl %s", tw_quote(path));
+	return fd;
+}
+
 static int
 open_out(const char *path, char **name)
 {
 	int fd;
 
 	if (path != NULL) {
-		if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) == -1)
-			err(1, "%s", path);
+		fd = open_regular(path, O_WRONLY);
 		*name = strdup(path);
 	} else {
 		const char *dir = getenv("TMPDIR");
@@ -414,11 +442,10 @@ stdio_pass(enum method m, const char *path, long long bytes, double *real,
 	char c;
 
 	/* Open outside the timing: opening is not what is compared. */
-	if (m == M_WRITE) {
-		if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) == -1)
-			err(1, "%s", path);
-	} else if ((fp = fopen(path, "r+")) == NULL)
-		err(1, "%s", path);
+	if (m == M_WRITE)
+		fd = open_regular(path, O_WRONLY);
+	else if ((fp = fdopen(open_regular(path, O_RDWR), "r+")) == NULL)
+		err(1, "fdopen %s", tw_quote(path));
 
 	c0 = syscw();
 	if (getrusage(RUSAGE_SELF, &ru0) == -1)

@@ -153,3 +153,17 @@ def test_bad_usage_exits_2(args):
     assert p.returncode == 2, (args, p.stdout, p.stderr)
     assert p.stdout == ""
     assert "wvbench-64" in p.stderr
+
+
+@pytest.mark.parametrize("mode", [["writev", "--buffers", "4", "--size", "8", "--reps", "2"],
+                                  ["stdio", "--bytes", "64", "--reps", "2"]])
+def test_file_is_never_written_through_a_link(tmp_path, mode):
+    """--file that is a symbolic link is refused, and its target is untouched (issue 25, class
+    18): stdio's methods reopen the path, and fopen follows links."""
+    target = tmp_path / "precious"
+    target.write_text("keep me\n")
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    p = wvbench(64, *mode, "--file", link)
+    assert p.returncode == 1 and "symbolic link" in p.stderr, (p.returncode, p.stderr)
+    assert target.read_text() == "keep me\n"
