@@ -23,7 +23,8 @@ FIX = ROOT / "tests" / "fixtures"
 # In the order a reader meets them: findings first, details after, provenance last.
 SECTIONS = ["Verdict on the seed's hypothesis", "What each way into the kernel costs here",
             "Three things this machine showed", "Warnings", "How the verdict was reached",
-            "Per-call cost, every cell", "The return after the call", "Attribution", "Machine",
+            "Per-call cost, every cell", "The return after the call",
+            "Why each way costs what it does here", "Attribution", "Machine",
             "The seed's sweep", "Fit T(size)", "TLPI sweep", "writev() vs write()",
             "stdio vs raw write()", "Per-call write latency", "Observer effect",
             "Tracer cross-checks", "The seed's published rows beside this machine", "Provenance"]
@@ -98,6 +99,26 @@ def test_old_results_directory_still_reports_and_says_what_is_stored(built):
     md = (d / "report.md").read_text()
     assert "analysis version" in md
     assert "Figures taken as stored" in md and "attribution" in md      # v1 kept only rows
+
+
+def test_no_warning_asks_for_a_quieter_machine(built):
+    """A warning says what to raise and by how much it helps (issue 26): the undisturbed
+    figure already leaves the host's neighbours out, so a quieter machine is no advice."""
+    d, _ = built
+    md = (d / "report.md").read_text().lower()
+    assert "quiet" not in md
+    assert "raise the passes" in md and "1/sqrt(n)" in md
+
+
+def test_the_causes_are_written_and_shown(built):
+    """causes.json (timewrite-causes/1) beside the report, and its section in the page."""
+    import json
+    d, _ = built
+    c = json.loads((d / "causes.json").read_text())
+    assert c["schema"] == "timewrite-causes/1" and c["mechanisms"]
+    md = (d / "report.md").read_text()
+    assert "## Why each way costs what it does here" in md
+    assert "price of one VM exit (cpuid)" in md
 
 
 def test_rebuild_is_byte_identical(built):

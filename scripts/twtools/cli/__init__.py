@@ -187,7 +187,8 @@ def failure(name, e, debug=False):
     if isinstance(e, subprocess.TimeoutExpired):
         cmd = e.cmd[0] if isinstance(e.cmd, (list, tuple)) and e.cmd else e.cmd
         _err(f"{prog}: {cmd} ran longer than {e.timeout:g} s and was stopped with its "
-             "process group; the machine may be overloaded: re-run on a quiet machine")
+             "process group; the machine may be overloaded: raise the program's time limit, "
+             "or run it when the load average is below the number of CPUs")
         return ui.EXIT_FAILED
     if not debug:
         with contextlib.suppress(OSError, ValueError):
