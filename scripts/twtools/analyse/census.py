@@ -248,9 +248,18 @@ def tracer_cost(raw, procs, seconds):
         out["ns_per_s"] = zero
         return out
     tot = {k: sum(x[k] for x in parts) for k in ("median", "ci_low", "ci_high")}
+    cpus = raw.get("cpus")
+    # A rate has a physical bound: the machine's CPUs give at most cpus seconds of CPU per
+    # second.  A figure beyond it says the counts or the window are wrong, not that the
+    # tracer cost that much (a 1 ms window once read as 3.1e+07% of 2 CPUs).
+    if cpus and tot["median"] > cpus * 1e9:
+        out["why"] = (f"the counts imply {tot['median'] / 1e9:.3g} s of CPU per second over "
+                      f"{seconds:.3g} s, more than this machine's {cpus} CPUs can give: the "
+                      "window is too short or the counts are wrong")
+        return out
     out["ns_per_s"] = tot
-    if raw.get("cpus"):
-        out["share_of_cpus"] = {k: v / 1e9 / raw["cpus"] for k, v in tot.items()}
+    if cpus:
+        out["share_of_cpus"] = {k: v / 1e9 / cpus for k, v in tot.items()}
     return out
 
 

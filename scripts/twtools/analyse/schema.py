@@ -42,11 +42,16 @@ MAGNITUDE = 1e15
 ADDRESS_KEYS = frozenset(("lo", "hi", "offset", "ip", "base", "end"))
 ADDRESS_PARENTS = frozenset(("auxv",))
 INT_LIMIT = 1 << 64     # beyond this an int is not even an address
+# A census window: shorter than a millisecond it measured nothing (and a rate over it is no
+# rate), longer than a week no census was run.
+MIN_WINDOW_S, MAX_WINDOW_S = 1e-3, 7 * 86400
 
 SCALARS = {
     "num": "a number", "int": "an integer", "posint": "a positive integer",
     "posnum": "a positive number", "str": "a string", "bool": "true or false", "any": "a value",
     "variant": "a variant name <32|64>-<mechanism>",
+    "count": "a count (an integer, 0 or more)",
+    "window": f"a census window in seconds ({MIN_WINDOW_S} to {MAX_WINDOW_S})",
 }
 
 
@@ -84,7 +89,9 @@ def _scalar(kind, v, path):
           "int": isinstance(v, int) and not isinstance(v, bool),
           "posint": isinstance(v, int) and not isinstance(v, bool) and v > 0,
           "str": isinstance(v, str), "bool": isinstance(v, bool),
-          "variant": isinstance(v, str) and bool(VARIANT_RE.match(v))}[kind]
+          "variant": isinstance(v, str) and bool(VARIANT_RE.match(v)),
+          "count": isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+          "window": _is_num(v) and MIN_WINDOW_S <= v <= MAX_WINDOW_S}[kind]
     if not ok:
         raise Invalid(path, f"expected {SCALARS[kind]}, found {_show(v)}")
 
@@ -387,24 +394,25 @@ DIAGNOSE = {
 PROC_ROW = {"!pid": "int", "comm": "str?", "exe": "str?", "bits": "int?", "needs_ia32": "bool?",
             "why": "str?"}
 CENSUS_CALL = {"!pid": "int", "comm": "str?", "!abi": "str", "!cs": "int", "!origin": "str",
-               "!insn": "str", "own": "bool?", "!calls": "int",
+               "!insn": "str", "own": "bool?", "!calls": "count",
                "__check__": lambda r: None if r.get("abi") in ("compat", "native") and
                r.get("origin") in ("vdso", "text", "other") and
                r.get("insn") in ("vdso", "int80", "syscall", "sysenter", "unknown") else
                "a call row whose abi, origin or insn is not one census.bt writes"}
 CENSUS = {
-    "!seconds": "posnum", "host": "str?", "kernel": "str?", "utc": "str?", "root": "bool?",
+    "!seconds": "window", "host": "str?", "kernel": "str?", "utc": "str?", "root": "bool?",
     "own_pid": "int?", "cpus": "posint?", "tracer": "str?", "why_not": "str?", "script": "str?",
-    "vsyscall_why": "str?", "wall_s": "posnum?", "failed": "bool?",
+    "vsyscall_why": "str?", "wall_s": "window?", "failed": "bool?",
     "!snapshot": [PROC_ROW], "snapshot_end": ("opt", [PROC_ROW]),
-    "vdso32": ("opt", {"available": "bool?", "instruction": "str?", "form": "str?", "why": "str?",
+    "vdso32": ("opt", {"available": "bool?", "why": "str?",
+                       "instruction": ("opt", ("enum", "sysenter", "syscall", "int80")), "form": "str?",
                        "source": "str?"}),
     "ia32": ("opt", {"enabled": "bool?", "why": "str?", "cmdline": "str?"}),
     "trace": ("opt", {"!calls": [CENSUS_CALL],
-                      "!nr": [{"!pid": "int", "!abi": "str", "!id": "int", "!calls": "int"}],
+                      "!nr": [{"!pid": "int", "!abi": "str", "!id": "int", "!calls": "count"}],
                       "exec": [{"!pid": "int", "filename": "str?"}], "exit": ["int"],
                       "fork": [{"!pid": "int", "!parent": "int"}],
-                      "vsyscall": [{"!pid": "int", "comm": "str?", "!faults": "int"}],
+                      "vsyscall": [{"!pid": "int", "comm": "str?", "!faults": "count"}],
                       "regs_ok": ("opt", {"*": "int?"}), "maps_full": ["str"]}),
     "overhead": {"*": {"variant": "variant?", "op": "str?", "why": "str?", "bare": ["num"],
                        "traced": ["num"], "order": "str?", "bare_after": "int?"}},

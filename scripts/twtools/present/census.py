@@ -122,11 +122,17 @@ def tracer_text(d):
         s = (f"The census's own cost: about {_ms(c)} of CPU per second"
              + (f", {pct(share['median'])} [{pct(share['ci_low'])}, {pct(share['ci_high'])}] of "
                 f"{t['cpus']} CPUs" if share else "") + f" ({seen}).")
-    else:
+    elif c["ci_high"] > 0:
         s = (f"The census's own cost could not be told from zero on this machine's noise; it was "
              f"at most {_g(c['ci_high'] / 1e6)} ms of CPU per second"
              + (f", {pct(max(share['ci_high'], 0))} of {t['cpus']} CPUs" if share else "")
              + f" ({seen}).")
+    else:
+        # The whole interval at or below zero: the noise swamped the tracer's cost, which is
+        # not negative; no bound above zero can be stated from it.
+        s = (f"The census's own cost could not be measured on this machine's noise: its interval "
+             f"lies at or below zero ({_g(c['ci_low'] / 1e6)} to {_g(c['ci_high'] / 1e6)} ms of "
+             f"CPU per second), so it gives no bound ({seen}).")
     s += (" Each traced call was that much slower, so a busy caller's calls per second are a "
           f"lower bound. {t['not_counted'][0].upper() + t['not_counted'][1:]}.")
     return s
@@ -156,31 +162,36 @@ HEADERS = ["pid", "command", "executable", "bits", "calls", "paths (calls per se
            "top system calls", "slow paths cost per second"]
 
 
-def _how(d):
+def _how(d, esc):
+    """How the census was taken.  The tracer, its script, the reasons and the costs' source (a
+    folder name, percall.json's host and mode) came from outside: each goes through esc, the
+    terminal's or the page's escaping, so that ESC, BEL or a newline stay data."""
     out = []
     if d.get("why_not"):
-        out.append(f"Read from /proc only ({d['why_not']}).")
+        out.append(f"Read from /proc only ({esc(d['why_not'])}).")
     else:
-        out.append(f"Traced every process for {d['window_s']:.1f} s with {d['tracer']} "
-                   f"({d['script']}); {len(d['processes'])} processes seen.")
+        out.append(f"Traced every process for {d['window_s']:.1f} s with {esc(d['tracer'])} "
+                   f"({esc(d['script'])}); {len(d['processes'])} processes seen.")
     vd = d.get("vdso32") or {}
-    if vd.get("instruction"):
+    if vd.get("instruction") in ("sysenter", "syscall", "int80"):
         out.append(f"The 32-bit vDSO here enters by `{vd['instruction']}`.")
     if d.get("percall_source"):
-        fig = " and ".join(d.get("figure") or []) or "none needed (no slow path was priced)"
-        out.append(f"Per-call costs from {d['percall_source']}; figure used: {fig}.")
+        fig = " and ".join(esc(f) for f in d.get("figure") or []) or \
+            "none needed (no slow path was priced)"
+        out.append(f"Per-call costs from {esc(d['percall_source'])}; figure used: {fig}.")
     elif d.get("percall_why"):
-        out.append(d["percall_why"][0].upper() + d["percall_why"][1:] + ".")
-    out += [f"Not seen: {b}." for b in d.get("blind") or []]
+        w = d["percall_why"]
+        out.append(esc(w[0].upper() + w[1:]) + ".")
+    out += [f"Not seen: {esc(b)}." for b in d.get("blind") or []]
     return out
 
 
 def format_text(d):
     esc = escape.terminal
-    lines = readiness(d, esc) + [""] + _how(d)
+    lines = readiness(d, esc) + [""] + _how(d, esc)
     t = tracer_text(d)
     if t:
-        lines.append(t)
+        lines.append(esc(t))
     rows = process_rows(d, esc)
     if rows:
         lines += ["", "Processes, most calls first:"]
@@ -206,7 +217,7 @@ def report_section(doc, d, level=2):
     doc.h(level, "The running system: who enters the old ways")
     for s in readiness(d, esc):
         doc.p(s)
-    for s in _how(d):
+    for s in _how(d, esc):
         doc.p(s)
     t = tracer_text(d)
     if t:

@@ -1,0 +1,139 @@
+"""census.json from another machine is outside input: numbers bounded, strings kept as data.
+
+Why it can break: a census.json is read back by `tw report` and `tw census --results`, and may
+come from a host the user does not control.  A wall_s of 1e-310 crashed the report (exit 70);
+negative counts read as "-1000000 calls, -947 ms/s"; a 1 ms window gave "3.1e+07% of 2 CPUs";
+the tracer's name, its script and the reasons reached the terminal with ESC and BEL and the
+page as live Markdown (a javascript: link, bold, split paragraphs).  This file reads the census
+recorded on the project's AMD guest (tests/fixtures/census/census.json, from
+`tw run --quick --only doctor,variants,census`), changes one field at a time and checks what a
+user sees.  It needs neither root nor bpftrace.
+"""
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from twtools.analyse import census as analyse, results
+from twtools.core.ui import DataError
+from twtools.present import census as present
+from twtools.present.document import EXPORTERS, Doc
+
+FIXTURE = ROOT / "tests" / "fixtures" / "census" / "census.json"
+HOSTILE = ["x", -1, None, 1e300, 1e-310, [], {}, True, "\x1b[2J", -1e6]
+EVIL = "bpf\x1b]0;owned\x07\n**bold** [x](javascript:alert(1)) <script>"
+
+
+def good():
+    return json.loads(FIXTURE.read_text())
+
+
+def results_dir(tmp_path, doc):
+    d = tmp_path / "res"
+    d.mkdir(exist_ok=True)
+    (d / "meta.json").write_text(json.dumps({"schema": "timewrite-results/1", "host": "vm"}))
+    (d / "census.json").write_text(json.dumps(doc))
+    return d
+
+
+def load(tmp_path, doc):
+    obj, _ = results.read_stage(results_dir(tmp_path, doc), "census")
+    return analyse.analyse(obj, None, "none")
+
+
+@pytest.mark.parametrize("field,value", [("wall_s", 1e-310), ("seconds", 1e-310), ("wall_s", -2.0),
+                                         ("seconds", 1e9)])
+def test_an_impossible_window_is_refused_in_one_line(tmp_path, field, value):
+    doc = good()
+    doc[field] = value
+    with pytest.raises(DataError, match="census"):
+        load(tmp_path, doc)
+
+
+def test_negative_counts_are_refused(tmp_path):
+    doc = good()
+    doc["trace"]["calls"][0]["calls"] = -1000000
+    with pytest.raises(DataError, match="a count"):
+        load(tmp_path, doc)
+
+
+def test_a_rate_beyond_the_machine_is_unknown_not_a_figure(tmp_path):
+    """A 1 ms window with the recorded counts would cost more CPU than the machine has."""
+    doc = good()
+    doc["wall_s"] = doc["seconds"] = 0.001
+    for r in doc["trace"]["calls"]:
+        r["calls"] = 10 ** 9
+    c = load(tmp_path, doc)
+    t = c["tracer_cost"]
+    assert t["ns_per_s"] is None and "more than this machine's" in t["why"]
+    text = present.tracer_text(c)
+    assert text.startswith("The census's own cost is unknown") and "% of" not in text
+
+
+def test_outside_strings_stay_data_on_the_terminal_and_the_page(tmp_path):
+    doc = good()
+    doc["tracer"] = doc["script"] = EVIL
+    doc["vsyscall_why"] = EVIL
+    c = load(tmp_path, doc)
+    c["percall_source"] = "results/" + EVIL
+    text = present.format_text(c)
+    assert "\x1b" not in text and "\x07" not in text
+    d = Doc()
+    present.report_section(d, c)
+    md = EXPORTERS["md"].render(d, tmp_path)
+    html = EXPORTERS["html"].render(d, tmp_path)
+    assert "\\[x\\](javascript:" in md and "\\*\\*bold" in md     # shown, not markup
+    assert 'href="javascript' not in html and "<script>" not in html and "<strong>bold" not in html
+    assert "\x1b" not in md + html and "\x07" not in md + html
+
+
+def test_the_vdso_instruction_is_an_enum(tmp_path):
+    doc = good()
+    doc["vdso32"]["instruction"] = "`rm -rf`"
+    with pytest.raises(DataError, match="census"):
+        load(tmp_path, doc)
+
+
+def test_every_field_hostile_is_read_or_refused_never_a_crash(tmp_path):
+    """Every leaf of the recorded census replaced by each hostile value: the analysis, the
+    terminal text and the page either work or stop at DataError naming census.json."""
+    base = good()
+
+    def trim(o):
+        if isinstance(o, dict):
+            return {k: trim(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [trim(v) for v in o[:3]]
+        return o
+    base = trim(base)
+
+    def leaves(o, path=()):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                yield from leaves(v, path + (k,))
+        elif isinstance(o, list):
+            for i, v in enumerate(o[:2]):
+                yield from leaves(v, path + (i,))
+        yield path
+
+    crashes = []
+    for path in [p for p in leaves(base) if p]:
+        for bad in HOSTILE:
+            doc = json.loads(json.dumps(base))
+            parent = doc
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = bad
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    c = load(tmp_path, doc)
+                    present.report_section(Doc(), c)
+                    present.format_text(c)
+            except DataError as e:
+                assert "census.json" in str(e)
+            except Exception as e:     # noqa: BLE001 - what the test looks for
+                crashes.append(f"{'.'.join(map(str, path))} = {bad!r}: {type(e).__name__}: {e}")
+    assert not crashes, "\n".join(crashes[:20])
