@@ -137,3 +137,13 @@ def test_every_field_hostile_is_read_or_refused_never_a_crash(tmp_path):
             except Exception as e:     # noqa: BLE001 - what the test looks for
                 crashes.append(f"{'.'.join(map(str, path))} = {bad!r}: {type(e).__name__}: {e}")
     assert not crashes, "\n".join(crashes[:20])
+
+
+def test_results_without_percall_is_refused_before_the_window(tmp_path):
+    """--results is read before the census window: with --seconds 3600 the refusal comes at
+    once, not after an hour (issue 25, class 14).  The 60 s bound fails a regression."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "census", "--seconds", "3600",
+                        "--results", tmp_path], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "has no percall.json" in p.stderr, p.stderr

@@ -86,9 +86,14 @@ def run(seconds, results=None, measure_here=False):
 
 
 def main(args, name):
-    if args.results and not Path(args.results).is_dir():
-        raise ui.UserError(f"--results {args.results} is not a directory")
-    d = run(args.seconds, args.results, args.measure)
+    results = None
+    if args.results:
+        if not Path(args.results).is_dir():
+            raise ui.UserError(f"--results {args.results} is not a directory")
+        # Read and checked before the window, not after it: with --seconds 3600 a user would
+        # otherwise wait an hour to learn the folder has no percall.json (issue 25, class 14).
+        results = (Path(args.results), cli_diagnose.given_percall(args.results))
+    d = run(args.seconds, results, args.measure)
     print(present.to_json(d) if args.json else present.format_text(d))
     # Without root the census is /proc alone, as documented; a tracer that should have
     # attached here and did not is a failed measurement.
