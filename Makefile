@@ -82,7 +82,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(BUILD)/timewrite
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
-	check test report bench bench-ab fleet-run bench-fleet clean distclean
+	check test report bench bench-ab bench-fleet clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -199,23 +199,6 @@ bench-ab: deps
 	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --rounds 200 --out $(BUILD)/bench-ab-calibration-$$$$
 	@echo "bench-ab: detection, tw ab's default 24 rounds"
 	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --out $(BUILD)/bench-ab-detection-$$$$
-
-# The fleet playbook's one command on a host (fleet/site.yml), run under the host's lock so
-# that no set-up's compiling overlaps another run's measuring: set-up, then tw run.
-# FLEET_SETUP=full (deps, build, venv: what `make report` does), build (compile only) or
-# none; FLEET_PYTHON is the interpreter that runs tw (default: the checkout's venv).
-FLEET_SETUP ?= full
-FLEET_PYTHON ?= $(VPY)
-fleet-run:
-	@echo "fleet-run: lock held from $$(date +%s.%N)"
-ifeq ($(FLEET_SETUP),full)
-	$(DEPS) report
-	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
-else ifeq ($(FLEET_SETUP),build)
-	@$(MAKE) --no-print-directory binaries
-endif
-	$(FLEET_PYTHON) scripts/tw run $(REPORT_ARGS)
-	@echo "fleet-run: done at $$(date +%s.%N)"
 
 # The fleet view's scale benchmark: 1000 synthetic results directories from the atlas.
 bench-fleet: venv

@@ -5,20 +5,26 @@ into the collection folder DIR/NAME/ by core.unpack (which refuses links, absolu
 The fleet playbook runs it on the controller for every archive it fetched, so that what a
 host sent is checked by the same code, and tested by the same tests, as `tw fleet` itself.
 """
+import hashlib
 import re
 from pathlib import Path
 
 from ..core import escape, ui, unpack
 from ..core.ui import UserError
 
-# A host folder's name: the inventory name with anything but these replaced, so that no
-# host name can make a path (/, ..) or carry shell or terminal metacharacters into one.
-SAFE = re.compile(r"[^A-Za-z0-9._-]")
+# A host folder's name, the one rule the playbook's tw_safe_name applies too
+# (fleet/roles/timewrite/defaults/main.yml): the inventory name when it is plain, else its
+# plain characters after a '_' and 10 hex digits of its SHA-1.  No name makes a path (/, ..,
+# ., .hidden) or carries shell or terminal metacharacters, and two names never share a folder
+# ('db;1' and 'db 1' both became 'db_1' under the old rule).
+PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def folder_name(host):
-    name = SAFE.sub("_", host)[:100]
-    return "_" + name if name in ("", ".", "..") or name.startswith(".") else name
+    if PLAIN.fullmatch(host):
+        return host
+    return "_" + UNSAFE.sub("_", host)[:80] + "-" + hashlib.sha1(host.encode()).hexdigest()[:10]
 
 
 def add_arguments(p, name):
