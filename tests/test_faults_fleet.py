@@ -95,6 +95,22 @@ def fleet_world(tmp_path):
     d = materialise(base, coll / "bad-reference" / "run")
     edit_json(d / "percall.json", lambda o: o.__setitem__("reference", ["x"]))
 
+    # Issue 25, classes 5 and 7: nothing measured, a key said twice, a -100 ns machine, and
+    # more cells than any run measures.
+    d = materialise(base, coll / "empty" / "run")
+    edit_json(d / "percall.json", lambda o: o.__setitem__("cells", []))
+    d = materialise(base, coll / "dup-cells" / "run")
+    text = (d / "percall.json").read_text().rstrip()
+    assert text.endswith("}")
+    (d / "percall.json").write_text(text[:-1] + ', "cells": []}')
+    d = materialise(base, coll / "negative" / "run")
+    edit_json(d / "percall.json", lambda o: first_samples(o).__setitem__(0, -100.0))
+    d = materialise(base, coll / "many-cells" / "run")
+    edit_json(d / "percall.json", lambda o: o.__setitem__("cells", o["cells"] * 100))
+    d = materialise(base, coll / "twice" / "run")
+    edit_json(d / "percall.json", lambda o: o["cells"].append(
+        next(c for c in o["cells"] if c.get("supported"))))
+
     materialise(base, coll / HOSTILE_NAME / "run")
     os.symlink(outside, coll / "folder-link")
     return tmp_path, coll, outside
@@ -110,6 +126,11 @@ EXPECTED = {
     "folder-link": "symbolic link",
     "bad-params": "",
     "bad-reference": "",
+    "empty": "no measured cell",
+    "dup-cells": "appears twice",
+    "negative": "not a measurement",
+    "many-cells": "more than the",
+    "twice": "a second cell",
 }
 
 

@@ -33,7 +33,7 @@ METHOD_NAME = f"{fleet.ANALYSIS}+typical/1"
 # A digest larger than this is not one tw wrote (a default run's is about 100 KB).
 MAX_BYTES = 4 << 20
 # Cells one digest may hold (issue 25 class 5: work bounded by an explicit cap).
-MAX_CELLS = 5000
+MAX_CELLS = fleet.MAX_CELLS
 
 
 def _raw_file(d):
