@@ -42,6 +42,7 @@ CHECK_TIER = (
     "test_extra_work.py",
     "test_tiers.py",
     "test_fleet.py",
+    "test_fleetdb.py",
     "test_causes.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",

@@ -331,7 +331,13 @@ def digest(d, host, interval_ops=None):
     fp, _ = results.read_stage(d, "fingerprint")
     if fp is None:
         raise DataError("fingerprint.json is absent: the doctor stage did not run there")
-    return digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
+    dg = digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
+    # The run's identity in a fleet database (analyse/fleetdb.py) is the sha256 of its raw
+    # rounds, whether its digest was written on the host or computed here.
+    path, raw = rundigest._raw_file(d)
+    dg["raw"] = {"file": path.name, "sha256": rundigest.hashlib.sha256(raw).hexdigest(),
+                 "bytes": len(raw)}
+    return dg
 
 
 def safe_digest(job):
