@@ -47,7 +47,7 @@ def test_the_documented_queries_run(digests, tmp_path):
     assert {r[0] for r in by_kernel} == kernels and all(r[2] > 1 for r in by_kernel)
     con.execute(fleetdb.QUERIES["exit-price-outliers"]).fetchall()
     regress = con.execute(fleetdb.QUERIES["regressions-since"],
-                          ["2026-11-24T00:00:00Z", "2026-11-24T00:00:00Z"]).fetchall()
+                          {"since": "2026-11-24T00:00:00Z"}).fetchall()
     assert all(r[4] > 1 for r in regress)
 
 

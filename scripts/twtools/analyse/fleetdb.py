@@ -116,11 +116,11 @@ QUERIES = {
         WHERE exit_price_ns IS NOT NULL AND abs(exit_price_ns - s.m) > 3 * greatest(s.mad, 0.05 * s.m)
         ORDER BY abs(exit_price_ns - s.m) DESC""",
     "regressions-since": """
-        -- ? = the UTC time to compare against, e.g. '2026-11-18T00:00:00Z'
+        -- $since = the UTC time to compare against, e.g. '2026-11-18T00:00:00Z'
         WITH before AS (SELECT r.host, c.cell, median(c.value) AS v FROM cells c
-                        JOIN runs r USING (run_id) WHERE r.created_utc < ? GROUP BY ALL),
+                        JOIN runs r USING (run_id) WHERE r.created_utc < $since GROUP BY ALL),
              after AS (SELECT r.host, c.cell, min(c.ci_low) AS low, median(c.value) AS v
-                       FROM cells c JOIN runs r USING (run_id) WHERE r.created_utc >= ?
+                       FROM cells c JOIN runs r USING (run_id) WHERE r.created_utc >= $since
                        GROUP BY ALL)
         SELECT host, cell, before.v AS before_ns, after.v AS after_ns, after.v / before.v AS times
         FROM before JOIN after USING (host, cell)
