@@ -42,6 +42,7 @@ CHECK_TIER = (
     "test_extra_work.py",
     "test_tiers.py",
     "test_fleet.py",
+    "test_fleetdb.py",
     "test_causes.py",
     "test_census_fixture.py",
     "test_doctor.py::test_fake_",

@@ -95,6 +95,22 @@ def fleet_world(tmp_path):
     d = materialise(base, coll / "bad-reference" / "run")
     edit_json(d / "percall.json", lambda o: o.__setitem__("reference", ["x"]))
 
+    # Issue 25, classes 5 and 7: nothing measured, a key said twice, a -100 ns machine, and
+    # more cells than any run measures.
+    d = materialise(base, coll / "empty" / "run")
+    edit_json(d / "percall.json", lambda o: o.__setitem__("cells", []))
+    d = materialise(base, coll / "dup-cells" / "run")
+    text = (d / "percall.json").read_text().rstrip()
+    assert text.endswith("}")
+    (d / "percall.json").write_text(text[:-1] + ', "cells": []}')
+    d = materialise(base, coll / "negative" / "run")
+    edit_json(d / "percall.json", lambda o: first_samples(o).__setitem__(0, -100.0))
+    d = materialise(base, coll / "many-cells" / "run")
+    edit_json(d / "percall.json", lambda o: o.__setitem__("cells", o["cells"] * 100))
+    d = materialise(base, coll / "twice" / "run")
+    edit_json(d / "percall.json", lambda o: o["cells"].append(
+        next(c for c in o["cells"] if c.get("supported"))))
+
     materialise(base, coll / HOSTILE_NAME / "run")
     os.symlink(outside, coll / "folder-link")
     return tmp_path, coll, outside
@@ -110,6 +126,11 @@ EXPECTED = {
     "folder-link": "symbolic link",
     "bad-params": "",
     "bad-reference": "",
+    "empty": "no measured cell",
+    "dup-cells": "appears twice",
+    "negative": "not a measurement",
+    "many-cells": "more than the",
+    "twice": "a second cell",
 }
 
 
@@ -250,3 +271,83 @@ def test_the_atlas_is_one_command_away(tmp_path):
     p = tw("fleet", *RUNS, "--json", "--out", tmp_path / "b", cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert len(json.loads(p.stdout)["machines"]) == len(RUNS)
+
+
+# ---- digests (issue 27): a host's digest.json gets the same one way in -----------------------
+
+SQL_NAME = "db'); DROP TABLE runs;--$(id)\x1b[2J"
+
+
+@pytest.fixture(scope="module")
+def digested(tmp_path_factory):
+    """One atlas run as a results directory with the digest tw report writes."""
+    from twtools.present import report
+    d = materialise(RUNS[-1], tmp_path_factory.mktemp("dg") / "base")
+    report.write_digest(d)
+    assert (d / "digest.json").is_file()
+    return d
+
+
+def test_the_digest_holds_what_the_fleet_computes_from_the_raw_rounds(digested, tmp_path):
+    """The digest a run writes gives the fleet the figures the raw rounds give it."""
+    from twtools.analyse import fleet, rundigest
+    dg = rundigest.load(digested, "h")
+    raw = fleet.digest_doc(json.loads((digested / "percall.json").read_text()),
+                           json.loads((digested / "fingerprint.json").read_text()),
+                           None, "h")
+    assert dg["method"] == rundigest.METHOD and dg["schema"] == rundigest.SCHEMA
+    assert set(dg["cells"]) == set(raw["cells"])
+    for name, c in raw["cells"].items():
+        assert dg["cells"][name]["value"] == pytest.approx(c["value"])
+        t = dg["cells"][name]["typical"]
+        assert t["ci_low"] <= t["value"] <= t["ci_high"]
+    assert dg["facts"] == raw["facts"] and dg["causes"] == raw["causes"]
+
+
+def _digest_case(base, dest, fn=None, text=None):
+    shutil.copytree(base, dest)
+    if fn:
+        edit_json(dest / "digest.json", fn)
+    if text:
+        text(dest / "digest.json")
+    return dest
+
+
+def _cell0(o):
+    return o["cells"][next(iter(o["cells"]))]
+
+
+def test_each_hostile_digest_is_one_line_and_the_rest_are_compared(digested, tmp_path):
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    _digest_case(digested, coll / "good")
+    _digest_case(digested, coll / SQL_NAME)
+    # An older method is recomputed from the raw rounds, never trusted: its figure is ignored.
+    _digest_case(digested, coll / "old", lambda o: (o.__setitem__("method", 0),
+                                                    _cell0(o).__setitem__("value", 1.0)))
+    d = _digest_case(digested, coll / "disagrees")
+    edit_json(d / "percall.json", lambda o: first_samples(o).__setitem__(0, 12345.0))
+    _digest_case(digested, coll / "future", lambda o: o.__setitem__("method", 99))
+    _digest_case(digested, coll / "future-schema",
+                 lambda o: o.__setitem__("schema", "timewrite-digest/99"))
+    _digest_case(digested, coll / "huge", lambda o: _cell0(o).__setitem__("value", 1e308))
+    _digest_case(digested, coll / "negative", lambda o: _cell0(o).__setitem__("value", -100.0))
+    _digest_case(digested, coll / "empty", lambda o: o.__setitem__("cells", {}))
+    _digest_case(digested, coll / "facts", lambda o: o["facts"].__setitem__("kernel", ["x"]))
+    _digest_case(digested, coll / "nan", text=lambda p: p.write_text(
+        p.read_text().replace('"value": ', '"value": NaN, "x": ', 1)))
+    expected = {"disagrees": "disagrees with its raw rounds", "future": "newer than this",
+                "future-schema": "is not timewrite-digest/1", "huge": "not a measurement",
+                "negative": "not a measurement", "empty": "has no cells",
+                "facts": "facts", "nan": "not valid strict JSON"}
+    p = tw("fleet", coll, "--out", tmp_path / "view", "--json", cwd=tmp_path, timeout=600)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr and "\x1b" not in p.stderr
+    view = json.loads(p.stdout)
+    refused = {r["host"]: r["why"] for r in view["refused"]}
+    for host, needle in expected.items():
+        assert needle in refused.get(host, ""), (host, refused.get(host))
+        assert len([ln for ln in p.stderr.splitlines()
+                    if ln.startswith(f"tw fleet: {host}: ")]) == 1, host
+    assert sorted(m["host"] for m in view["machines"]) == sorted(["good", "old", SQL_NAME])
+    assert set(refused) == set(expected)

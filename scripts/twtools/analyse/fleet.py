@@ -51,6 +51,9 @@ LABEL_FALLBACK = "floor (no interval)"
 # A batch value (ns per call) at or above this is not a measurement: no system call takes
 # ten seconds of CPU, and 1e308 would overflow every sum it enters.
 MAX_NS = 1e10
+# Cells one host may bring (issue 25, class 5): a full-mode run measures a few hundred; a
+# file claiming 100,000 made a 33 MB heat map.  Beyond this, the host costs one line.
+MAX_CELLS = 2000
 # The facts of a machine the fleet groups by (fingerprint.json; machine/doctor.py).
 FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
 FACT_NAMES = {"vendor": "vendor", "cpu": "CPU model", "hypervisor": "hypervisor",
@@ -81,12 +84,31 @@ def _json(path, raw):
     naming the file.  orjson parses a 3 MB stage file about three times faster than the
     standard library, which is most of a digest's cost."""
     try:
-        return orjson.loads(raw)
+        obj = orjson.loads(raw)
+        if raw.count(b'"cells"') > 1:
+            _no_duplicate_keys(path, raw)
+        return obj
     except orjson.JSONDecodeError as e:
         raise DataError(f"{path.name}: not valid strict JSON ({e.msg} at line {e.lineno} "
                         f"column {e.colno}; stage files never hold NaN or infinity)") from None
     except RecursionError:
         raise DataError(f"{path.name}: nested too deeply to be a stage file") from None
+
+
+def _no_duplicate_keys(path, raw):
+    """DataError when an object of raw repeats a key.  orjson keeps the last of them silently,
+    so a file with two "cells" keys says two things and tw would believe one (issue 25,
+    class 7); the slower standard parser runs only when "cells" appears more than once."""
+    import json
+
+    def pairs(kv):
+        keys = [k for k, _ in kv]
+        if len(set(keys)) != len(keys):
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise DataError(f"{path.name}: the key {dup[:40]!r} appears twice in one object; "
+                            "tw never writes that")
+        return dict(kv)
+    json.loads(raw, object_pairs_hook=pairs)
 
 
 NUMBER = {float, int}
@@ -117,10 +139,11 @@ def _round_values(where, rounds):
         times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
     a = np.asarray(flat, dtype=float)
     if a.size:
-        ok = np.isfinite(a) & (np.abs(a) < MAX_NS)
+        # A cost per call is never negative: a -100 ns machine is not one (issue 25, class 7).
+        ok = np.isfinite(a) & (a >= 0) & (a < MAX_NS)
         if not ok.all():
             raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
-                            f"measurement (at most {MAX_NS:g} ns)")
+                            f"measurement (from 0 to {MAX_NS:g} ns)")
     return np.split(a, np.cumsum(lens)[:-1]) if lens else [], times
 
 
@@ -200,6 +223,9 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
         schema.schema_of("percall", doc)
     except schema.Invalid as e:
         raise DataError(f"percall.json: {e.path}: {e.what}", e.hint) from None
+    if len(doc["cells"]) > MAX_CELLS:
+        raise DataError(f"percall.json: {len(doc['cells'])} cells, more than the {MAX_CELLS} "
+                        "any run measures")
     cells = {}
     for i, c in enumerate(doc["cells"]):
         if not isinstance(c, dict) or not c.get("supported"):
@@ -220,8 +246,15 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
         fig = undisturbed(doc, c, f"cells[{i}]", interval=want)
         if fig["value"] is None:
             continue
-        cells[cell_name(v, op, size, shape)] = dict(fig, variant=v, op=op, size=size,
+        name = cell_name(v, op, size, shape)
+        if name in cells:
+            raise DataError(f"percall.json: cells[{i}]: a second cell {name[:60]!r}; tw "
+                            "measures each cell once")
+        cells[name] = dict(fig, variant=v, op=op, size=size,
                                                     shape=shape)
+    if not cells:
+        # An empty host would be "compared" and turn the fleet's figure into nothing.
+        raise DataError("percall.json: no measured cell (the bench stage measured nothing)")
     ref = doc.get("reference") or {}
     rname = cell_name(ref.get("variant") or "64-syscall", ref.get("op") or "null", None,
                       ref.get("shape") or "ret")
@@ -288,11 +321,23 @@ def digest(d, host, interval_ops=None):
     """The digest of one results directory (see the module docstring); DataError with one
     line saying what is wrong."""
     d = results.require_results_dir(d)
+    # The host's own digest (analyse/rundigest.py) when it is this checkout's method and made
+    # from the raw rounds beside it; otherwise the raw rounds, digested here.
+    from . import rundigest
+    dg = rundigest.load(d, host)
+    if dg is not None:
+        return dg
     meta, _ = results.read_stage(d, "meta")
     fp, _ = results.read_stage(d, "fingerprint")
     if fp is None:
         raise DataError("fingerprint.json is absent: the doctor stage did not run there")
-    return digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
+    dg = digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
+    # The run's identity in a fleet database (analyse/fleetdb.py) is the sha256 of its raw
+    # rounds, whether its digest was written on the host or computed here.
+    path, raw = rundigest._raw_file(d)
+    dg["raw"] = {"file": path.name, "sha256": rundigest.hashlib.sha256(raw).hexdigest(),
+                 "bytes": len(raw)}
+    return dg
 
 
 def safe_digest(job):

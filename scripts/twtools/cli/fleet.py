@@ -36,6 +36,10 @@ def add_arguments(p, name):
     p.add_argument("--atlas", action="store_true",
                    help="compare the atlas's machines too (data/machines/*/runs/*, each named "
                         "machine/run), beside any DIR given")
+    p.add_argument("--db", metavar="FILE",
+                   help="also keep every compared run in this DuckDB database (created if "
+                        "absent; a run already there is not added twice), for SQL queries "
+                        "(docs/fleet.md)")
     p.add_argument("--bench", type=int, metavar="N",
                    help="the scale benchmark: make N synthetic results directories from the "
                         "atlas (data/machines), compare them, print wall time and peak memory")
@@ -182,12 +186,13 @@ def refuse_out_inside(out_arg, jobs):
                             "give --out a folder outside every DIR")
 
 
-def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False):
+def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     stream = stream or sys.stdout
     jobs, refused = discover(dirs)
     if atlas:
         jobs += atlas_jobs()
     refuse_out_inside(out_arg, jobs)
+    refuse_out_inside(db, jobs)
     if len({h for h, _ in jobs}) != len(jobs):
         seen, uniq = set(), []
         for h, d in jobs:
@@ -207,6 +212,13 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False):
         print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
               file=sys.stderr)
     view = afleet.view(digests, refused, None if op == "all" else op)
+    if db is not None:
+        from ..analyse import fleetdb
+        con = fleetdb.connect(db)
+        added = fleetdb.ingest(con, digests)
+        total = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        con.close()
+        ui.progress(f"database: {escape.terminal(str(db))}: {added} new run(s), {total} in all")
     with files.confined(out):
         pfleet.write(view, out)
     if as_json:
@@ -224,7 +236,8 @@ def main(args, name):
     if not args.dirs and not args.atlas:
         raise UserError("give at least one results directory or collection folder, or --atlas",
                         "see tw fleet --help")
-    view, _ = run(args.dirs, args.out, args.op, args.jobs, args.json, atlas=args.atlas)
+    view, _ = run(args.dirs, args.out, args.op, args.jobs, args.json, atlas=args.atlas,
+                  db=args.db)
     if not view["machines"]:
         raise DataError("no directory could be compared (each refused above)")
     return ui.EXIT_DATA if view["refused"] else ui.EXIT_OK

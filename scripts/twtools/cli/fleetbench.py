@@ -89,6 +89,36 @@ def make_one(job):
     return str(d)
 
 
+@functools.lru_cache(maxsize=8)
+def _template_digest(run):
+    """The digest tw report would write for an atlas run (analyse/rundigest.py), once per
+    worker process."""
+    from ..analyse import rundigest
+    return orjson.dumps(rundigest.compute(Path(run)))
+
+
+def digest_one(job):
+    """Write digest.json into one synthetic directory: its template run's real digest, bound to
+    this directory's raw rounds (their sha256) and host, as the host itself would have written
+    it after `tw report`.  Returns its path."""
+    d, run = job
+    import hashlib
+    dg = orjson.loads(_template_digest(run))
+    raw = (Path(d) / "percall.json").read_bytes()
+    dg["raw"] = {"file": "percall.json", "sha256": hashlib.sha256(raw).hexdigest(),
+                 "bytes": len(raw)}
+    dg["host"] = Path(d).parent.name
+    files.write_bytes(Path(d) / "digest.json", orjson.dumps(dg, option=orjson.OPT_INDENT_2))
+    return d
+
+
+def add_digests(dirs, runs, workers):
+    t = time.perf_counter()
+    with cf.ProcessPoolExecutor(max_workers=workers) as ex:
+        list(ex.map(digest_one, list(zip(dirs, runs)), chunksize=16))
+    return time.perf_counter() - t
+
+
 def make(n, root, workers):
     """N synthetic directories under root/<host>/; returns the seconds it took."""
     tpl = _templates()
@@ -103,13 +133,13 @@ def make(n, root, workers):
     return time.perf_counter() - t
 
 
-def measure(collection, out, workers):
+def measure(collection, out, workers, db=None):
     """Run `tw fleet` on the collection in a child; (wall s, CPU s of the child and its
     workers, exit status, peak RSS of the largest process in bytes, its stdout, stderr).
     The CPU time is what a loaded machine does not change much: on a shared host the wall
     time measures the neighbours too."""
     cmd = [sys.executable, str(paths.ROOT / "scripts" / "tw"), "fleet", str(collection),
-           "--out", str(out), "--jobs", str(workers)]
+           "--out", str(out), "--jobs", str(workers)] + (["--db", str(db)] if db else [])
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -158,6 +188,28 @@ def main(args):
               f"workers together (target <= {TARGET_BYTES >> 20} MiB: "
               f"{'met' if peak * (workers + 1) <= TARGET_BYTES else 'NOT met'})")
         print(f"  on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end")
+        # Issue 27: the same directories with the digests their hosts would write, into a
+        # cold database, then one directory more into the warm one.
+        tpl = _templates()
+        dirs = sorted(str(p) for p in coll.glob("*/*-run"))
+        runs = [str(tpl[int(Path(d).parent.name.split("-")[1]) % len(tpl)][1]) for d in dirs]
+        dg_s = add_digests(dirs, runs, workers)
+        print(f"  writing their digests: {dg_s:.1f} s (not counted)")
+        db = base / "fleet.duckdb"
+        for label, o, target in (("with digests, cold database", base / "view-db", 10.0),):
+            w, c, rc, pk, _, err = measure(coll, o, workers, db)
+            if rc not in (0, ui.EXIT_DATA):
+                raise UserError(f"tw fleet --db failed (exit {rc}): {err.strip().splitlines()[-1:]}")
+            print(f"  {n} {label}: wall time {w:.1f} s (target <= {target:.0f} s: "
+                  f"{'met' if w <= target else 'NOT met'}), CPU {c:.1f} s, peak {pk >> 20} MiB")
+        make_one((n, str(tpl[n % len(tpl)][1]), tpl[n % len(tpl)][2], tpl[n % len(tpl)][3],
+                  str(coll)))
+        new = coll / f"bench-{n:05d}" / f"bench-{n:05d}-run"
+        digest_one((str(new), str(tpl[n % len(tpl)][1])))
+        w, c, rc, pk, _, err = measure(coll, base / "view-warm", workers, db)
+        print(f"  {n} + 1 with digests, warm database: wall time {w:.1f} s (target <= 2 s: "
+              f"{'met' if w <= 2 else 'NOT met'}), CPU {c:.1f} s, peak {pk >> 20} MiB"
+              f" (every digest is read and its rounds hashed again)")
         if keep:
             print(f"  kept: {base}")
     finally:

@@ -333,6 +333,11 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
         raise
     if meta["state"] == "complete":
         point_latest(out)
+    if not report:
+        # The digest is written where the run is measured (a fleet compares digests); the
+        # report writes it again, so `tw run` with the report writes it there.
+        from ..present.report import write_digest
+        write_digest(out)
     if report:
         from ..present import report as rep
         ui.progress("writing the report ...")

@@ -803,8 +803,20 @@ def build_doc(results_dir):
 # What `tw report` writes into a results directory, the one list (cli's preflight refuses a
 # link or a misplaced directory among them before anything is written); the directories
 # among them hold files only.
-OUTPUTS = ("report.md", "report.html", "verdict.json", "causes.json", "plots", "tables")
+OUTPUTS = ("report.md", "report.html", "verdict.json", "causes.json", "digest.json", "plots",
+           "tables")
 OUTPUT_DIRS = ("plots", "tables")
+
+
+def write_digest(results_dir):
+    """DIR/digest.json (analyse/rundigest.py), so that an old directory gets one too; a run
+    whose raw rounds cannot be digested (no bench stage) simply has none."""
+    from ..analyse import rundigest
+    from ..core.ui import DataError
+    try:
+        rundigest.write(results_dir)
+    except DataError:
+        pass
 
 
 def build_report(results_dir, formats=("md", "html")):
@@ -817,6 +829,7 @@ def build_report(results_dir, formats=("md", "html")):
     files.write_json(results_dir / "verdict.json", v)
     if data.get("causes"):
         files.write_json(results_dir / "causes.json", data["causes"])
+    write_digest(results_dir)
     for table in tables.all_tables(data):
         csv_export.write(table, results_dir / "tables", "csv")
     return export(doc, results_dir, "report", formats)

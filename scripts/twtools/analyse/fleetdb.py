@@ -1,0 +1,144 @@
+"""The fleet's embedded database (DuckDB): every compared run's digest, kept, so that a user
+can ask the fleet questions in SQL and a kernel CI can add a run an hour beside the others.
+
+Two tables:
+  runs   one row per run: run_id (the sha256 of the raw rounds the digest was made from, or of
+         the digest itself when computed here), host, created_utc, mode, the fingerprint facts,
+         the exit price with its interval, the fitted exits per int 0x80 call, method, ingested_utc;
+  cells  one row per (run_id, cell): the undisturbed value with its interval and the ratio to
+         the run's reference with its interval.
+
+Re-ingesting a run changes nothing (its run_id is there already); a new run of a host already
+there is added beside the earlier ones, and both are kept.  Every value reaches DuckDB as a
+bound parameter: host names and facts come from machines the user does not control, and no
+outside text is ever part of an SQL string.
+
+Why DuckDB: one file, no server, columnar scans for the fleet's group-by queries over millions
+of cell rows, and a Python client on PyPI (requirements.txt pins it).  SQLite would hold the
+same tables, but its row store makes the per-cell aggregations a full scan of every row.
+"""
+import datetime
+import hashlib
+
+import orjson
+
+from . import fleet
+
+SCHEMA_SQL = (
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY, host VARCHAR NOT NULL, created_utc VARCHAR, mode VARCHAR,
+        vendor VARCHAR, cpu VARCHAR, hypervisor VARCHAR, kernel VARCHAR, mitigations VARCHAR,
+        ia32 VARCHAR, fred VARCHAR, vdso VARCHAR,
+        exit_price_ns DOUBLE, exit_price_low DOUBLE, exit_price_high DOUBLE,
+        exits_per_call DOUBLE, exits_low DOUBLE, exits_high DOUBLE,
+        reference VARCHAR, method VARCHAR, ingested_utc VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS cells (
+        run_id VARCHAR NOT NULL, cell VARCHAR NOT NULL, variant VARCHAR, op VARCHAR,
+        size BIGINT, shape VARCHAR, value DOUBLE, ci_low DOUBLE, ci_high DOUBLE,
+        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, PRIMARY KEY (run_id, cell))""",
+)
+RUN_COLS = ("run_id", "host", "created_utc", "mode", *fleet.FACTS,
+            "exit_price_ns", "exit_price_low", "exit_price_high",
+            "exits_per_call", "exits_low", "exits_high", "reference", "method", "ingested_utc")
+CELL_COLS = ("run_id", "cell", "variant", "op", "size", "shape", "value", "ci_low", "ci_high",
+             "ratio", "ratio_low", "ratio_high")
+
+
+def connect(path):
+    import duckdb
+    con = duckdb.connect(str(path))
+    for sql in SCHEMA_SQL:
+        con.execute(sql)
+    return con
+
+
+def run_id(dg):
+    """The run's identity: the sha256 of the raw rounds its digest names, else of the digest's
+    own figures (a digest computed on the controller from the same rounds gets the same)."""
+    raw = dg.get("raw")
+    if isinstance(raw, dict) and isinstance(raw.get("sha256"), str):
+        return raw["sha256"]
+    body = {k: dg.get(k) for k in ("facts", "created_utc", "mode", "cells")}
+    return "c-" + hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _iv(d, key):
+    v = (d or {}).get(key) or {}
+    return (v.get("value"), v.get("ci_low"), v.get("ci_high")) if isinstance(v, dict) \
+        else (None, None, None)
+
+
+def ingest(con, digests):
+    """Add each digest's run (bound parameters only); returns how many runs were new."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+    new_runs, new_cells = [], []
+    for dg in digests:
+        rid = run_id(dg)
+        if rid in known:
+            continue
+        known.add(rid)
+        cz = dg.get("causes") or {}
+        f = dg["facts"]
+        new_runs.append((rid, dg["host"], dg.get("created_utc"), dg.get("mode"),
+                         *(f.get(k) for k in fleet.FACTS),
+                         *_iv(cz, "exit_price"), *_iv(cz.get("int80"), "exits_per_call"),
+                         dg.get("reference"), dg.get("method_name") or fleet.ANALYSIS, now))
+        for name, c in dg["cells"].items():
+            new_cells.append((rid, name, c.get("variant"), c.get("op"), c.get("size"),
+                              c.get("shape"), c.get("value"), c.get("ci_low"), c.get("ci_high"),
+                              c.get("ratio"), c.get("ratio_low"), c.get("ratio_high")))
+    if new_runs:
+        con.execute("BEGIN TRANSACTION")
+        _insert(con, "runs", RUN_COLS, new_runs)
+        _insert(con, "cells", CELL_COLS, new_cells)
+        con.execute("COMMIT")
+    return len(new_runs)
+
+
+def _insert(con, table, cols, rows):
+    """INSERT rows in one statement.  DuckDB runs an executemany row by row (about 1 ms each:
+    130,000 cells took minutes), so the rows go through a temporary newline-delimited JSON
+    file of ours, read by read_json with the table's own column types; its path is a bound
+    parameter, and the values are never SQL text."""
+    import tempfile
+    types = {r[0]: r[1] for r in con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+        [table]).fetchall()}
+    spec = "{" + ", ".join(f"'{c}': '{types[c]}'" for c in cols) + "}"
+    with tempfile.NamedTemporaryFile(suffix=".ndjson", prefix="tw-fleetdb-") as f:
+        f.write(b"\n".join(orjson.dumps(dict(zip(cols, r))) for r in rows))
+        f.flush()
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} "
+                    f"FROM read_json(?, format = 'newline_delimited', columns = {spec})",
+                    [f.name])
+
+
+# The documented queries (docs/fleet.md shows them; tests/test_fleetdb.py runs them).
+QUERIES = {
+    "int80-by-kernel": """
+        SELECT r.kernel, count(*) AS runs, median(c.ratio) AS int80_ratio,
+               min(c.ratio_low) AS lowest_low, max(c.ratio_high) AS highest_high
+        FROM cells c JOIN runs r USING (run_id)
+        WHERE c.variant = '32-int80' AND c.op = 'null' AND c.shape = 'ret'
+        GROUP BY r.kernel ORDER BY int80_ratio DESC""",
+    "exit-price-outliers": """
+        WITH s AS (SELECT median(exit_price_ns) AS m,
+                          median(abs(exit_price_ns - (SELECT median(exit_price_ns) FROM runs)))
+                              AS mad
+                   FROM runs WHERE exit_price_ns IS NOT NULL)
+        SELECT host, exit_price_ns, exit_price_low, exit_price_high
+        FROM runs, s
+        WHERE exit_price_ns IS NOT NULL AND abs(exit_price_ns - s.m) > 3 * greatest(s.mad, 0.05 * s.m)
+        ORDER BY abs(exit_price_ns - s.m) DESC""",
+    "regressions-since": """
+        -- $since = the UTC time to compare against, e.g. '2026-11-18T00:00:00Z'
+        WITH before AS (SELECT r.host, c.cell, median(c.value) AS v FROM cells c
+                        JOIN runs r USING (run_id) WHERE r.created_utc < $since GROUP BY ALL),
+             after AS (SELECT r.host, c.cell, min(c.ci_low) AS low, median(c.value) AS v
+                       FROM cells c JOIN runs r USING (run_id) WHERE r.created_utc >= $since
+                       GROUP BY ALL)
+        SELECT host, cell, before.v AS before_ns, after.v AS after_ns, after.v / before.v AS times
+        FROM before JOIN after USING (host, cell)
+        WHERE after.low > before.v ORDER BY times DESC""",
+}
