@@ -45,79 +45,116 @@ def _entry(row):
     return row["insn"] if row["insn"] in ("int80", "sysenter", "syscall") else "unknown"
 
 
-def _snapshots(raw):
-    start = {r["pid"]: r for r in raw.get("snapshot") or []}
-    end = {r["pid"]: r for r in raw.get("snapshot_end") or []}
-    return start, end
-
-
 def processes(raw):
-    """[{pid, comm, exe, exe_from, bits, needs_ia32, seen_at_start, alive_at_end, started,
-    exited, calls, rows, top, vsyscall_faults, why}] by calls, most first."""
-    start, end = _snapshots(raw)
+    """[{pid, start, gen, comm, exe, exe_from, bits, needs_ia32, seen_at_start, alive_at_end,
+    started, exited, calls, rows, top, vsyscall_faults, why}] by calls, most first.
+
+    One row per image, not per pid: (pid, start, gen) as census.bt keys its counts.  A pid
+    alone would give a shell's calls and those of the 32-bit program it exec'd to the shell's
+    executable, read from /proc at the window's start, and a reused pid's calls to the process
+    that had it before.  So /proc's row names an image only when its start time is the
+    image's, at the start for generation 0 and at the end for the last generation; an image
+    born by execve inside the window is named by the file execve was given; a child that never
+    called execve runs its parent's image at the fork.  A census without start times
+    (timewrite-census/1) matches by pid, as it was analysed then."""
     trace = raw.get("trace") or {}
     own = raw.get("own_pid")
-    execs = {}
-    for e in trace.get("exec") or []:
-        execs[e["pid"]] = e["filename"]
-    exits = set(trace.get("exit") or [])
-    parent = {f["pid"]: f["parent"] for f in trace.get("fork") or []}
+
+    def image(r):
+        return (r["pid"], r.get("start"), r.get("gen") or 0)
+
+    def by_pid(rows):
+        out = {}
+        for r in rows or []:
+            out.setdefault(r["pid"], []).append(r)
+        return out
+
+    start, end = by_pid(raw.get("snapshot")), by_pid(raw.get("snapshot_end"))
+    execs = {image(e): e["filename"] for e in trace.get("exec") or []}
+    last = {}
+    for pid, st, gen in execs:
+        last[(pid, st)] = max(gen, last.get((pid, st), 0))
+    exits = {(e, None) if isinstance(e, int) else (e["pid"], e.get("start"))
+             for e in trace.get("exit") or []}
+    parent = {f["pid"]: image({**f, "pid": f["parent"]}) for f in trace.get("fork") or []}
+
+    def snap(rows, pid, st):
+        """/proc's row for this pid if it is this process (same start time, where both know
+        one)."""
+        for r in rows.get(pid, []):
+            if st is None or r.get("start") is None or r["start"] == st:
+                return r
+        return None
+
+    def named(img, seen):
+        """(exe, exe_from, /proc's row or None) for one image."""
+        pid, st, gen = img
+        row = None
+        if gen == 0:
+            row = snap(start, pid, st)
+        if row is None and gen == last.get((pid, st), 0):
+            row = snap(end, pid, st)
+        if row and row.get("exe"):
+            return row["exe"], "/proc", row
+        if img in execs:
+            return execs[img], "execve", row
+        if gen == 0 and pid in parent and parent[pid] not in seen:
+            exe, _, prow = named(parent[pid], seen | {img})
+            if exe:
+                return exe, "parent", {"bits": (prow or {}).get("bits"),
+                                       "needs_ia32": (prow or {}).get("needs_ia32")}
+        return None, None, row
+
     byp = {}
 
-    def inherited(pid):
-        """A child that never called execve runs its parent's executable: (exe, bits)."""
-        seen = set()
-        while pid in parent and pid not in seen:
-            seen.add(pid)
-            pid = parent[pid]
-            if pid in execs:
-                return execs[pid], None
-            snap = start.get(pid) or end.get(pid)
-            if snap and snap.get("exe"):
-                return snap["exe"], snap.get("bits")
-        return None, None
-
-    def proc_(pid):
-        if pid not in byp:
-            snap = start.get(pid) or end.get(pid) or {}
-            exe, src = snap.get("exe"), "/proc" if snap.get("exe") else None
-            if exe is None and pid in execs:
-                exe, src = execs[pid], "execve"
-            bits = snap.get("bits")
-            if exe is None:
-                exe, bits = inherited(pid)
-                src = "parent" if exe else None
-            byp[pid] = {"pid": pid, "comm": snap.get("comm"), "exe": exe, "exe_from": src,
-                        "bits": bits, "needs_ia32": snap.get("needs_ia32"),
-                        "seen_at_start": pid in start, "alive_at_end": pid in end,
-                        "started": pid in execs, "exited": pid in exits, "calls": 0,
-                        "rows": [], "top": [], "vsyscall_faults": 0, "why": snap.get("why"),
-                        "_cs": set(), "_comms": {}}
-        return byp[pid]
+    def proc_(img):
+        if img not in byp:
+            pid, st, gen = img
+            exe, src, row = named(img, frozenset())
+            row = row or {}
+            end_row = snap(end, pid, st) if gen == last.get((pid, st), 0) else None
+            byp[img] = {"pid": pid, "start": st, "gen": gen, "comm": row.get("comm"),
+                        "exe": exe, "exe_from": src, "bits": row.get("bits"),
+                        "needs_ia32": row.get("needs_ia32"),
+                        "seen_at_start": gen == 0 and snap(start, pid, st) is not None,
+                        "alive_at_end": end_row is not None,
+                        "started": img in execs or (gen == 0 and snap(start, pid, st) is None),
+                        "exited": gen == last.get((pid, st), 0) and (pid, st) in exits,
+                        "calls": 0, "rows": [], "top": [], "vsyscall_faults": 0,
+                        "why": row.get("why"), "_cs": set(), "_comms": {}}
+        return byp[img]
 
     for r in trace.get("calls") or []:
         if r.get("own") or r["pid"] == own:
             continue
-        p = proc_(r["pid"])
+        p = proc_(image(r))
         p["calls"] += r["calls"]
         p["rows"].append(r)
         p["_cs"].add(r["cs"])
         p["_comms"][r["comm"]] = p["_comms"].get(r["comm"], 0) + r["calls"]
     for v in trace.get("vsyscall") or []:
         if v["pid"] != own:
-            p = proc_(v["pid"])
+            p = proc_(image(v))
             p["vsyscall_faults"] += v["faults"]
             p["_comms"].setdefault(v["comm"], 0)
-    for pid, snap in list(start.items()) + list(end.items()):
-        if snap.get("needs_ia32") or pid not in byp and snap.get("bits") is None and snap.get("why"):
-            proc_(pid)
+    # Processes /proc showed that made no call in the window, where they matter: 32-bit ones
+    # (readiness), and ones whose bitness could not be read (what the census could not see).
+    for rows, at_end in ((start, False), (end, True)):
+        for pid, snaps in rows.items():
+            for s_ in snaps:
+                if not (s_.get("needs_ia32") or s_.get("bits") is None and s_.get("why")):
+                    continue
+                st = s_.get("start")
+                if st is None and any(k[0] == pid for k in byp):
+                    continue
+                proc_((pid, st, last.get((pid, st), 0) if at_end else 0))
     table = {abi: diagnose.names(abi) for abi in ("compat", "native")}
     nr = {}
     for r in trace.get("nr") or []:
-        if r["pid"] in byp:
-            nr.setdefault(r["pid"], []).append(r)
+        if image(r) in byp:
+            nr.setdefault(image(r), []).append(r)
     out = []
-    for pid, p in byp.items():
+    for img, p in byp.items():
         cs, comms = p.pop("_cs"), p.pop("_comms")
         if comms:
             p["comm"] = max(comms.items(), key=lambda kv: kv[1])[0]
@@ -127,12 +164,12 @@ def processes(raw):
             p["bits"] = p["bits"] or 64
         if p["bits"] == 32:
             p["needs_ia32"] = True
-        rows = sorted(nr.get(pid, []), key=lambda r: -r["calls"])[:TOP]
+        rows = sorted(nr.get(img, []), key=lambda r: -r["calls"])[:TOP]
         p["top"] = [{"abi": r["abi"], "id": r["id"],
                      "name": table.get(r["abi"], {}).get(r["id"], f"#{r['id']}"),
                      "calls": r["calls"]} for r in rows]
         out.append(p)
-    out.sort(key=lambda p: (-p["calls"], p["pid"]))
+    out.sort(key=lambda p: (-p["calls"], p["pid"], p["gen"]))
     return out
 
 

@@ -391,9 +391,13 @@ DIAGNOSE = {
                          "an overhead without bare and traced samples, or without a why"}),
 }
 
-PROC_ROW = {"!pid": "int", "comm": "str?", "exe": "str?", "bits": "int?", "needs_ia32": "bool?",
-            "why": "str?"}
-CENSUS_CALL = {"!pid": "int", "comm": "str?", "!abi": "str", "!cs": "int", "!origin": "str",
+PROC_ROW = {"!pid": "int", "start": "int?", "comm": "str?", "exe": "str?", "bits": "int?",
+            "needs_ia32": "bool?", "why": "str?"}
+# A row of census.bt's counts names its process's image: pid, start (clock ticks since boot, as
+# /proc shows it) and gen (execve calls in the window); timewrite-census/1 rows have neither,
+# and are matched by pid.
+IMAGE = {"start": "int?", "gen": "int?"}
+CENSUS_CALL = {"!pid": "int", **IMAGE, "comm": "str?", "!abi": "str", "!cs": "int", "!origin": "str",
                "!insn": "str", "own": "bool?", "!calls": "count",
                "__check__": lambda r: None if r.get("abi") in ("compat", "native") and
                r.get("origin") in ("vdso", "text", "other") and
@@ -401,7 +405,7 @@ CENSUS_CALL = {"!pid": "int", "comm": "str?", "!abi": "str", "!cs": "int", "!ori
                "a call row whose abi, origin or insn is not one census.bt writes"}
 CENSUS = {
     "!seconds": "window", "host": "str?", "kernel": "str?", "utc": "str?", "root": "bool?",
-    "own_pid": "int?", "cpus": "posint?", "tracer": "str?", "why_not": "str?", "script": "str?",
+    "own_pid": "int?", "cpus": "posint?", "clk_tck": "posint?", "tracer": "str?", "why_not": "str?", "script": "str?",
     "vsyscall_why": "str?", "wall_s": "window?", "failed": "bool?",
     "!snapshot": [PROC_ROW], "snapshot_end": ("opt", [PROC_ROW]),
     "vdso32": ("opt", {"available": "bool?", "why": "str?",
@@ -409,10 +413,12 @@ CENSUS = {
                        "source": "str?"}),
     "ia32": ("opt", {"enabled": "bool?", "why": "str?", "cmdline": "str?"}),
     "trace": ("opt", {"!calls": [CENSUS_CALL],
-                      "!nr": [{"!pid": "int", "!abi": "str", "!id": "int", "!calls": "count"}],
-                      "exec": [{"!pid": "int", "filename": "str?"}], "exit": ["int"],
-                      "fork": [{"!pid": "int", "!parent": "int"}],
-                      "vsyscall": [{"!pid": "int", "comm": "str?", "!faults": "count"}],
+                      "!nr": [{"!pid": "int", **IMAGE, "!abi": "str", "!id": "int",
+                               "!calls": "count"}],
+                      "exec": [{"!pid": "int", **IMAGE, "filename": "str?"}],
+                      "exit": [("or", "int", {"!pid": "int", "start": "int?"})],
+                      "fork": [{"!pid": "int", "!parent": "int", **IMAGE}],
+                      "vsyscall": [{"!pid": "int", **IMAGE, "comm": "str?", "!faults": "count"}],
                       "regs_ok": ("opt", {"*": "int?"}), "maps_full": ["str"]}),
     "overhead": {"*": {"variant": "variant?", "op": "str?", "why": "str?", "bare": ["num"],
                        "traced": ["num"], "order": "str?", "bare_after": "int?"}},
@@ -435,7 +441,7 @@ STAGES = {
     "observer": ("timewrite-observer", 2, OBSERVER),
     "latency": ("timewrite-latency", 1, LATENCY),
     "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
-    "census": ("timewrite-census", 1, CENSUS),
+    "census": ("timewrite-census", 2, CENSUS),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

@@ -146,16 +146,35 @@ def vdso_image(pid, mapping):
         return mem.read(mapping["hi"] - mapping["lo"])
 
 
+def _stat_fields(pid):
+    """/proc/<pid>/stat's fields from the state on (field 3 is [0]), or None when it is gone."""
+    try:
+        stat_ = _read_bounded(f"/proc/{pid}/stat", STAT_MAX).decode("utf-8", "replace")
+        # the command, in parentheses, may hold spaces and ')': the fields follow the last one
+        return stat_[stat_.rindex(")") + 2:].split()
+    except (OSError, ValueError):
+        return None
+
+
+def start_ticks(pid):
+    """When the process started, in clock ticks since boot (/proc/<pid>/stat field 22, its
+    group leader's start_boottime): with the pid it names one process, since a pid is reused
+    once freed.  None when it is gone."""
+    f = _stat_fields(pid)
+    try:
+        return int(f[19]) if f else None
+    except (ValueError, IndexError):
+        return None
+
+
 def is_kernel_thread(pid):
     """Whether a process is a kernel thread (PF_KTHREAD in /proc/<pid>/stat's flags, which
     anyone may read: /proc/<pid>/exe of a kernel thread is refused to other users, not
     absent); None when it is gone."""
+    f = _stat_fields(pid)
     try:
-        stat_ = _read_bounded(f"/proc/{pid}/stat", STAT_MAX).decode("utf-8", "replace")
-        # the command, in parentheses, may hold spaces and ')': the fields follow the last one
-        fields = stat_[stat_.rindex(")") + 2:].split()
-        return bool(int(fields[6]) & PF_KTHREAD)
-    except (OSError, ValueError, IndexError):
+        return bool(int(f[6]) & PF_KTHREAD) if f else None
+    except (ValueError, IndexError):
         return None
 
 
@@ -196,16 +215,17 @@ def read(pid, vdso=True):
 
 
 def snapshot():
-    """Every process /proc lists now: [{pid, comm, exe, bits, needs_ia32, why}].  Kernel
-    threads (no executable; PF_KTHREAD) are left out.  Without root, another user's executable cannot
-    be read: its bitness is None and why says so."""
+    """Every process /proc lists now: [{pid, start, comm, exe, bits, needs_ia32, why}]; start
+    is in clock ticks since boot (start_ticks).  Kernel threads (no executable; PF_KTHREAD) are
+    left out.  Without root, another user's executable cannot be read: its bitness is None and
+    why says so."""
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         pid = int(name)
-        row = {"pid": pid, "comm": comm(pid), "exe": None, "bits": None, "needs_ia32": None,
-               "why": None}
+        row = {"pid": pid, "start": start_ticks(pid), "comm": comm(pid), "exe": None,
+               "bits": None, "needs_ia32": None, "why": None}
         try:
             row["exe"] = os.readlink(f"/proc/{pid}/exe")
         except FileNotFoundError:

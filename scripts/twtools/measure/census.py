@@ -35,7 +35,7 @@ from .diagnose import tracefs
 from .trace import tmp_dir
 
 SCRIPT = "census.bt"
-SCHEMA = "timewrite-census/1"
+SCHEMA = "timewrite-census/2"
 ATTACH_TIMEOUT = 90.0       # bpftrace parses BTF before it attaches: seconds on a small VM
 # bpftrace's maps hold 4096 keys by default; a busy machine has more (pid, path) pairs than that
 # in a few seconds.  A full map drops updates silently, so the census makes room and checks.
@@ -118,31 +118,47 @@ def _stop(bt, out, err):
     return out.read_text() if out.exists() else ""
 
 
+# /proc/PID/stat gives a process's start in clock ticks since boot, census.bt in ns: the rows
+# keep /proc's unit, the kernel's own rounding (nsec_to_clock_t, a division), so that the two
+# compare equal.
+NS_PER_TICK = 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+def _image(k, at=1):
+    """A key's image, (start, gen) from k[at], k[at + 1]: the group leader's start_boottime
+    (in clock ticks, as /proc shows it) and the number of execve calls inside the window."""
+    return {"start": int(k[at]) // NS_PER_TICK, "gen": int(k[at + 1])}
+
+
 def rows(maps):
-    """census.bt's maps as plain rows (strings from the kernel kept as they came)."""
+    """census.bt's maps as plain rows (strings from the kernel kept as they came).  Every row
+    names its process's image: pid, start and gen (census.bt's header says why a pid alone
+    does not name a program)."""
     calls = []
     for k, n in maps.get("@calls", {}).items():
-        # pid, comm, compat, cs, origin, insn, own; a comm may hold a comma: it is rejoined
-        if len(k) < 7:
+        # pid, start, gen, comm, compat, cs, origin, insn, own; a comm may hold a comma: it is
+        # rejoined
+        if len(k) < 9:
             continue
-        comm = ",".join(k[1:len(k) - 5])
+        comm = ",".join(k[3:len(k) - 5])
         pid, (compat, cs, origin, insn, own) = k[0], k[len(k) - 5:]
-        calls.append({"pid": int(pid), "comm": comm, "abi": "compat" if compat == "1" else "native",
-                      "cs": int(cs), "origin": origin, "insn": insn, "own": own == "1",
-                      "calls": int(n)})
-    nrs = [{"pid": int(k[0]), "abi": "compat" if k[1] == "1" else "native", "id": int(k[2]),
-            "calls": int(n)} for k, n in maps.get("@nr", {}).items() if len(k) == 3]
-    execs = [{"pid": int(k[0]), "filename": ",".join(k[1:])}
-             for k in maps.get("@exec", {}) if len(k) >= 2]
-    exits = [int(k[0]) for k in maps.get("@exit", {}) if k]
-    forks = {int(k[0]): int(v) for k, v in maps.get("@fork", {}).items() if k}
-    vsys = [{"pid": int(k[0]), "comm": ",".join(k[1:]), "faults": int(n)}
-            for k, n in maps.get("@vsys", {}).items() if k]
+        calls.append({"pid": int(pid), **_image(k), "comm": comm,
+                      "abi": "compat" if compat == "1" else "native", "cs": int(cs),
+                      "origin": origin, "insn": insn, "own": own == "1", "calls": int(n)})
+    nrs = [{"pid": int(k[0]), **_image(k), "abi": "compat" if k[3] == "1" else "native",
+            "id": int(k[4]), "calls": int(n)} for k, n in maps.get("@nr", {}).items() if len(k) == 5]
+    execs = [{"pid": int(k[0]), **_image(k), "filename": ",".join(k[3:])}
+             for k in maps.get("@exec", {}) if len(k) >= 4]
+    exits = [{"pid": int(k[0]), "start": int(k[1]) // NS_PER_TICK}
+             for k in maps.get("@exit", {}) if len(k) == 2]
+    forks = [{"pid": int(k[0]), "parent": int(k[1]), **_image(k, 2)}
+             for k in maps.get("@fork", {}) if len(k) == 4]
+    vsys = [{"pid": int(k[0]), **_image(k), "comm": ",".join(k[3:]), "faults": int(n)}
+            for k, n in maps.get("@vsys", {}).items() if len(k) >= 4]
     regs = maps.get("@regs_ok", {})
     full = [name for name, m in maps.items() if len(m) >= MAP_KEYS]
     return {"calls": calls, "nr": nrs, "exec": execs, "exit": exits, "vsyscall": vsys,
-            "fork": [{"pid": c, "parent": p} for c, p in forks.items()],
-            "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
+            "fork": forks, "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
             "maps_full": full}
 
 
@@ -184,7 +200,8 @@ def run(seconds=5.0, batches=30):
     snapshot_end, trace (rows), overhead, vdso32, ia32, wall_s}."""
     doc = {"schema": SCHEMA, "host": socket.gethostname(), "kernel": platform.release(),
            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": seconds,
-           "root": proc.is_root(), "own_pid": os.getpid(), "cpus": os.cpu_count(), "tracer": None, "why_not": why_not(),
+           "root": proc.is_root(), "own_pid": os.getpid(), "cpus": os.cpu_count(),
+           "clk_tck": os.sysconf("SC_CLK_TCK"), "tracer": None, "why_not": why_not(),
            "script": f"traces/{SCRIPT}", "vsyscall_why": None, "snapshot": process.snapshot(),
            "snapshot_end": None, "trace": None, "overhead": {}, "wall_s": None}
     doc["vdso32"], doc["ia32"] = host_facts()
