@@ -89,6 +89,26 @@ def test_outside_strings_stay_data_on_the_terminal_and_the_page(tmp_path):
     assert "\x1b" not in md + html and "\x07" not in md + html
 
 
+def test_the_ia32_reason_and_the_full_maps_stay_data(tmp_path):
+    """ia32.why reaches the first sentence where IA32 emulation is off, trace.maps_full the
+    "not seen" list: both from the file, both shown as text."""
+    doc = good()
+    doc["ia32"] = {"enabled": False, "why": "I" + EVIL, "cmdline": EVIL}
+    doc["trace"]["maps_full"] = ["M" + EVIL]
+    c = load(tmp_path, doc)
+    text = present.format_text(c)
+    assert "Ibpf\\x1b]0;owned\\x07\\n**bold**" in text and "\x1b" not in text
+    d = Doc()
+    present.report_section(d, c)
+    md = EXPORTERS["md"].render(d, tmp_path)
+    html = EXPORTERS["html"].render(d, tmp_path)
+    for mark in ("I", "M"):                      # each one reached the page, escaped
+        assert f"{mark}bpf\\\\x1b\\]0;owned" in md, mark
+        assert f"{mark}bpf\\x1b]0;owned\\x07" in html, mark
+    assert 'href="javascript' not in html and "<script>" not in html
+    assert "\x1b" not in md + html and "\x07" not in md + html
+
+
 def test_the_vdso_instruction_is_an_enum(tmp_path):
     doc = good()
     doc["vdso32"]["instruction"] = "`rm -rf`"

@@ -3,15 +3,18 @@ written for a person."""
 import math
 
 
-def fmt(s, unit="ns", digits=None):
-    """'123.4 ns [122.9, 124.0]' with ' (unstable)', or 'unknown (why)'."""
+def fmt(s, unit="ns", digits=None, mark=None):
+    """'123.4 ns [122.9, 124.0]' with ' (unstable)', or 'unknown (why)'.  A why may have come
+    from a file: mark, where given (a page's present.document.outside), marks it as outside
+    text; a terminal line escapes the whole text instead."""
     if s is None:
         return "unknown"
+    mark = mark or str
     if "value" in s and s.get("value") is None:
-        return f"unknown ({s.get('why', 'not measured')})"
+        return f"unknown ({mark(s.get('why', 'not measured'))})"
     m = s.get("median")
     if m is None or not math.isfinite(m):
-        return f"unknown ({s.get('why') or 'no value recorded'})"
+        return f"unknown ({mark(s.get('why') or 'no value recorded')})"
     if unit == "ns" and abs(m) >= 10000:
         # Microseconds read better for O_SYNC writes and other long calls.
         s = {k: (v / 1000 if isinstance(v, (int, float)) and k in ("median", "ci_low", "ci_high")

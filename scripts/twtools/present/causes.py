@@ -4,9 +4,8 @@ For each mechanism: what it was held against, the exits per call the kernel's so
 here and the number fitted from the measurements, the predicted and measured cost and the
 residual, each with its interval, and the kernel function and commit behind each part.
 """
-from ..core.fmt import fmt
 from ..machine import registry
-from .document import outside
+from .document import fmt, outside
 
 
 def ns(x):

@@ -11,6 +11,7 @@ through core.escape.terminal and to a page through core.escape.markdown.
 import json
 
 from ..core import escape
+from .document import outside
 
 SHOWN = 15          # processes in the per-process table
 NAMED = 20          # processes named in one readiness sentence; the rest are counted
@@ -57,7 +58,7 @@ def readiness(d, esc=escape.terminal):
     ia = d.get("ia32") or {}
     out = []
     if ia.get("enabled") is False:
-        out.append(f"IA32 emulation is already off here ({ia.get('why')}): no 32-bit program "
+        out.append(f"IA32 emulation is already off here ({esc(ia.get('why'))}): no 32-bit program "
                    "and no int 0x80 can run, so booting with ia32_emulation=0 changes nothing.")
     elif r["stop"]:
         out.append(f"Booting with ia32_emulation=0 here would stop {len(r['stop'])} "
@@ -212,8 +213,9 @@ def section(doc, data):
 
 
 def report_section(doc, d, level=2):
-    """The census as blocks of a document.Doc."""
-    esc = escape.markdown
+    """The census as blocks of a document.Doc: outside text marked, for each exporter to
+    show as text (escaped Markdown in the .md, plain text in the HTML)."""
+    esc = outside
     doc.h(level, "The running system: who enters the old ways")
     for s in readiness(d, esc):
         doc.p(s)

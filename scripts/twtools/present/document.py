@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 from ..core import escape, files
+from ..core import fmt as core_fmt
 
 OPEN, CLOSE = "\ue000", "\ue001"
 _SPAN = re.compile(f"{OPEN}(.*?){CLOSE}", re.S)
@@ -43,6 +44,11 @@ def outside(x):
     if x is None or x == "" or isinstance(x, Outside):
         return x
     return Outside(x)
+
+
+def fmt(s, unit="ns", digits=None):
+    """A figure for a page (core.fmt.fmt), its 'unknown (why)' why marked as outside text."""
+    return core_fmt.fmt(s, unit, digits, mark=outside)
 
 
 def plain(text):
@@ -195,10 +201,12 @@ figcaption{font-size:.85em;color:#555}
 
 def _inline_html(text):
     """HTML of a text: the page's own pieces with their `code` and **bold**, outside
-    pieces escaped and nothing more."""
+    pieces escaped and nothing more.  An outside piece's control characters are shown, as
+    on the terminal and in the Markdown: a browser would hide an escape sequence that a
+    reader should see."""
     out = []
     for ext, piece in _parts(str(text)):
-        t = html.escape(piece, quote=False)
+        t = html.escape(escape.terminal(piece) if ext else piece, quote=False)
         if not ext:
             t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
             t = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)

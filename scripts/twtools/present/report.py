@@ -9,14 +9,13 @@ rendered by one exporter per format (`EXPORTERS`: md, html).
 """
 from pathlib import Path
 
-from ..core.fmt import fmt
 from ..analyse import findings, percall, results, seedref, stats, verdict as verdict_mod
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import atlas, causes as present_causes, plots
 from . import census as present_census, diagnose as present_diagnose, document, \
     export as csv_export, tables
-from .document import EXPORTERS, Doc, export, outside
+from .document import EXPORTERS, Doc, export, fmt, outside
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
 # (meta.json's stage names, tried in order; the first is the one named in messages)
@@ -433,7 +432,7 @@ def sec_percall(doc, data, pdir):
         u = percall.figure(c, "undisturbed")
         i = c.get("interference")
         rows.append([c["variant"], c["op"], c.get("size"), c.get("shape"),
-                     fmt(u) if u else f"— ({c.get('primary_why') or 'not measured'})",
+                     fmt(u) if u else f"— ({outside(c.get('primary_why')) or 'not measured'})",
                      fmt_cell(c),
                      f"{100 * i['share']:.0f}%" if i else "—",
                      f"{r['median']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r else "—",
