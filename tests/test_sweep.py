@@ -59,13 +59,15 @@ def seed(tmp_path_factory, build):
     bad = first_unsupported()
     if bad:
         names.append(bad["name"])
-    raw = sweep.seed_sweep(out, mode="quick", variants=names, reps=2, input_bytes=40_000)
+    raw = sweep.seed_sweep(out, mode="quick", variants=names, rounds=3, batches=2,
+                           input_bytes=40_000)
     return out, bad, sweeps.sweep(raw)
 
 
 def test_seed_sweep_rows_and_counts(seed):
     out, bad, d = seed
-    assert d["input_bytes"] == 40_000 and d["reps"] == 2
+    assert d["input_bytes"] == 40_000 and d["reps_by_mode"]["async"] == 6
+    n = d["reps_by_mode"]
     good = [r for r in d["runs"] if r["supported"]]
     if not any(r["variant"] == "64-libc" for r in good):
         pytest.skip("64-libc unsupported here: " +
@@ -77,8 +79,17 @@ def test_seed_sweep_rows_and_counts(seed):
         for row in r["rows"]:
             assert row["calls"] == math.ceil(40_000 / row["buffsize"]) == row["calls_expected"]
             for k in ("user_s", "sys_s", "real_s", "wait_s", "ns_per_call"):
-                check_summary(row[k], 2)
+                check_summary(row[k], n[r["mode"]])
             s = row["samples"]
+            # each pass knows its run: the async rows lead with the undisturbed figure
+            assert sorted(set(s["round"])) == list(range(r["rounds"]))
+            if r["mode"] == "async":
+                assert row["figure"] == "undisturbed" and row["lead_why"] is None
+                assert row["undisturbed_ci_low"] <= row["undisturbed_ns"] <= \
+                    row["undisturbed_ci_high"]
+                assert row["undisturbed_ns"] <= row["ns_per_call"]["median"] * 1.0001
+            else:
+                assert row["figure"] == "typical" and "O_SYNC" in row["lead_why"]
             for i in range(2):
                 assert s["wait_s"][i] == pytest.approx(s["real_s"][i] - s["user_s"][i] - s["sys_s"][i])
                 assert s["ns_per_call"][i] == pytest.approx(s["real_s"][i] / row["calls"] * 1e9)
@@ -105,7 +116,7 @@ def test_seed_sweep_files_and_fs(seed):
     assert on_disk["input_bytes"] == d["input_bytes"]
     for r in on_disk["runs"]:
         for row in r["rows"]:
-            assert set(row["samples"]) == {"user_s", "sys_s", "real_s"}
+            assert set(row["samples"]) == {"user_s", "sys_s", "real_s", "round"}
             assert not {"user_s", "real_s", "ns_per_call"} & set(row)    # raw only
     st = run(["stat", "-f", "-c", "%T", out], text=True)
     assert d["fstype"] == st.stdout.strip()
@@ -115,8 +126,8 @@ def test_seed_sweep_files_and_fs(seed):
 
 
 def test_tlpi_sweep(tmp_path, build):
-    d = sweeps.sweep(sweep.tlpi_sweep(tmp_path, mode="quick", variants=["64-libc"], reps=2,
-                                      input_bytes=8192))
+    d = sweeps.sweep(sweep.tlpi_sweep(tmp_path, mode="quick", variants=["64-libc"], rounds=3,
+                                      batches=2, input_bytes=8192))
     (r,) = d["runs"]
     if not r["supported"]:
         pytest.skip(f"64-libc unsupported here: {r['reason']}")
@@ -126,7 +137,9 @@ def test_tlpi_sweep(tmp_path, build):
     assert d["scale_factor"] == pytest.approx(100_000_000 / 8192)
     assert (tmp_path / "sweep_tlpi.json").exists()
     (fit,) = d["fits"]
-    assert fit["n_points"] == 17 * 2 and fit["sizes"] == [1, 65536]
+    # undisturbed figures: one point per size, up to a page, and the copy regime beyond
+    assert fit["figure"] == "undisturbed" and fit["sizes"] == [1, 4096]
+    assert fit["n_points"] == 13 and fit["copy"]["sizes"] == [8192, 65536]
 
 
 def test_writev_bench_beyond_iov_max(tmp_path, build):

@@ -284,7 +284,8 @@ def _sweep_row_rule(r):
 
 
 SWEEP_ROW = {"!buffsize": "posint", "calls": "posint?", "calls_expected": "int?",
-             "samples": ("opt", {"!user_s": ["num"], "!sys_s": ["num"], "!real_s": ["num"]}),
+             "samples": ("opt", {"!user_s": ["num"], "!sys_s": ["num"], "!real_s": ["num"],
+                                 "round": ["int"]}),
              "real_s": ("opt", SUMMARY), "user_s": ("opt", SUMMARY), "sys_s": ("opt", SUMMARY),
              "ns_per_call": ("opt", SUMMARY), "__check__": _sweep_row_rule}
 SWEEP_RUN = {"!variant": "variant", "mode": "str?", "bits": "int?", "mechanism": "str?",

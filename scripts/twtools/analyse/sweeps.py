@@ -11,12 +11,49 @@ import numpy as np
 
 from . import fits, stats
 
-ANALYSIS = "sweeps/2"
+ANALYSIS = "sweeps/3"
 
 
 def _arr(row, key):
     s = (row.get("samples") or {}).get(key)
     return np.asarray([x for x in s if x is not None], float) if s else None
+
+
+# Why a row leads with its typical figure rather than the undisturbed one.
+WAITS = ("an O_SYNC write waits for the disk: its time is mostly waiting, which is what the "
+         "row measures, so the typical figure (the median) leads (†)")
+NO_ROUNDS = ("recorded without the run of each pass (a sweep from before batches): only the "
+             "typical figure can be computed")
+
+
+def _undisturbed(row, nspc):
+    """The undisturbed ns per call of one row: its passes grouped by the run they came from
+    (samples.round), the mean of the fastest passes with the jackknife over runs
+    (stats.undisturbed, as every per-call cell)."""
+    rnd = (row.get("samples") or {}).get("round")
+    if not rnd or len(rnd) != nspc.size:
+        return None
+    groups = {}
+    for r, v in zip(rnd, nspc.tolist()):
+        groups.setdefault(r, []).append(v)
+    return stats.undisturbed([groups[k] for k in sorted(groups)])
+
+
+def lead(row, mode):
+    """(summary {median, ci_low, ci_high, unstable, n, figure}, why typical or None): the
+    figure a row leads with.  Async rows lead with the undisturbed figure where their passes
+    were taken in batches over several runs; O_SYNC rows with the typical one (WAITS)."""
+    typ = dict(row.get("ns_per_call") or {}, figure="typical")
+    if mode == "sync":
+        return typ, WAITS
+    u = row.get("undisturbed")
+    if not u:
+        return typ, NO_ROUNDS
+    if u.get("value") is None or u.get("ci_low") is None:
+        return typ, u.get("why") or "no undisturbed interval"
+    return {"median": u["value"], "ci_low": u["ci_low"], "ci_high": u["ci_high"],
+            "unstable": stats.unstable(u["value"], u["ci_low"], u["ci_high"]),
+            "n": u.get("n"), "n_rounds": u.get("n_rounds"), "figure": "undisturbed"}, None
 
 
 def sweep(obj):
@@ -31,11 +68,21 @@ def sweep(obj):
                 continue
             wait = r - u - s
             nspc = r / row["calls"] * 1e9
+            rnd = (row.get("samples") or {}).get("round")
             row["samples"] = {"user_s": u.tolist(), "sys_s": s.tolist(), "real_s": r.tolist(),
                               "wait_s": wait.tolist(), "ns_per_call": nspc.tolist()}
             for k, v in row["samples"].items():
                 row[k] = stats.summarize(v)
-    fitted = fits.fit_linear(out.get("runs", []))
+            if rnd is not None:
+                row["samples"]["round"] = rnd
+            und = _undisturbed({"samples": {"round": rnd}}, nspc)
+            if und is not None:
+                row["undisturbed"] = und
+                row["undisturbed_ns"], row["undisturbed_ci_low"], row["undisturbed_ci_high"] = \
+                    und.get("value"), und.get("ci_low"), und.get("ci_high")
+            row["lead"], row["lead_why"] = lead(row, run.get("mode"))
+            row["figure"] = row["lead"]["figure"]
+    fitted = fits.fit_linear(out.get("runs", []), out.get("page_size") or fits.PAGE)
     out["fits"] = fitted
     modes = sorted({run.get("mode") for run in out.get("runs", [])})
     out["knee"] = {m: (fits.knee([f for f in fitted if f["mode"] == m]) if m == "async" else

@@ -41,7 +41,8 @@ def add_arguments(p, name):
         p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
                        default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
         p.add_argument("--reps", type=options.int_range(1, 100000), metavar="N",
-                       help="override the mode's repetitions")
+                       help="override the mode's repetitions (for seed and tlpi: the runs "
+                            "of timewrite per cell, each timing its passes)")
 
 
 def main(args, name):
@@ -54,7 +55,8 @@ def main(args, name):
             t0 = time.monotonic()
             kw = {"reps": args.reps}
             if s in ("seed", "tlpi"):
-                kw["variants"] = args.variants
+                # the seed and TLPI sweeps repeat runs of their program, each of many passes
+                kw = {"rounds": args.reps, "variants": args.variants}
             raw = fn(out, mode=args.mode, **kw)
             ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
             if stem.startswith("sweep_"):

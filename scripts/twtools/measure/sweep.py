@@ -14,17 +14,22 @@ dict and writes <stem>.json (raw samples and how they were taken) through export
 Sizes per mode (see docs/sweeps.md for why): MODES below.  An unsupported
 variant is a run with supported:false and the program's own reason, never zeros.
 
-Interleaving: the seed and TLPI sweeps call each binary with --reps 2, in
+Batches and rounds, as syscost's: the seed and TLPI sweeps call each binary in
 rounds; every round runs every (variant, mode) once, in an order rotated by
-one per round.  Slow drift (page-cache and journal state, a neighbour on the
-host) therefore lands on every variant alike instead of on whichever ran
-last, and a one-off stall shows up as outlying reps of one round rather
-than shifting a whole variant.  Why --reps 2 and not 1: timewrite does an
-untimed warm-up pass only when --reps > 1; with --reps 1 the first size
-(256 B, or 1 B for TLPI: the very rows the hypothesis is about) would always
-be the cold first pass of a new process.  Inside one call the program
-interleaves its own reps over the sizes.  Process start-up (~1 ms) is
-outside the timed passes, which time themselves.
+one per round, and each run times every size in `--reps B` passes, the
+batches (one pass writes the whole input at one buffer size).  The async
+cells get many batches per run over several runs, so that analyse.sweeps can
+give each the undisturbed figure (the mean of its fastest batches, with a
+jackknife interval over the rounds): the variance lives between runs and in
+the host's interruptions of single passes, and both are then sampled.  An
+O_SYNC pass waits for the disk: its rows keep two passes per run, and lead
+with the typical figure.  Slow drift (page-cache and journal state, a
+neighbour on the host) lands on every variant alike instead of on whichever
+ran last.  Every run passes --reps > 1, which buys timewrite's untimed
+warm-up pass: with --reps 1 the first size (256 B, or 1 B for TLPI: the very
+rows the hypothesis is about) would always be the cold first pass of a new
+process.  Inside one run the program interleaves its passes over the sizes.
+Process start-up (~1 ms) is outside the timed passes, which time themselves.
 
 The stage files hold raw samples only; twtools.analyse.sweeps summarises them
 and twtools.analyse.fits fits T(size) = a + b*size per variant and finds the
@@ -48,19 +53,22 @@ TLPI_SIZES = [1 << i for i in range(17)]            # 1 .. 65536
 TLPI_BYTES = 100_000_000                            # TLPI wrote 100 million bytes
 STDIO_METHODS = ["write", "fwrite", "fputc", "putc_unlocked"]
 
-# Per mode: seed input bytes and rounds, TLPI input bytes / rounds / variants,
-# writev grid and reps, stdio bytes and reps.  Budgets on a 2-core VM where an
-# O_SYNC write costs ~180 us: quick <= ~15 s for all four, default <= ~90 s.
+# Per mode: seed input bytes, async rounds x batches per run and sync passes; TLPI input
+# bytes, rounds x batches and variants; writev grid and reps, stdio bytes and reps.  Budgets
+# on a 2-core VM where an O_SYNC write costs ~180 us: quick <= ~15 s for all four, default
+# <= ~90 s.  An async run of the seed's program at 256 KiB takes 0.07-0.17 s for 12 passes
+# over the ten sizes, so its batches are cheap; TLPI's 1-byte pass alone is 64 Ki calls.
 MODES = {
     "quick": {
-        "seed_bytes": 64 << 10, "seed_reps": 4, "seed_sync_reps": 4,
-        "tlpi_bytes": 16 << 10, "tlpi_reps": 4, "tlpi_variants": ["64-libc", "32-int80"],
+        "seed_bytes": 64 << 10, "seed_rounds": 3, "seed_batches": 6, "seed_sync_reps": 4,
+        "tlpi_bytes": 16 << 10, "tlpi_rounds": 3, "tlpi_batches": 2,
+        "tlpi_variants": ["64-libc", "32-int80"],
         "wv_n": [1, 16, 256, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 2048], "wv_reps": 5,
         "stdio_bytes": 102_400, "stdio_reps": 3,
     },
     "default": {
-        "seed_bytes": 256 << 10, "seed_reps": 10, "seed_sync_reps": 6,
-        "tlpi_bytes": 64 << 10, "tlpi_reps": 6,
+        "seed_bytes": 256 << 10, "seed_rounds": 8, "seed_batches": 16, "seed_sync_reps": 6,
+        "tlpi_bytes": 64 << 10, "tlpi_rounds": 6, "tlpi_batches": 4,
         "tlpi_variants": ["64-libc", "64-syscall", "64-int80", "32-libc", "32-int80"],
         "wv_n": [1, 4, 16, 64, 256, 1024, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 512, 2048, 8192],
         "wv_reps": 11,
@@ -68,8 +76,9 @@ MODES = {
     },
     "long": {
         # 1,310,720 B = 5120 x 256 B: the input of the seed's WSL/VMware runs.
-        "seed_bytes": 1_310_720, "seed_reps": 16, "seed_sync_reps": 10,
-        "tlpi_bytes": 256 << 10, "tlpi_reps": 16, "tlpi_variants": None,  # every supported
+        "seed_bytes": 1_310_720, "seed_rounds": 16, "seed_batches": 16, "seed_sync_reps": 10,
+        "tlpi_bytes": 256 << 10, "tlpi_rounds": 12, "tlpi_batches": 4,
+        "tlpi_variants": None,  # every supported
         "wv_n": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "IOV_MAX", "2*IOV_MAX", 4096],
         "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 21,
         "stdio_bytes": 1_024_000, "stdio_reps": 15,
@@ -168,26 +177,29 @@ def _samples(row, key):
     return [row[key]]
 
 
-def _sweep(out_dir, stem, variants, modes, sizes_arg, input_bytes, reps, label):
-    """Rounds of --reps 2 runs over (variant, mode); returns the sweep dict.
+def _plan(modes, rounds, batches, sync_reps):
+    """{mode: (runs, passes per run)}: async rounds x batches; sync (each O_SYNC pass waits
+    for the disk) REPS_PER_CALL passes per run, in the first rounds only."""
+    out = {}
+    for m in modes:
+        if m == "sync":
+            out[m] = (-(-sync_reps // REPS_PER_CALL), REPS_PER_CALL)
+        else:
+            out[m] = (rounds, max(REPS_PER_CALL, batches))
+    return out
 
-    reps: samples wanted per cell, an int or {mode: int}; a mode wanting
-    fewer samples (sync: each O_SYNC write waits for the disk) takes part in
-    the first rounds only."""
-    if isinstance(reps, int):
-        reps = {m: reps for m in modes}
-    per_call = min(REPS_PER_CALL, *reps.values())
-    mode_rounds = {m: -(-reps[m] // per_call) for m in modes}
-    rounds = max(mode_rounds.values())
+
+def _sweep(out_dir, stem, variants, plan, sizes_arg, input_bytes, label):
+    """Rounds of runs over (variant, mode), as plan says; returns the sweep dict."""
     with _scratch(out_dir) as scratch:
-        return _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_rounds,
-                         per_call, rounds, label, scratch)
+        return _sweep_in(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch)
 
 
-def _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_rounds, per_call,
-              rounds, label, scratch):
+def _sweep_in(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch):
     infile = _input_file(scratch, input_bytes)
     fs_stat, fs_mount = fstype(str(out_dir))
+    modes = list(plan)
+    rounds = max(r for r, _ in plan.values())
     runs = {}
     cells = []
     for v in variants:
@@ -195,7 +207,8 @@ def _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_round
             key = (v["name"], m)
             runs[key] = {"variant": v["name"], "bits": v["bits"], "mechanism": v["mechanism"],
                          "mode": m, "supported": v["supported"], "reason": v["reason"],
-                         "reps": mode_rounds[m] * per_call, "raw": {}}
+                         "reps": plan[m][0] * plan[m][1], "rounds": plan[m][0],
+                         "batches": plan[m][1], "raw": {}}
             if v["supported"]:
                 cells.append(key)
     t0 = time.monotonic()
@@ -204,12 +217,12 @@ def _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_round
         order = cells[k:] + cells[:k]
         for key in order:
             run = runs[key]
-            if not run["supported"] or r >= mode_rounds[key[1]]:
+            if not run["supported"] or r >= plan[key[1]][0]:
                 continue
             out = scratch / f"{stem}-{key[0]}-{key[1]}.out"
             try:
                 res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
-                                          reps=per_call)
+                                          reps=plan[key[1]][1])
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
                 if _system_failure(e):
                     raise
@@ -228,9 +241,12 @@ def _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_round
                 raise RuntimeError(f"{key[0]} read {res.get('input_bytes')} B, not {input_bytes}")
             for row in res["rows"]:
                 raw = run["raw"].setdefault(row["buffsize"], {
-                    "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": []})
+                    "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": [], "round": []})
                 for f in ("user_s", "sys_s", "real_s"):
                     raw[f] += _samples(row, f)
+                # which run each pass came from: the undisturbed figure's jackknife leaves
+                # whole runs out
+                raw["round"] += [r] * (len(raw["real_s"]) - len(raw["round"]))
         ui.progress(f"{label}: round {r + 1}/{rounds} done ({time.monotonic() - t0:.1f} s)")
 
     out_runs = []
@@ -239,18 +255,20 @@ def _sweep_in(out_dir, stem, variants, modes, sizes_arg, input_bytes, mode_round
         raw = run.pop("raw")
         run["rows"] = [{"buffsize": bs, "calls": raw[bs]["calls"],
                         "calls_expected": math.ceil(input_bytes / bs),
-                        "samples": {f: raw[bs][f] for f in ("user_s", "sys_s", "real_s")}}
+                        "samples": {f: raw[bs][f] for f in ("user_s", "sys_s", "real_s", "round")}}
                        for bs in sorted(raw)]
         if run["supported"]:
             run["reason"] = None
         out_runs.append(run)
     return {"schema": "timewrite-sweep/2", "input_bytes": input_bytes,
-            "reps": max(mode_rounds.values()) * per_call,
-            "reps_by_mode": {m: mode_rounds[m] * per_call for m in modes},
-            "rounds": rounds, "reps_per_call": per_call,
-            "interleave": f"{rounds} rounds of timewrite --reps {per_call} over every "
-                          "(variant, mode), order rotated per round; a mode with fewer reps "
-                          "joins the first rounds only",
+            "reps": max(a * b for a, b in plan.values()),
+            "reps_by_mode": {m: a * b for m, (a, b) in plan.items()},
+            "rounds_by_mode": {m: a for m, (a, b) in plan.items()},
+            "batches_by_mode": {m: b for m, (a, b) in plan.items()},
+            "rounds": rounds,
+            "interleave": "rounds of one timewrite run per (variant, mode), order rotated per "
+                          "round; each run times every size in --reps passes (the batches); "
+                          "a mode with fewer runs joins the first rounds only",
             "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat, "fstype_mount": fs_mount,
             "seconds": round(time.monotonic() - t0, 2), "runs": out_runs}
 
@@ -266,30 +284,35 @@ def _pick_variants(names=None, program="timewrite"):
     return [by[n] for n in names]
 
 
-def seed_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=None):
+def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
+               input_bytes=None):
     """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072."""
     p = _params(mode)
     input_bytes = input_bytes or p["seed_bytes"]
-    reps = {"async": reps, "sync": reps} if reps else {"async": p["seed_reps"],
-                                                       "sync": p["seed_sync_reps"]}
+    plan = _plan(["async", "sync"], rounds or p["seed_rounds"], batches or p["seed_batches"],
+                 p["seed_sync_reps"])
     vs = _pick_variants(variants)
     ui.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
-                    f"{input_bytes} B input, samples per cell {reps}")
-    obj = _sweep(out_dir, "seed", vs, ["async", "sync"], None, input_bytes, reps, "seed sweep")
-    obj.update(mode=mode, sizes=SEED_SIZES)
+                f"{input_bytes} B input, runs x passes per cell: "
+                + ", ".join(f"{m} {a}x{b}" for m, (a, b) in plan.items()))
+    obj = _sweep(out_dir, "seed", vs, plan, None, input_bytes, "seed sweep")
+    obj.update(mode=mode, sizes=SEED_SIZES, page_size=os.sysconf("SC_PAGE_SIZE"))
     return export(out_dir, "sweep_seed", obj)
 
 
-def tlpi_sweep(out_dir, mode="default", variants=None, reps=None, input_bytes=None):
+def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
+               input_bytes=None):
     """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536."""
     p = _params(mode)
     input_bytes = input_bytes or p["tlpi_bytes"]
-    reps = reps or p["tlpi_reps"]
+    plan = _plan(["async"], rounds or p["tlpi_rounds"], batches or p["tlpi_batches"], 0)
     vs = _pick_variants(variants or p["tlpi_variants"])
     ui.progress(f"TLPI sweep: {len(vs)} variants, {input_bytes} B input "
-                    f"(TLPI: {TLPI_BYTES} B), {reps} samples per cell")
-    obj = _sweep(out_dir, "tlpi", vs, ["async"], "1-65536", input_bytes, reps, "TLPI sweep")
+                f"(TLPI: {TLPI_BYTES} B), {plan['async'][0]} runs x {plan['async'][1]} passes "
+                "per cell")
+    obj = _sweep(out_dir, "tlpi", vs, plan, "1-65536", input_bytes, "TLPI sweep")
     obj.update(mode=mode, sizes=TLPI_SIZES, tlpi_bytes=TLPI_BYTES,
+               page_size=os.sysconf("SC_PAGE_SIZE"),
                scale_factor=TLPI_BYTES / input_bytes)
     return export(out_dir, "sweep_tlpi", obj)
 

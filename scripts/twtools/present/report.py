@@ -483,6 +483,30 @@ def sec_percall(doc, data, pdir):
               + ".")
 
 
+def _cell(row, key):
+    """A sweep row's figure for key: for ns_per_call the one the row leads with
+    (analyse.sweeps.lead: undisturbed, or typical where it measures waiting)."""
+    if not row:
+        return None
+    if key == "ns_per_call" and row.get("lead"):
+        return row["lead"]
+    return row.get(key)
+
+
+def _what(rs, key):
+    """What a sweep table's cells are, in words."""
+    if key != "ns_per_call":
+        return key.replace("_", " ")
+    figs = {row.get("figure") for r in rs for row in r.get("rows", [])}
+    whys = sorted({row.get("lead_why") for r in rs for row in r.get("rows", [])
+                   if row.get("figure") == "typical" and row.get("lead_why")})
+    if figs == {"undisturbed"}:
+        return ("ns per call, undisturbed (the mean of the fastest 5% of passes, 95% interval "
+                "by the jackknife over runs)")
+    text = "ns per call, typical (median of passes, 95% interval)"
+    return text + (" †: " + "; ".join(outside(w) for w in whys) if whys else "")
+
+
 def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
     runs = [r for r in sw.get("runs", [])]
     for mode in ("async", "sync"):
@@ -501,18 +525,18 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                 row = next((x for x in r.get("rows", []) if x["buffsize"] == s), None)
                 if row and line[1] is None:
                     line[1] = row.get("calls")
-                v = row.get(key) if row else None
+                v = _cell(row, key)
                 if isinstance(v, dict) and v.get("median") is not None and scale != 1.0:
                     v = stats.scale(v, scale)
                 line.append(fmt(v, unit) if (v and not verdict_mod.is_blind(v)) else
                             (f"unknown ({outside(v.get('why'))})" if v else "not measured"))
             rows.append(line)
-        doc.p(f"**{mode}** — {key.replace('_', ' ')} ({unit}):")
+        doc.p(f"**{mode}** — {_what(rs, key)} ({unit}):")
         doc.table(hdr, rows)
         for r in rs:
             if not r.get("supported", True):
                 doc.p(f"{r['variant']} unsupported: {outside(r.get('reason')) or 'no reason given'}.")
-        nun = sum(1 for r in rs for row in r.get("rows", []) if (row.get(key) or {}).get("unstable"))
+        nun = sum(1 for r in rs for row in r.get("rows", []) if (_cell(row, key) or {}).get("unstable"))
         ncell = sum(len(r.get("rows", [])) for r in rs)
         if key == "wait_s" and mode == "async":
             # Without O_SYNC nothing waits: real - user - sys is rounding around 0, and a
@@ -557,11 +581,22 @@ def _stage_fits(doc, sw):
     def ci(x):
         return (f"{x['value']:.4g} [{x['ci_low']:.4g}, {x['ci_high']:.4g}]"
                 if isinstance(x, dict) and x.get("value") is not None else "—")
-    doc.table(["variant", "mode", "a (ns per call) [95% CI]", "b (ns per byte) [95% CI]", "r²", "points / why"],
-              [[f["variant"], f.get("mode"), ci(f.get("a_ns")), ci(f.get("b_ns_per_byte")),
-                f"{f['r2']:.3f}" if f.get("r2") is not None else "—",
-                f.get("n_points") if "a_ns" in f else f"no fit: {outside(f.get('why'))}"]
-               for f in sw["fits"]])
+    rows = []
+    for f0 in sw["fits"]:
+        for f in (f0, f0.get("copy")):
+            if f:
+                rows.append([f0["variant"], f0.get("mode"),
+                             f"{f.get('figure') or 'typical'}, {f.get('regime') or 'every size'}",
+                             ci(f.get("a_ns")), ci(f.get("b_ns_per_byte")),
+                             f"{f['r2']:.4f}" if f.get("r2") is not None else "—",
+                             f.get("n_points") if "a_ns" in f else f"no fit: {outside(f.get('why'))}"])
+    doc.table(["variant", "mode", "figure, sizes", "a (ns per call) [95% CI]",
+               "b (ns per byte) [95% CI]", "r²", "points / why"], rows)
+    if any(f.get("copy") for f in sw["fits"]):
+        doc.p("A write's time is two lines, not one: up to a page each byte goes into one "
+              "page-cache page, from two pages the copy runs over whole pages at a lower cost "
+              "per byte. The first line's intercept a is the call's constant cost, where the "
+              "entry mechanisms differ; the knee lies on the second line.")
     knees = sw.get("knee") or {}
     if isinstance(knees, dict) and ("value" in knees or "why" in knees) and "async" not in knees:
         knees = {"async": knees}
@@ -576,7 +611,11 @@ def _stage_fits(doc, sw):
               f"of a call from about **{k['value']:.0f} bytes** per write"
               + (f" [{k['ci_low']:.0f}, {k['ci_high']:.0f}]" if k.get("ci_low") is not None else "")
               + (" — extrapolated beyond the largest size measured "
-                 f"({k.get('measured_up_to')} B)" if k.get("extrapolated") else "") + ".")
+                 f"({k.get('measured_up_to')} B). It cannot be measured inside the seed's "
+                 "sweep: a write that large needs an input several times its size, and the "
+                 "seed's sizes stop at 128 KiB with an input of 256 KiB (1.31 MB, 5120 writes "
+                 "of 256 B, with --long)"
+                 if k.get("extrapolated") else "") + ".")
 
 
 def sec_tlpi(doc, data, pdir, tlpi_ref):

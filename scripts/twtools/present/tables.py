@@ -63,29 +63,44 @@ def penalties(pc):
 
 
 def sweep(sw, name):
+    """One row per cell: the typical figure (ns_per_call, its median with ci_low/ci_high),
+    the undisturbed one beside it, and `figure`, the one the report leads with (an O_SYNC row
+    leads with the typical one: it measures waiting)."""
     t = Table(name, ["variant", "mode", "buffsize", "calls", "ns_per_call", "ci_low", "ci_high",
+                     "figure", "undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high",
                      "real_s", "user_s", "sys_s", "wait_s", "unstable", "why"])
     for run in (sw or {}).get("runs", []):
         if not run.get("supported", True):
-            t.rows.append([run["variant"], run.get("mode")] + [None] * 10 + [run.get("reason")])
+            t.rows.append([run["variant"], run.get("mode")] + [None] * 14 + [run.get("reason")])
             continue
         for row in run.get("rows") or []:
             s = row.get("ns_per_call") or {}
+            lead = row.get("lead") or s
             t.rows.append([run["variant"], run.get("mode"), row["buffsize"], row.get("calls"),
-                           _s(s), _s(s, "ci_low"), _s(s, "ci_high"), _n(_s(row.get("real_s")), 9),
+                           _s(s), _s(s, "ci_low"), _s(s, "ci_high"), row.get("figure"),
+                           _n(row.get("undisturbed_ns")), _n(row.get("undisturbed_ci_low")),
+                           _n(row.get("undisturbed_ci_high")), _n(_s(row.get("real_s")), 9),
                            _n(_s(row.get("user_s")), 9), _n(_s(row.get("sys_s")), 9),
-                           _n(_s(row.get("wait_s")), 9), s.get("unstable"), None])
+                           _n(_s(row.get("wait_s")), 9), lead.get("unstable"),
+                           row.get("lead_why")])
     return t
 
 
 def fits(sw, name):
-    t = Table(name + "_fits", ["variant", "mode", "a_ns", "a_ci_low", "a_ci_high", "b_ns_per_byte",
-                               "b_ci_low", "b_ci_high", "r2", "points", "why"])
-    for f in (sw or {}).get("fits") or []:
-        a, b = f.get("a_ns") or {}, f.get("b_ns_per_byte") or {}
-        t.rows.append([f["variant"], f.get("mode"), _n(a.get("value")), _n(a.get("ci_low")),
-                       _n(a.get("ci_high")), _n(b.get("value"), 6), _n(b.get("ci_low"), 6),
-                       _n(b.get("ci_high"), 6), _n(f.get("r2")), f.get("n_points"), f.get("why")])
+    """One row per line fitted: a run's line (regime: the sizes it covers) and, where the
+    sweep has one, its copy-regime line; `figure` says which figure the points were."""
+    t = Table(name + "_fits", ["variant", "mode", "figure", "regime", "a_ns", "a_ci_low",
+                               "a_ci_high", "b_ns_per_byte", "b_ci_low", "b_ci_high", "r2",
+                               "points", "why"])
+    for f0 in (sw or {}).get("fits") or []:
+        for f in (f0, f0.get("copy")):
+            if not f:
+                continue
+            a, b = f.get("a_ns") or {}, f.get("b_ns_per_byte") or {}
+            t.rows.append([f0["variant"], f0.get("mode"), f.get("figure"), f.get("regime"),
+                           _n(a.get("value")), _n(a.get("ci_low")), _n(a.get("ci_high")),
+                           _n(b.get("value"), 6), _n(b.get("ci_low"), 6), _n(b.get("ci_high"), 6),
+                           _n(f.get("r2")), f.get("n_points"), f.get("why")])
     return t
 
 
