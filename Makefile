@@ -10,6 +10,7 @@
 #                        (both figures), the peers side by side, and what tw ab detects
 #   make bench-ab        only the last: a build a little slower per call, found by tw ab
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
+#   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands the rows variants/rows.awk reads from it.  Objects are built
@@ -82,7 +83,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(BUILD)/timewrite
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
-	check test report bench bench-ab bench-fleet clean distclean
+	check test report bench bench-ab bench-fleet bench-sweeps clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -203,6 +204,12 @@ bench-ab: deps
 # The fleet view's scale benchmark: 1000 synthetic results directories from the atlas.
 bench-fleet: venv
 	$(VPY) scripts/tw fleet --bench $(or $(FLEET_N),1000)
+
+# The sweeps' benchmark: two back-to-back tw run --only doctor,variants,seed-sweep,tlpi-sweep
+# and their cells compared (half-widths, overlap, move, fits' r2), each beside its target.
+bench-sweeps: deps
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	$(VPY) scripts/tw sweep --selfcheck $(SWEEP_ARGS) --out $(BUILD)/bench-sweeps-$$$$
 
 clean:
 	rm -rf $(BUILD)

@@ -6,7 +6,8 @@ The test starts its own sshd on a free loopback port with a throwaway host key a
 (in a temporary folder), and stops it.  Nothing is sent anywhere but 127.0.0.1: the
 playbook clones this checkout from its own path.  The runs are quick, and only the per-call
 matrix (`tw run --quick --only doctor,variants,bench`), set up with `FLEET_SETUP=build` and
-this test's own Python, so that the suite stays short.
+this test's own Python, so that the suite stays short; the census (2 s) and a scan of the
+checkout's build folder run too, and are collected beside the results.
 
 Checked: both results directories arrive whole (every file byte-identical to the host's), the
 two runs on one machine never overlapped (the lock made the second wait), a run while the lock
@@ -103,6 +104,10 @@ def inventory(path, sshd, hosts, closed_port, work, extra=None):
         "tw_dest": str(work / "dest" / "{{ tw_safe_name }}"),
         "tw_setup": "build", "tw_python": sys.executable, "tw_run_args": STAGES,
         "tw_lock": str(work / "fleet.lock"), "tw_collect": str(work / "collected"),
+        # the whole-machine tasks too: a short census, and a scan of the checkout's own
+        # build folder (small, and the stubs in it enter the kernel every way)
+        "tw_census": True, "tw_census_seconds": 2, "tw_scan": True,
+        "tw_scan_path": str(ROOT / "build"),
         **(extra or {})}}}
     for h in hosts:
         inv["all"]["hosts"][h] = {"ansible_host": "127.0.0.1",
@@ -148,7 +153,17 @@ def test_two_hosts_collected_a_closed_port_failed_and_the_lock_held(sshd, tmp_pa
         # Whole: every file of the host's results directory, byte for byte.
         host_side = work / "dest" / h / "results" / got[0].name
         assert tree(got[0]) == tree(host_side), h
-        assert {"meta.json", "fingerprint.json", "percall.json"} <= set(tree(got[0]))
+        assert {"meta.json", "fingerprint.json", "percall.json", "digest.json", "census.json",
+                "scan.json"} <= set(tree(got[0]))
+        # what ran, not `make report`; the census is the stage file tw report prices
+        meta = json.loads((got[0] / "meta.json").read_text())
+        assert meta["command"] == "scripts/tw run --quick --only doctor,variants,bench --no-report"
+        census = json.loads((got[0] / "census.json").read_text())
+        assert census["schema"] == "timewrite-census/2" and census["snapshot"], census.get("why_not")
+        scan = [json.loads(line) for line in (got[0] / "scan.json").read_text().splitlines()
+                if line.strip()]            # tw scan --json: one record per line
+        assert scan[0]["record"] == "header" and any(
+            r.get("record") == "file" and r.get("needs_ia32") for r in scan), scan[:2]
         assert not list((work / "dest" / h / "results").glob("*.tar.gz")), "archive left behind"
     assert not list((coll / ".incoming").glob("*")), "fetched archive left behind"
     status = json.loads((coll / "gamma" / "status.json").read_text())

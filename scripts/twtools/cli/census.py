@@ -7,6 +7,7 @@ what its slow paths cost per second, and what booting with ia32_emulation=0 woul
      matrix or one measured here (as tw diagnose does: cli.diagnose._percall);
   3. analyse (twtools.analyse.census) and print (twtools.present.census).
 """
+import json
 from pathlib import Path
 
 from ..analyse import census as analyse
@@ -41,13 +42,17 @@ def add_arguments(parser, name):
         "booting with ia32_emulation=0 would stop.  Needs root (bpftrace); without it, only "
         "which running processes are 32-bit, from /proc.  Exit status 1 when bpftrace should "
         "have traced here and could not attach (the output says why).")
-    parser.usage = "tw census [--seconds S] [--results DIR | --measure] [--json]"
+    parser.usage = "tw census [--seconds S] [--results DIR | --measure] [--json | --raw]"
     parser.add_argument("--seconds", type=options.checked(_seconds), default=5.0, metavar="S",
                         help=f"how long to watch (default 5, at most {MAX_SECONDS})")
     options.add_costs_source(parser)
-    parser.add_argument("--json", action="store_true",
-                        help=f"print the census as JSON ({analyse.SCHEMA}, the raw census under "
-                             "'raw' so that another checkout can analyse it again)")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true",
+                     help=f"print the census as JSON ({analyse.SCHEMA}, the raw census under "
+                          "'raw' so that another checkout can analyse it again)")
+    out.add_argument("--raw", action="store_true",
+                     help=f"print only the raw census ({measure.SCHEMA}), unpriced: the "
+                          "census.json a results directory holds")
 
 
 def needed(raw):
@@ -86,6 +91,13 @@ def run(seconds, results=None, measure_here=False):
 
 
 def main(args, name):
+    if args.raw:
+        # The stage file itself, as tw run's census stage writes census.json: what a results
+        # directory holds (the fleet playbook's census task keeps it there), and what
+        # tw report analyses with the same directory's percall.json.  Nothing is priced.
+        raw = measure.run(seconds=args.seconds)
+        print(json.dumps(raw, indent=1))
+        return ui.EXIT_FAILED if raw.get("failed") else ui.EXIT_OK
     results = None
     if args.results:
         if not Path(args.results).is_dir():

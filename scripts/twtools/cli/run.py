@@ -244,6 +244,24 @@ def _now():
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def repeat_command(mode, only, report, setting):
+    """The command that measures what this run measures, to paste from the checkout: its
+    mode, stages and setting (not where it wrote).  The whole default run is `make report`;
+    any other is the `tw run` that ran, so that a results directory never claims more than
+    it holds (a fleet's `tw run --quick --only doctor,variants,bench` is not `make report`)."""
+    extra = [f"--{mode}"] if mode != "default" else []
+    if setting and setting.get("speculation"):
+        extra += ["--speculation", setting["speculation"]]
+    if not only and report and not extra:
+        return "make report"
+    words = ["scripts/tw", "run", *extra]
+    if only:
+        words += ["--only", ",".join(s[0] for s in STAGES if s[0] in only)]
+    if not report:
+        words.append("--no-report")
+    return ui.command_line(words)
+
+
 def run(out=None, mode="default", only=None, report=True, argv=None, setting=None, force=False):
     """Measure every stage (or `only` those) into a new results directory; then the report.
     Returns (report path or the directory, meta)."""
@@ -258,15 +276,11 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     wanted = [s for s in STAGES if not only or s[0] in only]
     meta = {"schema": "timewrite-results/1", "state": "in-progress", "created_utc": _now(),
             "host": socket.gethostname(), "pid": os.getpid(), "mode": mode,
-            "argv": list(argv if argv is not None else sys.argv), "command": "make report",
+            "argv": list(argv if argv is not None else sys.argv),
             "stages_wanted": [s[0] for s in wanted], "stages": {}}
     from ..machine import speculation
     meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
-    extra = [f"--{mode}"] if mode != "default" else []
-    if setting and setting.get("speculation"):
-        extra += ["--speculation", setting["speculation"]]
-    if extra:
-        meta["command"] = ui.command_line(["make", "report", "REPORT_ARGS=" + " ".join(extra)])
+    meta["command"] = repeat_command(mode, only, report, setting)
     t0 = time.monotonic()
     try:
         files.write_json(out / "meta.json", meta)

@@ -12,7 +12,7 @@ from ..analyse import attribution as a_attribution, observer as a_observer, perc
 from ..core import files, paths, ui
 from ..machine import registry
 from ..measure import attribution, bench, observer, sweep, trace
-from ..present import export, tables
+from ..present import export, sweepcheck as present_sweepcheck, tables
 from . import options
 
 SWEEPS = {"seed": (sweep.seed_sweep, "sweep_seed"), "tlpi": (sweep.tlpi_sweep, "sweep_tlpi"),
@@ -40,15 +40,57 @@ def add_arguments(p, name):
     if name == "sweep":
         p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
                        default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
+        p.add_argument("--selfcheck", action="store_true",
+                       help="the benchmark of the sweeps: two back-to-back `tw run --only "
+                            "doctor,variants,seed-sweep,tlpi-sweep` runs (in --out DIR/run1 and "
+                            "run2), and how their cells reproduce, each figure beside its target")
+        p.add_argument("--json", action="store_true", help="with --selfcheck: print the figures "
+                                                           "as JSON")
         p.add_argument("--reps", type=options.int_range(1, 100000), metavar="N",
                        help="override the mode's repetitions (for seed and tlpi: the runs "
                             "of timewrite per cell, each timing its passes)")
+
+
+SELFCHECK_STAGES = "doctor,variants,seed-sweep,tlpi-sweep"
+
+
+def selfcheck(args, out):
+    """tw sweep --selfcheck: two tw run in turn, their sweeps compared (analyse.sweepcheck)."""
+    import json
+    import subprocess
+    import sys
+    from ..analyse import results, sweepcheck
+    analysed, reports = [], []
+    for n in (1, 2):
+        d = out / f"run{n}"
+        ui.progress(f"sweep: self-check run {n} of 2: tw run --only {SELFCHECK_STAGES} --out {d}")
+        mode = [] if args.mode == "default" else [f"--{args.mode}"]
+        p = subprocess.run([sys.executable, str(paths.ROOT / "scripts" / "tw"), "run", *mode,
+                            "--only", SELFCHECK_STAGES, "--out", str(d)])
+        if p.returncode != 0:
+            raise ui.UserError(f"tw run exited {p.returncode} in self-check run {n}",
+                               f"see {d}/meta.json", code=ui.EXIT_FAILED)
+        analysed.append({stem: sweeps.sweep(results.read_stage(d, stem)[0])
+                         for stem in ("sweep_seed", "sweep_tlpi")})
+        rep = d / "report.md"
+        reports.append(files.read_regular(rep, inside=d).decode("utf-8", "replace")
+                       if rep.exists() else "")
+    f = sweepcheck.figures(*analysed, reports=reports)
+    files.write_json(out / "sweepcheck.json", f)
+    if args.json:
+        print(json.dumps(f, indent=1))
+    else:
+        print("\n".join(present_sweepcheck.lines(f)))
+    ui.progress(f"sweep: wrote {out / 'sweepcheck.json'} (and each run's results directory)")
+    return 0
 
 
 def main(args, name):
     out = _out(args, name)
     out.mkdir(parents=True, exist_ok=True)
     shown = []
+    if name == "sweep" and args.selfcheck:
+        return selfcheck(args, out)
     if name == "sweep":
         for s in args.only:
             fn, stem = SWEEPS[s]

@@ -67,8 +67,8 @@ MODES = {
         "stdio_bytes": 102_400, "stdio_reps": 3,
     },
     "default": {
-        "seed_bytes": 256 << 10, "seed_rounds": 8, "seed_batches": 16, "seed_sync_reps": 6,
-        "tlpi_bytes": 64 << 10, "tlpi_rounds": 6, "tlpi_batches": 4,
+        "seed_bytes": 256 << 10, "seed_rounds": 24, "seed_batches": 6, "seed_sync_reps": 6,
+        "tlpi_bytes": 64 << 10, "tlpi_rounds": 8, "tlpi_batches": 3,
         "tlpi_variants": ["64-libc", "64-syscall", "64-int80", "32-libc", "32-int80"],
         "wv_n": [1, 4, 16, 64, 256, 1024, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 512, 2048, 8192],
         "wv_reps": 11,
@@ -76,8 +76,8 @@ MODES = {
     },
     "long": {
         # 1,310,720 B = 5120 x 256 B: the input of the seed's WSL/VMware runs.
-        "seed_bytes": 1_310_720, "seed_rounds": 16, "seed_batches": 16, "seed_sync_reps": 10,
-        "tlpi_bytes": 256 << 10, "tlpi_rounds": 12, "tlpi_batches": 4,
+        "seed_bytes": 1_310_720, "seed_rounds": 48, "seed_batches": 6, "seed_sync_reps": 10,
+        "tlpi_bytes": 256 << 10, "tlpi_rounds": 16, "tlpi_batches": 3,
         "tlpi_variants": None,  # every supported
         "wv_n": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "IOV_MAX", "2*IOV_MAX", 4096],
         "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 21,

@@ -1,0 +1,100 @@
+"""How the sweeps reproduce: the figures of two back-to-back runs of the seed and TLPI sweeps,
+compared cell by cell (`tw sweep --selfcheck`, `make bench-sweeps`).
+
+A cell is one (sweep, variant, mode, buffer size); its figure is the one the report leads
+with (analyse.sweeps.lead: undisturbed for async rows, typical for O_SYNC ones).  Per run: the
+share of async cells whose 95% half-width is at most 2% of the figure, and the fits' r2.
+Between the runs: the share of cells whose two intervals overlap, and how far the figures
+moved (|B/A - 1|, median and 90th percentile).
+
+Two 95% intervals of one true value, from independent runs, miss each other when the
+difference exceeds the sum of the half-widths: for normal errors of equal size, |Z| > 1.96
+sqrt(2), about 0.56% of the time.  So `expected_misses` is what chance alone gives over the
+cells compared, and a run with far more misses than that has intervals too narrow.
+"""
+import math
+
+import numpy as np
+from scipy import stats as sstats
+
+TARGETS = {"half_width": 0.02, "half_width_share": 0.90, "overlap": 0.90, "move": 0.01,
+           "r2": 0.98}
+# P(two independent 95% intervals of one value, of equal width, do not overlap)
+MISS_BY_CHANCE = float(2 * sstats.norm.sf(1.959963984540054 * math.sqrt(2)))
+
+
+def cells(analysed):
+    """{(sweep, variant, mode, buffsize): lead summary} of analysed sweeps {stem: sweep}."""
+    out = {}
+    for stem, sw in analysed.items():
+        for run in (sw or {}).get("runs", []):
+            if not run.get("supported", True):
+                continue
+            for row in run.get("rows") or []:
+                lead = row.get("lead")
+                if lead and lead.get("median") is not None and lead.get("ci_low") is not None:
+                    out[(stem, run["variant"], run.get("mode"), row["buffsize"])] = lead
+    return out
+
+
+def _hw(s):
+    return (s["ci_high"] - s["ci_low"]) / 2 / abs(s["median"]) if s["median"] else None
+
+
+def per_run(analysed):
+    """One run's figures: async cells within the half-width target, and the fits' r2."""
+    c = cells(analysed)
+    asy = [s for k, s in c.items() if k[2] == "async"]
+    und = [s for s in asy if s.get("figure") == "undisturbed"]
+    hws = [h for h in (_hw(s) for s in asy) if h is not None]
+    r2 = {}
+    for stem, sw in analysed.items():
+        for f in (sw or {}).get("fits") or []:
+            if f.get("mode") != "async" or "a_ns" not in f:
+                continue
+            for g in (f, f.get("copy")):
+                if g and g.get("r2") is not None:
+                    r2.setdefault(stem, []).append({"variant": f["variant"],
+                                                    "figure": g.get("figure"),
+                                                    "regime": g.get("regime"), "r2": g["r2"]})
+    return {"async_cells": len(asy), "undisturbed_cells": len(und),
+            "within_half_width": (sum(h <= TARGETS["half_width"] for h in hws) / len(hws)
+                                  if hws else None),
+            "half_width_median": float(np.median(hws)) if hws else None,
+            "r2": r2,
+            "r2_min": {stem: min(x["r2"] for x in v) for stem, v in r2.items()}}
+
+
+def compare(a, b):
+    """Two runs' analysed sweeps compared cell by cell."""
+    ca, cb = cells(a), cells(b)
+    keys = sorted(set(ca) & set(cb), key=str)
+    over, moves, missed = 0, [], []
+    for k in keys:
+        x, y = ca[k], cb[k]
+        if x["ci_low"] <= y["ci_high"] and y["ci_low"] <= x["ci_high"]:
+            over += 1
+        else:
+            missed.append({"cell": list(k), "a": x["median"], "b": y["median"]})
+        if x["median"]:
+            moves.append(abs(y["median"] / x["median"] - 1))
+    asy = [k for k in keys if k[2] == "async"]
+    a_over = sum(1 for k in asy if ca[k]["ci_low"] <= cb[k]["ci_high"]
+                 and cb[k]["ci_low"] <= ca[k]["ci_high"])
+    return {"cells": len(keys), "overlap_share": over / len(keys) if keys else None,
+            "async_cells": len(asy), "async_overlap_share": a_over / len(asy) if asy else None,
+            "async_misses": len(asy) - a_over,
+            "expected_async_misses": round(MISS_BY_CHANCE * len(asy), 2),
+            "move_median": float(np.median(moves)) if moves else None,
+            "move_p90": float(np.percentile(moves, 90)) if moves else None,
+            "misses": len(missed), "expected_misses": round(MISS_BY_CHANCE * len(keys), 2),
+            "missed": missed[:20]}
+
+
+def figures(a, b, reports=()):
+    """The self-check: each run's figures, the comparison, and whether any report asks for a
+    quieter machine (reports: the two runs' report texts)."""
+    quiet = [i for i, t in enumerate(reports, 1) if "quiet" in t.lower()]
+    return {"schema": "timewrite-sweepcheck/1", "targets": TARGETS,
+            "runs": [per_run(a), per_run(b)], "compare": compare(a, b),
+            "quiet_machine_in_report": quiet}

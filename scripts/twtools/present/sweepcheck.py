@@ -1,0 +1,33 @@
+"""The sweeps' self-check (twtools.analyse.sweepcheck) as the lines `tw sweep --selfcheck`
+prints, each figure beside its target."""
+
+
+def _pct(x, digits=1):
+    return "unknown" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def lines(f):
+    T = f["targets"]
+    out = ["sweep self-check: two back-to-back runs of tw run --only "
+           "doctor,variants,seed-sweep,tlpi-sweep"]
+    for i, r in enumerate(f["runs"], 1):
+        out.append(f"  run {i}: {r['async_cells']} async cells ({r['undisturbed_cells']} with the "
+                   f"undisturbed figure); half-width <= {T['half_width']:.0%}: "
+                   f"{_pct(r['within_half_width'])} (target >= {T['half_width_share']:.0%}), "
+                   f"median half-width {_pct(r['half_width_median'], 2)}")
+        for stem, v in sorted(r["r2_min"].items()):
+            out.append(f"    {stem} async fits: lowest r2 {v:.4f} over "
+                       f"{len(r['r2'][stem])} lines (target >= {T['r2']})")
+    c = f["compare"]
+    out += [f"  cells compared: {c['cells']}",
+            f"  intervals that overlap between the runs: {_pct(c['overlap_share'])} "
+            f"(target >= {T['overlap']:.0%}): {c['misses']} miss, chance alone gives about "
+            f"{c['expected_misses']}; async cells {_pct(c['async_overlap_share'])}, "
+            f"{c['async_misses']} of {c['async_cells']} miss (chance: about "
+            f"{c['expected_async_misses']}); the O_SYNC cells measure the disk, which moves "
+            "between runs more than within one",
+            f"  figures' move between the runs: median {_pct(c['move_median'], 2)} "
+            f"(target <= {T['move']:.0%}), 90th percentile {_pct(c['move_p90'], 2)}",
+            "  'quiet' in the reports: " + (", ".join(f"run {i}" for i in
+                                                     f["quiet_machine_in_report"]) or "none")]
+    return out

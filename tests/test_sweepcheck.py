@@ -1,0 +1,74 @@
+"""The sweeps' self-check compares two runs cell by cell: what it counts must follow the cells.
+
+Why it can break: a cell keyed differently in the two runs (then nothing is compared), the
+overlap test reversed, the move taken from the typical figure where the report leads with the
+undisturbed one, or the chance count of missed pairs left out.  Pure: built from the recorded
+results fixture's sweeps (tests/fixtures/results-fixture), no measurement.
+"""
+import copy
+import json
+
+import pytest
+
+from conftest import ROOT
+from twtools.analyse import sweepcheck, sweeps
+from twtools.present import sweepcheck as present
+
+FIX = ROOT / "tests" / "fixtures" / "results-fixture"
+
+
+def analysed():
+    return {stem: sweeps.sweep(json.loads((FIX / f"{stem}.json").read_text()))
+            for stem in ("sweep_seed", "sweep_tlpi")}
+
+
+def scaled(a, k):
+    """a copy of analysed sweeps whose every leading figure is k times as large"""
+    b = copy.deepcopy(a)
+    for sw in b.values():
+        for run in sw["runs"]:
+            for row in run.get("rows") or []:
+                if row.get("lead"):
+                    for f in ("median", "ci_low", "ci_high"):
+                        row["lead"][f] *= k
+    return b
+
+
+def test_a_run_against_itself_overlaps_everywhere_and_moves_nothing():
+    a = analysed()
+    f = sweepcheck.figures(a, copy.deepcopy(a), reports=["", ""])
+    c = f["compare"]
+    assert c["cells"] == len(sweepcheck.cells(a)) > 50
+    assert c["overlap_share"] == 1.0 and c["misses"] == 0 and c["move_median"] == 0.0
+    assert c["expected_misses"] == pytest.approx(sweepcheck.MISS_BY_CHANCE * c["cells"], abs=0.01)
+    assert 0.005 < sweepcheck.MISS_BY_CHANCE < 0.006
+    assert f["quiet_machine_in_report"] == []
+
+
+def test_a_shift_beyond_the_intervals_is_counted_as_moved_and_missed():
+    a = analysed()
+    b = scaled(a, 1.5)
+    c = sweepcheck.compare(a, b)
+    assert c["move_median"] == pytest.approx(0.5)
+    narrow = [k for k, s in sweepcheck.cells(a).items()
+              if s["ci_high"] * 1.5 > s["ci_high"] and s["ci_low"] * 1.5 > s["ci_high"]]
+    assert c["misses"] == len(narrow) > 0
+
+
+def test_the_report_text_is_searched_for_a_quieter_machine():
+    a = analysed()
+    f = sweepcheck.figures(a, a, reports=["fine", "re-run on a Quiet machine"])
+    assert f["quiet_machine_in_report"] == [2]
+    text = "\n".join(present.lines(f))
+    assert "run 2" in text and "target" in text
+
+
+def test_the_fixture_sweeps_lead_with_the_typical_figure_and_say_why():
+    """Recorded before batches: no run per pass, so no undisturbed figure, and the share of
+    async cells within 2% counts them as they are."""
+    r = sweepcheck.per_run(analysed())
+    assert r["undisturbed_cells"] == 0 and r["async_cells"] > 0
+    for sw in analysed().values():
+        for run in sw["runs"]:
+            for row in run.get("rows") or []:
+                assert row["figure"] == "typical" and row["lead_why"]
