@@ -41,6 +41,7 @@ COMMANDS = {
     "ab": ("cli.ab", "alternate two settings round by round and decide which is faster"),
     "fleet": ("cli.fleet", "one view of many machines: groups, outliers, what explains them"),
     "unpack": ("cli.unpack", "unpack a results archive fetched from a host, refusing hostile ones"),
+    "atlas": ("cli.atlas", "add a results directory's run to the atlas of machines measured"),
 }
 
 EPILOG = ("exit status (every command):\n" + ui.exit_status_text() + "\n\n"

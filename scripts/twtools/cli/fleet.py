@@ -190,7 +190,7 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     stream = stream or sys.stdout
     jobs, refused = discover(dirs)
     if atlas:
-        jobs += atlas_jobs()
+        jobs += atlas_jobs(os.environ.get("TW_ATLAS") or None)
     refuse_out_inside(out_arg, jobs)
     refuse_out_inside(db, jobs)
     if len({h for h, _ in jobs}) != len(jobs):

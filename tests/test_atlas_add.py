@@ -1,0 +1,120 @@
+"""tw atlas add RESULTS [--name NAME]: a run into the atlas in one command, or one line why not.
+
+Why it can break: the machine named from anything but its fingerprint (two runs of one CPU in
+two folders); percall.json copied without being read through the fleet's one way in (a hostile
+directory then ships in the repository); the README's table left behind, or given a row that
+breaks it; the same run added twice making a second copy.  Each case runs `scripts/tw atlas
+add` for real into a temporary atlas (TW_ATLAS), made from the shipped atlas's own runs, and
+`tw fleet --atlas` reads the result.
+"""
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+ATLAS = ROOT / "data" / "machines"
+AMD = ATLAS / "amd-epyc-f25m1-kvm" / "runs" / "vm-20261125T012530Z-17226"
+
+
+def tw(*args, atlas, timeout=300):
+    env = dict(os.environ, TW_ATLAS=str(atlas))
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def results_dir(tmp_path, src=AMD, name="vm-20261201T000000Z-1"):
+    """A results directory as tw run leaves one, made from an atlas run."""
+    d = tmp_path / name
+    d.mkdir()
+    for f in ("meta.json", "fingerprint.json"):
+        shutil.copy(src / f, d / f)
+    (d / "percall.json").write_bytes(lzma.decompress((src / "percall.json.xz").read_bytes()))
+    return d
+
+
+@pytest.fixture
+def atlas(tmp_path):
+    a = tmp_path / "atlas"
+    shutil.copytree(ATLAS, a)
+    return a
+
+
+def test_a_run_of_a_known_machine_joins_its_folder_and_its_row(atlas, tmp_path):
+    d = results_dir(tmp_path)
+    r = tw("atlas", "add", d, atlas=atlas)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("amd-epyc-f25m1-kvm/runs/vm-20261201T000000Z-1: added")
+    run = atlas / "amd-epyc-f25m1-kvm" / "runs" / d.name
+    assert sorted(p.name for p in run.iterdir()) == ["fingerprint.json", "meta.json",
+                                                     "percall.json.xz"]
+    assert lzma.decompress((run / "percall.json.xz").read_bytes()) == \
+        (d / "percall.json").read_bytes()
+    row = [ln for ln in (atlas / "README.md").read_text().splitlines()
+           if ln.startswith("| `amd-epyc-f25m1-kvm` |")]
+    assert len(row) == 1 and d.name in row[0] and "tw atlas add" in row[0]
+    # the same run again: nothing changes
+    again = tw("atlas", "add", d, atlas=atlas)
+    assert again.returncode == 0 and "already there: nothing changed" in again.stdout
+    assert (atlas / "README.md").read_text().count(d.name) == 1
+    # and tw fleet --atlas compares it with the rest
+    f = tw("fleet", "--atlas", "--json", "--out", tmp_path / "view", atlas=atlas)
+    assert f.returncode == 0, f.stderr
+    hosts = json.dumps(json.loads(f.stdout)["machines"])
+    assert d.name in hosts
+
+
+def test_a_new_kind_of_machine_gets_a_folder_named_from_its_fingerprint(atlas, tmp_path):
+    d = results_dir(tmp_path)
+    fp = json.loads((d / "fingerprint.json").read_text())
+    fp["cpu"].update(vendor="GenuineIntel", family=6, model=143,
+                     model_name="Intel(R) Xeon(R) Platinum 8481C")
+    (d / "fingerprint.json").write_text(json.dumps(fp))
+    r = tw("atlas", "add", d, atlas=atlas)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("intel-xeon-f6m143-kvm/runs/")
+    rows = [ln for ln in (atlas / "README.md").read_text().splitlines()
+            if ln.startswith("| `intel-xeon-f6m143-kvm` |")]
+    assert len(rows) == 1 and "Xeon" in rows[0] and rows[0].count(" | ") == 3
+
+
+def test_a_name_can_be_given_and_must_be_plain(atlas, tmp_path):
+    d = results_dir(tmp_path)
+    bad = tw("atlas", "add", d, "--name", "../etc", atlas=atlas)
+    assert bad.returncode == 2 and "not a plain folder name" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) <= 2 and "Traceback" not in bad.stderr
+    ok = tw("atlas", "add", d, "--name", "my-lab-box", atlas=atlas)
+    assert ok.returncode == 0 and (atlas / "my-lab-box" / "runs" / d.name).is_dir()
+
+
+@pytest.mark.parametrize("harm", ["no-percall", "nan-samples", "not-results", "link", "twin"])
+def test_a_damaged_or_hostile_directory_is_refused_in_one_line(atlas, tmp_path, harm):
+    d = results_dir(tmp_path)
+    if harm == "no-percall":
+        (d / "percall.json").unlink()
+    elif harm == "nan-samples":
+        text = (d / "percall.json").read_text()
+        (d / "percall.json").write_text(text.replace('"samples_ns": [', '"samples_ns": [NaN, ', 1))
+    elif harm == "not-results":
+        (d / "meta.json").write_text('{"host": "x"}')
+    elif harm == "link":
+        (d / "percall.json").unlink()
+        (d / "percall.json").symlink_to("/etc/passwd")
+    elif harm == "twin":
+        # another run under a name already in the atlas
+        (tmp_path / "twin").mkdir()
+        d = results_dir(tmp_path / "twin", name=AMD.name)
+        text = (d / "percall.json").read_text()
+        (d / "percall.json").write_text(text.replace('"samples_ns": [', '"samples_ns": [1e3, ', 1))
+    before = sorted(str(p.relative_to(atlas)) for p in atlas.rglob("*"))
+    readme = (atlas / "README.md").read_text()
+    r = tw("atlas", "add", d, atlas=atlas)
+    assert r.returncode in (2, 3), (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+    assert sorted(str(p.relative_to(atlas)) for p in atlas.rglob("*")) == before
+    assert (atlas / "README.md").read_text() == readme
