@@ -49,6 +49,7 @@ CHECK_TIER = (
     "test_outside_figures.py",
     "test_sweepcheck.py",
     "test_repeat_command.py",
+    "test_lesson_diagram.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

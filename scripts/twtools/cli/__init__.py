@@ -42,6 +42,8 @@ COMMANDS = {
     "fleet": ("cli.fleet", "one view of many machines: groups, outliers, what explains them"),
     "unpack": ("cli.unpack", "unpack a results archive fetched from a host, refusing hostile ones"),
     "atlas": ("cli.atlas", "add a results directory's run to the atlas of machines measured"),
+    "lesson": ("cli.lesson", "a lesson page: each way into the kernel, with this machine's costs "
+                             "and live evidence; --class: one page over many students"),
 }
 
 EPILOG = ("exit status (every command):\n" + ui.exit_status_text() + "\n\n"

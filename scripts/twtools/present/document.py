@@ -113,7 +113,8 @@ def _code_md(text):
 
 class Doc:
     """Blocks: ('h', level, text) ('p', text) ('table', headers, rows) ('plot', name, caption)
-    ('warn', text) ('code', text) ('verdict', kind, text).  Text may hold `code` spans and
+    ('svg', name, caption) ('details', summary, text) ('warn', text) ('code', text)
+    ('verdict', kind, text).  Text may hold `code` spans and
     **bold**; exporters render them."""
 
     def __init__(self):
@@ -141,6 +142,14 @@ class Doc:
 
     def code(self, text):
         self.blocks.append(("code", text))
+
+    def figure(self, name, caption):
+        """An SVG drawn by the page itself (plots/<name>.svg), with no PNG beside it."""
+        self.blocks.append(("svg", name, caption))
+
+    def details(self, summary, text):
+        """An answer a reader opens when asked for: hidden on the page, quoted in Markdown."""
+        self.blocks.append(("details", summary, text))
 
 
 def _cell(x):
@@ -170,6 +179,11 @@ class MarkdownExporter:
                 cap = _md(b[2])
                 out.append(f"![{cap}](plots/{plain(b[1])}.svg)\n\n*{cap}* "
                            f"([png](plots/{plain(b[1])}.png))")
+            elif k == "svg":
+                cap = _md(b[2])
+                out.append(f"![{cap}](plots/{plain(b[1])}.svg)\n\n*{cap}*")
+            elif k == "details":
+                out.append(f"> **{_md(b[1])}** " + _md(b[2]))
             elif k == "table":
                 hdr, rows = b[1], b[2]
                 esc = [[_md(c, cell=True) for c in r] for r in rows]
@@ -220,7 +234,9 @@ class HtmlExporter:
 
     def render(self, doc, results_dir):
         title = plain(next((b[2] for b in doc.blocks if b[0] == "h"), "timewrite report"))
+        # width=device-width: a phone lays the page out at its own width, not at 980 px
         out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+               '<meta name="viewport" content="width=device-width, initial-scale=1">',
                f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>"]
         for b in doc.blocks:
             k = b[0]
@@ -236,7 +252,10 @@ class HtmlExporter:
                            f'{html.escape(plain(b[1]).upper())}.</strong> {_inline_html(b[2])}</div>')
             elif k == "code":
                 out.append(f"<pre>{html.escape(plain(b[1]))}</pre>")
-            elif k == "plot":
+            elif k == "details":
+                out.append(f"<details><summary>{_inline_html(b[1])}</summary>"
+                           f"<p>{_inline_html(b[2])}</p></details>")
+            elif k in ("plot", "svg"):
                 svg = (Path(results_dir) / "plots" / f"{plain(b[1])}.svg").read_bytes()
                 data = base64.b64encode(svg).decode()
                 out.append(f'<figure><img alt="{html.escape(plain(b[2]))}" src="data:image/svg+xml;base64,{data}">'

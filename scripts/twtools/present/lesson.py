@@ -1,0 +1,398 @@
+"""`tw lesson`: each way into the kernel stepped through, with this machine's costs and live
+evidence, exercises a student checks with one command, and where the machine stands among
+the atlas's.  Built as a document.Doc, so that it leaves through the same exporters (and the
+same escaping) as every report.
+
+    build(ctx)            the lesson's Doc and {name: svg} of its diagrams
+    class_page(students)  the class's Doc over many students' digests, and its plots
+
+ctx: {fp, entries (present.explain.collect), data (the results directory's analysed stages or
+None), label (where the costs come from), evidence (measure.lesson.gather), atlas (digests of
+data/machines), here (this run's digest or None), host}.
+"""
+import hashlib
+import math
+
+from ..analyse import percall
+from ..machine import registry
+from . import explain, lessondiagram
+from .document import Doc, fmt, outside
+
+# The order a lesson takes: the oldest way in first, then the fast 32-bit instructions, the
+# 32-bit vDSO that chooses between them, the 64-bit instruction, the two ways that make no
+# system call at all, and the C library that picks one of them for a program.
+ORDER = [("int80", 32), ("int80", 64), ("sysenter", 32), ("syscall", 32), ("vdso32-call", 32),
+         ("syscall", 64), ("vsyscall-call", 64), ("vdso-call", 64), ("libc", 32), ("libc", 64)]
+REF = "64-syscall"
+
+
+def mechanisms():
+    """The registry's mechanisms in the lesson's order (any the order does not name, last)."""
+    ms = list(registry.mechanisms())
+    rank = {k: i for i, k in enumerate(ORDER)}
+    return sorted(ms, key=lambda m: (rank.get((m.entry, m.bits), len(ORDER)), m.name))
+
+
+def _cell(data, m):
+    analysed = (data or {}).get("percall")
+    return explain.cost_cell(analysed, m) if analysed else None
+
+
+def undisturbed(data, m):
+    """(figure {median, ci_low, ci_high}, op) of a mechanism's cost cell here, or (None, why)."""
+    c = _cell(data, m)
+    if c is None:
+        return None, "not measured in these results" if data else "no results directory"
+    if c.get("supported") is False:
+        return None, f"{c.get('status', 'unsupported')}: {c.get('reason')}"
+    u = percall.figure(c, "undisturbed")
+    return (u, c["op"]) if u else (None, (c.get("undisturbed") or {}).get("why") or "no figure")
+
+
+def atlas_figure(atlas, m, op):
+    """[(machine, value)] of the atlas machines that measured this mechanism's cell."""
+    out = []
+    for d in atlas or []:
+        c = (d.get("cells") or {}).get(f"{m.name} {op}")
+        if c and c.get("value") is not None:
+            out.append((d.get("machine") or d.get("host"), c))
+    return out
+
+
+def _ns(iv):
+    return fmt(iv, "ns") if iv else "unknown"
+
+
+def _step_ns(step):
+    ns = step.get("ns")
+    if isinstance(ns, dict) and ns.get("value") is not None:
+        return "≈ " + fmt({"median": ns["value"], "ci_low": ns.get("ci_low"),
+                            "ci_high": ns.get("ci_high")}, "ns") + " here"
+    return None
+
+
+def chapter_figure(ctx, m):
+    """The one line a chapter's diagram ends with: the measured cost here, or why none and the
+    atlas machines' figure where the mechanism works."""
+    u, op = undisturbed(ctx["data"], m)
+    if u:
+        ref = (_cell(ctx["data"], registry.get(REF)) or {}) if m.name != REF else {}
+        r = percall.figure(ref, "undisturbed") if ref else None
+        times = f", {u['median'] / r['median']:.1f}x the 64-bit syscall" if r and r.get("median") else ""
+        return f"measured here: {fmt(u, 'ns')} per {op} call, undisturbed{times}"
+    op = "null" if "null" in m.ops else m.ops[0]
+    there = atlas_figure(ctx["atlas"], m, op)
+    head = f"not measured here ({op})"
+    if there:
+        name, c = min(there, key=lambda t: t[1]["value"])
+        return (f"{head}; on the atlas machine {name}: "
+                f"{fmt({'median': c['value'], 'ci_low': c['ci_low'], 'ci_high': c['ci_high']}, 'ns')}"
+                f" per {op} call, undisturbed")
+    return f"{head}, and on no atlas machine either"
+
+
+def _evidence(doc, ctx, m, e):
+    ev = ctx["evidence"]
+    doc.p("**Evidence from this machine** (" + outside(ctx["host"]) + ", just now):")
+    if e.get("disasm"):
+        doc.p(f"The instructions that enter ({outside(e.get('disasm_source') or 'objdump')}):")
+        doc.code("\n".join(outside(x) for x in e["disasm"][:14]))
+    if m.entry == "vdso32-call":
+        vd = ev.get("vdso32") or {}
+        if vd.get("bytes"):
+            doc.p(f"The live `__kernel_vsyscall` at {outside(vd.get('kernel_vsyscall'))}, read "
+                  f"from a 32-bit process's memory: `{outside(vd['bytes'])}` "
+                  f"({outside(vd.get('instruction'))}; {outside(vd.get('why'))}).")
+        else:
+            doc.p(f"The live 32-bit vDSO: unknown ({outside(vd.get('why'))}).")
+    st = (ev.get("strace") or {}).get(m.name) or {}
+    if st.get("line"):
+        doc.p("strace's line for the call:" + ("" if st.get("calls") else
+                                               f" the call never happened ({outside(st.get('why'))})"))
+        doc.code(outside(st["line"]))
+    else:
+        doc.p(f"strace: {outside(st.get('why') or 'not run')}.")
+    rv = (ev.get("events") or {}).get(m.name) or {}
+    if rv.get("id") is not None:
+        doc.p(f"`raw_syscalls:sys_enter` saw id **{rv['id']}**: {outside(rv.get('call'))} in the "
+              f"**{rv['abi']}** table" + (", and the kernel marked the call compat (TS_COMPAT)"
+                                          if rv.get("compat") else ", a native call") + ".")
+    else:
+        doc.p(f"`raw_syscalls:sys_enter`: {outside(rv.get('why') or 'not traced')}.")
+    doc.p(f"The cost: {outside(e.get('cost') or 'unknown')}.")
+
+
+def build(ctx):
+    doc, svgs = Doc(), {}
+    # the machine the costs were measured on, as its fingerprint recorded it; else this one
+    fp = ((ctx["data"] or {}).get("fingerprint")) or ctx["fp"] or {}
+    cpu = fp.get("cpu") or {}
+    kernel = (fp.get("kernel") or {}).get("release")
+    doc.h(1, "How this machine enters the kernel: a lesson")
+    doc.p(f"Machine: {outside(ctx['host'])}, {outside(cpu.get('model_name') or 'unknown CPU')} "
+          f"(family {outside(cpu.get('family'))}, model {outside(cpu.get('model'))}), Linux "
+          f"{outside(kernel)}, {outside(fp.get('virtualization') or 'no hypervisor seen')}. "
+          f"Costs from {outside(ctx['label'])}.")
+    doc.p("Each chapter follows one way from a user program into the kernel and back: the "
+          "instruction, what the CPU does, the kernel's entry code, its C handler, the system "
+          "call table, the way back. The diagrams are drawn from this kernel's facts; a red "
+          "figure is this machine's measured cost. Predict before you open an answer, then "
+          "check it with the command given. The reference for every step is "
+          "docs/mechanisms.md.")
+    entries = {e["variant"]: e for e in ctx["entries"]}
+    glance(doc, ctx, entries)
+    for n, m in enumerate(mechanisms(), 1):
+        e = entries.get(m.name) or {}
+        doc.h(2, f"{n}. {outside(e.get('title') or m.name)} ({m.name})")
+        works = e.get("works")
+        if works is False:
+            doc.p(f"**Not on this machine:** {outside(e.get('why') or e.get('needs'))}. The "
+                  "chapter shows what the kernel would do, and the atlas machines where it works.")
+        elif works is None:
+            doc.p(f"Whether it works here is unknown: {outside(e.get('why') or e.get('needs'))}.")
+        if e.get("kernel"):
+            doc.p(outside(e["kernel"]))
+        ch = e.get("chain") or {"steps": [], "figures": []}
+        name = f"lesson-{m.name}"
+        figure = chapter_figure(ctx, m)
+        svgs[name] = lessondiagram.svg(f"{m.name}: {e.get('title') or m.name}", ch["steps"],
+                                       figure, _step_ns)
+        doc.figure(name, f"{m.name}, step by step on Linux {outside(kernel)}: {outside(figure)}")
+        for f in ch.get("figures") or []:
+            doc.p(outside(f))
+        _evidence(doc, ctx, m, e)
+    exercises(doc, ctx)
+    atlas_section(doc, ctx)
+    return doc, svgs
+
+
+def glance(doc, ctx, entries):
+    """The first screen: every mechanism, whether it runs here, and what it costs."""
+    ref = _cell(ctx["data"], registry.get(REF)) or {}
+    r = percall.figure(ref, "undisturbed") if ref else None
+    rows = []
+    for n, m in enumerate(mechanisms(), 1):
+        e = entries.get(m.name) or {}
+        u, op = undisturbed(ctx["data"], m)
+        works = {True: "yes", False: "no", None: "unknown"}[e.get("works")]
+        rows.append([f"{n}. {m.name}", works, f"{fmt(u, 'ns')} ({op})" if u else "—",
+                     f"{u['median'] / r['median']:.1f}x" if u and r and r.get("median") else "—"])
+    doc.p("At a glance (the chapters below explain each row):")
+    doc.table(["mechanism", "runs here", "cost here, undisturbed", "× 64-bit syscall"], rows)
+
+
+def _check(cmd):
+    return f"Check: `{cmd}`"
+
+
+def exercise_list(ctx):
+    """[(question, answer, check command)], each computed from this machine."""
+    out = []
+    data, ev = ctx["data"], ctx["evidence"]
+    i80 = registry.find(32, "int80")
+    u, op = undisturbed(data, registry.get(i80)) if i80 else (None, "no 32-bit int 0x80")
+    if u and op == "null" and "getppid" in registry.get(i80).ops:
+        c = percall.find((data or {}).get("percall"), i80, "getppid")
+        g = percall.figure(c, "undisturbed") if c else None
+        u, op = (g, "getppid") if g else (u, op)
+    if u:
+        per_s = 1e9 / u["median"]
+        out.append((f"Predict how many int 0x80 {op} calls one core can make per second here.",
+                    f"About {per_s / 1e6:.2f} million: 1 s / {u['median']:.0f} ns (the undisturbed "
+                    f"cost, 95% interval {u['ci_low']:.0f}–{u['ci_high']:.0f} ns, so "
+                    f"{1e3 / u['ci_high']:.2f}–{1e3 / u['ci_low']:.2f} million).",
+                    f"scripts/tw bench --quick --variants {i80} --ops {op}"))
+    else:
+        out.append(("Predict how many int 0x80 getppid calls one core can make per second here.",
+                    f"Unknown from these results ({op}): measure it with the check command.",
+                    f"scripts/tw bench --quick --variants {i80 or '32-int80'} --ops getppid"))
+    procs = ev.get("ia32_processes") or []
+    names = ", ".join(f"{p['comm']} (pid {p['pid']})" for p in procs[:8])
+    out.append(("Which of this machine's running programs would booting with ia32_emulation=0 "
+                "stop?",
+                (f"{len(procs)} running now: {names}." if procs else
+                 "None were running when this page was made: no process needed IA32 emulation "
+                 "(a 64-bit program that enters by int 0x80 would also stop; the census sees "
+                 "those too)."),
+                "scripts/tw census --seconds 2"))
+    cz = ((data or {}).get("causes") or {})
+    price = cz.get("exit_price_ns") or {}
+    m80 = (cz.get("mechanisms") or {}).get(i80) or {}
+    epc = m80.get("exits_per_call") or {}
+    if epc.get("value") is not None and price.get("value") is not None:
+        out.append(("How many VM exits does one int 0x80 call cost here, and why?",
+                    f"{epc['value']:.2f} [{epc.get('ci_low', float('nan')):.2f}, "
+                    f"{epc.get('ci_high', float('nan')):.2f}] exits at {price['value']:.0f} ns "
+                    "each: since Linux 6.7 every int 0x80 reads the local APIC "
+                    "(int80_is_external()), and this host does not virtualise that read.",
+                    "scripts/tw explain --json"))
+    else:
+        why = price.get("why") or epc.get("why") or "no cost model in these results"
+        out.append(("How many VM exits does one int 0x80 call cost here?",
+                    f"Unknown from these results: {why}.", "scripts/tw explain --json"))
+    vd = ev.get("vdso32") or {}
+    out.append(("Which instruction does the 32-bit vDSO's __kernel_vsyscall use here, and why "
+                 "that one?",
+                 (f"{vd.get('instruction')}: its bytes are {vd.get('bytes')}; {vd.get('why')}."
+                  if vd.get("instruction") else f"Unknown: {vd.get('why')}."),
+                 "scripts/tw vdso"))
+    rv = (ev.get("events") or {}).get(registry.find(64, "int80") or "64-int80") or {}
+    out.append(("A 64-bit program executes int 0x80 with eax = 64. Which system call runs?",
+                (f"getppid: int 0x80 always reads the i386 table, whatever the caller's bits "
+                 f"(raw_syscalls saw id {rv['id']} in the {rv['abi']} table here, compat "
+                 f"{'set' if rv.get('compat') else 'clear'}); in the x86_64 table 64 is semget."
+                 if rv.get("id") is not None else
+                 f"getppid, from the i386 table (not traced here: {rv.get('why')})."),
+                 "strace -f -e trace=getppid build/syscost-64-int80 --op getppid --calls 2 "
+                 "--batches 1"))
+    return out
+
+
+def exercises(doc, ctx):
+    doc.h(2, "Exercises")
+    doc.p("Each answer comes from this machine. Write your prediction down first.")
+    for i, (q, a, cmd) in enumerate(exercise_list(ctx), 1):
+        doc.p(f"**{i}.** {outside(q)}")
+        doc.details("Answer", outside(a))
+        doc.p(_check(cmd))
+
+
+def atlas_section(doc, ctx):
+    doc.h(2, "This machine among the atlas's")
+    atlas = ctx["atlas"] or []
+    if not atlas:
+        doc.p("The atlas (data/machines) holds no machine this checkout can read.")
+        return
+    names = [str(d.get("machine")) + "/" + str(d.get("run", ""))[:12] for d in atlas]
+    rows = []
+    for m in mechanisms():
+        op = "null" if "null" in m.ops else m.ops[0]
+        u, _ = undisturbed(ctx["data"], m)
+        line = [m.name, op, fmt(u, "ns") if u and _ == op else "—"]
+        for d in atlas:
+            c = (d.get("cells") or {}).get(f"{m.name} {op}")
+            line.append(f"{c['value']:.0f}" if c and c.get("value") is not None else "—")
+        rows.append(line)
+    doc.p("The undisturbed cost of each mechanism's cheapest call, in ns: this machine first, "
+          "then every atlas run (a dash where a mechanism does not run or was not measured).")
+    doc.table(["mechanism", "op", "here"] + [outside(n) for n in names], rows)
+
+
+# -- the class -------------------------------------------------------------------------------
+
+def _log(x):
+    return math.log10(max(x, 1e-9))
+
+
+def strip_svg(title, points, mark=None):
+    """A strip plot, one row per mechanism: each student a dot on a log axis, `mark` (a
+    student's label) drawn larger and red."""
+    rows = sorted({m for m, _, _ in points}, key=lambda n: [x.name for x in mechanisms()].index(n)
+                  if n in [x.name for x in mechanisms()] else 99)
+    vals = [v for _, _, v in points if v and v > 0]
+    if not vals:
+        return None
+    lo, hi = _log(min(vals)) - 0.1, _log(max(vals)) + 0.1
+    W, L, R, RH = 1000, 130, 30, 30
+    H = 60 + RH * len(rows) + 40
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" '
+           f'height="{H}" font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="#fff"/>',
+           f'<text x="10" y="22" font-size="15" font-weight="bold">{lessondiagram._t(title)}</text>']
+
+    def X(v):
+        return L + (W - L - R) * (_log(v) - lo) / (hi - lo)
+    for k in range(int(math.floor(lo)), int(math.ceil(hi)) + 1):
+        for f in (1, 2, 5):
+            v = f * 10 ** k
+            if lo <= _log(v) <= hi:
+                out.append(f'<line x1="{X(v):.1f}" y1="40" x2="{X(v):.1f}" y2="{H - 34}" '
+                           'stroke="#eee"/>')
+                out.append(f'<text x="{X(v):.1f}" y="{H - 18}" text-anchor="middle" '
+                           f'font-size="10">{v:g}</text>')
+    out.append(f'<text x="{W / 2}" y="{H - 4}" text-anchor="middle" font-size="11">ns per call, '
+               'undisturbed (log scale)</text>')
+    for i, r in enumerate(rows):
+        y = 56 + RH * i
+        out.append(f'<text x="8" y="{y + 4}">{lessondiagram._t(r)}</text>')
+        for m, who, v in points:
+            if m != r or not v or v <= 0:
+                continue
+            if who == mark:
+                continue
+            out.append(f'<circle cx="{X(v):.1f}" cy="{y}" r="4" fill="#2b6cb0" '
+                       'fill-opacity="0.55"/>')
+        for m, who, v in points:
+            if m == r and who == mark and v and v > 0:
+                out.append(f'<circle cx="{X(v):.1f}" cy="{y}" r="7" fill="#c53030" '
+                           'stroke="#000"/>')
+    if mark:
+        out.append(f'<text x="{W - 10}" y="22" text-anchor="end" fill="#c53030">● '
+                   f'{lessondiagram._t(mark)} (you)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+GROUP_BY = ("vendor", "hypervisor", "kernel", "vdso", "fred")
+
+
+def class_page(students, refused, mark=None):
+    """(Doc, {name: svg}) of the class: the distribution per mechanism, the machines grouped by
+    what differs, and one row per student; mark: the student whose page this is."""
+    doc, svgs = Doc(), {}
+    doc.h(1, "The class: how each student's machine enters the kernel"
+          + (f" ({outside(mark)}'s page)" if mark else ""))
+    doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
+                                          "(listed at the end)" if refused else "") + ".")
+    pts = []
+    for s in students:
+        for m in mechanisms():
+            op = "null" if "null" in m.ops else m.ops[0]
+            c = (s["digest"].get("cells") or {}).get(f"{m.name} {op}")
+            if c and c.get("value"):
+                pts.append((m.name, s["label"], c["value"]))
+    svg = strip_svg("Every student's machine, by mechanism", pts, mark)
+    if svg:
+        name = "class-strip" + (f"-{hashlib.sha1(mark.encode()).hexdigest()[:10]}" if mark else "")
+        svgs[name] = svg
+        doc.figure(name, "Each dot is one student's machine"
+                   + (f"; the red one is {outside(mark)}'s" if mark else ""))
+    # the distribution, as numbers
+    rows = []
+    for m in mechanisms():
+        v = sorted(x for n, _, x in pts if n == m.name)
+        if v:
+            q = [v[int(round(p * (len(v) - 1)))] for p in (0, 0.25, 0.5, 0.75, 1)]
+            mine = next((x for n, w, x in pts if n == m.name and w == mark), None)
+            rows.append([m.name, len(v)] + [f"{x:.0f}" for x in q]
+                        + ([f"{mine:.0f}" if mine is not None else "—"] if mark else []))
+    doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max"]
+              + (["you"] if mark else []), rows)
+    # groups by what differs
+    doc.h(2, "Machines grouped by what differs")
+    for key in GROUP_BY:
+        groups = {}
+        for s in students:
+            groups.setdefault(str((s["digest"].get("facts") or {}).get(key)), []).append(s)
+        if len(groups) < 2:
+            continue
+        gr = []
+        for k, ss in sorted(groups.items()):
+            r = [(x["digest"].get("cells") or {}).get("32-int80 null") for x in ss]
+            r = sorted(c["ratio"] for c in r if c and c.get("ratio"))
+            gr.append([outside(k), len(ss), f"{r[len(r) // 2]:.1f}x" if r else "—",
+                       ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")])
+        doc.p(f"By **{key}**:")
+        doc.table([key, "machines", "int 0x80 null / 64-bit syscall (median)", "students"], gr)
+    doc.h(2, "Every student")
+    doc.table(["student", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
+              [[("**you** " if s["label"] == mark else "") + outside(s["label"]),
+                outside((s["digest"].get("facts") or {}).get("cpu_name")),
+                outside((s["digest"].get("facts") or {}).get("hypervisor")),
+                outside((s["digest"].get("facts") or {}).get("kernel")),
+                (lambda c: f"{c['value']:.0f}" if c and c.get("value") else "—")(
+                    (s["digest"].get("cells") or {}).get("32-int80 null")),
+                outside(s.get("page") or "—")] for s in students])
+    for r in refused:
+        doc.p(f"Refused: {outside(r['host'])}: {outside(r['why'])}.")
+    return doc, svgs

@@ -1,0 +1,183 @@
+"""tw lesson and tw lesson --class, for real: a quick run measured here, the lesson built from it
+with live evidence, and both pages rendered in chromium at 1280x900 and at a phone's width.
+
+Checked: every chapter (one per registry mechanism) has its diagram, an image that loaded,
+whose SVG carries a measured figure (this machine's, or an atlas machine's where the mechanism
+does not run here); the mechanism the support oracle refuses here keeps its chapter and states
+the reason; every exercise's check command exists and runs (exit 0); the answers are hidden
+until opened; the page never scrolls sideways, at either width; outside text (a host name with
+markup) arrives escaped.  The class page over the atlas's runs and 30 synthetic students made
+from them shows the distribution per mechanism and marks each student on their own page.
+
+Why it can break: a chain step the diagram cannot place, a figure missing from a chapter, a
+check command renamed in the CLI, an exporter that lets a host name's markup through, a wide
+table or code block that widens the page on a phone.  Skips: not root (bpftrace, the census
+check), or chromium missing for a non-root user (said so).
+"""
+import base64
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, need_root
+from test_browser import Browser, chromium, errors_of
+
+DESKTOP, PHONE = (1280, 900), (390, 844)
+FACTS = """(async () => {
+  const imgs = [...document.images];
+  await Promise.all(imgs.map(i => i.decode().then(() => true, () => false)));
+  const chapters = [...document.querySelectorAll('h2')].filter(h => /\\(\\d\\d-[a-z0-9]+\\)$/.test(h.innerText))
+    .map(h => { let n = h.nextElementSibling, img = null, text = '';
+                while (n && n.tagName !== 'H2') { if (!img && n.querySelector && n.querySelector('img')) img = n.querySelector('img');
+                                                    text += n.innerText + '\\n'; n = n.nextElementSibling; }
+                return {title: h.innerText, text: text.slice(0, 4000),
+                        img: img ? {ok: img.naturalWidth > 0, src: img.src.slice(0, 300000)} : null}; });
+  return {viewport: [innerWidth, innerHeight], scrollWidth: document.documentElement.scrollWidth,
+          chapters, details: [...document.querySelectorAll('details')].map(d => d.open),
+          checks: [...document.querySelectorAll('p')].map(p => p.innerText).filter(t => t.startsWith('Check: ')),
+          h1: document.querySelector('h1') ? document.querySelector('h1').innerText : null,
+          body: document.body.innerText.slice(0, 200000)};
+})()"""
+
+
+def tw(*args, timeout=900):
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def render(path, size, shot, workdir):
+    b = Browser(chromium(), tempfile.mkdtemp(prefix="browser-", dir=workdir))
+    try:
+        target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        sid = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for m in ("Page.enable", "Runtime.enable", "Log.enable"):
+            b.send(m, session=sid)
+        b.send("Emulation.setDeviceMetricsOverride",
+               {"width": size[0], "height": size[1], "deviceScaleFactor": 1,
+                "mobile": size[0] < 600}, sid)
+        b.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, sid)
+        b.wait_event("Page.loadEventFired", sid)
+        r = b.send("Runtime.evaluate", {"expression": FACTS, "awaitPromise": True,
+                                        "returnByValue": True}, sid)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"the page check failed: {r['exceptionDetails']}")
+        png = base64.b64decode(b.send("Page.captureScreenshot", {"format": "png"}, sid)["data"])
+        Path(shot).write_bytes(png)
+        time.sleep(0.2)
+        b.send("Runtime.evaluate", {"expression": "1", "returnByValue": True}, sid)
+        return r["result"]["value"], errors_of(b.events, sid)
+    finally:
+        b.close()
+
+
+def svg_of(src):
+    assert src.startswith("data:image/svg+xml;base64,"), src[:60]
+    return base64.b64decode(src.split(",", 1)[1]).decode()
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory):
+    need_root()
+    tmp = tmp_path_factory.mktemp("lesson")
+    res = tmp / "res"
+    tw("run", "--quick", "--only", "doctor,variants,bench", "--out", res)
+    # a host name with markup: outside text, which must arrive as text
+    meta = json.loads((res / "meta.json").read_text())
+    meta["host"] = "lab<b>7</b> [x](javascript:alert(1))"
+    (res / "meta.json").write_text(json.dumps(meta))
+    out = tmp / "out"
+    tw("lesson", "--results", res, "--out", out)
+    return {"res": res, "out": out, "tmp": tmp,
+            "variants": {v["name"]: v for v in json.loads((res / "variants.json").read_text())}}
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["1280x900", "phone-390"])
+def test_every_chapter_has_its_diagram_with_a_figure(lesson, size, tmp_path):
+    shot = tmp_path / f"lesson-{size[0]}.png"
+    facts, errors = render(lesson["out"] / "lesson.html", size, shot, tmp_path)
+    print(f"\nlesson.html first screen at {size[0]}x{size[1]}: {shot}")
+    assert errors == [], errors
+    assert facts["scrollWidth"] <= size[0], f"the page is {facts['scrollWidth']} px wide"
+    from twtools.machine import registry
+    names = [m.name for m in registry.mechanisms()]
+    seen = [re.search(r"\((\d\d-[a-z0-9]+)\)$", c["title"]).group(1) for c in facts["chapters"]]
+    assert sorted(seen) == sorted(names)
+    for c in facts["chapters"]:
+        assert c["img"] and c["img"]["ok"], c["title"]
+        svg = svg_of(c["img"]["src"])
+        assert re.search(r"(measured here|on the atlas machine [^:]+): [0-9.]+ (ns|µs)", svg), \
+            (c["title"], svg[-600:])
+        assert "<script" not in svg
+    # the answers wait to be asked for
+    assert facts["details"] and not any(facts["details"])
+
+
+def test_the_mechanism_that_does_not_run_here_says_why(lesson, tmp_path):
+    facts, _ = render(lesson["out"] / "lesson.html", DESKTOP, tmp_path / "s.png", tmp_path)
+    refused = [n for n, v in lesson["variants"].items() if not v.get("supported")]
+    if not refused:
+        pytest.skip("every mechanism runs on this machine (the support oracle refuses none)")
+    for c in facts["chapters"]:
+        name = re.search(r"\((\d\d-[a-z0-9]+)\)$", c["title"]).group(1)
+        if name in refused:
+            assert "Not on this machine:" in c["text"], c["text"][:500]
+            reason = lesson["variants"][name]["reason"]
+            assert reason.split(":")[0][:40] in c["text"], (reason, c["text"][:800])
+
+
+def test_every_check_command_exists_and_runs(lesson, tmp_path):
+    facts, _ = render(lesson["out"] / "lesson.html", DESKTOP, tmp_path / "s.png", tmp_path)
+    assert len(facts["checks"]) >= 4
+    for text in facts["checks"]:
+        cmd = shlex.split(text.removeprefix("Check: ").strip())
+        exe = cmd[0]
+        if exe == "scripts/tw":
+            cmd = [sys.executable, str(ROOT / "scripts" / "tw"), *cmd[1:]]
+        else:
+            assert shutil.which(exe), f"{exe} is not installed: {text}"
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (text, p.stderr[-1500:])
+
+
+def test_outside_text_arrives_escaped(lesson):
+    html = (lesson["out"] / "lesson.html").read_text()
+    md = (lesson["out"] / "lesson.md").read_text()
+    assert "lab&lt;b&gt;7&lt;/b&gt;" in html and "<b>7</b>" not in html
+    assert 'href="javascript' not in html
+    assert "lab\\<b\\>7" in md
+
+
+def test_the_class_page_shows_the_distribution_and_marks_each_student(tmp_path):
+    from twtools.analyse import atlas
+    from twtools.cli import fleetbench
+    students = tmp_path / "students"
+    students.mkdir()
+    fleetbench.make(30, students, 2)
+    atlas_dirs = [r for _, r in atlas.runs()]
+    out = tmp_path / "class"
+    p = tw("lesson", "--class", students, *atlas_dirs, "--out", out)
+    index = Path(p.stdout.strip().splitlines()[-1])
+    assert index == out / "index.html"
+    pages = sorted(out.glob("class-*.html"))
+    assert len(pages) == 30 + len(atlas_dirs)
+    facts, errors = render(index, DESKTOP, tmp_path / "class.png", tmp_path)
+    assert errors == [] and f"{30 + len(atlas_dirs)} machines" in facts["body"]
+    assert "Machines grouped by what differs" in facts["body"]
+    # one student's own page: their dot is marked, their figures in the 'you' column
+    mine = next(p for p in pages if "bench-00007" in p.name)
+    facts, errors = render(mine, PHONE, tmp_path / "mine.png", tmp_path)
+    assert errors == [] and facts["scrollWidth"] <= PHONE[0]
+    html = mine.read_text()
+    svg = svg_of(re.search(r'src="(data:image/svg\+xml;base64,[^"]+)"', html).group(1))
+    assert "bench-00007 (you)" in svg and svg.count('fill="#c53030" stroke="#000"') >= 5
+    assert "**you** bench-00007" in (mine.with_suffix(".md")).read_text()
