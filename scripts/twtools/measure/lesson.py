@@ -11,6 +11,7 @@ vsyscall page, which make no system call to see):
            the kernel marked the call compat (TS_COMPAT): one bpftrace session for every
            mechanism, as root;
   vdso32   the bytes of the live 32-bit __kernel_vsyscall (machine.entrypath.vdso32);
+  vdso64   the first bytes of this process's own 64-bit vDSO's __vdso_time;
   ia32     the running processes that need IA32 emulation (machine.process.snapshot).
 Each instrument that cannot run here says why instead ("unknown: ..."), never a guess.
 """
@@ -148,6 +149,29 @@ def raw_events(mechs, tmp):
     return res
 
 
+def vdso64_function(name="__vdso_time", n=24):
+    """{function, offset, bytes, why}: the first bytes of one function of this process's own
+    64-bit vDSO, read from /proc/self/mem (the vDSO is linked at 0: a symbol's value is its
+    offset in the image)."""
+    from ..machine import elf
+    try:
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            if line.rstrip().endswith("[vdso]"):
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                with open("/proc/self/mem", "rb", buffering=0) as mem:
+                    mem.seek(lo)
+                    image = mem.read(hi - lo)
+                v = elf.Elf(image, "the 64-bit vDSO").symbol_table().get(name)
+                if not v or not 0 <= v[0] < len(image):
+                    return {"function": name, "bytes": None,
+                            "why": f"this vDSO exports no {name}"}
+                return {"function": name, "offset": hex(v[0]), "address": hex(lo + v[0]),
+                        "bytes": image[v[0]:v[0] + n].hex(" "), "why": None}
+    except (OSError, elf.ElfError) as e:
+        return {"function": name, "bytes": None, "why": f"cannot read this process's vDSO: {e}"}
+    return {"function": name, "bytes": None, "why": "no [vdso] mapping in this process (vdso=0?)"}
+
+
 def _abi(m):
     return "i386" if m.abi == "i386" else "x86_64"
 
@@ -163,6 +187,7 @@ def gather(tmp_dir=None):
     return {"strace": st, "events": ev,
             "vdso32": {k: vd.get(k) for k in ("available", "instruction", "bytes", "why",
                                                "kernel_vsyscall", "landing_pad", "form")},
+            "vdso64": vdso64_function(),
             "ia32_processes": [{"pid": r["pid"], "exe": r.get("exe"), "comm": r.get("comm")}
                                for r in running],
             "own_pid": os.getpid()}

@@ -101,10 +101,22 @@ def _evidence(doc, ctx, m, e):
         vd = ev.get("vdso32") or {}
         if vd.get("bytes"):
             doc.p(f"The live `__kernel_vsyscall` at {outside(vd.get('kernel_vsyscall'))}, read "
-                  f"from a 32-bit process's memory: `{outside(vd['bytes'])}` "
+                  f"from a 32-bit process's memory: {outside(vd['bytes'])} "
                   f"({outside(vd.get('instruction'))}; {outside(vd.get('why'))}).")
         else:
             doc.p(f"The live 32-bit vDSO: unknown ({outside(vd.get('why'))}).")
+    if m.entry == "vdso-call":
+        v6 = ev.get("vdso64") or {}
+        if v6.get("bytes"):
+            doc.p(f"The live 64-bit vDSO's {outside(v6['function'])} at "
+                  f"{outside(v6.get('address'))}, read from this process's memory: "
+                  f"{outside(v6['bytes'])} …: ordinary code, no `syscall` (0f 05) on its fast "
+                  "path.")
+        else:
+            doc.p(f"The live 64-bit vDSO: unknown ({outside(v6.get('why'))}).")
+    pti = mitigations_on_path(ctx, m)
+    if pti:
+        doc.p(pti)
     st = (ev.get("strace") or {}).get(m.name) or {}
     if st.get("line"):
         doc.p("strace's line for the call:" + ("" if st.get("calls") else
@@ -120,6 +132,29 @@ def _evidence(doc, ctx, m, e):
     else:
         doc.p(f"`raw_syscalls:sys_enter`: {outside(rv.get('why') or 'not traced')}.")
     doc.p(f"The cost: {outside(e.get('cost') or 'unknown')}.")
+
+
+def mitigations_on_path(ctx, m):
+    """What this kernel's mitigations add to a path that enters it, from the fingerprint: PTI
+    switches page tables on every entry and exit; the Spectre v2 and return-stack ones sit in
+    the entry code.  None for a path with no kernel entry."""
+    if m.entry in ("vdso-call",):
+        return None
+    fp = ((ctx["data"] or {}).get("fingerprint")) or ctx["fp"] or {}
+    mit = fp.get("mitigations") or {}
+    parts = []
+    if "PTI" in str(mit.get("meltdown") or ""):
+        parts.append("PTI: every entry switches CR3 to the kernel's page tables and every exit "
+                     "back (SWITCH_TO_KERNEL_CR3)")
+    elif mit.get("meltdown"):
+        parts.append(f"no PTI (meltdown: {outside(mit['meltdown'])}): one set of page tables")
+    for key in ("spectre_v2", "spec_rstack_overflow", "retbleed"):
+        v = str(mit.get(key) or "")
+        if v.startswith("Mitigation"):
+            parts.append(f"{key}: {outside(v)}")
+    if not parts:
+        return None
+    return "On this path here, from the kernel's mitigations: " + "; ".join(parts) + "."
 
 
 def build(ctx):
