@@ -202,8 +202,9 @@ bench-ab: deps
 	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --out $(BUILD)/bench-ab-detection-$$$$
 
 # The fleet view's scale benchmark: 1000 synthetic results directories from the atlas.
+# FLEET_BIG=100000 adds the view of a database of that many synthetic digests (minutes).
 bench-fleet: venv
-	$(VPY) scripts/tw fleet --bench $(or $(FLEET_N),1000)
+	FLEET_BIG=$(FLEET_BIG) $(VPY) scripts/tw fleet --bench $(or $(FLEET_N),1000)
 
 # The sweeps' benchmark: two back-to-back tw run --only doctor,variants,seed-sweep,tlpi-sweep
 # and their cells compared (half-widths, overlap, move, fits' r2), each beside its target.

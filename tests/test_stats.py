@@ -130,3 +130,9 @@ def test_floor_and_nan_never_become_numbers():
     assert s["median"] == 3.0 and s["n"] == 1 and s["dropped"] == 2
     assert stats.summarize([float("nan")])["median"] is None
     assert fmt({"median": float("nan")}).startswith("unknown")
+
+
+def test_z_is_scipys_normal_quantile():
+    """stats.Z is written out so that importing stats needs no scipy; it must stay scipy's."""
+    from scipy import stats as sstats
+    assert stats.Z == float(sstats.norm.ppf(0.5 + stats.CONFIDENCE / 2))

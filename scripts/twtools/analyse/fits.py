@@ -6,9 +6,15 @@ per-rep samples every time a report is built.
 import math
 
 import numpy as np
-from scipy import stats as sstats
 
 HUBER_K = 1.345  # 95% efficiency under Gaussian noise
+
+
+def _t_ppf(q, dof):
+    """Student's t quantile; scipy imported when a fit first needs it (a second of import
+    that a command reading no sweep never pays)."""
+    from scipy import stats as sstats
+    return sstats.t.ppf(q, dof)
 
 
 def _wls(X, y, w):
@@ -107,7 +113,7 @@ def fit_linear(runs, page=PAGE):
                                                      * len(y) / dof)
         else:  # an exact fit: nothing to be robust against
             cov = cov0 * float(np.sum(w * resid ** 2) / dof)
-        t = float(sstats.t.ppf(0.975, dof))
+        t = float(_t_ppf(0.975, dof))
         ybar = np.sum(w * y) / np.sum(w)
         r2 = 1 - np.sum(w * resid ** 2) / np.sum(w * (y - ybar) ** 2)
         for i, name in enumerate(("a_ns", "b_ns_per_byte")):
@@ -142,7 +148,7 @@ def fit_undisturbed(run, rows):
     dof = len(y) - 2
     chi2 = float(np.sum(w * resid ** 2))
     cov = cov0 * max(1.0, chi2 / dof)
-    t = float(sstats.t.ppf(0.975, dof))
+    t = float(_t_ppf(0.975, dof))
     ybar = np.sum(w * y) / np.sum(w)
     r2 = 1 - chi2 / float(np.sum(w * (y - ybar) ** 2))
     for i, name in enumerate(("a_ns", "b_ns_per_byte")):

@@ -326,6 +326,7 @@ def digest(d, host, interval_ops=None):
     from . import rundigest
     dg = rundigest.load(d, host)
     if dg is not None:
+        dg["interval_ops"] = "all"          # the host's digest has every cell's interval
         return dg
     meta, _ = results.read_stage(d, "meta")
     fp, _ = results.read_stage(d, "fingerprint")
@@ -337,6 +338,7 @@ def digest(d, host, interval_ops=None):
     path, raw = rundigest._raw_file(d)
     dg["raw"] = {"file": path.name, "sha256": rundigest.hashlib.sha256(raw).hexdigest(),
                  "bytes": len(raw)}
+    dg["interval_ops"] = "all" if interval_ops is None else ",".join(interval_ops)
     return dg
 
 

@@ -31,17 +31,26 @@ SCHEMA_SQL = (
         ia32 VARCHAR, fred VARCHAR, vdso VARCHAR,
         exit_price_ns DOUBLE, exit_price_low DOUBLE, exit_price_high DOUBLE,
         exits_per_call DOUBLE, exits_low DOUBLE, exits_high DOUBLE,
-        reference VARCHAR, method VARCHAR, ingested_utc VARCHAR)""",
+        reference VARCHAR, method VARCHAR, ingested_utc VARCHAR,
+        source_path VARCHAR, source_key VARCHAR, interval_ops VARCHAR, digest_json VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS cells (
         run_id VARCHAR NOT NULL, cell VARCHAR NOT NULL, variant VARCHAR, op VARCHAR,
         size BIGINT, shape VARCHAR, value DOUBLE, ci_low DOUBLE, ci_high DOUBLE,
-        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, PRIMARY KEY (run_id, cell))""",
+        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, estimator VARCHAR,
+        PRIMARY KEY (run_id, cell))""",
 )
+# Columns added since the first version: a database made by it gets them, empty (its runs are
+# then read again once, by their source, and keep their rows).
+ADDED = (("runs", "source_path", "VARCHAR"), ("runs", "source_key", "VARCHAR"),
+         ("runs", "interval_ops", "VARCHAR"), ("runs", "digest_json", "VARCHAR"),
+         ("cells", "estimator", "VARCHAR"))
 RUN_COLS = ("run_id", "host", "created_utc", "mode", *fleet.FACTS,
             "exit_price_ns", "exit_price_low", "exit_price_high",
-            "exits_per_call", "exits_low", "exits_high", "reference", "method", "ingested_utc")
+            "exits_per_call", "exits_low", "exits_high", "reference", "method", "ingested_utc",
+            "source_path", "source_key", "interval_ops", "digest_json")
 CELL_COLS = ("run_id", "cell", "variant", "op", "size", "shape", "value", "ci_low", "ci_high",
-             "ratio", "ratio_low", "ratio_high")
+             "ratio", "ratio_low", "ratio_high", "estimator")
+CELL_KEYS = CELL_COLS[2:]
 
 
 def connect(path):
@@ -49,6 +58,8 @@ def connect(path):
     con = duckdb.connect(str(path))
     for sql in SCHEMA_SQL:
         con.execute(sql)
+    for table, col, typ in ADDED:
+        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {col} {typ}")
     return con
 
 
@@ -68,32 +79,101 @@ def _iv(d, key):
         else (None, None, None)
 
 
-def ingest(con, digests):
-    """Add each digest's run (bound parameters only); returns how many runs were new."""
+def covers(stored, wanted):
+    """Whether a run stored with intervals for `stored` ops ('all', or a comma list) has the
+    intervals a view of `wanted` (an op, or None for every cell) needs."""
+    return stored == "all" or (wanted is not None and wanted in (stored or "").split(","))
+
+
+def ingest(con, digests, sources=None, ids=None):
+    """Add each digest's run (bound parameters only); returns how many runs were new.
+
+    sources: {host: (path, key)}, where each digest was read from (cli.fleet.source_key): the
+    next view skips reading a directory whose files are unchanged.  ids, when given, gets
+    {host: the run_id its digest is stored under}.
+
+    A run already stored (the same raw rounds, the same facts) is not added again; its source
+    is brought up to date, and its cells are replaced when this digest has intervals the
+    stored one lacks.  The same rounds with other facts (a copied directory whose fingerprint
+    was changed) are another row, under the rounds' id and a hash of the facts, so that
+    neither hides the other."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
-    new_runs, new_cells = [], []
+    stored = {rid: (ops, js) for rid, ops, js in con.execute(
+        "SELECT run_id, interval_ops, digest_json FROM runs").fetchall()}
+    sources = sources or {}
+    ids = {} if ids is None else ids
+    new_runs, new_cells, updates, replace = [], [], [], []
     for dg in digests:
         rid = run_id(dg)
-        if rid in known:
-            continue
-        known.add(rid)
+        src = sources.get(dg["host"], (None, None))
+        ops = dg.get("interval_ops") or "all"
+        rest = {k: v for k, v in dg.items() if k not in ("cells", "host", "interval_ops")}
+        js = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS).decode()
+        if rid in stored and stored[rid][1] not in (js, None):
+            rid = f"{rid}:{hashlib.sha256(js.encode()).hexdigest()[:12]}"
+        ids[dg["host"]] = rid
+        if rid in stored:
+            old_ops = stored[rid][0]
+            if covers(old_ops, None if ops == "all" else ops) or ops == old_ops:
+                if src[0] is not None:
+                    updates.append((src[0], src[1], rid))
+                continue
+            replace.append(rid)
+        stored[rid] = (ops, js)
         cz = dg.get("causes") or {}
         f = dg["facts"]
         new_runs.append((rid, dg["host"], dg.get("created_utc"), dg.get("mode"),
                          *(f.get(k) for k in fleet.FACTS),
                          *_iv(cz, "exit_price"), *_iv(cz.get("int80"), "exits_per_call"),
-                         dg.get("reference"), dg.get("method_name") or fleet.ANALYSIS, now))
+                         dg.get("reference"), dg.get("method_name") or fleet.ANALYSIS, now,
+                         src[0], src[1], ops, js))
         for name, c in dg["cells"].items():
-            new_cells.append((rid, name, c.get("variant"), c.get("op"), c.get("size"),
-                              c.get("shape"), c.get("value"), c.get("ci_low"), c.get("ci_high"),
-                              c.get("ratio"), c.get("ratio_low"), c.get("ratio_high")))
-    if new_runs:
+            new_cells.append((rid, name, *(c.get(k) for k in CELL_KEYS)))
+    if new_runs or updates:
         con.execute("BEGIN TRANSACTION")
-        _insert(con, "runs", RUN_COLS, new_runs)
-        _insert(con, "cells", CELL_COLS, new_cells)
+        for rid in set(replace):
+            con.execute("DELETE FROM cells WHERE run_id = ?", [rid])
+            con.execute("DELETE FROM runs WHERE run_id = ?", [rid])
+        if new_runs:
+            _insert(con, "runs", RUN_COLS, new_runs)
+            _insert(con, "cells", CELL_COLS, new_cells)
+        if updates:
+            con.executemany("UPDATE runs SET source_path = ?, source_key = ? WHERE run_id = ?",
+                            updates)
         con.execute("COMMIT")
-    return len(new_runs)
+    return len(new_runs) - len(set(replace))
+
+
+def sources(con):
+    """{(source path, source key): (run_id, interval_ops)} of every stored run read from one."""
+    return {(p, k): (rid, ops) for p, k, rid, ops in con.execute(
+        "SELECT source_path, source_key, run_id, interval_ops FROM runs "
+        "WHERE source_path IS NOT NULL").fetchall()}
+
+
+def load(con, labelled):
+    """The digests of the runs [(host label, run_id)], from the database: what the fleet view
+    is drawn from.  Each is the digest as ingested (digest_json) with its cells from the
+    cells table, under this view's label."""
+    ids = sorted({rid for _, rid in labelled})
+    if not ids:
+        return []
+    con.execute("CREATE OR REPLACE TEMP TABLE want (run_id VARCHAR)")
+    _insert(con, "want", ("run_id",), [(r,) for r in ids])
+    base = {rid: dict(orjson.loads(js), interval_ops=ops) for rid, js, ops in con.execute(
+        "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r JOIN want USING (run_id)"
+        ).fetchall() if js is not None}
+    cells = {}
+    for row in con.execute(f"SELECT c.run_id, c.cell, {', '.join('c.' + k for k in CELL_KEYS)} "
+                           "FROM cells c JOIN want USING (run_id)").fetchall():
+        cells.setdefault(row[0], {})[row[1]] = {k: v for k, v in zip(CELL_KEYS, row[2:])}
+    con.execute("DROP TABLE want")
+    out = []
+    for label, rid in labelled:
+        if rid in base:
+            d = dict(base[rid], host=label, cells=cells.get(rid, {}))
+            out.append(d)
+    return out
 
 
 def _insert(con, table, cols, rows):

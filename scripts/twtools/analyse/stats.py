@@ -33,11 +33,20 @@ import itertools
 import math
 
 import numpy as np
-from scipy import stats as sstats
-from scipy.stats import mstats
+import statistics
 
 CONFIDENCE = 0.95
-Z = float(sstats.norm.ppf(0.5 + CONFIDENCE / 2))
+# scipy.stats.norm.ppf(0.975), to the last bit (statistics.NormalDist gives 1 ulp more);
+# tests/test_stats.py checks it against scipy.
+Z = 1.959963984540054 if CONFIDENCE == 0.95 else statistics.NormalDist().inv_cdf(
+    0.5 + CONFIDENCE / 2)
+
+
+def _scipy():
+    """scipy.stats, imported when a figure first needs it: the import alone takes over a
+    second, which a warm `tw fleet` view (its figures read from the database) never needs."""
+    from scipy import stats as sstats
+    return sstats
 # An estimate is unstable when its interval is wider than this share of its value: then
 # a rerun could land anywhere in a range too wide to rank mechanisms by.
 UNSTABLE_REL = 0.10
@@ -71,7 +80,7 @@ def median_ci(x, confidence=CONFIDENCE):
         return float(a[0]), float(a[-1])
     if a.size < 6:
         return float(a[0]), float(a[-1])
-    lo, hi = mstats.median_cihs(a, alpha=1 - confidence)
+    lo, hi = _scipy().mstats.median_cihs(a, alpha=1 - confidence)
     return float(lo), float(hi)
 
 
@@ -254,11 +263,11 @@ def bootstrap(data, statistic, n_resamples=2000, seed=1, confidence=CONFIDENCE):
     if any(a.size < 2 for a in arrays):
         v = float(statistic(*arrays)) if all(a.size for a in arrays) else None
         return v, v
-    res = sstats.bootstrap(arrays, statistic, confidence_level=confidence, n_resamples=n_resamples,
+    res = _scipy().bootstrap(arrays, statistic, confidence_level=confidence, n_resamples=n_resamples,
                            method="BCa", vectorized=False, random_state=seed)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        res = sstats.bootstrap(arrays, statistic, confidence_level=confidence,
+        res = _scipy().bootstrap(arrays, statistic, confidence_level=confidence,
                                n_resamples=n_resamples, method="percentile", vectorized=False,
                                random_state=seed)
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -284,7 +293,7 @@ def tail_mean(values, q=UNDISTURBED_Q):
 
 
 def _t(n, confidence=CONFIDENCE):
-    return float(sstats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
+    return float(_scipy().t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
 
 
 def _tail_sorted(a, q):

@@ -186,6 +186,51 @@ def refuse_out_inside(out_arg, jobs):
                             "give --out a folder outside every DIR")
 
 
+# What a directory's identity in the database is made of: every file the digest depends on.
+SOURCE_FILES = ("meta.json", "fingerprint.json", "percall.json", "percall.json.xz",
+                "digest.json")
+
+
+def source_key(d):
+    """A results directory's files as they are now (device, inode, size, modification time of
+    each), and the checkout's analysis: equal keys mean the directory need not be read again.
+    A file rewritten, replaced or touched changes its key, and so does a new method."""
+    parts = [afleet.ANALYSIS]
+    for name in SOURCE_FILES:
+        try:
+            st = os.stat(Path(d) / name, follow_symlinks=False)
+        except OSError:
+            continue
+        parts.append(f"{name}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    return ";".join(parts)
+
+
+def _via_database(con, jobs, workers, op):
+    """(digests for the view, refused, new runs): each directory whose files are unchanged
+    since it was stored is not read again; the rest are digested and stored; every digest the
+    view shows is then read back from the database (analyse.fleetdb.load)."""
+    from ..analyse import fleetdb
+    known = fleetdb.sources(con)
+    want = None if op is None else op
+    fresh, labelled, srcs = [], [], {}
+    for h, d in jobs:
+        k = (str(Path(d).resolve()), source_key(d))
+        hit = known.get(k)
+        if hit and fleetdb.covers(hit[1], want):
+            labelled.append((h, hit[0]))
+        else:
+            fresh.append((h, d))
+            srcs[h] = k
+    if len(jobs) >= 20:
+        ui.progress(f"fleet: {len(jobs) - len(fresh)} of {len(jobs)} directories unchanged "
+                    "since stored; reading the other " + str(len(fresh)))
+    digests, refused = compare(fresh, workers, op=want) if fresh else ([], [])
+    ids = {}
+    added = fleetdb.ingest(con, digests, srcs, ids)
+    labelled += [(dg["host"], ids[dg["host"]]) for dg in digests]
+    return fleetdb.load(con, labelled), refused, added
+
+
 def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     stream = stream or sys.stdout
     jobs, refused = discover(dirs)
@@ -206,18 +251,23 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
                   file=sys.stderr)
         raise DataError("no results directory to compare (each refused above); nothing written")
     out = out_dir(out_arg)
-    digests, bad = compare(jobs, workers, op=None if op == "all" else op)
+    # The view is drawn from the database: the one given (--db), kept, or a temporary one.
+    import tempfile
+    from ..analyse import fleetdb
+    with tempfile.TemporaryDirectory(prefix="tw-fleet-db-") as tmp:
+        con = fleetdb.connect(db if db is not None else Path(tmp) / "fleet.duckdb")
+        try:
+            digests, bad, added = _via_database(con, jobs, workers,
+                                                None if op == "all" else op)
+            total = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        finally:
+            con.close()
     refused += bad
     for r in refused:
         print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
               file=sys.stderr)
     view = afleet.view(digests, refused, None if op == "all" else op)
     if db is not None:
-        from ..analyse import fleetdb
-        con = fleetdb.connect(db)
-        added = fleetdb.ingest(con, digests)
-        total = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-        con.close()
         ui.progress(f"database: {escape.terminal(str(db))}: {added} new run(s), {total} in all")
     with files.confined(out):
         pfleet.write(view, out)

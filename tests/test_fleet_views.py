@@ -1,0 +1,79 @@
+"""tw fleet's views are drawn from its database, and a warm database reads only what changed.
+
+Why it can break: a digest that loses a field on its way through DuckDB (a cell's estimator,
+the cost model's brief, a fact), so the view drawn from the database differs from the one drawn
+from the digests themselves; a source key that misses a change (a rewritten percall.json then
+shows its old figures); a warm view that reads every directory again anyway.  Built from the
+atlas's own runs (data/machines), read as `tw fleet --atlas` reads them.
+"""
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import ROOT  # noqa: F401  (puts scripts/ on the path)
+from twtools.analyse import fleet as afleet
+from twtools.analyse import fleetdb
+from twtools.cli import fleet as cli_fleet
+
+
+def _json(v):
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+@pytest.fixture
+def jobs(tmp_path):
+    out = []
+    for label, d in cli_fleet.atlas_jobs():
+        c = tmp_path / "runs" / label.replace("/", "_")
+        shutil.copytree(d, c)
+        out.append((label, c))
+    return out
+
+
+def test_the_view_from_the_database_is_the_view_from_the_digests(jobs, tmp_path):
+    digests, refused = cli_fleet.compare(jobs, workers=1, progress=False, op="null")
+    direct = afleet.view(digests, refused, "null")
+    con = fleetdb.connect(tmp_path / "f.duckdb")
+    loaded, bad, added = cli_fleet._via_database(con, jobs, 1, "null")
+    assert added == len(jobs) and bad == []
+    assert _json(afleet.view(loaded, bad, "null")) == _json(direct)
+
+
+def test_a_warm_database_reads_only_what_changed(jobs, tmp_path, monkeypatch):
+    con = fleetdb.connect(tmp_path / "f.duckdb")
+    first, _, _ = cli_fleet._via_database(con, jobs, 1, "null")
+    read = []
+    real = cli_fleet.compare
+
+    def counting(js, *a, **k):
+        read.extend(h for h, _ in js)
+        return real(js, *a, **k)
+    monkeypatch.setattr(cli_fleet, "compare", counting)
+    again, _, added = cli_fleet._via_database(con, jobs, 1, "null")
+    assert read == [] and added == 0
+    assert _json(afleet.view(again, [], "null")) == _json(afleet.view(first, [], "null"))
+    # one directory's fingerprint rewritten: that one is read again, the rest are not
+    label, d = jobs[0]
+    fp = json.loads((d / "fingerprint.json").read_text())
+    fp["kernel"]["release"] = "9.9.9-changed"
+    (d / "fingerprint.json").write_text(json.dumps(fp))
+    third, _, _ = cli_fleet._via_database(con, jobs, 1, "null")
+    assert read == [label]
+    assert next(x for x in third if x["host"] == label)["facts"]["kernel"] == "9.9.9-changed"
+    # a view of every cell needs every cell's interval: the runs digested for null alone are read again
+    read.clear()
+    cli_fleet._via_database(con, jobs, 1, None)
+    assert sorted(read) == sorted(h for h, _ in jobs)
+    read.clear()
+    cli_fleet._via_database(con, jobs, 1, "getppid")
+    assert read == []
+
+
+def test_without_db_the_database_is_temporary(jobs, tmp_path, capsys):
+    before = set(os.listdir("/tmp"))
+    view, out = cli_fleet.run([str(d) for _, d in jobs], str(tmp_path / "view"), "null", 1,
+                              False)
+    assert len(view["machines"]) == len(jobs)
+    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("tw-fleet-db-")]
