@@ -107,7 +107,7 @@ def test_no_warning_asks_for_a_quieter_machine(built):
     d, _ = built
     md = (d / "report.md").read_text().lower()
     assert "quiet" not in md
-    assert "raise the passes" in md and "1/sqrt(n)" in md
+    assert "raise the runs" in md and "1/sqrt(n)" in md
 
 
 def test_the_causes_are_written_and_shown(built):
