@@ -110,6 +110,16 @@ def test_no_warning_asks_for_a_quieter_machine(built):
     assert "raise the runs" in md and "1/sqrt(n)" in md
 
 
+def test_the_tables_on_the_typical_figure_say_why(built):
+    """writev, stdio, attribution and the observer table lead with the typical figure, and
+    each says why the undisturbed one does not apply to it (issue 26, item 3)."""
+    from twtools.present.report import FIGURE_WHY
+    d, _ = built
+    md = (d / "report.md").read_text()
+    for section, why in FIGURE_WHY.items():
+        assert why.split(".")[0] in md.replace("\\", ""), section
+
+
 def test_the_causes_are_written_and_shown(built):
     """causes.json (timewrite-causes/1) beside the report, and its section in the page."""
     import json

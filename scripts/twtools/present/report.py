@@ -91,6 +91,25 @@ def rerun_sweep(reps, runs=None):
             "and more passes do not.")
 
 
+# Why a table leads with the typical figure (its median, with a 95% interval) and not the
+# undisturbed one (issue 26, item 3): said under each such table.
+FIGURE_WHY = {
+    "writev": "Figures: typical (the median of the paired repetitions). The undisturbed figure "
+              "takes the fastest of many short batches in each run; wvbench times each set of N "
+              "writes once per repetition, one sample each, so there are no batches to take the "
+              "fastest of. `--long` raises the repetitions.",
+    "stdio": "Figures: typical (the median of the runs). Each run writes the whole input once, one "
+             "sample per run, so there are no batches to take the fastest of; `--long` raises the "
+             "runs.",
+    "attribution": "Figures: typical. Each part is a difference of medians from traced runs (strace, "
+                   "perf), one sample per traced run; the per-call matrix's section gives each "
+                   "call's undisturbed cost.",
+    "observer": "Figures: typical (the median of the batches with the tracer attached). A tracer's "
+                "cost is what it adds to the calls it sees, interruptions included: the fastest "
+                "batches would leave out part of what it costs.",
+}
+
+
 # -- sections --------------------------------------------------------------------------------
 
 def machine_title(data):
@@ -656,6 +675,7 @@ def sec_writev(doc, data):
                      r.get("iov_max")])
     doc.p("N write() calls of size S against one writev() of N buffers; ratio = writev/write "
           "(below 1: writev wins, beyond its CI).")
+    doc.p(FIGURE_WHY["writev"])
     doc.table(["bits", "N", "S (B)", "N × write", "writev", "ratio", "winner", "IOV_MAX"], rows)
 
 
@@ -664,7 +684,7 @@ def sec_stdio(doc, data, costs_ref):
     if missing(doc, data, "stdio"):
         return
     st = data["stdio"]
-    doc.p(f"{st.get('bytes')} one-byte writes per run.")
+    doc.p(f"{st.get('bytes')} one-byte writes per run. " + FIGURE_WHY["stdio"])
     doc.table(["bits", "method", "real", "user", "sys", "write calls"],
               [[r["bits"], r["method"], fmt_s(r.get("real_s")), fmt_s(r.get("user_s")), fmt_s(r.get("sys_s")),
                 r.get("calls") if r.get("calls") is not None else "unknown (not counted)"]
@@ -685,6 +705,7 @@ def sec_attribution(doc, data, pdir):
         doc.p(f"Method: {outside(att.get('method')) or 'not recorded'}."
               + (" " + " ".join(map(outside, att["notes"])) if isinstance(att.get("notes"), list) else
                  f" {outside(att['notes'])}" if att.get("notes") else ""))
+    doc.p(FIGURE_WHY["attribution"])
     unsup = [r for r in att.get("rows", []) if r.get("supported") is False]
     rows = [r for r in att.get("rows", []) if r.get("supported") is not False]
     doc.table(["variant", "op", "size", "total", "loop (removed)", "entry/exit", "post-return penalty",
@@ -727,6 +748,7 @@ def sec_observer(doc, data):
     doc.h(2, "Observer effect: what each tracer adds")
     if missing(doc, data, "observer"):
         return
+    doc.p(FIGURE_WHY["observer"])
     doc.table(["variant", "op", "tracer", "ns per call", "added ns per call", "available / why"],
               [[r["variant"], outside(r["op"]), outside(r["tracer"]),
                 outside(fmt(r.get("ns_per_call"))),
