@@ -33,6 +33,19 @@ def test_median_ci_covers_the_true_median(n):
     assert 0.93 <= c <= 0.97, c
 
 
+@pytest.mark.parametrize("n", [6, 7, 31, 200, 5001, 100000])
+@pytest.mark.parametrize("confidence", [0.95, 0.90, 0.50])
+def test_median_ci_is_scipys_hettmansperger_sheather(n, confidence):
+    # stats writes the interval out in numpy so that a fleet view need not import
+    # scipy.stats; an off-by-one order statistic or a CDF that loses precision at large n
+    # moves the bounds by a whole gap between values.
+    from scipy.stats import mstats
+    x = np.sort(np.random.default_rng(n).lognormal(0, 1, n))
+    lo, hi = stats.median_ci(x, confidence)
+    want = mstats.median_cihs(x, alpha=1 - confidence)
+    assert lo == pytest.approx(want[0], rel=1e-9) and hi == pytest.approx(want[1], rel=1e-9)
+
+
 def test_a_smaller_confidence_level_fails_the_coverage_band(monkeypatch):
     monkeypatch.setattr(stats, "CONFIDENCE", 0.50)
     monkeypatch.setattr(stats.median_ci, "__defaults__", (0.50,))

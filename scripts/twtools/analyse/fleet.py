@@ -144,7 +144,9 @@ def _round_values(where, rounds):
         if not ok.all():
             raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
                             f"measurement (from 0 to {MAX_NS:g} ns)")
-    return np.split(a, np.cumsum(lens)[:-1]) if lens else [], times
+    # Slices of one array, cut by hand: np.split costs 60 us a call, a tenth of a digest.
+    ends = itertools.accumulate(lens)
+    return [a[e - n:e] for n, e in zip(lens, ends)], times
 
 
 def undisturbed(doc, cell, where, interval=True):
