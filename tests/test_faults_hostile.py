@@ -21,7 +21,10 @@ import os
 import random
 import re
 import shutil
+import tempfile
 import warnings
+
+from pathlib import Path
 
 import pytest
 
@@ -351,6 +354,38 @@ def test_writes_are_confined(tmp_path):
                 files.write_text(bad, "no")
     assert (root / "ok" / "a.txt").read_text() == "fine"
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["same-fs", "other-fs"])
+def test_adopted_files_are_confined(tmp_path, across):
+    """core.files.adopt (fleet.csv, which DuckDB writes elsewhere first) puts a file in place
+    as write_bytes does: never through a link, never outside the root; renamed on one file
+    system and copied across two (/dev/shm is a tmpfs here when it exists)."""
+    if across and not os.path.isdir("/dev/shm"):
+        pytest.skip("/dev/shm is absent: no second file system to copy across from")
+    src_dir = Path(tempfile.mkdtemp(dir="/dev/shm" if across else tmp_path))
+    root = tmp_path / "root"
+    root.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (root / "f.csv").symlink_to(out / "f.csv")
+
+    def made(name):
+        p = src_dir / name
+        p.write_bytes(b"a,b\n" * 1000)
+        return p
+    try:
+        with files.confined(root):
+            src = made("ok.csv")
+            files.adopt(root / "ok.csv", src)
+            for bad in (root / "f.csv", out / "x.csv", root / ".." / "out" / "y.csv"):
+                with pytest.raises(DataError):
+                    files.adopt(bad, made("bad.csv"))
+        assert (root / "ok.csv").read_bytes() == b"a,b\n" * 1000 and not src.exists()
+        assert list(out.iterdir()) == []
+        assert not [n for n in os.listdir(root) if n.endswith(".tmp")]
+    finally:
+        shutil.rmtree(src_dir, ignore_errors=True)
 
 
 def test_legacy_files_are_read_and_said_so(world):

@@ -36,14 +36,22 @@ def test_the_view_from_the_database_is_the_view_from_the_digests(jobs, tmp_path)
     digests, refused = cli_fleet.compare(jobs, workers=1, progress=False, op="null")
     direct = afleet.view(digests, refused, "null")
     con = fleetdb.connect(tmp_path / "f.duckdb")
-    loaded, bad, added = cli_fleet._via_database(con, jobs, 1, "null")
+    loaded, bad, added, labelled = cli_fleet._via_database(con, jobs, 1, "null")
     assert added == len(jobs) and bad == []
-    assert _json(afleet.view(loaded, bad, "null")) == _json(direct)
+    # The database hands over the view's own cells and names the others (all_columns).
+    assert {c["op"] for d in loaded for c in d["cells"].values()} == {"null"}
+    cols = fleetdb.all_columns(con, labelled)
+    assert _json(afleet.view(loaded, bad, "null", all_columns=cols)) == _json(direct)
+    # fleet.csv, written by the database, has every machine's every 'ret' cell
+    fleetdb.write_csv(con, labelled, tmp_path / "fleet.csv")
+    rows = (tmp_path / "fleet.csv").read_text().splitlines()[1:]
+    want = sum(1 for d in digests for c in d["cells"].values() if c["shape"] == "ret")
+    assert len(rows) == want and want > len(direct["columns"]) * len(jobs)
 
 
 def test_a_warm_database_reads_only_what_changed(jobs, tmp_path, monkeypatch):
     con = fleetdb.connect(tmp_path / "f.duckdb")
-    first, _, _ = cli_fleet._via_database(con, jobs, 1, "null")
+    first, _, _, _ = cli_fleet._via_database(con, jobs, 1, "null")
     read = []
     real = cli_fleet.compare
 
@@ -51,7 +59,7 @@ def test_a_warm_database_reads_only_what_changed(jobs, tmp_path, monkeypatch):
         read.extend(h for h, _ in js)
         return real(js, *a, **k)
     monkeypatch.setattr(cli_fleet, "compare", counting)
-    again, _, added = cli_fleet._via_database(con, jobs, 1, "null")
+    again, _, added, _ = cli_fleet._via_database(con, jobs, 1, "null")
     assert read == [] and added == 0
     assert _json(afleet.view(again, [], "null")) == _json(afleet.view(first, [], "null"))
     # one directory's fingerprint rewritten: that one is read again, the rest are not
@@ -59,7 +67,7 @@ def test_a_warm_database_reads_only_what_changed(jobs, tmp_path, monkeypatch):
     fp = json.loads((d / "fingerprint.json").read_text())
     fp["kernel"]["release"] = "9.9.9-changed"
     (d / "fingerprint.json").write_text(json.dumps(fp))
-    third, _, _ = cli_fleet._via_database(con, jobs, 1, "null")
+    third, _, _, _ = cli_fleet._via_database(con, jobs, 1, "null")
     assert read == [label]
     assert next(x for x in third if x["host"] == label)["facts"]["kernel"] == "9.9.9-changed"
     # a view of every cell needs every cell's interval: the runs digested for null alone are read again

@@ -451,6 +451,16 @@ def outliers(groups, cols, key="value"):
     return out
 
 
+def _codes(digests, f):
+    """Each machine's value of fact f as a small integer (codes in order of first appearance)
+    and the values by code: the explanation works on arrays, a fleet of 100,000 machines
+    being too many for a loop per machine, fact and column."""
+    seen = {}
+    codes = np.fromiter((seen.setdefault(d["facts"][f], len(seen)) for d in digests),
+                        dtype=np.int64, count=len(digests))
+    return codes, list(seen)
+
+
 def explain(digests, cols, differ, top=10):
     """The facts that explain the differences between machines, ranked: for each column's
     ratio (× the machine's own reference call) and each fact that differs, the share of the
@@ -458,42 +468,51 @@ def explain(digests, cols, differ, top=10):
     their median ratio, and which other facts are the same or differ between those two sets
     of machines.  Facts that split the fleet identically cannot be told apart: said so."""
     found = []
-    parts = {f: tuple(d["facts"][f] for d in digests) for f in differ}
+    coded = {f: _codes(digests, f) for f in FACTS}
+    twins_of = {f: [g for g in differ if g != f and _same_partition(coded[f][0], coded[g][0])]
+                for f in differ}
     for col in cols:
-        idx = [i for i, d in enumerate(digests) if col in d["cells"]
-               and d["cells"][col].get("ratio")]
+        idx, ratios = [], []
+        for i, d in enumerate(digests):
+            c = d["cells"].get(col)
+            if c is not None and c.get("ratio"):
+                idx.append(i)
+                ratios.append(c["ratio"])
         if len(idx) < 2:
             continue
-        y = np.log([digests[i]["cells"][col]["ratio"] for i in idx])
+        idx = np.asarray(idx)
+        y = np.log(ratios)
         tot = float(((y - y.mean()) ** 2).sum())
         if tot <= 0:
             continue
         for f in differ:
-            byv = {}
-            for j, i in enumerate(idx):
-                byv.setdefault(digests[i]["facts"][f], []).append(j)
-            if len(byv) < 2:
+            cf = coded[f][0][idx]
+            uniq, first = np.unique(cf, return_index=True)
+            if uniq.size < 2:
                 continue
-            between = sum(len(js) * (y[js].mean() - y.mean()) ** 2 for js in
-                          (np.asarray(v) for v in byv.values()))
+            order = uniq[np.argsort(first)]          # values in order of first appearance
+            masks = {u: cf == u for u in order.tolist()}
+            between = sum(int(m.sum()) * (y[m].mean() - y.mean()) ** 2 for m in masks.values())
             eta = float(between / tot)
-            meds = {v: float(np.exp(np.median(y[np.asarray(js)]))) for v, js in byv.items()}
-            lo_v, hi_v = min(meds, key=meds.get), max(meds, key=meds.get)
-            effect = meds[hi_v] / meds[lo_v]
-            lo_set = [digests[idx[j]] for j in byv[lo_v]]
-            hi_set = [digests[idx[j]] for j in byv[hi_v]]
+            meds = {u: float(np.exp(np.median(y[m]))) for u, m in masks.items()}
+            lo_u, hi_u = min(meds, key=meds.get), max(meds, key=meds.get)
+            effect = meds[hi_u] / meds[lo_u]
+            vals = coded[f][1]
             same, diff = [], []
             for g in FACTS:
                 if g == f:
                     continue
-                a = {d["facts"][g] for d in lo_set}
-                b = {d["facts"][g] for d in hi_set}
+                cg = coded[g][0][idx]
+                a = set(np.unique(cg[masks[lo_u]]).tolist())
+                b = set(np.unique(cg[masks[hi_u]]).tolist())
                 (same if a == b and len(a) == 1 else diff if not (a & b) else []).append(g)
-            twins = [g for g in differ if g != f and _same_partition(parts[f], parts[g])]
+            twins = twins_of[f]
             diff = [g for g in diff if g not in twins]
             found.append({"column": col, "fact": f, "eta2": eta, "effect": effect,
-                          "low": {"value": lo_v, "ratio": meds[lo_v], "n": len(lo_set)},
-                          "high": {"value": hi_v, "ratio": meds[hi_v], "n": len(hi_set)},
+                          "low": {"value": vals[lo_u], "ratio": meds[lo_u],
+                                  "n": int(masks[lo_u].sum())},
+                          "high": {"value": vals[hi_u], "ratio": meds[hi_u],
+                                   "n": int(masks[hi_u].sum())},
                           "same": same, "differs": diff, "inseparable_from": twins})
     found.sort(key=lambda e: (-e["eta2"], -e["effect"]))
     # One line per column and partition: a fact and its inseparable twins are one finding.
@@ -508,12 +527,13 @@ def explain(digests, cols, differ, top=10):
 
 
 def _same_partition(a, b):
-    """Whether two fact columns split the machines into the same sets."""
-    m1, m2 = {}, {}
-    for x, y in zip(a, b):
-        if m1.setdefault(x, y) != y or m2.setdefault(y, x) != x:
-            return False
-    return True
+    """Whether two facts' codes (_codes) split the machines into the same sets: a bijection
+    between their values, so as many distinct pairs as distinct values of each."""
+    if a.size == 0:
+        return True
+    pairs = a * (int(b.max()) + 1) + b
+    n = np.unique(pairs).size
+    return n == np.unique(a).size == np.unique(b).size
 
 
 def sentence(e):
@@ -595,12 +615,26 @@ def measured_sentence(e):
     return s
 
 
-def view(digests, refused, op="null"):
-    """The fleet view: machines, groups with their spread, outliers, explaining facts."""
+def view(digests, refused, op="null", all_columns=None):
+    """The fleet view: machines, groups with their spread, outliers, explaining facts.
+
+    Each machine in the view carries the view's own columns (op's 'ret' cells, or every
+    'ret' cell when op is None): its other cells are in the database and fleet.csv.
+    all_columns: every 'ret' cell of the fleet, when the digests hold only the view's own
+    (fleetdb.load with an op); computed from the digests when None."""
     digests = sorted(digests, key=lambda d: d["host"])
-    allcols = columns(digests)
-    cols = [c for c in allcols if digests and any(
-        d["cells"][c]["op"] == op for d in digests if c in d["cells"])] if op else allcols
+    allcols = columns(digests) if all_columns is None else list(all_columns)
+    if op:
+        ops = {}
+        for d in digests:
+            for k, c in d["cells"].items():
+                ops.setdefault(k, set()).add(c["op"])
+        cols = [c for c in allcols if op in ops.get(c, ())]
+    else:
+        cols = allcols
+    keep = set(cols)
+    digests = [dict(d, cells={k: c for k, c in d["cells"].items() if k in keep})
+               for d in digests]
     differ, groups = groups_of(digests)
     est = sorted({d["estimator"] for d in digests})
     label = LABEL_UNDISTURBED if est == [UNDISTURBED[0]] else LABEL_FALLBACK

@@ -19,6 +19,7 @@ same tables, but its row store makes the per-cell aggregations a full scan of ev
 """
 import datetime
 import hashlib
+import os
 
 import orjson
 
@@ -36,21 +37,21 @@ SCHEMA_SQL = (
     """CREATE TABLE IF NOT EXISTS cells (
         run_id VARCHAR NOT NULL, cell VARCHAR NOT NULL, variant VARCHAR, op VARCHAR,
         size BIGINT, shape VARCHAR, value DOUBLE, ci_low DOUBLE, ci_high DOUBLE,
-        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, estimator VARCHAR,
+        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, estimator VARCHAR, pos INTEGER,
         PRIMARY KEY (run_id, cell))""",
 )
 # Columns added since the first version: a database made by it gets them, empty (its runs are
 # then read again once, by their source, and keep their rows).
 ADDED = (("runs", "source_path", "VARCHAR"), ("runs", "source_key", "VARCHAR"),
          ("runs", "interval_ops", "VARCHAR"), ("runs", "digest_json", "VARCHAR"),
-         ("cells", "estimator", "VARCHAR"))
+         ("cells", "estimator", "VARCHAR"), ("cells", "pos", "INTEGER"))
 RUN_COLS = ("run_id", "host", "created_utc", "mode", *fleet.FACTS,
             "exit_price_ns", "exit_price_low", "exit_price_high",
             "exits_per_call", "exits_low", "exits_high", "reference", "method", "ingested_utc",
             "source_path", "source_key", "interval_ops", "digest_json")
 CELL_COLS = ("run_id", "cell", "variant", "op", "size", "shape", "value", "ci_low", "ci_high",
-             "ratio", "ratio_low", "ratio_high", "estimator")
-CELL_KEYS = CELL_COLS[2:]
+             "ratio", "ratio_low", "ratio_high", "estimator", "pos")
+CELL_KEYS = CELL_COLS[2:-1]
 
 
 def connect(path):
@@ -127,8 +128,10 @@ def ingest(con, digests, sources=None, ids=None):
                          *_iv(cz, "exit_price"), *_iv(cz.get("int80"), "exits_per_call"),
                          dg.get("reference"), dg.get("method_name") or fleet.ANALYSIS, now,
                          src[0], src[1], ops, js))
-        for name, c in dg["cells"].items():
-            new_cells.append((rid, name, *(c.get(k) for k in CELL_KEYS)))
+        # pos: the cell's place in its digest, so that the view's columns keep the order of
+        # the first machine that has each (analyse.fleet.columns) without loading every cell.
+        for pos, (name, c) in enumerate(dg["cells"].items()):
+            new_cells.append((rid, name, *(c.get(k) for k in CELL_KEYS), pos))
     if new_runs or updates:
         con.execute("BEGIN TRANSACTION")
         for rid in set(replace):
@@ -151,29 +154,91 @@ def sources(con):
         "WHERE source_path IS NOT NULL").fetchall()}
 
 
-def load(con, labelled):
+def _want(con, labelled):
+    """The temporary table want (label, run_id, rank) of a view's runs, rank being the label's
+    place in the view's order (analyse.fleet.view sorts its machines by label)."""
+    order = {lab: i for i, lab in enumerate(sorted({lab for lab, _ in labelled}))}
+    con.execute("CREATE OR REPLACE TEMP TABLE want (label VARCHAR, run_id VARCHAR, rank BIGINT)")
+    _insert(con, "want", ("label", "run_id", "rank"),
+            [(lab, rid, order[lab]) for lab, rid in labelled])
+
+
+def load(con, labelled, op=False):
     """The digests of the runs [(host label, run_id)], from the database: what the fleet view
     is drawn from.  Each is the digest as ingested (digest_json) with its cells from the
-    cells table, under this view's label."""
-    ids = sorted({rid for _, rid in labelled})
-    if not ids:
+    cells table, under this view's label.
+
+    op: False for every cell; an op (or None, every op) for the view's own cells alone, the
+    'ret' shape of that op (analyse.fleet.columns): a view of 100,000 machines cannot hold
+    every machine's every cell, and fleet.csv takes them from the database (write_csv)."""
+    if not labelled:
         return []
-    con.execute("CREATE OR REPLACE TEMP TABLE want (run_id VARCHAR)")
-    _insert(con, "want", ("run_id",), [(r,) for r in ids])
+    _want(con, labelled)
     base = {rid: dict(orjson.loads(js), interval_ops=ops) for rid, js, ops in con.execute(
-        "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r JOIN want USING (run_id)"
-        ).fetchall() if js is not None}
+        "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r "
+        "WHERE r.run_id IN (SELECT run_id FROM want)").fetchall() if js is not None}
+    where, args = "", []
+    if op is not False:
+        where = " AND c.shape = 'ret'" + (" AND c.op = ?" if op is not None else "")
+        args = [op] if op is not None else []
     cells = {}
-    for row in con.execute(f"SELECT c.run_id, c.cell, {', '.join('c.' + k for k in CELL_KEYS)} "
-                           "FROM cells c JOIN want USING (run_id)").fetchall():
-        cells.setdefault(row[0], {})[row[1]] = {k: v for k, v in zip(CELL_KEYS, row[2:])}
-    con.execute("DROP TABLE want")
+    for row in con.execute(
+            f"SELECT c.run_id, c.cell, {', '.join('c.' + k for k in CELL_KEYS)} FROM cells c "
+            f"WHERE c.run_id IN (SELECT run_id FROM want){where} "
+            "ORDER BY c.run_id, coalesce(c.pos, 0), c.cell", args).fetchall():
+        cells.setdefault(row[0], {})[row[1]] = dict(zip(CELL_KEYS, row[2:]))
     out = []
     for label, rid in labelled:
         if rid in base:
-            d = dict(base[rid], host=label, cells=cells.get(rid, {}))
-            out.append(d)
+            out.append(dict(base[rid], host=label, cells=cells.get(rid, {})))
     return out
+
+
+def all_columns(con, labelled):
+    """analyse.fleet.columns of the loaded runs, from the database: every cell of the 'ret'
+    shape that some run has, in the order of the first run (by label) that has each."""
+    if not labelled:
+        return []
+    _want(con, labelled)
+    return [r[0] for r in con.execute(
+        "SELECT c.cell, min(w.rank * 1000000 + coalesce(c.pos, 0)) AS k FROM cells c "
+        "JOIN want w USING (run_id) WHERE c.shape = 'ret' GROUP BY c.cell ORDER BY k, c.cell"
+        ).fetchall()]
+
+
+def _safe(expr):
+    """SQL for a CSV cell that a spreadsheet would run as a formula (a leading =, +, -, @,
+    tab or carriage return) prefixed with a quote, as present.fleet does; expr is our own
+    column expression, never outside text."""
+    return (f"CASE WHEN regexp_matches({expr}, '^[-=+@\\t\\r]') THEN chr(39) || {expr} "
+            f"ELSE {expr} END")
+
+
+def write_csv(con, labelled, path):
+    """fleet.csv, one row per machine and cell of the 'ret' shape, straight from the
+    database (the rows never pass through Python): machines in label order, each machine's
+    cells in all_columns' order.  Host names and facts are outside text: each is guarded
+    against running as a formula (_safe)."""
+    from . import fleet as afleet
+    cols = all_columns(con, labelled)      # also makes the table want
+    con.execute("CREATE OR REPLACE TEMP TABLE colpos (cell VARCHAR, k BIGINT)")
+    if cols:
+        _insert(con, "colpos", ("cell", "k"), [(c, i) for i, c in enumerate(cols)])
+    facts = ", ".join(f"{_safe('r.' + f)} AS {f}" for f in afleet.FACTS)
+    cpu = _safe("json_extract_string(r.digest_json, '$.facts.cpu_name')")
+    sql = (f"SELECT {_safe('w.label')} AS host, {facts}, {cpu} AS cpu_name, "
+           "c.cell, c.estimator, c.value AS ns, c.ci_low AS ns_ci_low, c.ci_high AS ns_ci_high, "
+           "c.ratio AS x_reference, c.ratio_low AS x_ci_low, c.ratio_high AS x_ci_high, "
+           "r.reference FROM want w JOIN runs r USING (run_id) JOIN cells c USING (run_id) "
+           "JOIN colpos p ON p.cell = c.cell ORDER BY w.rank, w.label, p.k")
+    # DuckDB writes into a private folder; the file is then put in place the one way every
+    # file of ours is (core.files: confined, never through a link).
+    import tempfile
+    from ..core import files
+    with tempfile.TemporaryDirectory(prefix="tw-fleet-csv-") as tmp:
+        part = os.path.join(tmp, "fleet.csv")
+        con.sql(sql).write_csv(part, header=True)
+        files.adopt(path, part)
 
 
 def _insert(con, table, cols, rows):

@@ -206,9 +206,11 @@ def source_key(d):
 
 
 def _via_database(con, jobs, workers, op):
-    """(digests for the view, refused, new runs): each directory whose files are unchanged
-    since it was stored is not read again; the rest are digested and stored; every digest the
-    view shows is then read back from the database (analyse.fleetdb.load)."""
+    """(digests for the view, refused, new runs, labelled): each directory whose files are
+    unchanged since it was stored is not read again; the rest are digested and stored; every
+    digest the view shows is then read back from the database (analyse.fleetdb.load), with
+    the view's own cells only (op's; every cell's for None).  labelled: [(label, run_id)],
+    for fleetdb.all_columns and fleetdb.write_csv."""
     from ..analyse import fleetdb
     known = fleetdb.sources(con)
     want = None if op is None else op
@@ -228,7 +230,7 @@ def _via_database(con, jobs, workers, op):
     ids = {}
     added = fleetdb.ingest(con, digests, srcs, ids)
     labelled += [(dg["host"], ids[dg["host"]]) for dg in digests]
-    return fleetdb.load(con, labelled), refused, added
+    return fleetdb.load(con, labelled, op=want), refused, added, labelled
 
 
 def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
@@ -257,20 +259,23 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     with tempfile.TemporaryDirectory(prefix="tw-fleet-db-") as tmp:
         con = fleetdb.connect(db if db is not None else Path(tmp) / "fleet.duckdb")
         try:
-            digests, bad, added = _via_database(con, jobs, workers,
-                                                None if op == "all" else op)
+            digests, bad, added, labelled = _via_database(con, jobs, workers,
+                                                          None if op == "all" else op)
             total = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            refused += bad
+            for r in refused:
+                print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
+                      file=sys.stderr)
+            view = afleet.view(digests, refused, None if op == "all" else op,
+                               all_columns=fleetdb.all_columns(con, labelled))
+            del digests
+            if db is not None:
+                ui.progress(f"database: {escape.terminal(str(db))}: {added} new run(s), "
+                            f"{total} in all")
+            with files.confined(out):
+                pfleet.write(view, out, lambda p: fleetdb.write_csv(con, labelled, p))
         finally:
             con.close()
-    refused += bad
-    for r in refused:
-        print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
-              file=sys.stderr)
-    view = afleet.view(digests, refused, None if op == "all" else op)
-    if db is not None:
-        ui.progress(f"database: {escape.terminal(str(db))}: {added} new run(s), {total} in all")
-    with files.confined(out):
-        pfleet.write(view, out)
     if as_json:
         import json
         stream.write(json.dumps(view, indent=1, allow_nan=False) + "\n")

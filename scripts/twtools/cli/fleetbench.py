@@ -222,10 +222,12 @@ def view_of(db, runs, out):
     from ..analyse import fleetdb
     from ..present import fleet as pfleet
     con = fleetdb.connect(db)
-    digests = fleetdb.load(con, [tuple(x) for x in orjson.loads(Path(runs).read_bytes())])
+    labelled = [tuple(x) for x in orjson.loads(Path(runs).read_bytes())]
+    digests = fleetdb.load(con, labelled, op="null")
+    view = afleet.view(digests, [], "null", all_columns=fleetdb.all_columns(con, labelled))
+    del digests
+    pfleet.write(view, Path(out), lambda p: fleetdb.write_csv(con, labelled, p))
     con.close()
-    view = afleet.view(digests, [], "null")
-    pfleet.write(view, Path(out))
     print(f"{len(view['groups'])} groups of {len(view['machines'])} machines", file=sys.stderr)
 
 

@@ -167,6 +167,34 @@ def refuse_links(root, names, dirs=None):
 
 def write_bytes(path, data):
     """Write data to path atomically (see the module docstring); OSError names path."""
+    def fill(fd):
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    _write(path, fill)
+
+
+def adopt(path, src):
+    """Put the file src, which another program wrote (DuckDB writes fleet.csv into a private
+    temporary folder), at path as write_bytes would: renamed into place when both are on
+    one file system, else copied into a temporary file beside the target first.  The target
+    is checked as write_bytes checks it; src is gone afterwards."""
+    def fill(fd):
+        with open(src, "rb") as f:
+            while chunk := f.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+    _write(path, fill, src)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(src)
+
+
+def _write(path, fill, rename_from=None):
+    """The one way a file is written: the target checked, a temporary file beside it filled
+    by fill(fd) and fsync'ed (or rename_from renamed there, when on the same file system),
+    then renamed over the target."""
     path = Path(os.path.abspath(path))
     try:
         dfd, name = _open_parent(path)
@@ -180,17 +208,28 @@ def write_bytes(path, data):
             target = f" to {os.readlink(name, dir_fd=dfd)}" if stat.S_ISLNK(st.st_mode) else ""
             raise DataError(f"{path}: is {_kind(st)}{target}; refusing to write through it",
                             "remove it (tw replaces only regular files)")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
-                     dir_fd=dfd)
-        created = True
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        moved = False
+        if rename_from is not None:
+            try:
+                os.rename(rename_from, tmp, dst_dir_fd=dfd)
+                created, moved = True, True
+                fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise
+        if not moved:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
+                         dir_fd=dfd)
+            created = True
+            try:
+                fill(fd)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         created = False
         with contextlib.suppress(OSError):

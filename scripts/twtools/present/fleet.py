@@ -7,20 +7,20 @@ the spread inside the group) as a heat map, and lists a group's machines only on
 inside a <details> element.  Every string that came from a results directory (host names,
 CPU names, kernel releases) is escaped for where it goes: html.escape for the page,
 escape.terminal for the terminal (and before html.escape, so that
-control characters show on the page too), and a CSV cell that a spreadsheet would run as a formula
-(=, +, -, @) is prefixed with a quote.
+control characters show on the page too).  fleet.csv is written by the database itself
+(analyse.fleetdb.write_csv), where a cell that a spreadsheet would run as a formula (=, +, -,
+@) is prefixed with a quote.
+
+A group lists at most PAGE_MACHINES machines on the page: a page of 100,000 machine rows
+would not open, and every machine is in fleet.csv and fleet.json.
 """
-import csv
 import html
-import io
-import json
 import math
+
+import orjson
 
 from ..analyse import fleet as afleet
 from ..core import escape, files
-
-FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
 
 def _g(x, unit=""):
     if x is None:
@@ -30,6 +30,9 @@ def _g(x, unit=""):
 
 def _ci(lo, hi, unit=""):
     return f" [{_g(lo)}, {_g(hi)}]" if lo is not None and hi is not None else ""
+
+
+PAGE_MACHINES = 500
 
 
 def _heat(ratio):
@@ -75,31 +78,6 @@ def text(view, out=None):
     if out:
         lines.append(f"written: {escape.path(out)}/fleet.html, fleet.csv, fleet.json")
     return "\n".join(lines) + "\n"
-
-
-# ---- CSV: one row per machine and cell ------------------------------------------------------
-
-def _safe(v):
-    s = "" if v is None else str(v)
-    return "'" + s if s.startswith(FORMULA) else s
-
-
-def csv_text(view):
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    fk = [f for f in afleet.FACTS]
-    w.writerow(["host"] + fk + ["cpu_name", "cell", "estimator", "ns", "ns_ci_low", "ns_ci_high",
-                                "x_reference", "x_ci_low", "x_ci_high", "reference"])
-    for m in view["machines"]:
-        for name in view["all_columns"]:
-            c = m["cells"].get(name)
-            if c is None:
-                continue
-            w.writerow([_safe(m["host"])] + [_safe(m["facts"][f]) for f in fk]
-                       + [_safe(m["facts"]["cpu_name"]), name, c["estimator"], c["value"],
-                          c["ci_low"], c["ci_high"], c["ratio"], c["ratio_low"],
-                          c["ratio_high"], m["reference"]])
-    return buf.getvalue()
 
 
 # ---- HTML -------------------------------------------------------------------------------------
@@ -196,8 +174,12 @@ def page(view):
         facts = "; ".join(f"{afleet.FACT_NAMES[k]}: {v}" for k, v in g["facts"].items()) or "all"
         out.append(f"<details><summary>{_e(facts)} ({g['n']} machine{'s' if g['n'] != 1 else ''})</summary>"
                    f'<div class="tbl"><table><thead><tr><th class="l">host</th>{head}</tr></thead><tbody>')
-        out += _machine_rows(view, g["hosts"], byhost)
-        out.append("</tbody></table></div></details>")
+        out += _machine_rows(view, g["hosts"][:PAGE_MACHINES], byhost)
+        out.append("</tbody></table></div>")
+        if g["n"] > PAGE_MACHINES:
+            out.append(f"<p><small>The first {PAGE_MACHINES} of {g['n']} machines, by name: "
+                       "every machine is in fleet.csv and fleet.json.</small></p>")
+        out.append("</details>")
     if view["outliers"]:
         out.append("<h2>Outliers</h2><div class=\"tbl\"><table><thead><tr><th class=\"l\">host</th>"
                    "<th class=\"l\">cell</th><th>ns</th><th>group median ns</th><th>gap [95% CI]</th>"
@@ -213,10 +195,11 @@ def page(view):
     return "\n".join(out) + "\n"
 
 
-def write(view, out):
-    """fleet.html, fleet.csv and fleet.json inside out (the caller confines writes to it)."""
+def write(view, out, csv):
+    """fleet.html, fleet.csv and fleet.json inside out (the caller confines writes to it);
+    csv(path) writes fleet.csv from the database the view was drawn from."""
     files.write_text(out / "fleet.html", page(view))
-    files.write_text(out / "fleet.csv", csv_text(view))
-    # Compact (a thousand machines' cells are tens of MB indented), and never NaN.
-    files.write_bytes(out / "fleet.json",
-                      json.dumps(view, allow_nan=False, separators=(",", ":")).encode() + b"\n")
+    csv(out / "fleet.csv")
+    # Compact (a thousand machines' cells are tens of MB indented).  The view holds no NaN:
+    # every figure came through schema checks that refuse one.
+    files.write_bytes(out / "fleet.json", orjson.dumps(view, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
