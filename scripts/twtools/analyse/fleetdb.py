@@ -54,9 +54,17 @@ CELL_COLS = ("run_id", "cell", "variant", "op", "size", "shape", "value", "ci_lo
 CELL_KEYS = CELL_COLS[2:-1]
 
 
+# DuckDB's own memory: beyond it, a sort (fleet.csv of 100,000 machines is 12 million rows)
+# spills to a temporary folder beside the database instead of growing without bound.
+MEMORY_LIMIT = "512MB"
+
+
 def connect(path):
     import duckdb
     con = duckdb.connect(str(path))
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    # Its progress bar would draw on our stderr, among tw's own progress lines.
+    con.execute("SET enable_progress_bar = false")
     for sql in SCHEMA_SQL:
         con.execute(sql)
     for table, col, typ in ADDED:
@@ -174,24 +182,44 @@ def load(con, labelled, op=False):
     if not labelled:
         return []
     _want(con, labelled)
-    base = {rid: dict(orjson.loads(js), interval_ops=ops) for rid, js, ops in con.execute(
-        "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r "
-        "WHERE r.run_id IN (SELECT run_id FROM want)").fetchall() if js is not None}
+    # One str object per distinct text: a fleet's machines repeat the same facts, variants
+    # and reasons, and 100,000 private copies of each would be most of the view's memory.
+    memo = {}
+
+    def shared(o):
+        if isinstance(o, str):
+            return memo.setdefault(o, o)
+        if isinstance(o, dict):
+            return {memo.setdefault(k, k): shared(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [shared(v) for v in o]
+        return o
+    base = {rid: shared(dict(orjson.loads(js), interval_ops=ops)) for rid, js, ops in _rows(
+        con, "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r "
+             "WHERE r.run_id IN (SELECT run_id FROM want)") if js is not None}
     where, args = "", []
     if op is not False:
         where = " AND c.shape = 'ret'" + (" AND c.op = ?" if op is not None else "")
         args = [op] if op is not None else []
     cells = {}
-    for row in con.execute(
-            f"SELECT c.run_id, c.cell, {', '.join('c.' + k for k in CELL_KEYS)} FROM cells c "
-            f"WHERE c.run_id IN (SELECT run_id FROM want){where} "
-            "ORDER BY c.run_id, coalesce(c.pos, 0), c.cell", args).fetchall():
-        cells.setdefault(row[0], {})[row[1]] = dict(zip(CELL_KEYS, row[2:]))
+    for row in _rows(
+            con, f"SELECT c.run_id, c.cell, {', '.join('c.' + k for k in CELL_KEYS)} FROM cells c "
+                 f"WHERE c.run_id IN (SELECT run_id FROM want){where} "
+                 "ORDER BY c.run_id, coalesce(c.pos, 0), c.cell", args):
+        cells.setdefault(row[0], {})[shared(row[1])] = dict(zip(CELL_KEYS, map(shared, row[2:])))
     out = []
     for label, rid in labelled:
         if rid in base:
             out.append(dict(base[rid], host=label, cells=cells.get(rid, {})))
     return out
+
+
+def _rows(con, sql, args=(), chunk=20000):
+    """The rows of a query, a chunk at a time: a fleet's every row at once, as Python tuples,
+    would double the view's peak memory."""
+    cur = con.execute(sql, list(args))
+    while rows := cur.fetchmany(chunk):
+        yield from rows
 
 
 def all_columns(con, labelled):
@@ -243,20 +271,33 @@ def write_csv(con, labelled, path):
 
 def _insert(con, table, cols, rows):
     """INSERT rows in one statement.  DuckDB runs an executemany row by row (about 1 ms each:
-    130,000 cells took minutes), so the rows go through a temporary newline-delimited JSON
-    file of ours, read by read_json with the table's own column types; its path is a bound
-    parameter, and the values are never SQL text."""
-    import tempfile
+    130,000 cells took minutes), so the rows become one NumPy array per column, which DuckDB
+    scans as a table: VARCHAR columns as object arrays of str or None, numbers as float64 or
+    int64 arrays beside a mask of their NULLs.  The values are never SQL text."""
+    import numpy as np
     types = {r[0]: r[1] for r in con.execute(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
         [table]).fetchall()}
-    spec = "{" + ", ".join(f"'{c}': '{types[c]}'" for c in cols) + "}"
-    with tempfile.NamedTemporaryFile(suffix=".ndjson", prefix="tw-fleetdb-") as f:
-        f.write(b"\n".join(orjson.dumps(dict(zip(cols, r))) for r in rows))
-        f.flush()
-        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} "
-                    f"FROM read_json(?, format = 'newline_delimited', columns = {spec})",
-                    [f.name])
+    n = len(rows)
+    data, select = {}, []
+    for i, c in enumerate(cols):
+        vals = [r[i] for r in rows]
+        if types[c] == "VARCHAR":
+            arr = np.empty(n, dtype=object)
+            arr[:] = [v if v is None or isinstance(v, str) else str(v) for v in vals]
+            data[c] = arr
+            select.append(c)
+            continue
+        kind = float if types[c] == "DOUBLE" else np.int64
+        data[c] = np.fromiter((0 if v is None else v for v in vals), kind, n)
+        data[c + "_null"] = np.fromiter((v is None for v in vals), bool, n)
+        select.append(f"CASE WHEN {c}_null THEN NULL ELSE {c} END")
+    con.register("tw_insert_rows", data)
+    try:
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) "
+                    f"SELECT {', '.join(select)} FROM tw_insert_rows")
+    finally:
+        con.unregister("tw_insert_rows")
 
 
 # The documented queries (docs/fleet.md shows them; tests/test_fleetdb.py runs them).

@@ -161,20 +161,23 @@ def big(n, base, workers):
     (each machine's figures scaled by a factor drawn per run), stored with fleetdb.ingest,
     then drawn as `tw fleet` draws its view (fleetdb.load, analyse.fleet.view, the pages).
     Prints wall time and peak memory of the view alone."""
-    import copy
     import hashlib
     from ..analyse import fleet as afleet
     from ..analyse import fleetdb
-    tpl = [afleet.digest(run, f"{m}/{run.name}") for m, run in atlas.runs()]
+    # Copied by a JSON round trip (orjson), ten times faster than copy.deepcopy.
+    tpl = [orjson.dumps(afleet.digest(run, f"{m}/{run.name}")) for m, run in atlas.runs()]
     db = base / "big.duckdb"
     con = fleetdb.connect(db)
     t = time.perf_counter()
     rng = random.Random(1)
     labelled, chunk = [], []
     for i in range(n):
-        d = copy.deepcopy(tpl[i % len(tpl)])
+        d = orjson.loads(tpl[i % len(tpl)])
         k = rng.lognormvariate(0, 0.1)
         d["host"] = f"big-{i:06d}"
+        # facts drawn as make_one draws them, so that groups form as in a real fleet
+        d["facts"] = dict(d["facts"], hypervisor=rng.choice(HYPERVISORS),
+                          kernel=rng.choice(KERNELS))
         d["raw"] = {"file": "percall.json", "sha256": hashlib.sha256(str(i).encode()).hexdigest(),
                     "bytes": 0}
         for c in d["cells"].values():
@@ -207,9 +210,14 @@ def big(n, base, workers):
         err = e.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise UserError(f"the view of {n} stored runs failed: {err.strip().splitlines()[-1:]}")
-    peak = ru.ru_maxrss * 1024
+    # The child's own high-water mark (VmHWM), which it prints last: wait4's ru_maxrss is
+    # no use here, Linux carries the forking parent's peak (this process, which stored the
+    # digests) into the child's at exec.
+    lines = err.strip().splitlines()
+    hwm = [ln for ln in lines if ln.startswith("VmHWM:")]
+    peak = int(hwm[-1].split()[1]) * 1024 if hwm else ru.ru_maxrss * 1024
     size = (out / "fleet.html").stat().st_size
-    groups = err.strip().splitlines()[-1] if err.strip() else "?"
+    groups = next((ln for ln in reversed(lines) if " groups of " in ln), "?")
     print(f"  {n} synthetic digests in a database (stored in {stored:.1f} s, not counted): the "
           f"view drawn from it in {wall:.1f} s (target <= 120 s: "
           f"{'met' if wall <= 120 else 'NOT met'}), peak {peak >> 20} MiB (target <= 2048 MiB: "
@@ -229,6 +237,8 @@ def view_of(db, runs, out):
     pfleet.write(view, Path(out), lambda p: fleetdb.write_csv(con, labelled, p))
     con.close()
     print(f"{len(view['groups'])} groups of {len(view['machines'])} machines", file=sys.stderr)
+    with open("/proc/self/status") as f:
+        print(next((ln.strip() for ln in f if ln.startswith("VmHWM:")), ""), file=sys.stderr)
 
 
 def main(args):

@@ -175,6 +175,17 @@ def write_bytes(path, data):
     _write(path, fill)
 
 
+def write_chunks(path, chunks):
+    """write_bytes of the concatenated chunks (an iterable of bytes), written as they come:
+    a fleet's fleet.json need not exist whole in memory beside the view it is made from."""
+    def fill(fd):
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+    _write(path, fill)
+
+
 def adopt(path, src):
     """Put the file src, which another program wrote (DuckDB writes fleet.csv into a private
     temporary folder), at path as write_bytes would: renamed into place when both are on
