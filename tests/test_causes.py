@@ -177,6 +177,11 @@ def test_the_fleet_names_the_exit_price_when_it_accounts_for_the_spread():
     # One priced machine has no spread to explain, and says so.
     e = fleet.explain_measured(ds[:1], ["32-int80 null"])[0]
     assert e["share"] is None and "too few" in e["why"]
+    # Copies of one machine have one ratio: nothing to explain, said in words, never "None".
+    e = fleet.explain_measured([dict(ds[0], host=f"c{i}") for i in range(3)],
+                               ["32-int80 null"])[0]
+    assert e["share"] is None and "no spread" in fleet.measured_sentence(e)
+    assert "None" not in fleet.measured_sentence(e)
 
 
 def test_a_cost_ratio_never_gets_a_negative_lower_bound():

@@ -599,7 +599,9 @@ def explain_measured(digests, cols):
                     "priced": priced, "machines": len(digests), "share": share,
                     "accounts": bool(lo <= hi),
                     "prices": {r[0]: r[5] for r in rows},
-                    "why": None})
+                    "why": None if share is not None else
+                    f"the {len(rows)} machines that priced an exit have one ratio: no spread "
+                    "to explain"})
     out.sort(key=lambda e: -(e["share"] or -1))
     return out
 

@@ -6,7 +6,9 @@ Two tables:
          the digest itself when computed here), host, created_utc, mode, the fingerprint facts,
          the exit price with its interval, the fitted exits per int 0x80 call, method, ingested_utc;
   cells  one row per (run_id, cell): the undisturbed value with its interval and the ratio to
-         the run's reference with its interval.
+         the run's reference with its interval.  No key of its own: DuckDB keeps a key's index
+         in memory whole (twelve million cells of 100,000 runs did not fit in 512 MB), and
+         ingest() writes a run's cells only with its row in runs, which is keyed.
 
 Re-ingesting a run changes nothing (its run_id is there already); a new run of a host already
 there is added beside the earlier ones, and both are kept.  Every value reaches DuckDB as a
@@ -37,8 +39,7 @@ SCHEMA_SQL = (
     """CREATE TABLE IF NOT EXISTS cells (
         run_id VARCHAR NOT NULL, cell VARCHAR NOT NULL, variant VARCHAR, op VARCHAR,
         size BIGINT, shape VARCHAR, value DOUBLE, ci_low DOUBLE, ci_high DOUBLE,
-        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, estimator VARCHAR, pos INTEGER,
-        PRIMARY KEY (run_id, cell))""",
+        ratio DOUBLE, ratio_low DOUBLE, ratio_high DOUBLE, estimator VARCHAR, pos INTEGER)""",
 )
 # Columns added since the first version: a database made by it gets them, empty (its runs are
 # then read again once, by their source, and keep their rows).
