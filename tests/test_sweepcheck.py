@@ -72,3 +72,25 @@ def test_the_fixture_sweeps_lead_with_the_typical_figure_and_say_why():
         for run in sw["runs"]:
             for row in run.get("rows") or []:
                 assert row["figure"] == "typical" and row["lead_why"]
+
+
+def test_a_whole_host_shift_is_told_apart_from_cells_that_moved_alone():
+    # Every cell 4% slower (the host's fast state moved) and one cell 3x on its own:
+    # the shift is the common 4%, what is left is nothing but that one cell, and once the
+    # shift is out every other interval overlaps again.
+    a = analysed()
+    b = scaled(a, 1.04)
+    odd = next(k for k in sweepcheck.cells(b) if k[0] == "sweep_seed" and k[2] == "async")
+    for run in b["sweep_seed"]["runs"]:
+        for row in run.get("rows") or []:
+            if (run["variant"], run.get("mode"), row["buffsize"]) == odd[1:]:
+                for f in ("median", "ci_low", "ci_high"):
+                    row["lead"][f] *= 3
+    h = sweepcheck.host_shift(a, b)
+    assert h["sweep_seed"]["shift"] == pytest.approx(0.04)
+    assert h["sweep_seed"]["residual_move_median"] == pytest.approx(0.0, abs=1e-9)
+    assert h["sweep_seed"]["residual_move_p90"] < 0.01
+    n = h["sweep_seed"]["cells"]
+    assert h["sweep_seed"]["overlap_after_shift"] == pytest.approx((n - 1) / n)
+    text = "\n".join(present.lines(sweepcheck.figures(a, b)))
+    assert "the host moved +4.00% as a whole" in text

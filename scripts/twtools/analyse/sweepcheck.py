@@ -91,10 +91,38 @@ def compare(a, b):
             "missed": missed[:20]}
 
 
+def host_shift(a, b):
+    """How far the host moved as a whole between the runs, per sweep: the median of
+    log(B/A) over its async cells (the common shift), and what is left cell by cell once it
+    is taken out (the median and 90th percentile of |log(B/A) - shift|, and the share of
+    intervals that overlap after it).  On a shared host the fast state itself moves by a few
+    per cent over minutes, for every cell alike: a figure measured within one run cannot
+    see that, and this tells it apart from a cell that moved on its own."""
+    ca, cb = cells(a), cells(b)
+    out = {}
+    for stem in sorted({k[0] for k in ca}):
+        ks = [k for k in ca if k[0] == stem and k[2] == "async" and k in cb
+              and ca[k]["median"] > 0 and cb[k]["median"] > 0]
+        if len(ks) < 3:
+            continue
+        lr = np.log([cb[k]["median"] / ca[k]["median"] for k in ks])
+        sh = float(np.median(lr))
+        res = np.abs(lr - sh)
+        f = math.exp(sh)
+        over = [ca[k]["ci_low"] <= cb[k]["ci_high"] / f and cb[k]["ci_low"] / f <= ca[k]["ci_high"]
+                for k in ks]
+        out[stem] = {"cells": len(ks), "shift": f - 1,
+                     "residual_move_median": float(np.median(res)),
+                     "residual_move_p90": float(np.percentile(res, 90)),
+                     "overlap_after_shift": sum(over) / len(over)}
+    return out
+
+
 def figures(a, b, reports=()):
     """The self-check: each run's figures, the comparison, and whether any report asks for a
     quieter machine (reports: the two runs' report texts)."""
     quiet = [i for i, t in enumerate(reports, 1) if "quiet" in t.lower()]
     return {"schema": "timewrite-sweepcheck/1", "targets": TARGETS,
             "runs": [per_run(a), per_run(b)], "compare": compare(a, b),
+            "host_shift": host_shift(a, b),
             "quiet_machine_in_report": quiet}

@@ -28,6 +28,12 @@ def lines(f):
             "between runs more than within one",
             f"  figures' move between the runs: median {_pct(c['move_median'], 2)} "
             f"(target <= {T['move']:.0%}), 90th percentile {_pct(c['move_p90'], 2)}",
+            *[f"  {stem}: the host moved {100 * h['shift']:+.2f}% as a whole between the runs "
+              f"(median over {h['cells']} async cells); with that taken out, cells moved "
+              f"{_pct(h['residual_move_median'], 2)} (median), "
+              f"{_pct(h['residual_move_p90'], 2)} (90th percentile), and "
+              f"{_pct(h['overlap_after_shift'])} of their intervals overlap"
+              for stem, h in sorted((f.get("host_shift") or {}).items())],
             "  'quiet' in the reports: " + (", ".join(f"run {i}" for i in
                                                      f["quiet_machine_in_report"]) or "none")]
     return out
