@@ -244,3 +244,43 @@ def test_fit_linear_survives_one_preempted_pass():
     assert abs(f["b_ns_per_byte"]["value"] - b) < 0.05 * b
     assert f["a_ns"]["ci_high"] - f["a_ns"]["ci_low"] < 0.2 * a
     assert f["r2"] > 0.9 and f["n_downweighted"] >= 1
+
+
+class _Log:
+    """A stand-in for measure.sweep._Rounds that records the order its rounds were asked
+    for: the schedule is arithmetic, checked apart from any measurement."""
+
+    def __init__(self, name, rounds, log):
+        self.name, self.rounds, self.log = name, rounds, log
+
+    def round(self, r):
+        self.log.append((self.name, r))
+
+
+def test_interleaved_rounds_spread_the_short_sweep_over_the_long_one():
+    # 24 seed rounds and 8 TLPI rounds: three seed rounds to each TLPI round, each sweep's
+    # rounds in order, and the seed sweep still running in the last TLPI round's turn.
+    log = []
+    sweep._interleaved(_Log("seed", 24, log), _Log("tlpi", 8, log))
+    assert [r for n, r in log if n == "seed"] == list(range(24))
+    assert [r for n, r in log if n == "tlpi"] == list(range(8))
+    tl = [i for i, (n, _) in enumerate(log) if n == "tlpi"]
+    assert all(b - a == 4 for a, b in zip(tl, tl[1:]))
+    assert log[-1][0] == "seed" and log[0][0] == "seed" and tl[0] <= 2
+
+
+def test_tw_run_measures_both_sweeps_together(tmp_path, build):
+    # Both sweeps wanted: one stage measures both, their rounds taking turns, and each file
+    # says so; the TLPI stage is recorded as done, in no time of its own.
+    out = tmp_path / "both"
+    p = run([sys.executable, str(ROOT / "scripts" / "tw"), "run", "--quick", "--only",
+             "seed-sweep,tlpi-sweep", "--out", str(out), "--no-report"], text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["stages"]["seed-sweep"]["ok"] and meta["stages"]["tlpi-sweep"]["ok"]
+    for stem, other in (("sweep_seed", "TLPI"), ("sweep_tlpi", "seed")):
+        d = json.loads((out / f"{stem}.json").read_text())
+        assert f"took turns with those of the {other} sweep" in d["interleave"]
+    assert "measured with the seed sweep" in p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if "round" in ln and "done" in ln]
+    assert lines[0].startswith("tw: seed sweep") and any("TLPI sweep" in ln for ln in lines[:3])

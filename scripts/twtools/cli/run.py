@@ -91,6 +91,37 @@ STAGES = [
 ]
 
 
+def _together(wanted):
+    """The stages to run, with the seed and TLPI sweeps measured together when both are
+    wanted: the seed-sweep stage then runs both, their rounds taking turns
+    (measure.sweep.seed_and_tlpi), and the tlpi-sweep stage only says so, or fails as the
+    pair did.  The seed sweep's 20 s of rounds then spread over both sweeps' minute: the
+    host's fast state moves over minutes, and a figure taken in 20 s sees one moment of it."""
+    names = [n for n, _ in wanted]
+    if "seed-sweep" not in names or "tlpi-sweep" not in names:
+        return wanted
+    state = {}
+
+    def both(out, mode):
+        from ..measure import sweep
+        try:
+            sweep.seed_and_tlpi(out, mode=mode)
+        except Exception as e:
+            state["failed"] = e
+            raise
+        state["done"] = True
+
+    def tlpi(out, mode):
+        if "failed" in state:
+            raise RuntimeError(f"measured with the seed sweep, which failed: "
+                               f"{describe_error(state['failed'])}")
+        if not state.get("done"):
+            raise RuntimeError("the seed sweep, which measures it, did not run")
+        ui.progress("tlpi-sweep: measured with the seed sweep, their rounds taking turns")
+    return [(n, both if n == "seed-sweep" else tlpi if n == "tlpi-sweep" else f)
+            for n, f in wanted]
+
+
 def add_arguments(p, name):
     options.add_mode_arguments(p, "a fast, less precise run (about 30 s; used by the tests)",
                               "a slower, more precise run for publication")
@@ -273,7 +304,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     link = _latest_link(out if out else RESULTS / "new")
     check_latest(link)
     out = prepare_out(out, force) if out else new_results_dir()
-    wanted = [s for s in STAGES if not only or s[0] in only]
+    wanted = _together([s for s in STAGES if not only or s[0] in only])
     meta = {"schema": "timewrite-results/1", "state": "in-progress", "created_utc": _now(),
             "host": socket.gethostname(), "pid": os.getpid(), "mode": mode,
             "argv": list(argv if argv is not None else sys.argv),

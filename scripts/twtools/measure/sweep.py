@@ -192,53 +192,64 @@ def _plan(modes, rounds, batches, sync_reps):
 def _sweep(out_dir, stem, variants, plan, sizes_arg, input_bytes, label):
     """Rounds of runs over (variant, mode), as plan says; returns the sweep dict."""
     with _scratch(out_dir) as scratch:
-        return _sweep_in(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch)
+        sw = _Rounds(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch)
+        for r in range(sw.rounds):
+            sw.round(r)
+        return sw.result()
 
 
-def _sweep_in(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch):
-    infile = _input_file(scratch, input_bytes)
-    fs_stat, fs_mount = fstype(str(out_dir))
-    modes = list(plan)
-    rounds = max(r for r, _ in plan.values())
-    runs = {}
-    cells = []
-    for v in variants:
-        for m in modes:
-            key = (v["name"], m)
-            runs[key] = {"variant": v["name"], "bits": v["bits"], "mechanism": v["mechanism"],
-                         "mode": m, "supported": v["supported"], "reason": v["reason"],
-                         "reps": plan[m][0] * plan[m][1], "rounds": plan[m][0],
-                         "batches": plan[m][1], "raw": {}}
-            if v["supported"]:
-                cells.append(key)
-    t0 = time.monotonic()
-    for r in range(rounds):
-        k = r % len(cells) if cells else 0
-        order = cells[k:] + cells[:k]
-        for key in order:
-            run = runs[key]
-            if not run["supported"] or r >= plan[key[1]][0]:
+class _Rounds:
+    """One sweep's runs, a round at a time: round(r) runs one timewrite per (variant, mode)
+    that round r includes, result() gives the sweep dict.  Apart from _sweep so that two
+    sweeps can take turns round by round (interleaved)."""
+
+    def __init__(self, out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch):
+        self.stem, self.plan, self.sizes_arg, self.label = stem, plan, sizes_arg, label
+        self.input_bytes, self.scratch = input_bytes, scratch
+        self.infile = _input_file(scratch, input_bytes)
+        self.fs = fstype(str(out_dir))
+        self.out_dir = out_dir
+        self.rounds = max(r for r, _ in plan.values())
+        self.runs, self.cells = {}, []
+        for v in variants:
+            for m in plan:
+                key = (v["name"], m)
+                self.runs[key] = {"variant": v["name"], "bits": v["bits"],
+                                  "mechanism": v["mechanism"], "mode": m,
+                                  "supported": v["supported"], "reason": v["reason"],
+                                  "reps": plan[m][0] * plan[m][1], "rounds": plan[m][0],
+                                  "batches": plan[m][1], "raw": {}}
+                if v["supported"]:
+                    self.cells.append(key)
+        self.t0 = time.monotonic()
+
+    def round(self, r):
+        k = r % len(self.cells) if self.cells else 0
+        for key in self.cells[k:] + self.cells[:k]:
+            run = self.runs[key]
+            if not run["supported"] or r >= self.plan[key[1]][0]:
                 continue
-            out = scratch / f"{stem}-{key[0]}-{key[1]}.out"
+            out = self.scratch / f"{self.stem}-{key[0]}-{key[1]}.out"
             try:
-                res, why = _run_timewrite(key[0], infile, out, key[1] == "sync", sizes_arg,
-                                          reps=plan[key[1]][1])
+                res, why = _run_timewrite(key[0], self.infile, out, key[1] == "sync",
+                                          self.sizes_arg, reps=self.plan[key[1]][1])
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
                 if _system_failure(e):
                     raise
                 # One broken variant must not cost the others' measurements.
                 res, why = None, f"run failed: {e}"
                 run["error"] = str(e)
-                ui.warn(f"{label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
+                ui.warn(f"{self.label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
             if res is None:
                 run["supported"], run["reason"] = False, why
                 run["raw"] = {}        # partial rounds would mislead
                 if "error" not in run:
-                    ui.progress(f"{label}: {key[0]} {key[1]}: unsupported: {why}")
+                    ui.progress(f"{self.label}: {key[0]} {key[1]}: unsupported: {why}")
                 continue
             run.setdefault("program_mode", res.get("mode"))
-            if res.get("input_bytes") not in (None, input_bytes):
-                raise RuntimeError(f"{key[0]} read {res.get('input_bytes')} B, not {input_bytes}")
+            if res.get("input_bytes") not in (None, self.input_bytes):
+                raise RuntimeError(f"{key[0]} read {res.get('input_bytes')} B, not "
+                                   f"{self.input_bytes}")
             for row in res["rows"]:
                 raw = run["raw"].setdefault(row["buffsize"], {
                     "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": [], "round": []})
@@ -247,30 +258,51 @@ def _sweep_in(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scra
                 # which run each pass came from: the undisturbed figure's jackknife leaves
                 # whole runs out
                 raw["round"] += [r] * (len(raw["real_s"]) - len(raw["round"]))
-        ui.progress(f"{label}: round {r + 1}/{rounds} done ({time.monotonic() - t0:.1f} s)")
+        ui.progress(f"{self.label}: round {r + 1}/{self.rounds} done "
+                    f"({time.monotonic() - self.t0:.1f} s)")
 
-    out_runs = []
-    for key in runs:
-        run = runs[key]
-        raw = run.pop("raw")
-        run["rows"] = [{"buffsize": bs, "calls": raw[bs]["calls"],
-                        "calls_expected": math.ceil(input_bytes / bs),
-                        "samples": {f: raw[bs][f] for f in ("user_s", "sys_s", "real_s", "round")}}
-                       for bs in sorted(raw)]
-        if run["supported"]:
-            run["reason"] = None
-        out_runs.append(run)
-    return {"schema": "timewrite-sweep/2", "input_bytes": input_bytes,
-            "reps": max(a * b for a, b in plan.values()),
-            "reps_by_mode": {m: a * b for m, (a, b) in plan.items()},
-            "rounds_by_mode": {m: a for m, (a, b) in plan.items()},
-            "batches_by_mode": {m: b for m, (a, b) in plan.items()},
-            "rounds": rounds,
-            "interleave": "rounds of one timewrite run per (variant, mode), order rotated per "
-                          "round; each run times every size in --reps passes (the batches); "
-                          "a mode with fewer runs joins the first rounds only",
-            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat, "fstype_mount": fs_mount,
-            "seconds": round(time.monotonic() - t0, 2), "runs": out_runs}
+    def result(self, interleaved_with=None):
+        out_runs = []
+        for key in self.runs:
+            run = self.runs[key]
+            raw = run.pop("raw")
+            run["rows"] = [{"buffsize": bs, "calls": raw[bs]["calls"],
+                            "calls_expected": math.ceil(self.input_bytes / bs),
+                            "samples": {f: raw[bs][f] for f in ("user_s", "sys_s", "real_s",
+                                                                 "round")}}
+                           for bs in sorted(raw)]
+            if run["supported"]:
+                run["reason"] = None
+            out_runs.append(run)
+        plan = self.plan
+        interleave = ("rounds of one timewrite run per (variant, mode), order rotated per "
+                      "round; each run times every size in --reps passes (the batches); a "
+                      "mode with fewer runs joins the first rounds only")
+        if interleaved_with:
+            interleave += (f"; its rounds took turns with those of {interleaved_with}, spread "
+                           "evenly over both sweeps' time, so that each sees the host over "
+                           "the whole of it")
+        return {"schema": "timewrite-sweep/2", "input_bytes": self.input_bytes,
+                "reps": max(a * b for a, b in plan.values()),
+                "reps_by_mode": {m: a * b for m, (a, b) in plan.items()},
+                "rounds_by_mode": {m: a for m, (a, b) in plan.items()},
+                "batches_by_mode": {m: b for m, (a, b) in plan.items()},
+                "rounds": self.rounds, "interleave": interleave,
+                "outfile_dir": str(Path(self.out_dir).resolve()), "fstype": self.fs[0],
+                "fstype_mount": self.fs[1], "seconds": round(time.monotonic() - self.t0, 2),
+                "runs": out_runs}
+
+
+def _interleaved(a, b):
+    """Run two _Rounds taking turns: each round placed at its share of its own sweep
+    (round r of R at (r + 0.5) / R), both sweeps' rounds in that order.  The seed sweep's
+    24 short rounds then spread over the TLPI sweep's 8 long ones instead of all running in
+    the first 20 s: the host's fast state moves over minutes, and a figure taken in 20 s
+    sees one moment of it (docs/sweeps.md, "How the sweeps reproduce")."""
+    order = sorted([((r + 0.5) / a.rounds, 0, r) for r in range(a.rounds)]
+                   + [((r + 0.5) / b.rounds, 1, r) for r in range(b.rounds)])
+    for _, which, r in order:
+        (a, b)[which].round(r)
 
 
 def _pick_variants(names=None, program="timewrite"):
@@ -284,9 +316,7 @@ def _pick_variants(names=None, program="timewrite"):
     return [by[n] for n in names]
 
 
-def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None):
-    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072."""
+def _seed_setup(mode, variants=None, rounds=None, batches=None, input_bytes=None):
     p = _params(mode)
     input_bytes = input_bytes or p["seed_bytes"]
     plan = _plan(["async", "sync"], rounds or p["seed_rounds"], batches or p["seed_batches"],
@@ -295,14 +325,15 @@ def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
     ui.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
                 f"{input_bytes} B input, runs x passes per cell: "
                 + ", ".join(f"{m} {a}x{b}" for m, (a, b) in plan.items()))
-    obj = _sweep(out_dir, "seed", vs, plan, None, input_bytes, "seed sweep")
+    return ("seed", vs, plan, None, input_bytes, "seed sweep")
+
+
+def _seed_export(out_dir, mode, obj):
     obj.update(mode=mode, sizes=SEED_SIZES, page_size=os.sysconf("SC_PAGE_SIZE"))
     return export(out_dir, "sweep_seed", obj)
 
 
-def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None):
-    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536."""
+def _tlpi_setup(mode, variants=None, rounds=None, batches=None, input_bytes=None):
     p = _params(mode)
     input_bytes = input_bytes or p["tlpi_bytes"]
     plan = _plan(["async"], rounds or p["tlpi_rounds"], batches or p["tlpi_batches"], 0)
@@ -310,11 +341,40 @@ def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
     ui.progress(f"TLPI sweep: {len(vs)} variants, {input_bytes} B input "
                 f"(TLPI: {TLPI_BYTES} B), {plan['async'][0]} runs x {plan['async'][1]} passes "
                 "per cell")
-    obj = _sweep(out_dir, "tlpi", vs, plan, "1-65536", input_bytes, "TLPI sweep")
+    return ("tlpi", vs, plan, "1-65536", input_bytes, "TLPI sweep")
+
+
+def _tlpi_export(out_dir, mode, obj):
     obj.update(mode=mode, sizes=TLPI_SIZES, tlpi_bytes=TLPI_BYTES,
-               page_size=os.sysconf("SC_PAGE_SIZE"),
-               scale_factor=TLPI_BYTES / input_bytes)
+               page_size=os.sysconf("SC_PAGE_SIZE"), scale_factor=TLPI_BYTES / obj["input_bytes"])
     return export(out_dir, "sweep_tlpi", obj)
+
+
+def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
+               input_bytes=None):
+    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072."""
+    spec = _seed_setup(mode, variants, rounds, batches, input_bytes)
+    return _seed_export(out_dir, mode, _sweep(out_dir, *spec))
+
+
+def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
+               input_bytes=None):
+    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536."""
+    spec = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
+    return _tlpi_export(out_dir, mode, _sweep(out_dir, *spec))
+
+
+def seed_and_tlpi(out_dir, mode="default"):
+    """Both sweeps at once, their rounds taking turns (_interleaved): what `tw run` does
+    when it runs both, so that the seed sweep's short rounds spread over the TLPI sweep's
+    time.  Writes sweep_seed.json and sweep_tlpi.json; returns both."""
+    seed, tlpi = _seed_setup(mode), _tlpi_setup(mode)
+    with _scratch(out_dir) as scratch:
+        a = _Rounds(out_dir, *seed, scratch)
+        b = _Rounds(out_dir, *tlpi, scratch)
+        _interleaved(a, b)
+        ra, rb = a.result(interleaved_with="the TLPI sweep"), b.result(interleaved_with="the seed sweep")
+    return _seed_export(out_dir, mode, ra), _tlpi_export(out_dir, mode, rb)
 
 
 # --- wvbench ----------------------------------------------------------------------
