@@ -38,6 +38,23 @@ def test_ab_alternates_and_decides(build, tmp_path):
         assert max(ta[i], tb[i]) < min(ta[i + 1], tb[i + 1])
 
 
+def test_ab_modes_set_the_rounds_and_rounds_overrides_them(build, tmp_path):
+    # --quick is 8 rounds (--long 96, too long for a test); an explicit --rounds wins.
+    need_supported("syscost", "64-syscall")
+    from twtools.cli import ab as cli_ab
+    assert cli_ab.ROUNDS == {"quick": 8, "default": 24, "long": 96}
+    other = tmp_path / "build-b"
+    other.mkdir()
+    shutil.copy(build / "syscost-64-syscall", other / "syscost-64-syscall")
+    for args, n in ((["--quick"], 8), (["--long", "--rounds", "2"], 2)):
+        out = tmp_path / f"ab{n}"
+        p = run([sys.executable, TW, "ab", "--build-b", other, *args, "--ops", "null",
+                 "--out", out, "--format", "json"], text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        (cell,) = json.loads((out / "ab.json").read_text())["cells"]
+        assert len(cell["a"]["rounds"]) == n == len(cell["b"]["rounds"])
+
+
 def test_ab_refuses_without_a_b_side(tmp_path):
     p = run([sys.executable, TW, "ab", "--out", tmp_path / "x"], text=True)
     assert p.returncode == 2 and "one of the arguments" in p.stderr

@@ -18,6 +18,11 @@ from ..present import export
 from . import options
 
 
+# Rounds per mode: the interval narrows as 1/sqrt(rounds), so --long's four times the rounds
+# halve it.
+ROUNDS = {"quick": 8, "default": 24, "long": 96}
+
+
 def add_arguments(p, name):
     p.description = ("Measure A and B alternately, round by round, and decide whether B is "
                      "slower or faster than A. A is the kernel default with this build; B is "
@@ -34,8 +39,13 @@ def add_arguments(p, name):
         default=["null", "getppid"], help="operations (default: null,getppid)")
     p.add_argument("--shapes", metavar="S,S", type=options.names_of(registry.SHAPES, "shape"),
                    default=["ret"], help="loop shapes (default: ret)")
-    p.add_argument("--rounds", type=options.int_range(2, 10000), default=24, metavar="R",
-                   help="rounds, each measuring A and B once per cell (default 24)")
+    options.add_mode_arguments(p, f"{ROUNDS['quick']} rounds: a first look",
+                               f"{ROUNDS['long']} rounds: intervals about half as wide, for "
+                               "a change of a per cent or less")
+    p.add_argument("--rounds", type=options.int_range(2, 10000), metavar="R",
+                   help=f"rounds, each measuring A and B once per cell (default "
+                        f"{ROUNDS['default']}; --quick {ROUNDS['quick']}, --long "
+                        f"{ROUNDS['long']})")
     p.add_argument("--cpu", type=options.allowed_cpu, metavar="N", help="pin to CPU N")
     p.add_argument("--out", metavar="DIR", type=options.fresh_dir,
                    help="a new or empty directory for ab.json (default: a new results/ab-<host>-<UTC time>)")
@@ -49,8 +59,9 @@ def main(args, name):
     # A new directory of its own unless --out: two runs in one second must not share one.
     out = Path(args.out) if args.out else files.new_directory(paths.RESULTS, f"ab-{socket.gethostname()}")
     out.mkdir(parents=True, exist_ok=True)
-    ui.progress(f"ab: {a['label']} against {b['label']}, {args.rounds} rounds, into {out}")
-    doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=args.rounds,
+    rounds = args.rounds or ROUNDS[args.mode]
+    ui.progress(f"ab: {a['label']} against {b['label']}, {rounds} rounds, into {out}")
+    doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
                     cpu=args.cpu)
     rows = compare.ab(doc)
     t = export.Table("ab", ["variant", "op", "shape", "figure", "decision", "B/A", "ci_low",
