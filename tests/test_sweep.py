@@ -284,3 +284,25 @@ def test_tw_run_measures_both_sweeps_together(tmp_path, build):
     assert "measured with the seed sweep" in p.stderr
     lines = [ln for ln in p.stderr.splitlines() if "round" in ln and "done" in ln]
     assert lines[0].startswith("tw: seed sweep") and any("TLPI sweep" in ln for ln in lines[:3])
+
+
+def _rows(sizes, ys, hws, n_rounds):
+    return [{"buffsize": s, "lead": {"median": y, "ci_low": y - h, "ci_high": y + h,
+                                     "n_rounds": n_rounds}}
+            for s, y, h in zip(sizes, ys, hws)]
+
+
+@pytest.mark.parametrize("n_rounds", [3, 36])
+def test_a_zero_width_interval_does_not_take_the_line(n_rounds):
+    # The copy regime of a --quick seed sweep on the Zen 5 guest: one point's jackknife gave
+    # a zero-width interval and every weight, and r2 came out -1.9e7.  Few runs: the line is
+    # fitted unweighted; many: no standard error below a tenth of the median one.
+    sizes = [8192, 16384, 32768, 65536, 131072]
+    ys = [2969.4, 4048.5, 6174.0, 10245.0, 10125.0]
+    hws = [172.5, 0.0, 43.0, 175.0, 433.1]
+    f = fits.fit_undisturbed({"variant": "32-libc", "mode": "async"},
+                             _rows(sizes, ys, hws, n_rounds))
+    assert 0.5 < f["r2"] <= 1.0, f
+    assert ("none" in f["weights"]) == (n_rounds < fits.MIN_ROUNDS)
+    if n_rounds >= fits.MIN_ROUNDS:
+        assert "(1 held)" in f["weights"]

@@ -7,6 +7,11 @@ import math
 
 import numpy as np
 
+from . import stats
+
+# Below this many runs a point's jackknife interval is no weight.
+MIN_ROUNDS = stats.UNDISTURBED_MIN_ROUNDS
+
 HUBER_K = 1.345  # 95% efficiency under Gaussian noise
 
 
@@ -134,13 +139,31 @@ def fit_undisturbed(run, rows):
     down-weight.  The parameters' covariance is (X'WX)^-1, scaled up by the reduced
     chi-square when the points scatter about the line more than their intervals say (the
     line is then a worse model than the figures are measurements, and the intervals say
-    so).  r2 is the weighted one."""
+    so).  r2 is the weighted one.
+
+    The intervals are trusted as weights only where they can be: a point from fewer than
+    MIN_ROUNDS runs (--quick's three) has a jackknife of too few units to know its own
+    spread, and one such interval of zero width once took every weight of a line (r2
+    -1.9e7); those lines are fitted unweighted, and say so.  Every standard error is also
+    held to at least a tenth of the line's median one, so that no single point's interval,
+    however narrow, decides the line alone."""
     f = {"variant": run["variant"], "mode": run.get("mode", "async"), "figure": "undisturbed"}
     x = np.array([r["buffsize"] for r in rows], float)
     y = np.array([r["lead"]["median"] for r in rows], float)
     hw = np.array([(r["lead"]["ci_high"] - r["lead"]["ci_low"]) / 2 for r in rows], float)
     t95 = 1.959963984540054
     se = np.maximum(hw / t95, 1e-9 * np.abs(y) + 1e-12)
+    few = min((r["lead"].get("n_rounds") or 0) for r in rows) < MIN_ROUNDS
+    if few:
+        se = np.ones_like(y)
+        f["weights"] = (f"none: a point rests on fewer than {MIN_ROUNDS} runs, too few for its "
+                        "interval to weigh it")
+    else:
+        floor = 0.1 * float(np.median(se))
+        f["weights"] = ("1/se^2 of each point's interval, se held to at least a tenth of the "
+                        "median" + (f" ({int(np.sum(se < floor))} held)" if np.any(se < floor)
+                                    else ""))
+        se = np.maximum(se, floor)
     w = 1 / se ** 2
     X = np.column_stack([np.ones_like(x), x])
     cov0, beta = _wls(X, y, w)

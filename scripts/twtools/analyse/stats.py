@@ -80,7 +80,10 @@ def median_ci(x, confidence=CONFIDENCE):
         return float(a[0]), float(a[-1])
     if a.size < 6:
         return float(a[0]), float(a[-1])
-    return _median_cihs(a, 1 - confidence)
+    lo, hi = _median_cihs(a, 1 - confidence)
+    # Interpolating between tied neighbours can land an ulp past the median itself.
+    med = float(np.median(a))
+    return min(lo, med), max(hi, med)
 
 
 @functools.lru_cache(maxsize=256)
