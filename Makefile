@@ -8,7 +8,7 @@
 #                        (on a machine without make: ./tw-make test, ./tw-make report)
 #   make bench           the benchmark of the benchmark: the matrix twice and how it reproduces
 #                        (both figures), the peers side by side, and what tw ab detects
-#   make bench-ab        only the last: a build a little slower per call, found by tw ab
+#   make bench-ab        only the last: a build a little slower per call, found by tw ab, and an A/A
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
 #
@@ -201,6 +201,9 @@ bench-ab: deps
 	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --rounds 200 --out $(BUILD)/bench-ab-calibration-$$$$
 	@echo "bench-ab: detection, tw ab's default 24 rounds"
 	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --out $(BUILD)/bench-ab-detection-$$$$
+	@echo "bench-ab: A/A, this build against a copy of its own syscost: no difference is the right answer"
+	@rm -rf $(BENCH_AB_DIR)-same && mkdir -p $(BENCH_AB_DIR)-same && cp $(BUILD)/syscost-64-syscall $(BENCH_AB_DIR)-same/
+	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR)-same --variants 64-syscall --ops null --out $(BUILD)/bench-ab-same-$$$$
 
 # The fleet view's scale benchmark: 1000 synthetic results directories from the atlas.
 # FLEET_BIG=100000 adds the view of a database of that many synthetic digests (minutes).

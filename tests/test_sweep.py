@@ -278,6 +278,8 @@ def test_tw_run_measures_both_sweeps_together(tmp_path, build):
     assert p.returncode == 0, p.stderr[-2000:]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["stages"]["seed-sweep"]["ok"] and meta["stages"]["tlpi-sweep"]["ok"]
+    assert meta["stages"]["tlpi-sweep"]["measured_with"] == "seed-sweep"
+    assert "measured_with" not in meta["stages"]["seed-sweep"]
     for stem, other in (("sweep_seed", "TLPI"), ("sweep_tlpi", "seed")):
         d = json.loads((out / f"{stem}.json").read_text())
         assert f"took turns with those of the {other} sweep" in d["interleave"]

@@ -219,7 +219,7 @@ BLIND = {"!value": "num?", "why": "str?"}
 STRS = ["str"]
 
 STAGE = {"ok": "bool?", "seconds": "num?", "error": "str?", "traceback": "str?", "errno": "str?",
-         "interrupted": "bool?"}
+         "interrupted": "bool?", "measured_with": "str?"}
 META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
         "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
         "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),

@@ -91,6 +91,11 @@ STAGES = [
 ]
 
 
+class MeasuredWith(str):
+    """What a stage returns when another stage measured it: meta.json's stages then say so
+    (measured_with), and its own seconds are none of the measuring's."""
+
+
 def _together(wanted):
     """The stages to run, with the seed and TLPI sweeps measured together when both are
     wanted: the seed-sweep stage then runs both, their rounds taking turns
@@ -118,6 +123,7 @@ def _together(wanted):
         if not state.get("done"):
             raise RuntimeError("the seed sweep, which measures it, did not run")
         ui.progress("tlpi-sweep: measured with the seed sweep, their rounds taking turns")
+        return MeasuredWith("seed-sweep")
     return [(n, both if n == "seed-sweep" else tlpi if n == "tlpi-sweep" else f)
             for n, f in wanted]
 
@@ -326,8 +332,10 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
             ui.progress(f"[{i}/{len(wanted)}] {name} ({mode}) ...")
             ts = time.monotonic()
             try:
-                stage(out, mode)
+                got = stage(out, mode)
                 meta["stages"][name] = {"ok": True, "seconds": round(time.monotonic() - ts, 2)}
+                if isinstance(got, MeasuredWith):
+                    meta["stages"][name]["measured_with"] = str(got)
             except Exception as e:  # recorded, reported, and the run goes on
                 detail = traceback.format_exc(limit=3)
                 meta["stages"][name] = {"ok": False, "seconds": round(time.monotonic() - ts, 2),

@@ -183,8 +183,9 @@ def sec_provenance(doc, data, results_dir):
     st = meta.get("stages") or {}
     if st:
         doc.table(["stage", "ok", "seconds", "error"],
-                  [[outside(k), "yes" if v.get("ok") else "**no**", v.get("seconds"),
-                    outside(v.get("error"))] for k, v in st.items()])
+                  [[outside(k), "yes" if v.get("ok") else "**no**",
+                    f"with {outside(v['measured_with'])}" if v.get("measured_with") else
+                    v.get("seconds"), outside(v.get("error"))] for k, v in st.items()])
 
 
 MATRIX_OPS = [("null", None), ("getppid", None), ("write-devnull", 1), ("write-file", 256),
