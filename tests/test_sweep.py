@@ -13,7 +13,8 @@ What is checked, and why it can break:
   statistics); the scratch files are gone afterwards.
 - tlpi_sweep: sizes 1..65536 (17 rows) and the scale factor to TLPI's 100 MB.
 - writev_bench with N > IOV_MAX reports ceil(N/IOV_MAX) writev calls and
-  ratios that are writev/write of the same rep.
+  ratios that are writev/write of the same rep; its repetitions come in runs, and a row
+  leads with the undisturbed ratio, its jackknife over the runs.
 - stdio_bench: write() counts are one per byte for `write`, one per
   st_blksize buffer for stdio.
 - fit_linear's 95% CI covers a known line in ~95% of noisy data sets; knee()
@@ -145,7 +146,7 @@ def test_tlpi_sweep(tmp_path, build):
 def test_writev_bench_beyond_iov_max(tmp_path, build):
     iov = os.sysconf("SC_IOV_MAX")
     d = sweeps.writev(sweep.writev_bench(tmp_path, mode="quick", bits=(64,),
-                                         n_buffers=[4, iov + 1], sizes=[64], reps=3))
+                                         n_buffers=[4, iov + 1], sizes=[64], reps=3, rounds=2))
     rows = {r["n_buffers"]: r for r in d["rows"]}
     assert set(rows) == {4, iov + 1}
     assert rows[iov + 1]["writev_calls"] == 2 and rows[4]["writev_calls"] == 1
@@ -153,9 +154,15 @@ def test_writev_bench_beyond_iov_max(tmp_path, build):
     for r in rows.values():
         assert r["iov_max"] == iov
         for k in ("write_ns", "writev_ns", "ratio"):
-            check_summary(r[k], 3)
+            check_summary(r[k], 6)
         s = r["samples"]
         assert s["ratio"] == pytest.approx([v / w for v, w in zip(s["writev_ns"], s["write_ns"])])
+        # two runs of three paired repetitions: the row leads with the undisturbed ratio,
+        # whose jackknife is over the runs
+        assert s["round"] == [0, 0, 0, 1, 1, 1]
+        assert r["figure"] == "undisturbed" and r["lead_why"] is None
+        assert r["lead"]["n_rounds"] == 2
+        assert r["lead"]["ci_low"] <= r["lead"]["median"] <= r["lead"]["ci_high"]
     assert (tmp_path / "writev.json").exists()
 
 

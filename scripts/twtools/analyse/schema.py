@@ -296,7 +296,8 @@ SWEEP = {"runs": [SWEEP_RUN], "input_bytes": "int?", "mode": "str?", "sizes": ["
 WRITEV_ROW = {"!bits": "int", "supported": "bool?", "reason": "str?", "n_buffers": "posint?",
               "size": "posint?", "bytes": "int?", "iov_max": "int?", "write_calls": "posnum?",
               "writev_calls": "num?",
-              "samples": ("opt", {"!write_ns": ["posnum"], "!writev_ns": ["posnum"]}),
+              "samples": ("opt", {"!write_ns": ["posnum"], "!writev_ns": ["posnum"],
+                                  "round": ["int"]}),
               "__check__": _supported_needs("samples", "write_calls", "n_buffers", "size",
                                             then=_same_lengths("write_ns", "writev_ns",
                                                                nonempty=True))}

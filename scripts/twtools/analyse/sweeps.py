@@ -107,19 +107,47 @@ def writev(obj):
         row.update(write_ns=stats.summarize(w), writev_ns=stats.summarize(v),
                    ratio=stats.summarize(ratio),
                    write_ns_per_call=stats.summarize(w / row["write_calls"]))
+        row["lead"], row["lead_why"] = _writev_lead(row, w, v)
+        row["figure"] = row["lead"]["figure"]
     ok = [r for r in out.get("rows", []) if r.get("supported")]
-    wins = [r for r in ok if r["ratio"]["ci_high"] < 1]
-    loses = [r for r in ok if r["ratio"]["ci_low"] > 1]
+    wins = [r for r in ok if r["lead"]["ci_high"] < 1]
+    loses = [r for r in ok if r["lead"]["ci_low"] > 1]
 
     def extreme(fn):
         if not ok:
             return None
-        r = fn(ok, key=lambda r: r["ratio"]["median"])
-        return {"bits": r["bits"], "n_buffers": r["n_buffers"], "size": r["size"], "ratio": r["ratio"]}
+        r = fn(ok, key=lambda r: r["lead"]["median"])
+        return {"bits": r["bits"], "n_buffers": r["n_buffers"], "size": r["size"],
+                "ratio": r["lead"]}
     out["summary"] = {"cells": len(ok), "writev_faster": len(wins), "writev_slower": len(loses),
                       "best": extreme(min), "worst": extreme(max)}
     out["analysis"] = ANALYSIS
     return out
+
+
+def _writev_lead(row, w, v):
+    """(the ratio writev/write a row leads with, why typical or None).  With its repetitions
+    in runs (samples.round, two runs or more): the undisturbed figures of write and writev
+    (stats.undisturbed, each the mean of its fastest 5% of repetitions, the jackknife over
+    runs), and their ratio with both sides' same runs left out together
+    (stats.undisturbed_ratio).  Else the typical ratio, the median of the paired ones."""
+    typ = dict(row["ratio"], figure="typical")
+    rnd = (row.get("samples") or {}).get("round")
+    if not rnd or len(rnd) != w.size or len(set(rnd)) < 2:
+        return typ, ("its repetitions were taken in one run (a writev.json from before "
+                     "runs): only the typical figure can be computed")
+    groups = {}
+    for r, a, b in zip(rnd, w.tolist(), v.tolist()):
+        groups.setdefault(r, ([], []))
+        groups[r][0].append(a)
+        groups[r][1].append(b)
+    keys = sorted(groups)
+    row["write_ns_undisturbed"] = stats.undisturbed([groups[k][0] for k in keys])
+    row["writev_ns_undisturbed"] = stats.undisturbed([groups[k][1] for k in keys])
+    r = stats.undisturbed_ratio([groups[k][1] for k in keys], [groups[k][0] for k in keys])
+    if not r:
+        return typ, "no undisturbed interval could be computed from its runs"
+    return dict(r, figure="undisturbed"), None
 
 
 def stdio(obj):

@@ -63,7 +63,8 @@ MODES = {
         "seed_bytes": 64 << 10, "seed_rounds": 3, "seed_batches": 6, "seed_sync_reps": 4,
         "tlpi_bytes": 16 << 10, "tlpi_rounds": 3, "tlpi_batches": 2,
         "tlpi_variants": ["64-libc", "32-int80"],
-        "wv_n": [1, 16, 256, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 2048], "wv_reps": 5,
+        "wv_n": [1, 16, 256, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 2048], "wv_reps": 3,
+        "wv_rounds": 2,
         "stdio_bytes": 102_400, "stdio_reps": 3,
     },
     "default": {
@@ -73,7 +74,8 @@ MODES = {
         "tlpi_bytes": 64 << 10, "tlpi_rounds": 12, "tlpi_batches": 2,
         "tlpi_variants": ["64-libc", "64-syscall", "64-int80", "32-libc", "32-int80"],
         "wv_n": [1, 4, 16, 64, 256, 1024, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 512, 2048, 8192],
-        "wv_reps": 11,
+        # runs x paired repetitions per run: the undisturbed figure's jackknife is over runs
+        "wv_reps": 4, "wv_rounds": 8,
         "stdio_bytes": 1_024_000, "stdio_reps": 5,
     },
     "long": {
@@ -82,7 +84,7 @@ MODES = {
         "tlpi_bytes": 256 << 10, "tlpi_rounds": 16, "tlpi_batches": 3,
         "tlpi_variants": None,  # every supported
         "wv_n": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "IOV_MAX", "2*IOV_MAX", 4096],
-        "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 21,
+        "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 4, "wv_rounds": 16,
         "stdio_bytes": 1_024_000, "stdio_reps": 15,
     },
 }
@@ -420,8 +422,14 @@ def _grid_n(spec, iov_max):
     return sorted(out)
 
 
-def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=None, reps=None):
+def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=None, reps=None,
+                 rounds=None):
     """Seed 3: N write() calls of S bytes against writev() of N buffers (split at IOV_MAX).
+
+    In rounds: each round runs wvbench once per (bits, N, S), in an order rotated by one per
+    round, each run timing `reps` paired repetitions (the batches); samples.round says which
+    run each came from, as in the seed sweep, so that the undisturbed figure's jackknife
+    leaves whole runs out.
 
     A bitness that cannot run here is a row with supported:false and the reason.  One whose
     wvbench fails is a row with failed:true and the program's message, and the stage raises
@@ -431,43 +439,51 @@ def writev_bench(out_dir, mode="default", bits=(64, 32), n_buffers=None, sizes=N
     ns = n_buffers or _grid_n(p["wv_n"], iov_max)
     ss = sizes or p["wv_s"]
     reps = reps or p["wv_reps"]
+    rounds = rounds or p["wv_rounds"]
     fs_stat, fs_mount = fstype(str(out_dir))
-    rows, unsupported, failed = [], {}, {}
+    got, unsupported, failed = {}, {}, {}
     t0 = time.monotonic()
-    ui.progress(f"writev: N in {ns} x S in {ss}, {reps} reps, bits {list(bits)}")
+    ui.progress(f"writev: N in {ns} x S in {ss}, {rounds} runs x {reps} reps, bits {list(bits)}")
+    cells = [(b, n, s) for b in bits for n in ns for s in ss]
     with _scratch(out_dir) as scratch:
-        for b in bits:
-            for n in ns:
-                for s in ss:
-                    if b in unsupported or b in failed:
-                        break
-                    try:
-                        res, why = _wvbench(b, ["writev", "--buffers", n, "--size", s, "--reps",
-                                                reps, "--file", scratch / f"writev-{b}.out"])
-                    except BenchFailed as e:
-                        failed[b] = str(e)
-                        ui.warn(f"writev: {b}-bit: {e}", "the stage is recorded as failed")
-                        break
-                    if res is None:
-                        unsupported[b] = why
-                        ui.progress(f"writev: {b}-bit: unsupported: {why}")
-                        break
-                    rows.append({"bits": b, "supported": True, "reason": None, "n_buffers": n,
-                                 "size": s, "bytes": n * s, "iov_max": res["iov_max"],
-                                 "inner": res["inner"],
-                                 "write_calls": res["write_calls_per_op"],
-                                 "writev_calls": res["writev_calls_per_op"],
-                                 # paired: the same rep ran both, interleaved
-                                 "samples": {"write_ns": res["samples"]["write_ns"],
-                                             "writev_ns": res["samples"]["writev_ns"]}})
-            ui.progress(f"writev: {b}-bit done ({time.monotonic() - t0:.1f} s)")
+        for r in range(rounds):
+            k = r % len(cells) if cells else 0
+            for b, n, s in cells[k:] + cells[:k]:
+                if b in unsupported or b in failed:
+                    continue
+                try:
+                    res, why = _wvbench(b, ["writev", "--buffers", n, "--size", s, "--reps",
+                                            reps, "--file", scratch / f"writev-{b}.out"])
+                except BenchFailed as e:
+                    failed[b] = str(e)
+                    ui.warn(f"writev: {b}-bit: {e}", "the stage is recorded as failed")
+                    continue
+                if res is None:
+                    unsupported[b] = why
+                    ui.progress(f"writev: {b}-bit: unsupported: {why}")
+                    continue
+                row = got.setdefault((b, n, s), {
+                    "bits": b, "supported": True, "reason": None, "n_buffers": n, "size": s,
+                    "bytes": n * s, "iov_max": res["iov_max"], "inner": res["inner"],
+                    "write_calls": res["write_calls_per_op"],
+                    "writev_calls": res["writev_calls_per_op"],
+                    # paired: the same rep ran both, interleaved
+                    "samples": {"write_ns": [], "writev_ns": [], "round": []}})
+                sm = row["samples"]
+                sm["write_ns"] += res["samples"]["write_ns"]
+                sm["writev_ns"] += res["samples"]["writev_ns"]
+                sm["round"] += [r] * (len(sm["write_ns"]) - len(sm["round"]))
+            if rounds > 1:
+                ui.progress(f"writev: round {r + 1}/{rounds} done ({time.monotonic() - t0:.1f} s)")
+    rows = [got[c] for c in cells if c in got]
     for b, why in unsupported.items():
         rows = [r for r in rows if r["bits"] != b]
         rows.append({"bits": b, "supported": False, "reason": why})
     for b, why in failed.items():
         rows = [r for r in rows if r["bits"] != b]
         rows.append({"bits": b, "supported": False, "failed": True, "reason": f"failed: {why}"})
-    obj = {"schema": "timewrite-writev/2", "mode": mode, "reps": reps, "iov_max": iov_max,
+    obj = {"schema": "timewrite-writev/2", "mode": mode, "reps": reps * rounds,
+           "rounds": rounds, "reps_per_round": reps, "iov_max": iov_max,
            "n_buffers": ns, "sizes": ss,
            "unit": "write_ns/writev_ns: ns to write one set of n_buffers buffers of size bytes",
            "outfile_dir": str(Path(out_dir).resolve()), "fstype": fs_stat,

@@ -94,10 +94,11 @@ def rerun_sweep(reps, runs=None):
 # Why a table leads with the typical figure (its median, with a 95% interval) and not the
 # undisturbed one (issue 26, item 3): said under each such table.
 FIGURE_WHY = {
-    "writev": "Figures: typical (the median of the paired repetitions). The undisturbed figure "
-              "takes the fastest of many short batches in each run; wvbench times each set of N "
-              "writes once per repetition, one sample each, so there are no batches to take the "
-              "fastest of. `--long` raises the repetitions.",
+    "writev": "Figures: undisturbed. wvbench runs once per cell in each of several rounds, "
+              "each run timing a few paired repetitions (both calls in each): write and writev "
+              "are each the mean of their fastest 5% of repetitions, and the ratio's interval "
+              "leaves the same runs out of both sides (a jackknife over runs). `--long` doubles "
+              "the runs.",
     "stdio": "Figures: typical (the median of the runs). Each run writes the whole input once, one "
              "sample per run, so there are no batches to take the fastest of; `--long` raises the "
              "runs.",
@@ -666,17 +667,29 @@ def sec_writev(doc, data):
     doc.h(2, "writev() vs write()")
     if missing(doc, data, "writev"):
         return
-    rows = []
+    rows, whys = [], set()
     for r in data["writev"].get("rows", []):
-        ratio = r.get("ratio")
-        rows.append([r["bits"], r["n_buffers"], r["size"], fmt_s(stats.scale(r.get("write_ns"), 1e-3), "µs"),
-                     fmt_s(stats.scale(r.get("writev_ns"), 1e-3), "µs"), fmt(ratio, "×") if ratio else "unknown",
+        if not r.get("supported"):
+            rows.append([r["bits"], "—", "—", "—", "—", "unknown", "—", outside(r.get("reason"))])
+            continue
+        ratio = r.get("lead") or r.get("ratio")
+        und = (ratio or {}).get("figure") == "undisturbed"
+        w = r.get("write_ns_undisturbed") if und else r.get("write_ns")
+        v = r.get("writev_ns_undisturbed") if und else r.get("writev_ns")
+        if und:
+            w = {"median": w.get("value"), "ci_low": w.get("ci_low"), "ci_high": w.get("ci_high")}
+            v = {"median": v.get("value"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high")}
+        elif r.get("lead_why"):
+            whys.add(r["lead_why"])
+        rows.append([r["bits"], r["n_buffers"], r["size"], fmt_s(stats.scale(w, 1e-3), "µs"),
+                     fmt_s(stats.scale(v, 1e-3), "µs"),
+                     (fmt(ratio, "×") + ("" if und else " †")) if ratio else "unknown",
                      "writev" if ratio and ratio.get("ci_high") is not None and ratio["ci_high"] < 1 else
                      "write" if ratio and ratio.get("ci_low") is not None and ratio["ci_low"] > 1 else "tie",
                      r.get("iov_max")])
     doc.p("N write() calls of size S against one writev() of N buffers; ratio = writev/write "
           "(below 1: writev wins, beyond its CI).")
-    doc.p(FIGURE_WHY["writev"])
+    doc.p(FIGURE_WHY["writev"] + "".join(f" † typical: {w}." for w in sorted(whys)))
     doc.table(["bits", "N", "S (B)", "N × write", "writev", "ratio", "winner", "IOV_MAX"], rows)
 
 

@@ -105,15 +105,26 @@ def fits(sw, name):
 
 
 def writev(wv):
+    """The writev table: the typical figures (medians) as before, then the figure each row
+    leads with (undisturbed where its repetitions came in runs) and why not, where not."""
     t = Table("writev", ["bits", "n_buffers", "size", "write_ns", "writev_ns", "ratio",
-                         "ratio_ci_low", "ratio_ci_high", "iov_max", "why"])
+                         "ratio_ci_low", "ratio_ci_high", "iov_max",
+                         "undisturbed_write_ns", "undisturbed_writev_ns", "undisturbed_ratio",
+                         "undisturbed_ratio_ci_low", "undisturbed_ratio_ci_high", "figure", "why"])
     for r in (wv or {}).get("rows", []):
         if not r.get("supported"):
-            t.rows.append([r["bits"]] + [None] * 8 + [r.get("reason")])
+            t.rows.append([r["bits"]] + [None] * 14 + [r.get("reason")])
             continue
+        lead = r.get("lead") or {}
+        und = lead.get("figure") == "undisturbed"
         t.rows.append([r["bits"], r["n_buffers"], r["size"], _s(r.get("write_ns")),
                        _s(r.get("writev_ns")), _s(r.get("ratio")), _s(r.get("ratio"), "ci_low"),
-                       _s(r.get("ratio"), "ci_high"), r.get("iov_max"), None])
+                       _s(r.get("ratio"), "ci_high"), r.get("iov_max"),
+                       _s(r.get("write_ns_undisturbed"), "value") if und else None,
+                       _s(r.get("writev_ns_undisturbed"), "value") if und else None,
+                       _s(lead) if und else None, _s(lead, "ci_low") if und else None,
+                       _s(lead, "ci_high") if und else None, lead.get("figure"),
+                       r.get("lead_why")])
     return t
 
 
