@@ -26,6 +26,19 @@ NO_ROUNDS = ("recorded without the run of each pass (a sweep from before batches
              "typical figure can be computed")
 
 
+def _by_round(rnd, *series):
+    """Each series (arrays as long as rnd) cut into one list per run, in run order: the
+    units the undisturbed figure's jackknife leaves out."""
+    keys = sorted(set(rnd))
+    out = []
+    for x in series:
+        groups = {k: [] for k in keys}
+        for r, v in zip(rnd, x.tolist()):
+            groups[r].append(v)
+        out.append([groups[k] for k in keys])
+    return out
+
+
 def _undisturbed(row, nspc):
     """The undisturbed ns per call of one row: its passes grouped by the run they came from
     (samples.round), the mean of the fastest passes with the jackknife over runs
@@ -33,10 +46,7 @@ def _undisturbed(row, nspc):
     rnd = (row.get("samples") or {}).get("round")
     if not rnd or len(rnd) != nspc.size:
         return None
-    groups = {}
-    for r, v in zip(rnd, nspc.tolist()):
-        groups.setdefault(r, []).append(v)
-    return stats.undisturbed([groups[k] for k in sorted(groups)])
+    return stats.undisturbed(_by_round(rnd, nspc)[0])
 
 
 def lead(row, mode):
@@ -136,15 +146,10 @@ def _writev_lead(row, w, v):
     if not rnd or len(rnd) != w.size or len(set(rnd)) < 2:
         return typ, ("its repetitions were taken in one run (a writev.json from before "
                      "runs): only the typical figure can be computed")
-    groups = {}
-    for r, a, b in zip(rnd, w.tolist(), v.tolist()):
-        groups.setdefault(r, ([], []))
-        groups[r][0].append(a)
-        groups[r][1].append(b)
-    keys = sorted(groups)
-    row["write_ns_undisturbed"] = stats.undisturbed([groups[k][0] for k in keys])
-    row["writev_ns_undisturbed"] = stats.undisturbed([groups[k][1] for k in keys])
-    r = stats.undisturbed_ratio([groups[k][1] for k in keys], [groups[k][0] for k in keys])
+    wr, vr = _by_round(rnd, w, v)
+    row["write_ns_undisturbed"] = stats.undisturbed(wr)
+    row["writev_ns_undisturbed"] = stats.undisturbed(vr)
+    r = stats.undisturbed_ratio(vr, wr)
     if not r:
         return typ, "no undisturbed interval could be computed from its runs"
     return dict(r, figure="undisturbed"), None
