@@ -243,13 +243,15 @@ def _safe(expr):
             f"ELSE {expr} END")
 
 
-def write_csv(con, labelled, path):
+def write_csv(con, labelled, path, cols=None):
     """fleet.csv, one row per machine and cell of the 'ret' shape, straight from the
     database (the rows never pass through Python): machines in label order, each machine's
-    cells in all_columns' order.  Host names and facts are outside text: each is guarded
-    against running as a formula (_safe)."""
+    cells in the order of cols (the view's all_columns; all_columns() when None).  Host
+    names and facts are outside text: each is guarded against running as a formula (_safe)."""
     from . import fleet as afleet
-    cols = all_columns(con, labelled)      # also makes the table want
+    if cols is None:
+        cols = all_columns(con, labelled)
+    _want(con, labelled)
     con.execute("CREATE OR REPLACE TEMP TABLE colpos (cell VARCHAR, k BIGINT)")
     if cols:
         _insert(con, "colpos", ("cell", "k"), [(c, i) for i, c in enumerate(cols)])

@@ -273,7 +273,7 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
                 ui.progress(f"database: {escape.terminal(str(db))}: {added} new run(s), "
                             f"{total} in all")
             with files.confined(out):
-                pfleet.write(view, out, lambda p: fleetdb.write_csv(con, labelled, p))
+                pfleet.write(view, out, lambda p: fleetdb.write_csv(con, labelled, p, view["all_columns"]))
         finally:
             con.close()
     if as_json:

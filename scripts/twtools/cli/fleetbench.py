@@ -234,7 +234,7 @@ def view_of(db, runs, out):
     digests = fleetdb.load(con, labelled, op="null")
     view = afleet.view(digests, [], "null", all_columns=fleetdb.all_columns(con, labelled))
     del digests
-    pfleet.write(view, Path(out), lambda p: fleetdb.write_csv(con, labelled, p))
+    pfleet.write(view, Path(out), lambda p: fleetdb.write_csv(con, labelled, p, view["all_columns"]))
     con.close()
     print(f"{len(view['groups'])} groups of {len(view['machines'])} machines", file=sys.stderr)
     with open("/proc/self/status") as f:
