@@ -167,23 +167,13 @@ def refuse_links(root, names, dirs=None):
 
 def write_bytes(path, data):
     """Write data to path atomically (see the module docstring); OSError names path."""
-    def fill(fd):
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-    _write(path, fill)
+    write_chunks(path, (data,))
 
 
 def write_chunks(path, chunks):
     """write_bytes of the concatenated chunks (an iterable of bytes), written as they come:
     a fleet's fleet.json need not exist whole in memory beside the view it is made from."""
-    def fill(fd):
-        for chunk in chunks:
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view):]
-    _write(path, fill)
+    _write(path, lambda fd: _write_all(fd, chunks))
 
 
 def adopt(path, src):
@@ -193,13 +183,18 @@ def adopt(path, src):
     is checked as write_bytes checks it; src is gone afterwards."""
     def fill(fd):
         with open(src, "rb") as f:
-            while chunk := f.read(1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view):]
+            _write_all(fd, iter(lambda: f.read(1 << 20), b""))
     _write(path, fill, src)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(src)
+
+
+def _write_all(fd, chunks):
+    """Every byte of every chunk to fd (os.write may take fewer than it is given)."""
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def _write(path, fill, rename_from=None):
