@@ -80,7 +80,7 @@ WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(ca
 BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
-            $(BUILD)/timewrite
+            $(BUILD)/hostclock $(BUILD)/timewrite
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
 	check test report bench bench-ab bench-fleet bench-sweeps clean distclean
@@ -114,6 +114,10 @@ $(BUILD)/timewrite: $(BUILD)/timewrite-64-libc
 	ln -sf timewrite-64-libc $@
 
 $(BUILD)/wvbench-64: $(OBJ)/64-x86_64/wvbench.o $(OBJ)/64-x86_64/json_out.o $(OBJ)/64-x86_64/tw_cli.o
+	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
+# The host's speed for user code, beside which the sweeps' moves are read: no stub, no
+# kernel entry, so one 64-bit build serves every variant.
+$(BUILD)/hostclock: $(OBJ)/64-x86_64/hostclock.o $(OBJ)/64-x86_64/json_out.o $(OBJ)/64-x86_64/tw_cli.o
 	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/32-i386/tw_cli.o
 	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm

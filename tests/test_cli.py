@@ -1,6 +1,6 @@
-"""timewrite, syscost and wvbench read numbers one way and report bad usage one way.
+"""timewrite, syscost, wvbench and hostclock read numbers one way and report bad usage one way.
 
-All three link timewrite/tw_cli.c.  This breaks when a program goes back to its
+All four link timewrite/tw_cli.c.  This breaks when a program goes back to its
 own strtol (which skips leading blanks and takes '+', so syscost once accepted
 --batches " 2" that timewrite refused as --sizes " 256"), when the parser starts
 accepting blanks, signs, hex, "inf" or trailing text, when a range check goes,
@@ -13,7 +13,7 @@ import pytest
 
 from conftest import BUILD, ROOT, run
 
-PROGRAMS = ("timewrite", "syscost", "wvbench")
+PROGRAMS = ("timewrite", "syscost", "wvbench", "hostclock")
 
 
 def readme_synopses():
@@ -32,7 +32,7 @@ def readme_synopses():
 def binaries():
     """Every built binary of the three programs, as (program, path)."""
     found = []
-    for p in sorted(BUILD.glob("*-*")):
+    for p in sorted(BUILD.glob("*-*")) + [BUILD / "hostclock"]:
         prog = p.name.split("-", 1)[0]
         if prog in PROGRAMS and p.is_file():
             found.append(pytest.param(prog, p, id=p.name))
@@ -44,6 +44,7 @@ UNKNOWN = {
     "timewrite": ["--no-such-option", "out"],
     "syscost": ["--no-such-option"],
     "wvbench": ["writev", "--no-such-option"],
+    "hostclock": ["--no-such-option"],
 }
 
 

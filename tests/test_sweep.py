@@ -74,6 +74,9 @@ def test_seed_sweep_rows_and_counts(seed):
         pytest.skip("64-libc unsupported here: " +
                     "; ".join(r["reason"] for r in d["runs"] if not r["supported"]))
     assert {r["mode"] for r in good} == {"async", "sync"}
+    # the host's own speed, once per round, beside the cells
+    c = d["host_clock"]
+    assert c["supported"] and c["rounds"] == 3 and c["undisturbed"]["value"] > 0
     for r in good:
         assert r["reason"] is None
         assert [row["buffsize"] for row in r["rows"]] == sweep.SEED_SIZES

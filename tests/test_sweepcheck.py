@@ -6,6 +6,7 @@ undisturbed one, or the chance count of missed pairs left out.  Pure: built from
 results fixture's sweeps (tests/fixtures/results-fixture), no measurement.
 """
 import copy
+import math
 import json
 
 import pytest
@@ -94,3 +95,57 @@ def test_a_whole_host_shift_is_told_apart_from_cells_that_moved_alone():
     assert h["sweep_seed"]["overlap_after_shift"] == pytest.approx((n - 1) / n)
     text = "\n".join(present.lines(sweepcheck.figures(a, b)))
     assert "the host moved +4.00% as a whole" in text
+
+
+def with_clock(a, value, half=0.002):
+    """a copy of analysed sweeps that carry a hostclock figure `value` (± half relative)"""
+    b = copy.deepcopy(a)
+    for sw in b.values():
+        sw["host_clock"] = {"supported": True, "undisturbed": {
+            "value": value, "ci_low": value * (1 - half), "ci_high": value * (1 + half)}}
+    return b
+
+
+def test_the_host_clock_measured_apart_takes_out_the_hosts_move():
+    # The host ran user code 4% slower in run B, every cell moved with it: measured by
+    # hostclock, the shift is 4% and nothing is left; a clock that did not move leaves
+    # every cell's 4% standing.
+    a = with_clock(analysed(), 1.0)
+    b = with_clock(scaled(analysed(), 1.04), 1.04)
+    h = sweepcheck.clock_shift(a, b)["sweep_seed"]
+    assert h["shift"] == pytest.approx(0.04)
+    assert h["shift_half_width"] == pytest.approx(0.002 * 2 ** 0.5)
+    assert h["residual_move_median"] == pytest.approx(0.0, abs=1e-9)
+    assert h["agree_after_shift"] == 1.0
+    still = sweepcheck.clock_shift(a, with_clock(scaled(analysed(), 1.04), 1.0))["sweep_seed"]
+    assert still["residual_move_median"] == pytest.approx(math.log(1.04))
+    text = "\n".join(present.lines(sweepcheck.figures(a, b)))
+    assert "hostclock, no kernel entry) moved +4.00% ± 0.28%" in text
+
+
+def test_a_sweep_without_the_host_clock_says_why():
+    a = analysed()
+    a["sweep_seed"]["host_clock"] = sweeps.host_clock(None)
+    h = sweepcheck.clock_shift(a, copy.deepcopy(a))
+    assert h["sweep_seed"]["shift"] is None and "without hostclock" in h["sweep_seed"]["why"]
+    assert h["sweep_tlpi"]["shift"] is None
+    text = "\n".join(present.lines(sweepcheck.figures(a, a)))
+    assert "the host's own speed: unknown (this sweep was recorded without hostclock" in text
+
+
+def test_the_host_clock_figure_is_the_fastest_batches_over_rounds():
+    # 12 rounds of 20 batches: the per-round best wanders by a known amount, and a round
+    # hostclock could not run is told with its reason.
+    batches, rnd = [], []
+    for r in range(12):
+        best = 100_000 * (1 + 0.01 * (r % 3))
+        batches += [best] + [best * 1.05] * 19
+        rnd += [r] * 20
+    c = sweeps.host_clock({"iterations": 100_000, "batch_ns": batches, "round": rnd,
+                           "supported": True})
+    assert c["supported"] and c["rounds"] == 12 and c["unit"] == "ns per multiply-add"
+    assert 1.0 <= c["undisturbed"]["value"] <= 1.02
+    assert c["wander_low"] == pytest.approx(1.00 / 1.01 - 1)
+    assert c["wander_high"] == pytest.approx(1.02 / 1.01 - 1)
+    no = sweeps.host_clock({"supported": False, "reason": "hostclock is not built (run make)"})
+    assert no["supported"] is False and no["why"] == "hostclock is not built (run make)"

@@ -118,6 +118,50 @@ def host_shift(a, b):
     return out
 
 
+def _clock(sw):
+    """(value, relative half-width) of a sweep's hostclock figure, or None."""
+    c = (sw or {}).get("host_clock") or {}
+    u = c.get("undisturbed") or {}
+    v, lo, hi = u.get("value"), u.get("ci_low"), u.get("ci_high")
+    if not c.get("supported") or not v or lo is None or hi is None:
+        return None
+    return v, (hi - lo) / 2 / v
+
+
+def clock_shift(a, b):
+    """Per sweep: how far the host's own speed for user code moved between the runs
+    (hostclock, measured in the same rounds as the cells: B/A of its undisturbed figure,
+    with an interval from both runs' intervals), and the cells' move with it taken out.
+    Unlike host_shift, the host's move here is measured apart from the cells, by a loop
+    with no kernel entry.  A cell's intervals are said to agree after the shift when the
+    distance between them, on a log scale, is within both half-widths and the shift's own.
+    {stem: {...}}; a sweep without hostclock in both runs gives its why."""
+    ca, cb = cells(a), cells(b)
+    out = {}
+    for stem in sorted(set(a) & set(b)):
+        x, y = _clock(a.get(stem)), _clock(b.get(stem))
+        if x is None or y is None:
+            why = ((a.get(stem) or {}).get("host_clock") or {}).get("why") \
+                or ((b.get(stem) or {}).get("host_clock") or {}).get("why") \
+                or "no hostclock interval in one of the runs"
+            out[stem] = {"shift": None, "why": why}
+            continue
+        f, hf = y[0] / x[0], math.hypot(x[1], y[1])
+        ks = [k for k in ca if k[0] == stem and k[2] == "async" and k in cb
+              and ca[k]["median"] > 0 and cb[k]["median"] > 0]
+        res, agree = [], []
+        for k in ks:
+            p, q = ca[k], cb[k]
+            d = abs(math.log(q["median"] / p["median"]) - math.log(f))
+            res.append(d)
+            agree.append(d <= _hw(p) + _hw(q) + hf)
+        out[stem] = {"shift": f - 1, "shift_half_width": hf, "cells": len(ks),
+                     "residual_move_median": float(np.median(res)) if res else None,
+                     "residual_move_p90": float(np.percentile(res, 90)) if res else None,
+                     "agree_after_shift": sum(agree) / len(agree) if agree else None}
+    return out
+
+
 def figures(a, b, reports=()):
     """The self-check: each run's figures, the comparison, and whether any report asks for a
     quieter machine (reports: the two runs' report texts)."""
@@ -125,4 +169,5 @@ def figures(a, b, reports=()):
     return {"schema": "timewrite-sweepcheck/1", "targets": TARGETS,
             "runs": [per_run(a), per_run(b)], "compare": compare(a, b),
             "host_shift": host_shift(a, b),
+            "clock_shift": clock_shift(a, b),
             "quiet_machine_in_report": quiet}

@@ -99,7 +99,41 @@ def sweep(obj):
                        {"value": None, "why": "O_SYNC per-call time is mostly I/O wait; differences "
                                               "in its intercepts are disk noise, not entry cost"})
                    for m in modes}
+    if "host_clock" in out:
+        out["host_clock"] = host_clock(out["host_clock"])
     out["analysis"] = ANALYSIS
+    return out
+
+
+CLOCK_NOT_RECORDED = "this sweep was recorded without hostclock (before it existed)"
+
+
+def host_clock(raw):
+    """The host's speed for user code during a sweep, from hostclock's batches (one run per
+    round): the undisturbed ns per multiply-add with its interval (stats.undisturbed, the
+    jackknife over rounds and the drift term), and how far the per-round figure (the fastest
+    batch of each round) wandered, as the 5th to 95th percentile over the median.  A cell in
+    ns moves with this; analyse.sweepcheck sets the cells' move between runs beside its."""
+    if not raw:
+        return {"supported": False, "why": CLOCK_NOT_RECORDED}
+    out = {k: v for k, v in raw.items() if k not in ("batch_ns", "round")}
+    if raw.get("supported") is False:
+        out["why"] = raw.get("reason") or "hostclock did not run"
+        return out
+    ns, rnd, it = raw.get("batch_ns"), raw.get("round"), raw.get("iterations")
+    if not ns or not rnd or len(ns) != len(rnd) or not it:
+        return dict(out, supported=False, why="no hostclock batches were recorded")
+    per_it = np.asarray(ns, float) / it
+    rounds = _by_round(rnd, per_it)[0]
+    u = stats.undisturbed(rounds)
+    best = np.asarray([min(r) for r in rounds])
+    mid = float(np.median(best))
+    out.update(supported=True, undisturbed=u, unit="ns per multiply-add",
+               rounds=len(rounds),
+               wander_low=float(np.percentile(best, 5) / mid - 1),
+               wander_high=float(np.percentile(best, 95) / mid - 1),
+               drift_rel=(u["drift"] / u["value"]) if u.get("drift") is not None
+               and u.get("value") else None)
     return out
 
 

@@ -214,7 +214,7 @@ class _Rounds:
         self.fs = fstype(str(out_dir))
         self.out_dir = out_dir
         self.rounds = max(r for r, _ in plan.values())
-        self.runs, self.cells = {}, []
+        self.runs, self.cells, self.clock = {}, [], {}
         for v in variants:
             for m in plan:
                 key = (v["name"], m)
@@ -262,8 +262,26 @@ class _Rounds:
                 # which run each pass came from: the undisturbed figure's jackknife leaves
                 # whole runs out
                 raw["round"] += [r] * (len(raw["real_s"]) - len(raw["round"]))
+        self._clock(r)
         ui.progress(f"{self.label}: round {r + 1}/{self.rounds} done "
                     f"({time.monotonic() - self.t0:.1f} s)")
+
+    def _clock(self, r):
+        """hostclock once at the end of round r: the host's speed for user code at that
+        moment, beside which the cells' move between runs is read (analyse.sweeps.host_clock).
+        A missing or failing hostclock is recorded with its reason; the sweep goes on."""
+        c = self.clock
+        if c.get("supported") is False:
+            return
+        res, why = _hostclock()
+        if res is None:
+            self.clock = {"supported": False, "reason": why}
+            ui.warn(f"{self.label}: hostclock: {why}",
+                    "the sweep goes on without the host's own speed beside it")
+            return
+        c.setdefault("iterations", res["iterations"])
+        c.setdefault("batch_ns", []).extend(res["batch_ns"])
+        c.setdefault("round", []).extend([r] * len(res["batch_ns"]))
 
     def result(self, interleaved_with=None):
         out_runs = []
@@ -294,7 +312,36 @@ class _Rounds:
                 "rounds": self.rounds, "interleave": interleave,
                 "outfile_dir": str(Path(self.out_dir).resolve()), "fstype": self.fs[0],
                 "fstype_mount": self.fs[1], "seconds": round(time.monotonic() - self.t0, 2),
+                "host_clock": dict(self.clock, supported=self.clock.get("supported", True),
+                                   batches=CLOCK_BATCHES, program="hostclock"),
                 "runs": out_runs}
+
+
+# hostclock per round: 20 batches of 100,000 multiply-adds, about 2 ms on a 4 GHz core.
+CLOCK_BATCHES = 20
+
+
+def _hostclock(timeout=60):
+    """(json, None) of one build/hostclock run, or (None, reason)."""
+    path = paths.BUILD / "hostclock"
+    if not path.exists():
+        return None, f"{path.name} is not built (run make)"
+    try:
+        p = proc.run([path, "--batches", CLOCK_BATCHES], timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"cannot run {path.name}: {e}"
+    if p.returncode != 0:
+        why = p.stderr.strip().splitlines()
+        return None, f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+    try:
+        obj = json.loads(p.stdout)
+        ok = (isinstance(obj.get("batch_ns"), list) and isinstance(obj.get("iterations"), int)
+              and all(isinstance(x, (int, float)) and x > 0 for x in obj["batch_ns"]))
+    except (ValueError, AttributeError):
+        ok = False
+    if not ok:
+        return None, f"{path.name} printed something other than its JSON"
+    return obj, None
 
 
 def _interleaved(a, b):

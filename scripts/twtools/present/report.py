@@ -575,6 +575,27 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                      inline=True)
 
 
+def _host_clock(doc, sw):
+    """One line on the host's own speed during a sweep (analyse.sweeps.host_clock): a
+    figure in ns moves with it, and it is measured apart from every cell."""
+    c = sw.get("host_clock")
+    if not c:
+        return
+    u = c.get("undisturbed") or {}
+    if not c.get("supported") or u.get("value") is None or u.get("ci_low") is None:
+        doc.p(f"The host's speed for user code during this sweep: unknown "
+              f"({outside(c.get('why') or u.get('why') or 'no interval')}).")
+        return
+    drift = ("" if c.get("drift_rel") is None else
+             f", and the figure drifted {100 * c['drift_rel']:.1f}% between the run's halves")
+    doc.p(f"The host's speed for user code during this sweep (`hostclock`, a chain of "
+          f"multiply-adds with no kernel entry, once per round): {u['value']:.4f} ns per "
+          f"multiply-add [{u['ci_low']:.4f}, {u['ci_high']:.4f}]. Its fastest batch per round "
+          f"ranged {100 * c['wander_low']:+.1f}% to {100 * c['wander_high']:+.1f}% about their "
+          f"median over {c['rounds']} rounds{drift}. Every figure in ns below moves with the "
+          "host's speed; `tw sweep --selfcheck` sets two runs' moves beside it.")
+
+
 def sec_seed_sweep(doc, data, pdir, seed_ref):
     doc.h(2, "The seed's sweep (timewrite, BUFFSIZE 256 B … 128 KiB)")
     if missing(doc, data, "sweep_seed"):
@@ -582,6 +603,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
     sw = data["sweep_seed"]
     doc.p(f"{sw.get('input_bytes')} bytes per pass, {sw.get('reps')} repetitions, output on "
           f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
+    _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
     _sweep_table(doc, sw, "Seed sweep", key="wait_s", unit="ms", scale=1e3)
     doc.plot(plots.plot_sweep_per_byte(sw, pdir), "Real time per byte vs BUFFSIZE, async and sync (log axes)")
@@ -652,6 +674,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
     sw = data["sweep_tlpi"]
     doc.p(f"{sw.get('input_bytes')} bytes per pass here (TLPI wrote far more; compare shapes, "
           "not absolute seconds).")
+    _host_clock(doc, sw)
     _sweep_table(doc, sw, "TLPI sweep")
     if tlpi_ref:
         doc.p("TLPI's published table (theirs: Linux 2.6.30, ext2, average of 20 runs):")

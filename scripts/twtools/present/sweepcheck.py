@@ -34,6 +34,18 @@ def lines(f):
               f"{_pct(h['residual_move_p90'], 2)} (90th percentile), and "
               f"{_pct(h['overlap_after_shift'])} of their intervals overlap"
               for stem, h in sorted((f.get("host_shift") or {}).items())],
+            *[_clock_line(stem, h) for stem, h in sorted((f.get("clock_shift") or {}).items())],
             "  'quiet' in the reports: " + (", ".join(f"run {i}" for i in
                                                      f["quiet_machine_in_report"]) or "none")]
     return out
+
+
+def _clock_line(stem, h):
+    if h.get("shift") is None:
+        return f"  {stem}: the host's own speed: unknown ({h.get('why')})"
+    return (f"  {stem}: the host's own speed for user code (hostclock, no kernel entry) moved "
+            f"{100 * h['shift']:+.2f}% ± {100 * h['shift_half_width']:.2f}% between the runs; "
+            f"with that taken out, cells moved {_pct(h['residual_move_median'], 2)} (median), "
+            f"{_pct(h['residual_move_p90'], 2)} (90th percentile), and "
+            f"{_pct(h['agree_after_shift'])} of them agree within their intervals and the "
+            "shift's")
