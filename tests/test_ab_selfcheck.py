@@ -39,20 +39,48 @@ def test_ab_alternates_and_decides(build, tmp_path):
 
 
 def test_ab_modes_set_the_rounds_and_rounds_overrides_them(build, tmp_path):
-    # --quick is 8 rounds (--long 96, too long for a test); an explicit --rounds wins.
+    # --quick is 24 rounds (--long 800, too long for a test); an explicit --rounds wins.
     need_supported("syscost", "64-syscall")
     from twtools.cli import ab as cli_ab
-    assert cli_ab.ROUNDS == {"quick": 8, "default": 24, "long": 96}
+    assert cli_ab.ROUNDS == {"quick": 24, "default": 200, "long": 800}
     other = tmp_path / "build-b"
     other.mkdir()
     shutil.copy(build / "syscost-64-syscall", other / "syscost-64-syscall")
-    for args, n in ((["--quick"], 8), (["--long", "--rounds", "2"], 2)):
+    for args, n in ((["--quick"], 24), (["--long", "--rounds", "2"], 2)):
         out = tmp_path / f"ab{n}"
         p = run([sys.executable, TW, "ab", "--build-b", other, *args, "--ops", "null",
                  "--out", out, "--format", "json"], text=True, timeout=300)
         assert p.returncode == 0, p.stderr
         (cell,) = json.loads((out / "ab.json").read_text())["cells"]
         assert len(cell["a"]["rounds"]) == n == len(cell["b"]["rounds"])
+
+
+def test_ab_two_builds_neither_this_one(build, tmp_path):
+    # --build-a names A's build: both sides run from their own directories, with one TSC rate
+    # measured once and one CPU for every run.
+    need_supported("syscost", "64-syscall")
+    sides = []
+    for name in ("side-a", "side-b"):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(build / "syscost-64-syscall", d / "syscost-64-syscall")
+        sides.append(d)
+    out = tmp_path / "ab"
+    p = run([sys.executable, TW, "ab", "--build-a", sides[0], "--build-b", sides[1], "--rounds",
+             "3", "--ops", "null", "--out", out, "--format", "json"], text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "ab.json").read_text())
+    assert doc["a"]["build"] == str(sides[0]) and doc["b"]["build"] == str(sides[1])
+    assert isinstance(doc["cpu"], int) and (doc["tsc_hz"] is None or doc["tsc_hz"] > 1e8)
+    (cell,) = doc["cells"]
+    assert len(cell["a"]["rounds"]) == 3 == len(cell["b"]["rounds"])
+
+
+def test_ab_build_a_needs_build_b(tmp_path):
+    p = run([sys.executable, TW, "ab", "--build-a", tmp_path, "--speculation", "ssbd",
+             "--out", tmp_path / "x"], text=True)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == "tw ab: --build-a compares two builds; give B's with --build-b as well\n"
 
 
 def test_ab_refuses_without_a_b_side(tmp_path):

@@ -124,6 +124,31 @@ def test_ab_paired_rounds(truth, expect):
     assert hits >= 36, hits
 
 
+def test_ab_says_when_b_over_a_moved_during_the_run():
+    # As measured on a Zen 5 guest: B costs 1% more while the host is in its fast state and
+    # 6% more once it is not.  B is slower throughout, so the decision stands, but the two
+    # halves' intervals miss each other and the row says so; a steady B/A does not.
+    rng = np.random.default_rng(5)
+
+    def rounds(second_half):
+        a, b = [], []
+        for i in range(40):
+            host = np.exp(rng.normal(0, 0.02))
+            truth = second_half if i >= 20 else 1.01
+            a.append(list(100 * host * np.exp(rng.normal(0, 0.005, 6))))
+            b.append(list(100 * truth * host * np.exp(rng.normal(0, 0.005, 6))))
+        return a, b
+    moved = decide.paired_rounds(*rounds(1.06))
+    assert moved["decision"] == decide.SLOWER and moved["moved"] is True
+    first, second = moved["halves"]
+    assert first["median"] == pytest.approx(1.01, abs=0.01)
+    assert second["median"] == pytest.approx(1.06, abs=0.01)
+    steady = decide.paired_rounds(*rounds(1.01))
+    assert steady["moved"] is False and len(steady["halves"]) == 2
+    # too few rounds to halve: no claim either way
+    assert "moved" not in decide.paired_rounds(*[x[:12] for x in rounds(1.06)])
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("cmp")

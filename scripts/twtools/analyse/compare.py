@@ -179,15 +179,31 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
     return out
 
 
+# Rounds below which the halves of a run are not compared: 8 a half, as the drift term's.
+HALVES_MIN_ROUNDS = 16
+
+
 def paired_rounds(a_rounds, b_rounds, which="undisturbed"):
     """The decision from interleaved rounds: B/A of the undisturbed figures with a jackknife
     over rounds (stats.undisturbed_ratio), or of the typical ones, one B/A per round
-    (stats.paired)."""
+    (stats.paired).  With enough rounds, also B/A of each half of the run ('halves') and
+    'moved': whether the two halves' intervals miss each other.  The decision stands on the
+    whole run, but a B/A that moved during it has no one size: a rerun lands elsewhere."""
     if which == "undisturbed":
         r = stats.undisturbed_ratio(b_rounds, a_rounds)
     else:
         r = stats.paired(b_rounds, a_rounds, "ratio")
-    return dict(decide(r), ratio=r, figure=which)
+    out = dict(decide(r), ratio=r, figure=which)
+    n = len(a_rounds)
+    if which == "undisturbed" and n >= HALVES_MIN_ROUNDS:
+        h = n // 2
+        halves = [stats.undisturbed_ratio(b_rounds[:h], a_rounds[:h]),
+                  stats.undisturbed_ratio(b_rounds[h:], a_rounds[h:])]
+        if all(halves):
+            out["halves"] = [{k: x[k] for k in ("median", "ci_low", "ci_high")} for x in halves]
+            x, y = halves
+            out["moved"] = bool(x["ci_high"] < y["ci_low"] or y["ci_high"] < x["ci_low"])
+    return out
 
 
 def ab(doc):

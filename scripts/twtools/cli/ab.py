@@ -19,8 +19,10 @@ from . import options
 
 
 # Rounds per mode: the interval narrows as 1/sqrt(rounds), so --long's four times the rounds
-# halve it.
-ROUNDS = {"quick": 8, "default": 24, "long": 96}
+# halve it.  A round is two syscost runs of about 12 ms each (the TSC rate is measured once),
+# so the default's 200 rounds take about 5 s per cell: on a Zen 5 guest its 95% interval on
+# B/A was about ±0.6% (0.3-1.9% over six A/A runs), enough to find a 1.5% change.
+ROUNDS = {"quick": 24, "default": 200, "long": 800}
 
 
 def add_arguments(p, name):
@@ -32,6 +34,9 @@ def add_arguments(p, name):
                    help="B: syscost with this per-process speculation mitigation switched on (prctl)")
     g.add_argument("--build-b", metavar="DIR", type=options.writable_dir,
                    help="B: syscost-<variant> from another build directory")
+    p.add_argument("--build-a", metavar="DIR", type=options.writable_dir,
+                   help="A: syscost-<variant> from this build directory instead of this "
+                        "tree's (with --build-b: two builds, neither of them this one)")
     p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
                    default=[registry.find(64, "syscall")], help="variants (default: 64-syscall)")
     p.add_argument("--ops", metavar="OP,OP", type=options.names_of(
@@ -53,7 +58,10 @@ def add_arguments(p, name):
 
 
 def main(args, name):
-    a = ab.side("A (default)")
+    if args.build_a and not args.build_b:
+        raise ui.UserError("--build-a compares two builds", "give B's with --build-b as well")
+    a = ab.side(f"A (build {args.build_a})", build=args.build_a) if args.build_a else \
+        ab.side("A (default)")
     b = ab.side(f"B (--speculation {args.speculation})" if args.speculation else
                 f"B (build {args.build_b})", speculation=args.speculation, build=args.build_b)
     # A new directory of its own unless --out: two runs in one second must not share one.
@@ -77,6 +85,15 @@ def main(args, name):
                        None if ratio.get("ci_high") is None else round(ratio["ci_high"], 4),
                        None if typ is None else round(typ, 4), r.get("rounds"), r["sentence"]])
     print(export.render(t, args.format), end="")
+    for r in rows:
+        if r.get("moved"):
+            x, y = r["halves"]
+            ui.warn(f"ab: {r['variant']} {r['op']} {r['shape']}: B/A moved during the run, "
+                    f"{x['median']:.4f} [{x['ci_low']:.4f}, {x['ci_high']:.4f}] in its first half "
+                    f"and {y['median']:.4f} [{y['ci_low']:.4f}, {y['ci_high']:.4f}] in its second",
+                    "the difference's size depends on the moment: run it again later"
+                    + ("" if args.mode == "long" else ", or with --long,")
+                    + " before quoting one size")
     fam = rows[0]["family"] if rows and rows[0].get("family") else None
     if fam and fam["tests"]:
         line = (f"{fam['tests']} decisions; {fam['called_uncorrected']} intervals exclude no "

@@ -16,6 +16,7 @@ from ..machine import registry
 from .syscost import SyscostError, measure
 
 SCHEMA = "timewrite-ab/1"
+PROGRESS_S = 1.0
 
 
 def side(label, speculation=None, build=None):
@@ -23,11 +24,27 @@ def side(label, speculation=None, build=None):
     return {"label": label, "speculation": speculation, "build": str(build) if build else None}
 
 
-def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime):
+def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None):
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
     binary = Path(s["build"]) / f"syscost-{variant}" if s["build"] else None
     return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
-                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra, binary=binary)
+                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra, binary=binary,
+                   tsc_hz=tsc_hz)
+
+
+def _calibrate(a, cells, cpu):
+    """(tsc_hz, cpu) from one short run of A's first cell, shared by every run after it, as
+    tw bench does: each syscost run would otherwise spend 50 ms measuring the TSC rate, five
+    times what its batches take, and the variance lives between runs, so the time saved
+    buys rounds.  Every run is then pinned to the CPU that run chose, A and B alike.
+    (None, cpu) when the first cell cannot run; each run then calibrates for itself."""
+    try:
+        cal = _run(a, *cells[0], batches=1, batch_ms=0.1, warmup_ms=0, cpu=cpu, realtime=False)
+    except SyscostError:
+        return None, cpu
+    if not cal.get("supported"):
+        return None, cpu
+    return (cal.get("tsc_hz") if cal.get("clock") == "tsc" else None), cal.get("cpu", cpu)
 
 
 def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, batches=6,
@@ -39,7 +56,8 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
         raise ValueError("no cell to measure: check the variants' operations and shapes "
                          "(variants/registry)")
     data = {(c, s["label"]): {"rounds": [], "reason": None} for c in cells for s in (a, b)}
-    t0 = time.monotonic()
+    tsc_hz, cpu = _calibrate(a, cells, cpu)
+    t0 = shown = time.monotonic()
     for rnd in range(rounds):
         order = [(c, s) for c in cells for s in (a, b)]
         random.Random(rnd).shuffle(order)
@@ -48,7 +66,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
             if d["reason"]:
                 continue
             try:
-                r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime)
+                r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz)
             except SyscostError as e:
                 d["reason"] = str(e)
                 ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}", "that cell is reported without a decision")
@@ -59,9 +77,14 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
             d["rounds"].append({"round": rnd, "t_s": round(time.monotonic() - t0, 3),
                                 "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
                                 "speculation": r.get("speculation")})
-        ui.progress(f"ab: round {rnd + 1}/{rounds} ({time.monotonic() - t0:.1f} s)")
+        now = time.monotonic()
+        if rnd + 1 == rounds or now - shown >= PROGRESS_S:
+            # a line a second at most: the default run has 200 rounds of about 25 ms
+            ui.progress(f"ab: round {rnd + 1}/{rounds} ({now - t0:.1f} s)")
+            shown = now
     doc = {"schema": SCHEMA, "a": a, "b": b, "rounds": rounds, "batches": batches,
            "batch_ms": batch_ms, "wall_s": round(time.monotonic() - t0, 2),
+           "tsc_hz": tsc_hz, "cpu": cpu,
            "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
                       "a": data[(c, a["label"])], "b": data[(c, b["label"])]} for c in cells]}
     if out_dir is not None:
