@@ -8,7 +8,7 @@
 #                        (on a machine without make: ./tw-make test, ./tw-make report)
 #   make bench           the benchmark of the benchmark: the matrix twice and how it reproduces
 #                        (both figures), the peers side by side, and what tw ab detects
-#   make bench-ab        only the last: a build a little slower per call, found by tw ab, and an A/A
+#   make bench-ab        only the last: a build a little slower per call, found by tw ab, and A/A
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
 #
@@ -40,10 +40,16 @@ NASMFMT_32      := elf32
 # A known extra cost for the issue's detection test: N dependent multiplies in
 # the 64-bit syscall stub's call, before the entry (asm/64/syscall.asm).  Build
 # it apart, e.g. `make binaries BUILD=build-x TW_EXTRA_WORK=4`; 0 is the plain
-# code.  The value is kept in $(OBJ)/tw_extra_work so that changing it rebuilds.
+# code.  TW_EXTRA_CHAIN=0 makes the N multiplies independent of each other in
+# instructions of the same length: the baseline of the same layout.  The values are kept in
+# $(OBJ)/tw_extra_work so that changing one rebuilds.
 TW_EXTRA_WORK ?= 0
+TW_EXTRA_CHAIN ?= 1
 ifeq ($(shell echo '$(TW_EXTRA_WORK)' | grep -Ex '[0-9]{1,4}'),)
 $(error TW_EXTRA_WORK must be a whole number from 0 to 9999, not '$(TW_EXTRA_WORK)')
+endif
+ifeq ($(filter $(TW_EXTRA_CHAIN),0 1),)
+$(error TW_EXTRA_CHAIN must be 0 or 1, not '$(TW_EXTRA_CHAIN)')
 endif
 
 PROGRAMS := timewrite syscost
@@ -132,7 +138,7 @@ $(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
 $(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
 $(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm $(ASM_INCLUDES) | $(OBJ)/$1/asm
-	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -o $$@ $$<
+	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -DTW_EXTRA_CHAIN=$$(TW_EXTRA_CHAIN) -o $$@ $$<
 $(OBJ)/$1/asm:
 	mkdir -p $$@
 endef
@@ -142,7 +148,7 @@ $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
 # file is rewritten only when it differs, so an unchanged value rebuilds nothing.
 $(OBJ)/64-x86_64/asm/syscall.o: $(OBJ)/tw_extra_work
 $(OBJ)/tw_extra_work: FORCE
-	@mkdir -p $(@D) && { echo '$(TW_EXTRA_WORK)' | cmp -s - $@ || echo '$(TW_EXTRA_WORK)' >$@; }
+	@mkdir -p $(@D) && { echo '$(TW_EXTRA_WORK) $(TW_EXTRA_CHAIN)' | cmp -s - $@ || echo '$(TW_EXTRA_WORK) $(TW_EXTRA_CHAIN)' >$@; }
 FORCE:
 
 # --- set-up, tests, report -------------------------------------------------
@@ -192,22 +198,33 @@ bench: deps
 	$(VPY) scripts/tw bench --peers
 	@$(MAKE) --no-print-directory bench-ab TW_DEPS_CHECKED=1
 
-# What tw ab can detect: a second build whose 64-bit syscall stub does BENCH_AB_WORK extra
-# dependent multiplies per call.  First the difference is calibrated with many rounds, then
-# tw ab's default run (24 rounds) is asked to find it.  Two multiplies made about 1.5% on a
-# Zen 3 guest (four made 3%); what they cost depends on the CPU, hence the calibration.
-BENCH_AB_WORK ?= 2
-BENCH_AB_DIR  := $(BUILD)/extra-work
+# What tw ab can detect: two builds of the 64-bit syscall stub that differ only in whether
+# BENCH_AB_WORK multiplies before the entry wait for each other (TW_EXTRA_CHAIN=1 for B, 0
+# for A): the same instructions' length, so the same layout, and a difference of a few
+# cycles per call.  First the difference is calibrated with many rounds, then tw ab's default
+# run is asked to find it BENCH_AB_REPEAT times, then an A/A pair (A against a copy of itself)
+# BENCH_AB_REPEAT times, where no difference is the right answer.  The three directories'
+# names are of one length: a program's path is on its stack, and shifts where the stack
+# starts.  What two chained multiplies cost depends on the CPU, hence the calibration.
+BENCH_AB_WORK   ?= 2
+BENCH_AB_REPEAT ?= 3
+BENCH_AB_A := $(BUILD)/ab-a
+BENCH_AB_B := $(BUILD)/ab-b
+BENCH_AB_C := $(BUILD)/ab-c
+TW_AB := $(VPY) scripts/tw ab --variants 64-syscall --ops null --build-a $(BENCH_AB_A)
 bench-ab: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
-	@$(MAKE) --no-print-directory binaries BUILD=$(BENCH_AB_DIR) TW_EXTRA_WORK=$(BENCH_AB_WORK) TW_DEPS_CHECKED=1
-	@echo "bench-ab: calibration, 200 rounds: what $(BENCH_AB_WORK) extra multiplies cost per null call"
-	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --rounds 200 --out $(BUILD)/bench-ab-calibration-$$$$
-	@echo "bench-ab: detection, tw ab's default 24 rounds"
-	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR) --variants 64-syscall --ops null --out $(BUILD)/bench-ab-detection-$$$$
-	@echo "bench-ab: A/A, this build against a copy of its own syscost: no difference is the right answer"
-	@rm -rf $(BENCH_AB_DIR)-same && mkdir -p $(BENCH_AB_DIR)-same && cp $(BUILD)/syscost-64-syscall $(BENCH_AB_DIR)-same/
-	$(VPY) scripts/tw ab --build-b $(BENCH_AB_DIR)-same --variants 64-syscall --ops null --out $(BUILD)/bench-ab-same-$$$$
+	@$(MAKE) --no-print-directory BUILD=$(BENCH_AB_A) TW_EXTRA_WORK=$(BENCH_AB_WORK) TW_EXTRA_CHAIN=0 TW_DEPS_CHECKED=1 $(BENCH_AB_A)/syscost-64-syscall
+	@$(MAKE) --no-print-directory BUILD=$(BENCH_AB_B) TW_EXTRA_WORK=$(BENCH_AB_WORK) TW_EXTRA_CHAIN=1 TW_DEPS_CHECKED=1 $(BENCH_AB_B)/syscost-64-syscall
+	@rm -rf $(BENCH_AB_C) && mkdir -p $(BENCH_AB_C) && cp $(BENCH_AB_A)/syscost-64-syscall $(BENCH_AB_C)/
+	@echo "bench-ab: calibration, 2000 rounds: what waiting for $(BENCH_AB_WORK) multiplies costs per null call"
+	$(TW_AB) --build-b $(BENCH_AB_B) --rounds 2000 --out $(BUILD)/bench-ab-calibration-$$$$
+	@for i in $$(seq $(BENCH_AB_REPEAT)); do \
+	  echo "bench-ab: detection $$i of $(BENCH_AB_REPEAT), tw ab's default run"; \
+	  $(TW_AB) --build-b $(BENCH_AB_B) --out $(BUILD)/bench-ab-detection-$$$$-$$i || exit 1; done
+	@for i in $$(seq $(BENCH_AB_REPEAT)); do \
+	  echo "bench-ab: A/A $$i of $(BENCH_AB_REPEAT), A against a copy of itself: no difference is the right answer"; \
+	  $(TW_AB) --build-b $(BENCH_AB_C) --out $(BUILD)/bench-ab-same-$$$$-$$i || exit 1; done
 
 # The fleet view's scale benchmark: 1000 synthetic results directories from the atlas.
 # FLEET_BIG=100000 adds the view of a database of that many synthetic digests (minutes).

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import need_tool
-from test_stub_instructions import body, disassemble
+from test_stub_instructions import body, disassemble, functions
 from twtools.core import paths
 
 STUB = "obj/64-x86_64/asm/syscall.o"
@@ -78,6 +78,32 @@ def test_changing_n_rebuilds_the_stub(plain, tmp_path):
     assert code(tmp_path / STUB)["tw_syscall3"].count("imul %r11,%r11") == 2
     assert make_stub(tmp_path, "TW_EXTRA_WORK=0")[0] == 0
     assert code(tmp_path / STUB) == code(plain)
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_unchained_is_the_same_layout_with_no_multiply_waiting(plain, tmp_path, n):
+    # TW_EXTRA_CHAIN=0 is bench-ab's A side: the same number of multiplies, none reading the
+    # one before, in instructions of the same length, so every byte after them sits where it
+    # sits in the chained build.  Only the waiting differs.
+    chained, unchained = tmp_path / "chained", tmp_path / "unchained"
+    assert make_stub(chained, f"TW_EXTRA_WORK={n}")[0] == 0
+    assert make_stub(unchained, f"TW_EXTRA_WORK={n}", "TW_EXTRA_CHAIN=0")[0] == 0
+    a, b = code(chained / STUB), code(unchained / STUB)
+    for f in ("tw_syscall3", "tw_syscall3_jmp"):
+        assert b[f] == [("imul $0x1,%r10,%r11" if i == "imul %r11,%r11" else i) for i in a[f]]
+        assert b[f].count("imul $0x1,%r10,%r11") == n
+    assert functions(chained / STUB) == functions(unchained / STUB)
+    assert b["tw_loop3"] == a["tw_loop3"] and b["tw_loop3_empty"] == a["tw_loop3_empty"]
+    # and the knob alone, with no multiplies, is the plain code
+    assert make_stub(tmp_path / "zero", "TW_EXTRA_CHAIN=0")[0] == 0
+    assert code(tmp_path / "zero" / STUB) == code(plain)
+
+
+@pytest.mark.parametrize("bad", ["2", "yes", ""])
+def test_bad_chain_value_is_one_line(tmp_path, bad):
+    rc, err = make_stub(tmp_path, "TW_EXTRA_WORK=1", f"TW_EXTRA_CHAIN={bad}")
+    assert rc != 0 and "TW_EXTRA_CHAIN must be 0 or 1" in err, err
+    assert not (tmp_path / STUB).exists()
 
 
 @pytest.mark.parametrize("bad", ["-1", "abc", "1.5", "10000"])

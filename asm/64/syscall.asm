@@ -32,13 +32,27 @@ default rel
 section .text
 
 ; Extra work for a known difference (docs/syscost.md, "A build that costs a
-; little more"): `make TW_EXTRA_WORK=N` puts N dependent multiplies into the
+; little more"): `make TW_EXTRA_WORK=N` puts N multiplies into the
 ; call, before the entry, so that a second build of this stub costs a little
-; more per call and `tw ab` has a known difference to find.  They work on
-; r11, which syscall overwrites anyway, so the contract is unchanged.  The
-; default, 0, emits nothing: the code is the same as without the knob.
+; more per call and `tw ab` has a known difference to find.  They write r11,
+; which syscall overwrites anyway, so the contract is unchanged.
+;
+; Whether each multiply waits for the one before is TW_EXTRA_CHAIN's to say,
+; and nothing else changes between its two values.  With TW_EXTRA_CHAIN=1
+; (the default) each is imul r11, r11: a chain of N multiply latencies.  With
+; TW_EXTRA_CHAIN=0 each is imul r11, r10, 1, which reads only r10: the N
+; multiplies run side by side.  The chained build costs more per call by
+; what the core cannot overlap with the entry, which only a measurement can
+; say (docs/syscost.md gives some).  Both encodings are four bytes, so the
+; two builds lay out every byte alike: their difference is the waiting, not
+; where the code sits, to which the jmp shape is sensitive.
+; The default, TW_EXTRA_WORK=0, emits nothing: the code is the same as
+; without the knob.
 %ifndef TW_EXTRA_WORK
  %define TW_EXTRA_WORK 0
+%endif
+%ifndef TW_EXTRA_CHAIN
+ %define TW_EXTRA_CHAIN 1
 %endif
 %if TW_EXTRA_WORK < 0
  %error "TW_EXTRA_WORK must be 0 or more"
@@ -51,7 +65,11 @@ section .text
 	mov	rsi, rdx		; a2
 	mov	rdx, rcx		; a3
  %rep TW_EXTRA_WORK
+  %if TW_EXTRA_CHAIN
 	imul	r11, r11		; each waits for the one before
+  %else
+	imul	r11, r10, 1		; none waits for another
+  %endif
  %endrep
 	syscall
 %endmacro
