@@ -20,8 +20,8 @@ from . import options
 
 # Rounds per mode: the interval narrows as 1/sqrt(rounds), so --long's four times the rounds
 # halve it.  A round is two syscost runs of about 12 ms each (the TSC rate is measured once),
-# so the default's 200 rounds take about 5 s per cell: on a Zen 5 guest its 95% interval on
-# B/A was about ±0.6% (0.3-1.9% over six A/A runs), enough to find a 1.5% change.
+# so the default's 200 rounds take about 5 s per cell: on a Zen 5 guest its 95% half-width
+# on B/A was 0.3-1.0% over 19 A/A runs (median 0.44%), enough to find a 1.5% change.
 ROUNDS = {"quick": 24, "default": 200, "long": 800}
 
 
