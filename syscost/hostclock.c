@@ -11,10 +11,9 @@
  * sweeps run hostclock once per round, so that a figure's move between two
  * runs can be set beside the host's own move, measured where no mechanism,
  * no file system and no kernel is involved.  On an AMD EPYC (Zen 5) KVM
- * guest, in two back-to-back sweep runs, its fastest batch per round ranged
- * over -3.4% to +2.4% of the median within a run, while the run's figure
- * moved 0.02% between the runs and the write cells moved 0.65-1.19% as a
- * whole: what moved there was not the core's clock.
+ * guest, over two pairs of back-to-back sweep runs, it moved 0.02% in one
+ * pair while the write cells moved 0.65-1.19% as a whole, and 0.6-1.5% in
+ * the other, with the cells: either the write path or the core can move.
  *
  * The loop: x = x * K + C, each step needing the last, in a register the
  * compiler is told it cannot see into (the empty asm), so it neither

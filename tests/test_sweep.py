@@ -138,6 +138,14 @@ def test_tlpi_sweep(tmp_path, build):
     assert r["mode"] == "async"
     assert [row["buffsize"] for row in r["rows"]] == [1 << i for i in range(17)]
     assert [row["calls"] for row in r["rows"]] == [math.ceil(8192 / (1 << i)) for i in range(17)]
+    # the cheap sizes (a pass of 8 calls or fewer here) get a run of their own per round, with
+    # more passes; each pass still knows its run
+    cheap = sweep.MODES["quick"]["tlpi_cheap_batches"]
+    for row in r["rows"]:
+        n = 3 * (cheap if row["buffsize"] >= sweep.TLPI_CHEAP_FROM else 2)
+        assert len(row["samples"]["real_s"]) == n == len(row["samples"]["round"])
+        assert sorted(set(row["samples"]["round"])) == [0, 1, 2]
+    assert [p["batches"] for p in d["parts"]] == ["batches_by_mode", cheap]
     assert d["scale_factor"] == pytest.approx(100_000_000 / 8192)
     assert (tmp_path / "sweep_tlpi.json").exists()
     (fit,) = d["fits"]

@@ -29,6 +29,8 @@ ran last.  Every run passes --reps > 1, which buys timewrite's untimed
 warm-up pass: with --reps 1 the first size (256 B, or 1 B for TLPI: the very
 rows the hypothesis is about) would always be the cold first pass of a new
 process.  Inside one run the program interleaves its passes over the sizes.
+The TLPI sweep's sizes from TLPI_CHEAP_FROM, whose passes are a few calls each, get a second
+timewrite run per round with more passes (`parts` in the file), as cheap as they are noisy.
 Process start-up (~1 ms) is outside the timed passes, which time themselves.
 
 The stage files hold raw samples only; twtools.analyse.sweeps summarises them
@@ -61,7 +63,7 @@ STDIO_METHODS = ["write", "fwrite", "fputc", "putc_unlocked"]
 MODES = {
     "quick": {
         "seed_bytes": 64 << 10, "seed_rounds": 3, "seed_batches": 6, "seed_sync_reps": 4,
-        "tlpi_bytes": 16 << 10, "tlpi_rounds": 3, "tlpi_batches": 2,
+        "tlpi_bytes": 16 << 10, "tlpi_rounds": 3, "tlpi_batches": 2, "tlpi_cheap_batches": 6,
         "tlpi_variants": ["64-libc", "32-int80"],
         "wv_n": [1, 16, 256, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 2048], "wv_reps": 3,
         "wv_rounds": 2,
@@ -71,7 +73,7 @@ MODES = {
         # More runs of fewer passes, for the same work: a run's passes share its process
         # and its moment, so the interval (a jackknife over runs) narrows with runs.
         "seed_bytes": 256 << 10, "seed_rounds": 36, "seed_batches": 4, "seed_sync_reps": 6,
-        "tlpi_bytes": 64 << 10, "tlpi_rounds": 12, "tlpi_batches": 2,
+        "tlpi_bytes": 64 << 10, "tlpi_rounds": 12, "tlpi_batches": 2, "tlpi_cheap_batches": 16,
         "tlpi_variants": ["64-libc", "64-syscall", "64-int80", "32-libc", "32-int80"],
         "wv_n": [1, 4, 16, 64, 256, 1024, "IOV_MAX", "2*IOV_MAX"], "wv_s": [64, 512, 2048, 8192],
         # runs x paired repetitions per run: the undisturbed figure's jackknife is over runs
@@ -81,7 +83,7 @@ MODES = {
     "long": {
         # 1,310,720 B = 5120 x 256 B: the input of the seed's WSL/VMware runs.
         "seed_bytes": 1_310_720, "seed_rounds": 48, "seed_batches": 6, "seed_sync_reps": 10,
-        "tlpi_bytes": 256 << 10, "tlpi_rounds": 16, "tlpi_batches": 3,
+        "tlpi_bytes": 256 << 10, "tlpi_rounds": 16, "tlpi_batches": 3, "tlpi_cheap_batches": 24,
         "tlpi_variants": None,  # every supported
         "wv_n": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "IOV_MAX", "2*IOV_MAX", 4096],
         "wv_s": [64, 256, 512, 1024, 2048, 4096, 8192], "wv_reps": 4, "wv_rounds": 16,
@@ -91,6 +93,13 @@ MODES = {
 
 
 REPS_PER_CALL = 2   # timewrite --reps: >1 buys its untimed warm-up pass
+
+# The TLPI sweep's cheap sizes: from 1 KiB a pass over the default 64 KiB input is 64 calls or
+# fewer, tens of microseconds, and one pass's luck decides its fastest few; they get their own
+# timewrite run per round with tlpi_cheap_batches passes, for a few milliseconds more.  On the
+# Zen 5 guest 16 passes instead of 2 took those cells' jackknife half-width from a median of
+# 1.3-4.7% to 0.9-2.3% (two trials each, 64-libc and 64-syscall, 12 runs).
+TLPI_CHEAP_FROM = 1024
 
 
 def _params(mode):
@@ -193,22 +202,24 @@ def _plan(modes, rounds, batches, sync_reps):
     return out
 
 
-def _sweep(out_dir, stem, variants, plan, sizes_arg, input_bytes, label):
+def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label):
     """Rounds of runs over (variant, mode), as plan says; returns the sweep dict."""
     with _scratch(out_dir) as scratch:
-        sw = _Rounds(out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch)
+        sw = _Rounds(out_dir, stem, variants, plan, parts, input_bytes, label, scratch)
         for r in range(sw.rounds):
             sw.round(r)
         return sw.result()
 
 
 class _Rounds:
-    """One sweep's runs, a round at a time: round(r) runs one timewrite per (variant, mode)
+    """One sweep's runs, a round at a time: round(r) runs timewrite for each (variant, mode)
     that round r includes, result() gives the sweep dict.  Apart from _sweep so that two
-    sweeps can take turns round by round (interleaved)."""
+    sweeps can take turns round by round (interleaved).  parts: [(sizes, batches)], one
+    timewrite run each per (variant, mode) and round; sizes None is timewrite's own list,
+    batches None the plan's."""
 
-    def __init__(self, out_dir, stem, variants, plan, sizes_arg, input_bytes, label, scratch):
-        self.stem, self.plan, self.sizes_arg, self.label = stem, plan, sizes_arg, label
+    def __init__(self, out_dir, stem, variants, plan, parts, input_bytes, label, scratch):
+        self.stem, self.plan, self.parts, self.label = stem, plan, parts, label
         self.input_bytes, self.scratch = input_bytes, scratch
         self.infile = _input_file(scratch, input_bytes)
         self.fs = fstype(str(out_dir))
@@ -233,38 +244,46 @@ class _Rounds:
             run = self.runs[key]
             if not run["supported"] or r >= self.plan[key[1]][0]:
                 continue
-            out = self.scratch / f"{self.stem}-{key[0]}-{key[1]}.out"
-            try:
-                res, why = _run_timewrite(key[0], self.infile, out, key[1] == "sync",
-                                          self.sizes_arg, reps=self.plan[key[1]][1])
-            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
-                if _system_failure(e):
-                    raise
-                # One broken variant must not cost the others' measurements.
-                res, why = None, f"run failed: {e}"
-                run["error"] = str(e)
-                ui.warn(f"{self.label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
-            if res is None:
-                run["supported"], run["reason"] = False, why
-                run["raw"] = {}        # partial rounds would mislead
-                if "error" not in run:
-                    ui.progress(f"{self.label}: {key[0]} {key[1]}: unsupported: {why}")
-                continue
-            run.setdefault("program_mode", res.get("mode"))
-            if res.get("input_bytes") not in (None, self.input_bytes):
-                raise RuntimeError(f"{key[0]} read {res.get('input_bytes')} B, not "
-                                   f"{self.input_bytes}")
-            for row in res["rows"]:
-                raw = run["raw"].setdefault(row["buffsize"], {
-                    "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": [], "round": []})
-                for f in ("user_s", "sys_s", "real_s"):
-                    raw[f] += _samples(row, f)
-                # which run each pass came from: the undisturbed figure's jackknife leaves
-                # whole runs out
-                raw["round"] += [r] * (len(raw["real_s"]) - len(raw["round"]))
+            for sizes, batches in self.parts:
+                if not self._part(run, key, r, sizes, batches or self.plan[key[1]][1]):
+                    break
         self._clock(r)
         ui.progress(f"{self.label}: round {r + 1}/{self.rounds} done "
                     f"({time.monotonic() - self.t0:.1f} s)")
+
+    def _part(self, run, key, r, sizes, batches):
+        """One timewrite run of (variant, mode) key over `sizes`, its passes added to the run's
+        rows; False when the variant turned out unsupported or failed (recorded in run)."""
+        out = self.scratch / f"{self.stem}-{key[0]}-{key[1]}.out"
+        try:
+            res, why = _run_timewrite(key[0], self.infile, out, key[1] == "sync", sizes,
+                                      reps=batches)
+        except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+            if _system_failure(e):
+                raise
+            # One broken variant must not cost the others' measurements.
+            res, why = None, f"run failed: {e}"
+            run["error"] = str(e)
+            ui.warn(f"{self.label}: {key[0]} {key[1]}: {e}", "its run is recorded as failed")
+        if res is None:
+            run["supported"], run["reason"] = False, why
+            run["raw"] = {}        # partial rounds would mislead
+            if "error" not in run:
+                ui.progress(f"{self.label}: {key[0]} {key[1]}: unsupported: {why}")
+            return False
+        run.setdefault("program_mode", res.get("mode"))
+        if res.get("input_bytes") not in (None, self.input_bytes):
+            raise RuntimeError(f"{key[0]} read {res.get('input_bytes')} B, not "
+                               f"{self.input_bytes}")
+        for row in res["rows"]:
+            raw = run["raw"].setdefault(row["buffsize"], {
+                "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": [], "round": []})
+            for f in ("user_s", "sys_s", "real_s"):
+                raw[f] += _samples(row, f)
+            # which run each pass came from: the undisturbed figure's jackknife leaves
+            # whole runs out
+            raw["round"] += [r] * (len(raw["real_s"]) - len(raw["round"]))
+        return True
 
     def _clock(self, r):
         """hostclock once at the end of round r: the host's speed for user code at that
@@ -310,6 +329,8 @@ class _Rounds:
                 "rounds_by_mode": {m: a for m, (a, b) in plan.items()},
                 "batches_by_mode": {m: b for m, (a, b) in plan.items()},
                 "rounds": self.rounds, "interleave": interleave,
+                "parts": [{"sizes": sz or "timewrite's own", "batches": b or "batches_by_mode"}
+                          for sz, b in self.parts],
                 "outfile_dir": str(Path(self.out_dir).resolve()), "fstype": self.fs[0],
                 "fstype_mount": self.fs[1], "seconds": round(time.monotonic() - self.t0, 2),
                 "host_clock": dict(self.clock, supported=self.clock.get("supported", True),
@@ -376,7 +397,7 @@ def _seed_setup(mode, variants=None, rounds=None, batches=None, input_bytes=None
     ui.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
                 f"{input_bytes} B input, runs x passes per cell: "
                 + ", ".join(f"{m} {a}x{b}" for m, (a, b) in plan.items()))
-    return ("seed", vs, plan, None, input_bytes, "seed sweep")
+    return ("seed", vs, plan, [(None, None)], input_bytes, "seed sweep")
 
 
 def _seed_export(out_dir, mode, obj):
@@ -389,10 +410,13 @@ def _tlpi_setup(mode, variants=None, rounds=None, batches=None, input_bytes=None
     input_bytes = input_bytes or p["tlpi_bytes"]
     plan = _plan(["async"], rounds or p["tlpi_rounds"], batches or p["tlpi_batches"], 0)
     vs = _pick_variants(variants or p["tlpi_variants"])
+    cheap = p["tlpi_cheap_batches"]
     ui.progress(f"TLPI sweep: {len(vs)} variants, {input_bytes} B input "
                 f"(TLPI: {TLPI_BYTES} B), {plan['async'][0]} runs x {plan['async'][1]} passes "
-                "per cell")
-    return ("tlpi", vs, plan, "1-65536", input_bytes, "TLPI sweep")
+                f"per cell ({cheap} from {TLPI_CHEAP_FROM} B)")
+    parts = [(f"{TLPI_SIZES[0]}-{TLPI_CHEAP_FROM // 2}", None),
+             (f"{TLPI_CHEAP_FROM}-{TLPI_SIZES[-1]}", cheap)]
+    return ("tlpi", vs, plan, parts, input_bytes, "TLPI sweep")
 
 
 def _tlpi_export(out_dir, mode, obj):
