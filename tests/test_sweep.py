@@ -24,6 +24,7 @@ What is checked, and why it can break:
 No assertion compares a time with a threshold: timings vary by machine.
 """
 import json
+import subprocess
 import math
 import os
 import sys
@@ -326,3 +327,16 @@ def test_a_zero_width_interval_does_not_take_the_line(n_rounds):
     assert ("none" in f["weights"]) == (n_rounds < fits.MIN_ROUNDS)
     if n_rounds >= fits.MIN_ROUNDS:
         assert "(1 held)" in f["weights"]
+
+
+def test_a_failed_program_is_named_with_its_last_word(tmp_path):
+    # wvbench's and hostclock's failures are reported as one line: the program, its exit
+    # status and the last line it wrote on stderr (or that it wrote none).
+    prog = tmp_path / "wvbench-64"
+    prog.write_text("#!/bin/sh\necho first >&2\necho 'no space left' >&2\nexit 3\n")
+    prog.chmod(0o755)
+    p = subprocess.run([prog], capture_output=True, text=True, timeout=30)
+    assert sweep._exit_said(prog, p) == "wvbench-64 exit 3: no space left"
+    prog.write_text("#!/bin/sh\nexit 4\n")
+    p = subprocess.run([prog], capture_output=True, text=True, timeout=30)
+    assert sweep._exit_said(prog, p) == "wvbench-64 exit 4: no message"

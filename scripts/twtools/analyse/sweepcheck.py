@@ -91,6 +91,12 @@ def compare(a, b):
             "missed": missed[:20]}
 
 
+def _async_pairs(ca, cb, stem):
+    """The async cells of one sweep that both runs have, with a positive figure in each."""
+    return [k for k in ca if k[0] == stem and k[2] == "async" and k in cb
+            and ca[k]["median"] > 0 and cb[k]["median"] > 0]
+
+
 def host_shift(a, b):
     """How far the host moved as a whole between the runs, per sweep: the median of
     log(B/A) over its async cells (the common shift), and what is left cell by cell once it
@@ -101,8 +107,7 @@ def host_shift(a, b):
     ca, cb = cells(a), cells(b)
     out = {}
     for stem in sorted({k[0] for k in ca}):
-        ks = [k for k in ca if k[0] == stem and k[2] == "async" and k in cb
-              and ca[k]["median"] > 0 and cb[k]["median"] > 0]
+        ks = _async_pairs(ca, cb, stem)
         if len(ks) < 3:
             continue
         lr = np.log([cb[k]["median"] / ca[k]["median"] for k in ks])
@@ -147,8 +152,7 @@ def clock_shift(a, b):
             out[stem] = {"shift": None, "why": why}
             continue
         f, hf = y[0] / x[0], math.hypot(x[1], y[1])
-        ks = [k for k in ca if k[0] == stem and k[2] == "async" and k in cb
-              and ca[k]["median"] > 0 and cb[k]["median"] > 0]
+        ks = _async_pairs(ca, cb, stem)
         res, agree = [], []
         for k in ks:
             p, q = ca[k], cb[k]

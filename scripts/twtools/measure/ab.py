@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core import files, ui
 from ..machine import registry
-from .syscost import SyscostError, measure
+from .syscost import SyscostError, calibrate, measure
 
 SCHEMA = "timewrite-ab/1"
 PROGRESS_S = 1.0
@@ -24,27 +24,30 @@ def side(label, speculation=None, build=None):
     return {"label": label, "speculation": speculation, "build": str(build) if build else None}
 
 
+def _binary(s, variant):
+    """Side s's syscost-<variant>: its build's, or None for this tree's."""
+    return Path(s["build"]) / f"syscost-{variant}" if s["build"] else None
+
+
 def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None):
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
-    binary = Path(s["build"]) / f"syscost-{variant}" if s["build"] else None
     return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
-                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra, binary=binary,
-                   tsc_hz=tsc_hz)
+                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra,
+                   binary=_binary(s, variant), tsc_hz=tsc_hz)
 
 
 def _calibrate(a, cells, cpu):
-    """(tsc_hz, cpu) from one short run of A's first cell, shared by every run after it, as
-    tw bench does: each syscost run would otherwise spend 50 ms measuring the TSC rate, five
-    times what its batches take, and the variance lives between runs, so the time saved
-    buys rounds.  Every run is then pinned to the CPU that run chose, A and B alike.
-    (None, cpu) when the first cell cannot run; each run then calibrates for itself."""
+    """(tsc_hz, cpu) from one short run of A's first cell (syscost.calibrate, as tw bench
+    does): the variance lives between runs, so the 50 ms each run would spend on the TSC
+    buys rounds, and A and B alike run pinned to that run's CPU.  (None, cpu) when the
+    first cell cannot run; each run then calibrates for itself."""
+    variant, op, shape = cells[0]
     try:
-        cal = _run(a, *cells[0], batches=1, batch_ms=0.1, warmup_ms=0, cpu=cpu, realtime=False)
+        tsc_hz, clock, cpu = calibrate(variant, op, cpu=cpu, shape=shape,
+                                       binary=_binary(a, variant))
     except SyscostError:
         return None, cpu
-    if not cal.get("supported"):
-        return None, cpu
-    return (cal.get("tsc_hz") if cal.get("clock") == "tsc" else None), cal.get("cpu", cpu)
+    return (tsc_hz if clock == "tsc" else None), cpu
 
 
 def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, batches=6,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..core import files, ui
 from ..machine import probe, registry
-from .syscost import SyscostError, measure, perf_bench_once
+from .syscost import SyscostError, calibrate, measure, perf_bench_once
 
 SCHEMA = "timewrite-percall/2"
 DEFAULT_SIZES = [256, 4096]          # write-file sizes
@@ -163,10 +163,9 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     tsc_hz, clk, pinned = None, None, cpu
     first = next((k for k, c in state.items() if c["supported"]), None)
     if first is not None:
-        cal = measure(first[0], "null" if "null" in state[first]["mech"].ops else first[1],
-                      batches=1, cpu=cpu, warmup_ms=0, batch_ms=0.1, clock=clock)
-        if cal.get("supported"):
-            tsc_hz, clk, pinned = cal.get("tsc_hz"), cal.get("clock"), cal.get("cpu")
+        tsc_hz, clk, pinned = calibrate(
+            first[0], "null" if "null" in state[first]["mech"].ops else first[1], cpu=cpu,
+            clock=clock)
     perf = {"samples": [], "rounds": [], "why": None, "loops": params["perf_loops"]}
     scheds, sched_why = set(), None
     perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time

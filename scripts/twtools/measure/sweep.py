@@ -342,6 +342,12 @@ class _Rounds:
 CLOCK_BATCHES = 20
 
 
+def _exit_said(path, p):
+    """'<program> exit N: <its last line on stderr>', for a build/ program that failed."""
+    why = p.stderr.strip().splitlines()
+    return f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+
+
 def _hostclock(timeout=60):
     """(json, None) of one build/hostclock run, or (None, reason)."""
     path = paths.BUILD / "hostclock"
@@ -352,8 +358,7 @@ def _hostclock(timeout=60):
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"cannot run {path.name}: {e}"
     if p.returncode != 0:
-        why = p.stderr.strip().splitlines()
-        return None, f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+        return None, _exit_said(path, p)
     try:
         obj = json.loads(p.stdout)
         ok = (isinstance(obj.get("batch_ns"), list) and isinstance(obj.get("iterations"), int)
@@ -471,8 +476,7 @@ def _wvbench(bits, args, timeout=600):
     except OSError as e:
         return None, f"cannot execute {path.name}: {e.strerror} (32-bit programs need IA32 emulation)"
     if p.returncode != 0:
-        why = p.stderr.strip().splitlines()
-        msg = f"{path.name} exit {p.returncode}: {why[-1] if why else 'no message'}"
+        msg = _exit_said(path, p)
         e = proc.system_errno(p.stderr)
         if e is not None:
             raise OSError(e, f"{os.strerror(e)} ({msg})",

@@ -136,6 +136,17 @@ def _pin_and_fifo(cpu, realtime):
     return pre
 
 
+def calibrate(variant, op, cpu=None, clock=None, **kw):
+    """(tsc_hz, clock, cpu) from one short run of syscost, for every run after it to share:
+    each run would otherwise spend 50 ms measuring the TSC rate, and pinning them all to
+    the CPU this run chose puts every run on one CPU.  kw go to measure (binary, shape,
+    extra_args).  (None, None, cpu) when the cell cannot run here."""
+    cal = measure(variant, op, batches=1, cpu=cpu, warmup_ms=0, batch_ms=0.1, clock=clock, **kw)
+    if not cal.get("supported"):
+        return None, None, cpu
+    return cal.get("tsc_hz"), cal.get("clock"), cal.get("cpu")
+
+
 def perf_bench_once(loops, cpu=None, realtime=False):
     """ns per getppid from one `perf bench syscall basic`, or (None, why)."""
     perf = proc.which("perf")
