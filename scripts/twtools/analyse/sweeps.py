@@ -61,9 +61,15 @@ def lead(row, mode):
         return typ, NO_ROUNDS
     if u.get("value") is None or u.get("ci_low") is None:
         return typ, u.get("why") or "no undisturbed interval"
-    return {"median": u["value"], "ci_low": u["ci_low"], "ci_high": u["ci_high"],
-            "unstable": stats.unstable(u["value"], u["ci_low"], u["ci_high"]),
-            "n": u.get("n"), "n_rounds": u.get("n_rounds"), "figure": "undisturbed"}, None
+    return dict(as_summary(u), unstable=stats.unstable(u["value"], u["ci_low"], u["ci_high"]),
+                n=u.get("n"), n_rounds=u.get("n_rounds"), figure="undisturbed"), None
+
+
+def as_summary(u):
+    """An undisturbed figure ({value, ci_low, ci_high, ...}, stats.undisturbed) in the keys a
+    summary has ({median, ci_low, ci_high}), for what formats summaries."""
+    u = u or {}
+    return {"median": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high")}
 
 
 def sweep(obj):

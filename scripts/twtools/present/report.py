@@ -9,7 +9,7 @@ rendered by one exporter per format (`EXPORTERS`: md, html).
 """
 from pathlib import Path
 
-from ..analyse import findings, percall, results, seedref, stats, verdict as verdict_mod
+from ..analyse import findings, percall, results, seedref, stats, sweeps, verdict as verdict_mod
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import atlas, causes as present_causes, plots
@@ -700,8 +700,7 @@ def sec_writev(doc, data):
         w = r.get("write_ns_undisturbed") if und else r.get("write_ns")
         v = r.get("writev_ns_undisturbed") if und else r.get("writev_ns")
         if und:
-            w = {"median": w.get("value"), "ci_low": w.get("ci_low"), "ci_high": w.get("ci_high")}
-            v = {"median": v.get("value"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high")}
+            w, v = sweeps.as_summary(w), sweeps.as_summary(v)
         elif r.get("lead_why"):
             whys.add(r["lead_why"])
         rows.append([r["bits"], r["n_buffers"], r["size"], fmt_s(stats.scale(w, 1e-3), "µs"),
