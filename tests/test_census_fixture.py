@@ -167,3 +167,77 @@ def test_results_without_percall_is_refused_before_the_window(tmp_path):
     p = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "census", "--seconds", "3600",
                         "--results", tmp_path], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "has no percall.json" in p.stderr, p.stderr
+
+
+def _live_markup(md):
+    """What of EVIL is live Markdown in md: an unescaped link, bold, or a line it split."""
+    import re
+    found = []
+    if re.search(r"(?<!\\)\[x(?<!\\)\]\(javascript:", md):
+        found.append("a javascript: link")
+    if re.search(r"(?<!\\)\*\*bold", md):
+        found.append("bold")
+    if any(ln.startswith("**bold**") or ln.startswith("\\*\\*bold") for ln in md.splitlines()):
+        found.append("a line split by the newline")
+    if "\x1b" in md or "\x07" in md:
+        found.append("a raw ESC or BEL")
+    return found
+
+
+def test_why_not_is_data_on_the_no_call_counts_line(tmp_path):
+    """Issue 34: census.json's why_not reached report.md raw on the "No call counts:" line,
+    as a live javascript: link and a heading split across lines."""
+    doc = good()
+    doc["why_not"] = "bpftrace failed\n# Verdict: SUPPORTED " + EVIL
+    c = load(tmp_path, doc)
+    d = Doc()
+    present.report_section(d, c)
+    md = EXPORTERS["md"].render(d, tmp_path)
+    line = next(ln for ln in md.splitlines() if ln.startswith("No call counts:"))
+    assert "\\[x\\](javascript:" in line and not _live_markup(md), md
+    assert not any(ln.startswith("# Verdict") for ln in md.splitlines())
+    assert "\x1b" not in present.format_text(c)
+
+
+def test_every_census_string_is_data_on_every_line(tmp_path):
+    """Every string of census.json, one at a time, replaced by EVIL: wherever the page shows
+    it, it is text, never markup and never a control byte."""
+    base = good()
+
+    def trim(o):
+        if isinstance(o, dict):
+            return {k: trim(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [trim(v) for v in o[:3]]
+        return o
+    base = trim(base)
+
+    def strings(o, path=()):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                yield from strings(v, path + (k,))
+        elif isinstance(o, list):
+            for i, v in enumerate(o[:2]):
+                yield from strings(v, path + (i,))
+        elif isinstance(o, str):
+            yield path
+
+    bad = []
+    for path in list(strings(base)) + [("why_not",)]:
+        doc = json.loads(json.dumps(base))
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = EVIL
+        try:
+            c = load(tmp_path, doc)
+        except DataError:
+            continue
+        d = Doc()
+        present.report_section(d, c)
+        md = EXPORTERS["md"].render(d, tmp_path)
+        text = present.format_text(c)
+        found = _live_markup(md) + (["a raw ESC in the text"] if "\x1b" in text else [])
+        if found:
+            bad.append(f"{'.'.join(map(str, path))}: {', '.join(found)}")
+    assert not bad, "\n".join(bad)

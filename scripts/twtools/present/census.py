@@ -63,7 +63,7 @@ def readiness(d, esc=escape.terminal):
     elif r["stop"]:
         out.append(f"Booting with ia32_emulation=0 here would stop {len(r['stop'])} "
                    f"process{'es' if len(r['stop']) != 1 else ''}: " +
-                   _listed(r["stop"], lambda p: f"{_who(p, esc)}, {p['stops_because']}") + ".")
+                   _listed(r["stop"], lambda p: f"{_who(p, esc)}, {esc(p['stops_because'])}") + ".")
     elif r.get("unreadable"):
         out.append("Booting with ia32_emulation=0 here would stop none of the processes this "
                    "census could read: no 32-bit process" +
@@ -77,7 +77,7 @@ def readiness(d, esc=escape.terminal):
                    "too: " + _listed(r["unreadable"],
                                      lambda p: f"{_who(p, esc)}: {esc(p.get('why'))}") + ".")
     if d.get("why_not"):
-        out.append(f"No call counts: {d['why_not']}.")
+        out.append(f"No call counts: {esc(d['why_not'])}.")
     elif r["int80"]:
         cost = (f"costing {_ms(r['int80_ns_per_s'])} per second here against the fastest path "
                 "open to each" if r.get("int80_ns_per_s") else "at a cost per second not known "
@@ -86,19 +86,19 @@ def readiness(d, esc=escape.terminal):
                    _listed(r["int80"], lambda p: f"{_who(p, esc)}: {p['int80_calls']} calls, "
                                                  f"{_ms(p.get('int80_ns_per_s'))}/s") + ".")
         if r.get("int80_unknown"):
-            out.append("Not priced: " + "; ".join(r["int80_unknown"]) + ".")
-        out.append(exits_text(r))
+            out.append("Not priced: " + "; ".join(esc(x) for x in r["int80_unknown"]) + ".")
+        out.append(exits_text(r, esc))
     else:
         out.append("No program entered by int 0x80 during the window.")
     return out
 
 
-def exits_text(r):
+def exits_text(r, esc=escape.terminal):
     """The int 0x80 calls in VM exits (issue 24): since Linux 6.7 each reads the APIC, one exit
     on a VM whose host does not virtualise the read; this counts what the excess is worth."""
     p, x = r.get("exit_price_ns") or {}, r.get("int80_exits_per_s")
     if p.get("value") is None:
-        return f"In VM exits: {p.get('why') or 'unknown'}."
+        return f"In VM exits: {esc(p.get('why')) or 'unknown'}."
     if not x:
         return "In VM exits: unknown, because the int 0x80 calls' cost per second is unknown."
     return (f"At {p['value']:.0f} ns [{p['ci_low']:.0f}, {p['ci_high']:.0f}] an exit here (cpuid), "
@@ -106,18 +106,18 @@ def exits_text(r):
             "second.")
 
 
-def tracer_text(d):
+def tracer_text(d, esc=escape.terminal):
     """What the census cost the machine: the measured CPU time per second, or its bound when
     the measurement cannot tell it from zero (a loaded machine)."""
     t = d.get("tracer_cost")
     if not t:
         return None
     if t.get("ns_per_s") is None:
-        return f"The census's own cost is unknown: {t.get('why')}."
+        return f"The census's own cost is unknown: {esc(t.get('why'))}."
     c, share, cps = t["ns_per_s"], t.get("share_of_cpus"), t["calls_per_s"]
     seen = (f"{cps['native']:.0f} native and {cps['compat']:.0f} compat calls per second seen, "
             "times the ns per call bpftrace added to syscost getppid: " +
-            ", ".join(f"{v} {_ns(a)}" for v, a in t["added_ns"].items()))
+            ", ".join(f"{esc(v)} {_ns(a, esc)}" for v, a in t["added_ns"].items()))
     pct = (lambda x: f"{100 * x:.2g}%")
     if c["ci_low"] > 0:
         s = (f"The census's own cost: about {_ms(c)} of CPU per second"
@@ -135,13 +135,13 @@ def tracer_text(d):
              f"lies at or below zero ({_g(c['ci_low'] / 1e6)} to {_g(c['ci_high'] / 1e6)} ms of "
              f"CPU per second), so it gives no bound ({seen}).")
     s += (" Each traced call was that much slower, so a busy caller's calls per second are a "
-          f"lower bound. {t['not_counted'][0].upper() + t['not_counted'][1:]}.")
+          f"lower bound. {esc(t['not_counted'][0].upper() + t['not_counted'][1:])}.")
     return s
 
 
-def _ns(s):
+def _ns(s, esc=escape.terminal):
     if not s or s.get("median") is None:
-        return f"unknown ({(s or {}).get('why')})"
+        return f"unknown ({esc((s or {}).get('why'))})"
     return f"{s['median']:+.0f} ns [{s['ci_low']:.0f}, {s['ci_high']:.0f}]"
 
 
@@ -150,9 +150,9 @@ def process_rows(d, esc, limit=SHOWN):
     for p in d["processes"][:limit]:
         if not p["calls"] and not p.get("needs_ia32"):
             continue
-        paths = "; ".join(f"{g['label']} {g['per_s']:.0f}/s" if g.get("per_s") is not None else
-                          g["label"] for g in p["paths"][:3]) or "—"
-        top = ", ".join(f"{t['name']} {t['calls']}" for t in p["top"][:3]) or "—"
+        paths = "; ".join(f"{esc(g['label'])} {g['per_s']:.0f}/s" if g.get("per_s") is not None
+                          else esc(g["label"]) for g in p["paths"][:3]) or "—"
+        top = ", ".join(f"{esc(t['name'])} {t['calls']}" for t in p["top"][:3]) or "—"
         rows.append([str(p["pid"]), esc(p.get("comm") or "?"), esc(p.get("exe") or "?"),
                      str(p["bits"] or "?"), str(p["calls"]), paths, top,
                      _ms(p.get("slow_ns_per_s")) if p["paths"] else "—"])
@@ -190,9 +190,9 @@ def _how(d, esc):
 def format_text(d):
     esc = escape.terminal
     lines = readiness(d, esc) + [""] + _how(d, esc)
-    t = tracer_text(d)
+    t = tracer_text(d, esc)
     if t:
-        lines.append(esc(t))
+        lines.append(t)
     rows = process_rows(d, esc)
     if rows:
         lines += ["", "Processes, most calls first:"]
@@ -221,7 +221,7 @@ def report_section(doc, d, level=2):
         doc.p(s)
     for s in _how(d, esc):
         doc.p(s)
-    t = tracer_text(d)
+    t = tracer_text(d, esc)
     if t:
         doc.p(t)
     rows = process_rows(d, esc)
