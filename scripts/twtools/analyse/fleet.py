@@ -79,13 +79,14 @@ def cell_name(variant, op, size=None, shape="ret"):
 
 # ---- one directory --------------------------------------------------------------------------
 
-def _json(path, raw):
+def _json(path, raw, every_key=False):
     """Strict JSON (orjson: no NaN, no Infinity, no integer beyond 64 bits), or DataError
     naming the file.  orjson parses a 3 MB stage file about three times faster than the
-    standard library, which is most of a digest's cost."""
+    standard library, which is most of a digest's cost.  every_key: refuse any key repeated
+    in one object (a small file, such as digest.json), not only a second "cells"."""
     try:
         obj = orjson.loads(raw)
-        if raw.count(b'"cells"') > 1:
+        if every_key or raw.count(b'"cells"') > 1:
             _no_duplicate_keys(path, raw)
         return obj
     except orjson.JSONDecodeError as e:

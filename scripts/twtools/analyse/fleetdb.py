@@ -22,9 +22,11 @@ same tables, but its row store makes the per-cell aggregations a full scan of ev
 import datetime
 import hashlib
 import os
+from pathlib import Path
 
 import orjson
 
+from ..core.ui import DataError
 from . import fleet
 
 SCHEMA_SQL = (
@@ -56,21 +58,213 @@ CELL_KEYS = CELL_COLS[2:-1]
 
 
 # DuckDB's own memory: beyond it, a sort (fleet.csv of 100,000 machines is 12 million rows)
-# spills to a temporary folder beside the database instead of growing without bound.
+# spills to a temporary folder (the connection's private scratch) instead of growing without bound.
 MEMORY_LIMIT = "512MB"
+# A DuckDB database file begins with a checksum (8 bytes), then this magic.
+MAGIC, MAGIC_AT = b"DUCK", 8
 
 
-def connect(path):
+def check_path(path, out=None, inputs=()):
+    """Before DuckDB sees it: the --db path must be a regular DuckDB file or absent (its WAL
+    beside it too), never a symbolic link, never inside --out or an input directory.
+    DuckDB given a .csv, .json or .parquet opens an in-memory database over it (nothing kept),
+    given a SQLite file it reaches for an extension, given a FIFO it waits forever: each is
+    refused here in one line (DataError, exit 3)."""
+    import stat
+    from ..core import files
+    from ..core.ui import DataError, UserError
+    p = Path(os.path.abspath(path))
+    where = Path(os.path.realpath(p.parent))
+    for d, what in ([(out, "--out")] if out is not None else []) + [(d, "an input directory")
+                                                                     for d in inputs]:
+        d = Path(os.path.realpath(d))
+        if where == d or d in where.parents:
+            raise UserError(f"{path}: is inside {what} ({d}); the database never lives among "
+                            "the files tw writes or reads", "give --db a file elsewhere")
+    for q in (p, Path(f"{p}.wal")):
+        try:
+            st = os.lstat(q)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(q)) from None
+        if not stat.S_ISREG(st.st_mode):
+            target = f" (to {os.readlink(q)})" if stat.S_ISLNK(st.st_mode) else ""
+            raise DataError(f"{q}: is {files.kind(st)}{target}, not a DuckDB database file; "
+                            "refusing to open it", "give --db a regular file, or a new name")
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return p
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(p)) from None
+    try:
+        head = os.pread(fd, 16, 0)
+    finally:
+        os.close(fd)
+    if head[MAGIC_AT:MAGIC_AT + len(MAGIC)] != MAGIC:
+        raise DataError(f"{path}: is not a DuckDB database ({_looks_like(head)}); refusing to "
+                        "open it", "give --db a DuckDB file, or a new name for a new one")
+    return p
+
+
+def _looks_like(head):
+    """What a file that is not a DuckDB database seems to be, from its first bytes."""
+    if not head:
+        return "an empty file"
+    if head.startswith(b"SQLite format 3"):
+        return "a SQLite database"
+    if head.startswith(b"PAR1"):
+        return "a Parquet file"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return "it looks like JSON"
+    return "no DuckDB header"
+
+
+def connect(path, scratch=None):
+    """A connection to the database at path (created if absent), with DuckDB's outward reach
+    off: no extension is installed, loaded or fetched (a SQLite or a remote path must never
+    make tw fetch or load code), no file outside the database and scratch is read or
+    written (enable_external_access off: no COPY, no read_csv, no ATTACH, no http://), no
+    setting under the user's home (home, secrets, extensions, spill all in scratch), and the
+    configuration locked.  scratch: a private folder the caller removes (a new one, removed
+    at exit, when None).  DuckDB's own errors become one line each (failure())."""
     import duckdb
-    con = duckdb.connect(str(path))
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    # Its progress bar would draw on our stderr, among tw's own progress lines.
-    con.execute("SET enable_progress_bar = false")
-    for sql in SCHEMA_SQL:
-        con.execute(sql)
-    for table, col, typ in ADDED:
-        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {col} {typ}")
+    if scratch is None:
+        import atexit
+        import shutil
+        import tempfile
+        scratch = tempfile.mkdtemp(prefix="tw-fleet-duckdb-")
+        atexit.register(shutil.rmtree, scratch, True)
+    scratch = Path(os.path.realpath(scratch))
+    for sub in ("spill", "csv", "ext", "repo"):
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+              "allow_community_extensions": False, "allow_unsigned_extensions": False,
+              "allow_persistent_secrets": False, "home_directory": str(scratch),
+              "extension_directories": [str(scratch / "ext")],
+              "custom_extension_repository": str(scratch / "repo"),
+              "autoinstall_extension_repository": str(scratch / "repo"),
+              "temp_directory": str(scratch / "spill"), "memory_limit": MEMORY_LIMIT}
+    try:
+        con = duckdb.connect(str(path), config=config)
+    except duckdb.Error as e:
+        raise failure(path, e) from None
+    try:
+        # Its progress bar would draw on our stderr, among tw's own progress lines.
+        con.execute("SET enable_progress_bar = false")
+        con.execute("SET allowed_directories = ?", [[str(scratch / "csv") + "/"]])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        _check_tables(con, path)
+        for sql in SCHEMA_SQL:
+            con.execute(sql)
+        for table, col, typ in ADDED:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {col} {typ}")
+    except duckdb.Error as e:
+        con.close()
+        raise failure(path, e) from None
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _check_tables(con, path):
+    """DataError when the database holds runs or cells as something other than the tables
+    tw made: a view in their place, a column of another type, runs without its key (a
+    database edited by hand or by another program)."""
+    from ..core.ui import DataError
+    want = {"runs": {c: t for c, t in _columns(SCHEMA_SQL[0])},
+            "cells": {c: t for c, t in _columns(SCHEMA_SQL[1])}}
+    kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                             "WHERE table_schema = 'main'").fetchall())
+    for table, cols in want.items():
+        if table not in kinds:
+            continue
+        if kinds[table] != "BASE TABLE":
+            raise DataError(f"{path}: {table} is a {kinds[table].lower()}, not the table tw "
+                            "made; refusing to use this database",
+                            "give --db another file (this one was changed by another program)")
+        have = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                "WHERE table_schema = 'main' AND table_name = ?",
+                                [table]).fetchall())
+        for c, t in cols.items():
+            if c in have and have[c] != t:
+                raise DataError(f"{path}: table {table}, column {c}: {have[c]}, not the {t} tw "
+                                "writes; refusing to use this database",
+                                "give --db another file (this one was changed by another "
+                                "program)")
+    if "runs" in kinds:
+        keyed = con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'runs' "
+                            "AND constraint_type = 'PRIMARY KEY'").fetchone()[0]
+        if not keyed:
+            raise DataError(f"{path}: table runs has lost its key (run_id); refusing to use this "
+                            "database", "give --db another file (this one was changed by "
+                            "another program)")
+
+
+def _columns(sql):
+    """[(column, DuckDB type name)] of one of our CREATE TABLE statements."""
+    import re
+    body = sql[sql.index("(") + 1:sql.rindex(")")]
+    names = {"VARCHAR": "VARCHAR", "DOUBLE": "DOUBLE", "BIGINT": "BIGINT", "INTEGER": "INTEGER"}
+    return [(m.group(1), names[m.group(2)])
+            for m in re.finditer(r"(\w+) (VARCHAR|DOUBLE|BIGINT|INTEGER)", body)]
+
+
+def failure(path, e):
+    """The one line (a UserError to raise) for DuckDB's error e on the database at path: a
+    lock another process holds (named by its PID), a full disk, a read-only file system or a
+    refused permission (SystemRefused, exit 4); anything else is a database that is not a
+    usable DuckDB database (DataError, exit 3)."""
+    import re
+    from ..core.ui import DataError, SystemRefused
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    m = re.search(r"Conflicting lock is held in (.*) \(PID (\d+)\)", str(e))
+    if m:
+        return SystemRefused(f"{path}: in use by another process, PID {m.group(2)} "
+                             f"({_command(int(m.group(2))) or m.group(1)}); DuckDB lets one "
+                             "process at a time write a database",
+                             "wait for it to end, or give another --db")
+    for words, what in (("No space left on device", "the disk is full"),
+                        ("Read-only file system", "the file system is read-only"),
+                        ("Permission denied", "permission denied"),
+                        ("Disk quota exceeded", "the disk quota is exceeded")):
+        if words in str(e):
+            return SystemRefused(f"{path}: {what} (DuckDB: {msg[:300]}); the database is as "
+                                 "its last complete write left it", "give --db a file on a "
+                                 "writable file system with room")
+    return DataError(f"{path}: not a usable DuckDB database (DuckDB: {msg[:300]})",
+                     "give --db another file, or move this one away to start a new database")
+
+
+class errors:
+    """`with errors(path):` turns DuckDB's errors in the block into failure()'s one line (a
+    full disk at COMMIT, a database damaged beyond its header)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        import duckdb
+        if e is not None and isinstance(e, duckdb.Error):
+            raise failure(self.path, e) from None
+        return False
+
+
+def _command(pid):
+    """The command line of process pid, short, or None."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read(4096).split(b"\0")
+    except OSError:
+        return None
+    text = " ".join(w.decode(errors="replace") for w in words if w)
+    return text[:200] or None
 
 
 def run_id(dg):
@@ -153,6 +347,9 @@ def ingest(con, digests, sources=None, ids=None):
             con.executemany("UPDATE runs SET source_path = ?, source_key = ? WHERE run_id = ?",
                             updates)
         con.execute("COMMIT")
+        # Written into the file now: DuckDB's own checkpoint at close swallows a full disk,
+        # leaving the runs in the WAL beside it and tw saying nothing.
+        con.execute("CHECKPOINT")
     return len(new_runs) - len(set(replace))
 
 
@@ -172,14 +369,21 @@ def _want(con, labelled):
             [(lab, rid, order[lab]) for lab, rid in labelled])
 
 
-def load(con, labelled, op=False):
+def load(con, labelled, op=False, refused=None):
     """The digests of the runs [(host label, run_id)], from the database: what the fleet view
     is drawn from.  Each is the digest as ingested (digest_json) with its cells from the
     cells table, under this view's label.
 
     op: False for every cell; an op (or None, every op) for the view's own cells alone, the
     'ret' shape of that op (analyse.fleet.columns): a view of 100,000 machines cannot hold
-    every machine's every cell, and fleet.csv takes them from the database (write_csv)."""
+    every machine's every cell, and fleet.csv takes them from the database (write_csv).
+
+    The database is outside input too (another version, or a hand, may have changed it): each
+    run's row is checked as a host's digest.json is (analyse.rundigest), a NULL or broken
+    digest_json, a cell stored twice or a figure that is not a measurement costs that run
+    one line naming the table and the row, appended to refused as {host, run_id, why}."""
+    from . import rundigest
+    refused = [] if refused is None else refused
     if not labelled:
         return []
     _want(con, labelled)
@@ -195,9 +399,21 @@ def load(con, labelled, op=False):
         if isinstance(o, list):
             return [shared(v) for v in o]
         return o
-    base = {rid: shared(dict(orjson.loads(js), interval_ops=ops)) for rid, js, ops in _rows(
-        con, "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r "
-             "WHERE r.run_id IN (SELECT run_id FROM want)") if js is not None}
+    base, broken = {}, {}
+    for rid, js, ops in _rows(
+            con, "SELECT r.run_id, r.digest_json, r.interval_ops FROM runs r "
+                 "WHERE r.run_id IN (SELECT run_id FROM want)"):
+        if rid in base or rid in broken:
+            broken[rid] = "stored twice"
+            continue
+        try:
+            dg = orjson.loads(js) if isinstance(js, str) else None
+        except orjson.JSONDecodeError:
+            dg = None
+        if not isinstance(dg, dict):
+            broken[rid] = "its digest_json is " + ("NULL" if js is None else "not a JSON object")
+            continue
+        base[rid] = shared(dict(dg, interval_ops=ops if isinstance(ops, str) else "all"))
     where, args = "", []
     if op is not False:
         where = " AND c.shape = 'ret'" + (" AND c.op = ?" if op is not None else "")
@@ -207,11 +423,28 @@ def load(con, labelled, op=False):
             con, f"SELECT c.run_id, c.cell, {', '.join('c.' + k for k in CELL_KEYS)} FROM cells c "
                  f"WHERE c.run_id IN (SELECT run_id FROM want){where} "
                  "ORDER BY c.run_id, coalesce(c.pos, 0), c.cell", args):
-        cells.setdefault(row[0], {})[shared(row[1])] = dict(zip(CELL_KEYS, map(shared, row[2:])))
+        mine = cells.setdefault(row[0], {})
+        if row[1] in mine:
+            broken.setdefault(row[0], f"table cells holds its cell {str(row[1])[:60]!r} twice")
+        mine[shared(row[1])] = dict(zip(CELL_KEYS, map(shared, row[2:])))
     out = []
     for label, rid in labelled:
-        if rid in base:
-            out.append(dict(base[rid], host=label, cells=cells.get(rid, {})))
+        src = f"database table runs, row run_id {str(rid)[:80]!r}"
+        why = broken.get(rid)
+        if why is None and rid in base:
+            try:
+                out.append(rundigest.checked(dict(base[rid], host=label,
+                                                  cells=cells.get(rid, {})), src,
+                                             some_cells=op is not False))
+                continue
+            except DataError as e:
+                why = e.line()
+        elif why is not None:
+            why = f"{src}: {why}"
+        if why is not None:
+            refused.append({"host": label, "run_id": rid,
+                            "why": f"{why}; not compared (run it again without --db, or give "
+                                   "a new --db)"})
     return out
 
 
@@ -262,11 +495,13 @@ def write_csv(con, labelled, path, cols=None):
            "c.ratio AS x_reference, c.ratio_low AS x_ci_low, c.ratio_high AS x_ci_high, "
            "r.reference FROM want w JOIN runs r USING (run_id) JOIN cells c USING (run_id) "
            "JOIN colpos p ON p.cell = c.cell ORDER BY w.rank, w.label, p.k")
-    # DuckDB writes into a private folder; the file is then put in place the one way every
+    # DuckDB writes into the connection's private scratch (the one folder it may write
+    # outside the database, connect()); the file is then put in place the one way every
     # file of ours is (core.files: confined, never through a link).
     import tempfile
     from ..core import files
-    with tempfile.TemporaryDirectory(prefix="tw-fleet-csv-") as tmp:
+    scratch = Path(con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]).parent
+    with tempfile.TemporaryDirectory(prefix="fleet-csv-", dir=scratch / "csv") as tmp:
         part = os.path.join(tmp, "fleet.csv")
         con.sql(sql).write_csv(part, header=True)
         files.adopt(path, part)

@@ -13,7 +13,8 @@ The raw rounds stay the truth.  A digest is only ever used when its method is th
 and its sha256 is that of the percall file beside it; an older method is recomputed from the
 raw rounds (never trusted), a newer one, or any figure that is not a plausible number, costs
 that host one line (load()).  The sha256 binds a digest to its rounds; it does not prove that a
-hostile host computed the figures honestly, which only recomputing does (`tw fleet --verify`).
+hostile host computed the figures honestly, which only recomputing does (`tw fleet --verify
+DIR...` recomputes each digest from its raw rounds and lists those that disagree).
 """
 import hashlib
 import math
@@ -87,52 +88,112 @@ def write(d):
     return d / DIGEST_FILE
 
 
-def _num(v, where, positive=True):
+def _num(v, where, positive=True, src=DIGEST_FILE, bound=None):
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-            or abs(v) >= fleet.MAX_NS or (positive and v < 0):
-        raise DataError(f"{DIGEST_FILE}: {where}: {v!r} is not a measurement")
+            or abs(v) >= (bound or fleet.MAX_NS) or (positive and v < 0):
+        raise DataError(f"{src}: {where}: {str(v)[:40]!r} is not a measurement")
     return float(v)
 
 
-def _checked(dg):
-    """dg with every field the fleet uses checked for type and a plausible size."""
+# Exits per int 0x80 call: a handful on any kernel (issue 24); a fit far beyond is no fit.
+MAX_EXITS = 1e3
+
+
+def _interval(d, where, src, positive, bound=None):
+    """{value, ci_low, ci_high} of a figure with its interval, each a plausible number."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise DataError(f"{src}: {where}: not an object")
+    return {k: _num(d.get(k), f"{where}.{k}", positive and k == "value", src, bound)
+            for k in ("value", "ci_low", "ci_high")}
+
+
+def _text(v, where, src, limit=500):
+    if v is None or (isinstance(v, str) and len(v) <= limit):
+        return v
+    raise DataError(f"{src}: {where}: not what tw writes")
+
+
+def check_causes(cz, src=DIGEST_FILE):
+    """A digest's causes (analyse.causes.brief), returned as it is once every field the
+    fleet reads is checked: each number plausible (the exit price positive and under
+    fleet.MAX_NS, exits per call under MAX_EXITS), each string short."""
+    if cz is None:
+        return None
+    if not isinstance(cz, dict):
+        raise DataError(f"{src}: causes: not an object")
+    out = {"exit_price": None, "int80": None}
+    price = cz.get("exit_price")
+    if price is not None:
+        out["exit_price"] = _interval(price, "causes.exit_price", src, True)
+        out["exit_price"]["why"] = _text(price.get("why"), "causes.exit_price.why", src)
+    m = cz.get("int80")
+    if m is not None:
+        if not isinstance(m, dict):
+            raise DataError(f"{src}: causes.int80: not an object")
+        w = "causes.int80"
+        holds = m.get("holds")
+        if holds is not None and not isinstance(holds, bool):
+            raise DataError(f"{src}: {w}.holds: not what tw writes")
+        out["int80"] = {
+            "variant": _text(m.get("variant"), f"{w}.variant", src, 64),
+            "baseline": _text(m.get("baseline"), f"{w}.baseline", src, 64),
+            "exits_per_call": _interval(m.get("exits_per_call"), f"{w}.exits_per_call", src,
+                                        False, MAX_EXITS),
+            "predicted_exits": _num(m.get("predicted_exits"), f"{w}.predicted_exits", False,
+                                    src, MAX_EXITS),
+            "minus_baseline_ns": _interval(m.get("minus_baseline_ns"), f"{w}.minus_baseline_ns",
+                                           src, False),
+            "residual_ns": _interval(m.get("residual_ns"), f"{w}.residual_ns", src, False),
+            "holds": holds}
+        if not isinstance(out["int80"]["variant"], str):
+            raise DataError(f"{src}: {w}.variant: not a variant")
+    return cz
+
+
+def _checked(dg, src=DIGEST_FILE, some_cells=True):
+    """dg with every field the fleet uses checked for type and a plausible size; src names
+    where it was read (digest.json, or a database's table and row).  some_cells False: no
+    cell is no error (a view of one op reads back that op's cells alone)."""
     if not isinstance(dg, dict):
-        raise DataError(f"{DIGEST_FILE}: not an object")
+        raise DataError(f"{src}: not an object")
     cells = dg.get("cells")
-    if not isinstance(cells, dict) or not cells:
-        raise DataError(f"{DIGEST_FILE}: has no cells")
+    if not isinstance(cells, dict) or (some_cells and not cells):
+        raise DataError(f"{src}: has no cells")
     if len(cells) > MAX_CELLS:
-        raise DataError(f"{DIGEST_FILE}: {len(cells)} cells, more than the {MAX_CELLS} "
+        raise DataError(f"{src}: {len(cells)} cells, more than the {MAX_CELLS} "
                         "any run measures")
     for name, c in cells.items():
         if not isinstance(c, dict) or len(name) > 200:
-            raise DataError(f"{DIGEST_FILE}: a cell is not what tw writes")
+            raise DataError(f"{src}: a cell is not what tw writes")
         w = f"cells[{name[:40]!r}]"
         # A jackknife interval of a cell near zero (a vDSO read) may reach below it; the
         # figure itself never does.
         for k in ("value", "ci_low", "ci_high"):
-            c[k] = _num(c.get(k), f"{w}.{k}", positive=k == "value")
+            c[k] = _num(c.get(k), f"{w}.{k}", k == "value", src)
         if c["value"] is None:
-            raise DataError(f"{DIGEST_FILE}: {w}: has no figure")
+            raise DataError(f"{src}: {w}: has no figure")
         if c["ci_low"] is not None and not (c["ci_low"] <= c["value"] <= (c["ci_high"] or 0)):
-            raise DataError(f"{DIGEST_FILE}: {w}: its interval does not hold its figure")
+            raise DataError(f"{src}: {w}: its interval does not hold its figure")
         for k in ("ratio", "ratio_low", "ratio_high"):
-            c[k] = _num(c.get(k), f"{w}.{k}", positive=k == "ratio")
+            c[k] = _num(c.get(k), f"{w}.{k}", k == "ratio", src)
         for k in ("variant", "op", "shape"):
             if not isinstance(c.get(k), str) or len(c[k]) > 64:
-                raise DataError(f"{DIGEST_FILE}: {w}.{k}: not what tw writes")
+                raise DataError(f"{src}: {w}.{k}: not what tw writes")
     f = dg.get("facts")
     if not isinstance(f, dict) or not all(isinstance(f.get(k), str) and len(f[k]) <= 200
                                           for k in fleet.FACTS):
-        raise DataError(f"{DIGEST_FILE}: facts: not what tw writes")
+        raise DataError(f"{src}: facts: not what tw writes")
     if not isinstance(dg.get("reference"), str):
-        raise DataError(f"{DIGEST_FILE}: reference: not a cell name")
-    cz = dg.get("causes")
-    if cz is not None and not isinstance(cz, dict):
-        raise DataError(f"{DIGEST_FILE}: causes: not an object")
+        raise DataError(f"{src}: reference: not a cell name")
+    dg["causes"] = check_causes(dg.get("causes"), src)
     return dg
+
+
+checked = _checked       # for analyse.fleetdb: a run read back from the database
 
 
 def load(d, host):
@@ -144,7 +205,9 @@ def load(d, host):
     raw = files.read_regular(d / DIGEST_FILE, inside=d, limit=MAX_BYTES, what="digest")
     if raw is None:
         return None
-    dg = fleet._json(d / DIGEST_FILE, raw)
+    # Every repeated key refused, not only a second "cells": a second "causes" says two things
+    # as well, and the fast parser would keep one of them silently.
+    dg = fleet._json(d / DIGEST_FILE, raw, every_key=True)
     if not isinstance(dg, dict) or dg.get("schema") != SCHEMA:
         raise DataError(f"{DIGEST_FILE}: schema {str(dg.get('schema') if isinstance(dg, dict) else None)[:40]!r}"
                         f" is not {SCHEMA}", "re-run `tw report DIR` on that host")

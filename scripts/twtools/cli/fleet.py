@@ -7,13 +7,14 @@ Every directory is untrusted input: one that is damaged or hostile is one line o
 naming the host and what is wrong, and the rest are compared.  Nothing is written outside
 --out, and nothing found in a directory is run.
 """
+import contextlib
 import os
 import sys
 from pathlib import Path
 
 from ..analyse import fleet as afleet
 from ..analyse import results
-from ..core import escape, files, paths, proc, ui
+from ..core import files, paths, proc, ui
 from ..core.ui import DataError, UserError
 from ..present import fleet as pfleet
 from . import options
@@ -150,10 +151,11 @@ def compare(jobs, workers=0, progress=True, op=None):
     return digests, refused
 
 
-def out_dir(arg):
-    """The output folder: made new (default) or an existing empty one; never merged."""
+def out_dir(arg, create=True):
+    """The output folder: made new (default) or an existing empty one; never merged.  With
+    create False, only checked (it is made once the database has opened)."""
     if arg is None:
-        return files.new_directory(paths.RESULTS, "fleet")
+        return files.new_directory(paths.RESULTS, "fleet") if create else None
     p = Path(arg)
     if p.is_symlink():
         raise UserError(f"{p}: is a symbolic link; give a real folder for --out")
@@ -161,7 +163,7 @@ def out_dir(arg):
         if not p.is_dir() or any(p.iterdir()):
             raise UserError(f"{p}: exists and is not an empty folder; outputs never merge",
                             "give a new folder with --out")
-    else:
+    elif create:
         p.mkdir(parents=True)
     return p
 
@@ -230,7 +232,29 @@ def _via_database(con, jobs, workers, op):
     ids = {}
     added = fleetdb.ingest(con, digests, srcs, ids)
     labelled += [(dg["host"], ids[dg["host"]]) for dg in digests]
-    return fleetdb.load(con, labelled, op=want), refused, added, labelled
+    bad = []
+    digests = fleetdb.load(con, labelled, op=want, refused=bad)
+    refused += [{"host": r["host"], "why": r["why"]} for r in bad]
+    dropped = {r["run_id"] for r in bad}
+    return digests, refused, added, [(h, rid) for h, rid in labelled if rid not in dropped]
+
+
+def _view(con, jobs, workers, op, refused, db):
+    """(the fleet view, drawn from the open database; its [(label, run_id)] for fleet.csv);
+    every refused host printed once."""
+    from ..analyse import fleetdb
+    digests, bad, added, labelled = _via_database(con, jobs, workers,
+                                                  None if op == "all" else op)
+    total = con.execute("SELECT count(DISTINCT run_id) FROM runs").fetchall()[0][0]
+    refused += bad
+    for r in refused:
+        ui.say(f"tw fleet: {r['host']}: {r['why']}")
+    view = afleet.view(digests, refused, None if op == "all" else op,
+                       all_columns=fleetdb.all_columns(con, labelled))
+    del digests
+    if db is not None:
+        ui.progress(f"database: {db}: {added} new run(s), {total} in all")
+    return view, labelled
 
 
 def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
@@ -249,31 +273,35 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
         jobs = uniq
     if not jobs:
         for r in refused:
-            print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
-                  file=sys.stderr)
+            ui.say(f"tw fleet: {r['host']}: {r['why']}")
         raise DataError("no results directory to compare (each refused above); nothing written")
-    out = out_dir(out_arg)
+    out_dir(out_arg, create=False)
     # The view is drawn from the database: the one given (--db), kept, or a temporary one.
     import tempfile
     from ..analyse import fleetdb
+    if db is not None:
+        fleetdb.check_path(db, out_arg, [d for _, d in jobs] + list(dirs))
     with tempfile.TemporaryDirectory(prefix="tw-fleet-db-") as tmp:
-        con = fleetdb.connect(db if db is not None else Path(tmp) / "fleet.duckdb")
+        path = db if db is not None else Path(tmp) / "fleet.duckdb"
+        con = fleetdb.connect(path, scratch=Path(tmp))
+        out = None
         try:
-            digests, bad, added, labelled = _via_database(con, jobs, workers,
-                                                          None if op == "all" else op)
-            total = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-            refused += bad
-            for r in refused:
-                print(f"tw fleet: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
-                      file=sys.stderr)
-            view = afleet.view(digests, refused, None if op == "all" else op,
-                               all_columns=fleetdb.all_columns(con, labelled))
-            del digests
-            if db is not None:
-                ui.progress(f"database: {escape.terminal(str(db))}: {added} new run(s), "
-                            f"{total} in all")
-            with files.confined(out):
-                pfleet.write(view, out, lambda p: fleetdb.write_csv(con, labelled, p, view["all_columns"]))
+            with fleetdb.errors(path):
+                # --out is made only now that the database has opened: a refused database
+                # leaves nothing behind.
+                existed = out_arg is not None and Path(out_arg).exists()
+                out = out_dir(out_arg)
+                view, labelled = _view(con, jobs, workers, op, refused, db)
+                with files.confined(out):
+                    pfleet.write(view, out, lambda p: fleetdb.write_csv(
+                        con, labelled, p, view["all_columns"]))
+        except BaseException:
+            # A failure after --out was made (a full disk, a database damaged past its
+            # header) leaves no empty folder of ours behind (pfleet.write removed its files).
+            if out is not None and not existed:
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+            raise
         finally:
             con.close()
     if as_json:

@@ -48,6 +48,9 @@ def _kind(st):
             "a device" if stat.S_ISCHR(m) or stat.S_ISBLK(m) else "not a regular file")
 
 
+kind = _kind      # what a file is, in words ("a FIFO"), for other modules' messages
+
+
 def _lstat_at(name, dfd):
     try:
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)

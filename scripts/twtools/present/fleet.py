@@ -14,8 +14,10 @@ control characters show on the page too).  fleet.csv is written by the database 
 A group lists at most PAGE_MACHINES machines on the page: a page of 100,000 machine rows
 would not open, and every machine is in fleet.csv and fleet.json.
 """
+import contextlib
 import html
 import math
+import os
 
 import orjson
 
@@ -198,9 +200,18 @@ def page(view):
 def write(view, out, csv):
     """fleet.html, fleet.csv and fleet.json inside out (the caller confines writes to it);
     csv(path) writes fleet.csv from the database the view was drawn from."""
-    files.write_text(out / "fleet.html", page(view))
-    csv(out / "fleet.csv")
-    files.write_chunks(out / "fleet.json", json_chunks(view))
+    written = []
+    try:
+        for name, fill in (("fleet.csv", csv), ("fleet.json", lambda p: files.write_chunks(
+                p, json_chunks(view))), ("fleet.html", lambda p: files.write_text(p, page(view)))):
+            fill(out / name)
+            written.append(out / name)
+    except BaseException:
+        # All three or none: a full disk must not leave a lone page that looks complete.
+        for p in written:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+        raise
 
 
 def json_chunks(view, per=2000):
