@@ -294,3 +294,19 @@ def test_messages_are_escaped_once(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     assert "a\\nb.duckdb: 2 new run(s)" in p.stderr and "a\\\\nb" not in p.stderr
     time.sleep(0)
+
+
+def test_control_bytes_never_reach_fleet_csv(tmp_path):
+    """Class 10: a kernel release and a host name holding ESC and BEL reached fleet.csv raw
+    (the formula guard held; a `cat fleet.csv` retitled the terminal).  They are shown."""
+    evil = "6.1\x1b]0;owned\x07"
+    host = tmp_path / "coll" / "h\x1b[2Jx"
+    shutil.copytree(RUNS[0], host / RUNS[0].name)
+    fp = json.loads((host / RUNS[0].name / "fingerprint.json").read_text())
+    fp["kernel"]["release"] = evil
+    (host / RUNS[0].name / "fingerprint.json").write_text(json.dumps(fp))
+    p = tw("fleet", tmp_path / "coll", "--out", tmp_path / "out", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    csv = (tmp_path / "out" / "fleet.csv").read_text()
+    assert "\x1b" not in csv and "\x07" not in csv
+    assert "6.1\\x1b]0;owned\\x07" in csv and "h\\x1b[2Jx" in csv

@@ -468,32 +468,47 @@ def all_columns(con, labelled):
         ).fetchall()]
 
 
-def _safe(expr):
-    """SQL for a CSV cell that a spreadsheet would run as a formula (a leading =, +, -, @,
-    tab or carriage return) prefixed with a quote, as present.fleet does; expr is our own
-    column expression, never outside text."""
-    return (f"CASE WHEN regexp_matches({expr}, '^[-=+@\\t\\r]') THEN chr(39) || {expr} "
-            f"ELSE {expr} END")
+def csv_text(s):
+    """A CSV cell that a spreadsheet would run as a formula (a leading =, +, -, @, tab or
+    carriage return) prefixed with a quote, as present.fleet does; None stays None."""
+    if isinstance(s, str) and s[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + s
+    return s
 
 
 def write_csv(con, labelled, path, cols=None):
     """fleet.csv, one row per machine and cell of the 'ret' shape, straight from the
-    database (the rows never pass through Python): machines in label order, each machine's
+    database (the cells never pass through Python): machines in label order, each machine's
     cells in the order of cols (the view's all_columns; all_columns() when None).  Host
-    names and facts are outside text: each is guarded against running as a formula (_safe)."""
+    names, facts, cell names and the reference are outside text: each is shown with its
+    control characters made visible (core.escape.controls: no ESC or BEL reaches a terminal
+    that cats the file) and guarded against running as a formula (csv_text), once per
+    machine and per column, in Python, before the database joins them to the cells."""
+    from ..core import escape
     from . import fleet as afleet
     if cols is None:
         cols = all_columns(con, labelled)
     _want(con, labelled)
-    con.execute("CREATE OR REPLACE TEMP TABLE colpos (cell VARCHAR, k BIGINT)")
+    con.execute("CREATE OR REPLACE TEMP TABLE colpos (cell VARCHAR, k BIGINT, shown VARCHAR)")
     if cols:
-        _insert(con, "colpos", ("cell", "k"), [(c, i) for i, c in enumerate(cols)])
-    facts = ", ".join(f"{_safe('r.' + f)} AS {f}" for f in afleet.FACTS)
-    cpu = _safe("json_extract_string(r.digest_json, '$.facts.cpu_name')")
-    sql = (f"SELECT {_safe('w.label')} AS host, {facts}, {cpu} AS cpu_name, "
-           "c.cell, c.estimator, c.value AS ns, c.ci_low AS ns_ci_low, c.ci_high AS ns_ci_high, "
-           "c.ratio AS x_reference, c.ratio_low AS x_ci_low, c.ratio_high AS x_ci_high, "
-           "r.reference FROM want w JOIN runs r USING (run_id) JOIN cells c USING (run_id) "
+        _insert(con, "colpos", ("cell", "k", "shown"),
+                [(c, i, csv_text(escape.controls(c))) for i, c in enumerate(cols)])
+    names = ("label", *afleet.FACTS, "cpu_name", "reference")
+    con.execute("CREATE OR REPLACE TEMP TABLE csvtext (run_id VARCHAR, key VARCHAR, "
+                + ", ".join(f"{n} VARCHAR" for n in names) + ")")
+    rows = con.execute(
+        "SELECT w.run_id, w.label, w.label, " + ", ".join(f"r.{f}" for f in afleet.FACTS)
+        + ", json_extract_string(r.digest_json, '$.facts.cpu_name'), r.reference "
+          "FROM want w JOIN runs r USING (run_id)").fetchall()
+    _insert(con, "csvtext", ("run_id", "key", *names),
+            [(*r[:2], *(csv_text(escape.controls(v)) for v in r[2:])) for r in rows])
+    facts = ", ".join(f"t.{f} AS {f}" for f in afleet.FACTS)
+    sql = (f"SELECT t.label AS host, {facts}, t.cpu_name AS cpu_name, "
+           "p.shown AS cell, c.estimator, c.value AS ns, c.ci_low AS ns_ci_low, "
+           "c.ci_high AS ns_ci_high, c.ratio AS x_reference, c.ratio_low AS x_ci_low, "
+           "c.ratio_high AS x_ci_high, t.reference "
+           "FROM want w JOIN csvtext t ON t.run_id = w.run_id AND t.key = w.label "
+           "JOIN cells c ON c.run_id = w.run_id "
            "JOIN colpos p ON p.cell = c.cell ORDER BY w.rank, w.label, p.k")
     # DuckDB writes into the connection's private scratch (the one folder it may write
     # outside the database, connect()); the file is then put in place the one way every

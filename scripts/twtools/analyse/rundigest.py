@@ -18,6 +18,7 @@ DIR...` recomputes each digest from its raw rounds and lists those that disagree
 """
 import hashlib
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +98,8 @@ def _num(v, where, positive=True, src=DIGEST_FILE, bound=None):
     return float(v)
 
 
+# An estimator's name (analyse.fleet: undisturbed_ns, floor_ns, or a comma list of them).
+ESTIMATOR = re.compile(r"[a-z_]{1,40}(,[a-z_]{1,40}){0,3}")
 # Exits per int 0x80 call: a handful on any kernel (issue 24); a fit far beyond is no fit.
 MAX_EXITS = 1e3
 
@@ -183,6 +186,9 @@ def _checked(dg, src=DIGEST_FILE, some_cells=True):
         for k in ("variant", "op", "shape"):
             if not isinstance(c.get(k), str) or len(c[k]) > 64:
                 raise DataError(f"{src}: {w}.{k}: not what tw writes")
+        est = c.get("estimator")
+        if est is not None and not (isinstance(est, str) and ESTIMATOR.fullmatch(est)):
+            raise DataError(f"{src}: {w}.estimator: not what tw writes")
     f = dg.get("facts")
     if not isinstance(f, dict) or not all(isinstance(f.get(k), str) and len(f[k]) <= 200
                                           for k in fleet.FACTS):
