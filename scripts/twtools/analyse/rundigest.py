@@ -234,3 +234,73 @@ def load(d, host):
     dg = _checked(dg)
     dg["host"] = host
     return dg
+
+
+# ---- tw fleet --verify ----------------------------------------------------------------------
+
+def _differences(stored, fresh, path="", out=None, limit=5):
+    """The paths at which two digests differ (numbers to a relative 1e-9: the same rounds
+    give the same figures bit for bit here), at most `limit` of them."""
+    out = [] if out is None else out
+    if len(out) >= limit:
+        return out
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        for k in sorted(set(stored) | set(fresh), key=str):
+            if k == "host":
+                continue
+            _differences(stored.get(k), fresh.get(k), f"{path}.{k}" if path else str(k), out,
+                         limit)
+        return out
+    if isinstance(stored, list) and isinstance(fresh, list) and len(stored) == len(fresh):
+        for i, (a, b) in enumerate(zip(stored, fresh)):
+            _differences(a, b, f"{path}[{i}]", out, limit)
+        return out
+    num = (int, float)
+    if isinstance(stored, num) and isinstance(fresh, num) and not isinstance(stored, bool) \
+            and not isinstance(fresh, bool):
+        if math.isclose(stored, fresh, rel_tol=1e-9, abs_tol=1e-12):
+            return out
+    elif stored == fresh:
+        return out
+    out.append(f"{path}: {str(stored)[:40]} in {DIGEST_FILE}, {str(fresh)[:40]} from the rounds")
+    return out
+
+
+def verify(d, host):
+    """(state, why) of results directory d's digest.json against its raw rounds: 'agrees',
+    'disagrees' (why lists the first differing figures), or 'none' (no digest.json: the
+    fleet digests that host's rounds itself).  DataError when either cannot be read."""
+    d = Path(d)
+    raw = files.read_regular(d / DIGEST_FILE, inside=d, limit=MAX_BYTES, what="digest")
+    if raw is None:
+        return "none", f"no {DIGEST_FILE}: tw fleet digests its raw rounds itself"
+    stored = fleet._json(d / DIGEST_FILE, raw, every_key=True)
+    if not isinstance(stored, dict) or stored.get("schema") != SCHEMA:
+        raise DataError(f"{DIGEST_FILE}: not a {SCHEMA} digest")
+    if stored.get("method") != METHOD:
+        return "none", (f"{DIGEST_FILE}: method {str(stored.get('method'))[:20]}, not this "
+                        f"checkout's ({METHOD}): tw fleet recomputes it from the raw rounds")
+    fresh = compute(d, host)
+    diff = _differences(stored, orjson_roundtrip(fresh))
+    return ("disagrees", "; ".join(diff)) if diff else ("agrees", None)
+
+
+def orjson_roundtrip(obj):
+    """obj as digest.json would hold it once written (tuples as lists, numpy as numbers)."""
+    import json
+    return json.loads(json.dumps(files._clean(obj), default=files._jsonable))
+
+
+def safe_verify(job):
+    """verify() for a worker process: (host, state, why), a damaged directory being
+    ('refused', its one line)."""
+    host, d = job
+    try:
+        return (host, *verify(d, host))
+    except DataError as e:
+        return host, "refused", e.line()
+    except OSError as e:
+        return host, "refused", f"{e.filename or d}: {e.strerror}"
+    except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError,
+            RecursionError) as e:
+        return host, "refused", f"its results hold something tw does not read ({type(e).__name__})"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..analyse import fleet as afleet
 from ..analyse import results
-from ..core import files, paths, proc, ui
+from ..core import escape, files, paths, proc, ui
 from ..core.ui import DataError, UserError
 from ..present import fleet as pfleet
 from . import options
@@ -41,6 +41,10 @@ def add_arguments(p, name):
                    help="also keep every compared run in this DuckDB database (created if "
                         "absent; a run already there is not added twice), for SQL queries "
                         "(docs/fleet.md)")
+    p.add_argument("--verify", action="store_true",
+                   help="recompute each directory's digest.json from its raw rounds and list "
+                        "those that disagree (a host that forged its figures); writes nothing; "
+                        "exit 3 when one disagrees or cannot be read")
     p.add_argument("--bench", type=int, metavar="N",
                    help="the scale benchmark: make N synthetic results directories from the "
                         "atlas (data/machines), compare them, print wall time and peak memory")
@@ -312,7 +316,49 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     return view, out
 
 
+def verify(dirs, workers=0, as_json=False, stream=None):
+    """tw fleet --verify: each host's digest.json against its raw rounds, one line each;
+    returns the exit status (3 when one disagrees or was refused)."""
+    from ..analyse import rundigest
+    stream = stream or sys.stdout
+    jobs, refused = discover(dirs)
+    rows = [{"host": r["host"], "state": "refused", "why": r["why"]} for r in refused]
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(jobs) < 4:
+        got = [rundigest.safe_verify(j) for j in jobs]
+    else:
+        ex = proc.pool(min(workers, proc.max_jobs()))
+        try:
+            got = list(ex.map(rundigest.safe_verify, jobs))
+            ex.shutdown()
+        except BaseException:
+            proc.stop_pool(ex)
+            raise
+    rows += [{"host": h, "state": s, "why": w} for h, s, w in got]
+    rows.sort(key=lambda r: (r["state"] == "agrees", r["state"] == "none", r["host"]))
+    if as_json:
+        import json
+        stream.write(json.dumps({"verified": rows}, indent=1) + "\n")
+    else:
+        for r in rows:
+            stream.write(escape.terminal(f"{r['host']}: {r['state']}"
+                                         + (f": {r['why']}" if r["why"] else "")) + "\n")
+        n = {s: sum(1 for r in rows if r["state"] == s) for s in
+             ("agrees", "disagrees", "none", "refused")}
+        stream.write(f"{n['agrees']} agree, {n['disagrees']} disagree, {n['none']} without a "
+                     f"digest of this method, {n['refused']} refused\n")
+    bad = any(r["state"] in ("disagrees", "refused") for r in rows)
+    return ui.EXIT_DATA if bad else ui.EXIT_OK
+
+
 def main(args, name):
+    if args.verify:
+        if not args.dirs:
+            raise UserError("--verify needs the results directories or collection folders "
+                            "to check", "see tw fleet --help")
+        if args.db or args.out or args.atlas or args.bench is not None:
+            raise UserError("--verify only reads: it takes no --db, --out, --atlas or --bench")
+        return verify(args.dirs, args.jobs, args.json)
     if args.bench is not None:
         from . import fleetbench
         return fleetbench.main(args)
