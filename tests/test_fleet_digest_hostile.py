@@ -89,7 +89,7 @@ def test_a_second_causes_key_is_refused(coll, tmp_path):
     assert p.returncode == 3, p.stderr[-2000:]
     view = json.loads(p.stdout)
     assert [r["host"] for r in view["refused"]] == ["host0"]
-    assert "'causes' appears twice" in view["refused"][0]["why"]
+    assert "the key 'causes' appears twice" in view["refused"][0]["why"]
 
 
 def test_verify_lists_the_forged_digest(coll, tmp_path):

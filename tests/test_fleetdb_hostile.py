@@ -265,7 +265,7 @@ def test_a_bad_row_costs_its_run_one_line_naming_the_table_and_row(tmp_path, edi
     view = json.loads(p.stdout)
     assert len(view["machines"]) == len(RUNS) - 1
     assert len(view["refused"]) == 1 and needle in view["refused"][0]["why"], view["refused"]
-    assert f"run_id {rid!r}" in view["refused"][0]["why"] and "table" in view["refused"][0]["why"]
+    assert f"run_id '{rid}'" in view["refused"][0]["why"] and "table" in view["refused"][0]["why"]
 
 
 @pytest.mark.parametrize("edit,needle", [

@@ -106,7 +106,7 @@ def _no_duplicate_keys(path, raw):
         keys = [k for k, _ in kv]
         if len(set(keys)) != len(keys):
             dup = next(k for k in keys if keys.count(k) > 1)
-            raise DataError(f"{path.name}: the key {dup[:40]!r} appears twice in one object; "
+            raise DataError(f"{path.name}: the key '{dup[:40]}' appears twice in one object; "
                             "tw never writes that")
         return dict(kv)
     json.loads(raw, object_pairs_hook=pairs)
@@ -251,7 +251,7 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
             continue
         name = cell_name(v, op, size, shape)
         if name in cells:
-            raise DataError(f"percall.json: cells[{i}]: a second cell {name[:60]!r}; tw "
+            raise DataError(f"percall.json: cells[{i}]: a second cell '{name[:60]}'; tw "
                             "measures each cell once")
         cells[name] = dict(fig, variant=v, op=op, size=size,
                                                     shape=shape)

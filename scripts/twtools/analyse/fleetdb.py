@@ -425,11 +425,11 @@ def load(con, labelled, op=False, refused=None):
                  "ORDER BY c.run_id, coalesce(c.pos, 0), c.cell", args):
         mine = cells.setdefault(row[0], {})
         if row[1] in mine:
-            broken.setdefault(row[0], f"table cells holds its cell {str(row[1])[:60]!r} twice")
+            broken.setdefault(row[0], f"table cells holds its cell '{str(row[1])[:60]}' twice")
         mine[shared(row[1])] = dict(zip(CELL_KEYS, map(shared, row[2:])))
     out = []
     for label, rid in labelled:
-        src = f"database table runs, row run_id {str(rid)[:80]!r}"
+        src = f"database table runs, row run_id '{str(rid)[:80]}'"
         why = broken.get(rid)
         if why is None and rid in base:
             try:

@@ -94,7 +94,7 @@ def _num(v, where, positive=True, src=DIGEST_FILE, bound=None):
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
             or abs(v) >= (bound or fleet.MAX_NS) or (positive and v < 0):
-        raise DataError(f"{src}: {where}: {str(v)[:40]!r} is not a measurement")
+        raise DataError(f"{src}: {where}: '{str(v)[:40]}' is not a measurement")
     return float(v)
 
 
@@ -172,7 +172,7 @@ def _checked(dg, src=DIGEST_FILE, some_cells=True):
     for name, c in cells.items():
         if not isinstance(c, dict) or len(name) > 200:
             raise DataError(f"{src}: a cell is not what tw writes")
-        w = f"cells[{name[:40]!r}]"
+        w = f"cells['{name[:40]}']"
         # A jackknife interval of a cell near zero (a vDSO read) may reach below it; the
         # figure itself never does.
         for k in ("value", "ci_low", "ci_high"):
@@ -215,7 +215,7 @@ def load(d, host):
     # as well, and the fast parser would keep one of them silently.
     dg = fleet._json(d / DIGEST_FILE, raw, every_key=True)
     if not isinstance(dg, dict) or dg.get("schema") != SCHEMA:
-        raise DataError(f"{DIGEST_FILE}: schema {str(dg.get('schema') if isinstance(dg, dict) else None)[:40]!r}"
+        raise DataError(f"{DIGEST_FILE}: schema '{str(dg.get('schema') if isinstance(dg, dict) else None)[:40]}'"
                         f" is not {SCHEMA}", "re-run `tw report DIR` on that host")
     m = dg.get("method")
     if isinstance(m, bool) or not isinstance(m, int):

@@ -44,7 +44,7 @@ def _plain_name(text):
     if not unpack.PLAIN.fullmatch(text):
         import argparse
         raise argparse.ArgumentTypeError(
-            f"{escape.terminal(text)!r} is not a plain folder name (letters, digits, '.', '_', "
+            f"'{text}' is not a plain folder name (letters, digits, '.', '_', "
             "'-', not starting with '.' or '-', at most 100 characters)")
     return text
 
@@ -138,7 +138,7 @@ def add(results_dir, name=None, root=None, today=None):
     fleet.digest_doc(doc, fp, meta, d.name)
     run_name = d.resolve().name
     if not unpack.PLAIN.fullmatch(run_name):
-        raise UserError(f"{escape.path(d)}: its name is not a plain folder name",
+        raise UserError(f"{d}: its name is not a plain folder name",
                         "copy it to a plain name (letters, digits, '.', '_', '-') first")
     machine = name or _existing(root, _kind(fp)) or machine_name(fp)
     dest = root / machine / "runs" / run_name
@@ -148,7 +148,7 @@ def add(results_dir, name=None, root=None, today=None):
         if old is not None and hashlib.sha256(lzma.decompress(old)).digest() == \
                 hashlib.sha256(raw).digest():
             return machine, run_name, "already there: nothing changed"
-        raise UserError(f"{escape.path(dest)}: another run of this name is in the atlas",
+        raise UserError(f"{dest}: another run of this name is in the atlas",
                         "rename the results directory, or remove that run first")
     tmp = dest.with_name(f".{run_name}.partial-{os.getpid()}")
     tmp.mkdir(parents=True)

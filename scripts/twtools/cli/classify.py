@@ -7,7 +7,7 @@ program, and the live 32-bit vDSO's instruction where the answer goes through it
 import json
 import os
 
-from ..core import escape, ui
+from ..core import ui
 from ..core.escape import path as epath
 from ..core.escape import terminal
 from ..machine import classify as cls
@@ -80,7 +80,7 @@ def main(args, name):
     # cli.failure: one line each.
     for b in args.binaries:
         if os.path.isdir(b):
-            raise ui.UserError(f"{escape.path(b)} is a directory", "give ELF files")
+            raise ui.UserError(f"{b} is a directory", "give ELF files")
     out = [cls.classify(b, follow_libc=args.libc) for b in args.binaries]
     if args.json:
         print(json.dumps(out, indent=1, default=sorted))

@@ -178,6 +178,19 @@ def atlas_jobs(root=None):
     return [(f"{m}/{r.name}", r) for m, r in atlas.runs(root or atlas.ATLAS)]
 
 
+def unique_labels(jobs):
+    """[(label, dir)] with each label once: a host name met again is named with its
+    directory too ('web1 (/b/web1/run)')."""
+    seen, uniq = set(), []
+    for h, d in jobs:
+        label = h if h not in seen else f"{h} ({d})"
+        while label in seen:
+            label += "'"
+        seen.add(label)
+        uniq.append((label, d))
+    return uniq
+
+
 def refuse_out_inside(out_arg, jobs):
     """--out inside an input results directory would write into that host's results
     (issue 25, class 15): refused before anything is read."""
@@ -268,13 +281,7 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
         jobs += atlas_jobs(os.environ.get("TW_ATLAS") or None)
     refuse_out_inside(out_arg, jobs)
     refuse_out_inside(db, jobs)
-    if len({h for h, _ in jobs}) != len(jobs):
-        seen, uniq = set(), []
-        for h, d in jobs:
-            label = h if h not in seen else f"{h} ({d})"
-            seen.add(h)
-            uniq.append((label, d))
-        jobs = uniq
+    jobs = unique_labels(jobs)
     if not jobs:
         for r in refused:
             ui.say(f"tw fleet: {r['host']}: {r['why']}")

@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 
 from ..analyse import atlas
-from ..core import escape, files, paths, ui
+from ..core import files, paths, ui
 from ..core.ui import UserError
 from ..present import explain, lesson
 from ..present.document import export
@@ -55,7 +55,7 @@ def page_name(label):
 def one(args):
     rdir = args.results or explain.default_results()
     if args.results and not (Path(args.results).is_dir()):
-        raise UserError(f"--results {escape.terminal(args.results)}: no such directory",
+        raise UserError(f"--results {args.results}: no such directory",
                         "give a results directory made by tw run")
     data, label = explain.costs_from(rdir)
     fp, entries = explain.collect(None, data)
@@ -86,22 +86,36 @@ def klass(args):
     if not jobs:
         raise UserError("no student's results directory could be read (each refused above)"
                         if refused else "give the students' results directories")
+    # --out inside a student's results directory, or a folder of students given here, would
+    # be read as a student (a bogus one) by the next class page: refused before anything.
+    cli_fleet.refuse_out_inside(args.out, jobs + [(None, d) for d in args.students
+                                                  if Path(d).is_dir()])
+    # Two students whose folders share a name are two students: each its own label (the
+    # second named with its path, as tw fleet does), so each its own page.
+    jobs = cli_fleet.unique_labels(jobs)
     digests, bad = cli_fleet.compare(jobs, progress=True)
     refused += bad
     for r in refused:
-        ui.warn(f"lesson: {escape.terminal(r['host'])}: {escape.terminal(r['why'])}",
-                "that student is left out; the rest are shown")
+        ui.warn(f"lesson: {r['host']}: {r['why']}", "that student is left out; the rest are shown")
     students = [{"label": d["host"], "digest": d, "page": page_name(d["host"])}
                 for d in sorted(digests, key=lambda d: d["host"])]
     out = Path(args.out) if args.out else files.new_directory(paths.RESULTS, "class")
     out.mkdir(parents=True, exist_ok=True)
+    print(write_class(students, refused, out))
+    return 0
+
+
+def write_class(students, refused, out):
+    """index.html (the whole class) and one page per student (the class's distribution
+    beside their machine: a size that does not grow with the class) in out; returns the
+    index's path."""
     doc, svgs = lesson.class_page(students, refused)
     index = _write(doc, svgs, out, "index")
+    summary = lesson.class_summary(students)
     for s in students:
-        doc, svgs = lesson.class_page(students, refused, mark=s["label"])
+        doc, svgs = lesson.class_page(students, refused, mark=s, summary=summary)
         _write(doc, svgs, out, s["page"][:-len(".html")])
-    print(index)
-    return 0
+    return index
 
 
 def main(args, name):

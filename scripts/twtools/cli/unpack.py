@@ -9,7 +9,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from ..core import escape, ui, unpack
+from ..core import ui, unpack
 from ..core.ui import UserError
 
 # A host folder's name, the one rule the playbook's tw_safe_name applies too
@@ -45,7 +45,7 @@ def main(args, name):
     try:
         out = unpack.unpack(args.archive, host_dir)
     except ui.DataError as e:
-        e.message = f"host {escape.terminal(args.host)}: {e.message}"
+        e.message = f"host {args.host}: {e.message}"
         raise
     print(out)
     return 0

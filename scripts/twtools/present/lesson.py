@@ -10,6 +10,7 @@ ctx: {fp, entries (present.explain.collect), data (the results directory's analy
 None), label (where the costs come from), evidence (measure.lesson.gather), atlas (digests of
 data/machines), here (this run's digest or None), host}.
 """
+import bisect
 import hashlib
 import math
 
@@ -373,16 +374,11 @@ def strip_svg(title, points, mark=None):
 
 
 GROUP_BY = ("vendor", "hypervisor", "kernel", "vdso", "fred")
+QUANTILES = (0, 0.25, 0.5, 0.75, 1)
 
 
-def class_page(students, refused, mark=None):
-    """(Doc, {name: svg}) of the class: the distribution per mechanism, the machines grouped by
-    what differs, and one row per student; mark: the student whose page this is."""
-    doc, svgs = Doc(), {}
-    doc.h(1, "The class: how each student's machine enters the kernel"
-          + (f" ({outside(mark)}'s page)" if mark else ""))
-    doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
-                                          "(listed at the end)" if refused else "") + ".")
+def _points(students):
+    """[(mechanism, label, ns)] of every student's cell of each mechanism's first op."""
     pts = []
     for s in students:
         for m in mechanisms():
@@ -390,48 +386,128 @@ def class_page(students, refused, mark=None):
             c = (s["digest"].get("cells") or {}).get(f"{m.name} {op}")
             if c and c.get("value"):
                 pts.append((m.name, s["label"], c["value"]))
-    svg = strip_svg("Every student's machine, by mechanism", pts, mark)
-    if svg:
-        name = "class-strip" + (f"-{hashlib.sha1(mark.encode()).hexdigest()[:10]}" if mark else "")
-        svgs[name] = svg
-        doc.figure(name, "Each dot is one student's machine"
-                   + (f"; the red one is {outside(mark)}'s" if mark else ""))
-    # the distribution, as numbers
-    rows = []
-    for m in mechanisms():
-        v = sorted(x for n, _, x in pts if n == m.name)
-        if v:
-            q = [v[int(round(p * (len(v) - 1)))] for p in (0, 0.25, 0.5, 0.75, 1)]
-            mine = next((x for n, w, x in pts if n == m.name and w == mark), None)
-            rows.append([m.name, len(v)] + [f"{x:.0f}" for x in q]
-                        + ([f"{mine:.0f}" if mine is not None else "—"] if mark else []))
-    doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max"]
-              + (["you"] if mark else []), rows)
-    # groups by what differs
-    doc.h(2, "Machines grouped by what differs")
+    return pts
+
+
+def _quantiles(v):
+    return [v[int(round(p * (len(v) - 1)))] for p in QUANTILES]
+
+
+def _groups(students):
+    """{fact: {value: [students]}} of the facts that differ across the class."""
+    out = {}
     for key in GROUP_BY:
         groups = {}
         for s in students:
             groups.setdefault(str((s["digest"].get("facts") or {}).get(key)), []).append(s)
-        if len(groups) < 2:
-            continue
-        gr = []
-        for k, ss in sorted(groups.items()):
-            r = [(x["digest"].get("cells") or {}).get("32-int80 null") for x in ss]
-            r = sorted(c["ratio"] for c in r if c and c.get("ratio"))
-            gr.append([outside(k), len(ss), f"{r[len(r) // 2]:.1f}x" if r else "—",
-                       ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")])
+        if len(groups) >= 2:
+            out[key] = groups
+    return out
+
+
+def _int80_median(ss):
+    r = [(x["digest"].get("cells") or {}).get("32-int80 null") for x in ss]
+    r = sorted(c["ratio"] for c in r if c and c.get("ratio"))
+    return f"{r[len(r) // 2]:.1f}x" if r else "—"
+
+
+def _int80_ns(s):
+    c = (s["digest"].get("cells") or {}).get("32-int80 null")
+    return f"{c['value']:.0f}" if c and c.get("value") else "—"
+
+
+def class_page(students, refused, mark=None, summary=None):
+    """(Doc, {name: svg}) of the class: the distribution per mechanism, the machines grouped by
+    what differs, and one row per student.  mark: the student (a dict of students) whose page
+    this is: their page holds the class's distribution as numbers and five dots per
+    mechanism (the minimum, quartiles and maximum) beside their own, their groups and their
+    row, a size that does not grow with the class (the whole class is on index.html);
+    summary: class_summary(students), computed once for every student's page."""
+    if mark is not None:
+        return _student_page(students, refused, mark, summary or class_summary(students))
+    doc, svgs = Doc(), {}
+    doc.h(1, "The class: how each student's machine enters the kernel")
+    doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
+                                          "(listed at the end)" if refused else "") + ".")
+    pts = _points(students)
+    svg = strip_svg("Every student's machine, by mechanism", pts)
+    if svg:
+        svgs["class-strip"] = svg
+        doc.figure("class-strip", "Each dot is one student's machine")
+    summary = summary or class_summary(students, pts)
+    doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max"],
+              [[m, len(v)] + [f"{x:.0f}" for x in q] for m, (v, q) in summary["dist"].items()])
+    doc.h(2, "Machines grouped by what differs")
+    for key, groups in summary["groups"].items():
+        gr = [[outside(k), len(ss), _int80_median(ss),
+               ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")]
+              for k, ss in sorted(groups.items())]
         doc.p(f"By **{key}**:")
         doc.table([key, "machines", "int 0x80 null / 64-bit syscall (median)", "students"], gr)
     doc.h(2, "Every student")
     doc.table(["student", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
-              [[("**you** " if s["label"] == mark else "") + outside(s["label"]),
-                outside((s["digest"].get("facts") or {}).get("cpu_name")),
-                outside((s["digest"].get("facts") or {}).get("hypervisor")),
-                outside((s["digest"].get("facts") or {}).get("kernel")),
-                (lambda c: f"{c['value']:.0f}" if c and c.get("value") else "—")(
-                    (s["digest"].get("cells") or {}).get("32-int80 null")),
-                outside(s.get("page") or "—")] for s in students])
+              [_row(s) for s in students])
     for r in refused:
         doc.p(f"Refused: {outside(r['host'])}: {outside(r['why'])}.")
+    return doc, svgs
+
+
+def class_summary(students, pts=None):
+    """What every student's page shows of the class, computed once: each mechanism's sorted
+    figures and quantiles, and the groups."""
+    pts = _points(students) if pts is None else pts
+    dist = {}
+    for m in mechanisms():
+        v = sorted(x for n, _, x in pts if n == m.name)
+        if v:
+            dist[m.name] = (v, _quantiles(v))
+    return {"dist": dist, "groups": _groups(students), "n": len(students)}
+
+
+def _row(s, you=False):
+    f = s["digest"].get("facts") or {}
+    return [("**you** " if you else "") + outside(s["label"]), outside(f.get("cpu_name")),
+            outside(f.get("hypervisor")), outside(f.get("kernel")), _int80_ns(s),
+            outside(s.get("page") or "—")]
+
+
+def _student_page(students, refused, s, summary):
+    label = s["label"]
+    doc, svgs = Doc(), {}
+    doc.h(1, f"The class: how each student's machine enters the kernel ({outside(label)}'s page)")
+    doc.p(f"{summary['n']} machines" + (f"; {len(refused)} results directories refused"
+                                         if refused else "")
+          + ". Every student's machine, and every group, is on the class's page, `index.html`.")
+    mine = {m: x for m, _, x in _points([s])}
+    pts = [(m, None, x) for m, (_, q) in summary["dist"].items() for x in q]
+    pts += [(m, label, x) for m, x in mine.items()]
+    svg = strip_svg("The class (minimum, quartiles, maximum) and your machine", pts, label)
+    if svg:
+        name = f"class-strip-{hashlib.sha1(label.encode()).hexdigest()[:10]}"
+        svgs[name] = svg
+        doc.figure(name, "The blue dots are the class's minimum, quartiles and maximum; the red "
+                   f"one is {outside(label)}'s")
+    rows = []
+    for m, (v, q) in summary["dist"].items():
+        x = mine.get(m)
+        rank = "—" if x is None else f"{100 * bisect.bisect_left(v, x) / len(v):.0f}%"
+        rows.append([m, len(v)] + [f"{y:.0f}" for y in q]
+                    + ([f"{x:.0f}" if x is not None else "—", rank]))
+    doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max", "you",
+               "class below you"], rows)
+    doc.h(2, "Your machine's groups")
+    gr = []
+    for key, groups in summary["groups"].items():
+        k = str((s["digest"].get("facts") or {}).get(key))
+        ss = groups.get(k) or []
+        gr.append([key, outside(k), len(ss), _int80_median(ss)])
+    if gr:
+        doc.table(["fact", "yours", "machines sharing it", "int 0x80 null / 64-bit syscall "
+                   "(their median)"], gr)
+    else:
+        doc.p("Every machine of the class has the same vendor, hypervisor, kernel, vDSO and "
+              "FRED.")
+    doc.h(2, "You")
+    doc.table(["student", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
+              [_row(s, you=True)])
     return doc, svgs
