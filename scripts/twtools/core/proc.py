@@ -150,12 +150,60 @@ def live_pids():
     return sorted(_live)
 
 
-def run(cmd, timeout=600, check=False, input=None, capture_output=True, text=True, **kw):
+class OutputTooLarge(RuntimeError):
+    """A child printed more than the bound its caller gave (run(limit=)); its process group
+    was killed and nothing more of its output read."""
+
+    def __init__(self, argv, limit):
+        super().__init__(f"{argv[0]}: printed more than {limit} bytes; stopped and not read")
+        self.argv, self.limit = argv, limit
+
+
+def _communicate_bounded(p, timeout, limit):
+    """(stdout, stderr) bytes of p, read as they come, never more than limit of each:
+    OutputTooLarge (the group killed) beyond it, subprocess.TimeoutExpired after timeout."""
+    import selectors
+    import time
+    sel = selectors.DefaultSelector()
+    bufs = {}
+    for f in (p.stdout, p.stderr):
+        if f is not None:
+            sel.register(f, selectors.EVENT_READ)
+            bufs[f] = bytearray()
+    end = time.monotonic() + timeout
+    try:
+        while sel.get_map():
+            left = end - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(p.args, timeout)
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = bufs[key.fileobj]
+                buf += chunk
+                if len(buf) > limit:
+                    kill_group(p)
+                    raise OutputTooLarge(p.args, limit)
+        p.wait(max(0.1, end - time.monotonic()))
+    finally:
+        sel.close()
+        for f in bufs:
+            f.close()
+    return (bytes(bufs[p.stdout]) if p.stdout in bufs else None,
+            bytes(bufs[p.stderr]) if p.stderr in bufs else None)
+
+
+def run(cmd, timeout=600, check=False, input=None, capture_output=True, text=True, limit=None,
+        **kw):
     """subprocess.run, but each child leads a new session and its whole process group is
     killed when it times out or tw is interrupted.  cmd items become str; never a shell.
     Output is captured as text by default.  Returns a CompletedProcess; raises
     subprocess.TimeoutExpired after killing the group, OSError when the program cannot be
-    started, and ui.Interrupted (after killing the group) when a signal arrives."""
+    started, and ui.Interrupted (after killing the group) when a signal arrives.  limit: at
+    most this many bytes of each of stdout and stderr are read (a program tw did not build
+    may print without end); OutputTooLarge, its group killed, beyond (no input then)."""
     argv = [str(c) for c in cmd]
     if capture_output:
         kw.setdefault("stdout", subprocess.PIPE)
@@ -166,10 +214,17 @@ def run(cmd, timeout=600, check=False, input=None, capture_output=True, text=Tru
     p = None
     try:
         with deferred_signals():
-            p = subprocess.Popen(argv, text=text, start_new_session=True, **kw)
+            p = subprocess.Popen(argv, text=text and limit is None, start_new_session=True,
+                                 **kw)
             _live[p.pid] = p
         try:
-            out, err = p.communicate(input, timeout=timeout)
+            if limit is None:
+                out, err = p.communicate(input, timeout=timeout)
+            else:
+                out, err = _communicate_bounded(p, timeout, limit)
+                if text:
+                    out, err = (None if b is None else b.decode(errors="replace")
+                                for b in (out, err))
         except subprocess.TimeoutExpired:
             kill_group(p)
             raise subprocess.TimeoutExpired(argv, timeout) from None

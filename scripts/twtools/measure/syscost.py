@@ -5,6 +5,7 @@ runs syscost through measure(); the result is syscost's own JSON object (docs/sy
 raw: nothing here summarises.
 """
 import json
+import math
 import os
 import re
 import subprocess
@@ -58,6 +59,8 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     syscost runs through core.proc.run, in its own process group, killed whole on a
     timeout or an interrupt."""
     path = Path(binary) if binary else probe.binary("syscost", variant)
+    if binary:
+        _check_program(path)
     if not path.exists():
         return {"variant": variant, "op": op, "size": size, "supported": False,
                 "reason": f"{path.name} is not built (run make)", "shape": shape}
@@ -85,7 +88,11 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     env = dict(os.environ, **(extra_env or {}))
     t0 = time.monotonic()
     try:
-        p = proc.run(cmd, timeout=timeout, env=env, cwd=str(file_dir) if file_dir else None)
+        p = proc.run(cmd, timeout=timeout, env=env, cwd=str(file_dir) if file_dir else None,
+                     limit=MAX_OUTPUT)
+    except proc.OutputTooLarge:
+        raise SyscostError(f"{path}: printed more than {MAX_OUTPUT >> 20} MiB, more than any "
+                           "syscost run; stopped, and its output is unusable") from None
     except OSError as e:
         return {"variant": variant, "op": op, "size": size, "supported": False,
                 "reason": f"cannot execute {path.name}: {e.strerror}"}
@@ -109,12 +116,83 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     if not lines:
         raise SyscostError(f"{' '.join(cmd)}: no JSON on stdout")
     try:
-        out = json.loads(lines[-1])
-    except json.JSONDecodeError as e:
-        raise SyscostError(f"{' '.join(cmd)}: unreadable JSON on stdout: {e}")
+        out = json.loads(lines[-1], parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as e:
+        raise SyscostError(f"{path}: its output is unusable: not strict JSON ({e})") from None
+    why = _unusable(out)
+    if why:
+        raise SyscostError(f"{path}: its output is unusable: {why}")
     out.setdefault("shape", shape)
     out.update(supported=True, reason=None, cmd=cmd, stderr=p.stderr, wall_s=wall)
     return out
+
+
+# A syscost run prints a few hundred KB at most (its raw batches); a program that prints far
+# more is not syscost, and is not read whole (2 GB took 1.3 GB of memory, then MemoryError).
+MAX_OUTPUT = 64 << 20
+# No call takes ten seconds: a figure beyond is not a measurement (analyse.fleet.MAX_NS).
+MAX_NS = 1e10
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number syscost prints")
+
+
+def _finite(v, low=-MAX_NS, high=MAX_NS):
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and low < v < high)
+
+
+def _unusable(out):
+    """Why syscost's JSON (another build's, tw ab --build-a/-b) cannot be used, or None:
+    every field tw reads is checked for type and a plausible size."""
+    if not isinstance(out, dict):
+        return "not a JSON object"
+    s = out.get("samples_ns")
+    if not isinstance(s, list) or not s:
+        return "samples_ns is not a list of figures"
+    for i, v in enumerate(s):
+        if not _finite(v):
+            return f"samples_ns[{i}] is {str(v)[:40]}, not a figure in ns"
+    for key in ("raw_ns", "loop_ns_per_call", "offcpu_ns_per_call"):
+        vals = out.get(key)
+        if vals is not None and not (isinstance(vals, list)
+                                     and all(v is None or _finite(v) for v in vals)):
+            return f"{key} is not a list of figures"
+    d = out.get("disturbed")
+    if d is not None and not (isinstance(d, list) and len(d) == len(s)
+                              and all(isinstance(x, bool) for x in d)):
+        return "disturbed is not one true or false per batch"
+    if out.get("tsc_hz") is not None and not _finite(out["tsc_hz"], 0, 1e11):
+        return f"tsc_hz is {str(out['tsc_hz'])[:40]}, not a clock rate"
+    cpu = out.get("cpu")
+    if cpu is not None and not (isinstance(cpu, int) and not isinstance(cpu, bool)
+                                and 0 <= cpu < 1 << 16):
+        return f"cpu is {str(cpu)[:40]}, not a CPU number"
+    for key in ("clock", "variant", "op", "shape"):
+        if out.get(key) is not None and not (isinstance(out[key], str) and len(out[key]) < 100):
+            return f"{key} is not a name"
+    if out.get("speculation") is not None and not isinstance(out["speculation"], dict):
+        return "speculation is not an object"
+    return None
+
+
+def _check_program(path):
+    """SyscostError, saying what path is, when another build's syscost is not a program tw can
+    run (a directory read 'Permission denied')."""
+    import stat
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise SyscostError(f"{path}: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SyscostError(f"{path}: is a directory, not a syscost program")
+    if not stat.S_ISREG(st.st_mode):
+        raise SyscostError(f"{path}: is not a regular file, not a syscost program")
+    if not os.access(path, os.X_OK):
+        raise SyscostError(f"{path}: is not executable (mode {stat.S_IMODE(st.st_mode):o})")
 
 
 # ---- perf bench ------------------------------------------------------------------
