@@ -28,13 +28,18 @@ def tw(*args, atlas, timeout=300):
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def results_dir(tmp_path, src=AMD, name="vm-20261201T000000Z-1"):
+def results_dir(tmp_path, src=AMD, name="vm-20261201T000000Z-1", new=True):
     """A results directory as tw run leaves one, made from an atlas run."""
     d = tmp_path / name
     d.mkdir()
     for f in ("meta.json", "fingerprint.json"):
         shutil.copy(src / f, d / f)
-    (d / "percall.json").write_bytes(lzma.decompress((src / "percall.json.xz").read_bytes()))
+    text = lzma.decompress((src / "percall.json.xz").read_bytes()).decode()
+    if new:
+        # a new run of that machine: one more batch in its first cell's first round (the
+        # same rounds under another name are the same run, test_the_same_rounds_are_one_run)
+        text = text.replace('"samples_ns": [', '"samples_ns": [100.5, ', 1)
+    (d / "percall.json").write_text(text)
     return d
 
 
@@ -60,7 +65,8 @@ def test_a_run_of_a_known_machine_joins_its_folder_and_its_row(atlas, tmp_path):
     assert len(row) == 1 and d.name in row[0] and "tw atlas add" in row[0]
     # the same run again: nothing changes
     again = tw("atlas", "add", d, atlas=atlas)
-    assert again.returncode == 0 and "already there: nothing changed" in again.stdout
+    assert again.returncode == 0 and "already there as" in again.stdout
+    assert "nothing changed" in again.stdout
     assert (atlas / "README.md").read_text().count(d.name) == 1
     # and tw fleet --atlas compares it with the rest
     f = tw("fleet", "--atlas", "--json", "--out", tmp_path / "view", atlas=atlas)
@@ -109,8 +115,6 @@ def test_a_damaged_or_hostile_directory_is_refused_in_one_line(atlas, tmp_path, 
         # another run under a name already in the atlas
         (tmp_path / "twin").mkdir()
         d = results_dir(tmp_path / "twin", name=AMD.name)
-        text = (d / "percall.json").read_text()
-        (d / "percall.json").write_text(text.replace('"samples_ns": [', '"samples_ns": [1e3, ', 1))
     before = sorted(str(p.relative_to(atlas)) for p in atlas.rglob("*"))
     readme = (atlas / "README.md").read_text()
     r = tw("atlas", "add", d, atlas=atlas)
@@ -118,3 +122,109 @@ def test_a_damaged_or_hostile_directory_is_refused_in_one_line(atlas, tmp_path, 
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
     assert sorted(str(p.relative_to(atlas)) for p in atlas.rglob("*")) == before
     assert (atlas / "README.md").read_text() == readme
+
+
+# ---- issue 34, class 7 ------------------------------------------------------------------------
+
+def _runs(atlas):
+    return sorted(p.relative_to(atlas) for p in atlas.glob("*/runs/*"))
+
+
+def test_the_same_rounds_are_one_run_whatever_the_name_or_folder(atlas, tmp_path):
+    """The same raw rounds under another results directory name, another --name, or
+    reformatted in another folder were added again: one run counted as three machines."""
+    before = _runs(atlas)
+    tries = [results_dir(tmp_path, name="vm-20261202T000000Z-7", new=False)]
+    (tmp_path / "elsewhere").mkdir()
+    other = results_dir(tmp_path / "elsewhere", name="copy-of-a-run", new=False)
+    doc = json.loads((other / "percall.json").read_text())
+    (other / "percall.json").write_text(json.dumps(doc, indent=4))
+    tries.append(other)
+    for d in tries:
+        for extra in ([], ["--name", "another-box"]):
+            r = tw("atlas", "add", d, *extra, atlas=atlas)
+            assert r.returncode == 0, r.stderr
+            assert f"already there as amd-epyc-f25m1-kvm/runs/{AMD.name}" in r.stdout, r.stdout
+    assert _runs(atlas) == before
+
+
+def test_a_readme_without_its_table_refuses_before_copying(atlas, tmp_path):
+    readme = atlas / "README.md"
+    readme.write_text("# The atlas\n\nThe table was lost in a merge.\n")
+    before = _runs(atlas)
+    d = results_dir(tmp_path)
+    r = tw("atlas", "add", d, atlas=atlas)
+    assert r.returncode == 3 and "has no machines table" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert _runs(atlas) == before and readme.read_text().endswith("merge.\n")
+
+
+def test_already_there_writes_a_missing_row(atlas, tmp_path):
+    """A run copied in (an earlier add that failed before its README row) is repaired by the
+    next add, not declared 'already there' with no row ever written."""
+    d = results_dir(tmp_path)
+    fp = json.loads((d / "fingerprint.json").read_text())
+    fp["cpu"].update(vendor="GenuineIntel", family=6, model=143, model_name="Intel Xeon 8481C")
+    (d / "fingerprint.json").write_text(json.dumps(fp))
+    run = atlas / "intel-xeon-f6m143-kvm" / "runs" / d.name
+    run.mkdir(parents=True)
+    for f in ("meta.json", "fingerprint.json"):
+        shutil.copy(d / f, run / f)
+    (run / "percall.json.xz").write_bytes(lzma.compress((d / "percall.json").read_bytes()))
+    r = tw("atlas", "add", d, atlas=atlas)
+    assert r.returncode == 0 and "README row was missing, now written" in r.stdout, r.stdout
+    rows = [ln for ln in (atlas / "README.md").read_text().splitlines()
+            if ln.startswith("| `intel-xeon-f6m143-kvm` |")]
+    assert len(rows) == 1 and d.name in rows[0]
+    again = tw("atlas", "add", d, atlas=atlas)
+    assert "nothing changed" in again.stdout
+    assert (atlas / "README.md").read_text().count("| `intel-xeon-f6m143-kvm` |") == 1
+
+
+def test_adds_take_turns_under_the_atlas_lock(atlas, tmp_path):
+    """Two adds at once tore the README (read by one while the other wrote it): an add
+    waits for the lock another holds, and two at once both leave their row."""
+    import fcntl
+    import time
+    d1 = results_dir(tmp_path)
+    (tmp_path / "b").mkdir()
+    d2 = results_dir(tmp_path / "b", name="vm-20261203T000000Z-2")
+    t2 = (d2 / "percall.json").read_text().replace('"samples_ns": [', '"samples_ns": [99.5, ', 1)
+    (d2 / "percall.json").write_text(t2)
+    readme = (atlas / "README.md").read_text()
+    fd = os.open(atlas, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    env = dict(os.environ, TW_ATLAS=str(atlas))
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "scripts" / "tw"), "atlas", "add",
+                               str(d)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for d in (d1, d2)]
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        # both still wait for the lock: nothing copied, the README as it was
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert (atlas / "README.md").read_text() == readme
+    finally:
+        os.close(fd)
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    row = next(ln for ln in (atlas / "README.md").read_text().splitlines()
+               if ln.startswith("| `amd-epyc-f25m1-kvm` |"))
+    assert d1.name in row and d2.name in row
+
+
+def test_code_spans_show_their_text_as_it_is(atlas, tmp_path):
+    """The command went into a code span escaped for Markdown outside one: backslashes
+    showed doubled, and a backtick in it flipped the spans."""
+    d = results_dir(tmp_path)
+    cmd = "tw run --out `pwd`/r \\x | tee log"
+    meta = json.loads((d / "meta.json").read_text())
+    meta["command"] = cmd
+    (d / "meta.json").write_text(json.dumps(meta))
+    r = tw("atlas", "add", d, atlas=atlas)
+    assert r.returncode == 0, r.stderr
+    row = next(ln for ln in (atlas / "README.md").read_text().splitlines()
+               if ln.startswith("| `amd-epyc-f25m1-kvm` |"))
+    assert "``tw run --out `pwd`/r \\x \\| tee log``" in row, row
+    assert "\\\\x" not in row and "\\`" not in row

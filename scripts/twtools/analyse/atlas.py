@@ -35,10 +35,12 @@ def runs(root=ATLAS):
     out = []
     if not root.is_dir():
         return out
-    for m in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+    for m in sorted(p for p in root.iterdir()
+                    if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")):
         rd = m / "runs"
         if rd.is_dir():
-            out += [(m.name, r) for r in sorted(rd.iterdir()) if r.is_dir() and not r.is_symlink()]
+            out += [(m.name, r) for r in sorted(rd.iterdir())
+                    if r.is_dir() and not r.is_symlink() and not r.name.startswith(".")]
     return out
 
 

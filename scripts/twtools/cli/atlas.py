@@ -11,12 +11,17 @@ the README's table gets the machine's row, or the run's note on the row it has. 
 added twice (the same raw rounds) is a no-op; another run under a name already there is
 refused.
 """
+import contextlib
 import datetime
+import fcntl
 import hashlib
 import lzma
 import os
 import re
+import shutil
 from pathlib import Path
+
+import orjson
 
 from ..analyse import atlas, fleet, results
 from ..core import escape, files, ui
@@ -95,33 +100,106 @@ def _cell(text):
     return escape.markdown(str(text))
 
 
-def write_row(readme, machine, fp, meta, run_name, when):
-    """The README's table: the machine's row added, or this run noted on the row it has."""
-    text = readme.read_text() if readme.exists() else "# The atlas\n\n| folder | machine | runs | source |\n|---|---|---|---|\n"
+def _code(text):
+    """A code span from outside text, for a table cell: its text shown as it is (a backslash
+    stays one backslash; Markdown's escapes do not apply inside a code span), control
+    characters made visible, one line, the table's cell bar escaped as GFM asks, and a fence
+    longer than any run of backticks inside, so that no backtick in the text ends the span."""
+    t = escape.controls(str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
+    t = t.replace("|", "\\|")
+    longest = max((len(r) for r in re.findall(r"`+", t)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if t.startswith("`") or t.endswith("`") or not t.strip() else ""
+    return f"{fence}{pad}{t}{pad}{fence}"
+
+
+HEADER = "| folder | machine | runs | source |"
+NEW_README = f"# The atlas\n\n{HEADER}\n|---|---|---|---|\n"
+
+
+def _row_key(machine):
+    return f"| `{machine}` |"
+
+
+def with_row(text, readme, machine, fp, meta, run_name, when):
+    """(the README's new text with the machine's row added, or this run noted on the row it
+    has; 'added' or 'noted').  DataError, before anything is written, when the README has
+    no machines table."""
     lines = text.split("\n")
     note = (f"{_cell(run_name)}: {_cell(meta.get('mode') or 'default')}-mode "
-            f"`{_cell(meta.get('command') or 'tw run')}`, added by `tw atlas add` on {when}")
-    key = f"| `{machine}` |"
+            f"{_code(meta.get('command') or 'tw run')}, added by `tw atlas add` on {when}")
+    key = _row_key(machine)
     for i, line in enumerate(lines):
         if line.startswith(key):
             cells = line.split(" | ")
             if len(cells) >= 4:
                 cells[2] = cells[2] + "; + " + note
                 lines[i] = " | ".join(cells)
-                readme.write_text("\n".join(lines))
-                return "noted"
-    # a new row after the table's last row
-    last = max((i for i, line in enumerate(lines) if line.startswith("| `")), default=None)
-    if last is None:
-        last = max(i for i, line in enumerate(lines) if line.startswith("|---"))
+                return "\n".join(lines), "noted"
+    try:
+        head = lines.index(HEADER)
+    except ValueError:
+        raise DataError(f"{readme}: has no machines table (the line '{HEADER}'); nothing was "
+                        "added", "restore the table (git checkout data/machines/README.md)") from None
+    last = head + 1
+    while last + 1 < len(lines) and lines[last + 1].startswith("|"):
+        last += 1
     row = f"| `{machine}` | {_cell(_describe(fp))} | 1 run: {note} | `tw atlas add` |"
     lines.insert(last + 1, row)
-    readme.write_text("\n".join(lines))
-    return "added"
+    return "\n".join(lines), "added"
+
+
+def _read_readme(readme):
+    raw = files.read_regular(readme, inside=readme.parent, limit=4 << 20, what="README")
+    return NEW_README if raw is None else raw.decode(errors="replace")
+
+
+def has_row(text, machine, run_name):
+    """Whether the README shows run_name's machine: its row, and on a row tw atlas add wrote,
+    the run's own note."""
+    for line in text.split("\n"):
+        if line.startswith(_row_key(machine)):
+            return "tw atlas add" not in line or _cell(run_name) in line
+    return False
+
+
+@contextlib.contextmanager
+def _locked(root):
+    """The atlas's lock (flock on its folder itself: no lock file left behind): two adds at
+    once take turns, so the README is never read by one while the other writes it."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def rounds_id(doc):
+    """A run's identity: the sha256 of its parsed percall.json with sorted keys, so that the
+    same rounds are one run however the file was formatted or compressed."""
+    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).digest()
+
+
+def _same_rounds(root, ident):
+    """(machine, run) of the atlas run whose raw rounds are these (rounds_id), or None: a run
+    is one run whatever its folder, its name or the --name it was added under."""
+    for m, run in atlas.runs(root):
+        try:
+            if rounds_id(atlas._percall_xz(run)) == ident:
+                return m, run
+        except DataError:
+            continue
+    return None
 
 
 def add(results_dir, name=None, root=None, today=None):
-    """Add the run; returns (machine, run name, what happened)."""
+    """Add the run; returns (machine, run name, what happened).  Under the atlas's lock: the
+    same rounds anywhere in the atlas are 'already there' (and their missing README row is
+    written); else the README's new text is made first (a README without its table refuses
+    the add before anything is copied), the run copied into place by one rename, then the
+    README replaced atomically (core.files)."""
     root = Path(root or atlas.ATLAS)
     d = results.require_results_dir(results_dir)
     meta, _ = results.read_stage(d, "meta")
@@ -140,31 +218,41 @@ def add(results_dir, name=None, root=None, today=None):
     if not unpack.PLAIN.fullmatch(run_name):
         raise UserError(f"{d}: its name is not a plain folder name",
                         "copy it to a plain name (letters, digits, '.', '_', '-') first")
-    machine = name or _existing(root, _kind(fp)) or machine_name(fp)
-    dest = root / machine / "runs" / run_name
-    xz = lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME)
-    if dest.exists():
-        old = files.read_regular(dest / "percall.json.xz", inside=dest)
-        if old is not None and hashlib.sha256(lzma.decompress(old)).digest() == \
-                hashlib.sha256(raw).digest():
-            return machine, run_name, "already there: nothing changed"
-        raise UserError(f"{dest}: another run of this name is in the atlas",
-                        "rename the results directory, or remove that run first")
-    tmp = dest.with_name(f".{run_name}.partial-{os.getpid()}")
-    tmp.mkdir(parents=True)
-    try:
-        for f in ("meta.json", "fingerprint.json"):
-            (tmp / f).write_bytes(files.read_regular(d / f, inside=d))
-        (tmp / "percall.json.xz").write_bytes(xz)
-        os.rename(tmp, dest)
-    except BaseException:
-        for p in tmp.glob("*"):
-            p.unlink()
-        tmp.rmdir()
-        raise
     when = today or datetime.date.today().isoformat()
-    what = write_row(root / README, machine, fp, meta or {}, run_name, when)
-    return machine, run_name, f"added ({len(xz)} B compressed); README row {what}"
+    readme = root / README
+    with _locked(root):
+        same = _same_rounds(root, rounds_id(doc))
+        if same is not None:
+            m, run = same
+            what = f"already there as {m}/runs/{run.name}: nothing changed"
+            text = _read_readme(readme)
+            if not has_row(text, m, run.name):
+                smeta, _ = results.read_stage(run, "meta")
+                sfp, _ = results.read_stage(run, "fingerprint")
+                text, _ = with_row(text, readme, m, sfp or {}, smeta or {}, run.name, when)
+                files.write_text(readme, text)
+                what = f"already there as {m}/runs/{run.name}; its README row was missing, now written"
+            return m, run.name, what
+        machine = name or _existing(root, _kind(fp)) or machine_name(fp)
+        dest = root / machine / "runs" / run_name
+        if os.path.lexists(dest):
+            raise UserError(f"{dest}: another run of this name is in the atlas",
+                            "rename the results directory, or remove that run first")
+        text, how = with_row(_read_readme(readme), readme, machine, fp, meta or {}, run_name,
+                             when)
+        xz = lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME)
+        tmp = dest.with_name(f".{run_name}.partial-{os.getpid()}")
+        tmp.mkdir(parents=True)
+        try:
+            for f in ("meta.json", "fingerprint.json"):
+                files.write_bytes(tmp / f, files.read_regular(d / f, inside=d))
+            files.write_bytes(tmp / "percall.json.xz", xz)
+            os.rename(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        files.write_text(readme, text)
+    return machine, run_name, f"added ({len(xz)} B compressed); README row {how}"
 
 
 def main(args, name):
