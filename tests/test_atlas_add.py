@@ -228,3 +228,13 @@ def test_code_spans_show_their_text_as_it_is(atlas, tmp_path):
                if ln.startswith("| `amd-epyc-f25m1-kvm` |"))
     assert "``tw run --out `pwd`/r \\x \\| tee log``" in row, row
     assert "\\\\x" not in row and "\\`" not in row
+
+
+def test_a_refused_name_is_escaped_once(atlas, tmp_path):
+    """Class 10: the name went through escape.terminal, then repr, then the error handler's
+    escape: a newline showed as 'a\\\\\\\\nb'.  It shows as 'a\\\\nb', once."""
+    d = results_dir(tmp_path)
+    r = tw("atlas", "add", d, "--name", "a\nb\x1b", atlas=atlas)
+    assert r.returncode == 2
+    assert "'a\\nb\\x1b' is not a plain folder name" in r.stderr, r.stderr
+    assert "\\\\n" not in r.stderr and "\x1b" not in r.stderr

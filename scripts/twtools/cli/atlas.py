@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 
 from ..analyse import atlas, fleet, results
-from ..core import escape, files, ui
+from ..core import escape, files
 from ..core.ui import DataError, UserError
 from . import unpack
 
