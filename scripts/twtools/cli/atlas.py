@@ -224,14 +224,15 @@ def add(results_dir, name=None, root=None, today=None):
         same = _same_rounds(root, rounds_id(doc))
         if same is not None:
             m, run = same
-            what = f"already there as {m}/runs/{run.name}: nothing changed"
+            what = f"already there (the same raw rounds as {d.name}): nothing changed"
             text = _read_readme(readme)
             if not has_row(text, m, run.name):
                 smeta, _ = results.read_stage(run, "meta")
                 sfp, _ = results.read_stage(run, "fingerprint")
                 text, _ = with_row(text, readme, m, sfp or {}, smeta or {}, run.name, when)
                 files.write_text(readme, text)
-                what = f"already there as {m}/runs/{run.name}; its README row was missing, now written"
+                what = (f"already there (the same raw rounds as {d.name}); its README row was "
+                        "missing, now written")
             return m, run.name, what
         machine = name or _existing(root, _kind(fp)) or machine_name(fp)
         dest = root / machine / "runs" / run_name
