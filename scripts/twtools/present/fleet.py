@@ -65,7 +65,7 @@ def text(view, out=None):
     if view["outliers"]:
         lines.append("outliers (gap to the group's median [95% CI]):")
         for o in view["outliers"][:10]:
-            lines.append(f"  {escape.terminal(o['host'])} {o['column']}: {_g(o['value'])} ns vs "
+            lines.append(f"  {escape.terminal(o['host'])} {escape.terminal(o['column'])}: {_g(o['value'])} ns vs "
                          f"{_g(o['group_median'])} ns, {100 * o['gap']:+.0f}%"
                          + (f" [{100 * o['gap_low']:+.0f}, {100 * o['gap_high']:+.0f}]"
                             if o["gap_low"] is not None else "") + f" ({o['interval']})")
