@@ -199,6 +199,12 @@ def test_a_read_only_file_system_is_exit_4(tmp_path):
         assert p.returncode == 4 and not (tmp_path / "out").exists()
 
 
+def test_a_missing_folder_is_exit_4(tmp_path):
+    p = fleet(tmp_path, tmp_path / "no" / "such" / "fleet.duckdb")
+    one_line_error(p, "its folder does not exist")
+    assert p.returncode == 4 and not (tmp_path / "out").exists()
+
+
 def test_a_lock_held_by_another_process_names_its_pid(tmp_path):
     db = good_db(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; "

@@ -227,14 +227,19 @@ def failure(path, e):
                              f"({_command(int(m.group(2))) or m.group(1)}); DuckDB lets one "
                              "process at a time write a database",
                              "wait for it to end, or give another --db")
-    for words, what in (("No space left on device", "the disk is full"),
-                        ("Read-only file system", "the file system is read-only"),
-                        ("Permission denied", "permission denied"),
-                        ("Disk quota exceeded", "the disk quota is exceeded")):
+    kept = "the database is as its last complete write left it"
+    for words, what, hint in (
+            ("No space left on device", f"the disk is full; {kept}", "free space, or give --db "
+             "a file on another file system"),
+            ("Disk quota exceeded", f"the disk quota is exceeded; {kept}", "free space, or give "
+             "--db a file on another file system"),
+            ("Read-only file system", "the file system is read-only", "give --db a file on a "
+             "writable file system"),
+            ("Permission denied", "permission denied", "give --db a file you may write"),
+            ("No such file or directory", "its folder does not exist", "make the folder first, "
+             "or give --db a file in an existing one")):
         if words in str(e):
-            return SystemRefused(f"{path}: {what} (DuckDB: {msg[:300]}); the database is as "
-                                 "its last complete write left it", "give --db a file on a "
-                                 "writable file system with room")
+            return SystemRefused(f"{path}: {what} (DuckDB: {msg[:300]})", hint)
     return DataError(f"{path}: not a usable DuckDB database (DuckDB: {msg[:300]})",
                      "give --db another file, or move this one away to start a new database")
 
