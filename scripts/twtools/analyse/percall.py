@@ -34,7 +34,7 @@ import math
 from ..machine import registry
 from . import stats
 
-ANALYSIS = "percall/3"
+ANALYSIS = "percall/4"
 # A cell is unstable when its estimate is (stats.unstable), or when more than this share of
 # its batches were disturbed: then the rest may be the lucky ones.
 DISTURBED_UNSTABLE = 0.5
@@ -102,7 +102,8 @@ def cell_summary(doc, cell):
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
-    u = stats.undisturbed(vals, times=times if None not in times else None)
+    u = stats.undisturbed(vals, times=times if None not in times else None,
+                          resolution=resolution(doc, cell))
     out["undisturbed"] = u
     out["undisturbed_ns"], out["undisturbed_ci_low"], out["undisturbed_ci_high"] = \
         u.get("value"), u.get("ci_low"), u.get("ci_high")
@@ -155,6 +156,18 @@ def cell_summary(doc, cell):
     out["flags"] = flags
     out["floor_ns"] = fl.get("value")
     return out
+
+
+def resolution(doc, cell):
+    """The clock's resolution per call, in ns: one tick over the calls in a batch (a TSC tick
+    at the run's measured rate; a nanosecond for CLOCK_MONOTONIC), or None when unknown."""
+    calls = cell.get("calls_per_batch")
+    if not isinstance(calls, (int, float)) or calls <= 0:
+        return None
+    hz = doc.get("tsc_hz")
+    tick = 1e9 / hz if doc.get("clock") == "tsc" and isinstance(hz, (int, float)) and hz > 0 \
+        else 1.0 if doc.get("clock") == "monotonic" else None
+    return tick / calls if tick else None
 
 
 def _half_rel(u):

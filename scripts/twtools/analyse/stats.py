@@ -60,7 +60,15 @@ FLOOR_GAP = 0.25
 # tenth to a quarter of processes, 0.05 gave the smallest rerun-to-rerun move (0.3% median
 # over fast cells) with an interval that held the rerun; 0.1 and 0.2 already reach into the
 # slow state and move with the host's mood, 0.02 rests on too few batches.
-UNDISTURBED_Q = 0.05
+UNDISTURBED_Q = 0.2
+# The old method's share of every batch pooled (undisturbed_pooled), for old results.
+POOLED_Q = 0.05
+METHOD = ("process floors: each round's fastest batch, then the mean of the fastest 20% of "
+          "rounds; 95% interval: delete-half jackknife over rounds, Student's t, widened by "
+          "the figure's drift between the run's halves, never narrower than the levels' "
+          "spacing or the clock's resolution")
+METHOD_POOLED = ("old method (pooled tail): the mean of the fastest 5% of all batches pooled; "
+                 "delete-half jackknife over rounds, widened by the drift between halves")
 # Below this many rounds a jackknife has too few units to estimate its own spread: the
 # interval is then flagged (the t quantile already widens it).
 UNDISTURBED_MIN_ROUNDS = 8
@@ -441,16 +449,59 @@ def _tail_jackknife(vals, q, other=None):
     return est, se
 
 
-def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
-    """{value, ci_low, ci_high, se, drift, n_rounds, n, q, method, few_rounds} of one cell's
-    undisturbed cost from its rounds (one list of batch values per process run; times: each
-    round's start, for the drift split, list order when None); value None with 'why' when
-    there is nothing to estimate from.
+def _floors(vals):
+    """Each round's floor: its fastest usable batch.  A process keeps one layout level for its
+    whole life (docs/syscost.md, "The estimand"), so the floor is that process's level plus the
+    luck of its best batch; the rounds' floors are what a rerun draws anew."""
+    return [np.asarray([float(v.min())]) for v in vals]
 
-    The interval is the jackknife's, widened in quadrature by the drift of the figure itself
-    within the run (the early and late halves of the rounds, as drift_of does for the
-    median): the host's fast state can itself move a little between one minute and the next,
-    and a rerun lands there, not where this run's sampling error alone would put it."""
+
+def _levels(vals, floors, resolution, q):
+    """(spacing, jitter, levels) of the levels the rounds' floors sit on.  jitter is how far a
+    process's two fastest batches lie apart (the median over rounds: the noise within one
+    level); floors more than 3 jitters (and the clock's resolution) above the level below are
+    a level of their own; spacing is the median gap between neighbouring levels (about one
+    core cycle per call on the AMD guest of docs/syscost.md), None when the floors show one
+    level."""
+    pairs = [np.sort(v)[:2] for v in vals if v.size >= 2]
+    jitter = float(np.median([b - a for a, b in pairs])) if pairs else 0.0
+    tol = max(3 * jitter, resolution or 0.0)
+    levels = []
+    for x in np.sort(np.concatenate(floors)):
+        if not levels or x - levels[-1][0] > tol:
+            levels.append([float(x), 0])
+        levels[-1][1] += 1
+    # The figure lives on the levels of its tail (the fastest q of the floors) and on the next
+    # level up, the one a rerun may draw in their place; the slow state's scatter above it
+    # is not a level spacing.
+    need, near = max(1, math.ceil(q * len(floors))), []
+    for lv, count in levels:
+        near.append(lv)
+        need -= count
+        if need < 0 or (need <= 0 and len(near) > 1):
+            break
+    gaps = np.diff(near)
+    return (float(np.median(gaps)) if gaps.size else None), jitter, len(levels)
+
+
+def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, resolution=None):
+    """{value, ci_low, ci_high, se, drift, n_rounds, n, q, method, terms, ...} of one cell's
+    undisturbed cost from its rounds (one list of batch values per process run; times: each
+    round's start, for the drift split, list order when None; resolution: the clock's
+    resolution per call, one tick over the calls in a batch, in the values' unit); value None
+    with 'why' when there is nothing to estimate from.
+
+    The estimand averages over processes (docs/syscost.md, "The estimand"): each round's
+    floor (its fastest usable batch), then the mean of the fastest UNDISTURBED_Q share of those
+    floors, which leaves out the processes that met the host's slow state.  The interval:
+      sampling  a delete-half jackknife over rounds and Student's t (rounds - 1 df);
+      drift     the figure's move between the run's early and late halves (the host's state
+                over the run's minutes, which the spread between rounds cannot see), in
+                quadrature;
+      levels    never narrower than one spacing of the levels the floors show on each side,
+                nor than the clock's resolution: a tail that happens to sit on one level has
+                no spread, but a rerun may draw the next one.
+    'terms' names those that set it."""
     order = range(len(rounds)) if times is None else \
         sorted(range(len(rounds)), key=lambda i: times[i])
     vals = [_finite(rounds[i]) for i in order]
@@ -458,22 +509,56 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
     if not vals:
         return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
                 "n_rounds": 0, "n": 0}
-    est, se = _tail_jackknife(vals, q)
+    fl = _floors(vals)
+    est, se = _tail_jackknife(fl, q)
     n = len(vals)
     out = {"value": est, "q": q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
-           "method": f"mean of the fastest {100 * q:g}% of batches; {100 * confidence:g}% "
-                     "interval: delete-half jackknife over rounds, Student's t, widened by the "
-                     "figure's drift between the run's halves"}
+           "method": METHOD}
     if se is None:
         out.update(ci_low=None, ci_high=None, se=None, drift=None,
                    why=f"only {n} round(s): no interval can be computed")
         return out
-    drift = _tail_drift(vals, q)
+    drift = _tail_drift(fl, q)
+    spacing, jitter, n_levels = _levels(vals, fl, resolution, q)
     h_stat = _t(n, confidence) * se
     h = math.hypot(h_stat, drift or 0.0)
+    terms = ["sampling"] + (["drift"] if drift else [])
+    h_min = max(spacing or 0.0, resolution or 0.0)
+    if h < h_min:
+        h = h_min
+        terms = ["levels" if (spacing or 0) >= (resolution or 0) else "resolution"]
+    one_level = n_levels == 1
     out.update(ci_low=est - h, ci_high=est + h, se=se, drift=drift,
                ci_stat_low=est - h_stat, ci_stat_high=est + h_stat,
-               few_rounds=n < UNDISTURBED_MIN_ROUNDS)
+               level_spacing=spacing, level_jitter=jitter, levels=n_levels,
+               resolution=resolution,
+               terms=terms, few_rounds=n < UNDISTURBED_MIN_ROUNDS)
+    if one_level:
+        out["one_level"] = ("every round's floor sits on one level: the interval is the "
+                            "jackknife's, no narrower than the clock's resolution")
+    return out
+
+
+def undisturbed_pooled(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
+    """The old method (before percall/4), kept to read old results beside the new: the mean of
+    the fastest q of every batch pooled over rounds, the same jackknife and drift.  It depends
+    on whether a run happened to draw the rarest low layout level (docs/syscost.md)."""
+    order = range(len(rounds)) if times is None else \
+        sorted(range(len(rounds)), key=lambda i: times[i])
+    vals = [_finite(rounds[i]) for i in order]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
+                "n_rounds": 0, "n": 0, "method": METHOD_POOLED}
+    est, se = _tail_jackknife(vals, POOLED_Q)
+    n = len(vals)
+    out = {"value": est, "q": POOLED_Q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
+           "method": METHOD_POOLED}
+    if se is None:
+        out.update(ci_low=None, ci_high=None)
+        return out
+    h = math.hypot(_t(n, confidence) * se, _tail_drift(vals, POOLED_Q) or 0.0)
+    out.update(ci_low=est - h, ci_high=est + h)
     return out
 
 
@@ -501,7 +586,8 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
     pairs = [(x, y) for x, y in pairs if x.size and y.size]
     if len(pairs) < 2:
         return None
-    est, se = _tail_jackknife([p[0] for p in pairs], q, other=[p[1] for p in pairs])
+    est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
+                              other=_floors([p[1] for p in pairs]))
     if est is None or se is None or not math.isfinite(est):
         return None
     n = len(pairs)
