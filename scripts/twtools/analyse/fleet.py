@@ -592,7 +592,8 @@ def explain_measured(digests, cols):
         pred = np.log([r[2] for r in rows])
         tot = float(((y - y.mean()) ** 2).sum())
         left = y - pred
-        share = None if tot <= 0 else float(1 - ((left - left.mean()) ** 2).sum() / tot)
+        # Copies of one machine: one ratio up to rounding, nothing to explain.
+        share = None if tot <= 1e-12 * len(y) else float(1 - ((left - left.mean()) ** 2).sum() / tot)
         lo = max(r[3]["ci_low"] / r[4] for r in rows)
         hi = min(r[3]["ci_high"] / r[4] for r in rows)
         out.append({"column": col, "fact": "exit price", "kind": "measured", "n": len(rows),
