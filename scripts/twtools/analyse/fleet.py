@@ -40,7 +40,7 @@ from ..core import files
 from ..core.ui import DataError
 from . import causes, percall, results, schema, stats
 
-ANALYSIS = "fleet/2"
+ANALYSIS = "fleet/3"
 # The operations whose cells always get an interval: the cost model's (analyse/causes.py).
 CAUSE_OPS = ("cpuid", "null")
 # The figure, by the keys issue 17 defines; FALLBACK is used (and named) until they exist.
@@ -158,12 +158,13 @@ def undisturbed(doc, cell, where, interval=True):
     vals, times = _round_values(where, rounds)
     if hasattr(stats, "undisturbed"):
         if not interval:
-            # The same figure (the pooled lower-tail mean is the estimate itself), without
-            # the delete-half jackknife, which is four fifths of a digest's cost.
-            pooled = np.concatenate(vals) if vals else np.empty(0)
-            v = stats.tail_mean(pooled) if pooled.size else None
+            # The same figure (the lower-tail mean of the rounds' floors is the estimate
+            # itself), without the delete-half jackknife, four fifths of a digest's cost.
+            floors = [min(v) for v in vals if len(v)]
+            v = stats.tail_mean(floors) if floors else None
             return {"value": v, "ci_low": None, "ci_high": None, "estimator": UNDISTURBED[0]}
-        u = stats.undisturbed(vals, times=times if None not in times else None)
+        u = stats.undisturbed(vals, times=times if None not in times else None,
+                              resolution=percall.resolution(doc, cell))
         return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
                 "estimator": UNDISTURBED[0]}
     a = np.concatenate(vals) if vals else np.empty(0)
