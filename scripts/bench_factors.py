@@ -179,6 +179,8 @@ def analyse(out):
                 print(f"  {' '.join(str(p) for p in k if p is not None):28s} {_fmt(r)}")
         report["time"] = {"minutes": mins, "median_abs_effect": sorted(effects)[len(effects) // 2]
                           if effects else None}
+        if effects:
+            print(f"  median |effect| {100 * report['time']['median_abs_effect']:.2f}%")
     (out / "factors.json").write_text(json.dumps(report, indent=1))
     print(f"\nbench_factors: wrote {out / 'factors.json'}", file=sys.stderr)
 

@@ -257,7 +257,7 @@ def writev(obj):
 def _writev_lead(row, w, v):
     """(the ratio writev/write a row leads with, why typical or None).  With its repetitions
     in runs (samples.round, two runs or more): the undisturbed figures of write and writev
-    (stats.undisturbed, each the mean of its fastest 5% of repetitions, the jackknife over
+    (stats.undisturbed: each run's fastest repetition, the mean of the fastest 20% of those, the jackknife over
     runs), and their ratio with both sides' same runs left out together
     (stats.undisturbed_ratio).  Else the typical ratio, the median of the paired ones."""
     typ = dict(row["ratio"], figure="typical")

@@ -30,7 +30,8 @@ def percall(pc):
                           "ns_ci_low", "ns_ci_high", "ratio_to_ref", "ratio_ci_low", "ratio_ci_high",
                           "interference_share", "primary", "floor_ns", "drift_ns", "rounds",
                           "batches_disturbed", "unstable", "why"],
-              caption="ns per call: the undisturbed cost (mean of the fastest 5% of batches) and "
+              caption="ns per call: the undisturbed cost (each round's fastest batch, the mean of the "
+                      "fastest 20% of those) and "
                       "the typical one (median over rounds), each with its ratio to the reference "
                       "cell of the same rounds; primary names the figure that leads")
     for c in (pc or {}).get("cells", []):
