@@ -668,6 +668,16 @@ def _stage_fits(doc, sw):
                  "seed's sizes stop at 128 KiB with an input of 256 KiB (1.31 MB, 5120 writes "
                  "of 256 B, with --long)"
                  if k.get("extrapolated") else "") + ".")
+    if sw.get("vs_ref_of"):
+        kv = sw.get("knee_vs_ref") or {}
+        knee = (f"the knee is at about {kv['value']:.0f} bytes"
+                + (f" [{kv['ci_low']:.0f}, {kv['ci_high']:.0f}]" if kv.get("ci_low") is not None
+                   else "") if kv.get("value") is not None
+                else f"the knee is unknown ({outside(kv.get('why')) or 'not computed'})")
+        doc.p(f"Each async cell also has `vs_ref`: its undisturbed figure over "
+              f"{outside(sw['vs_ref_of'])} of the same rounds, so that a move of the whole host "
+              "between two runs cancels (docs/sweeps.md). On it the lines are fitted again "
+              f"(`figure` vs_ref in the fits' CSV) and {knee}.")
 
 
 def sec_tlpi(doc, data, pdir, tlpi_ref):
