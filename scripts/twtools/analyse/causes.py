@@ -389,18 +389,29 @@ def from_digest_cells(cells, fp):
 
 def brief(doc):
     """What a fleet digest keeps of a causes document: the exit price and, for the first int
-    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small)."""
+    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small); the
+    same for every int 0x80 variant with a fit under int80_all."""
     price, m = int80_summary(doc)
     keep = ("value", "ci_low", "ci_high")
-    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None}
+
+    def one(m):
+        return {"variant": m["variant"], "baseline": m.get("baseline"),
+                "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
+                "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
+                "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
+                "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
+                if m.get("residual_ns") else None,
+                "holds": (m.get("verdict") or {}).get("holds")}
+    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None,
+           "int80_all": {}}
     if m:
-        out["int80"] = {"variant": m["variant"], "baseline": m.get("baseline"),
-                        "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
-                        "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
-                        "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
-                        "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
-                        if m.get("residual_ns") else None,
-                        "holds": (m.get("verdict") or {}).get("holds")}
+        out["int80"] = one(m)
+    # Every int 0x80 variant with a fit, so that the fleet weighs the exit price for each
+    # int 0x80 column it ranks, not only the first.
+    for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+        mv = ((doc or {}).get("mechanisms") or {}).get(v)
+        if mv and (mv.get("exits_per_call") or {}).get("value") is not None:
+            out["int80_all"][v] = one(dict(mv, variant=v))
     return out
 
 

@@ -47,6 +47,14 @@ def _heat(ratio):
 
 # ---- terminal ---------------------------------------------------------------------------------
 
+def split_ranking(view):
+    """(the ranking's causes and explaining facts, the facts that only travel with a measured
+    cause): analyse.fleet.rank() puts the measured causes first and these last."""
+    ex = view.get("explain") or []
+    return ([e for e in ex if not e.get("confounded_with")],
+            [e for e in ex if e.get("confounded_with")])
+
+
 def text(view, out=None):
     """A few lines for the terminal: counts, refused hosts, groups, outliers, explanations."""
     lines = [f"tw fleet: {len(view['machines'])} machines compared, "
@@ -71,9 +79,14 @@ def text(view, out=None):
         lines.append("measured causes (analyse/causes.py):")
         for e in view["explain_measured"][:8]:
             lines.append("  " + escape.terminal(afleet.measured_sentence(e)))
-    if view["explain"]:
-        lines.append("what explains the differences, ranked:")
-        for e in view["explain"][:8]:
+    ranked, travel = split_ranking(view)
+    if ranked:
+        lines.append("what explains the differences, ranked (measured causes first):")
+        for e in ranked[:8]:
+            lines.append("  " + escape.terminal(afleet.sentence(e)))
+    if travel:
+        lines.append("facts that only travel with a measured cause (confounded, not explanations):")
+        for e in travel[:8]:
             lines.append("  " + escape.terminal(afleet.sentence(e)))
     if out:
         lines.append(f"written: {escape.path(out)}/fleet.html, fleet.csv, fleet.json")
@@ -161,10 +174,18 @@ def page(view):
         out.append("<h2>Measured causes</h2><ul>")
         out += [f"<li>{_e(afleet.measured_sentence(e))}</li>" for e in view["explain_measured"]]
         out.append("</ul>")
-    if view["explain"]:
-        out.append("<h2>What explains the differences</h2><ol>")
-        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in view["explain"]]
+    ranked, travel = split_ranking(view)
+    if ranked:
+        out.append("<h2>What explains the differences, measured causes first</h2><ol>")
+        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in ranked]
         out.append("</ol>")
+    if travel:
+        out.append("<h2>Facts that only travel with a measured cause</h2><p>Each of these "
+                   "fingerprint facts splits the machines as the measured exit price does: it is "
+                   "confounded with the price, not an explanation of its own. The machines that "
+                   "tell them apart are named, or the machine that would.</p><ul>")
+        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in travel]
+        out.append("</ul>")
     out.append(f"<h2>Groups</h2><div class=\"tbl\"><table><thead><tr><th class=\"l\">group</th>"
                f"<th>machines</th>{head}</tr></thead><tbody>")
     out += [_group_row(view, g) for g in view["groups"]]
