@@ -58,7 +58,11 @@ MAX_CELLS = 2000
 FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
 FACT_NAMES = {"vendor": "vendor", "cpu": "CPU model", "hypervisor": "hypervisor",
               "kernel": "kernel", "mitigations": "mitigations", "ia32": "IA32 emulation",
-              "fred": "FRED", "vdso": "32-bit vDSO instruction"}
+              "fred": "FRED", "vdso": "32-bit vDSO instruction",
+              # Not a fingerprint fact: the measured cause, each machine's exit-price bucket
+              # (exit_buckets), which the view groups by before the facts.
+              "exit": "exit price (measured)"}
+NOT_PRICED = "not priced (no cpuid cell)"
 # Outliers: a machine whose figure is further than this share from its group's median, and
 # outside the group's own spread (OUTLIER_MADS robust deviations), with at least
 # OUTLIER_MIN machines in the group to have a median worth standing apart from.
@@ -367,13 +371,18 @@ def _median_ci(vals):
     return float(np.median(vals)), lo, hi
 
 
-def groups_of(digests):
+def groups_of(digests, exit_of=None):
     """[(group key as {fact: value}, [digest])]: machines grouped by the facts that differ
-    across the fleet, largest group first.  Facts every machine shares group nothing."""
-    differ = [f for f in FACTS if len({d["facts"][f] for d in digests}) > 1]
+    across the fleet, largest group first.  Facts every machine shares group nothing.
+    exit_of: {host: its exit-price bucket's label} (exit_buckets); when given, the measured
+    cause groups first ('exit'), machines without a price under NOT_PRICED."""
+    def fact(d, f):
+        return (exit_of or {}).get(d["host"], NOT_PRICED) if f == "exit" else d["facts"][f]
+    keys = (("exit",) if exit_of is not None else ()) + FACTS
+    differ = [f for f in keys if len({fact(d, f) for d in digests}) > 1]
     by = {}
     for d in digests:
-        by.setdefault(tuple(d["facts"][f] for f in differ), []).append(d)
+        by.setdefault(tuple(fact(d, f) for f in differ), []).append(d)
     out = [({f: k[i] for i, f in enumerate(differ)}, ms) for k, ms in by.items()]
     out.sort(key=lambda g: (-len(g[1]), [str(v) for v in g[0].values()]))
     return differ, out
@@ -838,7 +847,9 @@ def view(digests, refused, op="null", all_columns=None):
     keep = set(cols)
     digests = [dict(d, cells={k: c for k, c in d["cells"].items() if k in keep})
                for d in digests]
-    differ, groups = groups_of(digests)
+    exit_of = {h: bucket_label(b) for b in exit_buckets(digests) for h in b["hosts"]}
+    differ, groups = groups_of(digests, exit_of)
+    fdiffer = [f for f in differ if f != "exit"]
     measured = explain_measured(digests, cols)
     est = sorted({d["estimator"] for d in digests})
     label = LABEL_UNDISTURBED if est == [UNDISTURBED[0]] else LABEL_FALLBACK
@@ -851,7 +862,7 @@ def view(digests, refused, op="null", all_columns=None):
             # Outliers in the cells the view shows (--op): over every cell of a thousand
             # machines the group medians' intervals alone would take most of a minute.
             "outliers": outliers(groups, cols, "value"),
-            "explain": rank(explain(digests, cols, differ), measured, digests),
+            "explain": rank(explain(digests, cols, fdiffer), measured, digests),
             "explain_measured": measured}
 
 

@@ -47,6 +47,31 @@ def _heat(ratio):
 
 # ---- terminal ---------------------------------------------------------------------------------
 
+def travel_facts(view):
+    """{column: [fact names]} of the facts that only travel with a measured cause."""
+    out = {}
+    for e in split_ranking(view)[1]:
+        names = out.setdefault(e["column"], [])
+        if afleet.FACT_NAMES[e["fact"]] not in names:
+            names.append(afleet.FACT_NAMES[e["fact"]])
+    return out
+
+
+def _travel_note(view):
+    """One sentence for the page's head: the groups' facts that, in some columns, only travel
+    with the measured exit price (escaped: a fact name is ours, a column ours)."""
+    by = {}
+    for col, names in travel_facts(view).items():
+        by.setdefault(tuple(names), []).append(col)
+    if not by:
+        return ""
+    parts = [f"{' and '.join(n)} only travel{'s' if len(n) == 1 else ''} with the exit price "
+             f"in {' and '.join(cs)}" for n, cs in by.items()]
+    text = "; ".join(parts)
+    return " " + _e(text[0].upper() + text[1:] + ": they group beside it, and are not the cause "
+                    "of its spread (below).")
+
+
 def split_ranking(view):
     """(the ranking's causes and explaining facts, the facts that only travel with a measured
     cause): analyse.fleet.rank() puts the measured causes first and these last."""
@@ -165,7 +190,8 @@ def page(view):
            f"<p>Figure: <strong>{_e(view['figure'])}</strong>, each machine's own cost per call "
            f"and × its own reference call ({_e(view['machines'][0]['reference']) if view['machines'] else '—'}). "
            f"Groups by what differs: {_e(', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing')}. "
-           "Colour: × reference on a log scale (white 1×, red 100×).</p>"]
+           "Colour: × reference on a log scale (white 1×, red 100×)." + _travel_note(view)
+           + "</p>"]
     if view["refused"]:
         out.append(f"<h2>Refused ({len(view['refused'])})</h2><ul>")
         out += [f'<li class="refused">{_e(r["host"])}: {_e(r["why"])}</li>' for r in view["refused"]]
