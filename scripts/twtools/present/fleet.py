@@ -47,6 +47,14 @@ def _heat(ratio):
 
 # ---- terminal ---------------------------------------------------------------------------------
 
+def unranked_measured(view):
+    """The measured causes (analyse.fleet.explain_measured) the ranking does not open with: too
+    few machines priced an exit, or the price accounts for less than half the spread; those
+    it opens with are said once, there."""
+    ranked = {e["column"] for e in view.get("explain") or [] if e.get("kind") == "measured"}
+    return [e for e in view.get("explain_measured") or [] if e["column"] not in ranked]
+
+
 def travel_facts(view):
     """{column: [fact names]} of the facts that only travel with a measured cause."""
     out = {}
@@ -100,9 +108,10 @@ def text(view, out=None):
                          f"{_g(o['group_median'])} ns, {100 * o['gap']:+.0f}%"
                          + (f" [{100 * o['gap_low']:+.0f}, {100 * o['gap_high']:+.0f}]"
                             if o["gap_low"] is not None else "") + f" ({o['interval']})")
-    if view.get("explain_measured"):
-        lines.append("measured causes (analyse/causes.py):")
-        for e in view["explain_measured"][:8]:
+    rest = unranked_measured(view)
+    if rest:
+        lines.append("measured causes (analyse/causes.py), not ranked:")
+        for e in rest[:8]:
             lines.append("  " + escape.terminal(afleet.measured_sentence(e)))
     ranked, travel = split_ranking(view)
     if ranked:
@@ -196,9 +205,10 @@ def page(view):
         out.append(f"<h2>Refused ({len(view['refused'])})</h2><ul>")
         out += [f'<li class="refused">{_e(r["host"])}: {_e(r["why"])}</li>' for r in view["refused"]]
         out.append("</ul>")
-    if view.get("explain_measured"):
-        out.append("<h2>Measured causes</h2><ul>")
-        out += [f"<li>{_e(afleet.measured_sentence(e))}</li>" for e in view["explain_measured"]]
+    rest = unranked_measured(view)
+    if rest:
+        out.append("<h2>Measured causes, not ranked</h2><ul>")
+        out += [f"<li>{_e(afleet.measured_sentence(e))}</li>" for e in rest]
         out.append("</ul>")
     ranked, travel = split_ranking(view)
     if ranked:
@@ -206,10 +216,13 @@ def page(view):
         out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in ranked]
         out.append("</ol>")
     if travel:
-        out.append("<h2>Facts that only travel with a measured cause</h2><p>Each of these "
-                   "fingerprint facts splits the machines as the measured exit price does: it is "
-                   "confounded with the price, not an explanation of its own. The machines that "
-                   "tell them apart are named, or the machine that would.</p><ul>")
+        out.append("<h2>Facts that only travel with a measured cause</h2><p>Beyond the "
+                   "measured exit price, each of these fingerprint facts explains next to nothing "
+                   "of its column's spread: it travels with the price (its values sit on hosts "
+                   "with different prices), or the machines that share it differ in price and "
+                   "their ratios follow the price. It is confounded with the price, not an "
+                   "explanation of its own. The machines that tell them apart are named, or the "
+                   "machine that would.</p><ul>")
         out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in travel]
         out.append("</ul>")
     out.append(f"<h2>Groups</h2><div class=\"tbl\"><table><thead><tr><th class=\"l\">group</th>"
