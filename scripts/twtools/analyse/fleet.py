@@ -566,17 +566,23 @@ def _measured_rank_sentence(e):
 
 def _tell_apart(e, name):
     """Which machines tell a fact apart from the exit price, or which would."""
+    def by(hosts, key, what):
+        """'10.6× where <what> <k> (3 machines: a, b, c)' per value of key, median ratio."""
+        out = {}
+        for h in hosts:
+            out.setdefault(h[key], []).append(h)
+        return " vs ".join(
+            f"{float(np.median([h['ratio'] for h in hs])):.3g}× {what} {k} ("
+            + (f"{_machines(len(hs))}: " if len(hs) > 1 else "")
+            + ", ".join(h["host"] for h in hs[:3]) + (", …" if len(hs) > 3 else "") + ")"
+            for k, hs in out.items())
     parts = []
     for g in e.get("same_exit") or []:
-        hs = g["hosts"]
-        parts.append(", ".join(h["host"] for h in hs) + f" share an exit price ({g['exit']}) "
-                     f"but differ in {name}: " + " vs ".join(
-                         f"{h['ratio']:.3g}× ({h['value']})" for h in hs))
+        parts.append(f"at one exit price ({g['exit']}), {name} differs: "
+                     + by(g["hosts"], "value", "on"))
     for g in e.get("same_fact") or []:
-        hs = g["hosts"]
-        parts.append(", ".join(h["host"] for h in hs) + f" share {name} {g['value']} but differ "
-                     "in exit price: " + " vs ".join(
-                         f"{h['ratio']:.3g}× (exit {h['exit']})" for h in hs))
+        parts.append(f"on one {name} ({g['value']}), the exit price differs: "
+                     + by(g["hosts"], "exit", "at"))
     if parts:
         return "; told apart by: " + "; ".join(parts[:2])
     lo, hi = e.get("exit_low") or ["?"], e.get("exit_high") or ["?"]
