@@ -43,6 +43,12 @@ def blocks_after(doc, heading):
 def test_the_class_page_groups_by_the_exit_price_first():
     ss = students()
     doc, _ = lesson.class_page(ss, [])
+    # The page opens with the cause: the second paragraph, before the strip plot.
+    ps = [plain(b[1]) for b in doc.blocks if b[0] == "p"]
+    assert ps[1].startswith("**Why int 0x80's cost differs between these machines: the price "
+                            "of one VM exit.**"), ps[1]
+    assert "where one exit costs" in ps[1] and "only travel" in ps[1], ps[1]
+    assert [b[0] for b in doc.blocks][:3] == ["h", "p", "p"], doc.blocks[:3]
     after = blocks_after(doc, "Machines grouped by the measured cause, then by what differs")
     intro = plain(after[0][1])
     assert intro.startswith("By **the price of one VM exit**"), intro
@@ -77,6 +83,7 @@ def test_a_class_without_prices_says_it_cannot_group_by_the_cause():
     ss = [s for s in students() if (s["digest"].get("causes") or {}).get("exit_price", {}).get(
         "value") is None]
     doc, _ = lesson.class_page(ss, [])
+    assert not any("Why int 0x80's cost differs" in plain(b[1]) for b in doc.blocks if b[0] == "p")
     after = blocks_after(doc, "Machines grouped by the measured cause, then by what differs")
     assert "No machine here priced a VM exit" in plain(after[0][1])
     assert not any(b[0] == "table" and plain(b[1][0]) == "exit price" for b in after)

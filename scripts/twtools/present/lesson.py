@@ -376,6 +376,24 @@ GROUP_BY = ("vendor", "cpu", "hypervisor", "kernel", "vdso", "fred")
 INT80_COL = "32-int80 null"
 
 
+def class_cause(m, travel):
+    """The class page's opening sentence: why int 0x80's cost differs between the machines,
+    from the fleet ranking's exit-price entry m (analyse.fleet.rank), or None without one."""
+    if not m:
+        return None
+    s = (f"**Why int 0x80's cost differs between these machines: the price of one VM exit.** "
+         f"It costs {m['low']['ratio']:.1f}× the 64-bit `syscall` where one exit costs "
+         f"{m['low']['value']} ({m['low']['n']} machine{'s' if m['low']['n'] != 1 else ''}) and "
+         f"{m['high']['ratio']:.1f}× where it costs {m['high']['value']} ({m['high']['n']} "
+         f"machine{'s' if m['high']['n'] != 1 else ''}); the exit price accounts for "
+         f"{100 * max(m['eta2'], 0):.0f}% of the spread over the {m['n']} machines that priced "
+         "one (`cpuid`).")
+    if travel:
+        s += (f" The {' and the '.join(travel)} only travel{'s' if len(travel) == 1 else ''} "
+              "with it (grouped below).")
+    return s
+
+
 def class_page(students, refused, mark=None):
     """(Doc, {name: svg}) of the class: the distribution per mechanism, the machines grouped by
     what differs, and one row per student; mark: the student whose page this is."""
@@ -384,6 +402,14 @@ def class_page(students, refused, mark=None):
           + (f" ({outside(mark)}'s page)" if mark else ""))
     doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
                                           "(listed at the end)" if refused else "") + ".")
+    digests = [s["digest"] for s in students]
+    view = afleet.view(digests, [], "null") if len(digests) > 1 else {"explain": []}
+    travel = pfleet.travel_facts(view).get(INT80_COL, [])
+    cause = next((e for e in view["explain"] if e.get("kind") == "measured"
+                  and e["column"] == INT80_COL), None)
+    why = class_cause(cause, travel)
+    if why:
+        doc.p(why)
     pts = []
     for s in students:
         for m in mechanisms():
@@ -412,11 +438,8 @@ def class_page(students, refused, mark=None):
     # intervals: analyse.fleet.exit_buckets), then by the fingerprint facts that differ, each
     # said to only travel with the price where the fleet's ranking finds so (analyse.fleet.rank)
     doc.h(2, "Machines grouped by the measured cause, then by what differs")
-    digests = [s["digest"] for s in students]
     buckets = afleet.exit_buckets(digests)
     exit_of = {h: afleet.bucket_label(b) for b in buckets for h in b["hosts"]}
-    view = afleet.view(digests, [], "null") if len(digests) > 1 else {"explain": []}
-    travel = pfleet.travel_facts(view).get(INT80_COL, [])
 
     def row(k, ss):
         r = [(x["digest"].get("cells") or {}).get(INT80_COL) for x in ss]
@@ -434,11 +457,9 @@ def class_page(students, refused, mark=None):
               "one exit per call on a guest whose kernel reads the APIC on every call (each "
               "student's report, \"Why each way costs what it does here\"):")
         doc.table(["exit price"] + head, [row(k, groups[k]) for k in order if k in groups])
-        m = next((e for e in view["explain"] if e.get("kind") == "measured"
-                  and e["column"] == INT80_COL), None)
-        if m:
-            doc.p(f"The exit price accounts for {100 * max(m['eta2'], 0):.0f}% of the spread of "
-                  f"int 0x80's ratio over the {m['n']} machines that priced one.")
+        if cause:
+            doc.p(f"The exit price accounts for {100 * max(cause['eta2'], 0):.0f}% of the spread "
+                  f"of int 0x80's ratio over the {cause['n']} machines that priced one.")
     else:
         doc.p("No machine here priced a VM exit (no `cpuid` cell: measured before it existed), "
               "so the measured cause cannot group them; by what differs instead:")
