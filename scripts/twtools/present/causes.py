@@ -153,9 +153,13 @@ def today_sentence(t):
             cause += (f"; yet {e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] exits "
                       "fit at the `cpuid` price: the cost model fails here")
     elif k == "price-unknown":
-        cause = (f"the kernel's source predicts {t['predicted']} VM exit per call here "
-                 f"({outside(', '.join(t['facts']))}), but its price is "
-                 f"{outside(t.get('price_why') or 'unknown')}")
+        why = t.get("price_why") or "unknown"
+        # The common case, a run measured before the cpuid cell existed, in a few words: the
+        # sentence must leave room for the matrix on the first screen.
+        why = ("unknown here: no `cpuid` cell (re-run `tw bench`)" if "no cpuid cell" in why
+               else outside(why))
+        cause = (f"the kernel's source predicts {t['predicted']} VM exit per call here, but "
+                 f"its price is {why}")
     else:
         cause = f"whether it pays a VM exit is {outside(t.get('why') or 'unknown')}"
     return (f"**Here, today:** {costs}, {more}: {cause}. Part by part: \"{SECTION}\".")

@@ -312,13 +312,14 @@ def sec_verdict(doc, v, data=None):
         causes_mod.today((data or {}).get("causes"), (data or {}).get("percall")))
     if today:
         doc.p(today)
-    doc.p("Hypothesis: on the seed's Linux 2.6 server, a 32-bit glibc entering by `int 0x80` "
-          "made small writes slow (docs/seed-report.md). The reasoning is under \"How the "
-          "verdict was reached\".")
 
 
 def sec_verdict_detail(doc, v):
     doc.h(2, "How the verdict was reached")
+    # Said here rather than on the first screen, which holds the verdict, today's sentence
+    # and the matrix.
+    doc.p("The hypothesis: on the seed's Linux 2.6 server, a 32-bit glibc entering by `int "
+          "0x80` made small writes slow (docs/seed-report.md).")
     doc.p(v["sentence"])
     doc.p("The rules are in docs/report.md and scripts/twtools/analyse/verdict.py; the numbers "
           "are in `verdict.json`.")
