@@ -69,8 +69,8 @@ def _entry_cause(data):
                 f"[{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted at {_n(p)} an exit: the cost "
                 "model fails here")
     if t["kind"] == "no-exit":
-        return ("int 0x80's own path, its IDT delivery and `iret` against `sysret`, and no "
-                "VM exit")
+        return ("int 0x80's own path, its IDT delivery and `iret` against `sysret` or "
+                "`sysexit`, and no VM exit")
     if t["kind"] == "price-unknown":
         return (f"{t['predicted']} VM exit per call predicted, at a price unknown here "
                 "(no cpuid cell: re-run `tw bench`)")

@@ -147,7 +147,7 @@ def today_sentence(t):
     elif k == "no-exit":
         cause = (f"none of it is a VM exit ({outside(t['why'])}), so it is int 0x80's own path: "
                  "the IDT delivery, do_int80_emulation() and `iret`, where the fast path "
-                 "returns by `sysret`")
+                 "returns by `sysret` or `sysexit`")
         if e and p and p.get("guest") and not (e["ci_low"] <= 0 <= e["ci_high"] or
                                                abs(e["value"]) < 0.5):
             cause += (f"; yet {e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] exits "
