@@ -90,10 +90,11 @@ def test_different_kernels_same_exit_price_the_exit_price_is_named():
         t = fleet.sentence(e)
         assert "travels with the exit price" in t, t
         assert "at one exit price (" in t and "kernel differs" in t, t
-        told = e["same_exit"][0]["hosts"]
-        assert {h["value"] for h in told} == {"6.18.44-ka", "6.18.44-kb"}, told
+        told = e["same_exit"][0]["groups"]
+        assert {g["value"] for g in told} == {"6.18.44-ka", "6.18.44-kb"}, told
+        assert sorted(h for g in told for h in g["hosts"]) == ["ka-1", "ka-2", "kb-1", "kb-2"]
         # Those machines' ratios agree: at one exit price the kernel string moves nothing.
-        rs = [h["ratio"] for h in told]
+        rs = [g["ratio"] for g in told]
         assert max(rs) / min(rs) < 1 + fleet.OUTLIER_REL, rs
     assert [e for e in es if e["kind"] == "fact" and not e.get("confounded_with")] == [], es
 

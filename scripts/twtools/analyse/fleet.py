@@ -566,23 +566,20 @@ def _measured_rank_sentence(e):
 
 def _tell_apart(e, name):
     """Which machines tell a fact apart from the exit price, or which would."""
-    def by(hosts, key, what):
-        """'10.6× where <what> <k> (3 machines: a, b, c)' per value of key, median ratio."""
-        out = {}
-        for h in hosts:
-            out.setdefault(h[key], []).append(h)
+    def by(groups, key, what):
+        """'10.6× at <k> (3 machines: a, b, c)' per group (_summary)."""
         return " vs ".join(
-            f"{float(np.median([h['ratio'] for h in hs])):.3g}× {what} {k} ("
-            + (f"{_machines(len(hs))}: " if len(hs) > 1 else "")
-            + ", ".join(h["host"] for h in hs[:3]) + (", …" if len(hs) > 3 else "") + ")"
-            for k, hs in out.items())
+            f"{g['ratio']:.3g}× {what} {g[key]} ("
+            + (f"{_machines(g['n'])}: " if g["n"] > 1 else "")
+            + ", ".join(g["hosts"]) + (", …" if g["n"] > len(g["hosts"]) else "") + ")"
+            for g in groups)
     parts = []
     for g in e.get("same_exit") or []:
         parts.append(f"at one exit price ({g['exit']}), {name} differs: "
-                     + by(g["hosts"], "value", "on"))
+                     + by(g["groups"], "value", "on"))
     for g in e.get("same_fact") or []:
         parts.append(f"on one {name} ({g['value']}), the exit price differs: "
-                     + by(g["hosts"], "exit", "at"))
+                     + by(g["groups"], "exit", "at"))
     if parts:
         return "; told apart by: " + "; ".join(parts[:2])
     lo, hi = e.get("exit_low") or ["?"], e.get("exit_high") or ["?"]
@@ -749,38 +746,56 @@ def bucket_label(b):
     return f"{_ns(b['lo'])} to {_ns(b['hi'])}"
 
 
+# At most this many groups of machines that tell a fact apart from the exit price are kept
+# per entry, each summarised (count, median ratio, the first NAMES names): a fleet of 100,000
+# machines would otherwise carry every name into fleet.json once per entry.
+TELL_GROUPS, NAMES = 3, 3
+
+
+def _summary(hosts, key, ratio, limit=None):
+    """[{key: value, n, ratio (median), hosts (the first NAMES)}] of hosts grouped by key, the
+    first `limit` groups only (each a median) when given."""
+    by = {}
+    for h, k in hosts:
+        by.setdefault(k, []).append(h)
+    return [{key: k, "n": len(hs), "ratio": float(np.median([ratio[h] for h in hs])),
+             "hosts": hs[:NAMES]} for k, hs in itertools.islice(by.items(), limit)]
+
+
 def _confounding(e, m, byhost, bucket_of, buckets):
     """How a fact's entry (explain()) stands against the measured exit price of its column
     (explain_measured()'s entry m): whether the fact only travels with the price, what it
-    explains beyond it, and which machines tell the two apart (or would)."""
+    explains beyond it, and which machines tell the two apart (or would).  One pass over the
+    machines, with the fact's values coded: a fleet has thousands of kernel strings."""
     col, f = e["column"], e["fact"]
     hosts = [h for h in m.get("left") or {} if h in bucket_of]
-    fv = {h: byhost[h]["facts"][f] for h in hosts}
+    fv = [byhost[h]["facts"][f] for h in hosts]
+    bk = [bucket_of[h] for h in hosts]
     ly = np.asarray([m["log_ratio"][h] for h in hosts])
     left = np.asarray([m["left"][h] for h in hosts])
     tot = float(((ly - ly.mean()) ** 2).sum()) if hosts else 0.0
     own = None
     if tot > 0:
-        between = 0.0
-        for v in set(fv.values()):
-            k = np.asarray([fv[h] == v for h in hosts])
-            between += int(k.sum()) * (left[k].mean() - left.mean()) ** 2
-        own = float(between / tot)
-    lo_b = sorted({bucket_of[h] for h in hosts if fv[h] == e["low"]["value"]})
-    hi_b = sorted({bucket_of[h] for h in hosts if fv[h] == e["high"]["value"]})
+        _, code = np.unique(np.asarray(fv, dtype=object).astype(str), return_inverse=True)
+        n = np.bincount(code)
+        mean = np.bincount(code, weights=left) / n
+        own = float((n * (mean - left.mean()) ** 2).sum() / tot)
+    lo_b = sorted({b for v, b in zip(fv, bk) if v == e["low"]["value"]})
+    hi_b = sorted({b for v, b in zip(fv, bk) if v == e["high"]["value"]})
     travels = bool(lo_b and hi_b and not set(lo_b) & set(hi_b))
     ratio = {h: byhost[h]["cells"][col]["ratio"] for h in hosts}
-    same_fact, same_exit = [], []
-    for v in sorted(set(fv.values())):
-        hs = [h for h in hosts if fv[h] == v]
-        if len({bucket_of[h] for h in hs}) > 1:
-            same_fact.append({"value": v, "hosts": [{"host": h, "exit": bucket_label(
-                buckets[bucket_of[h]]), "ratio": ratio[h]} for h in hs]})
-    for i, b in enumerate(buckets):
-        hs = [h for h in hosts if bucket_of[h] == i]
-        if len({fv[h] for h in hs}) > 1:
-            same_exit.append({"exit": bucket_label(b), "hosts": [
-                {"host": h, "value": fv[h], "ratio": ratio[h]} for h in hs]})
+    by_fact, by_exit = {}, {}
+    for h, v, b in zip(hosts, fv, bk):
+        by_fact.setdefault(v, []).append((h, b))
+        by_exit.setdefault(b, []).append((h, v))
+    # Only the groups kept are summarised (a median each): islice stops the generators there.
+    same_fact = list(itertools.islice(
+        ({"value": v, "groups": _summary([(h, bucket_label(buckets[b])) for h, b in hb],
+                                         "exit", ratio)}
+         for v, hb in by_fact.items() if len({b for _, b in hb}) > 1), TELL_GROUPS))
+    same_exit = list(itertools.islice(
+        ({"exit": bucket_label(buckets[b]), "groups": _summary(hv, "value", ratio, TELL_GROUPS)}
+         for b, hv in sorted(by_exit.items()) if len({v for _, v in hv}) > 1), TELL_GROUPS))
     # Beyond the exit price the fact explains (next to) nothing: it travels with the price
     # (its extreme values sit in different price buckets), or it does not even do that (the
     # machines that share it differ in price, and their ratios follow the price).
