@@ -156,10 +156,11 @@ def today_sentence(t):
         why = t.get("price_why") or "unknown"
         # The common case, a run measured before the cpuid cell existed, in a few words: the
         # sentence must leave room for the matrix on the first screen.
-        why = ("unknown here: no `cpuid` cell (re-run `tw bench`)" if "no cpuid cell" in why
+        why = ("unknown: no `cpuid` cell (re-run `tw bench`)" if "no cpuid cell" in why
                else outside(why))
-        cause = (f"the kernel's source predicts {t['predicted']} VM exit per call here, but "
-                 f"its price is {why}")
+        n = t["predicted"]
+        cause = (f"the kernel's source predicts {'one VM exit' if n == 1 else f'{n} VM exits'} "
+                 f"per call here, but its price is {why}")
     else:
         cause = f"whether it pays a VM exit is {outside(t.get('why') or 'unknown')}"
     return (f"**Here, today:** {costs}, {more}: {cause}. Part by part: \"{SECTION}\".")
