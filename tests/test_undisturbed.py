@@ -186,6 +186,6 @@ def test_compare_of_two_icelake_runs_calls_no_more_than_chance(icelake):
             and d.get("relative")]
     # Averaged over processes (docs/syscost.md, "The estimand"), a fast cell's interval holds
     # what a rerun draws anew, the processes' layout levels: about 1% half-width on this
-    # Ice Lake pair, so about 2% is what a comparison of two runs can detect.
-    assert fast and np.median(fast) <= 2.5, sorted(fast)
+    # Ice Lake pair, so about 2.6% is what a comparison of two runs can detect.
+    assert fast and np.median(fast) <= 3.0, sorted(fast)
     assert all(d["absolute"]["figure"] == d["figure"] for d in j["decisions"] if d.get("absolute"))

@@ -69,7 +69,7 @@ UNDISTURBED_Q = 0.2
 POOLED_Q = 0.05
 METHOD = ("process floors: each round's fastest batch, then the mean of the fastest 20% of "
           "rounds; 95% interval: delete-half jackknife over rounds, Student's t, widened by "
-          "the figure's drift between the run's halves and its spread between four blocks of "
+          "the figure's drift between the run's halves and its spread between eight blocks of "
           "the run, never narrower than the levels' spacing or the clock's resolution")
 METHOD_POOLED = ("old method (pooled tail): the mean of the fastest 5% of all batches pooled; "
                  "delete-half jackknife over rounds, widened by the drift between halves")
@@ -508,7 +508,7 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, reso
       drift     the figure's move between the run's early and late halves (a trend in the
                 host's state over the run's minutes, which the spread between rounds cannot
                 see), in quadrature;
-      blocks    the spread between four stretches of the run beyond their own sampling
+      blocks    the spread between eight stretches of the run beyond their own sampling
                 error (a state that comes and goes), in quadrature;
       levels    never narrower than one spacing of the levels the floors show on each side,
                 nor than the clock's resolution: a tail that happens to sit on one level has
@@ -576,15 +576,18 @@ def undisturbed_pooled(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=Non
     return out
 
 
-# The run's rounds cut into this many blocks in time order for the reproducibility term.
-BLOCKS = 4
+# The run's rounds cut into this many blocks in time order for the reproducibility term (a
+# default run's 32 rounds give blocks of 4; fewer than 4 rounds a block give no term).
+BLOCKS = 8
 
 
 def _tail_blocks(vals, q, blocks=BLOCKS):
     """The host's move between blocks of the run (ISO 5725's between-condition term, measured
-    within one run): the figure of each of BLOCKS consecutive stretches of rounds, the
-    variance between them less what their own jackknife errors explain, as a standard
-    deviation.  It sees a state that comes and goes within the run, which the halves' drift
+    within one run): the figure of each of BLOCKS consecutive stretches of rounds, their
+    spread (the MAD's, as a standard deviation) less what their own jackknife errors explain.
+    A robust spread, because a block that the host's slow state met throughout is what the
+    figure leaves out, not a move to widen it by: a plain variance over 4 blocks once gave
+    an int 0x80 cell ±1300 ns from one busy block.  It sees a state that comes and goes within the run, which the halves' drift
     (a trend) misses; a move over longer than the run stays unseen, and the report says
     which terms an interval has.  None below 4 rounds a block."""
     n = len(vals)
@@ -595,7 +598,11 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
         e, se = _tail_jackknife([vals[i] for i in ix], q)
         ests.append(e)
         ses.append(se or 0.0)
-    v = float(np.var(ests, ddof=1)) - float(np.mean(np.square(ses)))
+    # A robust spread (the MAD's, scaled to a standard deviation): a block that the host's
+    # slow state met throughout is what the figure leaves out, not a move to widen it by.
+    e = np.asarray(ests)
+    sd = 1.4826 * float(np.median(np.abs(e - np.median(e))))
+    v = sd ** 2 - float(np.median(np.square(ses)))
     return math.sqrt(v) if v > 0 else None
 
 

@@ -450,7 +450,7 @@ def sec_percall(doc, data, pdir):
           "Undisturbed: each round's floor (its fastest batch), then the mean of the fastest 20% "
           "of floors, with a 95% interval from a delete-half jackknife over rounds (sampling), "
           "widened by the figure's drift between the run's halves (drift) and its spread between "
-          "four blocks of the run (blocks), and never narrower than the spacing of the levels the "
+          "eight blocks of the run (blocks), and never narrower than the spacing of the levels the "
           "floors sit on (levels) or a clock tick over a batch's calls (resolution); each cell's "
           "`undisturbed.terms` names those that set its interval. A host's move over longer than "
           "the run is in none of them. Typical: each round gives "
