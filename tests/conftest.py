@@ -32,6 +32,7 @@ BUILD = paths.BUILD
 # `make test`, so the tier cannot grow a dependency on either by accident.
 CHECK_TIER = (
     "test_stats.py",
+    "test_legs.py",
     "test_compare.py",
     "test_verdict.py",
     "test_findings.py",
