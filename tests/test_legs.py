@@ -256,3 +256,17 @@ def test_schema_refuses_a_stage_file_that_is_not_legs():
     bad["variants"]["64-syscall"]["traced"][0]["before"].pop()
     with pytest.raises(schema.Invalid, match="calls x batches"):
         schema.check(schema.LEGS, bad)
+
+
+def test_a_run_without_legs_says_why_once():
+    c = causes.compute_from(cells(), KVM, None)
+    d = Doc()
+    present_causes.legs_section(d, c)
+    text = "\n".join(str(b) for b in d.blocks)
+    assert text.count("no legs stage") == 1
+    c = causes.compute_from(cells(), KVM, legs.analyse({"why": "tracing needs root (bpftrace "
+                                                               "on raw_syscalls)", "variants": {}}))
+    d = Doc()
+    present_causes.legs_section(d, c)
+    text = "\n".join(str(b) for b in d.blocks)
+    assert text.count("tracing needs root") == 1

@@ -130,18 +130,21 @@ def legs_section(doc, c):
     """Each system-call mechanism's legs, and int 0x80's over its baseline's."""
     doc.h(3, "Each call's way in, body and way out, on one clock")
     mechs = c.get("mechanisms") or {}
-    rows, whys = [], set()
+    rows, why_of = [], {}
     for name in registry.names():
         lg = (mechs.get(name) or {}).get("legs")
         if not lg:
             continue
         if not lg.get("in"):
-            whys.add(f"{name}: {lg.get('why') or 'unknown'}")
+            why_of.setdefault(lg.get("why") or "unknown", []).append(name)
             continue
         rows.append([name, ns(lg["in"]), ns(lg["body"]), ns(lg["out"]), ns(lg.get("total")),
                      ns(lg.get("untraced_total")), ns(lg.get("tracer_ns")), ns(lg.get("bracket_ns"))])
+    # one reason, said once, with the mechanisms it holds for
+    whys = [f"{', '.join(names)}: {why}" if len(why_of) > 1 or rows else why
+            for why, names in why_of.items()]
     if not rows:
-        doc.p("Not measured: " + outside("; ".join(sorted(whys)) or "no legs in these results") + ".")
+        doc.p("Not measured: " + outside("; ".join(whys) or "no legs in these results") + ".")
         return
     doc.p("Each null call is stamped four times on CLOCK_MONOTONIC: in user space just before the "
           "entry and just after the return (the vDSO), and at raw_syscalls:sys_enter and sys_exit "
@@ -153,7 +156,7 @@ def legs_section(doc, c):
     doc.table(["variant", "way in", "body", "way out", "traced total", "untraced total",
                "tracer's cost", "stamps' bracket"], rows)
     if whys:
-        doc.p("Not measured: " + outside("; ".join(sorted(whys))) + ".")
+        doc.p("Not measured: " + outside("; ".join(whys)) + ".")
     drows, texts = [], []
     for name in registry.names():
         m = mechs.get(name) or {}
