@@ -73,3 +73,31 @@ def test_the_stage_is_a_tw_run_stage_and_its_file_is_read():
     assert "legs" in [s[0] for s in run.STAGES]
     assert "legs" in results.STEMS and results.STAGE_OF["legs"] == "legs"
     assert (ROOT / "traces" / m_legs.SCRIPT).exists()
+
+
+@pytest.mark.root
+def test_tw_legs_prints_the_legs_and_their_differences(build, tmp_path):
+    need_root()
+    need_tool("bpftrace")
+    need_supported("syscost", "64-int80")
+    import json
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "legs", "--quick",
+                        "--variants", "64-syscall,64-int80", "--out", str(tmp_path / "o"),
+                        "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    figs = {(r["variant"], r["figure"]) for r in rows}
+    assert {("64-int80", "in"), ("64-int80", "in - 64-syscall"), ("64-syscall", "tracer_ns")} <= figs
+    assert (tmp_path / "o" / "legs.json").exists()
+
+
+def test_tw_legs_without_a_system_call_mechanism_says_why(tmp_path):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "legs", "--quick",
+                        "--variants", "64-vdso", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1
+    assert "tw legs: not measured:" in p.stderr and "--variants" in p.stderr and len(p.stderr.strip().splitlines()) <= 3
