@@ -270,3 +270,55 @@ def test_a_run_without_legs_says_why_once():
     present_causes.legs_section(d, c)
     text = "\n".join(str(b) for b in d.blocks)
     assert text.count("tracing needs root") == 1
+
+
+FIX = ROOT / "tests" / "fixtures" / "results-fixture"
+
+
+def test_a_damaged_legs_file_is_read_or_refused_never_a_crash(tmp_path):
+    """One-value mutations of a legs.json beside the recorded results: load, the cost model
+    and every table work, or stop at a DataError naming legs.json (the recorded fixture has
+    no legs.json, so test_faults_hostile's mutations never reach it)."""
+    import json
+    import random
+    import shutil
+    import warnings
+    from twtools.analyse import results
+    from twtools.core.ui import DataError
+    from twtools.present import tables
+    d = tmp_path / "res"
+    shutil.copytree(FIX, d)
+    base = raw_doc(rounds=2)
+    paths = []
+
+    def walk(o, here=()):
+        if here:
+            paths.append(here)
+        for k, v in (o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()):
+            walk(v, here + (k,))
+    walk(base)
+    rng = random.Random(36)
+    crashes = []
+    refused = read = 0
+    for _ in range(25):        # 300 ran clean offline
+        path = rng.choice(paths)
+        doc = copy.deepcopy(base)
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = copy.deepcopy(rng.choice([None, "x", -1, 0, 1e300, True, [], {}, [None]]))
+        (d / "legs.json").write_text(json.dumps(doc))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                data = results.load(d)
+                tables.all_tables(data)
+                present_causes.section(Doc(), data)
+            read += 1
+        except DataError as e:
+            assert "legs.json" in str(e)
+            refused += 1
+        except Exception as e:  # noqa: BLE001 - what the test is looking for
+            crashes.append(f"{'.'.join(map(str, path))}: {type(e).__name__}: {e}")
+    assert not crashes, "\n".join(crashes[:10])
+    assert refused and read, (refused, read)       # the file is read, and checked
