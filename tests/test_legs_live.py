@@ -93,6 +93,24 @@ def test_tw_legs_prints_the_legs_and_their_differences(build, tmp_path):
     assert (tmp_path / "o" / "legs.json").exists()
 
 
+@pytest.mark.root
+def test_tw_legs_shape_jmp_is_what_the_programs_ran(build, tmp_path):
+    need_root()
+    need_tool("bpftrace")
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "legs", "--quick",
+                        "--shape", "jmp", "--variants", "64-syscall,64-libc", "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    raw = files.read_json(tmp_path / "o" / "legs.json")
+    assert raw["shape"] == "jmp"
+    assert {r["shape"] for r in raw["variants"]["64-syscall"]["traced"]} == {"jmp"}
+    # glibc's wrappers return by ret: no jmp form to stamp
+    assert raw["variants"]["64-libc"]["status"] == "unsupported"
+    assert "no jmp shape" in raw["variants"]["64-libc"]["why"]
+
+
 def test_tw_legs_without_a_system_call_mechanism_says_why(tmp_path):
     import subprocess
     import sys

@@ -438,6 +438,7 @@ LEGS_REC = {"!pid": "int", "cpu": "int?", "shape": ("opt", ("enum", "ret", "jmp"
             "stamp lists whose lengths are not calls x batches"}
 LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posint?",
         "calls": "posint?", "warmup": "count?", "why": "str?", "attached_s": "num?",
+        "shape": ("opt", ("enum", "ret", "jmp")),
         "!variants": {"*": {"!status": ("enum", "measured", "unsupported"), "why": "str?",
                             "!traced": [LEGS_REC], "!untraced": [LEGS_REC]},
                       "__check__": lambda o: next((f"{k!r} is not a variant name" for k in o

@@ -38,6 +38,10 @@ def add_arguments(p, name):
                    help="variants (default: all)")
     p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text",
                    help="how to print the tables (default text)")
+    if name == "legs":
+        p.add_argument("--shape", choices=("ret", "jmp"), default="ret",
+                       help="the stub returns by ret, as libc's wrappers (default), or leaves by "
+                            "an indirect jump, which no return prediction follows")
     if name == "sweep":
         p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
                        default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
@@ -112,7 +116,7 @@ def main(args, name):
     elif name == "observer":
         shown.append(tables.observer(a_observer.analyse(observer.observe(out, args.mode, args.variants))))
     elif name == "legs":
-        raw = legs.stage(out, mode=args.mode, variants=args.variants)
+        raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape)
         if raw.get("why"):
             raise ui.UserError(f"not measured: {raw['why']}",
                                "run as root with bpftrace installed" if legs.why_not() else

@@ -71,11 +71,12 @@ def probe(variant):
     return False, (msg[0] if msg else f"{prog.name} --probe exited {p.returncode}")
 
 
-def _one(variant, batches, calls, warmup):
+def _one(variant, batches, calls, warmup, shape="ret"):
     """One process's stamps: the program's JSON, its stamps made relative."""
     prog = program(variant)
     t = time.time()
-    p = proc.run([prog, "--batches", batches, "--calls", calls, "--warmup", warmup], timeout=300)
+    p = proc.run([prog, "--batches", batches, "--calls", calls, "--warmup", warmup,
+                  "--shape", shape], timeout=300)
     if p.returncode != 0:
         msg = (p.stderr or "").strip().splitlines()
         raise RuntimeError(f"{prog.name} exited {p.returncode}: {msg[-1] if msg else 'no message'}")
@@ -143,18 +144,22 @@ def attach_kernel_stamps(rec, maps):
     return rec
 
 
-def measure(variants=None, mode="default"):
-    """The legs.json document (raw stamps), or one with 'why' when tracing cannot run."""
+def measure(variants=None, mode="default", shape="ret"):
+    """The legs.json document (raw stamps), or one with 'why' when tracing cannot run.  shape:
+    the stub returns by ret (as libc's wrappers, and the cost model's cells) or leaves by an
+    indirect jump (jmp: no return-stack prediction after the kernel returns)."""
     rounds, batches, calls = PLAN.get(mode, PLAN["default"])
     doc = {"schema": SCHEMA, "clock": "CLOCK_MONOTONIC: the vDSO in user space, "
                                       "bpf_ktime_get_ns() in the kernel",
            "script": SCRIPT, "rounds": rounds, "batches": batches, "calls": calls,
-           "warmup": WARMUP, "variants": {}, "why": why_not()}
+           "warmup": WARMUP, "shape": shape, "variants": {}, "why": why_not()}
     if doc["why"]:
         return doc
     names = []
     for v in candidates(variants):
         ok, why = probe(v)
+        if ok and shape != "ret" and shape not in registry.get(v).shapes:
+            ok, why = False, f"{v} has no {shape} shape (variants/registry)"
         doc["variants"][v] = {"status": "measured" if ok else "unsupported", "why": why,
                               "traced": [], "untraced": []}
         if ok:
@@ -165,7 +170,7 @@ def measure(variants=None, mode="default"):
     first = rounds // 2
     for r in range(first):
         for v in names:
-            doc["variants"][v]["untraced"].append(_strip(_one(v, batches, calls, WARMUP)))
+            doc["variants"][v]["untraced"].append(_strip(_one(v, batches, calls, WARMUP, shape)))
     keys = max(4096, 2 * rounds * batches * calls * len(names))
     with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
         ui.progress(f"legs: attaching bpftrace ({SCRIPT}) for {len(names)} mechanisms")
@@ -175,7 +180,7 @@ def measure(variants=None, mode="default"):
             t0 = time.monotonic()
             for r in range(rounds):
                 for v in names:
-                    traced.append((v, _one(v, batches, calls, WARMUP)))
+                    traced.append((v, _one(v, batches, calls, WARMUP, shape)))
             time.sleep(0.2)
             doc["attached_s"] = round(time.monotonic() - t0, 2)
         finally:
@@ -186,7 +191,7 @@ def measure(variants=None, mode="default"):
         doc["variants"][v]["traced"].append(attach_kernel_stamps(rec, maps))
     for r in range(rounds - first):
         for v in names:
-            doc["variants"][v]["untraced"].append(_strip(_one(v, batches, calls, WARMUP)))
+            doc["variants"][v]["untraced"].append(_strip(_one(v, batches, calls, WARMUP, shape)))
     return doc
 
 
@@ -195,11 +200,11 @@ def _strip(rec):
     return rec
 
 
-def stage(out, mode="default", variants=None):
+def stage(out, mode="default", variants=None, shape="ret"):
     """tw run's legs stage: legs.json in out.  Where tracing cannot run (not root, no
     bpftrace) the file says why and the stage passes, as the report's unknowns do; a tracer
     that fails to attach, or a program that fails, fails the stage."""
-    doc = measure(variants, mode)
+    doc = measure(variants, mode, shape)
     files.write_json(Path(out) / "legs.json", doc)
     if doc["why"]:
         ui.progress(f"legs: not measured: {doc['why']}")
