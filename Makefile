@@ -11,6 +11,7 @@
 #   make bench-ab        only the last: a build a little slower per call, found by tw ab, and A/A
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
+#   make bench-factors   what a run holds fixed (CPU, environment, path, ASLR, layout), each varied
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands the rows variants/rows.awk reads from it.  Objects are built
@@ -90,7 +91,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(BUILD)/hostclock $(BUILD)/timewrite
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
-	check test report bench bench-ab bench-fleet bench-sweeps clean distclean
+	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -239,7 +240,13 @@ bench-sweeps: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/tw sweep --selfcheck $(SWEEP_ARGS) --out $(BUILD)/bench-sweeps-$$$$
 
+# What a run holds fixed: each factor varied on purpose in X Y X Y runs of a small matrix, and
+# its effect on the undisturbed figure beside the same setting against itself (a few minutes).
+bench-factors: deps
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	$(VPY) scripts/bench_factors.py --out $(BUILD)/bench-factors-$$$$
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-layout
 distclean: clean
 	rm -rf $(VENV)

@@ -32,6 +32,8 @@ BUILD = paths.BUILD
 # `make test`, so the tier cannot grow a dependency on either by accident.
 CHECK_TIER = (
     "test_stats.py",
+    "test_undisturbed_levels.py",
+    "test_sweep_vs_ref.py",
     "test_legs.py",
     "test_compare.py",
     "test_verdict.py",

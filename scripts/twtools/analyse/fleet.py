@@ -40,7 +40,7 @@ from ..core import files
 from ..core.ui import DataError
 from . import causes, percall, results, schema, stats
 
-ANALYSIS = "fleet/2"
+ANALYSIS = "fleet/3"
 # The operations whose cells always get an interval: the cost model's (analyse/causes.py:
 # the exit price, the null calls, and gettimeofday for the exception path's premium).
 CAUSE_OPS = ("cpuid", "null", "gettimeofday")
@@ -159,12 +159,13 @@ def undisturbed(doc, cell, where, interval=True):
     vals, times = _round_values(where, rounds)
     if hasattr(stats, "undisturbed"):
         if not interval:
-            # The same figure (the pooled lower-tail mean is the estimate itself), without
-            # the delete-half jackknife, which is four fifths of a digest's cost.
-            pooled = np.concatenate(vals) if vals else np.empty(0)
-            v = stats.tail_mean(pooled) if pooled.size else None
+            # The same figure (the lower-tail mean of the rounds' floors is the estimate
+            # itself), without the delete-half jackknife, four fifths of a digest's cost.
+            floors = [min(v) for v in vals if len(v)]
+            v = stats.tail_mean(floors) if floors else None
             return {"value": v, "ci_low": None, "ci_high": None, "estimator": UNDISTURBED[0]}
-        u = stats.undisturbed(vals, times=times if None not in times else None)
+        u = stats.undisturbed(vals, times=times if None not in times else None,
+                              resolution=percall.resolution(doc, cell))
         return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
                 "estimator": UNDISTURBED[0]}
     a = np.concatenate(vals) if vals else np.empty(0)
@@ -593,7 +594,8 @@ def explain_measured(digests, cols):
         pred = np.log([r[2] for r in rows])
         tot = float(((y - y.mean()) ** 2).sum())
         left = y - pred
-        share = None if tot <= 0 else float(1 - ((left - left.mean()) ** 2).sum() / tot)
+        # Copies of one machine: one ratio up to rounding, nothing to explain.
+        share = None if tot <= 1e-12 * len(y) else float(1 - ((left - left.mean()) ** 2).sum() / tot)
         lo = max(r[3]["ci_low"] / r[4] for r in rows)
         hi = min(r[3]["ci_high"] / r[4] for r in rows)
         out.append({"column": col, "fact": "exit price", "kind": "measured", "n": len(rows),

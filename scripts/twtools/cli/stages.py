@@ -87,6 +87,10 @@ def selfcheck(args, out):
     else:
         print("\n".join(present_sweepcheck.lines(f)))
     ui.progress(f"sweep: wrote {out / 'sweepcheck.json'} (and each run's results directory)")
+    if f["vs_ref"]["short"]:
+        ui.warn("sweep: the self-check fell short: " + "; ".join(f["vs_ref"]["short"]),
+                "rerun on a quieter host, or with --long for more rounds")
+        return ui.EXIT_FAILED
     return 0
 
 

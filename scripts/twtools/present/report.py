@@ -96,7 +96,7 @@ def rerun_sweep(reps, runs=None):
 FIGURE_WHY = {
     "writev": "Figures: undisturbed. wvbench runs once per cell in each of several rounds, "
               "each run timing a few paired repetitions (both calls in each): write and writev "
-              "are each the mean of their fastest 5% of repetitions, and the ratio's interval "
+              "are each the mean of the fastest 20% of the runs' fastest repetitions, and the ratio's interval "
               "leaves the same runs out of both sides (a jackknife over runs). `--long` doubles "
               "the runs.",
     "stdio": "Figures: typical (the median of the runs). Each run writes the whole input once, one "
@@ -434,9 +434,14 @@ def sec_percall(doc, data, pdir):
            f"({pm.get('sync_batches', pm['batches'])} batches for O_SYNC)"
            if all(k in pm for k in ("rounds", "batches", "batch_ms")) else "parameters not recorded")
     doc.p(f"Nanoseconds per call, empty-loop cost removed, over {how}; clock `{raw.get('clock')}`. "
-          "Two figures per cell (docs/syscost.md, \"Two figures\"). Undisturbed: the mean of the "
-          "fastest 5% of batches, with a 95% interval from a delete-half jackknife over rounds, "
-          "widened by the figure's own drift between the run's halves. Typical: each round gives "
+          "Two figures per cell (docs/syscost.md, \"Two figures\" and \"The estimand\"). "
+          "Undisturbed: each round's floor (its fastest batch), then the mean of the fastest 20% "
+          "of floors, with a 95% interval from a delete-half jackknife over rounds (sampling), "
+          "widened by the figure's drift between the run's halves (drift) and its spread between "
+          "four blocks of the run (blocks), and never narrower than the spacing of the levels the "
+          "floors sit on (levels) or a clock tick over a batch's calls (resolution); each cell's "
+          "`undisturbed.terms` names those that set its interval. A host's move over longer than "
+          "the run is in none of them. Typical: each round gives "
           "one value (the median of its batches without a counted disturbance); the interval is "
           "a distribution-free 95% CI over rounds, widened by the drift the early and late "
           "halves of the run show, so that it covers a rerun. Interference is typical − "
@@ -525,8 +530,8 @@ def _what(rs, key):
     whys = sorted({row.get("lead_why") for r in rs for row in r.get("rows", [])
                    if row.get("figure") == "typical" and row.get("lead_why")})
     if figs == {"undisturbed"}:
-        return ("ns per call, undisturbed (the mean of the fastest 5% of passes, 95% interval "
-                "by the jackknife over runs)")
+        return ("ns per call, undisturbed (each run's fastest pass, the mean of the fastest 20% "
+                "of those; 95% interval by the jackknife over runs, drift and blocks terms)")
     text = "ns per call, typical (median of passes, 95% interval)"
     return text + (" †: " + "; ".join(outside(w) for w in whys) if whys else "")
 
@@ -663,6 +668,16 @@ def _stage_fits(doc, sw):
                  "seed's sizes stop at 128 KiB with an input of 256 KiB (1.31 MB, 5120 writes "
                  "of 256 B, with --long)"
                  if k.get("extrapolated") else "") + ".")
+    if sw.get("vs_ref_of"):
+        kv = sw.get("knee_vs_ref") or {}
+        knee = (f"the knee is at about {kv['value']:.0f} bytes"
+                + (f" [{kv['ci_low']:.0f}, {kv['ci_high']:.0f}]" if kv.get("ci_low") is not None
+                   else "") if kv.get("value") is not None
+                else f"the knee is unknown ({outside(kv.get('why')) or 'not computed'})")
+        doc.p(f"Each async cell also has `vs_ref`: its undisturbed figure over "
+              f"{outside(sw['vs_ref_of'])} of the same rounds, so that a move of the whole host "
+              "between two runs cancels (docs/sweeps.md). On it the lines are fitted again "
+              f"(`figure` vs_ref in the fits' CSV) and {knee}.")
 
 
 def sec_tlpi(doc, data, pdir, tlpi_ref):
