@@ -11,8 +11,8 @@ the amount, rather than averaged into a figure.  So is a process whose kernel st
 match its calls one for one (bpftrace lost some, or counted others).
 
 Each leg is averaged per batch of calls, and the batches of each process (one round) get the
-per-call matrix's undisturbed treatment (analyse.stats.undisturbed: the mean of the fastest
-5% of batches, with its 95% interval).  Each leg's figure is taken on its own, so the three
+per-call matrix's undisturbed treatment (analyse.stats.undisturbed, called as the matrix
+calls it: one list of batch values per process, its 95% interval).  Each leg's figure is taken on its own, so the three
 need not add up to the total's exactly.
 
 The tracer's cost lands inside the legs: it is the traced total (after - before) less the
