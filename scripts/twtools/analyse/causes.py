@@ -456,18 +456,29 @@ def from_digest_cells(cells, fp):
 
 def brief(doc):
     """What a fleet digest keeps of a causes document: the exit price and, for the first int
-    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small)."""
+    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small); the
+    same for every int 0x80 variant with a fit under int80_all."""
     price, m = int80_summary(doc)
     keep = ("value", "ci_low", "ci_high")
-    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None}
+
+    def one(m):
+        return {"variant": m["variant"], "baseline": m.get("baseline"),
+                "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
+                "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
+                "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
+                "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
+                if m.get("residual_ns") else None,
+                "holds": (m.get("verdict") or {}).get("holds")}
+    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None,
+           "int80_all": {}}
     if m:
-        out["int80"] = {"variant": m["variant"], "baseline": m.get("baseline"),
-                        "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
-                        "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
-                        "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
-                        "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
-                        if m.get("residual_ns") else None,
-                        "holds": (m.get("verdict") or {}).get("holds")}
+        out["int80"] = one(m)
+    # Every int 0x80 variant with a fit, so that the fleet weighs the exit price for each
+    # int 0x80 column it ranks, not only the first.
+    for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+        mv = ((doc or {}).get("mechanisms") or {}).get(v)
+        if mv and (mv.get("exits_per_call") or {}).get("value") is not None:
+            out["int80_all"][v] = one(dict(mv, variant=v))
     return out
 
 
@@ -489,3 +500,66 @@ def int80_summary(doc):
         if m and (m.get("exits_per_call") or {}).get("value") is not None:
             return doc.get("exit_price_ns"), dict(m, variant=v)
     return doc.get("exit_price_ns"), None
+
+
+def today(doc, analysed=None):
+    """What int 0x80 costs here against the fast path, and its measured cause: the figures of
+    the report's first-screen sentence (present.causes.today_sentence) and of the first
+    finding.  None when no int 0x80 cell has a cost here.
+
+      variant, baseline        the int 0x80 variant and the cell it is held against
+      measured_ns, minus_baseline_ns, times_reference
+                               its null call, what it costs over the baseline, and × the
+                               matrix's reference call (analyse.percall's undisturbed ratio,
+                               None without one)
+      kind                     'exit': the exits the kernel's source predicts, fitted and
+                               priced; 'misfit': an exit predicted, but the fit disagrees;
+                               'no-exit': none predicted here (bare metal, FRED, Xen PV, a
+                               kernel before 6.7), so the cost is the path's own work;
+                               'price-unknown': an exit predicted but no cpuid cell priced it;
+                               'unknown': the facts do not say whether an exit is due
+      predicted, why, facts    the prediction and the facts behind it
+      exits_per_call, exit_price   as in the mechanism's entry
+      residual_ns              what the exits leave to int 0x80's own path (before the
+                               exception path's premium); residual_after_premium_ns after it
+    """
+    price, m = int80_summary(doc)
+    if m is None:
+        for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+            got = (doc or {}).get("mechanisms", {}).get(v) if doc else None
+            if got and got.get("measured_ns"):
+                m = dict(got, variant=v)
+                break
+    if m is None or "baseline" not in m:
+        return None
+    pred = m.get("predicted_exits") or {}
+    n = pred.get("value")
+    e = m.get("exits_per_call") or {}
+    holds = (m.get("verdict") or {}).get("holds")
+    if n is None:
+        kind = "unknown"
+    elif n == 0:
+        kind = "no-exit"
+    elif (price or {}).get("value") is None:
+        kind = "price-unknown"
+    else:
+        kind = "exit" if holds else "misfit"
+    ratio = None
+    ref = (analysed or {}).get("reference") or {}
+    for c in (analysed or {}).get("cells", []):
+        if (c.get("variant"), c.get("op"), c.get("shape") or "ret") == (m["variant"], m["op"], "ret"):
+            r = c.get("undisturbed_ratio")
+            if r and r.get("median") is not None:
+                ratio = {"value": r["median"], "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high")}
+    return {"variant": m["variant"], "op": m["op"], "baseline": m["baseline"].split(" ")[0],
+            "reference": ref.get("variant"), "measured_ns": m.get("measured_ns"),
+            "minus_baseline_ns": m.get("minus_baseline_ns"), "times_reference": ratio,
+            "kind": kind, "predicted": n, "why": pred.get("why"), "facts": pred.get("facts") or [],
+            "exits_per_call": e if e.get("value") is not None else None,
+            "exit_price": price if (price or {}).get("value") is not None else None,
+            "price_why": (price or {}).get("why"),
+            # what the exits leave to int 0x80's own path; the exception path's premium, where
+            # measured, is a part of that path (residual_after_premium_ns what it leaves)
+            "residual_ns": m.get("residual_before_premium_ns") or m.get("residual_ns"),
+            "residual_after_premium_ns": m.get("residual_after_premium_ns"),
+            "holds": holds}

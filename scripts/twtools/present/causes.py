@@ -9,6 +9,8 @@ way out on one clock), with the tracer's own cost stated.
 from ..machine import registry
 from .document import fmt, outside
 
+SECTION = "Why each way costs what it does here"
+
 
 def ns(x):
     """A {value, ci_low, ci_high} in ns as text, or its why."""
@@ -47,7 +49,7 @@ def price_short(p):
 
 def section(doc, data):
     c = data.get("causes")
-    doc.h(2, "Why each way costs what it does here")
+    doc.h(2, SECTION)
     if not c:
         doc.p("No per-call matrix in these results: nothing to explain.")
         return
@@ -175,3 +177,64 @@ def legs_section(doc, c):
         doc.table(["variant", "baseline", "way in", "body", "way out", "tracer's cost"], drows)
     for t in texts:
         doc.p(t)
+
+
+def _n0(x, sign=False):
+    """A {value, ci_low, ci_high} in ns, whole ns: '1221 ns [1193, 1249]' (µs from 10 µs)."""
+    v, lo, hi = x["value"], x.get("ci_low"), x.get("ci_high")
+    f = "{:+.0f}" if sign else "{:.0f}"
+    if abs(v) >= 10000:
+        return (f"{v / 1000:.1f} µs" + (f" [{lo / 1000:.1f}, {hi / 1000:.1f}]"
+                                        if lo is not None and hi is not None else ""))
+    return (f.format(v) + " ns" + (f" [{f.format(lo)}, {f.format(hi)}]"
+                                   if lo is not None and hi is not None else ""))
+
+
+def _times(r):
+    return f"{r['value']:.1f}×" + (f" [{r['ci_low']:.1f}, {r['ci_high']:.1f}]"
+                                   if r.get("ci_low") is not None else "")
+
+
+def today_sentence(t):
+    """The report's first-screen sentence for today (analyse.causes.today's figures): what int
+    0x80 costs here against the fast path, and its measured cause.  None without figures."""
+    if not t:
+        return None
+    ref = {"64-syscall": "the 64-bit `syscall`"}.get(t.get("reference"), t.get("reference"))
+    costs = (f"int 0x80 costs {_times(t['times_reference'])} {ref} ({t['variant']}, an empty call: "
+             f"{_n0(t['measured_ns'])})" if t.get("times_reference") and ref else
+             f"int 0x80 ({t['variant']}) costs {_n0(t['measured_ns'])} per empty call")
+    more = f"{_n0(t['minus_baseline_ns'])} more than the fast path ({t['baseline']})"
+    e, p, r = t.get("exits_per_call"), t.get("exit_price"), t.get("residual_ns")
+    k = t["kind"]
+    if k == "exit":
+        n = t["predicted"]
+        cause = (f"it pays {'one VM exit' if n == 1 else f'{n} VM exits'} per call "
+                 f"({e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted, {n} predicted "
+                 f"by the kernel's source), and one exit costs {_n0(p)} here (`cpuid`)"
+                 + (f"; {_n0(r, sign=True)} is left to int 0x80's own path" if r else ""))
+    elif k == "misfit":
+        cause = (f"the kernel's source predicts {t['predicted']} VM exit per call here, at "
+                 f"{_n0(p)} each (`cpuid`), but {e['value']:.2f} [{e['ci_low']:.2f}, "
+                 f"{e['ci_high']:.2f}] fit: the cost model fails here, so part of the cause is "
+                 "still unknown")
+    elif k == "no-exit":
+        cause = (f"none of it is a VM exit ({outside(t['why'])}), so it is int 0x80's own path: "
+                 "the IDT delivery, do_int80_emulation() and `iret`, where the fast path "
+                 "returns by `sysret` or `sysexit`")
+        if e and p and p.get("guest") and not (e["ci_low"] <= 0 <= e["ci_high"] or
+                                               abs(e["value"]) < 0.5):
+            cause += (f"; yet {e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] exits "
+                      "fit at the `cpuid` price: the cost model fails here")
+    elif k == "price-unknown":
+        why = t.get("price_why") or "unknown"
+        # The common case, a run measured before the cpuid cell existed, in a few words: the
+        # sentence must leave room for the matrix on the first screen.
+        why = ("unknown: no `cpuid` cell (re-run `tw bench`)" if "no cpuid cell" in why
+               else outside(why))
+        n = t["predicted"]
+        cause = (f"the kernel's source predicts {'one VM exit' if n == 1 else f'{n} VM exits'} "
+                 f"per call here, but its price is {why}")
+    else:
+        cause = f"whether it pays a VM exit is {outside(t.get('why') or 'unknown')}"
+    return (f"**Here, today:** {costs}, {more}: {cause}. Part by part: \"{SECTION}\".")

@@ -13,9 +13,9 @@ data/machines), here (this run's digest or None), host}.
 import hashlib
 import math
 
-from ..analyse import percall
+from ..analyse import fleet as afleet, percall
 from ..machine import registry
-from . import explain, lessondiagram
+from . import explain, fleet as pfleet, lessondiagram
 from .document import Doc, fmt, outside
 
 # The order a lesson takes: the oldest way in first, then the fast 32-bit instructions, the
@@ -372,7 +372,26 @@ def strip_svg(title, points, mark=None):
     return "\n".join(out) + "\n"
 
 
-GROUP_BY = ("vendor", "hypervisor", "kernel", "vdso", "fred")
+GROUP_BY = ("vendor", "cpu", "hypervisor", "kernel", "vdso", "fred")
+INT80_COL = "32-int80 null"
+
+
+def class_cause(m, travel):
+    """The class page's opening sentence: why int 0x80's cost differs between the machines,
+    from the fleet ranking's exit-price entry m (analyse.fleet.rank), or None without one."""
+    if not m:
+        return None
+    s = (f"**Why int 0x80's cost differs between these machines: the price of one VM exit.** "
+         f"It costs {m['low']['ratio']:.1f}× the 64-bit `syscall` where one exit costs "
+         f"{m['low']['value']} ({m['low']['n']} machine{'s' if m['low']['n'] != 1 else ''}) and "
+         f"{m['high']['ratio']:.1f}× where it costs {m['high']['value']} ({m['high']['n']} "
+         f"machine{'s' if m['high']['n'] != 1 else ''}); the exit price accounts for "
+         f"{100 * max(m['eta2'], 0):.0f}% of the spread over the {m['n']} machines that priced "
+         "one (`cpuid`).")
+    if travel:
+        s += (f" The {' and the '.join(travel)} only travel{'s' if len(travel) == 1 else ''} "
+              "with it (grouped below).")
+    return s
 
 
 def class_page(students, refused, mark=None):
@@ -383,6 +402,14 @@ def class_page(students, refused, mark=None):
           + (f" ({outside(mark)}'s page)" if mark else ""))
     doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
                                           "(listed at the end)" if refused else "") + ".")
+    digests = [s["digest"] for s in students]
+    view = afleet.view(digests, [], "null") if len(digests) > 1 else {"explain": []}
+    travel = pfleet.travel_facts(view).get(INT80_COL, [])
+    cause = next((e for e in view["explain"] if e.get("kind") == "measured"
+                  and e["column"] == INT80_COL), None)
+    why = class_cause(cause, travel)
+    if why:
+        doc.p(why)
     pts = []
     for s in students:
         for m in mechanisms():
@@ -407,25 +434,52 @@ def class_page(students, refused, mark=None):
                         + ([f"{mine:.0f}" if mine is not None else "—"] if mark else []))
     doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max"]
               + (["you"] if mark else []), rows)
-    # groups by what differs
-    doc.h(2, "Machines grouped by what differs")
+    # groups: by the measured cause first (the price of one VM exit, bucketed with its
+    # intervals: analyse.fleet.exit_buckets), then by the fingerprint facts that differ, each
+    # said to only travel with the price where the fleet's ranking finds so (analyse.fleet.rank)
+    doc.h(2, "Machines grouped by the measured cause, then by what differs")
+    buckets = afleet.exit_buckets(digests)
+    exit_of = {h: afleet.bucket_label(b) for b in buckets for h in b["hosts"]}
+
+    def row(k, ss):
+        r = [(x["digest"].get("cells") or {}).get(INT80_COL) for x in ss]
+        r = sorted(c["ratio"] for c in r if c and c.get("ratio"))
+        return [outside(k), len(ss), f"{r[len(r) // 2]:.1f}x" if r else "—",
+                ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")]
+    head = ["machines", "int 0x80 null / 64-bit syscall (median)", "students"]
+    if buckets:
+        order = [afleet.bucket_label(b) for b in buckets] + [afleet.NOT_PRICED]
+        groups = {}
+        for s in students:
+            groups.setdefault(exit_of.get(s["digest"]["host"], afleet.NOT_PRICED), []).append(s)
+        doc.p("By **the price of one VM exit** (`cpuid`, measured on each machine; prices whose "
+              "95% intervals overlap, or within 10% of each other, share a row). Int 0x80 pays "
+              "one exit per call on a guest whose kernel reads the APIC on every call (each "
+              "student's report, \"Why each way costs what it does here\"):")
+        doc.table(["exit price"] + head, [row(k, groups[k]) for k in order if k in groups])
+        if cause:
+            doc.p(f"The exit price accounts for {100 * max(cause['eta2'], 0):.0f}% of the spread "
+                  f"of int 0x80's ratio over the {cause['n']} machines that priced one.")
+    else:
+        doc.p("No machine here priced a VM exit (no `cpuid` cell: measured before it existed), "
+              "so the measured cause cannot group them; by what differs instead:")
     for key in GROUP_BY:
         groups = {}
         for s in students:
             groups.setdefault(str((s["digest"].get("facts") or {}).get(key)), []).append(s)
         if len(groups) < 2:
             continue
-        gr = []
-        for k, ss in sorted(groups.items()):
-            r = [(x["digest"].get("cells") or {}).get("32-int80 null") for x in ss]
-            r = sorted(c["ratio"] for c in r if c and c.get("ratio"))
-            gr.append([outside(k), len(ss), f"{r[len(r) // 2]:.1f}x" if r else "—",
-                       ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")])
-        doc.p(f"By **{key}**:")
-        doc.table([key, "machines", "int 0x80 null / 64-bit syscall (median)", "students"], gr)
+        name = afleet.FACT_NAMES[key]
+        doc.p(f"By **{name}**" + (": not a cause of the int 0x80 spread of its own: beyond "
+                                  "the exit price it explains next to nothing (it only travels "
+                                  "with the price, or machines that share it differ in price; "
+                                  "`tw fleet` names the machines that tell them apart)"
+                                  if name in travel else "") + ":")
+        doc.table([name] + head, [row(k, ss) for k, ss in sorted(groups.items())])
     doc.h(2, "Every student")
-    doc.table(["student", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
+    doc.table(["student", "exit price", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
               [[("**you** " if s["label"] == mark else "") + outside(s["label"]),
+                pfleet.exit_text(s["digest"]).replace(" exits per int 0x80 call", " exits/call"),
                 outside((s["digest"].get("facts") or {}).get("cpu_name")),
                 outside((s["digest"].get("facts") or {}).get("hypervisor")),
                 outside((s["digest"].get("facts") or {}).get("kernel")),
