@@ -53,7 +53,7 @@ ifeq ($(filter $(TW_EXTRA_CHAIN),0 1),)
 $(error TW_EXTRA_CHAIN must be 0 or 1, not '$(TW_EXTRA_CHAIN)')
 endif
 
-PROGRAMS := timewrite syscost
+PROGRAMS := timewrite syscost legs
 # Programs that measure libc's own buffering and writev; no mechanism stub.
 LIBC_PROGRAMS := wvbench
 
@@ -86,6 +86,7 @@ VARIANTS := $(foreach r,$(ROWS),$(call row_name,$r))
 WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(call row_name,$r)))
 BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
+            $(addprefix $(BUILD)/legs-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/hostclock $(BUILD)/timewrite
 
@@ -108,6 +109,7 @@ list-write-variants:
 # clock, disturbance counters, speculation control and output (syscost/*.c).
 OWN_OBJS_timewrite := timewrite
 OWN_OBJS_syscost   := syscost options clock disturb speculation output
+OWN_OBJS_legs      := legs
 SHARED_OBJS := probe json_out tw_cli tw_stats
 link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
 	$(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))

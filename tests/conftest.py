@@ -34,6 +34,7 @@ CHECK_TIER = (
     "test_stats.py",
     "test_undisturbed_levels.py",
     "test_sweep_vs_ref.py",
+    "test_legs.py",
     "test_compare.py",
     "test_verdict.py",
     "test_findings.py",

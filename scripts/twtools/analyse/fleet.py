@@ -41,8 +41,9 @@ from ..core.ui import DataError
 from . import causes, percall, results, schema, stats
 
 ANALYSIS = "fleet/3"
-# The operations whose cells always get an interval: the cost model's (analyse/causes.py).
-CAUSE_OPS = ("cpuid", "null")
+# The operations whose cells always get an interval: the cost model's (analyse/causes.py:
+# the exit price, the null calls, and gettimeofday for the exception path's premium).
+CAUSE_OPS = ("cpuid", "null", "gettimeofday")
 # The figure, by the keys issue 17 defines; FALLBACK is used (and named) until they exist.
 UNDISTURBED = ("undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high")
 FALLBACK = "floor_ns"

@@ -200,6 +200,34 @@ def crosscheck(tr):
     return t
 
 
+def legs(lg):
+    """Each mechanism's legs (analyse.legs), one figure a row: way in, body, way out, the
+    totals, the tracer's and the stamps' cost, and int 0x80's legs less its baseline's."""
+    t = Table("legs", ["variant", "figure", "value_ns", "ci_low", "ci_high", "why"],
+              caption="ns per null call, undisturbed [95%]: in = sys_enter - user stamp before, "
+                      "body = sys_exit - sys_enter, out = user stamp after - sys_exit; every leg "
+                      "holds part of the tracer's cost (tracer = traced - untraced total)")
+    names = {"legs": ("in", "body", "out"), "": ("total", "untraced_total", "tracer_ns",
+                                                 "bracket_ns")}
+
+    def row(v, fig, x):
+        x = x or {}
+        t.rows.append([v, fig, _n(x.get("value")), _n(x.get("ci_low")), _n(x.get("ci_high")),
+                       x.get("why") if x.get("value") is None else None])
+    for v, m in ((lg or {}).get("variants") or {}).items():
+        if not m.get("legs"):
+            t.rows.append([v, None, None, None, None, m.get("why")])
+            continue
+        for k in names["legs"]:
+            row(v, k, m["legs"][k])
+        for k in names[""]:
+            row(v, k, m.get(k))
+        d = ((lg or {}).get("differences") or {}).get(v)
+        for k in ("in", "body", "out", "tracer") if d else ():
+            row(v, f"{k} - {d['baseline']}", d.get(k))
+    return t
+
+
 def all_tables(data):
     """Every table of an analysed results directory, for the CSVs beside a report."""
     out = []
@@ -209,7 +237,8 @@ def all_tables(data):
         if data.get(stem):
             out += [sweep(data[stem], stem), fits(data[stem], stem)]
     for stem, fn in (("writev", writev), ("stdio", stdio), ("attribution", attribution),
-                     ("observer", observer), ("latency", latency), ("tracers", crosscheck)):
+                     ("observer", observer), ("latency", latency), ("tracers", crosscheck),
+                     ("legs", legs)):
         if data.get(stem):
             out.append(fn(data[stem]))
     return out
