@@ -11,6 +11,7 @@
 #   make bench-ab        only the last: a build a little slower per call, found by tw ab, and A/A
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
+#   make bench-factors   what a run holds fixed (CPU, environment, path, ASLR, layout), each varied
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands the rows variants/rows.awk reads from it.  Objects are built
@@ -52,7 +53,7 @@ ifeq ($(filter $(TW_EXTRA_CHAIN),0 1),)
 $(error TW_EXTRA_CHAIN must be 0 or 1, not '$(TW_EXTRA_CHAIN)')
 endif
 
-PROGRAMS := timewrite syscost
+PROGRAMS := timewrite syscost legs
 # Programs that measure libc's own buffering and writev; no mechanism stub.
 LIBC_PROGRAMS := wvbench
 
@@ -85,11 +86,12 @@ VARIANTS := $(foreach r,$(ROWS),$(call row_name,$r))
 WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(call row_name,$r)))
 BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
+            $(addprefix $(BUILD)/legs-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/hostclock $(BUILD)/timewrite
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
-	check test report bench bench-ab bench-fleet bench-sweeps clean distclean
+	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -107,6 +109,7 @@ list-write-variants:
 # clock, disturbance counters, speculation control and output (syscost/*.c).
 OWN_OBJS_timewrite := timewrite
 OWN_OBJS_syscost   := syscost options clock disturb speculation output
+OWN_OBJS_legs      := legs
 SHARED_OBJS := probe json_out tw_cli tw_stats
 link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
 	$(foreach o,$(call row_objs,$1),$(call obj_path,$(call row_flav,$1),$o))
@@ -237,7 +240,13 @@ bench-sweeps: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/tw sweep --selfcheck $(SWEEP_ARGS) --out $(BUILD)/bench-sweeps-$$$$
 
+# What a run holds fixed: each factor varied on purpose in X Y X Y runs of a small matrix, and
+# its effect on the undisturbed figure beside the same setting against itself (a few minutes).
+bench-factors: deps
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	$(VPY) scripts/bench_factors.py --out $(BUILD)/bench-factors-$$$$
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-layout
 distclean: clean
 	rm -rf $(VENV)

@@ -32,6 +32,9 @@ BUILD = paths.BUILD
 # `make test`, so the tier cannot grow a dependency on either by accident.
 CHECK_TIER = (
     "test_stats.py",
+    "test_undisturbed_levels.py",
+    "test_sweep_vs_ref.py",
+    "test_legs.py",
     "test_compare.py",
     "test_verdict.py",
     "test_findings.py",
@@ -51,6 +54,9 @@ CHECK_TIER = (
     "test_repeat_command.py",
     "test_lesson_diagram.py",
     "test_fleet_views.py",
+    "test_today.py",
+    "test_fleet_causes.py",
+    "test_class_causes.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

@@ -1,7 +1,10 @@
-"""report.html and compare.html in a real browser: Debian's chromium, headless, at 900 px.
+"""report.html and compare.html in a real browser: Debian's chromium, headless, at 900 px
+(and at a laptop's 1280x900).
 
 What a newcomer sees decides whether the report is read: the verdict must be on the
-first screen (its whole box within the first 900 px of a 900 px wide window), every
+first screen (its whole box within the first 900 px of a 900 px wide window), and so must
+today's sentence under it, with int 0x80's measured cause and the price of one VM exit
+(at 1280x900, on the atlas run that priced an exit), every
 plot must be an image that loaded, and the page must log no console error and throw
 no exception.  The page is driven through the Chrome DevTools Protocol over
 --remote-debugging-pipe (NUL-separated JSON on file descriptors 3 and 4), so the
@@ -143,7 +146,9 @@ PAGE_FACTS = """(async () => {
   const imgs = [...document.images];
   const decoded = await Promise.all(imgs.map(i => i.decode().then(() => true, () => false)));
   const v = document.querySelector('.verdict');
+  const today = [...document.querySelectorAll('p')].find(p => p.innerText.startsWith('Here, today:'));
   return {
+    today: box(today), todayText: today ? today.innerText : null,
     viewport: [innerWidth, innerHeight],
     scrollWidth: document.documentElement.scrollWidth,
     verdict: box(v), verdictText: v ? v.innerText.slice(0, 600) : null,
@@ -178,8 +183,9 @@ def errors_of(events, session):
     return out
 
 
-def render(path, shot, workdir):
-    """Open PATH at 900x900, return its facts and errors, save the first screen as SHOT."""
+def render(path, shot, workdir, width=WIDTH, height=HEIGHT):
+    """Open PATH at width x height (900x900 unless given), return its facts and errors, save
+    the first screen as SHOT."""
     b = Browser(chromium(), workdir)
     try:
         target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -187,7 +193,7 @@ def render(path, shot, workdir):
         for m in ("Page.enable", "Runtime.enable", "Log.enable"):
             b.send(m, session=sid)
         b.send("Emulation.setDeviceMetricsOverride",
-               {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}, sid)
+               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, sid)
         b.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, sid)
         b.wait_event("Page.loadEventFired", sid)
         r = b.send("Runtime.evaluate", {"expression": PAGE_FACTS, "awaitPromise": True,
@@ -225,12 +231,12 @@ def copy_fixture(name, dst):
     return dst
 
 
-def first_screen(facts, what):
-    assert facts["viewport"] == [WIDTH, HEIGHT], facts["viewport"]
+def first_screen(facts, what, width=WIDTH, height=HEIGHT):
+    assert facts["viewport"] == [width, height], facts["viewport"]
     # Wide tables scroll in their own boxes: the page never scrolls sideways, or a newcomer's
     # first screen would cut the verdict's lines.
-    assert facts["scrollWidth"] <= WIDTH, \
-        f"{what}: the page is {facts['scrollWidth']} px wide at a {WIDTH} px window"
+    assert facts["scrollWidth"] <= width, \
+        f"{what}: the page is {facts['scrollWidth']} px wide at a {width} px window"
 
 
 def images_loaded(facts, n_min):
@@ -285,6 +291,40 @@ def test_report_first_screen_leads_with_the_undisturbed_cost(tmp_path):
     assert len(cells) >= 5, facts["firstScreenCells"][:20]
     # The undisturbed figure leads each cell: "74 ns [73, 74] · 1.09× · typical 92".
     assert all(c.index("ns [") < c.index("typical") for c in cells if not c.startswith("†"))
+    assert errors == [], errors
+
+
+# A laptop's window: the size the issue that asked for today's sentence looked at.
+LAPTOP = (1280, 900)
+ATLAS_RUN = ROOT / "data" / "machines" / "amd-epyc-f25m1-kvm" / "runs" / "vm-20261125T012530Z-17226"
+
+
+def test_first_screen_says_what_holds_today_with_the_exit_price(tmp_path):
+    """The atlas's AMD EPYC run, which priced an exit (its cpuid cell): at 1280x900, under the
+    verdict and without scrolling, one sentence gives int 0x80's cost here and its measured
+    cause, the exits per call and the price of one exit, as causes.json has them."""
+    d = tmp_path / ATLAS_RUN.name
+    shutil.copytree(ATLAS_RUN, d)
+    subprocess.run(["xz", "-d", str(d / "percall.json.xz")], check=True)
+    tw("report", d)
+    shot = tmp_path / "today-first-screen.png"
+    w, h = LAPTOP
+    facts, errors = render(d / "report.html", shot, tmp_path, w, h)
+    print(f"\nreport.html (AMD EPYC, exit priced) first screen ({w}x{h}): {shot}")
+    assert png_size(shot) == LAPTOP
+    first_screen(facts, "report.html", w, h)
+    t, v = facts["today"], facts["verdict"]
+    assert t is not None, "no 'Here, today:' paragraph on the page"
+    assert t["height"] > 0 and t["top"] >= 0 and t["bottom"] <= h, (
+        f"today's sentence spans {t['top']:.0f}-{t['bottom']:.0f} px, not within the first {h} px "
+        f"(screenshot: {shot})")
+    assert v and v["bottom"] <= t["top"], "today's sentence is not under the verdict"
+    c = json.loads((d / "causes.json").read_text())
+    p, e = c["exit_price_ns"], c["mechanisms"]["32-int80"]["exits_per_call"]
+    text = facts["todayText"]
+    assert f"one exit costs {p['value']:.0f} ns [{p['ci_low']:.0f}, {p['ci_high']:.0f}]" in text, text
+    assert f"{e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted" in text, text
+    assert "one VM exit per call" in text, text
     assert errors == [], errors
 
 

@@ -1,6 +1,6 @@
-"""timewrite, syscost, wvbench and hostclock read numbers one way and report bad usage one way.
+"""timewrite, syscost, wvbench, hostclock and legs read numbers one way and report bad usage one way.
 
-All four link timewrite/tw_cli.c.  This breaks when a program goes back to its
+All five link timewrite/tw_cli.c.  This breaks when a program goes back to its
 own strtol (which skips leading blanks and takes '+', so syscost once accepted
 --batches " 2" that timewrite refused as --sizes " 256"), when the parser starts
 accepting blanks, signs, hex, "inf" or trailing text, when a range check goes,
@@ -13,7 +13,7 @@ import pytest
 
 from conftest import BUILD, ROOT, run
 
-PROGRAMS = ("timewrite", "syscost", "wvbench", "hostclock")
+PROGRAMS = ("timewrite", "syscost", "wvbench", "hostclock", "legs")
 
 
 def readme_synopses():
@@ -45,6 +45,7 @@ UNKNOWN = {
     "syscost": ["--no-such-option"],
     "wvbench": ["writev", "--no-such-option"],
     "hostclock": ["--no-such-option"],
+    "legs": ["--no-such-option"],
 }
 
 

@@ -172,7 +172,7 @@ def test_the_class_page_shows_the_distribution_and_marks_each_student(tmp_path):
     assert len(pages) == 30 + len(atlas_dirs)
     facts, errors = render(index, DESKTOP, tmp_path / "class.png", tmp_path)
     assert errors == [] and f"{30 + len(atlas_dirs)} machines" in facts["body"]
-    assert "Machines grouped by what differs" in facts["body"]
+    assert "Machines grouped by the measured cause, then by what differs" in facts["body"]
     # one student's own page: their dot is marked, their figures in the 'you' column
     mine = next(p for p in pages if "bench-00007" in p.name)
     facts, errors = render(mine, PHONE, tmp_path / "mine.png", tmp_path)

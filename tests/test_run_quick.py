@@ -17,7 +17,7 @@ TW = [sys.executable, str(ROOT / "scripts" / "tw")]
 STAGE_FILES = ["meta.json", "fingerprint.json", "variants.json", "percall.json",
                "sweep_seed.json", "sweep_tlpi.json", "writev.json", "stdio.json",
                "tracers.json", "latency.json", "attribution.json", "observer.json",
-               "census.json", "verdict.json", "results.json"]
+               "census.json", "legs.json", "verdict.json", "results.json"]
 
 
 @pytest.fixture(scope="module")

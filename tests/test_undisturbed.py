@@ -7,8 +7,9 @@ comparison that calls chance a regression, or that misses a 3% difference in tw 
 
 Synthetic rounds come from a known host: in a share of batches the host leaves the CPU
 alone (the fast state, a narrow normal), otherwise its neighbours slow it (a wide normal far
-above).  The estimator's target is then known exactly: the mean of the population's lowest
-UNDISTURBED_Q share, computed here by numerical integration, not by the code under test.
+above).  The estimator's target is then known exactly: each round's floor is the fastest of
+its batches, and the figure is the mean of the lowest UNDISTURBED_Q share of the floors'
+population, computed here by numerical integration, not by the code under test.
 """
 import sys
 import tarfile
@@ -38,8 +39,9 @@ def host(rng, rounds, batches=4, fast_share=0.25):
     return out
 
 
-def truth(q=0.05, fast_share=0.25):
-    """The population lower-tail mean of the two-state host: E[X | X <= F^-1(q)]."""
+def truth(q=stats.UNDISTURBED_Q, fast_share=0.25, batches=4):
+    """The population lower-tail mean of the floors of the two-state host (a floor is the
+    fastest of a round's `batches`): E[M | M <= G^-1(q)], G(x) = 1 - (1 - F(x))^batches."""
     def cdf(x):
         return fast_share * sstats.norm.cdf(x, FAST, FAST_SD) + \
             (1 - fast_share) * sstats.norm.cdf(x, SLOW, SLOW_SD)
@@ -47,8 +49,14 @@ def truth(q=0.05, fast_share=0.25):
     def pdf(x):
         return fast_share * sstats.norm.pdf(x, FAST, FAST_SD) + \
             (1 - fast_share) * sstats.norm.pdf(x, SLOW, SLOW_SD)
-    cut = optimize.brentq(lambda x: cdf(x) - q, 50, 120)
-    return integrate.quad(lambda x: x * pdf(x), 40, cut)[0] / q
+
+    def floor_cdf(x):
+        return 1 - (1 - cdf(x)) ** batches
+
+    def floor_pdf(x):
+        return batches * pdf(x) * (1 - cdf(x)) ** (batches - 1)
+    cut = optimize.brentq(lambda x: floor_cdf(x) - q, 50, 120)
+    return integrate.quad(lambda x: x * floor_pdf(x), 40, cut)[0] / q
 
 
 def test_estimate_finds_the_known_floor_under_a_slow_state():
@@ -58,9 +66,9 @@ def test_estimate_finds_the_known_floor_under_a_slow_state():
     want = truth()
     est = [stats.undisturbed(host(rng, 32))["value"] for _ in range(200)]
     assert abs(np.mean(est) - want) < 0.05, (np.mean(est), want)
-    # A 10% share would reach the slow state's edge less, but the fast state's body more:
-    # a different number, which this test would catch if the quantile were changed.
-    assert abs(truth(0.10) - want) > 0.15
+    # A 5% share would take the floors' fastest edge alone: a different number, which this
+    # test would catch if the quantile were changed.
+    assert abs(truth(0.05) - want) > 0.15
 
 
 def test_interval_covers_the_truth_at_its_stated_level():
@@ -176,5 +184,8 @@ def test_compare_of_two_icelake_runs_calls_no_more_than_chance(icelake):
     fast = [d["relative"]["detectable_pct"] for d in j["decisions"]
             if d["op"] in ("null", "getppid", "write-devnull") and d["figure"] == "undisturbed"
             and d.get("relative")]
-    assert fast and np.median(fast) <= 1.5, sorted(fast)
+    # Averaged over processes (docs/syscost.md, "The estimand"), a fast cell's interval holds
+    # what a rerun draws anew, the processes' layout levels: about 1% half-width on this
+    # Ice Lake pair, so about 2.6% is what a comparison of two runs can detect.
+    assert fast and np.median(fast) <= 3.0, sorted(fast)
     assert all(d["absolute"]["figure"] == d["figure"] for d in j["decisions"] if d.get("absolute"))

@@ -29,14 +29,28 @@ that interval the model is wrong here, and the document says so: that is a findi
     exit_price(cells)            the price of one exit: {value, ci_low, ci_high, ...} or
                                  {value: None, why}
     predict(fp, variant)         exits per call the facts predict: {value, why, facts}
-    compute_from(analysed, fp)   the timewrite-causes/1 document from an analysed percall
-                                 (analyse.percall.analyse) and a fingerprint (may be None)
+    compute_from(analysed, fp, legs)  the timewrite-causes/1 document from an analysed percall
+                                 (analyse.percall.analyse), a fingerprint (may be None) and
+                                 the analysed legs stage (analyse.legs.analyse; may be None)
+    exception_premium(cells)     the vsyscall page's exception path over the 64-bit syscall
+                                 doing the same gettimeofday: {value, ci_low, ci_high} or why
+
+Two measured parts join the model where they were measured:
+  the legs        each system-call mechanism's way in, body and way out, timed on one clock
+                  (analyse.legs, tw run's legs stage); for int 0x80, each leg less its
+                  baseline's, which places the exit (the way in, if the APIC read exits) and
+                  the iret premium (the way out);
+  the exception-path premium   the vsyscall page enters by a #PF through the IDT and leaves
+                  by iret, with no exit: what that path costs over syscall/sysret doing the
+                  same work is a witness for int 0x80's own IDT delivery and iret.  It is
+                  priced into int 0x80's prediction, and the residual is what is left.
     compute(res)                 the same from analyse.results.load's result
 """
 import math
 import re
 
 from ..machine import registry
+from . import legs as a_legs
 
 SCHEMA = "timewrite-causes/1"
 MODEL = "causes/1"
@@ -250,7 +264,50 @@ def _cost_op(cells, variant):
     return None
 
 
-def mechanism(cells, fp, variant, price):
+def exception_premium(cells):
+    """The vsyscall page's exception path over the 64-bit syscall, both doing gettimeofday:
+    {value, ci_low, ci_high, basis, cells} in ns, or {value: None, why} (the page is off here,
+    or a cell was not measured)."""
+    vs, base = registry.find(64, "vsyscall-call"), registry.find(64, "syscall")
+    c, b = _find(cells, vs, "gettimeofday"), _find(cells, base, "gettimeofday")
+    none = {"value": None, "ci_low": None, "ci_high": None}
+    if c is None or b is None:
+        return dict(none, why=f"unknown: no {vs if c is None else base} gettimeofday cell in "
+                              "these results")
+    if not c.get("supported"):
+        return dict(none, why=f"the vsyscall page is off here, so it cannot witness the "
+                              f"exception path: {c.get('reason') or 'unsupported'}")
+    fc, fb = _fig(c), _fig(b)
+    if fc is None or fb is None:
+        return dict(none, why="unknown: a gettimeofday cell has no undisturbed interval")
+    return _interval(*_diff(fc, fb), cells=f"{vs} gettimeofday - {base} gettimeofday",
+                     basis="measured: a #PF through the IDT, emulate_vsyscall and iret, against "
+                           "syscall and sysret doing the same gettimeofday; no VM exit on either",
+                     **KERNEL["vsyscall"])
+
+
+def _premium_part(out, premium):
+    """int 0x80: the exception path's premium joins the prediction, where it was measured."""
+    if premium.get("value") is None or out.get("predicted_ns") is None:
+        out["residual_after_premium_ns"] = None
+        return
+    p = (premium["value"], max(premium["value"] - premium["ci_low"],
+                               premium["ci_high"] - premium["value"]))
+    out["parts"].append({"part": "exception-path premium (IDT delivery and iret, over "
+                                 "syscall/sysret)", "ns": _interval(*p),
+                         "basis": premium["basis"] + " (the vsyscall page's witness)",
+                         **KERNEL["vsyscall"]})
+    pred, res = out["predicted_ns"], out["residual_ns"]
+    hp = max(pred["value"] - pred["ci_low"], pred["ci_high"] - pred["value"])
+    hr = max(res["value"] - res["ci_low"], res["ci_high"] - res["value"])
+    out["predicted_before_premium_ns"] = pred
+    out["residual_before_premium_ns"] = res
+    out["predicted_ns"] = _interval(pred["value"] + p[0], math.hypot(hp, p[1]))
+    out["residual_ns"] = out["residual_after_premium_ns"] = _interval(res["value"] - p[0],
+                                                                       math.hypot(hr, p[1]))
+
+
+def mechanism(cells, fp, variant, price, premium=None, legs=None):
     """One mechanism's entry in the document, or None when it has no measured cost here."""
     op = _cost_op(cells, variant)
     if op is None:
@@ -320,6 +377,8 @@ def mechanism(cells, fp, variant, price):
             predicted = (bfig[0] + exits[0], math.hypot(bfig[1], exits[1]))
             out["predicted_ns"] = _interval(*predicted)
             out["residual_ns"] = _interval(*_diff(meas, predicted))
+            if role == "int80":
+                _premium_part(out, premium or {"value": None})
     body = _fig(_find(cells, variant, "getppid"))
     null = _fig(_find(cells, variant, "null"))
     if body and null:
@@ -332,6 +391,8 @@ def mechanism(cells, fp, variant, price):
                                 "none can be switched off from user space" if role != "vdso" else
                                 "no kernel entry: no entry mitigation applies"})
     out["verdict"] = _verdict(variant, out, pred)
+    if registry.get(variant).seen_as == "syscall":
+        a_legs.place(out, variant, legs, price, pred)
     return out
 
 
@@ -352,6 +413,9 @@ def _verdict(variant, m, pred):
     r = m.get("residual_ns")
     rest = (f"; {r['value']:+.0f} ns [{r['ci_low']:+.0f}, {r['ci_high']:+.0f}] is left to the path's "
             f"own work" if r else "")
+    if r and m.get("residual_before_premium_ns"):
+        rest = (f"; {r['value']:+.0f} ns [{r['ci_low']:+.0f}, {r['ci_high']:+.0f}] is left after the "
+                "exception path's premium, still unknown")
     if n - WHOLE_EXIT < lo and hi < n + WHOLE_EXIT:
         return {"holds": True, "text": f"holds: {fit}{rest}"}
     return {"holds": False,
@@ -360,19 +424,22 @@ def _verdict(variant, m, pred):
                     "work the model does not know"}
 
 
-def compute_from(analysed, fp):
+def compute_from(analysed, fp, legs=None):
     """The timewrite-causes/1 document from an analysed percall (analyse.percall.analyse's
-    result, or its cells list) and a fingerprint (None when there is none)."""
+    result, or its cells list), a fingerprint (None when there is none) and the analysed legs
+    stage (analyse.legs.analyse's result; None when the run has none)."""
     cells = analysed.get("cells", []) if isinstance(analysed, dict) else (analysed or [])
     price = exit_price(cells, fp)
+    premium = exception_premium(cells)
     mechs = {}
     for m in registry.mechanisms():
-        r = mechanism(cells, fp, m.name, price)
+        r = mechanism(cells, fp, m.name, price, premium, legs)
         if r is not None:
             mechs[m.name] = r
     return {"schema": SCHEMA, "model": MODEL, "guest": guest(fp),
             "kernel": ((fp or {}).get("kernel") or {}).get("release"),
-            "fred": (fp or {}).get("fred"), "exit_price_ns": price, "mechanisms": mechs,
+            "fred": (fp or {}).get("fred"), "exit_price_ns": price,
+            "exception_path_premium_ns": premium, "mechanisms": mechs,
             "method": "undisturbed figures (analyse.percall); differences and quotients carry "
                       "the delta method's interval over the cells' 95% intervals"}
 
@@ -389,18 +456,29 @@ def from_digest_cells(cells, fp):
 
 def brief(doc):
     """What a fleet digest keeps of a causes document: the exit price and, for the first int
-    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small)."""
+    0x80 variant with a fit, its exits per call, prediction and residual (JSON-small); the
+    same for every int 0x80 variant with a fit under int80_all."""
     price, m = int80_summary(doc)
     keep = ("value", "ci_low", "ci_high")
-    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None}
+
+    def one(m):
+        return {"variant": m["variant"], "baseline": m.get("baseline"),
+                "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
+                "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
+                "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
+                "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
+                if m.get("residual_ns") else None,
+                "holds": (m.get("verdict") or {}).get("holds")}
+    out = {"exit_price": {k: (price or {}).get(k) for k in keep + ("why",)}, "int80": None,
+           "int80_all": {}}
     if m:
-        out["int80"] = {"variant": m["variant"], "baseline": m.get("baseline"),
-                        "exits_per_call": {k: m["exits_per_call"].get(k) for k in keep},
-                        "predicted_exits": (m.get("predicted_exits") or {}).get("value"),
-                        "minus_baseline_ns": {k: (m.get("minus_baseline_ns") or {}).get(k) for k in keep},
-                        "residual_ns": {k: (m.get("residual_ns") or {}).get(k) for k in keep}
-                        if m.get("residual_ns") else None,
-                        "holds": (m.get("verdict") or {}).get("holds")}
+        out["int80"] = one(m)
+    # Every int 0x80 variant with a fit, so that the fleet weighs the exit price for each
+    # int 0x80 column it ranks, not only the first.
+    for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+        mv = ((doc or {}).get("mechanisms") or {}).get(v)
+        if mv and (mv.get("exits_per_call") or {}).get("value") is not None:
+            out["int80_all"][v] = one(dict(mv, variant=v))
     return out
 
 
@@ -409,7 +487,7 @@ def compute(res):
     pc = (res or {}).get("percall")
     if not pc:
         return None
-    return compute_from(pc, (res or {}).get("fingerprint"))
+    return compute_from(pc, (res or {}).get("fingerprint"), (res or {}).get("legs"))
 
 
 def int80_summary(doc):
@@ -422,3 +500,66 @@ def int80_summary(doc):
         if m and (m.get("exits_per_call") or {}).get("value") is not None:
             return doc.get("exit_price_ns"), dict(m, variant=v)
     return doc.get("exit_price_ns"), None
+
+
+def today(doc, analysed=None):
+    """What int 0x80 costs here against the fast path, and its measured cause: the figures of
+    the report's first-screen sentence (present.causes.today_sentence) and of the first
+    finding.  None when no int 0x80 cell has a cost here.
+
+      variant, baseline        the int 0x80 variant and the cell it is held against
+      measured_ns, minus_baseline_ns, times_reference
+                               its null call, what it costs over the baseline, and × the
+                               matrix's reference call (analyse.percall's undisturbed ratio,
+                               None without one)
+      kind                     'exit': the exits the kernel's source predicts, fitted and
+                               priced; 'misfit': an exit predicted, but the fit disagrees;
+                               'no-exit': none predicted here (bare metal, FRED, Xen PV, a
+                               kernel before 6.7), so the cost is the path's own work;
+                               'price-unknown': an exit predicted but no cpuid cell priced it;
+                               'unknown': the facts do not say whether an exit is due
+      predicted, why, facts    the prediction and the facts behind it
+      exits_per_call, exit_price   as in the mechanism's entry
+      residual_ns              what the exits leave to int 0x80's own path (before the
+                               exception path's premium); residual_after_premium_ns after it
+    """
+    price, m = int80_summary(doc)
+    if m is None:
+        for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+            got = (doc or {}).get("mechanisms", {}).get(v) if doc else None
+            if got and got.get("measured_ns"):
+                m = dict(got, variant=v)
+                break
+    if m is None or "baseline" not in m:
+        return None
+    pred = m.get("predicted_exits") or {}
+    n = pred.get("value")
+    e = m.get("exits_per_call") or {}
+    holds = (m.get("verdict") or {}).get("holds")
+    if n is None:
+        kind = "unknown"
+    elif n == 0:
+        kind = "no-exit"
+    elif (price or {}).get("value") is None:
+        kind = "price-unknown"
+    else:
+        kind = "exit" if holds else "misfit"
+    ratio = None
+    ref = (analysed or {}).get("reference") or {}
+    for c in (analysed or {}).get("cells", []):
+        if (c.get("variant"), c.get("op"), c.get("shape") or "ret") == (m["variant"], m["op"], "ret"):
+            r = c.get("undisturbed_ratio")
+            if r and r.get("median") is not None:
+                ratio = {"value": r["median"], "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high")}
+    return {"variant": m["variant"], "op": m["op"], "baseline": m["baseline"].split(" ")[0],
+            "reference": ref.get("variant"), "measured_ns": m.get("measured_ns"),
+            "minus_baseline_ns": m.get("minus_baseline_ns"), "times_reference": ratio,
+            "kind": kind, "predicted": n, "why": pred.get("why"), "facts": pred.get("facts") or [],
+            "exits_per_call": e if e.get("value") is not None else None,
+            "exit_price": price if (price or {}).get("value") is not None else None,
+            "price_why": (price or {}).get("why"),
+            # what the exits leave to int 0x80's own path; the exception path's premium, where
+            # measured, is a part of that path (residual_after_premium_ns what it leaves)
+            "residual_ns": m.get("residual_before_premium_ns") or m.get("residual_ns"),
+            "residual_after_premium_ns": m.get("residual_after_premium_ns"),
+            "holds": holds}

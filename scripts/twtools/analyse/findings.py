@@ -8,11 +8,14 @@ and interval: what the report opens with, after the verdict.
              detected and how small a one could have been
   waiting    what an O_SYNC write costs and how much of it is waiting for the device (the
              seed's slow row), or, without it, what the vsyscall page costs over the vDSO
-Each finding is {key, title, sentence, figure}; a finding that could not be measured says so.
+Each finding is {key, title, sentence, figure, cause}; cause is the measured cause the cost
+model (analyse/causes.py) gives for it, one clause, or None where the model has none, and
+cause_why the machine's fact behind it where there is one (text from the fingerprint).  A
+finding that could not be measured says so.
 """
 from ..core.fmt import fmt
 from ..machine import registry
-from . import percall, stats
+from . import causes, percall, stats
 
 
 def _entry(data):
@@ -36,12 +39,49 @@ def _entry(data):
             beside = (f"; at the typical cost (medians, paired by round) {fmt(typ)} more"
                       if how == "undisturbed" and typ else "")
             return {"key": "entry", "title": "int 0x80 against the fast path",
-                    "figure": d, "figure_kind": how,
+                    "figure": d, "figure_kind": how, "cause": _entry_cause(data),
+                    "cause_why": _entry_why(data),
                     "sentence": f"int 0x80 ({slow}) costs {fmt(d)} more per empty call than "
                                 f"{fast} here, {how}: {r['median']:.1f}x [{r['ci_low']:.1f}, "
                                 f"{r['ci_high']:.1f}]{beside}."}
     return {"key": "entry", "title": "int 0x80 against the fast path", "figure": None,
             "sentence": "not measured: no int 0x80 cell and fast-path cell were both measured here"}
+
+
+def _n(x):
+    return f"{x['value']:.0f} ns [{x['ci_low']:.0f}, {x['ci_high']:.0f}]"
+
+
+def _entry_cause(data):
+    """The cost model's cause of int 0x80's extra cost here, one clause, or None."""
+    t = causes.today(data.get("causes"), data.get("percall"))
+    if not t:
+        return None
+    e, p, r = t.get("exits_per_call"), t.get("exit_price"), t.get("residual_ns")
+    if t["kind"] == "exit":
+        n = t["predicted"]
+        return (f"{'one VM exit' if n == 1 else f'{n} VM exits'} per call ({e['value']:.2f} "
+                f"[{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted, {n} predicted) at {_n(p)} each "
+                "(`cpuid`)" + (f", and {r['value']:+.0f} ns [{r['ci_low']:+.0f}, "
+                               f"{r['ci_high']:+.0f}] of int 0x80's own path" if r else ""))
+    if t["kind"] == "misfit":
+        return (f"not priced: {t['predicted']} VM exit predicted, {e['value']:.2f} "
+                f"[{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted at {_n(p)} an exit: the cost "
+                "model fails here")
+    if t["kind"] == "no-exit":
+        return ("int 0x80's own path, its IDT delivery and `iret` against `sysret` or "
+                "`sysexit`, and no VM exit")
+    if t["kind"] == "price-unknown":
+        return (f"{t['predicted']} VM exit per call predicted, at a price unknown here "
+                "(no cpuid cell: re-run `tw bench`)")
+    return None
+
+
+def _entry_why(data):
+    """Why no exit is due here, where none is (machine text: the kernel's release may be in
+    it), or None."""
+    t = causes.today(data.get("causes"), data.get("percall"))
+    return t["why"] if t and t["kind"] == "no-exit" else None
 
 
 def _return(data):
@@ -96,7 +136,11 @@ def _waiting(data):
     vs, vd = registry.find(64, "vsyscall-call"), registry.find(64, "vdso-call")
     a, b = percall.find(pc, vs, "gettimeofday"), percall.find(pc, vd, "gettimeofday")
     if a and b and a.get("median") is not None and b.get("median") is not None:
+        m = ((data.get("causes") or {}).get("mechanisms") or {}).get(vs) or {}
+        why = (m.get("predicted_exits") or {}).get("why")
         return {"key": "waiting", "title": "the vsyscall page", "figure": a,
+                "cause": "no VM exit" if why and (m.get("predicted_exits") or {}).get(
+                    "value") == 0 else None, "cause_why": why,
                 "sentence": f"a gettimeofday through the legacy vsyscall page costs {fmt(a)} "
                             f"against {fmt(b)} through the vDSO: the page faults and the kernel "
                             "emulates the call."}

@@ -40,9 +40,10 @@ from ..core import files
 from ..core.ui import DataError
 from . import causes, percall, results, schema, stats
 
-ANALYSIS = "fleet/2"
-# The operations whose cells always get an interval: the cost model's (analyse/causes.py).
-CAUSE_OPS = ("cpuid", "null")
+ANALYSIS = "fleet/3"
+# The operations whose cells always get an interval: the cost model's (analyse/causes.py:
+# the exit price, the null calls, and gettimeofday for the exception path's premium).
+CAUSE_OPS = ("cpuid", "null", "gettimeofday")
 # The figure, by the keys issue 17 defines; FALLBACK is used (and named) until they exist.
 UNDISTURBED = ("undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high")
 FALLBACK = "floor_ns"
@@ -58,7 +59,11 @@ MAX_CELLS = 2000
 FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
 FACT_NAMES = {"vendor": "vendor", "cpu": "CPU model", "hypervisor": "hypervisor",
               "kernel": "kernel", "mitigations": "mitigations", "ia32": "IA32 emulation",
-              "fred": "FRED", "vdso": "32-bit vDSO instruction"}
+              "fred": "FRED", "vdso": "32-bit vDSO instruction",
+              # Not a fingerprint fact: the measured cause, each machine's exit-price bucket
+              # (exit_buckets), which the view groups by before the facts.
+              "exit": "exit price (measured)"}
+NOT_PRICED = "not priced (no cpuid cell)"
 # Outliers: a machine whose figure is further than this share from its group's median, and
 # outside the group's own spread (OUTLIER_MADS robust deviations), with at least
 # OUTLIER_MIN machines in the group to have a median worth standing apart from.
@@ -159,12 +164,13 @@ def undisturbed(doc, cell, where, interval=True):
     vals, times = _round_values(where, rounds)
     if hasattr(stats, "undisturbed"):
         if not interval:
-            # The same figure (the pooled lower-tail mean is the estimate itself), without
-            # the delete-half jackknife, which is four fifths of a digest's cost.
-            pooled = np.concatenate(vals) if vals else np.empty(0)
-            v = stats.tail_mean(pooled) if pooled.size else None
+            # The same figure (the lower-tail mean of the rounds' floors is the estimate
+            # itself), without the delete-half jackknife, four fifths of a digest's cost.
+            floors = [min(v) for v in vals if len(v)]
+            v = stats.tail_mean(floors) if floors else None
             return {"value": v, "ci_low": None, "ci_high": None, "estimator": UNDISTURBED[0]}
-        u = stats.undisturbed(vals, times=times if None not in times else None)
+        u = stats.undisturbed(vals, times=times if None not in times else None,
+                              resolution=percall.resolution(doc, cell))
         return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
                 "estimator": UNDISTURBED[0]}
     a = np.concatenate(vals) if vals else np.empty(0)
@@ -368,13 +374,18 @@ def _median_ci(vals):
     return float(np.median(vals)), lo, hi
 
 
-def groups_of(digests):
+def groups_of(digests, exit_of=None):
     """[(group key as {fact: value}, [digest])]: machines grouped by the facts that differ
-    across the fleet, largest group first.  Facts every machine shares group nothing."""
-    differ = [f for f in FACTS if len({d["facts"][f] for d in digests}) > 1]
+    across the fleet, largest group first.  Facts every machine shares group nothing.
+    exit_of: {host: its exit-price bucket's label} (exit_buckets); when given, the measured
+    cause groups first ('exit'), machines without a price under NOT_PRICED."""
+    def fact(d, f):
+        return (exit_of or {}).get(d["host"], NOT_PRICED) if f == "exit" else d["facts"][f]
+    keys = (("exit",) if exit_of is not None else ()) + FACTS
+    differ = [f for f in keys if len({fact(d, f) for d in digests}) > 1]
     by = {}
     for d in digests:
-        by.setdefault(tuple(d["facts"][f] for f in differ), []).append(d)
+        by.setdefault(tuple(fact(d, f) for f in differ), []).append(d)
     out = [({f: k[i] for i, f in enumerate(differ)}, ms) for k, ms in by.items()]
     out.sort(key=lambda g: (-len(g[1]), [str(v) for v in g[0].values()]))
     return differ, out
@@ -537,12 +548,68 @@ def _same_partition(a, b):
     return n == np.unique(a).size == np.unique(b).size
 
 
+def _machines(k):
+    return f"{k} machine" + ("s" if k != 1 else "")
+
+
+def _measured_rank_sentence(e):
+    """The exit price's line in the ranking (rank())."""
+    n = _machines
+    s = (f"{e['column']} × reference: the exit price (measured, analyse/causes.py) accounts for "
+         f"{100 * max(e['eta2'], 0):.0f}% of the spread over the {n(e['n'])} that priced one: "
+         f"{e['low']['ratio']:.3g}× where one exit costs {e['low']['value']} "
+         f"({n(e['low']['n'])}) vs {e['high']['ratio']:.3g}× where it costs "
+         f"{e['high']['value']} ({n(e['high']['n'])})")
+    s += ("; what is left agrees between them within the intervals" if e["accounts"] else
+          "; what is left still differs between them beyond the intervals")
+    if e["machines"] > e["n"]:
+        s += f"; {n(e['machines'] - e['n'])} not priced (no cpuid cell, or no such cell)"
+    return s
+
+
+def _tell_apart(e, name):
+    """Which machines tell a fact apart from the exit price, or which would."""
+    def by(groups, key, what):
+        """'10.6× at <k> (3 machines: a, b, c)' per group (_summary)."""
+        return " vs ".join(
+            f"{g['ratio']:.3g}× {what} {g[key]} ("
+            + (f"{_machines(g['n'])}: " if g["n"] > 1 else "")
+            + ", ".join(g["hosts"]) + (", …" if g["n"] > len(g["hosts"]) else "") + ")"
+            for g in groups)
+    parts = []
+    for g in e.get("same_exit") or []:
+        parts.append(f"at one exit price ({g['exit']}), {name} differs: "
+                     + by(g["groups"], "value", "on"))
+    for g in e.get("same_fact") or []:
+        parts.append(f"on one {name} ({g['value']}), the exit price differs: "
+                     + by(g["groups"], "exit", "at"))
+    if parts:
+        return "; told apart by: " + "; ".join(parts[:2])
+    lo, hi = e.get("exit_low") or ["?"], e.get("exit_high") or ["?"]
+    return (f"; no machine here tells them apart: one with {name} {e['low']['value']} whose "
+            f"exit costs about {hi[0]}, or one with {name} {e['high']['value']} and an exit "
+            f"near {lo[0]}, would")
+
+
 def sentence(e):
-    """One line for an explaining fact: 'int 0x80 / fast path: 3.8× on model 143 vs 60× on
-    model 106; same kernel; hypervisor differs'."""
+    """One line for an entry of the ranking: the exit price measured (rank()), a fact that
+    only travels with it, or an explaining fact: 'int 0x80 / fast path: 3.8× on model 143 vs
+    60× on model 106; same kernel; hypervisor differs'."""
+    if e.get("kind") == "measured":
+        return _measured_rank_sentence(e)
     name = FACT_NAMES[e["fact"]]
-    def n(k):
-        return f"{k} machine" + ("s" if k != 1 else "")
+    n = _machines
+    if e.get("confounded_with"):
+        s = (f"{e['column']} × reference: {name} {e['low']['value']} ({e['low']['ratio']:.3g}×, "
+             f"{n(e['low']['n'])}) vs {e['high']['value']} ({e['high']['ratio']:.3g}×, "
+             f"{n(e['high']['n'])}) ")
+        s += (f"travels with the exit price ({' and '.join(e['exit_low'])} vs "
+              f"{' and '.join(e['exit_high'])}): confounded with it, not an explanation of its own"
+              if e.get("travels") else
+              "explains nothing the exit price does not: not an explanation of its own")
+        if e.get("own_share") is not None:
+            s += f"; beyond the exit price it explains {100 * max(e['own_share'], 0):.0f}% of the spread"
+        return s + _tell_apart(e, name)
     s = (f"{e['column']} × reference: {e['low']['ratio']:.3g}× where {name} is "
          f"{e['low']['value']} ({n(e['low']['n'])}) vs {e['high']['ratio']:.3g}× where "
          f"it is {e['high']['value']} ({n(e['high']['n'])}); explains {100 * e['eta2']:.0f}% "
@@ -554,7 +621,21 @@ def sentence(e):
     if e["differs"]:
         s += "; " + ", ".join(FACT_NAMES[g] for g in e["differs"]) + " also differ" \
             if len(e["differs"]) > 1 else f"; {FACT_NAMES[e['differs'][0]]} also differs"
+    if e.get("own_share") is not None:
+        s += (f"; beyond the measured exit price it explains {100 * max(e['own_share'], 0):.0f}% "
+              "of the spread")
     return s
+
+
+def _int80_brief(d, variant):
+    """The digest's cost-model brief for one int 0x80 variant (analyse.causes.brief), or None;
+    a digest made before int80_all existed has its first variant's only."""
+    cz = d.get("causes") or {}
+    got = (cz.get("int80_all") or {}).get(variant)
+    if got:
+        return got
+    br = cz.get("int80")
+    return br if br and br.get("variant") == variant else None
 
 
 def explain_measured(digests, cols):
@@ -568,7 +649,7 @@ def explain_measured(digests, cols):
         v = col.split(" ", 1)[0]
         rows = []
         for d in digests:
-            c, br = d["cells"].get(col), (d.get("causes") or {}).get("int80")
+            c, br = d["cells"].get(col), _int80_brief(d, v)
             ref = d["cells"].get(d["reference"])
             price = ((d.get("causes") or {}).get("exit_price") or {}).get("value")
             if not (c and ref and br and br.get("variant") == v and c.get("ratio")
@@ -593,13 +674,18 @@ def explain_measured(digests, cols):
         pred = np.log([r[2] for r in rows])
         tot = float(((y - y.mean()) ** 2).sum())
         left = y - pred
-        share = None if tot <= 0 else float(1 - ((left - left.mean()) ** 2).sum() / tot)
+        # Copies of one machine: one ratio up to rounding, nothing to explain.
+        share = None if tot <= 1e-12 * len(y) else float(1 - ((left - left.mean()) ** 2).sum() / tot)
         lo = max(r[3]["ci_low"] / r[4] for r in rows)
         hi = min(r[3]["ci_high"] / r[4] for r in rows)
         out.append({"column": col, "fact": "exit price", "kind": "measured", "n": len(rows),
                     "priced": priced, "machines": len(digests), "share": share,
                     "accounts": bool(lo <= hi),
                     "prices": {r[0]: r[5] for r in rows},
+                    # log(ratio) and what the cost model leaves of it, per machine: what a
+                    # fingerprint fact would have to explain beyond the exit price (rank()).
+                    "log_ratio": {r[0]: float(a) for r, a in zip(rows, y)},
+                    "left": {r[0]: float(a) for r, a in zip(rows, left)},
                     "why": None if share is not None else
                     f"the {len(rows)} machines that priced an exit have one ratio: no spread "
                     "to explain"})
@@ -616,6 +702,154 @@ def measured_sentence(e):
     s += ("; what is left agrees between them within the intervals" if e["accounts"] else
           "; what is left still differs between them beyond the intervals")
     return s
+
+
+# The measured cause accounts for a column's spread when the cost model, with each machine's
+# own exit price, explains at least this share of the variance of log(ratio) over the
+# machines that priced an exit; a fingerprint fact then explains something of its own only
+# if, beyond the exit price, it explains at least OWN_SHARE of that variance.
+ACCOUNTS = 0.5
+OWN_SHARE = 0.10
+
+
+def _ns(v):
+    return f"{v / 1000:.1f} µs" if v >= 10000 else f"{v:.0f} ns"
+
+
+def exit_buckets(digests):
+    """The machines grouped by their measured exit price, cheapest first: [{lo, hi (the
+    lowest and highest price in it), ci_low, ci_high (the span of their 95% intervals),
+    hosts}].  A price joins the bucket before it when its interval overlaps the bucket's span
+    or it lies within OUTLIER_REL of the bucket's highest price (the fleet's threshold for a
+    difference); machines that priced no exit are in no bucket."""
+    pts = []
+    for d in digests:
+        p = ((d.get("causes") or {}).get("exit_price") or {})
+        v = p.get("value")
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            lo, hi = p.get("ci_low"), p.get("ci_high")
+            pts.append((v, v if lo is None else lo, v if hi is None else hi, d["host"]))
+    out = []
+    for v, lo, hi, h in sorted(pts):
+        b = out[-1] if out else None
+        if b and (lo <= b["ci_high"] or v <= b["hi"] * (1 + OUTLIER_REL)):
+            b["hosts"].append(h)
+            b["hi"], b["ci_high"] = v, max(b["ci_high"], hi)
+        else:
+            out.append({"lo": v, "hi": v, "ci_low": lo, "ci_high": hi, "hosts": [h]})
+    return out
+
+
+def bucket_label(b):
+    """'994 ns [987, 1001]' for one price, '980 ns to 1010 ns' for several."""
+    if b["lo"] == b["hi"]:
+        if b["ci_low"] == b["ci_high"]:
+            return _ns(b["lo"])
+        return f"{_ns(b['lo'])} [{b['ci_low']:.0f}, {b['ci_high']:.0f}]" if b["lo"] < 10000 else \
+            f"{_ns(b['lo'])} [{b['ci_low'] / 1000:.1f}, {b['ci_high'] / 1000:.1f}]"
+    return f"{_ns(b['lo'])} to {_ns(b['hi'])}"
+
+
+# At most this many groups of machines that tell a fact apart from the exit price are kept
+# per entry, each summarised (count, median ratio, the first NAMES names): a fleet of 100,000
+# machines would otherwise carry every name into fleet.json once per entry.
+TELL_GROUPS, NAMES = 3, 3
+
+
+def _summary(hosts, key, ratio, limit=None):
+    """[{key: value, n, ratio (median), hosts (the first NAMES)}] of hosts grouped by key, the
+    first `limit` groups only (each a median) when given."""
+    by = {}
+    for h, k in hosts:
+        by.setdefault(k, []).append(h)
+    return [{key: k, "n": len(hs), "ratio": float(np.median([ratio[h] for h in hs])),
+             "hosts": hs[:NAMES]} for k, hs in itertools.islice(by.items(), limit)]
+
+
+def _confounding(e, m, byhost, bucket_of, buckets):
+    """How a fact's entry (explain()) stands against the measured exit price of its column
+    (explain_measured()'s entry m): whether the fact only travels with the price, what it
+    explains beyond it, and which machines tell the two apart (or would).  One pass over the
+    machines, with the fact's values coded: a fleet has thousands of kernel strings."""
+    col, f = e["column"], e["fact"]
+    hosts = [h for h in m.get("left") or {} if h in bucket_of]
+    fv = [byhost[h]["facts"][f] for h in hosts]
+    bk = [bucket_of[h] for h in hosts]
+    ly = np.asarray([m["log_ratio"][h] for h in hosts])
+    left = np.asarray([m["left"][h] for h in hosts])
+    tot = float(((ly - ly.mean()) ** 2).sum()) if hosts else 0.0
+    own = None
+    if tot > 0:
+        _, code = np.unique(np.asarray(fv, dtype=object).astype(str), return_inverse=True)
+        n = np.bincount(code)
+        mean = np.bincount(code, weights=left) / n
+        own = float((n * (mean - left.mean()) ** 2).sum() / tot)
+    lo_b = sorted({b for v, b in zip(fv, bk) if v == e["low"]["value"]})
+    hi_b = sorted({b for v, b in zip(fv, bk) if v == e["high"]["value"]})
+    travels = bool(lo_b and hi_b and not set(lo_b) & set(hi_b))
+    ratio = {h: byhost[h]["cells"][col]["ratio"] for h in hosts}
+    by_fact, by_exit = {}, {}
+    for h, v, b in zip(hosts, fv, bk):
+        by_fact.setdefault(v, []).append((h, b))
+        by_exit.setdefault(b, []).append((h, v))
+    # Only the groups kept are summarised (a median each): islice stops the generators there.
+    same_fact = list(itertools.islice(
+        ({"value": v, "groups": _summary([(h, bucket_label(buckets[b])) for h, b in hb],
+                                         "exit", ratio)}
+         for v, hb in by_fact.items() if len({b for _, b in hb}) > 1), TELL_GROUPS))
+    same_exit = list(itertools.islice(
+        ({"exit": bucket_label(buckets[b]), "groups": _summary(hv, "value", ratio, TELL_GROUPS)}
+         for b, hv in sorted(by_exit.items()) if len({v for _, v in hv}) > 1), TELL_GROUPS))
+    # Beyond the exit price the fact explains (next to) nothing: it travels with the price
+    # (its extreme values sit in different price buckets), or it does not even do that (the
+    # machines that share it differ in price, and their ratios follow the price).
+    weak = own is not None and own < OWN_SHARE
+    confounded = (travels and (own is None or weak)) or (weak and bool(same_fact))
+    return {"confounded_with": "exit price" if confounded else None,
+            "travels": travels,
+            "exit_low": [bucket_label(buckets[i]) for i in lo_b],
+            "exit_high": [bucket_label(buckets[i]) for i in hi_b],
+            "own_share": own, "same_fact": same_fact, "same_exit": same_exit}
+
+
+def rank(found, measured, digests):
+    """The ranking a reader sees: measured causes first.  For each column whose spread the
+    exit price accounts for (explain_measured, share >= ACCOUNTS), an entry for the exit price
+    itself (its buckets' extremes and their median ratios), then the fingerprint facts that
+    still explain something of their own, then those that only travel with the exit price
+    (kind 'fact', confounded_with 'exit price', with the machines that tell them apart or
+    the machine that would).  found: explain()'s entries; measured: explain_measured()'s."""
+    byhost = {d["host"]: d for d in digests}
+    buckets = exit_buckets(digests)
+    bucket_of = {h: i for i, b in enumerate(buckets) for h in b["hosts"]}
+    first, acc = [], {}
+    for m in measured:
+        if m.get("share") is None or m["share"] < ACCOUNTS:
+            continue
+        col = m["column"]
+        per = {}
+        for h in m.get("left") or {}:
+            if h in bucket_of:
+                per.setdefault(bucket_of[h], []).append(byhost[h]["cells"][col]["ratio"])
+        if len(per) < 2:
+            continue
+        meds = {b: float(np.median(v)) for b, v in per.items()}
+        lo_b, hi_b = min(meds, key=meds.get), max(meds, key=meds.get)
+        first.append({"column": col, "fact": "exit", "kind": "measured", "eta2": m["share"],
+                      "accounts": m["accounts"], "n": m["n"], "machines": m["machines"],
+                      "buckets": len(per), "effect": meds[hi_b] / meds[lo_b],
+                      "low": {"value": bucket_label(buckets[lo_b]), "ratio": meds[lo_b],
+                              "n": len(per[lo_b])},
+                      "high": {"value": bucket_label(buckets[hi_b]), "ratio": meds[hi_b],
+                               "n": len(per[hi_b])}})
+        acc[col] = m
+    own, travel = [], []
+    for e in found:
+        e = dict(e, kind="fact")
+        if e["column"] in acc:
+            e.update(_confounding(e, acc[e["column"]], byhost, bucket_of, buckets))
+        (travel if e.get("confounded_with") else own).append(e)
+    return first + own + travel
 
 
 def view(digests, refused, op="null", all_columns=None):
@@ -638,7 +872,10 @@ def view(digests, refused, op="null", all_columns=None):
     keep = set(cols)
     digests = [dict(d, cells={k: c for k, c in d["cells"].items() if k in keep})
                for d in digests]
-    differ, groups = groups_of(digests)
+    exit_of = {h: bucket_label(b) for b in exit_buckets(digests) for h in b["hosts"]}
+    differ, groups = groups_of(digests, exit_of)
+    fdiffer = [f for f in differ if f != "exit"]
+    measured = explain_measured(digests, cols)
     est = sorted({d["estimator"] for d in digests})
     label = LABEL_UNDISTURBED if est == [UNDISTURBED[0]] else LABEL_FALLBACK
     return {"analysis": ANALYSIS, "figure": label, "estimators": est, "op": op,
@@ -650,8 +887,8 @@ def view(digests, refused, op="null", all_columns=None):
             # Outliers in the cells the view shows (--op): over every cell of a thousand
             # machines the group medians' intervals alone would take most of a minute.
             "outliers": outliers(groups, cols, "value"),
-            "explain": explain(digests, cols, differ),
-            "explain_measured": explain_measured(digests, cols)}
+            "explain": rank(explain(digests, cols, fdiffer), measured, digests),
+            "explain_measured": measured}
 
 
 def finite_or_none(x):

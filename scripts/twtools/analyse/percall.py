@@ -3,8 +3,9 @@
 For each cell (mechanism, operation, size, loop shape), two figures:
 
   undisturbed    what the call costs on this hardware and kernel when the host leaves the CPU
-                 alone (stats.undisturbed: the mean of the fastest 5% of batches, a jackknife
-                 interval over rounds).  It reproduces to a fraction of a percent on a shared
+                 alone (stats.undisturbed: each round's floor, its fastest batch, then the
+                 mean of the fastest 20% of floors; a jackknife interval over rounds with the
+                 run's drift and blocks terms, held to the floors' level spacing).  It reproduces to a fraction of a percent on a shared
                  VM, so comparisons of machines, kernels and settings rest on it;
   typical        what a program meets on this host at this moment: stats.clustered over the
                  rounds, one value per process run (the median of its usable batches), a
@@ -34,7 +35,7 @@ import math
 from ..machine import registry
 from . import stats
 
-ANALYSIS = "percall/3"
+ANALYSIS = "percall/4"
 # A cell is unstable when its estimate is (stats.unstable), or when more than this share of
 # its batches were disturbed: then the rest may be the lucky ones.
 DISTURBED_UNSTABLE = 0.5
@@ -102,8 +103,12 @@ def cell_summary(doc, cell):
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
-    u = stats.undisturbed(vals, times=times if None not in times else None)
+    u = stats.undisturbed(vals, times=times if None not in times else None,
+                          resolution=resolution(doc, cell))
     out["undisturbed"] = u
+    # The old method's figure (before percall/4), to read an old result beside the new.
+    out["undisturbed_pooled"] = stats.undisturbed_pooled(
+        vals, times=times if None not in times else None)
     out["undisturbed_ns"], out["undisturbed_ci_low"], out["undisturbed_ci_high"] = \
         u.get("value"), u.get("ci_low"), u.get("ci_high")
     out["n_batches"] = n_batches
@@ -155,6 +160,18 @@ def cell_summary(doc, cell):
     out["flags"] = flags
     out["floor_ns"] = fl.get("value")
     return out
+
+
+def resolution(doc, cell):
+    """The clock's resolution per call, in ns: one tick over the calls in a batch (a TSC tick
+    at the run's measured rate; a nanosecond for CLOCK_MONOTONIC), or None when unknown."""
+    calls = cell.get("calls_per_batch")
+    if not isinstance(calls, (int, float)) or calls <= 0:
+        return None
+    hz = doc.get("tsc_hz")
+    tick = 1e9 / hz if doc.get("clock") == "tsc" and isinstance(hz, (int, float)) and hz > 0 \
+        else 1.0 if doc.get("clock") == "monotonic" else None
+    return tick / calls if tick else None
 
 
 def _half_rel(u):
@@ -295,19 +312,26 @@ def _to_reference(doc, cell, ref):
 
 
 def _undisturbed_to_reference(doc, cell, ref):
-    """cell / reference of the undisturbed figures, every batch of a round against every
-    reference batch of the same round (the reference runs several times a round)."""
+    """cell / reference of the undisturbed figures, each of the cell's processes against the
+    reference's process of the same round nearest to it in time (the reference runs several
+    times a round, so that each cell has one a fraction of a second away): the figure is over
+    processes' floors, so each side of a pair is one process."""
     rc, _ = rounds_of(doc, cell)
     rr, _ = rounds_of(doc, ref)
     by_round = {}
     for r in rr:
-        by_round.setdefault(r.get("round"), []).extend(usable(r)[0])
+        v = usable(r)[0]
+        if v:
+            by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
     pa, pb = [], []
     for r in rc:
         v, refs = usable(r)[0], by_round.get(r.get("round"))
         if v and refs:
+            t = r.get("t_s")
+            near = min(refs, key=lambda x: abs(x[0] - t)) if t is not None and \
+                all(x[0] is not None for x in refs) else refs[0]
             pa.append(v)
-            pb.append(refs)
+            pb.append(near[1])
     return stats.undisturbed_ratio(pa, pb)
 
 

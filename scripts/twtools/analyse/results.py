@@ -27,19 +27,20 @@ from pathlib import Path
 
 from ..core import files
 from ..core.ui import DataError
-from . import attribution, causes, census, diagnose, latency, observer, percall, schema, sweeps, tracers
+from . import attribution, causes, census, diagnose, latency, legs, observer, percall, schema, sweeps, \
+    tracers
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
 STEMS = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
-         "stdio", "tracers", "attribution", "observer", "latency", "diagnose", "census")
+         "stdio", "tracers", "attribution", "observer", "latency", "diagnose", "census", "legs")
 RESULTS_SCHEMA = "timewrite-results"
 # stage-file stem -> the stage of tw run that writes it (meta.json's stage names)
 STAGE_OF = {"fingerprint": "doctor", "variants": "variants", "percall": "bench",
             "sweep_seed": "seed-sweep", "sweep_tlpi": "tlpi-sweep", "writev": "writev",
             "stdio": "stdio", "tracers": "tracers", "latency": "tracers",
             "attribution": "attribution", "observer": "observer", "diagnose": "field-example",
-            "census": "census"}
+            "census": "census", "legs": "legs"}
 # The stages whose files the verdict reads (twtools.analyse.verdict.decide).
 VERDICT_STAGES = ("doctor", "bench", "seed-sweep")
 STATES = ("in-progress", "complete", "failed", "interrupted", "aborted")
@@ -189,8 +190,11 @@ def analyse(raw):
         from_stored.append(f"percall: {data['percall']['source']}")
     for stem in ("sweep_seed", "sweep_tlpi"):
         data[stem] = sweeps.sweep(raw.get(stem))
-    # Why each mechanism costs what it does: the cost model over the matrix and the facts.
-    data["causes"] = causes.compute_from(data["percall"], raw.get("fingerprint")) \
+    # Each call's way in, body and way out, on one clock (tw run's legs stage).
+    data["legs"] = legs.analyse(raw.get("legs"))
+    # Why each mechanism costs what it does: the cost model over the matrix, the facts and
+    # the legs.
+    data["causes"] = causes.compute_from(data["percall"], raw.get("fingerprint"), data["legs"]) \
         if data["percall"] else None
     data["writev"] = sweeps.writev(raw.get("writev"))
     data["stdio"] = sweeps.stdio(raw.get("stdio"))

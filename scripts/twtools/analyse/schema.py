@@ -426,6 +426,24 @@ CENSUS = {
                        "traced": ["num"], "order": "str?", "bare_after": "int?"}},
 }
 
+# legs.json (measure/legs.py): per variant, one record per process, its stamps in ns after its
+# first user stamp; the kernel's are null where the tracer kept none (analyse.legs refuses them).
+LEGS_REC = {"!pid": "int", "cpu": "int?", "shape": ("opt", ("enum", "ret", "jmp")),
+            "start_s": "num?", "!calls": "posint", "!batches": "posint", "!warmup": "count",
+            "clock": "str?", "!empty_ns": ["num"], "!before": ["int"], "!after": ["int"],
+            "enter": ["int?"], "exit": ["int?"], "kernel_calls": "count?", "kernel_exits": "count?",
+            "__check__": lambda r: None if len(r["before"]) == len(r["after"]) ==
+            r["calls"] * r["batches"] and all(len(r.get(k) or []) in (0, len(r["before"]))
+                                              for k in ("enter", "exit")) else
+            "stamp lists whose lengths are not calls x batches"}
+LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posint?",
+        "calls": "posint?", "warmup": "count?", "why": "str?", "attached_s": "num?",
+        "shape": ("opt", ("enum", "ret", "jmp")),
+        "!variants": {"*": {"!status": ("enum", "measured", "unsupported"), "why": "str?",
+                            "!traced": [LEGS_REC], "!untraced": [LEGS_REC]},
+                      "__check__": lambda o: next((f"{k!r} is not a variant name" for k in o
+                                                   if not VARIANT_RE.match(k)), None)}}
+
 # stem -> (schema family, newest version this checkout reads, spec).  A file without a schema
 # field is the legacy form of its stage (written before schemas were recorded); it is read,
 # and the analysis says so.  variants.json is a bare list and has no schema field.
@@ -444,6 +462,7 @@ STAGES = {
     "latency": ("timewrite-latency", 1, LATENCY),
     "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
     "census": ("timewrite-census", 2, CENSUS),
+    "legs": ("timewrite-legs", 1, LEGS),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

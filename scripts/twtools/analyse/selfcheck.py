@@ -8,7 +8,7 @@ undisturbed cost (what compares machines) and the typical one (the median).
 from ..machine import registry
 from . import compare, percall, stats
 
-TARGETS = {"overlap": 0.90, "fast_half_width": 0.02, "fast_share": 0.90, "ratio_repro": 0.02,
+TARGETS = {"overlap": 0.90, "undisturbed_overlap": 0.95, "fast_half_width": 0.02, "fast_share": 0.90, "ratio_repro": 0.02,
            "perf_within": 0.05, "unstable_share": 0.25, "wall_s": 60.0,
            "undisturbed_half_width": 0.01, "undisturbed_move": 0.005, "compare_calls": 1}
 
@@ -21,10 +21,12 @@ def undisturbed_figures(pairs, a1, a2):
     """The undisturbed figure's claims against the rerun: fast cells' half-widths, interval
     overlap over every cell, the fast cells' move between the runs, and what a comparison of
     the two runs calls on it (Benjamini-Hochberg)."""
-    fast_hw, overlap, moves, decisions = [], [], [], []
-    for a in (a1, a2):
+    fast_hw, overlap, moves, decisions, zero = [], [], [], [], []
+    for i, a in enumerate((a1, a2), 1):
         for c in a["cells"]:
             u = _u(c)
+            if u and u["ci_high"] <= u["ci_low"]:
+                zero.append(f"run {i}: {' '.join(str(x) for x in percall.key(c) if x is not None)}")
             if u and c["op"] in percall.FAST_OPS:
                 fast_hw.append(stats.half_width_rel(u))
     for x, y in pairs:
@@ -36,7 +38,9 @@ def undisturbed_figures(pairs, a1, a2):
             moves.append(abs(uy["median"] / ux["median"] - 1))
         decisions.append(compare.between_runs(x, y)["absolute"])
     fam = compare.adjust([d for d in decisions if d])
-    return {"fast_half_width_share": (sum(1 for h in fast_hw if h is not None and
+    misses = len(overlap) - sum(overlap)
+    return {"misses": misses, "expected_misses": round(MISS_BY_CHANCE * len(overlap), 2),
+            "zero_width": zero,"fast_half_width_share": (sum(1 for h in fast_hw if h is not None and
                                           h <= TARGETS["undisturbed_half_width"]) / len(fast_hw))
             if fast_hw else None,
             "fast_half_width_median": _median(fast_hw),
@@ -44,6 +48,28 @@ def undisturbed_figures(pairs, a1, a2):
             "fast_move_median": _median(moves),
             "fast_move_p90": sorted(moves)[int(0.9 * (len(moves) - 1))] if moves else None,
             "compare": fam}
+
+
+# P(two independent 95% intervals of one value, of equal width, do not overlap): |Z| > 1.96
+# sqrt(2) (analyse.sweepcheck says why); chance alone gives this share of misses.
+MISS_BY_CHANCE = 2 * (1 - stats.statistics.NormalDist().cdf(stats.Z * 2 ** 0.5))
+
+
+def shortfalls(f):
+    """What of the undisturbed figure's coverage the two runs fell short of (empty when it
+    held): `tw bench --selfcheck` exits non-zero on any."""
+    u = f.get("undisturbed") or {}
+    short = []
+    if u.get("overlap_share") is None:
+        return ["no cell measured in both runs"]
+    if u["overlap_share"] < TARGETS["undisturbed_overlap"]:
+        short.append(f"undisturbed intervals overlap in {100 * u['overlap_share']:.1f}% of cells "
+                     f"({u['misses']} miss; chance gives about {u['expected_misses']}), below "
+                     f"{100 * TARGETS['undisturbed_overlap']:.0f}%")
+    if u.get("zero_width"):
+        short.append(f"{len(u['zero_width'])} interval(s) of zero width: "
+                     + ", ".join(u["zero_width"][:3]))
+    return short
 
 
 def _overlap(a, b):
@@ -95,6 +121,7 @@ def figures(runs):
                                   if r1 and r2 and (r1["fast"], r1["slow"]) == (r2["fast"], r2["slow"])
                                   else None),
            "runs": []}
+    out["short"] = shortfalls(out)
     for doc, a in runs:
         acc = percall.accuracy(doc, a)
         measured = a["measured"] or 1

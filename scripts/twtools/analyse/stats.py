@@ -15,15 +15,19 @@ Three kinds of estimate, one method each:
                            of the rounds and folded into the interval, so that it covers a rerun.
   paired(a, b, ...)        a ratio or difference of two cells measured in the same rounds, one
                            value per round: drift that moves both cells cancels.
-  undisturbed(rounds)      the cost when the host leaves the CPU alone: the mean of the fastest
-                           UNDISTURBED_Q share of a cell's batches (a lower-tail mean), with a
-                           95% interval from a delete-half jackknife (rounds are the
+  undisturbed(rounds)      the cost when the host leaves the CPU alone, averaged over processes:
+                           each round's floor (its fastest batch), then the mean of the
+                           fastest UNDISTURBED_Q share of the floors (a lower-tail mean), with
+                           a 95% interval from a delete-half jackknife (rounds are the
                            independent unit) and Student's t with rounds - 1 degrees of
-                           freedom.  A fixed share, not a fixed count: the figure does not
-                           fall as more batches are measured, as a k-best minimum does.
-                           docs/syscost.md, "Two figures", says why this estimator.
+                           freedom, widened by the run's drift and blocks terms and held to
+                           the floors' level spacing.  A fixed share, not a fixed count: the
+                           figure does not fall as more rounds are measured, as a k-best
+                           minimum does.  docs/syscost.md, "The estimand", says why.
   undisturbed_ratio(a, b)  a/b of two cells' undisturbed figures measured in the same rounds,
                            with the same jackknife deleting each round from both at once.
+  undisturbed_pooled(r)    the old method (before percall/4): the fastest 5% of every batch
+                           pooled, kept to read old results beside the new.
 
 Independent estimates combine by quadrature (diff_summary, ratio_summary, on the log scale for
 ratios).  bootstrap() is the one resampling helper, for statistics with no closed form.
@@ -55,12 +59,24 @@ UNSTABLE_REL = 0.10
 FLOOR_K = 5
 FLOOR_SPREAD = 0.05
 FLOOR_GAP = 0.25
-# The undisturbed cost is the mean of this share of a cell's fastest batches.  Chosen by
-# reruns (docs/syscost.md): on a 2-vCPU KVM guest whose host was in its fast state for a
-# tenth to a quarter of processes, 0.05 gave the smallest rerun-to-rerun move (0.3% median
-# over fast cells) with an interval that held the rerun; 0.1 and 0.2 already reach into the
-# slow state and move with the host's mood, 0.02 rests on too few batches.
-UNDISTURBED_Q = 0.05
+# The undisturbed cost is the mean of this share of a cell's processes' floors (each round's
+# fastest batch).  Chosen on two recorded pairs of back-to-back runs (docs/syscost.md, "The
+# estimand"): on the AMD guest, 0.1 overlapped in 114 of 122 cells and 0.2 in 120; on the
+# Ice Lake guest, whose host's fast state meets about a quarter of processes, 0.33 already
+# reaches into the slow state (fast-cell half-widths 4.5%), 0.2 stays below it (1.1%).
+UNDISTURBED_Q = 0.2
+# The old method's share of every batch pooled (undisturbed_pooled), for old results.
+POOLED_Q = 0.05
+METHOD = ("process floors: each round's fastest batch, then the mean of the fastest 20% of "
+          "rounds; 95% interval: delete-half jackknife over rounds, Student's t, widened by "
+          "the figure's drift between the run's halves and its spread between eight blocks of "
+          "the run, never narrower than the levels' spacing or the clock's resolution")
+METHOD_POOLED = ("old method (pooled tail): the mean of the fastest 5% of all batches pooled; "
+                 "delete-half jackknife over rounds, widened by the drift between halves")
+# Floors closer than this share of the figure are one level (as are floors within 3 jitters
+# of a process's own batches): the levels are about a core cycle apart (0.27 ns, 0.2% of a
+# 135 ns call on the AMD guest of docs/syscost.md), a level's own jitter a hundredth of that.
+LEVEL_TOL = 0.001
 # Below this many rounds a jackknife has too few units to estimate its own spread: the
 # interval is then flagged (the t quantile already widens it).
 UNDISTURBED_MIN_ROUNDS = 8
@@ -327,7 +343,7 @@ def scale(s, k):
     return out
 
 
-def tail_mean(values, q=UNDISTURBED_Q):
+def tail_mean(values, q=POOLED_Q):
     """The mean of the lowest share q of values: the sample lower-tail mean, an L-statistic
     that weights the value straddling the cut by its fraction, so that it estimates the same
     population figure whatever the number of values (at least one value always counts)."""
@@ -441,16 +457,63 @@ def _tail_jackknife(vals, q, other=None):
     return est, se
 
 
-def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
-    """{value, ci_low, ci_high, se, drift, n_rounds, n, q, method, few_rounds} of one cell's
-    undisturbed cost from its rounds (one list of batch values per process run; times: each
-    round's start, for the drift split, list order when None); value None with 'why' when
-    there is nothing to estimate from.
+def _floors(vals):
+    """Each round's floor: its fastest usable batch.  A process keeps one layout level for its
+    whole life (docs/syscost.md, "The estimand"), so the floor is that process's level plus the
+    luck of its best batch; the rounds' floors are what a rerun draws anew."""
+    return [np.asarray([float(v.min())]) for v in vals]
 
-    The interval is the jackknife's, widened in quadrature by the drift of the figure itself
-    within the run (the early and late halves of the rounds, as drift_of does for the
-    median): the host's fast state can itself move a little between one minute and the next,
-    and a rerun lands there, not where this run's sampling error alone would put it."""
+
+def _levels(vals, floors, resolution, q):
+    """(spacing, jitter, levels) of the levels the rounds' floors sit on.  Floors more than
+    LEVEL_TOL of the figure (and the clock's resolution) above the level below are a level of
+    their own; spacing is the median gap between neighbouring levels where the figure lives
+    (the tail's levels and the one above), about one core cycle per call on the AMD guest of
+    docs/syscost.md; None when the floors show one level.  jitter, how far a process's two
+    fastest batches lie apart (the median over rounds), is reported beside it: the noise
+    within one level."""
+    pairs = [np.sort(v)[:2] for v in vals if v.size >= 2]
+    jitter = float(np.median([b - a for a, b in pairs])) if pairs else 0.0
+    fl = np.sort(np.concatenate(floors))
+    tol = max(resolution or 0.0, LEVEL_TOL * float(fl[0]))
+    levels = []
+    for x in fl:
+        if not levels or x - levels[-1][0] > tol:
+            levels.append([float(x), 0])
+        levels[-1][1] += 1
+    # The figure lives on the levels of its tail (the fastest q of the floors) and on the next
+    # level up, the one a rerun may draw in their place; the slow state's scatter above it
+    # is not a level spacing.
+    need, near = max(1, math.ceil(q * len(floors))), []
+    for lv, count in levels:
+        near.append(lv)
+        if need <= 0:
+            break           # the tail is full: this is the level above it
+        need -= count
+    gaps = np.diff(near)
+    return (float(np.median(gaps)) if gaps.size else None), jitter, len(levels)
+
+
+def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, resolution=None):
+    """{value, ci_low, ci_high, se, drift, n_rounds, n, q, method, terms, ...} of one cell's
+    undisturbed cost from its rounds (one list of batch values per process run; times: each
+    round's start, for the drift split, list order when None; resolution: the clock's
+    resolution per call, one tick over the calls in a batch, in the values' unit); value None
+    with 'why' when there is nothing to estimate from.
+
+    The estimand averages over processes (docs/syscost.md, "The estimand"): each round's
+    floor (its fastest usable batch), then the mean of the fastest UNDISTURBED_Q share of those
+    floors, which leaves out the processes that met the host's slow state.  The interval:
+      sampling  a delete-half jackknife over rounds and Student's t (rounds - 1 df);
+      drift     the figure's move between the run's early and late halves (a trend in the
+                host's state over the run's minutes, which the spread between rounds cannot
+                see), in quadrature;
+      blocks    the spread between eight stretches of the run beyond their own sampling
+                error (a state that comes and goes), in quadrature;
+      levels    never narrower than one spacing of the levels the floors show on each side,
+                nor than the clock's resolution: a tail that happens to sit on one level has
+                no spread, but a rerun may draw the next one.
+    'terms' names those that set it."""
     order = range(len(rounds)) if times is None else \
         sorted(range(len(rounds)), key=lambda i: times[i])
     vals = [_finite(rounds[i]) for i in order]
@@ -458,23 +521,89 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
     if not vals:
         return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
                 "n_rounds": 0, "n": 0}
-    est, se = _tail_jackknife(vals, q)
+    fl = _floors(vals)
+    est, se = _tail_jackknife(fl, q)
     n = len(vals)
     out = {"value": est, "q": q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
-           "method": f"mean of the fastest {100 * q:g}% of batches; {100 * confidence:g}% "
-                     "interval: delete-half jackknife over rounds, Student's t, widened by the "
-                     "figure's drift between the run's halves"}
+           "method": METHOD}
     if se is None:
         out.update(ci_low=None, ci_high=None, se=None, drift=None,
                    why=f"only {n} round(s): no interval can be computed")
         return out
-    drift = _tail_drift(vals, q)
+    drift = _tail_drift(fl, q)
+    blocks = _tail_blocks(fl, q)
+    spacing, jitter, n_levels = _levels(vals, fl, resolution, q)
     h_stat = _t(n, confidence) * se
-    h = math.hypot(h_stat, drift or 0.0)
-    out.update(ci_low=est - h, ci_high=est + h, se=se, drift=drift,
+    h_blocks = Z * blocks if blocks else 0.0
+    h = math.hypot(h_stat, drift or 0.0, h_blocks)
+    terms = ["sampling"] + (["drift"] if drift else []) + (["blocks"] if blocks else [])
+    h_min = max(spacing or 0.0, resolution or 0.0)
+    if h < h_min:
+        h = h_min
+        terms = ["levels" if (spacing or 0) >= (resolution or 0) else "resolution"]
+    one_level = n_levels == 1
+    out.update(ci_low=est - h, ci_high=est + h, se=se, drift=drift, blocks=blocks,
                ci_stat_low=est - h_stat, ci_stat_high=est + h_stat,
-               few_rounds=n < UNDISTURBED_MIN_ROUNDS)
+               level_spacing=spacing, level_jitter=jitter, levels=n_levels,
+               resolution=resolution,
+               terms=terms, few_rounds=n < UNDISTURBED_MIN_ROUNDS)
+    if one_level:
+        out["one_level"] = ("every round's floor sits on one level: the interval is the "
+                            "jackknife's, no narrower than the clock's resolution")
     return out
+
+
+def undisturbed_pooled(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
+    """The old method (before percall/4), kept to read old results beside the new: the mean of
+    the fastest q of every batch pooled over rounds, the same jackknife and drift.  It depends
+    on whether a run happened to draw the rarest low layout level (docs/syscost.md)."""
+    order = range(len(rounds)) if times is None else \
+        sorted(range(len(rounds)), key=lambda i: times[i])
+    vals = [_finite(rounds[i]) for i in order]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
+                "n_rounds": 0, "n": 0, "method": METHOD_POOLED}
+    est, se = _tail_jackknife(vals, POOLED_Q)
+    n = len(vals)
+    out = {"value": est, "q": POOLED_Q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
+           "method": METHOD_POOLED}
+    if se is None:
+        out.update(ci_low=None, ci_high=None)
+        return out
+    h = math.hypot(_t(n, confidence) * se, _tail_drift(vals, POOLED_Q) or 0.0)
+    out.update(ci_low=est - h, ci_high=est + h)
+    return out
+
+
+# The run's rounds cut into this many blocks in time order for the reproducibility term (a
+# default run's 32 rounds give blocks of 4; fewer than 4 rounds a block give no term).
+BLOCKS = 8
+
+
+def _tail_blocks(vals, q, blocks=BLOCKS):
+    """The host's move between blocks of the run (ISO 5725's between-condition term, measured
+    within one run): the figure of each of BLOCKS consecutive stretches of rounds, their
+    spread (the MAD's, as a standard deviation) less what their own jackknife errors explain.
+    A robust spread, because a block that the host's slow state met throughout is what the
+    figure leaves out, not a move to widen it by: a plain variance over 4 blocks once gave
+    an int 0x80 cell ±1300 ns from one busy block.  It sees a state that comes and goes within the run, which the halves' drift
+    (a trend) misses; a move over longer than the run stays unseen, and the report says
+    which terms an interval has.  None below 4 rounds a block."""
+    n = len(vals)
+    if n < 4 * blocks:
+        return None
+    ests, ses = [], []
+    for ix in np.array_split(np.arange(n), blocks):
+        e, se = _tail_jackknife([vals[i] for i in ix], q)
+        ests.append(e)
+        ses.append(se or 0.0)
+    # A robust spread (the MAD's, scaled to a standard deviation): a block that the host's
+    # slow state met throughout is what the figure leaves out, not a move to widen it by.
+    e = np.asarray(ests)
+    sd = 1.4826 * float(np.median(np.abs(e - np.median(e))))
+    v = sd ** 2 - float(np.median(np.square(ses)))
+    return math.sqrt(v) if v > 0 else None
 
 
 def _tail_drift(vals, q):
@@ -501,7 +630,8 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
     pairs = [(x, y) for x, y in pairs if x.size and y.size]
     if len(pairs) < 2:
         return None
-    est, se = _tail_jackknife([p[0] for p in pairs], q, other=[p[1] for p in pairs])
+    est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
+                              other=_floors([p[1] for p in pairs]))
     if est is None or se is None or not math.isfinite(est):
         return None
     n = len(pairs)

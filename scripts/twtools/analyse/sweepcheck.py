@@ -18,7 +18,7 @@ import numpy as np
 from scipy import stats as sstats
 
 TARGETS = {"half_width": 0.02, "half_width_share": 0.90, "overlap": 0.90, "move": 0.01,
-           "r2": 0.98}
+           "r2": 0.98, "vs_ref_overlap": 0.95, "vs_ref_move": 0.005}
 # P(two independent 95% intervals of one value, of equal width, do not overlap)
 MISS_BY_CHANCE = float(2 * sstats.norm.sf(1.959963984540054 * math.sqrt(2)))
 
@@ -35,6 +35,69 @@ def cells(analysed):
                 if lead and lead.get("median") is not None and lead.get("ci_low") is not None:
                     out[(stem, run["variant"], run.get("mode"), row["buffsize"])] = lead
     return out
+
+
+def cells_vs_ref(analysed):
+    """{(sweep, variant, 'async', buffsize): summary} of every async cell's vs_ref figure (the
+    cell over the sweep's reference measured in the same rounds, analyse.sweeps.vs_ref), the
+    reference itself left out (it is 1 by definition)."""
+    out = {}
+    for stem, sw in analysed.items():
+        for run in (sw or {}).get("runs", []):
+            for row in run.get("rows") or []:
+                v = row.get("vs_ref") or {}
+                if v.get("value") is None or v.get("ci_low") is None or v.get("why"):
+                    continue
+                out[(stem, run["variant"], run.get("mode"), row["buffsize"])] = \
+                    {"median": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"]}
+    return out
+
+
+def vs_ref(a, b):
+    """The vs_ref figures of two runs: each run's share of async cells within the half-width
+    target, and between the runs the overlap (with what chance alone gives) and the move."""
+    ca, cb = cells_vs_ref(a), cells_vs_ref(b)
+    runs = []
+    for c in (ca, cb):
+        hws = [h for h in (_hw(s) for s in c.values()) if h is not None]
+        runs.append({"cells": len(c),
+                     "within_half_width": (sum(h <= TARGETS["half_width"] for h in hws) / len(hws)
+                                           if hws else None),
+                     "half_width_median": float(np.median(hws)) if hws else None})
+    keys = sorted(set(ca) & set(cb), key=str)
+    over = [ca[k]["ci_low"] <= cb[k]["ci_high"] and cb[k]["ci_low"] <= ca[k]["ci_high"]
+            for k in keys]
+    moves = [abs(cb[k]["median"] / ca[k]["median"] - 1) for k in keys if ca[k]["median"]]
+    out = {"of": sorted({(sw or {}).get("vs_ref_of") for sw in a.values() if sw} - {None}),
+           "runs": runs, "cells": len(keys),
+           "overlap_share": sum(over) / len(over) if over else None,
+           "misses": len(over) - sum(over),
+           "expected_misses": round(MISS_BY_CHANCE * len(over), 2),
+           "move_median": float(np.median(moves)) if moves else None,
+           "move_p90": float(np.percentile(moves, 90)) if moves else None}
+    out["short"] = shortfalls(out)
+    return out
+
+
+def shortfalls(v):
+    """What of the vs_ref targets the two runs fell short of (empty when every one held): the
+    self-check exits non-zero on any."""
+    short = []
+    if v["overlap_share"] is None:
+        return ["no vs_ref figure in both runs"]
+    if v["overlap_share"] < TARGETS["vs_ref_overlap"]:
+        short.append(f"vs_ref intervals overlap in {100 * v['overlap_share']:.1f}% of cells "
+                     f"({v['misses']} miss; chance gives about {v['expected_misses']}), below "
+                     f"{100 * TARGETS['vs_ref_overlap']:.0f}%")
+    for i, r in enumerate(v["runs"], 1):
+        if r["within_half_width"] is not None and r["within_half_width"] < TARGETS["half_width_share"]:
+            short.append(f"run {i}: {100 * r['within_half_width']:.1f}% of vs_ref cells within "
+                         f"±{100 * TARGETS['half_width']:.0f}%, below "
+                         f"{100 * TARGETS['half_width_share']:.0f}%")
+    if v["move_median"] is not None and v["move_median"] > TARGETS["vs_ref_move"]:
+        short.append(f"vs_ref moved {100 * v['move_median']:.2f}% (median), above "
+                     f"{100 * TARGETS['vs_ref_move']:.1f}%")
+    return short
 
 
 def _hw(s):
@@ -170,8 +233,9 @@ def figures(a, b, reports=()):
     """The self-check: each run's figures, the comparison, and whether any report asks for a
     quieter machine (reports: the two runs' report texts)."""
     quiet = [i for i, t in enumerate(reports, 1) if "quiet" in t.lower()]
-    return {"schema": "timewrite-sweepcheck/1", "targets": TARGETS,
+    return {"schema": "timewrite-sweepcheck/2", "targets": TARGETS,
             "runs": [per_run(a), per_run(b)], "compare": compare(a, b),
             "host_shift": host_shift(a, b),
             "clock_shift": clock_shift(a, b),
+            "vs_ref": vs_ref(a, b),
             "quiet_machine_in_report": quiet}

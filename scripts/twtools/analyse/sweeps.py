@@ -11,7 +11,7 @@ import numpy as np
 
 from . import fits, stats
 
-ANALYSIS = "sweeps/3"
+ANALYSIS = "sweeps/4"
 
 
 def _arr(row, key):
@@ -100,6 +100,12 @@ def sweep(obj):
             row["figure"] = row["lead"]["figure"]
     fitted = fits.fit_linear(out.get("runs", []), out.get("page_size") or fits.PAGE)
     out["fits"] = fitted
+    out["vs_ref_of"] = vs_ref(out.get("runs", []))
+    if out["vs_ref_of"]:
+        on_ref = _runs_on_ref(out.get("runs", []))
+        out["fits_vs_ref"] = fits.fit_linear(on_ref, out.get("page_size") or fits.PAGE)
+        asy = [f for f in out["fits_vs_ref"] if f["mode"] == "async"]
+        out["knee_vs_ref"] = fits.knee(asy) if asy else None
     modes = sorted({run.get("mode") for run in out.get("runs", [])})
     out["knee"] = {m: (fits.knee([f for f in fitted if f["mode"] == m]) if m == "async" else
                        {"value": None, "why": "O_SYNC per-call time is mostly I/O wait; differences "
@@ -108,6 +114,79 @@ def sweep(obj):
     if "host_clock" in out:
         out["host_clock"] = host_clock(out["host_clock"])
     out["analysis"] = ANALYSIS
+    return out
+
+
+# The reference every async cell of a sweep is divided by, measured in the same round: one
+# mechanism at one size.  The host's common move between two runs (its write path, or its
+# core: docs/sweeps.md) moves the cell and the reference alike and cancels in the ratio; the
+# mechanisms' differences stay, since every cell has the same reference, so the fits and the
+# knee can be given on it too.
+REF_VARIANTS = ("64-syscall", "64-libc")
+REF_SIZE = 4096
+
+
+def _round_groups(row, key="ns_per_call"):
+    """{round: [values]} of a row's passes, or None when they were not recorded by round."""
+    smp = row.get("samples") or {}
+    rnd, vals = smp.get("round"), smp.get(key)
+    if not rnd or not vals or len(rnd) != len(vals):
+        return None
+    g = {}
+    for r, v in zip(rnd, vals):
+        g.setdefault(r, []).append(v)
+    return g
+
+
+def vs_ref(runs):
+    """Each async row's undisturbed figure over the reference's of the same rounds
+    (stats.undisturbed_ratio: each round's floor, the same rounds left out of both by the
+    jackknife), as row['vs_ref'] {value, ci_low, ci_high}; returns the reference's name
+    ('64-syscall async 4096 B'), or None when the sweep has none (then no row gets one)."""
+    asy = [r for r in runs if r.get("mode") == "async" and r.get("supported", True)]
+    ref_run = next((r for v in REF_VARIANTS for r in asy if r.get("variant") == v), None)
+    if ref_run is None or not ref_run.get("rows"):
+        return None
+    ref_row = min(ref_run["rows"], key=lambda r: abs(r["buffsize"] - REF_SIZE))
+    ref = _round_groups(ref_row)
+    if not ref:
+        return None
+    name = f"{ref_run['variant']} async {ref_row['buffsize']} B"
+    for run in asy:
+        for row in run.get("rows") or []:
+            g = _round_groups(row)
+            keys = sorted(set(g or {}) & set(ref))
+            r = stats.undisturbed_ratio([g[k] for k in keys], [ref[k] for k in keys]) \
+                if g else None
+            if row is ref_row:
+                row["vs_ref"] = {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0,
+                                 "why": "the reference itself"}
+            elif r is None:
+                row["vs_ref"] = {"value": None, "ci_low": None, "ci_high": None,
+                                 "why": "fewer than two rounds shared with the reference"}
+            else:
+                row["vs_ref"] = {"value": r["median"], "ci_low": r["ci_low"],
+                                 "ci_high": r["ci_high"], "n_rounds": r["n_rounds"]}
+            row["vs_ref_of"] = name
+    return name
+
+
+def _runs_on_ref(runs):
+    """The async runs with each row leading with its vs_ref figure, for fits.fit_linear."""
+    out = []
+    for run in runs:
+        if run.get("mode") != "async":
+            continue
+        rows = []
+        for row in run.get("rows") or []:
+            v = row.get("vs_ref") or {}
+            if v.get("value") is None or v.get("why") == "the reference itself":
+                continue
+            rows.append(dict(row, figure="undisturbed",
+                             lead={"median": v["value"], "ci_low": v["ci_low"],
+                                   "ci_high": v["ci_high"], "n_rounds": v.get("n_rounds"),
+                                   "figure": "vs_ref"}))
+        out.append(dict(run, rows=rows))
     return out
 
 
@@ -178,7 +257,7 @@ def writev(obj):
 def _writev_lead(row, w, v):
     """(the ratio writev/write a row leads with, why typical or None).  With its repetitions
     in runs (samples.round, two runs or more): the undisturbed figures of write and writev
-    (stats.undisturbed, each the mean of its fastest 5% of repetitions, the jackknife over
+    (stats.undisturbed: each run's fastest repetition, the mean of the fastest 20% of those, the jackknife over
     runs), and their ratio with both sides' same runs left out together
     (stats.undisturbed_ratio).  Else the typical ratio, the median of the paired ones."""
     typ = dict(row["ratio"], figure="typical")

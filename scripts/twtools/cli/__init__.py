@@ -35,6 +35,7 @@ COMMANDS = {
     "trace": ("cli.stages", "run variants under perf, strace and bpftrace"),
     "attribute": ("cli.stages", "split each call into loop, entry/exit, body and waiting"),
     "observer": ("cli.stages", "nanoseconds per call each tracer adds"),
+    "legs": ("cli.stages", "each null call's way in, body and way out, on one clock (root, bpftrace)"),
     "run": ("cli.run", "the whole investigation: measure everything, then report"),
     "report": ("cli.report", "write report.md/report.html from a results directory"),
     "compare": ("cli.compare", "compare several results directories, with decisions"),

@@ -2,7 +2,7 @@
 
 A kernel developer bisecting a system-call regression, or anyone asking whether a mitigation
 or a build changes the cost of a call, gets a yes or no with its numbers, decided on the
-undisturbed cost (the mean of each side's fastest 5% of batches, B/A with a jackknife over
+undisturbed cost (each round's fastest batch, the mean of each side's fastest 20% of those, B/A with a jackknife over
 the rounds both sides share), the typical cost's B/A beside it: "B is slower by X% [CI]" only
 when the interval excludes 1 and the call survives the Benjamini-Hochberg correction over the
 cells, else the smallest difference the run could have detected.

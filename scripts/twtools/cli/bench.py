@@ -124,4 +124,8 @@ def selfcheck(args, out, sizes):
     else:
         print("\n".join(present_selfcheck.lines(f)))
     ui.progress(f"bench: wrote {out / 'selfcheck.json'} (and each run's percall.json)")
+    if f["short"]:
+        ui.warn("bench: the self-check fell short: " + "; ".join(f["short"]),
+                "rerun on a quieter host, or with --long for more rounds")
+        return ui.EXIT_FAILED
     return 0

@@ -109,9 +109,9 @@ def write_class(students, refused, out):
     """index.html (the whole class) and one page per student (the class's distribution
     beside their machine: a size that does not grow with the class) in out; returns the
     index's path."""
-    doc, svgs = lesson.class_page(students, refused)
-    index = _write(doc, svgs, out, "index")
     summary = lesson.class_summary(students)
+    doc, svgs = lesson.class_page(students, refused, summary=summary)
+    index = _write(doc, svgs, out, "index")
     for s in students:
         doc, svgs = lesson.class_page(students, refused, mark=s, summary=summary)
         _write(doc, svgs, out, s["page"][:-len(".html")])

@@ -1,7 +1,8 @@
 """tw run: the whole investigation, measured into one results directory, then reported.
 
 Stages run in order: doctor -> variants -> per-call matrix -> seed sweep -> TLPI
-sweep -> writev/stdio -> tracers -> attribution -> observer effect -> report.
+sweep -> writev/stdio -> tracers -> attribution -> observer effect -> field example ->
+census -> legs -> report.
 Each stage writes its own JSON file (docs/results-schema.md).  A stage that
 fails is recorded in meta.json with its error and the run goes on: the report
 then says which section is missing and why, rather than the whole run dying
@@ -88,6 +89,7 @@ STAGES = [
     ("observer", _call("observer", "observe")),
     ("field-example", _call("diagnose", "field_example")),
     ("census", _call("census", "stage")),
+    ("legs", _call("legs", "stage")),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The stage commands: `tw sweep`, `tw trace`, `tw attribute`, `tw observer`.
+"""The stage commands: `tw sweep`, `tw trace`, `tw attribute`, `tw observer`, `tw legs`.
 
 Each measures one stage into a results directory (raw samples only), then analyses it and
 prints its table(s) through the one table exporter (--format text, csv, md or json).
@@ -7,11 +7,11 @@ import socket
 import time
 from pathlib import Path
 
-from ..analyse import attribution as a_attribution, observer as a_observer, percall, sweeps, \
-    tracers as a_tracers
+from ..analyse import attribution as a_attribution, legs as a_legs, observer as a_observer, \
+    percall, sweeps, tracers as a_tracers
 from ..core import files, paths, ui
 from ..machine import registry
-from ..measure import attribution, bench, observer, sweep, trace
+from ..measure import attribution, bench, legs, observer, sweep, trace
 from ..present import export, sweepcheck as present_sweepcheck, tables
 from . import options
 
@@ -30,13 +30,18 @@ def _out(args, stage):
 def add_arguments(p, name):
     quick = {"sweep": "small inputs, few reps (all four sweeps in ~15 s)",
              "trace": "a 23-write workload", "attribute": "3 traced runs per cell",
-             "observer": "5 batches per run"}[name]
+             "observer": "5 batches per run",
+             "legs": "4 processes per mechanism, 5 batches of 100 calls"}[name]
     options.add_mode_arguments(p, quick, "more repetitions for tighter intervals")
     p.add_argument("--out", metavar="DIR", type=options.fresh_dir, help="results directory (default: a new one under results/)")
     p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
                    help="variants (default: all)")
     p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text",
                    help="how to print the tables (default text)")
+    if name == "legs":
+        p.add_argument("--shape", choices=("ret", "jmp"), default="ret",
+                       help="the stub returns by ret, as libc's wrappers (default), or leaves by "
+                            "an indirect jump, which no return prediction follows")
     if name == "sweep":
         p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
                        default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
@@ -82,6 +87,10 @@ def selfcheck(args, out):
     else:
         print("\n".join(present_sweepcheck.lines(f)))
     ui.progress(f"sweep: wrote {out / 'sweepcheck.json'} (and each run's results directory)")
+    if f["vs_ref"]["short"]:
+        ui.warn("sweep: the self-check fell short: " + "; ".join(f["vs_ref"]["short"]),
+                "rerun on a quieter host, or with --long for more rounds")
+        return ui.EXIT_FAILED
     return 0
 
 
@@ -110,6 +119,14 @@ def main(args, name):
         shown.append(tables.crosscheck(a_tracers.analyse(trace.run_tracers(out, args.mode, args.variants))))
     elif name == "observer":
         shown.append(tables.observer(a_observer.analyse(observer.observe(out, args.mode, args.variants))))
+    elif name == "legs":
+        raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape)
+        if raw.get("why"):
+            raise ui.UserError(f"not measured: {raw['why']}",
+                               "run as root with bpftrace installed" if legs.why_not() else
+                               "give --variants that enter by a system call (`tw doctor` says "
+                               "which work here)", code=ui.EXIT_FAILED)
+        shown.append(tables.legs(a_legs.analyse(raw)))
     elif name == "attribute":
         raw_pc = files.read_json(out / "percall.json")
         if raw_pc is None:

@@ -20,9 +20,14 @@ def fmt(s, unit="ns", digits=None, mark=None):
         s = {k: (v / 1000 if isinstance(v, (int, float)) and k in ("median", "ci_low", "ci_high")
                  else v) for k, v in s.items()}
         m, unit = s["median"], "µs"
+    lo, hi = s.get("ci_low"), s.get("ci_high")
     if digits is None:
         digits = 1 if abs(m) >= 10 else 2 if abs(m) >= 1 else 3
-    lo, hi = s.get("ci_low"), s.get("ci_high")
+        # A narrow interval gets the digits it needs to show its width: '20.5701 [20.5695,
+        # 20.5707]', never '20.6 [20.6, 20.6]', which reads as no uncertainty at all.
+        while lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi) \
+                and hi > lo and digits < 6 and f"{lo:.{digits}f}" == f"{hi:.{digits}f}":
+            digits += 1
     ci = (f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None
           and math.isfinite(lo) and math.isfinite(hi) else "")
     return f"{m:.{digits}f} {unit}{ci}" + (" (unstable)" if s.get("unstable") else "")

@@ -3,7 +3,9 @@ import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-BUILD = ROOT / "build"
+# The built programs: build/ in the checkout, or $TW_BUILD (another build of the same tree, such
+# as the one scripts/bench_factors.py makes with other code alignment).
+BUILD = Path(os.environ["TW_BUILD"]).absolute() if os.environ.get("TW_BUILD") else ROOT / "build"
 TRACES = ROOT / "traces"
 # Where `tw run` makes its results directories and keeps `latest`: results/ in the checkout,
 # or $TW_RESULTS (the fault tests point it at a small tmpfs; a user at a bigger disk).

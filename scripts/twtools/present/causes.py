@@ -2,10 +2,14 @@
 
 For each mechanism: what it was held against, the exits per call the kernel's source predicts
 here and the number fitted from the measurements, the predicted and measured cost and the
-residual, each with its interval, and the kernel function and commit behind each part.
+residual, each with its interval, and the kernel function and commit behind each part; the
+exception path's premium (the vsyscall page's witness) and each call's legs (way in, body,
+way out on one clock), with the tracer's own cost stated.
 """
 from ..machine import registry
 from .document import fmt, outside
+
+SECTION = "Why each way costs what it does here"
 
 
 def ns(x):
@@ -45,7 +49,7 @@ def price_short(p):
 
 def section(doc, data):
     c = data.get("causes")
-    doc.h(2, "Why each way costs what it does here")
+    doc.h(2, SECTION)
     if not c:
         doc.p("No per-call matrix in these results: nothing to explain.")
         return
@@ -85,6 +89,8 @@ def section(doc, data):
         doc.p(f"**{name}**: {outside(pe.get('why'))}"
               + (f" (facts: {outside(', '.join(pe.get('facts') or []))})" if pe.get("facts") else "")
               + ". " + (outside(m["verdict"]["text"]) + "." if m.get("verdict") else ""))
+    premium_section(doc, c)
+    legs_section(doc, c)
     doc.h(3, "The parts, and where the kernel does each")
     prow = []
     for name in registry.names():
@@ -100,3 +106,135 @@ def section(doc, data):
                 val = ns(p.get("ns"))
             prow.append([name, p["part"], outside(val), outside(p.get("basis") or ""), outside(where)])
     doc.table(["variant", "part", "ns", "basis", "kernel"], prow)
+
+
+def premium_section(doc, c):
+    """The vsyscall page's exception-path premium, and what it leaves of int 0x80's residual."""
+    p = c.get("exception_path_premium_ns") or {}
+    if p.get("value") is None:
+        doc.p("The exception path's premium: " + outside(p.get("why") or "unknown") + ".")
+        return
+    doc.p(f"The exception path's premium here: {ns(p)}, the vsyscall page's `gettimeofday` (a #PF "
+          "through the IDT, emulated, back by `iret`, with no VM exit) over the 64-bit `syscall` "
+          "doing the same work.  int 0x80 also enters through the IDT and leaves by `iret`, so "
+          "this premium is priced into its prediction, and its residual is what is left:")
+    rows = []
+    for name in registry.names():
+        m = (c.get("mechanisms") or {}).get(name)
+        if m and m.get("residual_before_premium_ns"):
+            rows.append([name, ns(m["residual_before_premium_ns"]), ns(p), ns(m.get("residual_ns"))])
+    if rows:
+        doc.table(["variant", "residual over the exits", "exception-path premium",
+                   "left, still unknown"], rows)
+
+
+def legs_section(doc, c):
+    """Each system-call mechanism's legs, and int 0x80's over its baseline's."""
+    doc.h(3, "Each call's way in, body and way out, on one clock")
+    mechs = c.get("mechanisms") or {}
+    rows, why_of = [], {}
+    for name in registry.names():
+        lg = (mechs.get(name) or {}).get("legs")
+        if not lg:
+            continue
+        if not lg.get("in"):
+            why_of.setdefault(lg.get("why") or "unknown", []).append(name)
+            continue
+        rows.append([name, ns(lg["in"]), ns(lg["body"]), ns(lg["out"]), ns(lg.get("total")),
+                     ns(lg.get("untraced_total")), ns(lg.get("tracer_ns")), ns(lg.get("bracket_ns"))])
+    # one reason, said once, with the mechanisms it holds for
+    whys = [f"{', '.join(names)}: {why}" if len(why_of) > 1 or rows else why
+            for why, names in why_of.items()]
+    if not rows:
+        doc.p("Not measured: " + outside("; ".join(whys) or "no legs in these results") + ".")
+        return
+    doc.p("Each null call is stamped four times on CLOCK_MONOTONIC: in user space just before the "
+          "entry and just after the return (the vDSO), and at raw_syscalls:sys_enter and sys_exit "
+          "(bpftrace, bpf_ktime_get_ns): way in = sys_enter − before, body = sys_exit − sys_enter, "
+          "way out = after − sys_exit.  Every leg holds some of the tracer's own cost (traced total "
+          "− the same program's untraced total, shown) and of the two stamps' (the empty bracket: "
+          "two stamps around an empty call); differences between mechanisms cancel as much of it "
+          "as is equal.  Each leg is the undisturbed figure of its batch means (95% intervals).")
+    doc.table(["variant", "way in", "body", "way out", "traced total", "untraced total",
+               "tracer's cost", "stamps' bracket"], rows)
+    if whys:
+        doc.p("Not measured: " + outside("; ".join(whys)) + ".")
+    drows, texts = [], []
+    for name in registry.names():
+        m = mechs.get(name) or {}
+        d = m.get("legs_vs_baseline")
+        if not d:
+            continue
+        drows.append([name, d.get("baseline") or "", ns(d.get("in")), ns(d.get("body")),
+                      ns(d.get("out")), ns(d.get("tracer"))])
+        if m.get("exit_placement"):
+            pl = m["exit_placement"]
+            texts.append(f"**{name}**: {outside(pl['text'])}; the way in beyond "
+                         f"{pl['predicted_exits']} exit(s): {ns(pl.get('in_beyond_exits_ns'))}.")
+    if drows:
+        doc.p("int 0x80 less its baseline, leg by leg (the tracer's cost difference is shown: "
+              "where it is not zero, it sits in the legs too):")
+        doc.table(["variant", "baseline", "way in", "body", "way out", "tracer's cost"], drows)
+    for t in texts:
+        doc.p(t)
+
+
+def _n0(x, sign=False):
+    """A {value, ci_low, ci_high} in ns, whole ns: '1221 ns [1193, 1249]' (µs from 10 µs)."""
+    v, lo, hi = x["value"], x.get("ci_low"), x.get("ci_high")
+    f = "{:+.0f}" if sign else "{:.0f}"
+    if abs(v) >= 10000:
+        return (f"{v / 1000:.1f} µs" + (f" [{lo / 1000:.1f}, {hi / 1000:.1f}]"
+                                        if lo is not None and hi is not None else ""))
+    return (f.format(v) + " ns" + (f" [{f.format(lo)}, {f.format(hi)}]"
+                                   if lo is not None and hi is not None else ""))
+
+
+def _times(r):
+    return f"{r['value']:.1f}×" + (f" [{r['ci_low']:.1f}, {r['ci_high']:.1f}]"
+                                   if r.get("ci_low") is not None else "")
+
+
+def today_sentence(t):
+    """The report's first-screen sentence for today (analyse.causes.today's figures): what int
+    0x80 costs here against the fast path, and its measured cause.  None without figures."""
+    if not t:
+        return None
+    ref = {"64-syscall": "the 64-bit `syscall`"}.get(t.get("reference"), t.get("reference"))
+    costs = (f"int 0x80 costs {_times(t['times_reference'])} {ref} ({t['variant']}, an empty call: "
+             f"{_n0(t['measured_ns'])})" if t.get("times_reference") and ref else
+             f"int 0x80 ({t['variant']}) costs {_n0(t['measured_ns'])} per empty call")
+    more = f"{_n0(t['minus_baseline_ns'])} more than the fast path ({t['baseline']})"
+    e, p, r = t.get("exits_per_call"), t.get("exit_price"), t.get("residual_ns")
+    k = t["kind"]
+    if k == "exit":
+        n = t["predicted"]
+        cause = (f"it pays {'one VM exit' if n == 1 else f'{n} VM exits'} per call "
+                 f"({e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted, {n} predicted "
+                 f"by the kernel's source), and one exit costs {_n0(p)} here (`cpuid`)"
+                 + (f"; {_n0(r, sign=True)} is left to int 0x80's own path" if r else ""))
+    elif k == "misfit":
+        cause = (f"the kernel's source predicts {t['predicted']} VM exit per call here, at "
+                 f"{_n0(p)} each (`cpuid`), but {e['value']:.2f} [{e['ci_low']:.2f}, "
+                 f"{e['ci_high']:.2f}] fit: the cost model fails here, so part of the cause is "
+                 "still unknown")
+    elif k == "no-exit":
+        cause = (f"none of it is a VM exit ({outside(t['why'])}), so it is int 0x80's own path: "
+                 "the IDT delivery, do_int80_emulation() and `iret`, where the fast path "
+                 "returns by `sysret` or `sysexit`")
+        if e and p and p.get("guest") and not (e["ci_low"] <= 0 <= e["ci_high"] or
+                                               abs(e["value"]) < 0.5):
+            cause += (f"; yet {e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] exits "
+                      "fit at the `cpuid` price: the cost model fails here")
+    elif k == "price-unknown":
+        why = t.get("price_why") or "unknown"
+        # The common case, a run measured before the cpuid cell existed, in a few words: the
+        # sentence must leave room for the matrix on the first screen.
+        why = ("unknown: no `cpuid` cell (re-run `tw bench`)" if "no cpuid cell" in why
+               else outside(why))
+        n = t["predicted"]
+        cause = (f"the kernel's source predicts {'one VM exit' if n == 1 else f'{n} VM exits'} "
+                 f"per call here, but its price is {why}")
+    else:
+        cause = f"whether it pays a VM exit is {outside(t.get('why') or 'unknown')}"
+    return (f"**Here, today:** {costs}, {more}: {cause}. Part by part: \"{SECTION}\".")

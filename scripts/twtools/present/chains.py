@@ -111,7 +111,32 @@ def _int80_steps(fp, m, price):
                "ns": None, "note": None},
               {"step": "iret back to user", "kernel": "swapgs_restore_regs_and_return_to_usermode",
                "ns": None, "note": None}]
+    _place_measured(steps, m)
     return steps
+
+
+def _place_measured(steps, m):
+    """int 0x80's measured parts on their steps: the exception path's premium on the IDT
+    delivery (the vsyscall page's witness: a #PF through the IDT and iret, over syscall and
+    sysret), where the legs put the exit, and the way out over the baseline's on iret."""
+    if not m:
+        return
+    idt = next((s for s in steps if s["step"].startswith("IDT vector 0x80")), None)
+    prem = _part(m, "exception-path premium")
+    if idt and prem:
+        idt["ns"] = prem.get("ns")
+        idt["note"] = ("with the iret below: what the exception path costs over syscall and "
+                       "sysret, witnessed by the vsyscall page's #PF and iret (no exit there)")
+    d = m.get("legs_vs_baseline") or {}
+    pl = m.get("exit_placement")
+    ex = next((s for s in steps if s["step"].startswith("a VM exit")), None)
+    if ex and pl:
+        ex["note"] = (ex.get("note") or "") + f"; the legs place it: {pl['text']}"
+    ret = next((s for s in steps if s["step"].startswith("iret back to user")), None)
+    if ret and d.get("out"):
+        ret["ns"] = d["out"]
+        ret["note"] = (f"the way out over {d.get('baseline')}'s (sys_exit to user space, legs): "
+                       "iret against sysret, the tracer's cost cancelled")
 
 
 def _iv_none(price):
@@ -238,6 +263,24 @@ def _figures(m, price):
     if m.get("predicted_ns"):
         out.append(f"predicted: {_ns(m['predicted_ns'])}; residual (measured - predicted): "
                    f"{_ns(m.get('residual_ns'))}")
+    prem = _part(m, "exception-path premium")
+    if prem:
+        out.append(f"the exception path's premium (vsyscall gettimeofday - 64-bit syscall "
+                   f"gettimeofday): {_ns(prem.get('ns'))}, priced into the prediction; residual "
+                   f"before it: {_ns(m.get('residual_before_premium_ns'))}")
+    lg = m.get("legs") or {}
+    if lg.get("in"):
+        out.append(f"legs, traced (one clock: vDSO and bpf_ktime_get_ns): way in {_ns(lg['in'])}, "
+                   f"body {_ns(lg['body'])}, way out {_ns(lg['out'])}; the tracer adds "
+                   f"{_ns(lg.get('tracer_ns'))} per call (traced - untraced total)")
+    elif lg.get("why"):
+        out.append(f"legs: {lg['why']}")
+    d = m.get("legs_vs_baseline") or {}
+    if d.get("in"):
+        out.append(f"legs over {d['baseline']}'s: way in {_ns(d['in'])}, body {_ns(d.get('body'))}, "
+                   f"way out {_ns(d.get('out'))}; tracer cost {_ns(d.get('tracer'))} more")
+    if m.get("exit_placement"):
+        out.append(m["exit_placement"]["text"])
     body = _part(m, "the system call's body")
     if body:
         out.append(f"the system call's body (getppid - null): {_ns(body.get('ns'))}")

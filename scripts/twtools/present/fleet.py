@@ -49,6 +49,47 @@ def _heat(ratio):
 
 # ---- terminal ---------------------------------------------------------------------------------
 
+def unranked_measured(view):
+    """The measured causes (analyse.fleet.explain_measured) the ranking does not open with: too
+    few machines priced an exit, or the price accounts for less than half the spread; those
+    it opens with are said once, there."""
+    ranked = {e["column"] for e in view.get("explain") or [] if e.get("kind") == "measured"}
+    return [e for e in view.get("explain_measured") or [] if e["column"] not in ranked]
+
+
+def travel_facts(view):
+    """{column: [fact names]} of the facts that only travel with a measured cause."""
+    out = {}
+    for e in split_ranking(view)[1]:
+        names = out.setdefault(e["column"], [])
+        if afleet.FACT_NAMES[e["fact"]] not in names:
+            names.append(afleet.FACT_NAMES[e["fact"]])
+    return out
+
+
+def _travel_note(view):
+    """One sentence for the page's head: the groups' facts that, in some columns, only travel
+    with the measured exit price (escaped: a fact name is ours, a column ours)."""
+    by = {}
+    for col, names in travel_facts(view).items():
+        by.setdefault(tuple(names), []).append(col)
+    if not by:
+        return ""
+    parts = [f"{' and '.join(n)} only travel{'s' if len(n) == 1 else ''} with the exit price "
+             f"in {' and '.join(cs)}" for n, cs in by.items()]
+    text = "; ".join(parts)
+    return " " + _e(text[0].upper() + text[1:] + ": they group beside it, and are not the cause "
+                    "of its spread (below).")
+
+
+def split_ranking(view):
+    """(the ranking's causes and explaining facts, the facts that only travel with a measured
+    cause): analyse.fleet.rank() puts the measured causes first and these last."""
+    ex = view.get("explain") or []
+    return ([e for e in ex if not e.get("confounded_with")],
+            [e for e in ex if e.get("confounded_with")])
+
+
 def text(view, out=None):
     """A few lines for the terminal: counts, refused hosts, groups, outliers, explanations."""
     lines = [f"tw fleet: {len(view['machines'])} machines compared, "
@@ -69,13 +110,19 @@ def text(view, out=None):
                          f"{_g(o['group_median'])} ns, {100 * o['gap']:+.0f}%"
                          + (f" [{100 * o['gap_low']:+.0f}, {100 * o['gap_high']:+.0f}]"
                             if o["gap_low"] is not None else "") + f" ({o['interval']})")
-    if view.get("explain_measured"):
-        lines.append("measured causes (analyse/causes.py):")
-        for e in view["explain_measured"][:8]:
+    rest = unranked_measured(view)
+    if rest:
+        lines.append("measured causes (analyse/causes.py), not ranked:")
+        for e in rest[:8]:
             lines.append("  " + escape.terminal(afleet.measured_sentence(e)))
-    if view["explain"]:
-        lines.append("what explains the differences, ranked:")
-        for e in view["explain"][:8]:
+    ranked, travel = split_ranking(view)
+    if ranked:
+        lines.append("what explains the differences, ranked (measured causes first):")
+        for e in ranked[:8]:
+            lines.append("  " + escape.terminal(afleet.sentence(e)))
+    if travel:
+        lines.append("facts that only travel with a measured cause (confounded, not explanations):")
+        for e in travel[:8]:
             lines.append("  " + escape.terminal(afleet.sentence(e)))
     if out:
         lines.append(f"written: {escape.path(out)}/fleet.html, fleet.csv, fleet.json")
@@ -154,19 +201,32 @@ def page(view):
            f"<p>Figure: <strong>{_e(view['figure'])}</strong>, each machine's own cost per call "
            f"and × its own reference call ({_e(view['machines'][0]['reference']) if view['machines'] else '—'}). "
            f"Groups by what differs: {_e(', '.join(afleet.FACT_NAMES[f] for f in view['differ']) or 'nothing')}. "
-           "Colour: × reference on a log scale (white 1×, red 100×).</p>"]
+           "Colour: × reference on a log scale (white 1×, red 100×)." + _travel_note(view)
+           + "</p>"]
     if view["refused"]:
         out.append(f"<h2>Refused ({len(view['refused'])})</h2><ul>")
         out += [f'<li class="refused">{_e(r["host"])}: {_e(r["why"])}</li>' for r in view["refused"]]
         out.append("</ul>")
-    if view.get("explain_measured"):
-        out.append("<h2>Measured causes</h2><ul>")
-        out += [f"<li>{_e(afleet.measured_sentence(e))}</li>" for e in view["explain_measured"]]
+    rest = unranked_measured(view)
+    if rest:
+        out.append("<h2>Measured causes, not ranked</h2><ul>")
+        out += [f"<li>{_e(afleet.measured_sentence(e))}</li>" for e in rest]
         out.append("</ul>")
-    if view["explain"]:
-        out.append("<h2>What explains the differences</h2><ol>")
-        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in view["explain"]]
+    ranked, travel = split_ranking(view)
+    if ranked:
+        out.append("<h2>What explains the differences, measured causes first</h2><ol>")
+        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in ranked]
         out.append("</ol>")
+    if travel:
+        out.append("<h2>Facts that only travel with a measured cause</h2><p>Beyond the "
+                   "measured exit price, each of these fingerprint facts explains next to nothing "
+                   "of its column's spread: it travels with the price (its values sit on hosts "
+                   "with different prices), or the machines that share it differ in price and "
+                   "their ratios follow the price. It is confounded with the price, not an "
+                   "explanation of its own. The machines that tell them apart are named, or the "
+                   "machine that would.</p><ul>")
+        out += [f"<li>{_e(afleet.sentence(e))}</li>" for e in travel]
+        out.append("</ul>")
     out.append(f"<h2>Groups</h2><div class=\"tbl\"><table><thead><tr><th class=\"l\">group</th>"
                f"<th>machines</th>{head}</tr></thead><tbody>")
     out += [_group_row(view, g) for g in view["groups"]]

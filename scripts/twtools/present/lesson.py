@@ -14,9 +14,9 @@ import bisect
 import hashlib
 import math
 
-from ..analyse import percall
+from ..analyse import fleet as afleet, percall
 from ..machine import registry
-from . import explain, lessondiagram
+from . import explain, fleet as pfleet, lessondiagram
 from .document import Doc, fmt, outside
 
 # The order a lesson takes: the oldest way in first, then the fast 32-bit instructions, the
@@ -373,8 +373,27 @@ def strip_svg(title, points, mark=None):
     return "\n".join(out) + "\n"
 
 
-GROUP_BY = ("vendor", "hypervisor", "kernel", "vdso", "fred")
+GROUP_BY = ("vendor", "cpu", "hypervisor", "kernel", "vdso", "fred")
+INT80_COL = "32-int80 null"
 QUANTILES = (0, 0.25, 0.5, 0.75, 1)
+
+
+def class_cause(m, travel):
+    """The class page's opening sentence: why int 0x80's cost differs between the machines,
+    from the fleet ranking's exit-price entry m (analyse.fleet.rank), or None without one."""
+    if not m:
+        return None
+    s = (f"**Why int 0x80's cost differs between these machines: the price of one VM exit.** "
+         f"It costs {m['low']['ratio']:.1f}× the 64-bit `syscall` where one exit costs "
+         f"{m['low']['value']} ({m['low']['n']} machine{'s' if m['low']['n'] != 1 else ''}) and "
+         f"{m['high']['ratio']:.1f}× where it costs {m['high']['value']} ({m['high']['n']} "
+         f"machine{'s' if m['high']['n'] != 1 else ''}); the exit price accounts for "
+         f"{100 * max(m['eta2'], 0):.0f}% of the spread over the {m['n']} machines that priced "
+         "one (`cpuid`).")
+    if travel:
+        s += (f" The {' and the '.join(travel)} only travel{'s' if len(travel) == 1 else ''} "
+              "with it (grouped below).")
+    return s
 
 
 def _points(students):
@@ -389,95 +408,129 @@ def _points(students):
     return pts
 
 
-def _quantiles(v):
-    return [v[int(round(p * (len(v) - 1)))] for p in QUANTILES]
-
-
-def _groups(students):
-    """{fact: {value: [students]}} of the facts that differ across the class."""
-    out = {}
-    for key in GROUP_BY:
-        groups = {}
-        for s in students:
-            groups.setdefault(str((s["digest"].get("facts") or {}).get(key)), []).append(s)
-        if len(groups) >= 2:
-            out[key] = groups
-    return out
-
-
-def _int80_median(ss):
-    r = [(x["digest"].get("cells") or {}).get("32-int80 null") for x in ss]
+def _median_ratio(ss):
+    r = [(x["digest"].get("cells") or {}).get(INT80_COL) for x in ss]
     r = sorted(c["ratio"] for c in r if c and c.get("ratio"))
     return f"{r[len(r) // 2]:.1f}x" if r else "—"
 
 
-def _int80_ns(s):
-    c = (s["digest"].get("cells") or {}).get("32-int80 null")
-    return f"{c['value']:.0f}" if c and c.get("value") else "—"
-
-
-def class_page(students, refused, mark=None, summary=None):
-    """(Doc, {name: svg}) of the class: the distribution per mechanism, the machines grouped by
-    what differs, and one row per student.  mark: the student (a dict of students) whose page
-    this is: their page holds the class's distribution as numbers and five dots per
-    mechanism (the minimum, quartiles and maximum) beside their own, their groups and their
-    row, a size that does not grow with the class (the whole class is on index.html);
-    summary: class_summary(students), computed once for every student's page."""
-    if mark is not None:
-        return _student_page(students, refused, mark, summary or class_summary(students))
-    doc, svgs = Doc(), {}
-    doc.h(1, "The class: how each student's machine enters the kernel")
-    doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
-                                          "(listed at the end)" if refused else "") + ".")
-    pts = _points(students)
-    svg = strip_svg("Every student's machine, by mechanism", pts)
-    if svg:
-        svgs["class-strip"] = svg
-        doc.figure("class-strip", "Each dot is one student's machine")
-    summary = summary or class_summary(students, pts)
-    doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max"],
-              [[m, len(v)] + [f"{x:.0f}" for x in q] for m, (v, q) in summary["dist"].items()])
-    doc.h(2, "Machines grouped by what differs")
-    for key, groups in summary["groups"].items():
-        gr = [[outside(k), len(ss), _int80_median(ss),
-               ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")]
-              for k, ss in sorted(groups.items())]
-        doc.p(f"By **{key}**:")
-        doc.table([key, "machines", "int 0x80 null / 64-bit syscall (median)", "students"], gr)
-    doc.h(2, "Every student")
-    doc.table(["student", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
-              [_row(s) for s in students])
-    for r in refused:
-        doc.p(f"Refused: {outside(r['host'])}: {outside(r['why'])}.")
-    return doc, svgs
+def _group_row(k, ss):
+    return [outside(k), len(ss), _median_ratio(ss),
+            ", ".join(outside(x["label"]) for x in ss[:6]) + (" …" if len(ss) > 6 else "")]
 
 
 def class_summary(students, pts=None):
-    """What every student's page shows of the class, computed once: each mechanism's sorted
-    figures and quantiles, and the groups."""
+    """What the class page and every student's page show of the class, computed once: each
+    mechanism's sorted figures and quantiles, the fleet ranking's cause of the int 0x80
+    spread, the machines grouped by exit price and by each fact that differs."""
     pts = _points(students) if pts is None else pts
     dist = {}
     for m in mechanisms():
         v = sorted(x for n, _, x in pts if n == m.name)
         if v:
-            dist[m.name] = (v, _quantiles(v))
-    return {"dist": dist, "groups": _groups(students), "n": len(students)}
+            dist[m.name] = (v, [v[int(round(p * (len(v) - 1)))] for p in QUANTILES])
+    digests = [s["digest"] for s in students]
+    view = afleet.view(digests, [], "null") if len(digests) > 1 else {"explain": []}
+    travel = pfleet.travel_facts(view).get(INT80_COL, [])
+    cause = next((e for e in view["explain"] if e.get("kind") == "measured"
+                  and e["column"] == INT80_COL), None)
+    buckets = afleet.exit_buckets(digests)
+    exit_of = {h: afleet.bucket_label(b) for b in buckets for h in b["hosts"]}
+    by_exit = {}
+    if buckets:
+        for s in students:
+            by_exit.setdefault(exit_of.get(s["digest"]["host"], afleet.NOT_PRICED), []).append(s)
+    facts = {}
+    for key in GROUP_BY:
+        groups = {}
+        for s in students:
+            groups.setdefault(str((s["digest"].get("facts") or {}).get(key)), []).append(s)
+        if len(groups) >= 2:
+            facts[key] = groups
+    return {"n": len(students), "dist": dist, "cause": cause, "travel": travel,
+            "why": class_cause(cause, travel), "exit_order": [afleet.bucket_label(b) for b in
+                                                             buckets] + [afleet.NOT_PRICED],
+            "exit_of": exit_of, "by_exit": by_exit, "facts": facts}
 
 
 def _row(s, you=False):
     f = s["digest"].get("facts") or {}
-    return [("**you** " if you else "") + outside(s["label"]), outside(f.get("cpu_name")),
-            outside(f.get("hypervisor")), outside(f.get("kernel")), _int80_ns(s),
-            outside(s.get("page") or "—")]
+    c = (s["digest"].get("cells") or {}).get(INT80_COL)
+    return [("**you** " if you else "") + outside(s["label"]),
+            pfleet.exit_text(s["digest"]).replace(" exits per int 0x80 call", " exits/call"),
+            outside(f.get("cpu_name")), outside(f.get("hypervisor")), outside(f.get("kernel")),
+            f"{c['value']:.0f}" if c and c.get("value") else "—", outside(s.get("page") or "—")]
 
 
-def _student_page(students, refused, s, summary):
+ROW_HEAD = ["student", "exit price", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"]
+
+
+def class_page(students, refused, mark=None, summary=None):
+    """(Doc, {name: svg}) of the class: the distribution per mechanism, the machines grouped by
+    the measured cause then by what differs, and one row per student.  mark: the student (a
+    dict of students) whose page this is: their page holds the class's distribution as numbers
+    and five dots per mechanism (the minimum, quartiles and maximum) beside their own, their
+    groups and their row, a size that does not grow with the class (the whole class is on
+    index.html); summary: class_summary(students), computed once for every page."""
+    pts = _points(students) if summary is None else None
+    summary = summary or class_summary(students, pts)
+    if mark is not None:
+        return _student_page(refused, mark, summary)
+    doc, svgs = Doc(), {}
+    doc.h(1, "The class: how each student's machine enters the kernel")
+    doc.p(f"{len(students)} machines" + (f"; {len(refused)} results directories refused "
+                                          "(listed at the end)" if refused else "") + ".")
+    if summary["why"]:
+        doc.p(summary["why"])
+    svg = strip_svg("Every student's machine, by mechanism", pts or _points(students))
+    if svg:
+        svgs["class-strip"] = svg
+        doc.figure("class-strip", "Each dot is one student's machine")
+    doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max"],
+              [[m, len(v)] + [f"{x:.0f}" for x in q] for m, (v, q) in summary["dist"].items()])
+    # groups: by the measured cause first (the price of one VM exit, bucketed with its
+    # intervals: analyse.fleet.exit_buckets), then by the fingerprint facts that differ, each
+    # said to only travel with the price where the fleet's ranking finds so (analyse.fleet.rank)
+    doc.h(2, "Machines grouped by the measured cause, then by what differs")
+    head = ["machines", "int 0x80 null / 64-bit syscall (median)", "students"]
+    cause, travel, by_exit = summary["cause"], summary["travel"], summary["by_exit"]
+    if by_exit:
+        doc.p("By **the price of one VM exit** (`cpuid`, measured on each machine; prices whose "
+              "95% intervals overlap, or within 10% of each other, share a row). Int 0x80 pays "
+              "one exit per call on a guest whose kernel reads the APIC on every call (each "
+              "student's report, \"Why each way costs what it does here\"):")
+        doc.table(["exit price"] + head, [_group_row(k, by_exit[k]) for k in summary["exit_order"]
+                                          if k in by_exit])
+        if cause:
+            doc.p(f"The exit price accounts for {100 * max(cause['eta2'], 0):.0f}% of the spread "
+                  f"of int 0x80's ratio over the {cause['n']} machines that priced one.")
+    else:
+        doc.p("No machine here priced a VM exit (no `cpuid` cell: measured before it existed), "
+              "so the measured cause cannot group them; by what differs instead:")
+    for key, groups in summary["facts"].items():
+        name = afleet.FACT_NAMES[key]
+        doc.p(f"By **{name}**" + (": not a cause of the int 0x80 spread of its own: beyond "
+                                  "the exit price it explains next to nothing (it only travels "
+                                  "with the price, or machines that share it differ in price; "
+                                  "`tw fleet` names the machines that tell them apart)"
+                                  if name in travel else "") + ":")
+        doc.table([name] + head, [_group_row(k, ss) for k, ss in sorted(groups.items())])
+    doc.h(2, "Every student")
+    doc.table(ROW_HEAD, [_row(s) for s in students])
+    for r in refused:
+        doc.p(f"Refused: {outside(r['host'])}: {outside(r['why'])}.")
+    return doc, svgs
+
+
+def _student_page(refused, s, summary):
     label = s["label"]
     doc, svgs = Doc(), {}
     doc.h(1, f"The class: how each student's machine enters the kernel ({outside(label)}'s page)")
     doc.p(f"{summary['n']} machines" + (f"; {len(refused)} results directories refused"
                                          if refused else "")
           + ". Every student's machine, and every group, is on the class's page, `index.html`.")
+    if summary["why"]:
+        doc.p(summary["why"])
     mine = {m: x for m, _, x in _points([s])}
     pts = [(m, None, x) for m, (_, q) in summary["dist"].items() for x in q]
     pts += [(m, label, x) for m, x in mine.items()]
@@ -490,24 +543,26 @@ def _student_page(students, refused, s, summary):
     rows = []
     for m, (v, q) in summary["dist"].items():
         x = mine.get(m)
-        rank = "—" if x is None else f"{100 * bisect.bisect_left(v, x) / len(v):.0f}%"
+        below = "—" if x is None else f"{100 * bisect.bisect_left(v, x) / len(v):.0f}%"
         rows.append([m, len(v)] + [f"{y:.0f}" for y in q]
-                    + ([f"{x:.0f}" if x is not None else "—", rank]))
+                    + [f"{x:.0f}" if x is not None else "—", below])
     doc.table(["mechanism", "machines", "min", "25%", "median", "75%", "max", "you",
                "class below you"], rows)
     doc.h(2, "Your machine's groups")
     gr = []
-    for key, groups in summary["groups"].items():
+    if summary["by_exit"]:
+        k = summary["exit_of"].get(s["digest"]["host"], afleet.NOT_PRICED)
+        ss = summary["by_exit"].get(k) or []
+        gr.append(["exit price", outside(k), len(ss), _median_ratio(ss)])
+    for key, groups in summary["facts"].items():
         k = str((s["digest"].get("facts") or {}).get(key))
         ss = groups.get(k) or []
-        gr.append([key, outside(k), len(ss), _int80_median(ss)])
+        gr.append([afleet.FACT_NAMES[key], outside(k), len(ss), _median_ratio(ss)])
     if gr:
-        doc.table(["fact", "yours", "machines sharing it", "int 0x80 null / 64-bit syscall "
+        doc.table(["what", "yours", "machines sharing it", "int 0x80 null / 64-bit syscall "
                    "(their median)"], gr)
     else:
-        doc.p("Every machine of the class has the same vendor, hypervisor, kernel, vDSO and "
-              "FRED.")
+        doc.p("Every machine of the class has the same facts, and none priced a VM exit.")
     doc.h(2, "You")
-    doc.table(["student", "CPU", "hypervisor", "kernel", "32-int80 null (ns)", "page"],
-              [_row(s, you=True)])
+    doc.table(ROW_HEAD, [_row(s, you=True)])
     return doc, svgs

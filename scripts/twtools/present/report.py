@@ -9,7 +9,7 @@ rendered by one exporter per format (`EXPORTERS`: md, html).
 """
 from pathlib import Path
 
-from ..analyse import findings, percall, results, seedref, stats, sweeps, verdict as verdict_mod
+from ..analyse import causes as causes_mod, findings, percall, results, seedref, stats, sweeps, verdict as verdict_mod
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import atlas, causes as present_causes, plots
@@ -96,7 +96,7 @@ def rerun_sweep(reps, runs=None):
 FIGURE_WHY = {
     "writev": "Figures: undisturbed. wvbench runs once per cell in each of several rounds, "
               "each run timing a few paired repetitions (both calls in each): write and writev "
-              "are each the mean of their fastest 5% of repetitions, and the ratio's interval "
+              "are each the mean of the fastest 20% of the runs' fastest repetitions, and the ratio's interval "
               "leaves the same runs out of both sides (a jackknife over runs). `--long` doubles "
               "the runs.",
     "stdio": "Figures: typical (the median of the runs). Each run writes the whole input once, one "
@@ -295,19 +295,31 @@ def sec_findings(doc, data):
         return
     doc.h(2, "Three things this machine showed")
     for n, f in enumerate(fs, 1):
-        doc.p(f"{n}. **{f['title'].capitalize()}**: {f['sentence']}")
+        # The measured cause where the cost model has one (analyse/causes.py), and where
+        # it is taken apart; a cause read from the fingerprint carries outside text.
+        cause = (f" Measured cause: {f['cause']}"
+                 + (f" ({outside(f['cause_why'])})" if f.get("cause_why") else "")
+                 + f"; see \"{present_causes.SECTION}\"." if f.get("cause") else "")
+        doc.p(f"{n}. **{f['title'].capitalize()}**: {f['sentence']}{cause}")
 
 
-def sec_verdict(doc, v):
+def sec_verdict(doc, v, data=None):
     doc.h(2, "Verdict on the seed's hypothesis")
     doc.blocks.append(("verdict", v["verdict"], v.get("headline") or v["sentence"]))
-    doc.p("Hypothesis: on the seed's Linux 2.6 server, a 32-bit glibc entering by `int 0x80` "
-          "made small writes slow (docs/seed-report.md). The reasoning is under \"How the "
-          "verdict was reached\".")
+    # Under the verdict on the seed's server, what holds on this machine today and why: the
+    # int 0x80 cost against the fast path with its measured cause (analyse/causes.py).
+    today = present_causes.today_sentence(
+        causes_mod.today((data or {}).get("causes"), (data or {}).get("percall")))
+    if today:
+        doc.p(today)
 
 
 def sec_verdict_detail(doc, v):
     doc.h(2, "How the verdict was reached")
+    # Said here rather than on the first screen, which holds the verdict, today's sentence
+    # and the matrix.
+    doc.p("The hypothesis: on the seed's Linux 2.6 server, a 32-bit glibc entering by `int "
+          "0x80` made small writes slow (docs/seed-report.md).")
     doc.p(v["sentence"])
     doc.p("The rules are in docs/report.md and scripts/twtools/analyse/verdict.py; the numbers "
           "are in `verdict.json`.")
@@ -434,9 +446,14 @@ def sec_percall(doc, data, pdir):
            f"({pm.get('sync_batches', pm['batches'])} batches for O_SYNC)"
            if all(k in pm for k in ("rounds", "batches", "batch_ms")) else "parameters not recorded")
     doc.p(f"Nanoseconds per call, empty-loop cost removed, over {how}; clock `{raw.get('clock')}`. "
-          "Two figures per cell (docs/syscost.md, \"Two figures\"). Undisturbed: the mean of the "
-          "fastest 5% of batches, with a 95% interval from a delete-half jackknife over rounds, "
-          "widened by the figure's own drift between the run's halves. Typical: each round gives "
+          "Two figures per cell (docs/syscost.md, \"Two figures\" and \"The estimand\"). "
+          "Undisturbed: each round's floor (its fastest batch), then the mean of the fastest 20% "
+          "of floors, with a 95% interval from a delete-half jackknife over rounds (sampling), "
+          "widened by the figure's drift between the run's halves (drift) and its spread between "
+          "eight blocks of the run (blocks), and never narrower than the spacing of the levels the "
+          "floors sit on (levels) or a clock tick over a batch's calls (resolution); each cell's "
+          "`undisturbed.terms` names those that set its interval. A host's move over longer than "
+          "the run is in none of them. Typical: each round gives "
           "one value (the median of its batches without a counted disturbance); the interval is "
           "a distribution-free 95% CI over rounds, widened by the drift the early and late "
           "halves of the run show, so that it covers a rerun. Interference is typical − "
@@ -525,8 +542,8 @@ def _what(rs, key):
     whys = sorted({row.get("lead_why") for r in rs for row in r.get("rows", [])
                    if row.get("figure") == "typical" and row.get("lead_why")})
     if figs == {"undisturbed"}:
-        return ("ns per call, undisturbed (the mean of the fastest 5% of passes, 95% interval "
-                "by the jackknife over runs)")
+        return ("ns per call, undisturbed (each run's fastest pass, the mean of the fastest 20% "
+                "of those; 95% interval by the jackknife over runs, drift and blocks terms)")
     text = "ns per call, typical (median of passes, 95% interval)"
     return text + (" †: " + "; ".join(outside(w) for w in whys) if whys else "")
 
@@ -663,6 +680,16 @@ def _stage_fits(doc, sw):
                  "seed's sizes stop at 128 KiB with an input of 256 KiB (1.31 MB, 5120 writes "
                  "of 256 B, with --long)"
                  if k.get("extrapolated") else "") + ".")
+    if sw.get("vs_ref_of"):
+        kv = sw.get("knee_vs_ref") or {}
+        knee = (f"the knee is at about {kv['value']:.0f} bytes"
+                + (f" [{kv['ci_low']:.0f}, {kv['ci_high']:.0f}]" if kv.get("ci_low") is not None
+                   else "") if kv.get("value") is not None
+                else f"the knee is unknown ({outside(kv.get('why')) or 'not computed'})")
+        doc.p(f"Each async cell also has `vs_ref`: its undisturbed figure over "
+              f"{outside(sw['vs_ref_of'])} of the same rounds, so that a move of the whole host "
+              "between two runs cancels (docs/sweeps.md). On it the lines are fitted again "
+              f"(`figure` vs_ref in the fits' CSV) and {knee}.")
 
 
 def sec_tlpi(doc, data, pdir, tlpi_ref):
@@ -873,7 +900,7 @@ def build_doc(results_dir):
     pdir = results_dir / "plots"
     doc = Doc()
     sec_title(doc, data)
-    sec_verdict(doc, v)
+    sec_verdict(doc, v, data)
     sec_matrix(doc, data, pdir)
     sec_findings(doc, data)
     body = Doc()

@@ -12,12 +12,15 @@ def lines(f):
     cmpf = u.get("compare") or {}
     out = ["benchmark self-check: two back-to-back runs of the matrix",
            f"  cells compared: {f['cells_compared']}",
-           "  undisturbed cost (mean of the fastest 5% of batches, jackknife interval):",
+           "  undisturbed cost (each process's floor, the mean of the fastest 20% of them; "
+           "jackknife over processes, drift and level terms):",
            f"    fast cells with a 95% half-width <= {T['undisturbed_half_width']:.0%}: "
            f"{pct(u.get('fast_half_width_share'))} (target >= {T['fast_share']:.0%}); median "
            f"half-width {pct(u.get('fast_half_width_median'))}",
            f"    intervals that overlap between the runs: {pct(u.get('overlap_share'))} "
-           f"(target >= {T['overlap']:.0%})",
+           f"(target >= {T['undisturbed_overlap']:.0%}): {u.get('misses', '?')} miss, chance alone "
+           f"gives about {u.get('expected_misses', '?')}; intervals of zero width: "
+           f"{len(u.get('zero_width') or [])}",
            f"    fast cells' move between the runs: median {pct(u.get('fast_move_median'))} "
            f"(target <= {T['undisturbed_move']:.1%}), 90th percentile {pct(u.get('fast_move_p90'))}",
            f"    tw compare of the two runs: {cmpf.get('called', 'unknown')} of {cmpf.get('tests', 0)} "

@@ -37,6 +37,28 @@ def lines(f):
             *[_clock_line(stem, h) for stem, h in sorted((f.get("clock_shift") or {}).items())],
             "  'quiet' in the reports: " + (", ".join(f"run {i}" for i in
                                                      f["quiet_machine_in_report"]) or "none")]
+    out += _vs_ref_lines(f.get("vs_ref"), T)
+    return out
+
+
+def _vs_ref_lines(v, T):
+    """The figures that cancel the host's common move: each cell over the sweep's reference
+    of the same rounds (vs_ref in sweep_*.csv)."""
+    if not v:
+        return []
+    out = [f"  vs_ref (each async cell over {', '.join(v['of']) or 'no reference'}, measured in "
+           "the same rounds: the host's common move cancels)"]
+    for i, r in enumerate(v["runs"], 1):
+        out.append(f"    run {i}: {r['cells']} cells; half-width <= {T['half_width']:.0%}: "
+                   f"{_pct(r['within_half_width'])} (target >= {T['half_width_share']:.0%}), "
+                   f"median half-width {_pct(r['half_width_median'], 2)}")
+    out += [f"    overlap between the runs: {_pct(v['overlap_share'])} (target >= "
+            f"{T['vs_ref_overlap']:.0%}): {v['misses']} of {v['cells']} miss, chance alone gives "
+            f"about {v['expected_misses']}",
+            f"    move between the runs: median {_pct(v['move_median'], 2)} (target <= "
+            f"{T['vs_ref_move']:.1%}), 90th percentile {_pct(v['move_p90'], 2)}",
+            "    " + ("every vs_ref target held" if not v["short"] else
+                      "SHORT: " + "; ".join(v["short"]))]
     return out
 
 

@@ -30,7 +30,8 @@ def percall(pc):
                           "ns_ci_low", "ns_ci_high", "ratio_to_ref", "ratio_ci_low", "ratio_ci_high",
                           "interference_share", "primary", "floor_ns", "drift_ns", "rounds",
                           "batches_disturbed", "unstable", "why"],
-              caption="ns per call: the undisturbed cost (mean of the fastest 5% of batches) and "
+              caption="ns per call: the undisturbed cost (each round's fastest batch, the mean of the "
+                      "fastest 20% of those) and "
                       "the typical one (median over rounds), each with its ratio to the reference "
                       "cell of the same rounds; primary names the figure that leads")
     for c in (pc or {}).get("cells", []):
@@ -68,21 +69,25 @@ def sweep(sw, name):
     leads with the typical one: it measures waiting)."""
     t = Table(name, ["variant", "mode", "buffsize", "calls", "ns_per_call", "ci_low", "ci_high",
                      "figure", "undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high",
-                     "real_s", "user_s", "sys_s", "wait_s", "unstable", "why"])
+                     "real_s", "user_s", "sys_s", "wait_s", "unstable", "why",
+                     "vs_ref", "vs_ref_ci_low", "vs_ref_ci_high", "vs_ref_of"])
     for run in (sw or {}).get("runs", []):
         if not run.get("supported", True):
-            t.rows.append([run["variant"], run.get("mode")] + [None] * 14 + [run.get("reason")])
+            t.rows.append([run["variant"], run.get("mode")] + [None] * 14 + [run.get("reason")]
+                          + [None] * 4)
             continue
         for row in run.get("rows") or []:
             s = row.get("ns_per_call") or {}
             lead = row.get("lead") or s
+            vr = row.get("vs_ref") or {}
             t.rows.append([run["variant"], run.get("mode"), row["buffsize"], row.get("calls"),
                            _s(s), _s(s, "ci_low"), _s(s, "ci_high"), row.get("figure"),
                            _n(row.get("undisturbed_ns")), _n(row.get("undisturbed_ci_low")),
                            _n(row.get("undisturbed_ci_high")), _n(_s(row.get("real_s")), 9),
                            _n(_s(row.get("user_s")), 9), _n(_s(row.get("sys_s")), 9),
                            _n(_s(row.get("wait_s")), 9), lead.get("unstable"),
-                           row.get("lead_why")])
+                           row.get("lead_why"), _n(vr.get("value"), 6), _n(vr.get("ci_low"), 6),
+                           _n(vr.get("ci_high"), 6), row.get("vs_ref_of")])
     return t
 
 
@@ -92,12 +97,14 @@ def fits(sw, name):
     t = Table(name + "_fits", ["variant", "mode", "figure", "regime", "a_ns", "a_ci_low",
                                "a_ci_high", "b_ns_per_byte", "b_ci_low", "b_ci_high", "r2",
                                "points", "why"])
-    for f0 in (sw or {}).get("fits") or []:
+    fitted = [(f, None) for f in (sw or {}).get("fits") or []] + \
+        [(f, "vs_ref") for f in (sw or {}).get("fits_vs_ref") or []]
+    for f0, fig in fitted:
         for f in (f0, f0.get("copy")):
             if not f:
                 continue
             a, b = f.get("a_ns") or {}, f.get("b_ns_per_byte") or {}
-            t.rows.append([f0["variant"], f0.get("mode"), f.get("figure"), f.get("regime"),
+            t.rows.append([f0["variant"], f0.get("mode"), fig or f.get("figure"), f.get("regime"),
                            _n(a.get("value")), _n(a.get("ci_low")), _n(a.get("ci_high")),
                            _n(b.get("value"), 6), _n(b.get("ci_low"), 6), _n(b.get("ci_high"), 6),
                            _n(f.get("r2")), f.get("n_points"), f.get("why")])
@@ -193,6 +200,34 @@ def crosscheck(tr):
     return t
 
 
+def legs(lg):
+    """Each mechanism's legs (analyse.legs), one figure a row: way in, body, way out, the
+    totals, the tracer's and the stamps' cost, and int 0x80's legs less its baseline's."""
+    t = Table("legs", ["variant", "figure", "value_ns", "ci_low", "ci_high", "why"],
+              caption="ns per null call, undisturbed [95%]: in = sys_enter - user stamp before, "
+                      "body = sys_exit - sys_enter, out = user stamp after - sys_exit; every leg "
+                      "holds part of the tracer's cost (tracer = traced - untraced total)")
+    names = {"legs": ("in", "body", "out"), "": ("total", "untraced_total", "tracer_ns",
+                                                 "bracket_ns")}
+
+    def row(v, fig, x):
+        x = x or {}
+        t.rows.append([v, fig, _n(x.get("value")), _n(x.get("ci_low")), _n(x.get("ci_high")),
+                       x.get("why") if x.get("value") is None else None])
+    for v, m in ((lg or {}).get("variants") or {}).items():
+        if not m.get("legs"):
+            t.rows.append([v, None, None, None, None, m.get("why")])
+            continue
+        for k in names["legs"]:
+            row(v, k, m["legs"][k])
+        for k in names[""]:
+            row(v, k, m.get(k))
+        d = ((lg or {}).get("differences") or {}).get(v)
+        for k in ("in", "body", "out", "tracer") if d else ():
+            row(v, f"{k} - {d['baseline']}", d.get(k))
+    return t
+
+
 def all_tables(data):
     """Every table of an analysed results directory, for the CSVs beside a report."""
     out = []
@@ -202,7 +237,8 @@ def all_tables(data):
         if data.get(stem):
             out += [sweep(data[stem], stem), fits(data[stem], stem)]
     for stem, fn in (("writev", writev), ("stdio", stdio), ("attribution", attribution),
-                     ("observer", observer), ("latency", latency), ("tracers", crosscheck)):
+                     ("observer", observer), ("latency", latency), ("tracers", crosscheck),
+                     ("legs", legs)):
         if data.get(stem):
             out.append(fn(data[stem]))
     return out
