@@ -1,0 +1,329 @@
+"""`tw watch`: the census kept for weeks.  A long-running command, as root.
+
+  tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR] [--interval S]
+           [--window S] [--window-period S] [--max-programs N] [--max-state-mb N] [--keep-days N]
+  tw watch --report [--since 30d] [--state DIR] [--json]
+
+The watch (measure.watch) keeps one bpftrace program attached for its whole life,
+traces/watch_exec.bt (every exec, counted in the kernel, read every --interval), and opens a
+second one, traces/watch_window.bt, for --window seconds every --window-period (entry paths
+per program, write latency): an attached raw_syscalls tracepoint slows every system call on the
+machine, so per-call figures are taken in windows, and each window measures what it cost.
+The state (analyse.watch.State) is saved to --state DIR/watch.duckdb after every batch
+(analyse.watchdb), exported on --listen in Prometheus's text format (present.watch), and read
+again at start: a restart loses nothing saved.
+
+Signals: SIGTERM and SIGINT stop the watch cleanly (the exec tracer's last counts are read
+and saved, an open window is closed, exit 0); SIGHUP saves now, re-reads the per-call matrix
+and says so (exit status unchanged: the watch goes on).
+"""
+import os
+import re
+import signal
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..analyse import watch as analyse
+from ..analyse import watchdb
+from ..core import escape, paths, proc, ui
+from ..machine import process
+from ..measure import watch as measure
+from ..measure.trace import tmp_dir
+from ..present import watch as present
+from . import options
+
+DEFAULT_STATE = "/var/lib/timewrite-watch"
+BOUND_EVERY_S = 3600.0
+
+
+def _listen(text):
+    m = re.fullmatch(r"\[?([0-9A-Za-z.:-]*?)\]?:(\d{1,5})", text)
+    if not m or not 0 < int(m.group(2)) < 65536:
+        raise ValueError(f"'{text}' is not ADDR:PORT (e.g. 127.0.0.1:9864)")
+    return m.group(1) or "0.0.0.0", int(m.group(2))
+
+
+def _since(text):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text)
+    if not m:
+        raise ValueError(f"'{text}' is not a period such as 30d, 12h, 90m or 600s")
+    v = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if not 0 < v <= 10 * 366 * 86400:
+        raise ValueError(f"{text}: give a period above 0 and at most 10 years")
+    return v
+
+
+def _seconds(lo, hi):
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"'{text}' is not a number of seconds")
+        if not lo <= v <= hi:
+            raise ValueError(f"{text}: give a number of seconds from {lo:g} to {hi:g}")
+        return v
+    parse.__name__ = "seconds"
+    return parse
+
+
+def add_arguments(parser, name):
+    parser.description = (
+        "Keep the census for weeks: every exec on this machine (its path, 32-bit or not, how "
+        "often, first and last seen: a program that lives one millisecond is counted in the "
+        "kernel) all the time, and per program its system calls by entry path (priced with the "
+        "per-call matrix) and its write latency in short windows (a duty cycle: an attached "
+        "raw_syscalls tracepoint slows every call on the machine).  Exported in Prometheus's "
+        "text format on --listen, kept in --state DIR/watch.duckdb across restarts.  "
+        "--report says what booting with ia32_emulation=0 would have stopped.  Needs root.")
+    parser.usage = ("tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR] [--interval S] "
+                    "[--window S] [--window-period S]\n       tw watch --report [--since 30d] "
+                    "[--state DIR] [--json]")
+    parser.add_argument("--listen", type=options.checked(_listen), metavar="ADDR:PORT",
+                        help="serve the metrics here (Prometheus text format, /metrics); none "
+                             "by default")
+    parser.add_argument("--state", metavar="DIR", default=DEFAULT_STATE,
+                        help=f"where the state is kept (default {DEFAULT_STATE})")
+    parser.add_argument("--results", metavar="DIR",
+                        help="price entry paths with DIR/percall.json (default: results/latest "
+                             "if it was measured on this host; else costs are unknown)")
+    parser.add_argument("--interval", type=options.int_range(1, 3600), default=60, metavar="S",
+                        help="read the kernel's exec counts and save every S seconds (default 60)")
+    parser.add_argument("--window", type=options.checked(_seconds(0, 3600)), default=10.0,
+                        metavar="S", help="seconds each per-call window stays open (default 10; "
+                                          "0: no windows, execs only)")
+    parser.add_argument("--window-period", type=options.checked(_seconds(1, 86400)),
+                        default=600.0, metavar="S",
+                        help="open a window every S seconds (default 600: 10 s of 600 is 1.7%% "
+                             "of the time)")
+    parser.add_argument("--max-programs", type=options.int_range(1, 100000),
+                        default=analyse.MAX_PROGRAMS, metavar="N",
+                        help=f"programs kept before the rest fold into 'other' (default "
+                             f"{analyse.MAX_PROGRAMS})")
+    parser.add_argument("--max-state-mb", type=options.int_range(1, 100000), default=64,
+                        metavar="N", help="cap on the state file (default 64 MB)")
+    parser.add_argument("--keep-days", type=options.int_range(1, 3660), default=400, metavar="N",
+                        help="window and per-day rows older than this are deleted (default 400)")
+    parser.add_argument("--for", dest="duration", type=options.checked(_seconds(1, 10 ** 8)),
+                        metavar="S", help="stop after S seconds (a trial run; default: until "
+                                          "SIGTERM)")
+    parser.add_argument("--report", action="store_true",
+                        help="say what booting with ia32_emulation=0 would have stopped, from "
+                             "the state, and exit")
+    parser.add_argument("--since", type=options.checked(_since), default=30 * 86400.0,
+                        metavar="PERIOD", help="with --report: the period, e.g. 30d, 12h (default 30d)")
+    parser.add_argument("--json", action="store_true", help="with --report: print JSON")
+
+
+# ---------------------------------------------------------------- the report
+
+def report(state_dir, since_s, now=None):
+    db = watchdb.path_in(state_dir)
+    if not os.path.exists(db):
+        raise ui.UserError(f"{state_dir} holds no watch state ({watchdb.FILE})",
+                           "start the watch first: tw watch --state DIR")
+    now = now or time.time()
+    since_t = now - since_s
+    try:
+        con = watchdb.connect(db, read_only=True)
+    except watchdb.StateLocked as e:
+        raise ui.UserError(str(e), "try again in a moment", code=ui.EXIT_SYSTEM)
+    except Exception as e:       # duckdb's own errors: a damaged or foreign file
+        raise ui.DataError(f"{db}: not a readable watch state ({str(e).splitlines()[0][:200]})")
+    try:
+        progs = watchdb.programs_since(con, since_t)
+        pths = watchdb.paths_since(con, since_t)
+        meta = watchdb.meta(con)
+        nwin, wsec = watchdb.windows_since(con, since_t)
+    finally:
+        con.close()
+    doc = analyse.readiness(progs, pths, since_t, now)
+    doc["host"] = socket.gethostname()
+    doc["coverage"] = {"started": float(meta["started"]) if meta.get("started") else None,
+                       "saved": float(meta["saved"]) if meta.get("saved") else None,
+                       "windows": int(nwin), "window_seconds": float(wsec)}
+    return doc
+
+
+# ---------------------------------------------------------------- the watch
+
+def _percall(results):
+    """(percall document, source) or (None, why)."""
+    from . import diagnose as cli_diagnose
+    if results:
+        if not Path(results).is_dir():
+            raise ui.UserError(f"--results {results} is not a directory")
+        return cli_diagnose.given_percall(results), f"{results}/percall.json"
+    latest = paths.RESULTS / "latest"
+    doc = cli_diagnose._read_percall(latest) if latest.exists() else None
+    if doc is None:
+        return None, "no per-call matrix (no results/latest/percall.json; give --results DIR)"
+    if doc.get("host") not in (None, socket.gethostname()):
+        return None, "results/latest was measured on another host; give --results DIR"
+    return doc, "results/latest/percall.json"
+
+
+class Watch:
+    def __init__(self, args):
+        self.args = args
+        self.db = watchdb.path_in(args.state)
+        self.state = analyse.State(max_programs=args.max_programs)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.hup = threading.Event()
+        self.pending = []          # windows summarised, not saved yet
+        self.window_thread = None
+        self.window_raw = None
+        self.window_error = None
+        self.percall, self.percall_source = _percall(args.results)
+        self.last_bound = 0.0
+
+    def snapshot(self):
+        with self.lock:
+            s = self.state
+            return {"programs": dict(s.programs), "folded": dict(s.folded), "calls": dict(s.calls),
+                    "cost": dict(s.cost),
+                    "wlat": {k: {"buckets": dict(v["buckets"]), "sum_ns": v["sum_ns"],
+                                 "count": v["count"]} for k, v in s.wlat.items()},
+                    "windows": dict(s.windows), "intervals": s.intervals,
+                    "max_programs": s.max_programs, "started": s.started,
+                    "share": analyse.share(self.args.window, self.args.window_period)}
+
+    def save(self, windows=()):
+        with self.lock:
+            self.state.intervals += 1
+            watchdb.save(self.db, self.state, windows)
+        if time.time() - self.last_bound > BOUND_EVERY_S:
+            self.last_bound = time.time()
+            for line in watchdb.bound(self.db, self.args.keep_days, self.args.max_state_mb * 2 ** 20):
+                ui.progress(f"watch: state: {line}")
+
+    def _window(self):
+        try:
+            self.window_raw = measure.window(self.args.window, stop=self.stop)
+        except Exception as e:         # reported by the loop, which goes on with execs
+            self.window_error = f"{type(e).__name__}: {e}"
+
+    def _window_done(self):
+        t = self.window_thread
+        if t is None or t.is_alive():
+            return []
+        self.window_thread = None
+        if self.window_error:
+            ui.progress(f"watch: the window failed: {escape.terminal(self.window_error)}")
+            self.window_error = None
+            return []
+        raw, self.window_raw = self.window_raw, None
+        if raw is None or raw.get("trace") is None:
+            ui.progress(f"watch: the window saw nothing: {escape.terminal((raw or {}).get('why_not'))}")
+            return []
+        w = analyse.window_summary(raw, self.percall, self.percall_source)
+        if self.percall is None:
+            w["percall_why"] = self.percall_source
+        with self.lock:
+            rows, lat = self.state.add_window(w)
+        ui.progress(f"watch: window {self.state.windows['n']}: {len(w['programs'])} programs, "
+                    f"{sum(r['calls'] for r in rows)} calls in {w['seconds']:.3g} s")
+        return [(w, rows, lat)]
+
+    def run(self):
+        a = self.args
+        why = measure.why_not()
+        if why:
+            raise ui.UserError(f"cannot watch here: {why}", code=ui.EXIT_FAILED)
+        os.makedirs(a.state, mode=0o750, exist_ok=True)
+        with self.lock:
+            watchdb.load(self.db, self.state)
+            if self.state.started is None:
+                self.state.started = time.time()
+        server = None
+        if a.listen:
+            from prometheus_client import start_http_server
+            try:
+                server = start_http_server(a.listen[1], addr=a.listen[0],
+                                           registry=present.registry(self.snapshot))
+            except OSError as e:
+                raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
+        end = time.monotonic() + a.duration if a.duration else None
+        with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
+            tracer = measure.ExecTracer(a.interval, tmp)
+            ui.progress("watch: attaching the exec tracer (traces/watch_exec.bt)")
+            tracer.start()
+            offset = measure.mono_to_epoch()
+            with self.lock:
+                self.state.add_snapshot(process.snapshot(), time.time())
+            self.save()
+            ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
+                        + (f"; metrics on http://{a.listen[0]}:{a.listen[1]}/metrics" if a.listen else "")
+                        + (f"; a {a.window:g} s window every {a.window_period:g} s" if a.window else
+                           "; no windows"))
+            next_window = time.monotonic()
+            try:
+                while not self.stop.is_set():
+                    if end and time.monotonic() >= end:
+                        break
+                    if not tracer.alive() and tracer.batches.empty():
+                        raise ui.UserError("the exec tracer (bpftrace) stopped: "
+                                           + measure._error_line(tracer.errp.read_text()),
+                                           code=ui.EXIT_FAILED)
+                    if a.window and self.window_thread is None and time.monotonic() >= next_window:
+                        next_window = time.monotonic() + a.window_period
+                        self.window_thread = threading.Thread(target=self._window, daemon=True,
+                                                              name="watch-window")
+                        self.window_thread.start()
+                    try:
+                        batch = tracer.batches.get(timeout=0.5)
+                    except Exception:
+                        batch = None
+                    windows = self._window_done()
+                    if batch is not None:
+                        now = time.time()
+                        with self.lock:
+                            self.state.add_batch(batch, offset, now)
+                            if int(now) % 600 < a.interval:
+                                # Long-running processes are seen again now and then.
+                                self.state.add_snapshot(process.snapshot(), now)
+                    if batch is not None or windows:
+                        self.save(windows)
+                    if self.hup.is_set():
+                        self.hup.clear()
+                        self.percall, self.percall_source = _percall(a.results)
+                        self.save()
+                        ui.progress(f"watch: SIGHUP: state saved, per-call matrix re-read "
+                                    f"({escape.terminal(self.percall_source)})")
+            finally:
+                self.stop.set()
+                last = tracer.stop()
+                if self.window_thread is not None:
+                    self.window_thread.join(timeout=60)
+                windows = self._window_done()
+                with self.lock:
+                    for b in last:
+                        self.state.add_batch(b, offset, time.time())
+                self.save(windows)
+                if server is not None:
+                    server[0].shutdown() if isinstance(server, tuple) else None
+        ui.progress(f"watch: stopped; state saved in {escape.path(self.db)}")
+        return ui.EXIT_OK
+
+
+def main(args, name):
+    if args.report:
+        doc = report(args.state, args.since)
+        print(present.to_json(doc) if args.json else present.format_text(doc))
+        return ui.EXIT_OK
+    if not proc.is_root():
+        raise ui.UserError("tw watch traces every process: run it as root", code=ui.EXIT_USAGE)
+    w = Watch(args)
+    # The watch's own signal handling replaces tw's (which raises Interrupted): SIGTERM and
+    # SIGINT end the loop after the current step, SIGHUP asks for a save and a reload.
+    prev = {s: signal.signal(s, lambda *_: w.stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    prev[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: w.hup.set())
+    try:
+        return w.run()
+    finally:
+        for s, h in prev.items():
+            signal.signal(s, h)
+
