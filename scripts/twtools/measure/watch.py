@@ -82,7 +82,7 @@ class ExecTracer:
     def start(self, timeout=census.ATTACH_TIMEOUT):
         err = open(self.errp, "w")
         with proc.deferred_signals():
-            self.bt = subprocess.Popen(["bpftrace", "-f", "json", str(self.script)],
+            self.bt = subprocess.Popen(["bpftrace", "-f", "json", str(self.script), str(os.getpid())],
                                        stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                        start_new_session=True, env=_env(EXEC_MAP_KEYS))
         err.close()
