@@ -239,18 +239,21 @@ class Watch:
             if self.state.started is None:
                 self.state.started = time.time()
         server = None
-        if a.listen:
-            from prometheus_client import start_http_server
-            try:
-                server = start_http_server(a.listen[1], addr=a.listen[0],
-                                           registry=present.registry(self.snapshot))
-            except OSError as e:
-                raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
         end = time.monotonic() + a.duration if a.duration else None
         with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
             tracer = measure.ExecTracer(a.interval, tmp)
             ui.progress("watch: attaching the exec tracer (traces/watch_exec.bt)")
             tracer.start()
+            if a.listen:
+                # Served once the exec tracer counts: a scrape that answers means every exec
+                # from then on is counted.
+                from prometheus_client import start_http_server
+                try:
+                    server = start_http_server(a.listen[1], addr=a.listen[0],
+                                               registry=present.registry(self.snapshot))
+                except OSError as e:
+                    tracer.stop()
+                    raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
             offset = measure.mono_to_epoch()
             with self.lock:
                 self.state.add_snapshot(process.snapshot(), time.time())
