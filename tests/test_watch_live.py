@@ -194,3 +194,21 @@ def test_not_root_is_one_line(env):
              ROOT / "scripts" / "tw", "watch", "--state", env["tmp"] / "x"], text=True,
             env=dict(os.environ, HOME="/tmp"))
     assert p.returncode == 2 and "run it as root" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sighup_saves_and_goes_on_sigterm_stops_cleanly(env):
+    state = env["tmp"] / "state-hup"
+    state.mkdir()
+    port = free_port()
+    w = start_watch(state, port, "--window", "0")
+    try:
+        w.send_signal(signal.SIGHUP)
+        err = wait_for(lambda: "SIGHUP: state saved" in "".join(
+            f.read_text() for f in state.glob("watch-*.err")) and "ok", 30, "the SIGHUP line")
+        assert err and w.poll() is None
+        assert "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        rc = stop(w)
+    assert rc == 0
+    log = "".join(f.read_text() for f in state.glob("watch-*.err"))
+    assert "watch: stopped; state saved" in log and "Traceback" not in log
