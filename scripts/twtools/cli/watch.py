@@ -91,13 +91,14 @@ def add_arguments(parser, name):
                              "if it was measured on this host; else costs are unknown)")
     parser.add_argument("--interval", type=options.int_range(1, 3600), default=60, metavar="S",
                         help="read the kernel's exec counts and save every S seconds (default 60)")
-    parser.add_argument("--window", type=options.checked(_seconds(0, 3600)), default=10.0,
-                        metavar="S", help="seconds each per-call window stays open (default 10; "
+    parser.add_argument("--window", type=options.checked(_seconds(0, 3600)), default=5.0,
+                        metavar="S", help="seconds each per-call window stays open (default 5; "
                                           "0: no windows, execs only)")
     parser.add_argument("--window-period", type=options.checked(_seconds(1, 86400)),
-                        default=600.0, metavar="S",
-                        help="open a window every S seconds (default 600: 10 s of 600 is 1.7%% "
-                             "of the time)")
+                        default=1200.0, metavar="S",
+                        help="open a window every S seconds (default 1200: 5 s of 1200 is 0.42%% "
+                             "of the time; a window slows every call on the machine while it "
+                             "is open: tw watch --overhead measures by how much)")
     parser.add_argument("--max-programs", type=options.int_range(1, 100000),
                         default=analyse.MAX_PROGRAMS, metavar="N",
                         help=f"programs kept before the rest fold into 'other' (default "
@@ -114,7 +115,15 @@ def add_arguments(parser, name):
                              "the state, and exit")
     parser.add_argument("--since", type=options.checked(_since), default=30 * 86400.0,
                         metavar="PERIOD", help="with --report: the period, e.g. 30d, 12h (default 30d)")
-    parser.add_argument("--json", action="store_true", help="with --report: print JSON")
+    parser.add_argument("--json", action="store_true", help="with --report or --overhead: print JSON")
+    parser.add_argument("--overhead", action="store_true",
+                        help="measure what the watch costs other programs (a paired A/B of a "
+                             "null call and a /dev/null write: off, exec tracer, window) and exit")
+    parser.add_argument("--rounds", type=options.int_range(2, 100), default=6, metavar="N",
+                        help="with --overhead: rounds (default 6)")
+    parser.add_argument("--idle-seconds", type=options.int_range(0, 3600), default=60, metavar="S",
+                        help="with --overhead: run a real watch this long for its CPU and "
+                             "memory (default 60; 0: not)")
 
 
 # ---------------------------------------------------------------- the report
@@ -312,7 +321,37 @@ class Watch:
         return ui.EXIT_OK
 
 
+def _overhead(args):
+    from ..analyse import watchcost as acost
+    from ..measure import watchcost as mcost
+    raw = mcost.run(rounds=args.rounds, progress=ui.progress, idle_s=args.idle_seconds)
+    d = acost.analyse(raw)
+    d["raw"] = raw
+    if args.json:
+        print(present.to_json(d))
+        return ui.EXIT_OK
+    for leg, ops in d["legs"].items():
+        for op, r in ops.items():
+            q, u, a, b = r["ratio"], r["undisturbed_ratio"], r["added_ns"], r["off_ns"]
+            und = (f"x{u['median']:.3f} [{u['ci_low']:.3f}, {u['ci_high']:.3f}]"
+                   if u.get("median") is not None else "unknown")
+            print(f"{leg:6} {op:13} off {b['median']:.1f} ns; slowdown (paired medians) "
+                  f"x{q['median']:.3f} [{q['ci_low']:.3f}, {q['ci_high']:.3f}], undisturbed "
+                  f"{und}; added {a['median']:.1f} ns [{a['ci_low']:.1f}, {a['ci_high']:.1f}] "
+                  f"per call ({q['n_rounds']} rounds)")
+    r = d.get("resources")
+    if r:
+        print(f"a real tw watch (--window 0) for {r['seconds']:.0f} s: {r['cpu_s']:.2f} s of CPU, "
+              f"{100 * r['cpu_share_of_one_core']:.2f}% of one core; peak resident memory "
+              f"{r['peak_rss_total_bytes'] / 2 ** 20:.0f} MB (the watch and bpftrace together)")
+    return ui.EXIT_OK
+
+
 def main(args, name):
+    if args.overhead:
+        if not proc.is_root():
+            raise ui.UserError("tw watch --overhead attaches bpftrace: run it as root")
+        return _overhead(args)
     if args.report:
         doc = report(args.state, args.since)
         print(present.to_json(doc) if args.json else present.format_text(doc))
