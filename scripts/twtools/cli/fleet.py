@@ -40,6 +40,10 @@ def add_arguments(p, name):
                    help="also keep every compared run in this DuckDB database (created if "
                         "absent; a run already there is not added twice), for SQL queries "
                         "(docs/fleet.md)")
+    p.add_argument("--readiness", action="store_true",
+                   help="the fleet's readiness for ia32_emulation=0 from each host's tw watch "
+                        "report (fleet/watch.yml's report action): which hosts ran a 32-bit "
+                        "program in the period, and which")
     p.add_argument("--bench", type=int, metavar="N",
                    help="the scale benchmark: make N synthetic results directories from the "
                         "atlas (data/machines), compare them, print wall time and peak memory")
@@ -288,6 +292,11 @@ def main(args, name):
     if args.bench is not None:
         from . import fleetbench
         return fleetbench.main(args)
+    if args.readiness:
+        from . import fleetwatch
+        if not args.dirs:
+            raise UserError("give the collection folder(s) fleet/watch.yml filled")
+        return fleetwatch.main(args)
     if not args.dirs and not args.atlas:
         raise UserError("give at least one results directory or collection folder, or --atlas",
                         "see tw fleet --help")
