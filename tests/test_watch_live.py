@@ -212,3 +212,46 @@ def test_sighup_saves_and_goes_on_sigterm_stops_cleanly(env):
     assert rc == 0
     log = "".join(f.read_text() for f in state.glob("watch-*.err"))
     assert "watch: stopped; state saved" in log and "Traceback" not in log
+
+
+GRAPH_FACTS = """(() => ({
+  text: document.body.innerText.slice(0, 20000),
+  charts: document.querySelectorAll('canvas, .graph-chart, svg').length,
+}))()"""
+
+
+def test_prometheus_graph_page_in_chromium(env, prometheus, tmp_path):
+    """The Prometheus web page graphing timewrite_exec_total for the planted program, in
+    headless Chromium; the screenshot's path is printed (pytest -s shows it) and kept."""
+    import base64
+    from test_browser import Browser, chromium
+    prog = str(env["short32"])
+    expr = f'timewrite_exec_total{{program="{prog}"}}'
+    if not promql(prometheus, f"max_over_time({expr}[10m])"):
+        pytest.skip("the planted program's series is not in Prometheus (the first test of "
+                    "this file puts it there: run the file whole)")
+    url = (f"{prometheus['url']}/graph?" + urllib.parse.urlencode(
+        {"g0.expr": expr, "g0.tab": "0", "g0.range_input": "5m"}))
+    b = Browser(chromium(), tmp_path)
+    try:
+        target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        sid = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        b.send("Page.enable", session=sid)
+        b.send("Emulation.setDeviceMetricsOverride",
+               {"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": False}, sid)
+        b.send("Page.navigate", {"url": url}, sid)
+        b.wait_event("Page.loadEventFired", sid)
+
+        def shown():
+            r = b.send("Runtime.evaluate", {"expression": GRAPH_FACTS, "returnByValue": True}, sid)
+            v = r["result"]["value"]
+            return v if prog in v["text"] and v["charts"] else None
+        facts = wait_for(shown, 60, "the graph with the planted program's series")
+        png = base64.b64decode(b.send("Page.captureScreenshot", {"format": "png"}, sid)["data"])
+    finally:
+        b.close()
+    shot = env["tmp"] / "prometheus-graph.png"
+    shot.write_bytes(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
+    assert facts["charts"] > 0
+    print(f"\nscreenshot of the Prometheus graph: {shot}")
