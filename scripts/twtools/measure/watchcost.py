@@ -110,11 +110,11 @@ def _tree(pid):
     return out
 
 
-def resources(seconds, interval=10):
+def resources(seconds, interval=60):
     """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and bpftrace, from
-    /proc) over the run after attaching, and each process's peak resident memory.  Execs on
-    the machine meanwhile are counted too: on a machine that is not idle this is an upper
-    bound on the idle cost."""
+    /proc) over the run after attaching, by process, and each process's peak resident memory.
+    The watch counts the machine's execs meanwhile: on a machine that is not idle this is an
+    upper bound on the idle cost."""
     import subprocess
     import sys
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
@@ -133,12 +133,22 @@ def resources(seconds, interval=10):
             time.sleep(seconds)
             wall = time.monotonic() - t0
             end = {q: _proc_cpu_rss(q) for q in _tree(p.pid)}
-            execs = None
+            names = {}
+            for q in end:
+                try:
+                    names[q] = open(f"/proc/{q}/comm").read().strip()
+                except OSError:
+                    names[q] = "?"
         finally:
             p.terminate()
             p.wait(timeout=120)
     cpu = sum(e[0] - (start.get(q) or (0.0, 0))[0] for q, e in end.items() if e)
+    per = {}
+    for q, e in end.items():
+        if e:
+            per[f"{q} {names.get(q, '?')}"] = e[0] - (start.get(q) or (0.0, 0))[0]
     return {"seconds": wall, "cpu_s": cpu, "cpu_share_of_one_core": cpu / wall,
-            "peak_rss_bytes": {str(q): e[1] for q, e in end.items() if e},
+            "cpu_s_by_process": per,
+            "peak_rss_bytes": {f"{q} {names.get(q, '?')}": e[1] for q, e in end.items() if e},
             "peak_rss_total_bytes": sum(e[1] or 0 for e in end.values() if e),
-            "execs": execs, "interval_s": interval}
+            "interval_s": interval}
