@@ -51,6 +51,8 @@ CHECK_TIER = (
     "test_repeat_command.py",
     "test_lesson_diagram.py",
     "test_fleet_views.py",
+    "test_watch_state.py",
+    "test_watch_unit.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

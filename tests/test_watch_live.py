@@ -255,3 +255,64 @@ def test_prometheus_graph_page_in_chromium(env, prometheus, tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
     assert facts["charts"] > 0
     print(f"\nscreenshot of the Prometheus graph: {shot}")
+
+
+HOSTILE = 'a"b\\c\nd\x1b[31m{x="1"},e'
+
+
+def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_path):
+    """A 32-bit program whose path holds a quote, a backslash, a newline, a terminal escape
+    and braces, and 2000 distinct short-lived programs against a cap of 50: the exposition
+    parses back to the real path (prometheus_client's parser and Prometheus's own), and
+    every exec is counted once, the ones past the cap under "other" with the folded
+    counter saying how many."""
+    from prometheus_client.parser import text_string_to_metric_families
+    state = tmp_path / "state"
+    state.mkdir()
+    port = prometheus["watch_port"]
+    d = tmp_path / HOSTILE
+    d.mkdir()
+    hostile = d / "tw-short32"
+    os.link(env["short32"], hostile)
+    many = tmp_path / "many"
+    many.mkdir()
+    names = [many / f"tw-p{i:04d}" for i in range(2000)]
+    for n in names:
+        os.link(env["short32"], n)
+    w = start_watch(state, port, "--window", "0", "--max-programs", "300")
+    try:
+        assert run([hostile]).returncode == 0
+        # Started from one shell, so that their execs are counted as children of neither the
+        # watch nor pytest's own helpers.
+        script = tmp_path / "many.sh"
+        script.write_text("".join(f"'{n}'\n" for n in names))
+        assert run(["sh", script], timeout=600).returncode == 0
+
+        def counted():
+            text = get(f"http://127.0.0.1:{port}/metrics")
+            fams = {f.name: f for f in text_string_to_metric_families(text)}
+            execs = {(s.labels["program"], s.labels["bits"]): s.value
+                     for s in fams["timewrite_exec"].samples if s.name.endswith("_total")}
+            ours = sum(v for (p, b), v in execs.items() if p.startswith(str(many)))
+            other = execs.get(("other", "32"), 0)
+            return (execs, fams) if ours + other >= 2000 else None
+        execs, fams = wait_for(counted, 60, "2000 execs counted")
+        assert execs.get((str(hostile), "32")) == 1.0, [k for k in execs if "tw-short32" in k[0]]
+        ours = {p: v for (p, b), v in execs.items() if p.startswith(str(many))}
+        assert all(v == 1.0 for v in ours.values())
+        folded = {s.labels["reason"]: s.value for s in fams["timewrite_folded"].samples
+                  if s.name.endswith("_total")}
+        other = execs[("other", "32")]
+        # The machine is shared: other people's programs run too, and past the cap theirs
+        # fold into "other" with ours.  So: ours are all there, named once or folded, and
+        # everything under "other" is what the folded counter says.
+        assert len(ours) + other >= 2000, (len(ours), other)
+        assert sum(v for (p, b), v in execs.items() if p == "other") == \
+            folded["cap"] + folded["map_full"], (execs.get(("other", "64")), other, folded)
+        assert len(set(execs)) <= 302      # the cap, and "other" (32- and 64-bit)
+        q = 'timewrite_exec_total{bits="32",program=~"(?s).*tw-short32"}'   # (?s): . matches the newline
+        res = wait_for(lambda: [r for r in promql(prometheus, q)
+                                if r["metric"]["program"] == str(hostile)], 30, "the hostile path in Prometheus")
+        assert float(res[0]["value"][1]) == 1.0
+    finally:
+        assert stop(w) == 0

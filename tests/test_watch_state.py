@@ -172,12 +172,10 @@ def test_kill_9_loses_at_most_the_interval_being_saved(tmp_path):
     con = watchdb.connect(db, read_only=True)      # replays the write-ahead log
     try:
         n = con.execute("SELECT count(*) FROM programs").fetchone()[0]
-        intervals = int(watchdb.meta(con)["intervals"]) if watchdb.meta(con).get("intervals") else 0
     finally:
         con.close()
     # Every interval the writer said it saved is there; at most the one it was in is not.
     assert done + 1 <= n <= done + 2, (done, n)
-    assert intervals == 0 or intervals >= 0
 
 
 def test_rotation_keeps_the_file_under_its_cap(tmp_path):
