@@ -141,13 +141,16 @@ def save(path, state, windows=()):
         _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?)",
               [[p, is32, r["execs"], r["first"], r["last"]] for (p, is32), r in state.programs.items()
                if (p, is32) in state.dirty])
-        for (d, p, is32), r in state.days.items():
+        rows = [[d, p, is32, r["execs"], r["first"], r["last"]] for (d, p, is32), r in state.days.items()]
+        for i in range(0, len(rows), CHUNK):
+            part = rows[i:i + CHUNK]
             con.execute(
-                """INSERT INTO days VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (day, program, is32)
-                   DO UPDATE SET execs = days.execs + excluded.execs,
-                   first_seen = least(days.first_seen, excluded.first_seen),
-                   last_seen = greatest(days.last_seen, excluded.last_seen)""",
-                [d, p, is32, r["execs"], r["first"], r["last"]])
+                f"""INSERT INTO days VALUES {', '.join(['(?, ?, ?, ?, ?, ?)'] * len(part))}
+                    ON CONFLICT (day, program, is32) DO UPDATE SET
+                    execs = days.execs + excluded.execs,
+                    first_seen = least(days.first_seen, excluded.first_seen),
+                    last_seen = greatest(days.last_seen, excluded.last_seen)""",
+                [v for r in part for v in r])
         _many(con, "INSERT OR REPLACE INTO folded VALUES (?, ?)",
                         [[k, v] for k, v in state.folded.items()])
         _many(con, "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?)",
