@@ -89,7 +89,7 @@ def start_watch(state, port, *extra):
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     log.close()
     wait_for(lambda: "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics"),
-             120, "tw watch's metrics")
+             400, "tw watch's metrics")
     return p
 
 
@@ -140,7 +140,9 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     state = env["tmp"] / "state"
     state.mkdir()
     port = prometheus["watch_port"]
-    w = start_watch(state, port, "--window", "4", "--window-period", "600")
+    # --measure: the per-call matrix measured here first, so that the window's paths are
+    # priced (the int 0x80 path in CPU time and in VM exits).
+    w = start_watch(state, port, "--window", "4", "--window-period", "600", "--measure")
     go = None
     try:
         # The Go 386 loop, inside the first window (it opens as the watch starts).
@@ -158,6 +160,11 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
                 f'path="compat_int80_text"}}')
         res = wait_for(lambda: promql(prometheus, go_q), 90, f"PromQL {go_q}")
         assert float(res[0]["value"][1]) > 0, res
+        cost_q = (f'timewrite_entry_excess_cpu_ratio{{program="{env["go386"]}",'
+                  f'path="compat_int80_text"}}')
+        res = wait_for(lambda: promql(prometheus, cost_q), 30, f"PromQL {cost_q}")
+        est = {r["metric"]["estimate"]: float(r["value"][1]) for r in res}
+        assert est["ci_low"] <= est["median"] <= est["ci_high"] and est["median"] > 0, est
     finally:
         if go is not None:
             go.kill()
@@ -181,6 +188,9 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     assert row["why"] == "32-bit" and row["execs"] == 1
     go_row = next((s for s in d["stop"] if s["program"] == str(env["go386"])), None)
     assert go_row is not None and "compat_int80_text" in go_row["paths"], d["stop"]
+    q = go_row["paths"]["compat_int80_text"]
+    assert q["ns_per_s"] is not None and q["ns_per_s"]["median"] > 0, q
+    assert q["exits_per_s"] is not None and q["exits_per_s"]["median"] > 0, q
     txt = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since", "1d",
                "--state", state], text=True)
     assert "would have stopped" in txt.stdout and prog in txt.stdout

@@ -77,6 +77,13 @@ def _add(a, b):
     return {k: a[k] + b[k] for k in ("median", "ci_low", "ci_high")}
 
 
+def _summary(v):
+    """{median, ci_low, ci_high} of a summary, or None when any is unknown."""
+    if not v or any(v.get(k) is None for k in ("median", "ci_low", "ci_high")):
+        return None
+    return {k: v[k] for k in ("median", "ci_low", "ci_high")}
+
+
 def window_summary(raw, percall_doc=None, percall_source=None):
     """One window's figures per program: {t0, t1, seconds, added_ns, why_not, blind, programs:
     [{program, is32, stops, paths: {name: {calls, ns_per_s, why, label}}}], wlat: [{program,
@@ -110,6 +117,12 @@ def window_summary(raw, percall_doc=None, percall_source=None):
                                             "why": None, "label": g.get("label")})
             q["calls"] += g["calls"]
             q["ns_per_s"] = _add(q["ns_per_s"], g.get("ns_per_s"))
+            if g["entry"] == "int80":
+                # VM exits per second the path cost (analyse.causes: fitted exits per call x
+                # calls per second), where the matrix prices one exit.
+                q["exits_per_s"] = _add(q.get("exits_per_s", {"median": 0.0, "ci_low": 0.0,
+                                                              "ci_high": 0.0}),
+                                        _summary(g.get("exits_per_s")))
             if g.get("ns_per_s") is None:
                 q["why"] = g.get("why") or "not priced"
     for (name, is32), row in progs.items():
@@ -236,7 +249,8 @@ class State:
                 self.calls[k] = self.calls.get(k, 0) + q["calls"]
                 self.cost[k] = q["ns_per_s"]
                 rows.append({"program": name, "is32": p["is32"], "path": path, "calls": q["calls"],
-                             "ns_per_s": q["ns_per_s"], "why": q["why"], "stops": p["stops"]})
+                             "ns_per_s": q["ns_per_s"], "why": q["why"], "stops": p["stops"],
+                             "exits_per_s": q.get("exits_per_s")})
         lat = []
         for x in w["wlat"]:
             name = self.label(x["program"], False)
@@ -279,9 +293,12 @@ def readiness(programs, paths, since_t, now):
             for p in programs:
                 if (p["program"], p["is32"]) == key:
                     s.update(execs=p["execs"], first_seen=p["first_seen"], last_seen=p["last_seen"])
-        q = s["paths"].setdefault(r["path"], {"calls": 0, "seconds": 0.0, "ns": [], "why": None})
+        q = s["paths"].setdefault(r["path"], {"calls": 0, "seconds": 0.0, "ns": [], "ex": [],
+                                              "why": None})
         q["calls"] += r["calls"]
         q["seconds"] += r["seconds"] or 0.0
+        if r.get("exits_per_s") is not None:
+            q["ex"].append(r["exits_per_s"])
         if r.get("ns_per_s") is not None:
             q["ns"].append(r["ns_per_s"])
         elif r.get("why"):
@@ -292,9 +309,11 @@ def readiness(programs, paths, since_t, now):
         for q in s["paths"].values():
             # The mean over the windows that saw the path: each window's figure is an excess
             # CPU rate with its interval; the bounds are averaged with it (they move together).
-            ns = q.pop("ns")
+            ns, ex = q.pop("ns"), q.pop("ex")
             q["ns_per_s"] = ({k: sum(x[k] for x in ns) / len(ns) for k in ("median", "ci_low", "ci_high")}
                              if ns else None)
+            q["exits_per_s"] = ({k: sum(x[k] for x in ex) / len(ex) for k in ("median", "ci_low", "ci_high")}
+                                if ex else None)
             q["windows"] = len(ns)
     return {"schema": SCHEMA, "since": since_t, "until": now,
             "stop": sorted(stop.values(), key=lambda s: (-(s["last_seen"] or 0), s["program"]))}

@@ -44,7 +44,7 @@ SCHEMA_SQL = (
         added_ns DOUBLE, added_lo DOUBLE, added_hi DOUBLE, added_why VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS paths (t DOUBLE NOT NULL, seconds DOUBLE, program VARCHAR,
         is32 BOOLEAN, path VARCHAR, calls BIGINT, ns_per_s DOUBLE, ns_lo DOUBLE, ns_hi DOUBLE,
-        why VARCHAR, stops VARCHAR)""",
+        why VARCHAR, stops VARCHAR, exits_per_s DOUBLE, exits_lo DOUBLE, exits_hi DOUBLE)""",
     """CREATE TABLE IF NOT EXISTS wlat (t DOUBLE NOT NULL, program VARCHAR, kind VARCHAR,
         sync BOOLEAN, hi_ns DOUBLE, writes BIGINT)""",
     """CREATE TABLE IF NOT EXISTS wlat_sum (t DOUBLE NOT NULL, program VARCHAR, kind VARCHAR,
@@ -162,10 +162,12 @@ def save(path, state, windows=()):
                         [w.get("t0"), w.get("t1"), w.get("seconds"), a.get("median"),
                          a.get("ci_low"), a.get("ci_high"), w.get("added_why")])
             _many(con, 
-                "INSERT INTO paths VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO paths VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [[w["t1"], w.get("seconds"), r["program"], r["is32"], r["path"], r["calls"],
                   *(((r["ns_per_s"] or {}).get(k)) for k in ("median", "ci_low", "ci_high")),
-                  r["why"], r["stops"]] for r in rows])
+                  r["why"], r["stops"],
+                  *(((r.get("exits_per_s") or {}).get(k)) for k in ("median", "ci_low", "ci_high"))]
+                 for r in rows])
             _many(con, 
                 "INSERT INTO wlat VALUES (?, ?, ?, ?, ?, ?)",
                 [[w["t1"], x["program"], x["kind"], x["sync"],
@@ -287,8 +289,9 @@ def programs_since(con, since_t):
 def paths_since(con, since_t):
     return [{"t": t, "seconds": s, "program": p, "is32": bool(b), "path": pth, "calls": int(n),
              "ns_per_s": None if m is None else {"median": m, "ci_low": lo, "ci_high": hi},
-             "why": why, "stops": stops}
-            for t, s, p, b, pth, n, m, lo, hi, why, stops in con.execute(
+             "why": why, "stops": stops,
+             "exits_per_s": None if em is None else {"median": em, "ci_low": elo, "ci_high": ehi}}
+            for t, s, p, b, pth, n, m, lo, hi, why, stops, em, elo, ehi in con.execute(
                 "SELECT * FROM paths WHERE t >= ? ORDER BY t", [since_t]).fetchall()]
 
 

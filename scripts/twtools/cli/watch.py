@@ -89,6 +89,9 @@ def add_arguments(parser, name):
     parser.add_argument("--results", metavar="DIR",
                         help="price entry paths with DIR/percall.json (default: results/latest "
                              "if it was measured on this host; else costs are unknown)")
+    parser.add_argument("--measure", action="store_true",
+                        help="measure the per-call costs here at the start (about a minute) "
+                             "instead of reading them from --results or results/latest")
     parser.add_argument("--interval", type=options.int_range(1, 3600), default=60, metavar="S",
                         help="read the kernel's exec counts and save every S seconds (default 60)")
     parser.add_argument("--window", type=options.checked(_seconds(0, 3600)), default=5.0,
@@ -158,9 +161,33 @@ def report(state_dir, since_s, now=None):
 
 # ---------------------------------------------------------------- the watch
 
-def _percall(results):
+# What --measure times: every way in a window can price (each against the fastest path open
+# to its program), op null, and the cpuid cell that prices one VM exit (analyse.causes).
+MEASURE_ENTRIES = ("syscall", "sysenter", "int80", "vdso32-call")
+
+
+def _measure_percall():
+    from ..machine import registry
+    from ..measure import bench
+    vs = []
+    for bits in (32, 64):
+        for e in MEASURE_ENTRIES:
+            v = registry.find(bits, e)
+            if v and v not in vs:
+                vs.append(v)
+    vs += [v for v in registry.fast32() if v not in vs]
+    ui.progress(f"watch: measuring the per-call costs here (--measure): {', '.join(vs)}")
+    doc = bench.run_matrix(None, mode="quick", variants=vs, ops=["null", "cpuid"],
+                           shapes=["ret"], rounds=10)
+    return doc, (f"measured here at the watch's start (--measure): build/syscost-* op null and "
+                 f"cpuid, {doc['params']['rounds']} interleaved rounds")
+
+
+def _percall(results, measure_here=False):
     """(percall document, source) or (None, why)."""
     from . import diagnose as cli_diagnose
+    if measure_here:
+        return _measure_percall()
     if results:
         if not Path(results).is_dir():
             raise ui.UserError(f"--results {results} is not a directory")
@@ -186,7 +213,7 @@ class Watch:
         self.window_thread = None
         self.window_raw = None
         self.window_error = None
-        self.percall, self.percall_source = _percall(args.results)
+        self.percall, self.percall_source = _percall(args.results, args.measure)
         self.last_bound = 0.0
 
     def snapshot(self):
@@ -301,7 +328,8 @@ class Watch:
                         self.save(windows)
                     if self.hup.is_set():
                         self.hup.clear()
-                        self.percall, self.percall_source = _percall(a.results)
+                        if not a.measure:
+                            self.percall, self.percall_source = _percall(a.results)
                         self.save()
                         ui.progress(f"watch: SIGHUP: state saved, per-call matrix re-read "
                                     f"({escape.terminal(self.percall_source)})")

@@ -148,9 +148,12 @@ def _utc(t):
 def _cost(q):
     v = q.get("ns_per_s")
     if v is None:
-        return f"cost unknown: {q.get('why') or 'not priced'}"
+        return f"cost unknown: {escape.terminal(q.get('why') or 'not priced')}"
+    e = q.get("exits_per_s")
+    exits = (f", {_n(e['median'])} VM exits per second [{_n(e['ci_low'])}, {_n(e['ci_high'])}]"
+             if e else "")
     return (f"{_n(v['median'] / 1e6)} ms of CPU per second over the fastest path "
-            f"[{_n(v['ci_low'] / 1e6)}, {_n(v['ci_high'] / 1e6)}], "
+            f"[{_n(v['ci_low'] / 1e6)}, {_n(v['ci_high'] / 1e6)}]{exits}, "
             f"mean of {q['windows']} window(s)")
 
 
