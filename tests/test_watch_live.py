@@ -5,7 +5,8 @@ started while the watch runs; Prometheus, started here on a loopback port with a
 interval, must answer a PromQL query for it through its HTTP API.  A Go GOARCH=386 loop
 (inline int 0x80) runs through a window: its calls must come out on the compat int 0x80 path.
 The watch is then stopped with SIGTERM and started again on the same state, and `tw watch
---report` must still name the 10 ms program; killed with SIGKILL, the state must reopen.
+--report` must still name the 10 ms program; a second 32-bit program runs, the watch is killed
+with SIGKILL an interval later, and the report must name that one too.
 
 Why it can break: the exec tracepoint's pt_regs read on a new kernel (a 32-bit program then
 looks 64-bit), bpftrace's JSON output, the interval's map flip, the HTTP export, Prometheus's
@@ -172,11 +173,20 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     assert stop(w) == 0
     # Restart on the same state: what was seen before is there, and still counted once.
     w = start_watch(state, port, "--window", "0")
+    after = env["tmp"] / "tw-short32-after-restart"
+    if not after.exists():
+        os.link(env["short32"], after)
     try:
         text = get(f"http://127.0.0.1:{port}/metrics")
         line = next(ln for ln in text.splitlines()
                     if ln.startswith("timewrite_exec_total{") and f'program="{prog}"' in ln)
         assert line.endswith(" 1.0"), line
+        # A second 32-bit program after the restart, counted and saved (one interval, 1 s,
+        # and one more for the save), then kill -9: it must be in the state all the same.
+        assert run([after]).returncode == 0
+        wait_for(lambda: str(after) in get(f"http://127.0.0.1:{port}/metrics"), 30,
+                 "the program run after the restart")
+        time.sleep(2.5)
     finally:
         assert stop(w, signal.SIGKILL) == -signal.SIGKILL
     rep = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since", "1d",
@@ -186,6 +196,7 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     row = next((s for s in d["stop"] if s["program"] == prog), None)
     assert row is not None, [s["program"] for s in d["stop"]]
     assert row["why"] == "32-bit" and row["execs"] == 1
+    assert str(after) in [s["program"] for s in d["stop"]], "lost to kill -9"
     go_row = next((s for s in d["stop"] if s["program"] == str(env["go386"])), None)
     assert go_row is not None and "compat_int80_text" in go_row["paths"], d["stop"]
     q = go_row["paths"]["compat_int80_text"]
