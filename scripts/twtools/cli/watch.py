@@ -1,8 +1,9 @@
 """`tw watch`: the census kept for weeks.  A long-running command, as root.
 
-  tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR] [--interval S]
+  tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] [--interval S]
            [--window S] [--window-period S] [--max-programs N] [--max-state-mb N] [--keep-days N]
   tw watch --report [--since 30d] [--state DIR] [--json]
+  tw watch --overhead [--rounds N] [--idle-seconds S] [--json]
 
 The watch (measure.watch) keeps one bpftrace program attached for its whole life,
 traces/watch_exec.bt (every exec, counted in the kernel, read every --interval), and opens a
@@ -78,9 +79,10 @@ def add_arguments(parser, name):
         "raw_syscalls tracepoint slows every call on the machine).  Exported in Prometheus's "
         "text format on --listen, kept in --state DIR/watch.duckdb across restarts.  "
         "--report says what booting with ia32_emulation=0 would have stopped.  Needs root.")
-    parser.usage = ("tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR] [--interval S] "
-                    "[--window S] [--window-period S]\n       tw watch --report [--since 30d] "
-                    "[--state DIR] [--json]")
+    parser.usage = ("tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] "
+                    "[--interval S] [--window S] [--window-period S]\n       tw watch --report "
+                    "[--since 30d] [--state DIR] [--json]\n       tw watch --overhead [--rounds N] "
+                    "[--idle-seconds S] [--json]")
     parser.add_argument("--listen", type=options.checked(_listen), metavar="ADDR:PORT",
                         help="serve the metrics here (Prometheus text format, /metrics); none "
                              "by default")
