@@ -8,6 +8,11 @@ The watch is then stopped with SIGTERM and started again on the same state, and 
 --report` must still name the 10 ms program; a second 32-bit program runs, the watch is killed
 with SIGKILL an interval later, and the report must name that one too.
 
+A hostile path and 2000 distinct programs past a cap, and more distinct programs in one
+interval than the kernel's exec maps hold, must all be counted (named, or under "other" with
+the folded counter saying how many and why).  Prometheus's graph page is opened in headless
+Chromium and its screenshot kept.
+
 Why it can break: the exec tracepoint's pt_regs read on a new kernel (a 32-bit program then
 looks 64-bit), bpftrace's JSON output, the interval's map flip, the HTTP export, Prometheus's
 parser disagreeing with the exposition, a restart that starts the state afresh.  Skips: not
@@ -337,3 +342,38 @@ def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_
         assert float(res[0]["value"][1]) == 1.0
     finally:
         assert stop(w) == 0
+
+
+def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
+    """More distinct programs in one interval than the exec maps hold (4096 keys): the
+    kernel's exec total still counts the ones no key could hold, and the watch folds them
+    into "other" as map_full, so that every exec is counted."""
+    from twtools.analyse import watchdb
+    from twtools.measure import watch as mwatch
+    state = tmp_path / "state"
+    state.mkdir()
+    n = mwatch.EXEC_MAP_KEYS + 400
+    many = tmp_path / "many"
+    many.mkdir()
+    names = [many / f"tw-q{i:05d}" for i in range(n)]
+    for p in names:
+        os.link(env["short32"], p)
+    w = start_watch(state, free_port(), "--window", "0", "--interval", "3600",
+                    "--max-programs", "100000")
+    try:
+        script = tmp_path / "many.sh"
+        script.write_text("".join(f"'{p}'\n" for p in names))
+        assert run(["sh", script], timeout=900).returncode == 0
+    finally:
+        assert stop(w) == 0          # SIGTERM: bpftrace's END prints the interval's maps
+    con = watchdb.connect(watchdb.path_in(state), read_only=True)
+    try:
+        ours = con.execute("SELECT count(*), sum(execs) FROM programs WHERE program LIKE ?",
+                           [f"{many}/%"]).fetchone()
+        other = con.execute("SELECT sum(execs) FROM programs WHERE program = 'other'").fetchone()[0]
+        folded = dict(con.execute("SELECT reason, n FROM folded").fetchall())
+    finally:
+        con.close()
+    assert ours[0] == ours[1] and ours[0] < n, ours          # each named one once; not all fit
+    assert folded["map_full"] > 0 and other == folded["map_full"] + folded["cap"], (other, folded)
+    assert ours[0] + folded["map_full"] >= n, (ours, folded)  # none lost

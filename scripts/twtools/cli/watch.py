@@ -373,7 +373,9 @@ def _overhead(args):
     if r:
         print(f"a real tw watch (--window 0) for {r['seconds']:.0f} s: {r['cpu_s']:.2f} s of CPU, "
               f"{100 * r['cpu_share_of_one_core']:.2f}% of one core; peak resident memory "
-              f"{r['peak_rss_total_bytes'] / 2 ** 20:.0f} MB (the watch and bpftrace together)")
+              f"{r['peak_rss_total_bytes'] / 2 ** 20:.0f} MB (the watch and bpftrace together)"
+              + (f"; BPF maps {sum(r['bpf_map_bytes'].values()) / 2 ** 20:.1f} MB of kernel memory"
+                 if r.get("bpf_map_bytes") else ""))
     return ui.EXIT_OK
 
 

@@ -33,9 +33,10 @@ from .trace import tmp_dir
 EXEC_SCRIPT = "watch_exec.bt"
 WINDOW_SCRIPT = "watch_window.bt"
 SCHEMA = "timewrite-watch-window/1"
-# bpftrace keeps at most this many keys a map.  A full map drops updates; the exec program's
+# bpftrace keeps at most this many keys a map (distinct programs an interval; six maps of
+# 200-byte keys, 4096 keys: about 7 MB of kernel memory).  A full map drops updates; the exec program's
 # keyless @n counts every exec, so the watch knows how many a full map dropped.
-EXEC_MAP_KEYS = 16384
+EXEC_MAP_KEYS = 4096
 # File names longer than this are cut by bpftrace (its maximum string length in 0.17 is 200).
 STRLEN = 200
 OVERHEAD_BATCHES = 10

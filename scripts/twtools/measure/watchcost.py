@@ -91,6 +91,28 @@ def _proc_cpu_rss(pid):
     return cpu, hwm
 
 
+def _bpf_map_memlock(pid):
+    """Bytes of kernel memory the BPF maps this process holds open take (each map fd's
+    fdinfo says `memlock:`), or None when /proc does not say."""
+    import os
+    total, seen = 0, False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            info = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        if "map_type:" in info:
+            for ln in info.splitlines():
+                if ln.startswith("memlock:"):
+                    total += int(ln.split()[1])
+                    seen = True
+    return total if seen else None
+
+
 def _tree(pid):
     """pid and its descendants, from /proc/*/stat."""
     import os
@@ -133,6 +155,7 @@ def resources(seconds, interval=60):
             time.sleep(seconds)
             wall = time.monotonic() - t0
             end = {q: _proc_cpu_rss(q) for q in _tree(p.pid)}
+            maps = {q: _bpf_map_memlock(q) for q in end}
             names = {}
             for q in end:
                 try:
@@ -151,4 +174,5 @@ def resources(seconds, interval=60):
             "cpu_s_by_process": per,
             "peak_rss_bytes": {f"{q} {names.get(q, '?')}": e[1] for q, e in end.items() if e},
             "peak_rss_total_bytes": sum(e[1] or 0 for e in end.values() if e),
+            "bpf_map_bytes": {f"{q} {names.get(q, '?')}": m for q, m in maps.items() if m},
             "interval_s": interval}
