@@ -99,6 +99,17 @@ def start_watch(state, port, *extra):
     return p
 
 
+def _mount_of(path):
+    """The mount point a path lies on (the longest /proc/self/mounts entry above it)."""
+    path = os.path.realpath(path)
+    best = "/"
+    for ln in open("/proc/self/mounts"):
+        m = ln.split()[1]
+        if (path == m or path.startswith(m.rstrip("/") + "/")) and len(m) > len(best):
+            best = m
+    return best
+
+
 def stop(p, sig=signal.SIGTERM):
     p.send_signal(sig)
     return p.wait(timeout=120)
@@ -149,11 +160,15 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     # --measure: the per-call matrix measured here first, so that the window's paths are
     # priced (the int 0x80 path in CPU time and in VM exits).
     w = start_watch(state, port, "--window", "4", "--window-period", "600", "--measure")
-    go = None
+    go = dd = None
     try:
         # The Go 386 loop, inside the first window (it opens as the watch starts).
         go = subprocess.Popen(["nice", "-n", "19", str(env["go386"]), "2000000000"],
                               stdout=subprocess.DEVNULL)
+        # O_SYNC writes to a file, through the same window: the synchronous latency series.
+        sync_out = env["tmp"] / "sync-writes"
+        dd = subprocess.Popen(["sh", "-c", f"for i in $(seq 80); do dd if=/dev/zero of='{sync_out}' "
+                               "bs=256 count=20 oflag=sync status=none; sleep 0.1; done"])
         t0 = time.monotonic()
         p = run([env["short32"]])
         lived = time.monotonic() - t0
@@ -164,7 +179,21 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
         assert float(res[0]["value"][1]) == 1.0, res
         go_q = (f'timewrite_syscalls_total{{program="{env["go386"]}",bits="32",'
                 f'path="compat_int80_text"}}')
-        res = wait_for(lambda: promql(prometheus, go_q), 90, f"PromQL {go_q}")
+        # The window opens as the watch starts; its bpftrace parses BTF first, which takes
+        # minutes on a loaded machine.
+        res = wait_for(lambda: promql(prometheus, go_q), 300, f"PromQL {go_q}")
+        assert float(res[0]["value"][1]) > 0, res
+        # Write latency: the Go loop's writes to /dev/null (a character device, not a tty),
+        # and dd's O_SYNC writes to a file on the temporary folder's file system.
+        lat_q = (f'timewrite_write_latency_seconds_count{{program="{env["go386"]}",'
+                 f'kind="device",sync="false"}}')
+        res = wait_for(lambda: promql(prometheus, lat_q), 30, f"PromQL {lat_q}")
+        assert float(res[0]["value"][1]) > 0, res
+        fs = next(ln.split()[2] for ln in open("/proc/self/mounts")
+                  if ln.split()[1] == _mount_of(sync_out))
+        sync_q = f'timewrite_write_latency_seconds_count{{kind="file:{fs}",sync="true"}}'
+        res = wait_for(lambda: [r for r in promql(prometheus, sync_q)
+                                if r["metric"]["program"].endswith("/dd")], 30, f"PromQL {sync_q}")
         assert float(res[0]["value"][1]) > 0, res
         cost_q = (f'timewrite_entry_excess_cpu_ratio{{program="{env["go386"]}",'
                   f'path="compat_int80_text"}}')
@@ -175,7 +204,11 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
         if go is not None:
             go.kill()
             go.wait()
-    assert stop(w) == 0
+        if dd is not None:
+            dd.kill()
+            dd.wait()
+        rc = stop(w) if w.poll() is None else w.returncode     # never left running
+    assert rc == 0
     # Restart on the same state: what was seen before is there, and still counted once.
     w = start_watch(state, port, "--window", "0")
     after = env["tmp"] / "tw-short32-after-restart"
