@@ -167,8 +167,9 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
                               stdout=subprocess.DEVNULL)
         # O_SYNC writes to a file, through the same window: the synchronous latency series.
         sync_out = env["tmp"] / "sync-writes"
-        dd = subprocess.Popen(["sh", "-c", f"for i in $(seq 80); do dd if=/dev/zero of='{sync_out}' "
-                               "bs=256 count=20 oflag=sync status=none; sleep 0.1; done"])
+        dd = subprocess.Popen(["sh", "-c", f"while :; do dd if=/dev/zero of='{sync_out}' "
+                               "bs=256 count=20 oflag=sync status=none; sleep 0.1; done"],
+                              start_new_session=True)
         t0 = time.monotonic()
         p = run([env["short32"]])
         lived = time.monotonic() - t0
@@ -205,7 +206,7 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
             go.kill()
             go.wait()
         if dd is not None:
-            dd.kill()
+            os.killpg(dd.pid, signal.SIGKILL)        # the shell and its dd
             dd.wait()
         rc = stop(w) if w.poll() is None else w.returncode     # never left running
     assert rc == 0
