@@ -411,3 +411,38 @@ def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
     assert ours[0] == ours[1] and ours[0] < n, ours          # each named one once; not all fit
     assert folded["map_full"] > 0 and other == folded["map_full"] + folded["cap"], (other, folded)
     assert ours[0] + folded["map_full"] >= n, (ours, folded)  # none lost
+
+
+def _children(pid):
+    out = []
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                st = open(f"/proc/{n}/stat").read().rsplit(")", 1)[1].split()
+                cmd = open(f"/proc/{n}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if int(st[1]) == pid:
+                out.append((int(n), cmd))
+    return out
+
+
+def test_kill_9_with_a_window_open_leaves_no_tracer_behind(env, tmp_path):
+    """A window's raw_syscalls tracepoint slows every call on the machine: if the watch is
+    killed with SIGKILL while one is open, its bpftrace must not go on without it (each
+    bpftrace is started under setpriv --pdeathsig KILL), nor the exec tracer's."""
+    need_tool("setpriv")
+    state = tmp_path / "state"
+    state.mkdir()
+    w = start_watch(state, free_port(), "--window", "120", "--window-period", "600")
+    try:
+        kids = wait_for(lambda: [k for k in _children(w.pid) if "bpftrace" in k[1]
+                                 and "watch_window.bt" in k[1]] and _children(w.pid), 300,
+                        "the window's bpftrace")
+        tracers = [pid for pid, cmd in kids if "bpftrace" in cmd]
+        assert len(tracers) == 2, kids                 # the exec tracer and the window
+    finally:
+        w.send_signal(signal.SIGKILL)
+        w.wait()
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in tracers) or None, 30,
+             "both bpftrace processes to die with the watch")

@@ -56,6 +56,16 @@ def mono_to_epoch():
     return time.time() - time.monotonic()
 
 
+def die_with_us():
+    """The argv that makes a bpftrace die with the watch, however the watch ends (SIGKILL
+    included, which no handler can pass on): util-linux's setpriv sets PR_SET_PDEATHSIG and
+    execs bpftrace.  Without it an orphaned window would keep slowing every system call on
+    the machine.  () where setpriv is missing (the watch then says so)."""
+    if proc.which("setpriv"):
+        return ("setpriv", "--pdeathsig", "KILL", "--")
+    return ()
+
+
 def _env(keys):
     return dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(keys), BPFTRACE_STRLEN=str(STRLEN))
 
@@ -83,7 +93,8 @@ class ExecTracer:
     def start(self, timeout=census.ATTACH_TIMEOUT):
         err = open(self.errp, "w")
         with proc.deferred_signals():
-            self.bt = subprocess.Popen(["bpftrace", "-f", "json", str(self.script), str(os.getpid())],
+            self.bt = subprocess.Popen([*die_with_us(), "bpftrace", "-f", "json", str(self.script),
+                                        str(os.getpid())],
                                        stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                        start_new_session=True, env=_env(EXEC_MAP_KEYS))
         err.close()
@@ -206,7 +217,7 @@ def window(seconds, with_overhead=True, stop=None):
         old = os.environ.get("BPFTRACE_STRLEN")
         os.environ["BPFTRACE_STRLEN"] = str(STRLEN)
         try:
-            bt, out, err = census._start(script, tmp)
+            bt, out, err = census._start(script, tmp, wrapper=die_with_us())
         except census.CensusError as e:
             doc["why_not"] = str(e)
             doc["failed"] = True
