@@ -17,8 +17,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from conftest import need_tool
 from test_fleet_ansible import ANSIBLE, ROOT, free_port, pytestmark, sshd  # noqa: F401
 from test_watch_live import get, short32, wait_for

@@ -446,3 +446,45 @@ def test_kill_9_with_a_window_open_leaves_no_tracer_behind(env, tmp_path):
         w.wait()
     wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in tracers) or None, 30,
              "both bpftrace processes to die with the watch")
+
+
+HOLD = r"""
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from twtools.analyse import watchdb
+con = watchdb.connect(sys.argv[1])
+print("held", flush=True)
+time.sleep(float(sys.argv[3]))
+con.close()
+"""
+
+
+def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
+    """The state file held by another process for longer than the watch waits: the save
+    fails, the watch says so and goes on, and what it counted meanwhile is saved later."""
+    state = tmp_path / "state"
+    state.mkdir()
+    w = start_watch(state, free_port(), "--window", "0")
+    prog = env["tmp"] / "tw-short32-while-held"
+    if not prog.exists():
+        os.link(env["short32"], prog)
+    try:
+        h = subprocess.Popen([sys.executable, "-c", HOLD, watchdb_path(state), ROOT / "scripts",
+                              "30"], stdout=subprocess.PIPE, text=True)
+        assert h.stdout.readline().strip() == "held"
+        assert run([prog]).returncode == 0
+        log = lambda: "".join(f.read_text() for f in state.glob("watch-*.err"))   # noqa: E731
+        wait_for(lambda: "saving the state failed" in log(), 60, "the failed save's line")
+        h.wait(timeout=60)
+        time.sleep(3)                    # the next intervals save again
+    finally:
+        assert stop(w) == 0
+    assert "held by another process" in log() and "Traceback" not in log()
+    rep = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since", "1d",
+               "--state", state, "--json"], text=True)
+    assert str(prog) in [s["program"] for s in json.loads(rep.stdout)["stop"]]
+
+
+def watchdb_path(state):
+    from twtools.analyse import watchdb
+    return watchdb.path_in(state)

@@ -230,9 +230,27 @@ class Watch:
                     "share": analyse.share(self.args.window, self.args.window_period)}
 
     def save(self, windows=()):
+        """Save; a failure (a full disk, the file held too long by a report) is said and the
+        watch goes on: what was not saved stays in memory (the days and changed programs are
+        cleared only once committed) and goes with the next save, but a window's rows are
+        lost then (said)."""
         with self.lock:
             self.state.intervals += 1
-            watchdb.save(self.db, self.state, windows)
+            try:
+                watchdb.save(self.db, self.state, windows)
+            except (OSError, RuntimeError, watchdb.StateLocked) as e:
+                ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
+                            f"kept in memory, saved again at the next interval"
+                            + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
+                return
+            except Exception as e:
+                import duckdb
+                if not isinstance(e, duckdb.Error):
+                    raise
+                ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
+                            f"kept in memory, saved again at the next interval"
+                            + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
+                return
         if time.time() - self.last_bound > BOUND_EVERY_S:
             self.last_bound = time.time()
             for line in watchdb.bound(self.db, self.args.keep_days, self.args.max_state_mb * 2 ** 20):

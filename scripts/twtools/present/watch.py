@@ -114,7 +114,8 @@ class Collector:
             if w.get("added_ns"):
                 added.add_metric([est], w["added_ns"][est] / 1e9)
         yield added
-        yield CounterMetricFamily("timewrite_watch_intervals", "Intervals read and saved",
+        yield CounterMetricFamily("timewrite_watch_intervals", "Times the state was saved: each "
+                                  "exec batch (--interval), each window, SIGHUP and the stop",
                                   value=s["intervals"])
         if s.get("started"):
             yield GaugeMetricFamily("timewrite_watch_start_timestamp_seconds", "When the state "
