@@ -339,6 +339,7 @@ class Watch:
                     windows = self._window_done()
                     if batch is not None:
                         now = time.time()
+                        offset = measure.mono_to_epoch()    # the wall clock may have been set
                         with self.lock:
                             self.state.add_batch(batch, offset, now)
                             if int(now) % 600 < a.interval:
