@@ -266,7 +266,13 @@ def test_sighup_saves_and_goes_on_sigterm_stops_cleanly(env):
         err = wait_for(lambda: "SIGHUP: state saved" in "".join(
             f.read_text() for f in state.glob("watch-*.err")) and "ok", 30, "the SIGHUP line")
         assert err and w.poll() is None
-        assert "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics")
+        text = get(f"http://127.0.0.1:{port}/metrics")
+        assert "timewrite_watch_intervals_total" in text
+        # The exec tracer's own memory and its maps' kernel memory, read from /proc.
+        vals = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
+                if ln.startswith("timewrite_watch_tracer_")}
+        assert vals.get("timewrite_watch_tracer_resident_memory_bytes", 0) > 2 ** 20, vals
+        assert vals.get("timewrite_watch_tracer_bpf_map_bytes", 0) > 0, vals
     finally:
         rc = stop(w)
     assert rc == 0

@@ -227,7 +227,22 @@ class Watch:
                                  "count": v["count"]} for k, v in s.wlat.items()},
                     "windows": dict(s.windows), "intervals": s.intervals,
                     "max_programs": s.max_programs, "started": s.started,
-                    "share": analyse.share(self.args.window, self.args.window_period)}
+                    "share": analyse.share(self.args.window, self.args.window_period),
+                    "tracer": self._tracer_memory()}
+
+    def _tracer_memory(self):
+        """The exec tracer's resident memory and its BPF maps' kernel memory, from /proc."""
+        from ..measure import watchcost
+        bt = getattr(self, "tracer", None)
+        if bt is None or bt.bt is None or bt.bt.poll() is not None:
+            return None
+        cpu_rss = watchcost.proc_cpu_rss(bt.bt.pid)
+        try:
+            rss = int(open(f"/proc/{bt.bt.pid}/status").read().split("VmRSS:")[1].split()[0]) * 1024
+        except (OSError, IndexError, ValueError):
+            rss = None
+        return {"rss": rss, "cpu_s": cpu_rss[0] if cpu_rss else None,
+                "map_bytes": watchcost.bpf_map_memlock(bt.bt.pid)}
 
     def save(self, windows=()):
         """Save; a failure (a full disk, the file held too long by a report) is said and the
@@ -297,7 +312,7 @@ class Watch:
         server = None
         end = time.monotonic() + a.duration if a.duration else None
         with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
-            tracer = measure.ExecTracer(a.interval, tmp)
+            tracer = self.tracer = measure.ExecTracer(a.interval, tmp)
             ui.progress("watch: attaching the exec tracer (traces/watch_exec.bt)")
             tracer.start()
             if a.listen:

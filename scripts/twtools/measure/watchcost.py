@@ -76,7 +76,7 @@ def run(rounds=6, batches=15, progress=None, idle_s=60):
     return doc
 
 
-def _proc_cpu_rss(pid):
+def proc_cpu_rss(pid):
     """(CPU seconds of the process and its reaped children, resident peak in bytes) or None."""
     import os
     try:
@@ -91,7 +91,7 @@ def _proc_cpu_rss(pid):
     return cpu, hwm
 
 
-def _bpf_map_memlock(pid):
+def bpf_map_memlock(pid):
     """Bytes of kernel memory the BPF maps this process holds open take (each map fd's
     fdinfo says `memlock:`), or None when /proc does not say."""
     import os
@@ -151,11 +151,11 @@ def resources(seconds, interval=60):
             else:
                 raise RuntimeError("tw watch did not start")
             t0 = time.monotonic()
-            start = {q: _proc_cpu_rss(q) for q in _tree(p.pid)}
+            start = {q: proc_cpu_rss(q) for q in _tree(p.pid)}
             time.sleep(seconds)
             wall = time.monotonic() - t0
-            end = {q: _proc_cpu_rss(q) for q in _tree(p.pid)}
-            maps = {q: _bpf_map_memlock(q) for q in end}
+            end = {q: proc_cpu_rss(q) for q in _tree(p.pid)}
+            maps = {q: bpf_map_memlock(q) for q in end}
             names = {}
             for q in end:
                 try:

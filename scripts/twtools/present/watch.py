@@ -117,6 +117,16 @@ class Collector:
         yield CounterMetricFamily("timewrite_watch_intervals", "Times the state was saved: each "
                                   "exec batch (--interval), each window, SIGHUP and the stop",
                                   value=s["intervals"])
+        t = s.get("tracer") or {}
+        if t.get("rss") is not None:
+            yield GaugeMetricFamily("timewrite_watch_tracer_resident_memory_bytes", "The exec "
+                                    "tracer's (bpftrace's) resident memory", value=t["rss"])
+        if t.get("cpu_s") is not None:
+            yield CounterMetricFamily("timewrite_watch_tracer_cpu_seconds", "CPU time the exec "
+                                      "tracer (bpftrace) used", value=t["cpu_s"])
+        if t.get("map_bytes") is not None:
+            yield GaugeMetricFamily("timewrite_watch_tracer_bpf_map_bytes", "Kernel memory the "
+                                    "exec tracer's BPF maps take (memlock)", value=t["map_bytes"])
         if s.get("started"):
             yield GaugeMetricFamily("timewrite_watch_start_timestamp_seconds", "When the state "
                                     "began (survives restarts)", value=s["started"])
