@@ -273,6 +273,12 @@ def test_sighup_saves_and_goes_on_sigterm_stops_cleanly(env):
                 if ln.startswith("timewrite_watch_tracer_")}
         assert vals.get("timewrite_watch_tracer_resident_memory_bytes", 0) > 2 ** 20, vals
         assert vals.get("timewrite_watch_tracer_bpf_map_bytes", 0) > 0, vals
+        # A second watch on the same state would count every exec twice: refused, one line.
+        second = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--state", state,
+                      "--window", "0", "--for", "5"], text=True, timeout=120)
+        assert second.returncode == 1 and f"(pid {w.pid}) keeps its state" in second.stderr, \
+            second.stderr
+        assert "Traceback" not in second.stderr
     finally:
         rc = stop(w)
     assert rc == 0

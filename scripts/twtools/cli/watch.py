@@ -299,12 +299,31 @@ class Watch:
                     f"{sum(r['calls'] for r in rows)} calls in {w['seconds']:.3g} s")
         return [(w, rows, lat)]
 
+    def _lock_state(self, state):
+        """One watch per state folder: two would count every exec twice into one file.  The
+        lock (flock on DIR/watch.lock) is held for the watch's life and goes with it."""
+        import fcntl
+        path = os.path.join(state, "watch.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ui.UserError(f"another tw watch (pid {escape.terminal(holder) or '?'}) keeps "
+                               f"its state in {escape.path(state)}",
+                               "stop it first, or give another --state", code=ui.EXIT_FAILED)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._state_lock = fd
+
     def run(self):
         a = self.args
         why = measure.why_not()
         if why:
             raise ui.UserError(f"cannot watch here: {why}", code=ui.EXIT_FAILED)
         os.makedirs(a.state, mode=0o750, exist_ok=True)
+        self._lock_state(a.state)
         with self.lock:
             watchdb.load(self.db, self.state)
             if self.state.started is None:
