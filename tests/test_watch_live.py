@@ -192,7 +192,9 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
         assert float(res[0]["value"][1]) > 0, res
         fs = next(ln.split()[2] for ln in open("/proc/self/mounts")
                   if ln.split()[1] == _mount_of(sync_out))
-        sync_q = f'timewrite_write_latency_seconds_count{{kind="file:{fs}",sync="true"}}'
+        # (a file system type shares its magic number with another, as tmpfs and devtmpfs do,
+        # is named by both: file:devtmpfs/tmpfs)
+        sync_q = f'timewrite_write_latency_seconds_count{{kind=~"file:(.*/)?{fs}(/.*)?",sync="true"}}'
         res = wait_for(lambda: [r for r in promql(prometheus, sync_q)
                                 if r["metric"]["program"].endswith("/dd")], 30, f"PromQL {sync_q}")
         assert float(res[0]["value"][1]) > 0, res

@@ -114,7 +114,10 @@ def window_summary(raw, percall_doc=None, percall_source=None):
             n = path_name(g)
             q = row["paths"].setdefault(n, {"calls": 0, "ns_per_s": {"median": 0.0, "ci_low": 0.0,
                                                                       "ci_high": 0.0},
-                                            "why": None, "label": g.get("label")})
+                                            "why": None,
+                                            "label": g.get("label") if g["abi"] == "compat" else
+                                            "native syscall (the window does not read where a "
+                                            "native call came from)"})
             q["calls"] += g["calls"]
             q["ns_per_s"] = _add(q["ns_per_s"], g.get("ns_per_s"))
             if g["entry"] == "int80":

@@ -172,15 +172,50 @@ def _fold(cur, name, val):
         row[field] = int(v)
 
 
+def fs_magics():
+    """{statfs f_type: file system type names, '/'-joined} of every file system mounted here, from
+    /proc/self/mounts and statfs(2) on each mount point (a mount point that cannot be read is
+    left out).  The window keys a write's file by its super block's magic number, which is
+    this f_type."""
+    import ctypes
+    import ctypes.util
+
+    class Statfs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 256)]
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    out = {}
+    try:
+        lines = open("/proc/self/mounts", encoding="utf-8", errors="replace").read().splitlines()
+    except OSError:
+        return out
+    for ln in lines[:10000]:
+        f = ln.split()
+        if len(f) < 3:
+            continue
+        where = f[1].encode().decode("unicode_escape", "replace")   # \040 for a space
+        st = Statfs()
+        if libc.statfs(where.encode(), ctypes.byref(st)) == 0:
+            out.setdefault(st.f_type & 0xffffffff, set()).add(f[2])
+    # One magic may belong to several types (tmpfs and devtmpfs share TMPFS_MAGIC): all of
+    # them are named, so that the label does not claim one it cannot tell apart.
+    return {k: "/".join(sorted(v)) for k, v in out.items()}
+
+
+def _fs_name(magic, names):
+    return names.get(int(magic) & 0xffffffff) or f"0x{int(magic) & 0xffffffff:x}"
+
+
 def _wlat_rows(maps):
     sums = maps.get("@wsum", {})
+    names = fs_magics() if maps.get("@wlat") else {}
     out = []
     for k, buckets in maps.get("@wlat", {}).items():
         if len(k) != 7:
             continue
-        pid, start, gen, ifmt, fstype, major, sync = k
+        pid, start, gen, ifmt, magic, major, sync = k
         out.append({"pid": int(pid), "start": int(start) // census.NS_PER_TICK, "gen": int(gen),
-                    "ifmt": int(ifmt), "fstype": fstype, "major": int(major), "sync": sync == "1",
+                    "ifmt": int(ifmt), "fstype": _fs_name(magic, names), "major": int(major),
+                    "sync": sync == "1",
                     "buckets": bpftrace.hist_buckets(buckets), "sum_ns": int(sums.get(k, 0))})
     return out
 
