@@ -6,7 +6,8 @@
 #            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing
 #   test     report + what only the tests need: chromium (the report in a real
 #            browser), golang-go (a Go GOARCH=386 program) and openssh-server (the
-#            fleet playbook's loopback test starts its own sshd on 127.0.0.1)
+#            fleet playbook's loopback test starts its own sshd on 127.0.0.1) and
+#            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1)
 #
 # Each check tries the capability (cc -m32 links, `python3 -m venv` gives a venv
 # whose pip runs), not only the presence of a command, because that is what
@@ -94,6 +95,8 @@ check() {
 	need golang-go sh -c 'go tool dist list | grep -qx linux/386'
 	# tests/test_fleet_ansible.py runs its own sshd, on a loopback port, and stops it.
 	need openssh-server test -x /usr/sbin/sshd
+	# tests/test_watch_live.py runs its own Prometheus on 127.0.0.1 to scrape tw watch.
+	need prometheus test -x /usr/bin/prometheus
 	if [ -n "${TW_SETUP_TEST-}" ]; then
 		need mmdebstrap mmdebstrap --version   # tests/test_setup_chroot.py builds a minbase root
 	fi

@@ -57,6 +57,9 @@ CHECK_TIER = (
     "test_today.py",
     "test_fleet_causes.py",
     "test_class_causes.py",
+    "test_watch_state.py",
+    "test_watch_unit.py",
+    "test_fleet_readiness.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

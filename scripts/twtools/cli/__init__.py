@@ -30,6 +30,8 @@ COMMANDS = {
     "diagnose": ("cli.diagnose", "trace a program: its entry paths, latencies, and what they cost here"),
     "census": ("cli.census", "every process on the machine: its entry paths, their cost per second, "
                              "and what ia32_emulation=0 would stop"),
+    "watch": ("cli.watch", "the census kept for weeks: every exec, entry paths in windows, "
+                           "Prometheus export, what ia32_emulation=0 would have stopped"),
     "bench": ("cli.bench", "per-call cost of each mechanism and operation (syscost matrix)"),
     "sweep": ("cli.stages", "the seed and TLPI buffer-size sweeps over every variant"),
     "trace": ("cli.stages", "run variants under perf, strace and bpftrace"),

@@ -45,6 +45,10 @@ def add_arguments(p, name):
                    help="recompute each directory's digest.json from its raw rounds and list "
                         "those that disagree (a host that forged its figures); writes nothing; "
                         "exit 3 when one disagrees or cannot be read")
+    p.add_argument("--readiness", action="store_true",
+                   help="the fleet's readiness for ia32_emulation=0 from each host's tw watch "
+                        "report (fleet/watch.yml's report action): which hosts ran a 32-bit "
+                        "program in the period, and which")
     p.add_argument("--bench", type=int, metavar="N",
                    help="the scale benchmark: make N synthetic results directories from the "
                         "atlas (data/machines), compare them, print wall time and peak memory")
@@ -369,6 +373,11 @@ def main(args, name):
     if args.bench is not None:
         from . import fleetbench
         return fleetbench.main(args)
+    if args.readiness:
+        from . import fleetwatch
+        if not args.dirs:
+            raise UserError("give the collection folder(s) fleet/watch.yml filled")
+        return fleetwatch.main(args)
     if not args.dirs and not args.atlas:
         raise UserError("give at least one results directory or collection folder, or --atlas",
                         "see tw fleet --help")

@@ -77,12 +77,15 @@ def _script(tmp):
                "cannot be seen")
 
 
-def _start(script, tmp):
+def _start(script, tmp, wrapper=()):
+    """bpftrace on `script`, once attached: (Popen, output path, stderr file).  wrapper: argv
+    put before bpftrace's (tw watch's `setpriv --pdeathsig KILL`)."""
     out = Path(tmp) / "census.ndjson"
     errp = Path(tmp) / "bpftrace.err"
     err = open(errp, "w")
     env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(MAP_KEYS))
-    bt = subprocess.Popen(["bpftrace", "-f", "json", "-o", str(out), str(script), str(os.getpid())],
+    bt = subprocess.Popen([*wrapper, "bpftrace", "-f", "json", "-o", str(out), str(script),
+                           str(os.getpid())],
                           stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
     deadline = time.monotonic() + ATTACH_TIMEOUT
     try:

@@ -1,0 +1,330 @@
+"""What `tw watch` keeps: the exec batches and windows of twtools.measure.watch folded into one
+bounded state, priced, and the readiness report drawn from it.
+
+  programs   one row per (program, 32-bit or not): execs counted by the kernel, first and
+             last seen (an exec, or a sighting in /proc or in a window).  A program is its
+             executable's path (/proc/PID/exe) where the watch could read it, else the file
+             name execve was given (relative if it was given so).
+  bounds     at most `max_programs` programs and `max_kinds` file-system types: past the cap
+             a new program is folded into "other" (its bitness kept), and `folded` counts
+             what went there, by reason: "cap", or "map_full" (execs the kernel counted in
+             @n that no map key holds: a full bpftrace map dropped them).
+  windows    per program and entry path, the calls a window counted; per path the excess
+             CPU time per second over the fastest path open to the program (analyse.census's
+             price, from the per-call matrix, with its 95% interval, or why unknown); write
+             latency per program, kind of file and sync, as log2 buckets with their sum.
+  report     in the last N days, the programs booting with ia32_emulation=0 would have
+             stopped: every 32-bit program seen, and every 64-bit one seen entering by a compat
+             path (int 0x80), with the evidence (execs, first and last seen, the windows that
+             saw it) and what its old entry path cost.
+
+Every figure with an interval carries it, or says why it is unknown.
+"""
+import math
+import time
+
+from . import census as acensus
+
+SCHEMA = "timewrite-watch-report/1"
+OTHER = "other"
+MAX_PROGRAMS = 500
+MAX_KINDS = 16
+TTY_MAJORS = {4, 5} | set(range(136, 144))
+
+# Entry paths as short label values (bounded: one per kind of way in).
+PATH_NAMES = {
+    ("native", "syscall"): "native_syscall",
+    ("compat", "vdso32-call"): "compat_vdso",
+    ("compat", "int80", "text"): "compat_int80_text",
+    ("compat", "int80", "other"): "compat_int80_library",
+    ("compat", "int80", "vdso"): "compat_int80_library",
+    ("native", "vsyscall-call"): "vsyscall_page",
+}
+
+
+def path_name(g):
+    """A census path ({abi, entry, origin}) as one of a bounded set of label values."""
+    for key in ((g["abi"], g["entry"], g["origin"]), (g["abi"], g["entry"])):
+        if key in PATH_NAMES:
+            return PATH_NAMES[key]
+    entry = g["entry"] if g["entry"] in ("sysenter", "syscall", "int80") else "unknown"
+    return f"{g['abi']}_{entry}_{'text' if g['origin'] == 'text' else 'library'}"
+
+
+def file_kind(ifmt, fstype, major):
+    """The kind of file a write went to: file:<fs type>, pipe, socket, tty or device."""
+    if ifmt == 8:
+        return f"file:{fstype}"
+    if ifmt == 1:
+        return "pipe"
+    if ifmt == 12:
+        return "socket"
+    if ifmt == 2:
+        return "tty" if major in TTY_MAJORS else "device"
+    if ifmt == 6:
+        return "device"
+    return "other"
+
+
+def program_of(p):
+    """A census process's program name: its executable, else [comm]."""
+    return p.get("exe") or f"[{p.get('comm') or '?'}]"
+
+
+def _add(a, b):
+    if a is None or b is None:
+        return None
+    return {k: a[k] + b[k] for k in ("median", "ci_low", "ci_high")}
+
+
+def _summary(v):
+    """{median, ci_low, ci_high} of a summary, or None when any is unknown."""
+    if not v or any(v.get(k) is None for k in ("median", "ci_low", "ci_high")):
+        return None
+    return {k: v[k] for k in ("median", "ci_low", "ci_high")}
+
+
+def window_summary(raw, percall_doc=None, percall_source=None):
+    """One window's figures per program: {t0, t1, seconds, added_ns, why_not, blind, programs:
+    [{program, is32, stops, paths: {name: {calls, ns_per_s, why, label}}}], wlat: [{program,
+    kind, sync, buckets: [{lo_ns, hi_ns, count}], sum_ns}]}."""
+    d = acensus.analyse(raw, percall_doc, percall_source)
+    out = {"t0": raw.get("utc_start"), "t1": raw.get("utc_end"), "seconds": d.get("window_s"),
+           "why_not": raw.get("why_not"), "blind": d.get("blind") or [],
+           "percall_why": d.get("percall_why"), "percall_source": d.get("percall_source"),
+           "added_ns": None, "added_why": None, "programs": [], "wlat": []}
+    tc = d.get("tracer_cost") or {}
+    added = [a for a in (tc.get("added_ns") or {}).values() if a.get("median") is not None]
+    if added:
+        a = added[0]
+        out["added_ns"] = {k: a[k] for k in ("median", "ci_low", "ci_high")}
+    else:
+        out["added_why"] = next((a.get("why") for a in (tc.get("added_ns") or {}).values()),
+                                None) or "the window's cost was not measured"
+    progs = {}
+    images = {}
+    for p in d["processes"]:
+        name = program_of(p)
+        images[(p["pid"], p.get("start"), p.get("gen") or 0)] = name
+        row = progs.setdefault((name, p.get("bits") == 32), {
+            "program": name, "is32": p.get("bits") == 32, "stops": None, "paths": {}})
+        if p.get("stops_because"):
+            row["stops"] = p["stops_because"]
+        for g in p.get("paths") or []:
+            n = path_name(g)
+            q = row["paths"].setdefault(n, {"calls": 0, "ns_per_s": {"median": 0.0, "ci_low": 0.0,
+                                                                      "ci_high": 0.0},
+                                            "why": None,
+                                            "label": g.get("label") if g["abi"] == "compat" else
+                                            "native syscall (the window does not read where a "
+                                            "native call came from)"})
+            q["calls"] += g["calls"]
+            q["ns_per_s"] = _add(q["ns_per_s"], g.get("ns_per_s"))
+            if g["entry"] == "int80":
+                # VM exits per second the path cost (analyse.causes: fitted exits per call x
+                # calls per second), where the matrix prices one exit.
+                q["exits_per_s"] = _add(q.get("exits_per_s", {"median": 0.0, "ci_low": 0.0,
+                                                              "ci_high": 0.0}),
+                                        _summary(g.get("exits_per_s")))
+            if g.get("ns_per_s") is None:
+                q["why"] = g.get("why") or "not priced"
+    for (name, is32), row in progs.items():
+        if row["stops"] is None and not is32 and any(k.startswith("compat") for k in row["paths"]):
+            row["stops"] = "64-bit, enters by int 0x80"
+        if is32:
+            row["stops"] = "32-bit"
+    out["programs"] = list(progs.values())
+    for w in raw.get("wlat") or []:
+        name = images.get((w["pid"], w["start"], w["gen"])) or _image_name(raw, w)
+        out["wlat"].append({"program": name, "kind": file_kind(w["ifmt"], w["fstype"], w["major"]),
+                            "sync": w["sync"], "buckets": w["buckets"], "sum_ns": w["sum_ns"]})
+    return out
+
+
+def _image_name(raw, w):
+    """A writer no call row named (it wrote, but its other calls were left out as tw's own):
+    its /proc executable if the snapshots know its pid."""
+    for s in (raw.get("snapshot_end") or []) + (raw.get("snapshot") or []):
+        if s["pid"] == w["pid"]:
+            return s.get("exe") or f"[{s.get('comm') or '?'}]"
+    return f"[pid {w['pid']}]"
+
+
+def day(t):
+    """The UTC day of Unix time t, as YYYY-MM-DD."""
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
+class State:
+    """The watch's bounded state in memory (the Prometheus export reads it; analyse.watchdb
+    keeps it on disk)."""
+
+    def __init__(self, max_programs=MAX_PROGRAMS, max_kinds=MAX_KINDS):
+        self.max_programs, self.max_kinds = max_programs, max_kinds
+        self.programs = {}       # (program, is32) -> {execs, first, last}
+        self.folded = {"cap": 0, "map_full": 0}
+        self.calls = {}          # (program, is32, path) -> calls, summed over windows
+        self.cost = {}           # (program, is32, path) -> last window's ns_per_s or None
+        self.wlat = {}           # (program, kind, sync) -> {buckets {hi_ns: count}, sum_ns, count}
+        self.kinds = set()
+        self.windows = {"n": 0, "seconds": 0.0, "last": None, "added_ns": None, "added_why": None}
+        self.intervals = 0
+        self.started = None
+        self.dirty = set()       # (program, is32) rows changed since the last save
+        self.days = {}           # (UTC day, program, is32) -> {execs, first, last}: not yet saved
+
+    # ---- bounds
+    def label(self, program, is32):
+        """The program's label: itself if known or room is left, else OTHER."""
+        if (program, is32) in self.programs or program == OTHER:
+            return program
+        if len(self.programs) < self.max_programs:
+            return program
+        return OTHER
+
+    def kind(self, k):
+        if k in self.kinds or not k.startswith("file:"):
+            return k
+        if len(self.kinds) < self.max_kinds:
+            self.kinds.add(k)
+            return k
+        return "file:other"
+
+    def _see(self, program, is32, t, execs=0):
+        name = self.label(program, is32)
+        if name == OTHER and program != OTHER:
+            self.folded["cap"] += execs
+        row = self.programs.setdefault((name, is32), {"execs": 0, "first": t, "last": t})
+        row["execs"] += execs
+        self.dirty.add((name, is32))
+        row["first"] = min(row["first"], t) if row["first"] is not None else t
+        row["last"] = max(row["last"], t) if row["last"] is not None else t
+        if t is not None:
+            d = self.days.setdefault((day(t), name, is32), {"execs": 0, "first": t, "last": t})
+            d["execs"] += execs
+            d["first"], d["last"] = min(d["first"], t), max(d["last"], t)
+        return name
+
+    # ---- inputs
+    def add_batch(self, batch, offset, now):
+        """One exec batch (measure.watch.ExecTracer); offset turns its monotonic ns into Unix
+        seconds; now is when it was read.  Returns the rows changed: {(program, is32)}."""
+        changed = set()
+        counted = 0
+        for (fname, is32), r in batch["execs"].items():
+            counted += r["n"]
+            first = r["first_ns"] / 1e9 + offset if r.get("first_ns") else None
+            last = r["last_ns"] / 1e9 + offset if r.get("last_ns") else first
+            name = self._see(fname, is32, first if first is not None else (last or now), r["n"])
+            if last is not None and last != first:
+                self._see(name, is32, last, 0)
+            changed.add((name, is32))
+        dropped = max(0, int(batch.get("n") or 0) - counted)
+        if dropped:
+            # The kernel counted them (@n) but no key held them: a full map.  Their bitness is
+            # unknown, so they are folded as 64-bit "other" and counted apart.
+            self.folded["map_full"] += dropped
+            self._see(OTHER, False, now, dropped)
+            changed.add((OTHER, False))
+        return changed
+
+    def add_snapshot(self, rows, t):
+        """Processes /proc shows running now: each executable seen at t (execs 0)."""
+        changed = set()
+        for r in rows:
+            if not r.get("exe"):
+                continue
+            changed.add((self._see(r["exe"], bool(r.get("needs_ia32")), t), bool(r.get("needs_ia32"))))
+        return changed
+
+    def add_window(self, w):
+        """One window_summary."""
+        t = w.get("t1") or w.get("t0")
+        self.windows["n"] += 1
+        self.windows["seconds"] += w.get("seconds") or 0.0
+        self.windows["last"] = t
+        self.windows["added_ns"], self.windows["added_why"] = w.get("added_ns"), w.get("added_why")
+        rows = []
+        for p in w["programs"]:
+            name = self._see(p["program"], p["is32"], t)
+            for path, q in p["paths"].items():
+                k = (name, p["is32"], path)
+                self.calls[k] = self.calls.get(k, 0) + q["calls"]
+                self.cost[k] = q["ns_per_s"]
+                rows.append({"program": name, "is32": p["is32"], "path": path, "calls": q["calls"],
+                             "ns_per_s": q["ns_per_s"], "why": q["why"], "stops": p["stops"],
+                             "exits_per_s": q.get("exits_per_s")})
+        lat = []
+        for x in w["wlat"]:
+            name = self.label(x["program"], False)
+            if (x["program"], False) not in self.programs and (x["program"], True) in self.programs:
+                name = x["program"]
+            k = (name, self.kind(x["kind"]), x["sync"])
+            h = self.wlat.setdefault(k, {"buckets": {}, "sum_ns": 0, "count": 0})
+            for b in x["buckets"]:
+                hi = b["hi_ns"] if b["hi_ns"] is not None else math.inf
+                h["buckets"][hi] = h["buckets"].get(hi, 0) + b["count"]
+                h["count"] += b["count"]
+            h["sum_ns"] += x["sum_ns"]
+            lat.append({"program": k[0], "kind": k[1], "sync": k[2], "buckets": x["buckets"],
+                        "sum_ns": x["sum_ns"]})
+        return rows, lat
+
+
+def readiness(programs, paths, since_t, now):
+    """The report: programs = [{program, is32, execs, first_seen, last_seen}] from the state
+    (execs counted within the period where the state keeps them per day); paths = window rows
+    [{program, is32, path, calls, seconds, ns_per_s..., t}] in the period.  Returns
+    {since, until, stop: [...], cost_ns_per_s}."""
+    stop = {}
+    for p in programs:
+        if p["is32"] and p["last_seen"] is not None and p["last_seen"] >= since_t:
+            stop[(p["program"], True)] = {"program": p["program"], "why": "32-bit",
+                                          "execs": p["execs"], "first_seen": p["first_seen"],
+                                          "last_seen": p["last_seen"], "windows": 0,
+                                          "paths": {}}
+    for r in paths:
+        compat = r["path"].startswith("compat")
+        if not (r["is32"] or compat) or r["t"] < since_t:
+            continue
+        key = (r["program"], r["is32"])
+        s = stop.get(key)
+        if s is None:
+            s = stop[key] = {"program": r["program"], "why": "64-bit, enters by int 0x80",
+                             "execs": 0, "first_seen": r["t"], "last_seen": r["t"], "windows": 0,
+                             "paths": {}}
+            for p in programs:
+                if (p["program"], p["is32"]) == key:
+                    s.update(execs=p["execs"], first_seen=p["first_seen"], last_seen=p["last_seen"])
+        q = s["paths"].setdefault(r["path"], {"calls": 0, "seconds": 0.0, "ns": [], "ex": [],
+                                              "why": None})
+        q["calls"] += r["calls"]
+        q["seconds"] += r["seconds"] or 0.0
+        if r.get("exits_per_s") is not None:
+            q["ex"].append(r["exits_per_s"])
+        if r.get("ns_per_s") is not None:
+            q["ns"].append(r["ns_per_s"])
+        elif r.get("why"):
+            q["why"] = r["why"]
+        s.setdefault("_w", set()).add(r["t"])
+    for s in stop.values():
+        s["windows"] = len(s.pop("_w", ()))
+        for q in s["paths"].values():
+            # The mean over the windows that saw the path: each window's figure is an excess
+            # CPU rate with its interval; the bounds are averaged with it (they move together).
+            ns, ex = q.pop("ns"), q.pop("ex")
+            q["ns_per_s"] = ({k: sum(x[k] for x in ns) / len(ns) for k in ("median", "ci_low", "ci_high")}
+                             if ns else None)
+            q["exits_per_s"] = ({k: sum(x[k] for x in ex) / len(ex) for k in ("median", "ci_low", "ci_high")}
+                                if ex else None)
+            q["windows"] = len(ns)
+    return {"schema": SCHEMA, "since": since_t, "until": now,
+            "stop": sorted(stop.values(), key=lambda s: (-(s["last_seen"] or 0), s["program"]))}
+
+
+def share(window_s, period_s):
+    """The share of time a window is open: window / period, or None."""
+    if not window_s or not period_s:
+        return None
+    return min(1.0, window_s / period_s)
+

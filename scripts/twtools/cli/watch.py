@@ -1,0 +1,456 @@
+"""`tw watch`: the census kept for weeks.  A long-running command, as root.
+
+  tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] [--interval S]
+           [--window S] [--window-period S] [--max-programs N] [--max-state-mb N] [--keep-days N]
+  tw watch --report [--since 30d] [--state DIR] [--json]
+  tw watch --overhead [--rounds N] [--idle-seconds S] [--json]
+
+The watch (measure.watch) keeps one bpftrace program attached for its whole life,
+traces/watch_exec.bt (every exec, counted in the kernel, read every --interval), and opens a
+second one, traces/watch_window.bt, for --window seconds every --window-period (entry paths
+per program, write latency): an attached raw_syscalls tracepoint slows every system call on the
+machine, so per-call figures are taken in windows, and each window measures what it cost.
+The state (analyse.watch.State) is saved to --state DIR/watch.duckdb after every batch
+(analyse.watchdb), exported on --listen in Prometheus's text format (present.watch), and read
+again at start: a restart loses nothing saved.
+
+Signals: SIGTERM and SIGINT stop the watch cleanly (the exec tracer's last counts are read
+and saved, an open window is closed, exit 0); SIGHUP saves now, re-reads the per-call matrix
+and says so (exit status unchanged: the watch goes on).
+"""
+import os
+import re
+import signal
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..analyse import watch as analyse
+from ..analyse import watchdb
+from ..core import escape, paths, proc, ui
+from ..machine import process
+from ..measure import watch as measure
+from ..measure.trace import tmp_dir
+from ..present import watch as present
+from . import options
+
+DEFAULT_STATE = "/var/lib/timewrite-watch"
+BOUND_EVERY_S = 3600.0
+
+
+def _listen(text):
+    m = re.fullmatch(r"\[?([0-9A-Za-z.:-]*?)\]?:(\d{1,5})", text)
+    if not m or not 0 < int(m.group(2)) < 65536:
+        raise ValueError(f"'{text}' is not ADDR:PORT (e.g. 127.0.0.1:9864)")
+    return m.group(1) or "0.0.0.0", int(m.group(2))
+
+
+def _since(text):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text)
+    if not m:
+        raise ValueError(f"'{text}' is not a period such as 30d, 12h, 90m or 600s")
+    v = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if not 0 < v <= 10 * 366 * 86400:
+        raise ValueError(f"{text}: give a period above 0 and at most 10 years")
+    return v
+
+
+def _seconds(lo, hi):
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"'{text}' is not a number of seconds")
+        if not lo <= v <= hi:
+            raise ValueError(f"{text}: give a number of seconds from {lo:g} to {hi:g}")
+        return v
+    parse.__name__ = "seconds"
+    return parse
+
+
+def add_arguments(parser, name):
+    parser.description = (
+        "Keep the census for weeks: every exec on this machine (its path, 32-bit or not, how "
+        "often, first and last seen: a program that lives one millisecond is counted in the "
+        "kernel) all the time, and per program its system calls by entry path (priced with the "
+        "per-call matrix) and its write latency in short windows (a duty cycle: an attached "
+        "raw_syscalls tracepoint slows every call on the machine).  Exported in Prometheus's "
+        "text format on --listen, kept in --state DIR/watch.duckdb across restarts.  "
+        "--report says what booting with ia32_emulation=0 would have stopped.  Needs root.")
+    parser.usage = ("tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] "
+                    "[--interval S] [--window S] [--window-period S]\n       tw watch --report "
+                    "[--since 30d] [--state DIR] [--json]\n       tw watch --overhead [--rounds N] "
+                    "[--idle-seconds S] [--json]")
+    parser.add_argument("--listen", type=options.checked(_listen), metavar="ADDR:PORT",
+                        help="serve the metrics here (Prometheus text format, /metrics); none "
+                             "by default")
+    parser.add_argument("--state", metavar="DIR", default=DEFAULT_STATE,
+                        help=f"where the state is kept (default {DEFAULT_STATE})")
+    parser.add_argument("--results", metavar="DIR",
+                        help="price entry paths with DIR/percall.json (default: results/latest "
+                             "if it was measured on this host; else costs are unknown)")
+    parser.add_argument("--measure", action="store_true",
+                        help="measure the per-call costs here at the start (about a minute) "
+                             "instead of reading them from --results or results/latest")
+    parser.add_argument("--interval", type=options.int_range(1, 3600), default=60, metavar="S",
+                        help="read the kernel's exec counts and save every S seconds (default 60)")
+    parser.add_argument("--window", type=options.checked(_seconds(0, 3600)), default=5.0,
+                        metavar="S", help="seconds each per-call window stays open (default 5; "
+                                          "0: no windows, execs only)")
+    parser.add_argument("--window-period", type=options.checked(_seconds(1, 86400)),
+                        default=1200.0, metavar="S",
+                        help="open a window every S seconds (default 1200: 5 s of 1200 is 0.42%% "
+                             "of the time; a window slows every call on the machine while it "
+                             "is open: tw watch --overhead measures by how much)")
+    parser.add_argument("--max-programs", type=options.int_range(1, 100000),
+                        default=analyse.MAX_PROGRAMS, metavar="N",
+                        help=f"programs kept before the rest fold into 'other' (default "
+                             f"{analyse.MAX_PROGRAMS})")
+    parser.add_argument("--max-state-mb", type=options.int_range(1, 100000), default=64,
+                        metavar="N", help="cap on the state file (default 64 MB)")
+    parser.add_argument("--keep-days", type=options.int_range(1, 3660), default=400, metavar="N",
+                        help="window and per-day rows older than this are deleted (default 400)")
+    parser.add_argument("--for", dest="duration", type=options.checked(_seconds(1, 10 ** 8)),
+                        metavar="S", help="stop after S seconds (a trial run; default: until "
+                                          "SIGTERM)")
+    parser.add_argument("--report", action="store_true",
+                        help="say what booting with ia32_emulation=0 would have stopped, from "
+                             "the state, and exit")
+    parser.add_argument("--since", type=options.checked(_since), default=30 * 86400.0,
+                        metavar="PERIOD", help="with --report: the period, e.g. 30d, 12h (default 30d)")
+    parser.add_argument("--json", action="store_true", help="with --report or --overhead: print JSON")
+    parser.add_argument("--overhead", action="store_true",
+                        help="measure what the watch costs other programs (a paired A/B of a "
+                             "null call and a /dev/null write: off, exec tracer, window) and exit")
+    parser.add_argument("--rounds", type=options.int_range(2, 100), default=6, metavar="N",
+                        help="with --overhead: rounds (default 6)")
+    parser.add_argument("--idle-seconds", type=options.int_range(0, 3600), default=60, metavar="S",
+                        help="with --overhead: run a real watch this long for its CPU and "
+                             "memory (default 60; 0: not)")
+
+
+# ---------------------------------------------------------------- the report
+
+def report(state_dir, since_s, now=None):
+    db = watchdb.path_in(state_dir)
+    if not os.path.exists(db):
+        raise ui.UserError(f"{state_dir} holds no watch state ({watchdb.FILE})",
+                           "start the watch first: tw watch --state DIR")
+    now = now or time.time()
+    since_t = now - since_s
+    try:
+        con = watchdb.connect(db, read_only=True)
+    except watchdb.StateLocked as e:
+        raise ui.UserError(str(e), "try again in a moment", code=ui.EXIT_SYSTEM)
+    except Exception as e:       # duckdb's own errors: a damaged or foreign file
+        raise ui.DataError(f"{db}: not a readable watch state ({str(e).splitlines()[0][:200]})")
+    try:
+        progs = watchdb.programs_since(con, since_t)
+        pths = watchdb.paths_since(con, since_t)
+        meta = watchdb.meta(con)
+        nwin, wsec = watchdb.windows_since(con, since_t)
+    finally:
+        con.close()
+    doc = analyse.readiness(progs, pths, since_t, now)
+    doc["host"] = socket.gethostname()
+    doc["coverage"] = {"started": float(meta["started"]) if meta.get("started") else None,
+                       "saved": float(meta["saved"]) if meta.get("saved") else None,
+                       "windows": int(nwin), "window_seconds": float(wsec)}
+    return doc
+
+
+# ---------------------------------------------------------------- the watch
+
+# What --measure times: every way in a window can price (each against the fastest path open
+# to its program), op null, and the cpuid cell that prices one VM exit (analyse.causes).
+MEASURE_ENTRIES = ("syscall", "sysenter", "int80", "vdso32-call")
+
+
+def _measure_percall():
+    from ..machine import registry
+    from ..measure import bench
+    vs = []
+    for bits in (32, 64):
+        for e in MEASURE_ENTRIES:
+            v = registry.find(bits, e)
+            if v and v not in vs:
+                vs.append(v)
+    vs += [v for v in registry.fast32() if v not in vs]
+    ui.progress(f"watch: measuring the per-call costs here (--measure): {', '.join(vs)}")
+    doc = bench.run_matrix(None, mode="quick", variants=vs, ops=["null", "cpuid"],
+                           shapes=["ret"], rounds=10)
+    return doc, (f"measured here at the watch's start (--measure): build/syscost-* op null and "
+                 f"cpuid, {doc['params']['rounds']} interleaved rounds")
+
+
+def _percall(results, measure_here=False):
+    """(percall document, source) or (None, why)."""
+    from . import diagnose as cli_diagnose
+    if measure_here:
+        return _measure_percall()
+    if results:
+        if not Path(results).is_dir():
+            raise ui.UserError(f"--results {results} is not a directory")
+        return cli_diagnose.given_percall(results), f"{results}/percall.json"
+    latest = paths.RESULTS / "latest"
+    doc = cli_diagnose._read_percall(latest) if latest.exists() else None
+    if doc is None:
+        return None, "no per-call matrix (no results/latest/percall.json; give --results DIR)"
+    if doc.get("host") not in (None, socket.gethostname()):
+        return None, "results/latest was measured on another host; give --results DIR"
+    return doc, "results/latest/percall.json"
+
+
+class Watch:
+    def __init__(self, args):
+        self.args = args
+        self.db = watchdb.path_in(args.state)
+        self.state = analyse.State(max_programs=args.max_programs)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.hup = threading.Event()
+        self.pending = []          # windows summarised, not saved yet
+        self.window_thread = None
+        self.window_raw = None
+        self.window_error = None
+        self.percall, self.percall_source = _percall(args.results, args.measure)
+        self.last_bound = 0.0
+
+    def snapshot(self):
+        with self.lock:
+            s = self.state
+            return {"programs": dict(s.programs), "folded": dict(s.folded), "calls": dict(s.calls),
+                    "cost": dict(s.cost),
+                    "wlat": {k: {"buckets": dict(v["buckets"]), "sum_ns": v["sum_ns"],
+                                 "count": v["count"]} for k, v in s.wlat.items()},
+                    "windows": dict(s.windows), "intervals": s.intervals,
+                    "max_programs": s.max_programs, "started": s.started,
+                    "share": analyse.share(self.args.window, self.args.window_period),
+                    "tracer": self._tracer_memory()}
+
+    def _tracer_memory(self):
+        """The exec tracer's resident memory and its BPF maps' kernel memory, from /proc."""
+        from ..measure import watchcost
+        bt = getattr(self, "tracer", None)
+        if bt is None or bt.bt is None or bt.bt.poll() is not None:
+            return None
+        cpu_rss = watchcost.proc_cpu_rss(bt.bt.pid)
+        try:
+            rss = int(open(f"/proc/{bt.bt.pid}/status").read().split("VmRSS:")[1].split()[0]) * 1024
+        except (OSError, IndexError, ValueError):
+            rss = None
+        return {"rss": rss, "cpu_s": cpu_rss[0] if cpu_rss else None,
+                "map_bytes": watchcost.bpf_map_memlock(bt.bt.pid)}
+
+    def save(self, windows=()):
+        """Save; a failure (a full disk, the file held too long by a report) is said and the
+        watch goes on: what was not saved stays in memory (the days and changed programs are
+        cleared only once committed) and goes with the next save, but a window's rows are
+        lost then (said)."""
+        with self.lock:
+            self.state.intervals += 1
+            try:
+                watchdb.save(self.db, self.state, windows)
+            except (OSError, RuntimeError, watchdb.StateLocked) as e:
+                ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
+                            f"kept in memory, saved again at the next interval"
+                            + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
+                return
+            except Exception as e:
+                import duckdb
+                if not isinstance(e, duckdb.Error):
+                    raise
+                ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
+                            f"kept in memory, saved again at the next interval"
+                            + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
+                return
+        if time.time() - self.last_bound > BOUND_EVERY_S:
+            self.last_bound = time.time()
+            for line in watchdb.bound(self.db, self.args.keep_days, self.args.max_state_mb * 2 ** 20):
+                ui.progress(f"watch: state: {line}")
+
+    def _window(self):
+        try:
+            self.window_raw = measure.window(self.args.window, stop=self.stop)
+        except Exception as e:         # reported by the loop, which goes on with execs
+            self.window_error = f"{type(e).__name__}: {e}"
+
+    def _window_done(self):
+        t = self.window_thread
+        if t is None or t.is_alive():
+            return []
+        self.window_thread = None
+        if self.window_error:
+            ui.progress(f"watch: the window failed: {escape.terminal(self.window_error)}")
+            self.window_error = None
+            return []
+        raw, self.window_raw = self.window_raw, None
+        if raw is None or raw.get("trace") is None:
+            ui.progress(f"watch: the window saw nothing: {escape.terminal((raw or {}).get('why_not'))}")
+            return []
+        w = analyse.window_summary(raw, self.percall, self.percall_source)
+        if self.percall is None:
+            w["percall_why"] = self.percall_source
+        with self.lock:
+            rows, lat = self.state.add_window(w)
+        ui.progress(f"watch: window {self.state.windows['n']}: {len(w['programs'])} programs, "
+                    f"{sum(r['calls'] for r in rows)} calls in {w['seconds']:.3g} s")
+        return [(w, rows, lat)]
+
+    def _lock_state(self, state):
+        """One watch per state folder: two would count every exec twice into one file.  The
+        lock (flock on DIR/watch.lock) is held for the watch's life and goes with it."""
+        import fcntl
+        path = os.path.join(state, "watch.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ui.UserError(f"another tw watch (pid {escape.terminal(holder) or '?'}) keeps "
+                               f"its state in {escape.path(state)}",
+                               "stop it first, or give another --state", code=ui.EXIT_FAILED)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._state_lock = fd
+
+    def run(self):
+        a = self.args
+        why = measure.why_not()
+        if why:
+            raise ui.UserError(f"cannot watch here: {why}", code=ui.EXIT_FAILED)
+        os.makedirs(a.state, mode=0o750, exist_ok=True)
+        self._lock_state(a.state)
+        with self.lock:
+            watchdb.load(self.db, self.state)
+            if self.state.started is None:
+                self.state.started = time.time()
+        server = None
+        end = time.monotonic() + a.duration if a.duration else None
+        with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
+            tracer = self.tracer = measure.ExecTracer(a.interval, tmp)
+            ui.progress("watch: attaching the exec tracer (traces/watch_exec.bt)")
+            tracer.start()
+            if a.listen:
+                # Served once the exec tracer counts: a scrape that answers means every exec
+                # from then on is counted.
+                from prometheus_client import start_http_server
+                try:
+                    server = start_http_server(a.listen[1], addr=a.listen[0],
+                                               registry=present.registry(self.snapshot))
+                except OSError as e:
+                    tracer.stop()
+                    raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
+            offset = measure.mono_to_epoch()
+            with self.lock:
+                self.state.add_snapshot(process.snapshot(), time.time())
+            self.save()
+            ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
+                        + (f"; metrics on http://{a.listen[0]}:{a.listen[1]}/metrics" if a.listen else "")
+                        + (f"; a {a.window:g} s window every {a.window_period:g} s" if a.window else
+                           "; no windows"))
+            next_window = time.monotonic()
+            try:
+                while not self.stop.is_set():
+                    if end and time.monotonic() >= end:
+                        break
+                    if not tracer.alive() and tracer.batches.empty():
+                        raise ui.UserError("the exec tracer (bpftrace) stopped: "
+                                           + measure._error_line(tracer.errp.read_text()),
+                                           code=ui.EXIT_FAILED)
+                    if a.window and self.window_thread is None and time.monotonic() >= next_window:
+                        next_window = time.monotonic() + a.window_period
+                        self.window_thread = threading.Thread(target=self._window, daemon=True,
+                                                              name="watch-window")
+                        self.window_thread.start()
+                    try:
+                        batch = tracer.batches.get(timeout=0.5)
+                    except Exception:
+                        batch = None
+                    windows = self._window_done()
+                    if batch is not None:
+                        now = time.time()
+                        offset = measure.mono_to_epoch()    # the wall clock may have been set
+                        with self.lock:
+                            self.state.add_batch(batch, offset, now)
+                            if int(now) % 600 < a.interval:
+                                # Long-running processes are seen again now and then.
+                                self.state.add_snapshot(process.snapshot(), now)
+                    if batch is not None or windows:
+                        self.save(windows)
+                    if self.hup.is_set():
+                        self.hup.clear()
+                        if not a.measure:
+                            self.percall, self.percall_source = _percall(a.results)
+                        self.save()
+                        ui.progress(f"watch: SIGHUP: state saved, per-call matrix re-read "
+                                    f"({escape.terminal(self.percall_source)})")
+            finally:
+                self.stop.set()
+                last = tracer.stop()
+                if self.window_thread is not None:
+                    self.window_thread.join(timeout=60)
+                windows = self._window_done()
+                with self.lock:
+                    for b in last:
+                        self.state.add_batch(b, offset, time.time())
+                self.save(windows)
+                if server is not None:
+                    server[0].shutdown() if isinstance(server, tuple) else None
+        ui.progress(f"watch: stopped; state saved in {escape.path(self.db)}")
+        return ui.EXIT_OK
+
+
+def _overhead(args):
+    from ..analyse import watchcost as acost
+    from ..measure import watchcost as mcost
+    raw = mcost.run(rounds=args.rounds, progress=ui.progress, idle_s=args.idle_seconds)
+    d = acost.analyse(raw)
+    d["raw"] = raw
+    if args.json:
+        print(present.to_json(d))
+        return ui.EXIT_OK
+    for leg, ops in d["legs"].items():
+        for op, r in ops.items():
+            q, u, a, b = r["ratio"], r["undisturbed_ratio"], r["added_ns"], r["off_ns"]
+            und = (f"x{u['median']:.3f} [{u['ci_low']:.3f}, {u['ci_high']:.3f}]"
+                   if u.get("median") is not None else "unknown")
+            print(f"{leg:6} {op:13} off {b['median']:.1f} ns; slowdown (paired medians) "
+                  f"x{q['median']:.3f} [{q['ci_low']:.3f}, {q['ci_high']:.3f}], undisturbed "
+                  f"{und}; added {a['median']:.1f} ns [{a['ci_low']:.1f}, {a['ci_high']:.1f}] "
+                  f"per call ({q['n_rounds']} rounds)")
+    r = d.get("resources")
+    if r:
+        print(f"a real tw watch (--window 0) for {r['seconds']:.0f} s: {r['cpu_s']:.2f} s of CPU, "
+              f"{100 * r['cpu_share_of_one_core']:.2f}% of one core; peak resident memory "
+              f"{r['peak_rss_total_bytes'] / 2 ** 20:.0f} MB (the watch and bpftrace together)"
+              + (f"; BPF maps {sum(r['bpf_map_bytes'].values()) / 2 ** 20:.1f} MB of kernel memory"
+                 if r.get("bpf_map_bytes") else ""))
+    return ui.EXIT_OK
+
+
+def main(args, name):
+    if args.overhead:
+        if not proc.is_root():
+            raise ui.UserError("tw watch --overhead attaches bpftrace: run it as root")
+        return _overhead(args)
+    if args.report:
+        doc = report(args.state, args.since)
+        print(present.to_json(doc) if args.json else present.format_text(doc))
+        return ui.EXIT_OK
+    if not proc.is_root():
+        raise ui.UserError("tw watch traces every process: run it as root", code=ui.EXIT_USAGE)
+    w = Watch(args)
+    # The watch's own signal handling replaces tw's (which raises Interrupted): SIGTERM and
+    # SIGINT end the loop after the current step, SIGHUP asks for a save and a reload.
+    prev = {s: signal.signal(s, lambda *_: w.stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    prev[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: w.hup.set())
+    try:
+        return w.run()
+    finally:
+        for s, h in prev.items():
+            signal.signal(s, h)
+

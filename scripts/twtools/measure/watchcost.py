@@ -1,0 +1,178 @@
+"""What `tw watch` costs every other program: a paired A/B, raw.
+
+Each round measures, with build/syscost-64-syscall, a null system call and a one-byte write to
+/dev/null (op null and write-devnull) three ways, one after another:
+  off     nothing of the watch attached;
+  exec    the watch's always-on exec tracer attached (traces/watch_exec.bt), as it runs
+          between windows, nearly all of the time;
+  window  a window open (traces/watch_window.bt), as it runs --window seconds every
+          --window-period.
+The order of the legs turns round by round (off first, then last), so that a drift of the
+machine does not land on one leg.  Each attach takes seconds (bpftrace reads BTF), so the legs
+are whole attaches, not alternating calls.  The samples are raw: analyse.watchcost says what
+they mean.
+"""
+import tempfile
+import time
+from pathlib import Path
+
+from ..core import paths
+from . import census
+from .syscost import SyscostError, measure
+from .trace import tmp_dir
+from .watch import WINDOW_SCRIPT, ExecTracer
+
+SCHEMA = "timewrite-watch-cost/1"
+OPS = ("null", "write-devnull")
+VARIANT = "64-syscall"
+
+
+def _leg(batches):
+    out = {}
+    for op in OPS:
+        try:
+            r = measure(VARIANT, op, batches=batches, batch_ms=2, warmup_ms=5, timeout=120)
+        except SyscostError as e:
+            raise RuntimeError(f"syscost-{VARIANT} --op {op} failed: {str(e)[-200:]}")
+        out[op] = r["samples_ns"]
+    return out
+
+
+def run(rounds=6, batches=15, progress=None, idle_s=60):
+    doc = {"schema": SCHEMA, "variant": VARIANT, "ops": list(OPS), "rounds": [],
+           "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
+        for i in range(rounds):
+            legs = ["off", "exec", "window"] if i % 2 == 0 else ["exec", "window", "off"]
+            rnd = {}
+            for leg in legs:
+                if progress:
+                    progress(f"watch cost: round {i + 1}/{rounds}, {leg}")
+                if leg == "off":
+                    rnd[leg] = _leg(batches)
+                elif leg == "exec":
+                    t = ExecTracer(3600, tmp)
+                    t.start()
+                    try:
+                        rnd[leg] = _leg(batches)
+                    finally:
+                        t.stop()
+                else:
+                    # A directory of its own each time: census._start waits for the first
+                    # line in its output file, which an earlier leg's file would already hold.
+                    leg_dir = tempfile.mkdtemp(prefix=f"window-{i}-", dir=tmp)
+                    src = Path(leg_dir) / WINDOW_SCRIPT
+                    src.write_text((paths.TRACES / WINDOW_SCRIPT).read_text())
+                    bt, out, err = census._start(src, leg_dir)
+                    try:
+                        rnd[leg] = _leg(batches)
+                    finally:
+                        census._stop(bt, out, err)
+            doc["rounds"].append(rnd)
+    if idle_s:
+        if progress:
+            progress(f"watch cost: a real tw watch for {idle_s:g} s, its CPU and memory")
+        doc["resources"] = resources(idle_s)
+    return doc
+
+
+def proc_cpu_rss(pid):
+    """(CPU seconds of the process and its reaped children, resident peak in bytes) or None."""
+    import os
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return None
+    tck = os.sysconf("SC_CLK_TCK")
+    cpu = sum(int(x) for x in f[11:15]) / tck       # utime, stime, cutime, cstime
+    hwm = next((int(ln.split()[1]) * 1024 for ln in status.splitlines()
+                if ln.startswith("VmHWM:")), None)
+    return cpu, hwm
+
+
+def bpf_map_memlock(pid):
+    """Bytes of kernel memory the BPF maps this process holds open take (each map fd's
+    fdinfo says `memlock:`), or None when /proc does not say."""
+    import os
+    total, seen = 0, False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            info = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        if "map_type:" in info:
+            for ln in info.splitlines():
+                if ln.startswith("memlock:"):
+                    total += int(ln.split()[1])
+                    seen = True
+    return total if seen else None
+
+
+def _tree(pid):
+    """pid and its descendants, from /proc/*/stat."""
+    import os
+    kids = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                ppid = int(open(f"/proc/{n}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(n))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def resources(seconds, interval=60):
+    """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and bpftrace, from
+    /proc) over the run after attaching, by process, and each process's peak resident memory.
+    The watch counts the machine's execs meanwhile: on a machine that is not idle this is an
+    upper bound on the idle cost."""
+    import subprocess
+    import sys
+    with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
+        p = subprocess.Popen([sys.executable, str(paths.ROOT / "scripts" / "tw"), "watch",
+                              "--state", tmp, "--window", "0", "--interval", str(interval)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            for line in p.stderr:
+                if "counting every exec" in line:
+                    break
+            else:
+                raise RuntimeError("tw watch did not start")
+            t0 = time.monotonic()
+            start = {q: proc_cpu_rss(q) for q in _tree(p.pid)}
+            time.sleep(seconds)
+            wall = time.monotonic() - t0
+            end = {q: proc_cpu_rss(q) for q in _tree(p.pid)}
+            maps = {q: bpf_map_memlock(q) for q in end}
+            names = {}
+            for q in end:
+                try:
+                    names[q] = open(f"/proc/{q}/comm").read().strip()
+                except OSError:
+                    names[q] = "?"
+        finally:
+            p.terminate()
+            p.wait(timeout=120)
+    cpu = sum(e[0] - (start.get(q) or (0.0, 0))[0] for q, e in end.items() if e)
+    per = {}
+    for q, e in end.items():
+        if e:
+            per[f"{q} {names.get(q, '?')}"] = e[0] - (start.get(q) or (0.0, 0))[0]
+    return {"seconds": wall, "cpu_s": cpu, "cpu_share_of_one_core": cpu / wall,
+            "cpu_s_by_process": per,
+            "peak_rss_bytes": {f"{q} {names.get(q, '?')}": e[1] for q, e in end.items() if e},
+            "peak_rss_total_bytes": sum(e[1] or 0 for e in end.values() if e),
+            "bpf_map_bytes": {f"{q} {names.get(q, '?')}": m for q, m in maps.items() if m},
+            "interval_s": interval}

@@ -1,0 +1,209 @@
+"""`tw watch`'s two outputs: the Prometheus exposition of its state (a prometheus_client
+collector, served on --listen) and the text of `tw watch --report`.
+
+Metric names follow Prometheus's conventions: the `timewrite_` prefix, the unit in the name
+(`_seconds`, `_ratio`, `_timestamp_seconds`), `_total` on counters.  Label values are bounded
+by analyse.watch.State (a cap on programs, folded into "other", and on file-system types) and
+escaped by prometheus_client's text exposition (backslash, double quote and newline, as the
+format requires); other control characters are legal in a label value and pass through as
+UTF-8.  A program name that is not valid UTF-8 arrives here with backslash escapes already
+(measure.watch decodes bpftrace's output with backslashreplace).
+"""
+import json
+import math
+import time
+
+from ..core import escape
+
+# Write-latency buckets: every power of two from 256 ns to 2^34 ns (17 s), as seconds.  One
+# fixed set for every series, so that histogram_quantile() can add series up.
+LE_NS = [2 ** k for k in range(8, 35)]
+
+
+def _bits(is32):
+    return "32" if is32 else "64"
+
+
+class Collector:
+    """A prometheus_client collector over a snapshot function returning the state's figures
+    (cli.watch takes it under the state's lock)."""
+
+    def __init__(self, snapshot):
+        self.snapshot = snapshot
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                            HistogramMetricFamily)
+        s = self.snapshot()
+        execs = CounterMetricFamily("timewrite_exec", "Programs started (execve), counted in the "
+                                    "kernel at sched_process_exec, by program path and bitness",
+                                    labels=["program", "bits"])
+        first = GaugeMetricFamily("timewrite_exec_first_seen_timestamp_seconds",
+                                  "When the program was first seen (an exec or running)",
+                                  labels=["program", "bits"])
+        last = GaugeMetricFamily("timewrite_exec_last_seen_timestamp_seconds",
+                                 "When the program was last seen (an exec or running)",
+                                 labels=["program", "bits"])
+        for (prog, is32), r in sorted(s["programs"].items()):
+            lab = [prog, _bits(is32)]
+            execs.add_metric(lab, r["execs"])
+            if r["first"] is not None:
+                first.add_metric(lab, r["first"])
+            if r["last"] is not None:
+                last.add_metric(lab, r["last"])
+        yield from (execs, first, last)
+        folded = CounterMetricFamily("timewrite_folded", "Execs counted under program=\"other\": "
+                                     "past the cap on programs (reason=cap), or dropped from a "
+                                     "full kernel map and known only from the exec total "
+                                     "(reason=map_full)", labels=["reason"])
+        for k, v in sorted(s["folded"].items()):
+            folded.add_metric([k], v)
+        yield folded
+        progs = GaugeMetricFamily("timewrite_programs", "Programs known to the watch, by bitness",
+                                  labels=["bits"])
+        for b in (False, True):
+            progs.add_metric([_bits(b)], sum(1 for (_, is32) in s["programs"] if is32 == b))
+        yield progs
+        yield GaugeMetricFamily("timewrite_programs_cap", "The most programs the watch keeps "
+                                "before folding into other", value=s["max_programs"])
+        calls = CounterMetricFamily("timewrite_syscalls", "System calls counted in the watch's "
+                                    "windows, by program and entry path", labels=["program", "bits", "path"])
+        for (prog, is32, path), n in sorted(s["calls"].items()):
+            calls.add_metric([prog, _bits(is32), path], n)
+        yield calls
+        cost = GaugeMetricFamily("timewrite_entry_excess_cpu_ratio",
+                                 "CPU seconds per second the entry path cost over the fastest "
+                                 "path open to the program, in the last window that saw it, "
+                                 "priced with the per-call matrix (estimate: median, ci_low, "
+                                 "ci_high of a 95% interval); absent when unknown",
+                                 labels=["program", "bits", "path", "estimate"])
+        for (prog, is32, path), v in sorted(s["cost"].items()):
+            if v is None:
+                continue
+            for est in ("median", "ci_low", "ci_high"):
+                cost.add_metric([prog, _bits(is32), path, est], v[est] / 1e9)
+        yield cost
+        hist = HistogramMetricFamily("timewrite_write_latency_seconds",
+                                     "write(2) latency per call in the windows, by program, kind "
+                                     "of file and synchronous or not", labels=["program", "kind", "sync"])
+        for (prog, kind, sync), h in sorted(s["wlat"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+            buckets = []
+            for le in LE_NS:
+                buckets.append((f"{le / 1e9:.9g}", sum(c for hi, c in h["buckets"].items() if hi <= le)))
+            buckets.append(("+Inf", h["count"]))
+            hist.add_metric([prog, kind, "true" if sync else "false"], buckets, h["sum_ns"] / 1e9)
+        yield hist
+        w = s["windows"]
+        yield CounterMetricFamily("timewrite_watch_windows", "Duty-cycle windows taken",
+                                  value=w["n"])
+        yield CounterMetricFamily("timewrite_watch_window_seconds", "Seconds the raw_syscalls "
+                                  "window was open", value=w["seconds"])
+        share = GaugeMetricFamily("timewrite_watch_window_share_ratio", "The share of time a "
+                                  "window is open: --window / --window-period")
+        if s.get("share") is not None:
+            share.add_metric([], s["share"])
+        yield share
+        added = GaugeMetricFamily("timewrite_watch_window_added_seconds",
+                                  "Per system call, what the last window added to a 64-bit "
+                                  "getppid (syscost inside the window less before it; estimate: "
+                                  "median, ci_low, ci_high)", labels=["estimate"])
+        for est in ("median", "ci_low", "ci_high"):
+            if w.get("added_ns"):
+                added.add_metric([est], w["added_ns"][est] / 1e9)
+        yield added
+        yield CounterMetricFamily("timewrite_watch_intervals", "Times the state was saved: each "
+                                  "exec batch (--interval), each window, SIGHUP and the stop",
+                                  value=s["intervals"])
+        t = s.get("tracer") or {}
+        if t.get("rss") is not None:
+            yield GaugeMetricFamily("timewrite_watch_tracer_resident_memory_bytes", "The exec "
+                                    "tracer's (bpftrace's) resident memory", value=t["rss"])
+        if t.get("cpu_s") is not None:
+            yield CounterMetricFamily("timewrite_watch_tracer_cpu_seconds", "CPU time the exec "
+                                      "tracer (bpftrace) used", value=t["cpu_s"])
+        if t.get("map_bytes") is not None:
+            yield GaugeMetricFamily("timewrite_watch_tracer_bpf_map_bytes", "Kernel memory the "
+                                    "exec tracer's BPF maps take (memlock)", value=t["map_bytes"])
+        if s.get("started"):
+            yield GaugeMetricFamily("timewrite_watch_start_timestamp_seconds", "When the state "
+                                    "began (survives restarts)", value=s["started"])
+
+
+def registry(snapshot):
+    """A registry with the watch's collector and the process's own (memory, CPU)."""
+    from prometheus_client import CollectorRegistry, ProcessCollector
+    reg = CollectorRegistry()
+    reg.register(Collector(snapshot))
+    ProcessCollector(registry=reg)
+    return reg
+
+
+def exposition(snapshot):
+    from prometheus_client import generate_latest
+    return generate_latest(registry(snapshot)).decode()
+
+
+# ---------------------------------------------------------------- the report
+
+def _n(x):
+    return f"{x:.3g}"
+
+
+def _utc(t):
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t)) if t else "unknown"
+
+
+def _cost(q):
+    v = q.get("ns_per_s")
+    if v is None:
+        return f"cost unknown: {escape.terminal(q.get('why') or 'not priced')}"
+    e = q.get("exits_per_s")
+    exits = (f", {_n(e['median'])} VM exits per second [{_n(e['ci_low'])}, {_n(e['ci_high'])}]"
+             if e else "")
+    return (f"{_n(v['median'] / 1e6)} ms of CPU per second over the fastest path "
+            f"[{_n(v['ci_low'] / 1e6)}, {_n(v['ci_high'] / 1e6)}]{exits}, "
+            f"mean of {q['windows']} window(s)")
+
+
+def format_text(doc):
+    """The report as lines of text; every program name escaped for the terminal."""
+    days = (doc["until"] - doc["since"]) / 86400
+    lines = [f"tw watch --report: {escape.terminal(doc.get('host') or '')}, "
+             f"{_utc(doc['since'])} to {_utc(doc['until'])} ({_n(days)} days)"]
+    cov = doc.get("coverage") or {}
+    if cov.get("started") and cov["started"] > doc["since"]:
+        lines.append(f"  the watch's state begins {_utc(cov['started'])}: nothing before it is known")
+    lines.append(f"  {cov.get('windows', 0)} windows, {_n(cov.get('window_seconds', 0))} s of "
+                 "per-call tracing in the period; execs counted all the time")
+    stop = doc["stop"]
+    if not stop:
+        lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
+                     "stopped nothing the watch saw.")
+    else:
+        lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
+                     f"stopped {len(stop)} program(s):")
+    for s in stop:
+        lines.append(f"  {escape.terminal(s['program'])}  ({s['why']})")
+        lines.append(f"    {s['execs']} exec(s) in the period; first seen {_utc(s['first_seen'])}, "
+                     f"last seen {_utc(s['last_seen'])}; in {s['windows']} window(s)")
+        for path, q in sorted(s["paths"].items()):
+            lines.append(f"    {path}: {q['calls']} calls in {_n(q['seconds'])} s of windows; "
+                         + _cost(q))
+        if not s["paths"]:
+            lines.append("    no window saw it run: its entry path and cost are unknown")
+    return "\n".join(lines)
+
+
+def to_json(doc):
+    def clean(o):
+        if isinstance(o, float) and not math.isfinite(o):
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [clean(v) for v in o]
+        return o
+    return json.dumps(clean(doc), indent=1)

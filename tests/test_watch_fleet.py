@@ -1,0 +1,93 @@
+"""fleet/watch.yml for real: ansible-playbook installs and starts tw watch on two inventory
+hosts that are this machine (reached over ssh on 127.0.0.1, the sshd of
+tests/test_fleet_ansible.py), a 32-bit program runs, the report action collects each host's
+`tw watch --report --json`, `tw fleet --readiness` names both hosts and the program, and the
+stop action stops both watches.
+
+Why it can break: the role's argv (a watch that never starts, or starts twice), the wait for
+its metrics, the report's JSON on its way through Ansible, tw fleet's reading of it, a stop
+that leaves a watch behind.  The hosts run the watch as a process (this machine has no
+systemd as PID 1: the role chooses so by ansible_service_mgr), with --window 0 and the
+checkout as it is (tw_setup none), so that the test stays short.  Skips: those of
+test_fleet_ansible.py (root, sshd, ansible), and bpftrace or nasm missing.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from conftest import need_tool
+from test_fleet_ansible import ANSIBLE, ROOT, free_port, pytestmark, sshd  # noqa: F401
+from test_watch_live import get, short32, wait_for
+
+PLAYBOOK = ROOT / "fleet" / "watch.yml"
+
+
+def inventory(path, sshd, work, ports, action):
+    common = ("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+              "-o ConnectTimeout=5 -o BatchMode=yes")
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    inv = {"all": {"hosts": {}, "vars": {
+        "ansible_user": "root", "ansible_ssh_private_key_file": str(sshd["key"]),
+        "ansible_ssh_common_args": common, "ansible_python_interpreter": "/usr/bin/python3",
+        "tw_repo": str(ROOT), "tw_version": head, "tw_watch_action": action,
+        "tw_dest": str(work / "dest" / "{{ tw_safe_name }}"),
+        "tw_watch_state": str(work / "state" / "{{ tw_safe_name }}"),
+        "tw_setup": "none", "tw_python": sys.executable,
+        "tw_watch_args": "--window 0 --interval 1", "tw_watch_since": "1d",
+        "tw_collect": str(work / "collected")}}}
+    for h, port in ports.items():
+        inv["all"]["hosts"][h] = {"ansible_host": "127.0.0.1", "ansible_port": sshd["port"],
+                                  "tw_watch_listen": f"127.0.0.1:{port}"}
+    path.write_text(json.dumps(inv))
+    return path
+
+
+def playbook(inv, work, timeout=900):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"),
+               ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
+               ANSIBLE_REMOTE_TEMP=str(work / "ansible-remote"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_RETRY_FILES_ENABLED="False")
+    env.pop("ANSIBLE_STDOUT_CALLBACK", None)
+    return subprocess.run([str(ANSIBLE), "-i", str(inv), str(PLAYBOOK)], env=env, cwd=work,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_two_hosts_watched_reported_and_stopped(sshd, tmp_path):  # noqa: F811
+    need_tool("bpftrace")
+    work = tmp_path
+    ports = {"alpha": free_port(), "beta": free_port()}
+    prog = short32(work)
+    r = playbook(inventory(work / "start.json", sshd, work, ports, "start"), work)
+    try:
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+        for h, port in ports.items():
+            assert "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics")
+        p = subprocess.run([str(prog)])
+        assert p.returncode == 0
+        for h, port in ports.items():
+            wait_for(lambda: str(prog) in get(f"http://127.0.0.1:{port}/metrics"), 30,
+                     f"{h} counting {prog}")
+        time.sleep(2)          # one more interval: saved in the state
+        r = playbook(inventory(work / "report.json", sshd, work, ports, "report"), work)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    finally:
+        s = playbook(inventory(work / "stop.json", sshd, work, ports, "stop"), work)
+    assert s.returncode == 0, s.stdout[-4000:] + s.stderr[-2000:]
+    for h in ports:
+        assert not (work / "state" / h / "watch.pid").exists(), h
+        log = (work / "state" / h / "watch.log").read_text()
+        assert "watch: stopped; state saved" in log, log[-2000:]
+    f = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "fleet", "--readiness",
+                        work / "collected", "--json"], capture_output=True, text=True, timeout=120)
+    assert f.returncode == 0, f.stderr
+    doc = json.loads(f.stdout)
+    assert sorted(h["host"] for h in doc["hosts"]) == ["alpha", "beta"]
+    for h in doc["hosts"]:
+        assert h["state"] == "not ready", h
+        assert str(prog) in [p["program"] for p in h["programs"]], h
+    t = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "fleet", "--readiness",
+                        work / "collected"], capture_output=True, text=True, timeout=120)
+    assert "0 ready, 2 not ready" in t.stdout and str(prog) in t.stdout, t.stdout

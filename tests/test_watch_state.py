@@ -1,0 +1,225 @@
+"""tw watch's state, without tracing: the bounds, the Prometheus exposition, the DuckDB file.
+
+Why it can break: a cap that lets memory grow with every new program name (a build farm
+runs 100,000 distinct short-lived programs a day), a folded counter that stops adding up to
+what the kernel counted, a label value that breaks the exposition format (a path may hold a
+newline, a quote, a backslash, a terminal escape), a state file that loses saved intervals
+when the watch is killed with SIGKILL or restarted, a rotation that leaves the file above its
+cap, a report that forgets a 32-bit program seen before a restart.  DuckDB and
+prometheus_client run for real; the SIGKILL is real, on a real writer process.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import pytest
+
+from conftest import ROOT
+from twtools.analyse import watch as analyse
+from twtools.analyse import watchdb
+from twtools.present import watch as present
+
+pytest.importorskip("duckdb")
+pytest.importorskip("prometheus_client")
+
+HOSTILE = ['/tmp/a"b\\c\nd\x1b[31m,e/t"q', "/opt/x\\n literal", "/bin/\u00e9\u00e8", "/p/{x=\"1\"}"]
+
+
+def batch(names, t_ns=10**9, is32=False, extra_n=0):
+    execs = {(n, is32): {"n": 1, "first_ns": t_ns, "last_ns": t_ns} for n in names}
+    return {"execs": execs, "n": len(names) + extra_n}
+
+
+def snapshot_of(state, share=None):
+    return {"programs": state.programs, "folded": state.folded, "calls": state.calls,
+            "cost": state.cost, "wlat": state.wlat, "windows": state.windows,
+            "intervals": state.intervals, "max_programs": state.max_programs,
+            "started": state.started, "share": share}
+
+
+def test_cap_folds_100000_programs_and_counts_them():
+    s = analyse.State(max_programs=200)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    n = 100_000
+    for i in range(0, n, 1000):
+        s.add_batch(batch([f"/tmp/build/p{j}" for j in range(i, i + 1000)]), 0.0, 1.0)
+        s.days.clear()          # what a save does
+        s.dirty.clear()
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert len(s.programs) == 200 + 1           # the cap, plus "other"
+    assert s.programs[(analyse.OTHER, False)]["execs"] == n - 200
+    assert s.folded["cap"] == n - 200
+    assert sum(r["execs"] for r in s.programs.values()) == n
+    assert grown < 2 * 2 ** 20, f"state grew by {grown} bytes for {n} programs past a cap of 200"
+
+
+def test_map_full_drops_are_counted_from_the_kernel_total():
+    s = analyse.State()
+    s.add_batch(batch(["/bin/a", "/bin/b"], extra_n=5), 0.0, 1.0)
+    assert s.folded["map_full"] == 5
+    assert s.programs[(analyse.OTHER, False)]["execs"] == 5
+    assert sum(r["execs"] for r in s.programs.values()) == 7
+
+
+def test_file_kinds_are_bounded():
+    s = analyse.State(max_kinds=2)
+    kinds = [s.kind(f"file:fs{i}") for i in range(5)]
+    assert kinds == ["file:fs0", "file:fs1", "file:other", "file:other", "file:other"]
+    assert analyse.file_kind(1, "pipefs", 0) == "pipe"
+    assert analyse.file_kind(2, "devpts", 136) == "tty"
+    assert analyse.file_kind(2, "devtmpfs", 1) == "device"
+    assert analyse.file_kind(12, "sockfs", 0) == "socket"
+    assert analyse.file_kind(8, "ext4", 0) == "file:ext4"
+
+
+def test_hostile_names_are_escaped_in_the_exposition():
+    from prometheus_client.parser import text_string_to_metric_families
+    s = analyse.State()
+    s.add_batch(batch(HOSTILE, is32=True), 1000.0, 1001.0)
+    text = present.exposition(lambda: snapshot_of(s, share=0.01))
+    lines = [ln for ln in text.splitlines() if ln.startswith("timewrite_exec_total{")]
+    assert len(lines) == len(HOSTILE), lines          # no name broke a line in two
+    assert "\\n" in text and '\\"' in text and "\\\\" in text
+    got = {smp.labels["program"] for fam in text_string_to_metric_families(text)
+           if fam.name == "timewrite_exec" for smp in fam.samples}
+    assert got == set(HOSTILE)                          # parsed back exactly
+    for fam in text_string_to_metric_families(text):
+        assert fam.name.startswith(("timewrite_", "process_")), fam.name
+
+
+def test_latency_histogram_is_cumulative_with_fixed_buckets():
+    from prometheus_client.parser import text_string_to_metric_families
+    s = analyse.State()
+    w = {"t0": 1.0, "t1": 2.0, "seconds": 1.0, "added_ns": None, "added_why": "x",
+         "programs": [], "wlat": [{"program": "/bin/w", "kind": "file:ext4", "sync": True,
+                                   "buckets": [{"lo_ns": 1024, "hi_ns": 2048, "count": 3},
+                                               {"lo_ns": 131072, "hi_ns": 262144, "count": 2}],
+                                   "sum_ns": 300000}]}
+    s.add_window(w)
+    text = present.exposition(lambda: snapshot_of(s))
+    fam = next(f for f in text_string_to_metric_families(text)
+               if f.name == "timewrite_write_latency_seconds")
+    b = {smp.labels["le"]: smp.value for smp in fam.samples if smp.name.endswith("_bucket")}
+    assert b["+Inf"] == 5 and b[f"{2048 / 1e9:.9g}"] == 3 and b[f"{262144 / 1e9:.9g}"] == 5
+    assert b[f"{1024 / 1e9:.9g}"] == 0
+    vals = [b[k] for k in sorted(b, key=lambda k: float(k))]
+    assert vals == sorted(vals)
+    total = next(smp.value for smp in fam.samples if smp.name.endswith("_sum"))
+    assert total == pytest.approx(300000 / 1e9)
+
+
+def test_saved_state_survives_a_restart_and_the_report_names_it(tmp_path):
+    db = watchdb.path_in(tmp_path)
+    now = time.time()
+    s = analyse.State()
+    s.started = now - 3600
+    s.add_batch({"execs": {("/opt/old32", True): {"n": 2, "first_ns": 1, "last_ns": 2}}, "n": 2},
+                now - 3000, now - 3000)
+    s.add_batch(batch(["/bin/ls"]), now - 3000, now - 3000)
+    watchdb.save(db, s)
+    again = analyse.State()
+    assert watchdb.load(db, again)
+    assert again.programs[("/opt/old32", True)]["execs"] == 2
+    assert again.started == pytest.approx(now - 3600)
+    again.add_batch({"execs": {("/opt/old32", True): {"n": 1, "first_ns": 1, "last_ns": 1}}, "n": 1},
+                    now - 10, now - 10)
+    watchdb.save(db, again)
+    con = watchdb.connect(db, read_only=True)
+    try:
+        doc = analyse.readiness(watchdb.programs_since(con, now - 86400),
+                                watchdb.paths_since(con, now - 86400), now - 86400, now)
+    finally:
+        con.close()
+    names = [x["program"] for x in doc["stop"]]
+    assert names == ["/opt/old32"]
+    assert doc["stop"][0]["execs"] == 3
+
+
+WRITER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from twtools.analyse import watch, watchdb
+s = watch.State()
+i = 0
+while True:
+    s.add_batch({"execs": {(f"/p{i}", i % 2 == 0): {"n": 1, "first_ns": 1, "last_ns": 1}},
+                 "n": 1}, time.time(), time.time())
+    watchdb.save(sys.argv[1], s)
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_kill_9_loses_at_most_the_interval_being_saved(tmp_path):
+    db = watchdb.path_in(tmp_path)
+    p = subprocess.Popen([sys.executable, "-c", WRITER, db, str(ROOT / "scripts")],
+                         stdout=subprocess.PIPE, text=True)
+    done = -1
+    try:
+        for line in p.stdout:
+            done = int(line)
+            if done >= 40:
+                break
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert done >= 40
+    con = watchdb.connect(db, read_only=True)      # replays the write-ahead log
+    try:
+        n = con.execute("SELECT count(*) FROM programs").fetchone()[0]
+    finally:
+        con.close()
+    # Every interval the writer said it saved is there; at most the one it was in is not.
+    assert done + 1 <= n <= done + 2, (done, n)
+
+
+def test_rotation_keeps_the_file_under_its_cap(tmp_path):
+    db = watchdb.path_in(tmp_path)
+    s = analyse.State()
+    now = time.time()
+    s.add_batch(batch(["/bin/keep"], is32=True), now, now)
+    for k in range(12):
+        t = now - 86400 * 2 + k * 60
+        w = {"t0": t - 10, "t1": t, "seconds": 10.0, "added_ns": None, "added_why": "x",
+             "programs": [{"program": f"/bin/p{k}-{j}", "is32": False, "stops": None,
+                           "paths": {"native_syscall": {"calls": j, "ns_per_s": None, "why": "x"}}}
+                          for j in range(300)],
+             "wlat": []}
+        watchdb.save(db, s, [(w, *s.add_window(w))])
+    before = os.path.getsize(db)
+    cap = before * 3 // 4
+    done = watchdb.bound(db, keep_days=400, max_bytes=cap, now=now)
+    assert os.path.getsize(db) <= cap, (before, os.path.getsize(db), done)
+    con = watchdb.connect(db, read_only=True)
+    try:
+        left = con.execute("SELECT count(*) FROM windows").fetchone()[0]
+        kept = watchdb.programs(con)
+    finally:
+        con.close()
+    assert 0 < left < 12
+    assert ("/bin/keep", True) in {(r["program"], r["is32"]) for r in kept}
+    # Rows older than keep_days go whatever the size.
+    watchdb.bound(db, keep_days=1, max_bytes=10 ** 9, now=now)
+    con = watchdb.connect(db, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM windows").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_report_of_a_missing_state_is_one_line(tmp_path):
+    p = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--state",
+                        tmp_path / "none"], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "holds no watch state" in p.stderr
+
+
+def test_bad_since_is_a_usage_error():
+    p = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since",
+                        "thirty"], capture_output=True, text=True)
+    assert p.returncode == 2 and "30d" in p.stderr and "Traceback" not in p.stderr
