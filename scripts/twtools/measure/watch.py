@@ -81,7 +81,12 @@ class ExecTracer:
     far: [{"execs": {(file, is32): {"n", "first_ns", "last_ns"}}, "n": execs, "final": bool}]."""
 
     def __init__(self, interval_s, tmp):
-        text = (paths.TRACES / EXEC_SCRIPT).read_text().replace("INTERVAL_S", str(int(interval_s)))
+        # The tool runs as it is with a 60 s interval (tests/test_traces_dryrun.py attaches it
+        # so); the watch's own interval goes in its place.
+        text = (paths.TRACES / EXEC_SCRIPT).read_text()
+        if text.count("interval:s:60\n") != 1:
+            raise RuntimeError(f"traces/{EXEC_SCRIPT}: expected one 'interval:s:60' probe")
+        text = text.replace("interval:s:60\n", f"interval:s:{int(interval_s)}\n")
         self.script = Path(tmp) / EXEC_SCRIPT
         self.script.write_text(text)
         self.errp = Path(tmp) / "exec.err"
