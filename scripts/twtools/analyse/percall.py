@@ -5,8 +5,8 @@ For each cell (mechanism, operation, size, loop shape), two figures:
   undisturbed    what the call costs on this hardware and kernel when the host leaves the CPU
                  alone (stats.undisturbed: each round's floor, its fastest batch, then the
                  mean of the fastest 20% of floors; a jackknife interval over rounds with the
-                 run's drift and blocks terms, held to the floors' level spacing).  It reproduces to a fraction of a percent on a shared
-                 VM, so comparisons of machines, kernels and settings rest on it;
+                 run's drift and blocks terms, held to the floors' level spacing).  It
+                 reproduces to a fraction of a percent on a shared VM, so comparisons of machines, kernels and settings rest on it;
   typical        what a program meets on this host at this moment: stats.clustered over the
                  rounds, one value per process run (the median of its usable batches), a
                  distribution-free CI over runs with the host's drift within the run folded

@@ -8,7 +8,8 @@ undisturbed cost (what compares machines) and the typical one (the median).
 from ..machine import registry
 from . import compare, percall, stats
 
-TARGETS = {"overlap": 0.90, "undisturbed_overlap": 0.95, "fast_half_width": 0.02, "fast_share": 0.90, "ratio_repro": 0.02,
+TARGETS = {"overlap": 0.90, "undisturbed_overlap": 0.95, "fast_half_width": 0.02,
+           "fast_share": 0.90, "ratio_repro": 0.02,
            "perf_within": 0.05, "unstable_share": 0.25, "wall_s": 60.0,
            "undisturbed_half_width": 0.01, "undisturbed_move": 0.005, "compare_calls": 1}
 
@@ -41,7 +42,8 @@ def undisturbed_figures(pairs, a1, a2):
     fam = compare.adjust([d for d in decisions if d])
     misses = len(overlap) - sum(overlap)
     return {"misses": misses, "expected_misses": round(MISS_BY_CHANCE * len(overlap), 2),
-            "zero_width": zero,"fast_half_width_share": (sum(1 for h in fast_hw if h is not None and
+            "zero_width": zero,
+            "fast_half_width_share": (sum(1 for h in fast_hw if h is not None and
                                           h <= TARGETS["undisturbed_half_width"]) / len(fast_hw))
             if fast_hw else None,
             "fast_half_width_median": _median(fast_hw),
@@ -51,9 +53,7 @@ def undisturbed_figures(pairs, a1, a2):
             "compare": fam}
 
 
-# P(two independent 95% intervals of one value, of equal width, do not overlap): |Z| > 1.96
-# sqrt(2) (analyse.sweepcheck says why); chance alone gives this share of misses.
-MISS_BY_CHANCE = 2 * (1 - stats.statistics.NormalDist().cdf(stats.Z * 2 ** 0.5))
+MISS_BY_CHANCE = stats.MISS_BY_CHANCE
 
 
 def shortfalls(f):

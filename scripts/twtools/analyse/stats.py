@@ -61,9 +61,10 @@ FLOOR_SPREAD = 0.05
 FLOOR_GAP = 0.25
 # The undisturbed cost is the mean of this share of a cell's processes' floors (each round's
 # fastest batch).  Chosen on two recorded pairs of back-to-back runs (docs/syscost.md, "The
-# estimand"): on the AMD guest, 0.1 overlapped in 114 of 122 cells and 0.2 in 120; on the
+# estimand"): on the AMD guest 0.1, 0.2 and 0.33 all overlapped in 122 of 122 cells; on the
 # Ice Lake guest, whose host's fast state meets about a quarter of processes, 0.33 already
-# reaches into the slow state (fast-cell half-widths 4.5%), 0.2 stays below it (1.1%).
+# reaches into the slow state (fast-cell half-widths 3.2%), 0.2 stays below it (1.1%); 0.1
+# rests a --quick run's figure on one process.
 UNDISTURBED_Q = 0.2
 # The old method's share of every batch pooled (undisturbed_pooled), for old results.
 POOLED_Q = 0.05
@@ -73,13 +74,17 @@ METHOD = ("process floors: each round's fastest batch, then the mean of the fast
           "the run, never narrower than the levels' spacing or the clock's resolution")
 METHOD_POOLED = ("old method (pooled tail): the mean of the fastest 5% of all batches pooled; "
                  "delete-half jackknife over rounds, widened by the drift between halves")
-# Floors closer than this share of the figure are one level (as are floors within 3 jitters
-# of a process's own batches): the levels are about a core cycle apart (0.27 ns, 0.2% of a
+# Floors closer than this share of the figure (or than the clock's resolution) are one level:
+# the levels are about a core cycle apart (0.27 ns, 0.2% of a
 # 135 ns call on the AMD guest of docs/syscost.md), a level's own jitter a hundredth of that.
 LEVEL_TOL = 0.001
 # Below this many rounds a jackknife has too few units to estimate its own spread: the
 # interval is then flagged (the t quantile already widens it).
 UNDISTURBED_MIN_ROUNDS = 8
+# P(two independent 95% intervals of one value, of equal width, do not overlap): |Z| > Z sqrt(2).
+# The self-checks (analyse.selfcheck, analyse.sweepcheck) give this share of their pairs as
+# what chance alone would miss.
+MISS_BY_CHANCE = 2 * (1 - statistics.NormalDist().cdf(Z * math.sqrt(2)))
 SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
 
 
@@ -457,6 +462,15 @@ def _tail_jackknife(vals, q, other=None):
     return est, se
 
 
+def _rounds_in_order(rounds, times):
+    """The rounds' finite values as arrays, in time order (list order when times is None),
+    rounds with none left out."""
+    order = range(len(rounds)) if times is None else \
+        sorted(range(len(rounds)), key=lambda i: times[i])
+    vals = [_finite(rounds[i]) for i in order]
+    return [v for v in vals if v.size]
+
+
 def _floors(vals):
     """Each round's floor: its fastest usable batch.  A process keeps one layout level for its
     whole life (docs/syscost.md, "The estimand"), so the floor is that process's level plus the
@@ -514,10 +528,7 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, reso
                 nor than the clock's resolution: a tail that happens to sit on one level has
                 no spread, but a rerun may draw the next one.
     'terms' names those that set it."""
-    order = range(len(rounds)) if times is None else \
-        sorted(range(len(rounds)), key=lambda i: times[i])
-    vals = [_finite(rounds[i]) for i in order]
-    vals = [v for v in vals if v.size]
+    vals = _rounds_in_order(rounds, times)
     if not vals:
         return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
                 "n_rounds": 0, "n": 0}
@@ -553,25 +564,22 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, reso
     return out
 
 
-def undisturbed_pooled(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None):
+def undisturbed_pooled(rounds, q=POOLED_Q, confidence=CONFIDENCE, times=None):
     """The old method (before percall/4), kept to read old results beside the new: the mean of
     the fastest q of every batch pooled over rounds, the same jackknife and drift.  It depends
     on whether a run happened to draw the rarest low layout level (docs/syscost.md)."""
-    order = range(len(rounds)) if times is None else \
-        sorted(range(len(rounds)), key=lambda i: times[i])
-    vals = [_finite(rounds[i]) for i in order]
-    vals = [v for v in vals if v.size]
+    vals = _rounds_in_order(rounds, times)
     if not vals:
         return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
                 "n_rounds": 0, "n": 0, "method": METHOD_POOLED}
-    est, se = _tail_jackknife(vals, POOLED_Q)
+    est, se = _tail_jackknife(vals, q)
     n = len(vals)
-    out = {"value": est, "q": POOLED_Q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
+    out = {"value": est, "q": q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
            "method": METHOD_POOLED}
     if se is None:
         out.update(ci_low=None, ci_high=None)
         return out
-    h = math.hypot(_t(n, confidence) * se, _tail_drift(vals, POOLED_Q) or 0.0)
+    h = math.hypot(_t(n, confidence) * se, _tail_drift(vals, q) or 0.0)
     out.update(ci_low=est - h, ci_high=est + h)
     return out
 
@@ -587,8 +595,8 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
     spread (the MAD's, as a standard deviation) less what their own jackknife errors explain.
     A robust spread, because a block that the host's slow state met throughout is what the
     figure leaves out, not a move to widen it by: a plain variance over 4 blocks once gave
-    an int 0x80 cell ±1300 ns from one busy block.  It sees a state that comes and goes within the run, which the halves' drift
-    (a trend) misses; a move over longer than the run stays unseen, and the report says
+    an int 0x80 cell ±1300 ns from one busy block.  It sees a state that comes and goes
+    within the run, which the halves' drift (a trend) misses; a move over longer than the run stays unseen, and the report says
     which terms an interval has.  None below 4 rounds a block."""
     n = len(vals)
     if n < 4 * blocks:
@@ -598,8 +606,6 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
         e, se = _tail_jackknife([vals[i] for i in ix], q)
         ests.append(e)
         ses.append(se or 0.0)
-    # A robust spread (the MAD's, scaled to a standard deviation): a block that the host's
-    # slow state met throughout is what the figure leaves out, not a move to widen it by.
     e = np.asarray(ests)
     sd = 1.4826 * float(np.median(np.abs(e - np.median(e))))
     v = sd ** 2 - float(np.median(np.square(ses)))

@@ -15,12 +15,12 @@ cells compared, and a run with far more misses than that has intervals too narro
 import math
 
 import numpy as np
-from scipy import stats as sstats
+from . import stats
 
 TARGETS = {"half_width": 0.02, "half_width_share": 0.90, "overlap": 0.90, "move": 0.01,
            "r2": 0.98, "vs_ref_overlap": 0.95, "vs_ref_move": 0.005}
 # P(two independent 95% intervals of one value, of equal width, do not overlap)
-MISS_BY_CHANCE = float(2 * sstats.norm.sf(1.959963984540054 * math.sqrt(2)))
+MISS_BY_CHANCE = stats.MISS_BY_CHANCE
 
 
 def cells(analysed):

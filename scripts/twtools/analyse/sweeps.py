@@ -154,7 +154,7 @@ def vs_ref(runs):
     name = f"{ref_run['variant']} async {ref_row['buffsize']} B"
     for run in asy:
         for row in run.get("rows") or []:
-            g = _round_groups(row)
+            g = None if row is ref_row else _round_groups(row)
             keys = sorted(set(g or {}) & set(ref))
             r = stats.undisturbed_ratio([g[k] for k in keys], [ref[k] for k in keys]) \
                 if g else None
