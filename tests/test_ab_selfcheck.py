@@ -93,8 +93,13 @@ def test_selfcheck_prints_its_figures(build, tmp_path):
     p = run([sys.executable, TW, "bench", "--selfcheck", "--quick", "--variants",
              "64-syscall,64-libc,32-int80,32-vdso", "--ops", "null,getppid", "--out", out],
             text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
+    # Whether two runs' intervals overlap is the host's noise, which no test asserts on: the
+    # self-check exits 1 when they fall short (saying so), 0 when they hold, and prints and
+    # writes its figures either way.
+    assert p.returncode in (0, 1), p.stderr
+    assert (p.returncode == 1) == ("the self-check fell short" in p.stderr), p.stderr
     f = json.loads((out / "selfcheck.json").read_text())
+    assert (p.returncode == 1) == bool(f["short"])
     assert f["cells_compared"] >= 4 and len(f["runs"]) == 2
     for k in ("overlap_share", "overlap_share_ratio", "fast_within_target", "int80_ratio_change"):
         assert k in f
