@@ -260,3 +260,62 @@ def knee(fits, threshold=KNEE_THRESHOLD, draws=2000, seed=1):
 
 def _blind(why):
     return {"value": None, "why": why}
+
+
+def excess_line(points, variant, over, page=PAGE, threshold=KNEE_THRESHOLD, draws=2000, seed=1):
+    """A mechanism's excess over the fastest one at the same size, E(s) = T_v(s)/T_f(s) - 1,
+    as a line: with T = a + b*size and one slope for both (as knee() pools), 1/E(s) =
+    a_f/da + (b/da)*size, so 1/E is a line in size whatever the host's speed, which cancels in
+    the ratio.  points: [(size, E, E_low, E_high)] measured in the same rounds.  The line is
+    fitted, by weighted least squares on 1/E (each point's se from its interval), over the
+    copy regime's sizes (two pages and more), where the knee lies; with it, the size at which
+    E falls to `threshold`, (1/threshold - a)/b, with the 2.5/97.5 percentiles of `draws`
+    draws of (a, b) from their covariance.  A mechanism within its interval of the fastest
+    at a size has no such line (1/E is unbounded there): then 'why' says so."""
+    f = {"variant": variant, "mode": "async", "figure": "vs_ref", "over": over,
+         "regime": f"copy: 1/(excess over {over} at the same size) = a + b*size, sizes from "
+                   f"two pages ({2 * page} B)", "threshold": threshold}
+    pts = sorted(p for p in points if p[0] >= 2 * page)
+    if len(pts) < 3:
+        f["why"] = "fewer than 3 sizes of two pages or more"
+        return f
+    if any(lo is None or lo <= 0 for _, _, lo, _ in pts):
+        f["why"] = (f"within its interval of {over} at some size of the copy regime: "
+                    "1/excess has no bound there")
+        return f
+    x = np.array([p[0] for p in pts], float)
+    y = np.array([1 / p[1] for p in pts])
+    se = np.array([(1 / lo - 1 / hi) / 2 / 1.959963984540054 for _, _, lo, hi in pts])
+    se = np.maximum(se, 0.1 * float(np.median(se)) + 1e-12)
+    w = 1 / se ** 2
+    X = np.column_stack([np.ones_like(x), x])
+    cov0, beta = _wls(X, y, w)
+    resid = y - X @ beta
+    dof = len(y) - 2
+    chi2 = float(np.sum(w * resid ** 2))
+    cov = cov0 * max(1.0, chi2 / dof) if dof > 0 else cov0
+    t = float(_t_ppf(0.975, max(dof, 1)))
+    ybar = np.sum(w * y) / np.sum(w)
+    ss = float(np.sum(w * (y - ybar) ** 2))
+    for i, name in enumerate(("a", "b")):
+        e = float(math.sqrt(cov[i, i]))
+        f[name] = {"value": float(beta[i]), "se": e,
+                   "ci_low": float(beta[i] - t * e), "ci_high": float(beta[i] + t * e)}
+    f.update(r2=1 - chi2 / ss if ss > 0 else None, chi2_per_dof=chi2 / dof if dof else None,
+             n_points=int(len(y)), sizes=[int(x.min()), int(x.max())])
+    a, b = beta
+    if b <= 0:
+        f["knee"] = _blind("1/excess does not grow with size: the excess does not fall")
+        return f
+    k = float((1 / threshold - a) / b)
+    d = np.random.default_rng(seed).multivariate_normal(beta, cov, size=draws)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ks = np.where(d[:, 1] > 0, (1 / threshold - d[:, 0]) / d[:, 1], np.nan)
+    fin = ks[np.isfinite(ks)]
+    f["knee"] = {"value": max(k, 1.0), "size_bytes": int(round(max(k, 1.0))),
+                 "threshold": threshold, "extrapolated": bool(k > x.max()),
+                 "measured_up_to": int(x.max()),
+                 "ci_low": float(np.percentile(fin, 2.5)) if fin.size else None,
+                 "ci_high": float(np.percentile(fin, 97.5)) if fin.size else None,
+                 "undefined_draws": int(np.sum(~np.isfinite(ks)))}
+    return f

@@ -645,3 +645,47 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
     return {"median": est, "ci_low": est - h, "ci_high": est + h, "se": se, "n_rounds": n,
             "n": n, "min": None, "max": None, "cv": None,
             "unstable": unstable(est, est - h, est + h)}
+
+
+def undisturbed_over_gmean(cells, q=UNDISTURBED_Q, confidence=CONFIDENCE):
+    """Each cell's undisturbed figure over the geometric mean of all the cells' figures, where
+    cells[c][i] is cell c's batches in round i (every cell measured in every round i): one
+    summary (median = the ratio, ci_low, ci_high, se, n_rounds) per cell, or None for all when
+    fewer than two rounds have every cell.
+
+    The figure of each cell is the one undisturbed() gives (each round's floor, the mean of the
+    fastest q of the floors); the delete-half jackknife leaves the same rounds out of every cell
+    and of the mean at once, so what a round shared cancels as far as it can.  A mean over many
+    cells moves on its own by little: one cell that moves alone between two runs moves the mean
+    by 1/len(cells) of it (docs/sweeps.md, "vs_ref")."""
+    rows = [[_finite(x) for x in c] for c in cells]
+    keep_r = [i for i in range(min(len(c) for c in rows)) if all(c[i].size for c in rows)]
+    n = len(keep_r)
+    if n < 2 or len(rows) < 2:
+        return None
+    fl = np.array([[float(c[i].min()) for i in keep_r] for c in rows])      # cells x rounds
+    order = np.argsort(fl, axis=1, kind="stable")
+    srt = np.take_along_axis(fl, order, axis=1)
+    est = np.array([_tail_sorted(a, q) for a in srt])
+    if not np.all(est > 0):
+        return None
+    dropped, d = _half_subsets(n)
+    th = np.array([_tails(srt[c], ~dropped[:, order[c]], q) for c in range(len(rows))])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g_sub = np.exp(np.mean(np.log(th), axis=0))
+        rat = th / g_sub
+    g = float(np.exp(np.mean(np.log(est))))
+    h_t = _t(n, confidence)
+    out = []
+    for c in range(len(rows)):
+        r = rat[c][np.isfinite(rat[c])]
+        e = float(est[c] / g)
+        if r.size < 2:
+            out.append(None)
+            continue
+        se = math.sqrt((n - d) / (d * r.size) * float(np.sum((r - r.mean()) ** 2)))
+        h = h_t * se
+        out.append({"median": e, "ci_low": e - h, "ci_high": e + h, "se": se, "n_rounds": n,
+                    "n": n, "min": None, "max": None, "cv": None,
+                    "unstable": unstable(e, e - h, e + h)})
+    return out

@@ -6,12 +6,13 @@ sweep's fits and its knee.  A stage file from before this split carries summarie
 they are ignored and recomputed from the samples beside them.
 """
 import copy
+import math
 
 import numpy as np
 
 from . import fits, stats
 
-ANALYSIS = "sweeps/4"
+ANALYSIS = "sweeps/5"
 
 
 def _arr(row, key):
@@ -102,10 +103,8 @@ def sweep(obj):
     out["fits"] = fitted
     out["vs_ref_of"] = vs_ref(out.get("runs", []))
     if out["vs_ref_of"]:
-        on_ref = _runs_on_ref(out.get("runs", []))
-        out["fits_vs_ref"] = fits.fit_linear(on_ref, out.get("page_size") or fits.PAGE)
-        asy = [f for f in out["fits_vs_ref"] if f["mode"] == "async"]
-        out["knee_vs_ref"] = fits.knee(asy) if asy else None
+        out["fits_vs_ref"], out["knee_vs_ref"] = excess_vs_ref(
+            out.get("runs", []), out.get("page_size") or fits.PAGE)
     modes = sorted({run.get("mode") for run in out.get("runs", [])})
     out["knee"] = {m: (fits.knee([f for f in fitted if f["mode"] == m]) if m == "async" else
                        {"value": None, "why": "O_SYNC per-call time is mostly I/O wait; differences "
@@ -117,15 +116,16 @@ def sweep(obj):
     return out
 
 
-# The reference every async cell of a sweep is divided by, measured in the same round: one
-# mechanism at one size.  The host's common move between two runs (its write path, or its
-# core: docs/sweeps.md) moves the cell and the reference alike and cancels in the ratio; the
-# mechanisms' differences stay, since every cell has the same reference, so the fits and the
-# knee can be given on it too.
-REF_VARIANTS = ("64-syscall", "64-libc")
-REF_SIZE = 4096
-
-
+# The reference every async cell of a sweep is divided by, measured in the same rounds: the
+# geometric mean of every async mechanism swept at the same size.  Between two runs a minute
+# apart the host moves, and not alike at every size: the copy-bound large writes and the
+# entry-bound small ones move apart (docs/sweeps.md, "vs_ref between runs").  A reference of
+# the same size moves with its cell; a mean over the mechanisms moves on its own by little (one
+# cell alone moves it by a seventh of its own move), where a single reference cell took every
+# ratio with it.  The mechanisms' differences at a size stay: the ratio of two cells' vs_ref
+# is the ratio of their figures.  What vs_ref does not keep is the growth with size, so the
+# lines and the knee on it are those of each mechanism's excess over the fastest one at the
+# same size (fits.excess_line).
 def _round_groups(row, key="ns_per_call"):
     """{round: [values]} of a row's passes, or None when they were not recorded by round."""
     smp = row.get("samples") or {}
@@ -138,56 +138,132 @@ def _round_groups(row, key="ns_per_call"):
     return g
 
 
+# vs_ref's reproducibility term: the run's rounds cut into this many stretches in time order;
+# each mechanism's move between them, pooled over its sizes, widens its cells' intervals.
+VS_REF_BLOCKS = 4
+VS_REF_BLOCK_MIN = 3          # rounds a stretch needs (the TLPI sweep's 12 rounds give 3)
+
+
 def vs_ref(runs):
-    """Each async row's undisturbed figure over the reference's of the same rounds
-    (stats.undisturbed_ratio: each round's floor, the same rounds left out of both by the
-    jackknife), as row['vs_ref'] {value, ci_low, ci_high}; returns the reference's name
-    ('64-syscall async 4096 B'), or None when the sweep has none (then no row gets one)."""
-    asy = [r for r in runs if r.get("mode") == "async" and r.get("supported", True)]
-    ref_run = next((r for v in REF_VARIANTS for r in asy if r.get("variant") == v), None)
-    if ref_run is None or not ref_run.get("rows"):
-        return None
-    ref_row = min(ref_run["rows"], key=lambda r: abs(r["buffsize"] - REF_SIZE))
-    ref = _round_groups(ref_row)
-    if not ref:
-        return None
-    name = f"{ref_run['variant']} async {ref_row['buffsize']} B"
+    """Each async row's undisturbed figure over the geometric mean of every async mechanism's
+    at the same size, of the same rounds (stats.undisturbed_over_gmean), as row['vs_ref']
+    {value, ci_low, ci_high, n_rounds, terms}, with row['vs_ref_of'] naming it; returns the
+    sweep's name for it, or None when it has fewer than two async mechanisms measured by round.
+
+    The interval: the jackknife's, and in quadrature the mechanism's own move within the run
+    (the 'mechanism' term): what moves one way into the kernel and not the others (the host's
+    price of a VM exit, its compat path) does not cancel in the ratio, and the jackknife over
+    rounds cannot see it when it moves slowly.  The run is cut into VS_REF_BLOCKS stretches;
+    in each, every cell's ratio is computed again; a mechanism's log move in a stretch is the
+    median over its sizes, and its spread over the stretches (the MAD's, as a standard
+    deviation), less what the stretches' own sampling errors explain, is the term.  Pooled
+    over the sizes, it is measured from every cell of the mechanism, not from a stretch of one."""
+    asy = [r for r in runs if r.get("mode") == "async" and r.get("supported", True)
+           and r.get("rows")]
+    by_size = {}
     for run in asy:
-        for row in run.get("rows") or []:
-            g = None if row is ref_row else _round_groups(row)
-            keys = sorted(set(g or {}) & set(ref))
-            r = stats.undisturbed_ratio([g[k] for k in keys], [ref[k] for k in keys]) \
-                if g else None
-            if row is ref_row:
-                row["vs_ref"] = {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0,
-                                 "why": "the reference itself"}
-            elif r is None:
+        for row in run["rows"]:
+            by_size.setdefault(row["buffsize"], []).append((run["variant"], row,
+                                                            _round_groups(row)))
+    used, found = set(), []
+    for size, cells in sorted(by_size.items()):
+        good = [c for c in cells if c[2]]
+        keys = sorted(set.intersection(*[set(c[2]) for c in good])) if len(good) >= 2 else []
+        res = stats.undisturbed_over_gmean([[c[2][k] for k in keys] for c in good]) \
+            if len(keys) >= 2 else None
+        name = f"geomean of {len(good)} async mechanisms at {size} B"
+        at = {id(c[1]): i for i, c in enumerate(good)}
+        for v, row, _ in cells:
+            r = res[at[id(row)]] if res and id(row) in at else None
+            if r is None:
                 row["vs_ref"] = {"value": None, "ci_low": None, "ci_high": None,
-                                 "why": "fewer than two rounds shared with the reference"}
-            else:
-                row["vs_ref"] = {"value": r["median"], "ci_low": r["ci_low"],
-                                 "ci_high": r["ci_high"], "n_rounds": r["n_rounds"]}
-            row["vs_ref_of"] = name
-    return name
-
-
-def _runs_on_ref(runs):
-    """The async runs with each row leading with its vs_ref figure, for fits.fit_linear."""
-    out = []
-    for run in runs:
-        if run.get("mode") != "async":
-            continue
-        rows = []
-        for row in run.get("rows") or []:
-            v = row.get("vs_ref") or {}
-            if v.get("value") is None or v.get("why") == "the reference itself":
+                                 "why": "fewer than two mechanisms or rounds at this size "
+                                        "measured by round"}
                 continue
-            rows.append(dict(row, figure="undisturbed",
-                             lead={"median": v["value"], "ci_low": v["ci_low"],
-                                   "ci_high": v["ci_high"], "n_rounds": v.get("n_rounds"),
-                                   "figure": "vs_ref"}))
-        out.append(dict(run, rows=rows))
-    return out
+            row["vs_ref"] = {"value": r["median"], "ci_low": r["ci_low"],
+                             "ci_high": r["ci_high"], "n_rounds": r["n_rounds"],
+                             "terms": ["sampling"]}
+            row["vs_ref_of"] = name
+            used.add(v)
+        if res and len(keys) >= VS_REF_BLOCKS * VS_REF_BLOCK_MIN:
+            found.append((keys, good, res))
+    if not used:
+        return None
+    _mechanism_term(found)
+    return ("the geometric mean of the async mechanisms at the same size, same rounds ("
+            + ", ".join(sorted(used)) + ")")
+
+
+def _mechanism_term(found):
+    """Widen each vs_ref interval by its mechanism's move between stretches of the run
+    (vs_ref's docstring).  found: (round keys, cells, full results) per size."""
+    moves = {}                       # variant -> [per stretch: [(log move, rel. se) per size]]
+    for keys, good, res in found:
+        for b, ix in enumerate(np.array_split(np.arange(len(keys)), VS_REF_BLOCKS)):
+            part = stats.undisturbed_over_gmean([[c[2][keys[i]] for i in ix] for c in good])
+            for c, full, r in zip(good, res, part or [None] * len(good)):
+                if full and r and r["median"] > 0 and full["median"] > 0:
+                    moves.setdefault(c[0], [[] for _ in range(VS_REF_BLOCKS)])[b].append(
+                        (math.log(r["median"] / full["median"]), r["se"] / r["median"]))
+    term = {}
+    for v, stretches in moves.items():
+        if any(not s for s in stretches):
+            continue
+        d = np.array([np.median([m for m, _ in s]) for s in stretches])
+        se2 = float(np.median([np.median([e for _, e in s]) ** 2 / len(s) for s in stretches]))
+        sd = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+        term[v] = math.sqrt(max(0.0, sd ** 2 - se2))
+    for keys, good, res in found:
+        for c in good:
+            vr = c[1].get("vs_ref") or {}
+            t = term.get(c[0])
+            if vr.get("value") is None or not t:
+                continue
+            e = vr["value"]
+            h = math.hypot(vr["ci_high"] - e, stats.Z * t * e)
+            vr.update(ci_low=e - h, ci_high=e + h, mechanism=t, terms=["sampling", "mechanism"])
+
+
+def excess_vs_ref(runs, page):
+    """(fits, knee) on vs_ref: each mechanism's excess over the fastest at the same size
+    (the ratio of their vs_ref, the same rounds left out of both), its line through 1/excess
+    and the size at which the slowest's falls to fits.KNEE_THRESHOLD (fits.excess_line).  The
+    fastest and the slowest are those of the smallest size, where the way in shows most."""
+    asy = [r for r in runs if r.get("mode") == "async" and r.get("supported", True)
+           and r.get("rows")]
+    groups = {r["variant"]: {row["buffsize"]: row for row in r["rows"]} for r in asy}
+    small = min((s for g in groups.values() for s in g), default=None)
+    lead = {v: g[small]["vs_ref"]["value"] for v, g in groups.items()
+            if small in g and (g[small].get("vs_ref") or {}).get("value") is not None}
+    if len(lead) < 2:
+        return [], {"value": None, "why": "fewer than two mechanisms with vs_ref"}
+    fast, slow = min(lead, key=lead.get), max(lead, key=lead.get)
+    out = []
+    for v in sorted(lead):
+        if v == fast:
+            continue
+        pts = []
+        for size, row in sorted(groups[v].items()):
+            a, b = _round_groups(row), _round_groups(groups[fast].get(size) or {})
+            keys = sorted(set(a or {}) & set(b or {}))
+            r = stats.undisturbed_ratio([a[k] for k in keys], [b[k] for k in keys]) \
+                if len(keys) >= 2 else None
+            if r:
+                pts.append((size, r["median"] - 1, r["ci_low"] - 1, r["ci_high"] - 1))
+        f = fits.excess_line(pts, v, fast, page)
+        f["excess"] = [{"size": s, "value": e, "ci_low": lo, "ci_high": hi}
+                       for s, e, lo, hi in pts]
+        out.append(f)
+    line = next(f for f in out if f["variant"] == slow)
+    knee = dict(line.get("knee") or {"value": None, "why": line.get("why")},
+                fastest=fast, slowest=slow)
+    below = [p for p in line["excess"] if p["ci_high"] < fits.KNEE_THRESHOLD]
+    if below:
+        knee.update(value=float(below[0]["size"]), size_bytes=below[0]["size"], measured=True,
+                    extrapolated=False, ci_low=None, ci_high=None)
+    if line["excess"]:
+        knee["excess_at_largest"] = line["excess"][-1]
+    return out, knee
 
 
 CLOCK_NOT_RECORDED = "this sweep was recorded without hostclock (before it existed)"

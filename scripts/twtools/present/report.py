@@ -681,15 +681,34 @@ def _stage_fits(doc, sw):
                  "of 256 B, with --long)"
                  if k.get("extrapolated") else "") + ".")
     if sw.get("vs_ref_of"):
-        kv = sw.get("knee_vs_ref") or {}
-        knee = (f"the knee is at about {kv['value']:.0f} bytes"
+        doc.p(_vs_ref_sentence(sw))
+
+
+def _vs_ref_sentence(sw):
+    """What vs_ref is and the knee on it: the size at which the slowest mechanism's excess
+    over the fastest (measured at the same size, in the same rounds) falls to the threshold."""
+    kv = sw.get("knee_vs_ref") or {}
+    thr = 100 * (kv.get("threshold") or 0.01)
+    last = kv.get("excess_at_largest") or {}
+    pair = f"{kv.get('slowest')} over {kv.get('fastest')}"
+    if kv.get("value") is None:
+        knee = f"the knee is unknown ({outside(kv.get('why')) or 'not computed'})"
+    elif kv.get("measured"):
+        knee = (f"the excess of {pair} is below {thr:.0f}% from {kv['value']:.0f} bytes, as "
+                "measured")
+    else:
+        knee = (f"the excess of {pair} falls to {thr:.0f}% at about {kv['value']:.0f} bytes"
                 + (f" [{kv['ci_low']:.0f}, {kv['ci_high']:.0f}]" if kv.get("ci_low") is not None
-                   else "") if kv.get("value") is not None
-                else f"the knee is unknown ({outside(kv.get('why')) or 'not computed'})")
-        doc.p(f"Each async cell also has `vs_ref`: its undisturbed figure over "
-              f"{outside(sw['vs_ref_of'])} of the same rounds, so that a move of the whole host "
-              "between two runs cancels (docs/sweeps.md). On it the lines are fitted again "
-              f"(`figure` vs_ref in the fits' CSV) and {knee}.")
+                   else "")
+                + (" (extrapolated on the line through 1/excess" if kv.get("extrapolated")
+                   else " (on the line through 1/excess")
+                + (f"; at {last['size']} B it is {100 * last['value']:.1f}% "
+                   f"[{100 * last['ci_low']:.1f}, {100 * last['ci_high']:.1f}]" if last else "")
+                + ")")
+    return (f"Each async cell also has `vs_ref`: its undisturbed figure over "
+            f"{outside(sw['vs_ref_of'])}, so that a move of the host between two runs, "
+            "the same for every mechanism at a size, cancels (docs/sweeps.md). On it "
+            f"{knee}; each mechanism's line is in the fits' CSV (`figure` vs_ref).")
 
 
 def sec_tlpi(doc, data, pdir, tlpi_ref):

@@ -46,8 +46,9 @@ def _vs_ref_lines(v, T):
     of the same rounds (vs_ref in sweep_*.csv)."""
     if not v:
         return []
-    out = [f"  vs_ref (each async cell over {', '.join(v['of']) or 'no reference'}, measured in "
-           "the same rounds: the host's common move cancels)"]
+    out = [f"  vs_ref (each async cell over {'; '.join(v['of']) or 'no reference'}: a move "
+           "of the host that every mechanism at a size shares cancels; a mechanism's own move "
+           "within the run widens its intervals)"]
     for i, r in enumerate(v["runs"], 1):
         out.append(f"    run {i}: {r['cells']} cells; half-width <= {T['half_width']:.0%}: "
                    f"{_pct(r['within_half_width'])} (target >= {T['half_width_share']:.0%}), "
