@@ -1,12 +1,13 @@
-"""tw watch's state, without tracing: the bounds, the Prometheus exposition, the DuckDB file.
+"""tw watch's state, without tracing: the bounds, the Prometheus exposition, the SQLite file.
 
 Why it can break: a cap that lets memory grow with every new program name (a build farm
 runs 100,000 distinct short-lived programs a day), a folded counter that stops adding up to
 what the kernel counted, a label value that breaks the exposition format (a path may hold a
 newline, a quote, a backslash, a terminal escape), a state file that loses saved intervals
 when the watch is killed with SIGKILL or restarted, a rotation that leaves the file above its
-cap, a report that forgets a 32-bit program seen before a restart.  DuckDB and
-prometheus_client run for real; the SIGKILL is real, on a real writer process.
+cap, a report that forgets a 32-bit program seen before a restart, a state from before
+SQLite that an upgrade drops.  SQLite, DuckDB (the old state's) and prometheus_client run for
+real; the SIGKILL is real, on a real writer process.
 """
 import os
 import signal
@@ -22,7 +23,6 @@ from twtools.analyse import watch as analyse
 from twtools.analyse import watchdb
 from twtools.present import watch as present
 
-pytest.importorskip("duckdb")
 pytest.importorskip("prometheus_client")
 
 HOSTILE = ['/tmp/a"b\\c\nd\x1b[31m,e/t"q', "/opt/x\\n literal", "/bin/\u00e9\u00e8", "/p/{x=\"1\"}"]
@@ -223,3 +223,42 @@ def test_bad_since_is_a_usage_error():
     p = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since",
                         "thirty"], capture_output=True, text=True)
     assert p.returncode == 2 and "30d" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_state_from_before_sqlite_is_carried_over(tmp_path):
+    """An upgrade must not drop the readiness log: a state folder with only the old DuckDB
+    file (watch-state/1) is copied into watch.sqlite by a child process, the old file left."""
+    duckdb = pytest.importorskip("duckdb")
+    old = tmp_path / watchdb.OLD_FILE
+    con = duckdb.connect(str(old))
+    for sql in watchdb.SCHEMA_SQL:
+        con.execute(sql)
+    con.execute("INSERT INTO programs VALUES (?, ?, ?, ?, ?)", [HOSTILE[0], True, 3, 1.0, 2.0])
+    con.execute("INSERT INTO days VALUES (?, ?, ?, ?, ?, ?)",
+                ["1970-01-01", HOSTILE[0], True, 3, 1.0, 2.0])
+    con.close()
+    said = watchdb.migrate(tmp_path, sys.executable)
+    assert said and "copied into" in said and old.exists()
+    s = analyse.State()
+    assert watchdb.load(watchdb.path_in(tmp_path), s)
+    assert s.programs[(HOSTILE[0], True)]["execs"] == 3
+    assert watchdb.migrate(tmp_path, sys.executable) is None      # once only
+
+
+def test_the_long_lived_watch_holds_neither_duckdb_nor_numpy(tmp_path):
+    """The watch runs for months within a memory budget (docs/watch.md): its process must not
+    import DuckDB (46 MB) or numpy and scipy (the windows' analysis runs in a child), which a
+    Python process never gives back.  A save, a load and a report in a fresh interpreter."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import twtools.cli.watch as w\n"
+        "from twtools.analyse import watch as a, watchdb\n"
+        "s = a.State(); s.add_batch({'execs': {('/bin/x', True): {'n': 1, 'first_ns': 1, "
+        "'last_ns': 1}}, 'n': 1}, 0.0, 1.0)\n"
+        "db = watchdb.path_in(sys.argv[2]); watchdb.save(db, s); watchdb.load(db, a.State())\n"
+        "w.report(sys.argv[2], 86400)\n"
+        "print(sorted(m for m in ('duckdb', 'numpy', 'scipy') if m in sys.modules))\n")
+    p = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]", p.stdout

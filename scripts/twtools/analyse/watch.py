@@ -23,7 +23,6 @@ Every figure with an interval carries it, or says why it is unknown.
 import math
 import time
 
-from . import census as acensus
 
 SCHEMA = "timewrite-watch-report/1"
 OTHER = "other"
@@ -87,7 +86,10 @@ def _summary(v):
 def window_summary(raw, percall_doc=None, percall_source=None):
     """One window's figures per program: {t0, t1, seconds, added_ns, why_not, blind, programs:
     [{program, is32, stops, paths: {name: {calls, ns_per_s, why, label}}}], wlat: [{program,
-    kind, sync, buckets: [{lo_ns, hi_ns, count}], sum_ns}]}."""
+    kind, sync, buckets: [{lo_ns, hi_ns, count}], sum_ns}]}.  The census's analysis (and with
+    it numpy and scipy) is imported here, not with the module: tw watch runs this in a child
+    process, so that the long-lived watch never holds them (docs/watch.md, "What it costs")."""
+    from . import census as acensus
     d = acensus.analyse(raw, percall_doc, percall_source)
     out = {"t0": raw.get("utc_start"), "t1": raw.get("utc_end"), "seconds": d.get("window_s"),
            "why_not": raw.get("why_not"), "blind": d.get("blind") or [],

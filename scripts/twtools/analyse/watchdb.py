@@ -1,6 +1,12 @@
-"""`tw watch`'s state on disk: --state DIR/watch.duckdb, the embedded database the fleet already
-uses (analyse.fleetdb): one file, no server, SQL for the report, a Python client pinned in
-requirements.txt.
+"""`tw watch`'s state on disk: --state DIR/watch.sqlite, SQLite from Python's standard library.
+
+Not DuckDB, the fleet's database (analyse.fleetdb), although the watch was first written on it:
+a service that runs for months on every host has a memory budget (100 MB, docs/watch.md), and
+DuckDB's module and runtime took 46 MB of the watch's process, which closing the connection
+does not give back, where SQLite takes about 1 MB.  The state is a few small tables written
+once an interval and read by --report: SQLite's row store, its transactions and its
+crash-safety (a rollback journal, synced) are what it needs; the fleet's analytics stay on
+DuckDB.
 
 Tables:
   programs  (program, is32) -> execs, first_seen, last_seen (Unix seconds): the readiness log
@@ -15,22 +21,24 @@ Tables:
   meta      key -> value (started, intervals, windows, window_seconds, schema)
 
 Crash safety: each interval is one transaction, opened, committed and the file closed again
-(DuckDB writes the commit to its write-ahead log and syncs it before COMMIT returns).  A
-`kill -9` therefore loses at most the interval being gathered, and the file is free between
-intervals, so `tw watch --report` can open it while the watch runs.
+(journal_mode DELETE, synchronous FULL: the journal and the file are synced before COMMIT
+returns).  A `kill -9` therefore loses at most the interval being gathered.  A writer holds an
+exclusive flock on the file while it is open and a reader a shared one, so `tw watch --report`
+reads a committed state while the watch runs, waiting up to LOCK_WAIT_S.
 Bounds: windows, paths and wlat rows older than `keep_days` are deleted, days rows too; if the
-file is still above `max_bytes`, the oldest half of the window rows go, and the database is
-rewritten into a new file (COPY FROM DATABASE), which then replaces the old one by rename:
-DuckDB does not give freed blocks back to the file system otherwise.
-Every value reaches DuckDB as a bound parameter (program names come from the machine).
+file is still above `max_bytes`, the oldest half of the window rows go, and the file is
+compacted (VACUUM, itself one transaction): SQLite does not give freed pages back otherwise.
+Every value reaches SQLite as a bound parameter (program names come from the machine).
 """
+import fcntl
 import os
+import sqlite3
 import time
 
-SCHEMA = "timewrite-watch-state/1"
-FILE = "watch.duckdb"
-MEMORY_LIMIT = "128MB"
+SCHEMA = "timewrite-watch-state/2"
+FILE = "watch.sqlite"
 LOCK_WAIT_S = 20.0
+Error = sqlite3.Error
 
 SCHEMA_SQL = (
     """CREATE TABLE IF NOT EXISTS programs (program VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
@@ -63,28 +71,57 @@ def path_in(state_dir):
     return os.path.join(str(state_dir), FILE)
 
 
+class _Con:
+    """A SQLite connection and the flock that stands for it (exclusive for a writer, shared for
+    a reader), closed together; execute() as sqlite3's."""
+
+    def __init__(self, con, fd):
+        self.con, self.fd = con, fd
+
+    def execute(self, sql, params=()):
+        return self.con.execute(sql, params)
+
+    def close(self):
+        try:
+            self.con.close()
+        finally:
+            os.close(self.fd)
+
+
 def connect(path, read_only=False, wait=LOCK_WAIT_S):
-    """A connection, waiting while another process (the watch, between its intervals, or a
-    report) holds the file."""
-    import duckdb
+    """A connection, waiting while another process (the watch, during its interval's save, or
+    a report) holds the file; StateLocked past `wait` seconds."""
+    path = str(path)
+    if read_only and not os.path.exists(path):
+        raise OSError(f"{path}: no such file")
+    fd = os.open(path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT) | os.O_CLOEXEC
+                 | os.O_NOFOLLOW, 0o640)
     deadline = time.monotonic() + wait
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            fcntl.flock(fd, (fcntl.LOCK_SH if read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             break
-        except duckdb.IOException as e:
-            if "lock" not in str(e).lower() or time.monotonic() > deadline:
-                if "lock" in str(e).lower():
-                    raise StateLocked(f"{path} is held by another process") from None
-                raise
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise StateLocked(f"{path} is held by another process") from None
             time.sleep(0.2)
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    con.execute("SET enable_progress_bar = false")
-    if not read_only:
-        for sql in SCHEMA_SQL:
-            con.execute(sql)
-        con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [SCHEMA])
-    return con
+    try:
+        if read_only:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                                  timeout=wait)
+        else:
+            con = sqlite3.connect(path, isolation_level=None, timeout=wait)
+            con.execute("PRAGMA journal_mode = DELETE")
+            con.execute("PRAGMA synchronous = FULL")
+            for sql in SCHEMA_SQL:
+                con.execute(sql)
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [SCHEMA])
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()   # a foreign file fails here
+    except BaseException:
+        os.close(fd)
+        raise
+    return _Con(con, fd)
 
 
 def _meta(con):
@@ -137,7 +174,7 @@ def save(path, state, windows=()):
     State.add_window.  The state's pending days are cleared once committed."""
     con = connect(path)
     try:
-        con.execute("BEGIN TRANSACTION")
+        con.execute("BEGIN IMMEDIATE")
         _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?)",
               [[p, is32, r["execs"], r["first"], r["last"]] for (p, is32), r in state.programs.items()
                if (p, is32) in state.dirty])
@@ -148,8 +185,8 @@ def save(path, state, windows=()):
                 f"""INSERT INTO days VALUES {', '.join(['(?, ?, ?, ?, ?, ?)'] * len(part))}
                     ON CONFLICT (day, program, is32) DO UPDATE SET
                     execs = days.execs + excluded.execs,
-                    first_seen = least(days.first_seen, excluded.first_seen),
-                    last_seen = greatest(days.last_seen, excluded.last_seen)""",
+                    first_seen = min(days.first_seen, excluded.first_seen),
+                    last_seen = max(days.last_seen, excluded.last_seen)""",
                 [v for r in part for v in r])
         _many(con, "INSERT OR REPLACE INTO folded VALUES (?, ?)",
                         [[k, v] for k, v in state.folded.items()])
@@ -205,9 +242,9 @@ def bound(path, keep_days, max_bytes, now=None):
         n = 0
         for t in WINDOW_TABLES:
             col = "t1" if t == "windows" else "t"
-            n += con.execute(f"DELETE FROM {t} WHERE {col} < ?", [cut]).fetchone()[0]
+            n += con.execute(f"DELETE FROM {t} WHERE {col} < ?", [cut]).rowcount
         n += con.execute("DELETE FROM days WHERE day < ?",
-                         [time.strftime("%Y-%m-%d", time.gmtime(cut))]).fetchone()[0]
+                         [time.strftime("%Y-%m-%d", time.gmtime(cut))]).rowcount
         if n:
             done.append(f"{n} rows older than {keep_days:g} days deleted")
     finally:
@@ -221,7 +258,9 @@ def bound(path, keep_days, max_bytes, now=None):
         try:
             cut = None
             for table, col, what in (("windows", "t1", "windows"), ("days", "day", "days")):
-                cut = con.execute(f"SELECT quantile_disc({col}, 0.5) FROM {table}").fetchone()[0]
+                row = con.execute(f"SELECT {col} FROM {table} ORDER BY {col} LIMIT 1 OFFSET "
+                                  f"(SELECT count(*) / 2 FROM {table})").fetchone()
+                cut = row[0] if row else None
                 if cut is not None:
                     break
             if cut is None:
@@ -242,32 +281,13 @@ def bound(path, keep_days, max_bytes, now=None):
 
 
 def _rewrite(path):
-    """Copy the database into a new file and rename it over the old one (atomic)."""
-    import duckdb
-    new = path + ".new"
-    for p in (new, new + ".wal"):
-        if os.path.exists(p):
-            os.unlink(p)
-    con = duckdb.connect()
+    """Give the deleted rows' pages back to the file system: VACUUM rebuilds the file in one
+    transaction (crash-safe, as every commit)."""
+    con = connect(path)
     try:
-        con.execute("ATTACH ? AS old (READ_ONLY)", [path])
-        con.execute("ATTACH ? AS new", [new])
-        con.execute("COPY FROM DATABASE old TO new")
-        con.execute("DETACH new")
-        con.execute("DETACH old")
+        con.execute("VACUUM")
     finally:
         con.close()
-    fd = os.open(new, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(new, path)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def programs(con):
@@ -302,3 +322,39 @@ def meta(con):
 def windows_since(con, since_t):
     return con.execute("SELECT count(*), coalesce(sum(seconds), 0) FROM windows WHERE t1 >= ?",
                        [since_t]).fetchone()
+
+
+OLD_FILE = "watch.duckdb"      # the state before watch-state/2
+_MIGRATE = r"""
+import sys, duckdb, sqlite3
+old, new, tables = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+src = duckdb.connect(old, read_only=True)
+dst = sqlite3.connect(new, isolation_level=None)
+dst.execute("BEGIN IMMEDIATE")
+for t in tables:
+    rows = src.execute(f"SELECT * FROM {t}").fetchall()
+    if rows:
+        marks = ", ".join(["?"] * len(rows[0]))
+        dst.executemany(f"INSERT OR REPLACE INTO {t} VALUES ({marks})", rows)
+dst.execute("COMMIT")
+"""
+
+
+def migrate(state_dir, python):
+    """A state folder from before watch-state/2 (DuckDB's watch.duckdb, no watch.sqlite): its
+    rows copied into a new watch.sqlite by a child process (DuckDB's memory then goes with the
+    child), the old file left in place.  Returns what was done as words, or None."""
+    import subprocess
+    old, new = os.path.join(str(state_dir), OLD_FILE), path_in(state_dir)
+    if not os.path.exists(old) or os.path.exists(new):
+        return None
+    con = connect(new)            # the schema, so that every table is there to insert into
+    con.close()
+    tables = "programs,days,calls,windows,paths,wlat,wlat_sum,folded"
+    p = subprocess.run([python, "-c", _MIGRATE, old, new, tables], capture_output=True,
+                       text=True, timeout=600)
+    if p.returncode != 0:
+        os.unlink(new)
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        return f"{old} could not be copied into {FILE} ({last}); starting a new state"
+    return f"{old} copied into {new} (the old file is left in place)"

@@ -10,7 +10,7 @@ traces/watch_exec.bt (every exec, counted in the kernel, read every --interval),
 second one, traces/watch_window.bt, for --window seconds every --window-period (entry paths
 per program, write latency): an attached raw_syscalls tracepoint slows every system call on the
 machine, so per-call figures are taken in windows, and each window measures what it cost.
-The state (analyse.watch.State) is saved to --state DIR/watch.duckdb after every batch
+The state (analyse.watch.State) is saved to --state DIR/watch.sqlite after every batch
 (analyse.watchdb), exported on --listen in Prometheus's text format (present.watch), and read
 again at start: a restart loses nothing saved.
 
@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -77,7 +78,7 @@ def add_arguments(parser, name):
         "kernel) all the time, and per program its system calls by entry path (priced with the "
         "per-call matrix) and its write latency in short windows (a duty cycle: an attached "
         "raw_syscalls tracepoint slows every call on the machine).  Exported in Prometheus's "
-        "text format on --listen, kept in --state DIR/watch.duckdb across restarts.  "
+        "text format on --listen, kept in --state DIR/watch.sqlite across restarts.  "
         "--report says what booting with ia32_emulation=0 would have stopped.  Needs root.")
     parser.usage = ("tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] "
                     "[--interval S] [--window S] [--window-period S]\n       tw watch --report "
@@ -144,13 +145,15 @@ def report(state_dir, since_s, now=None):
         con = watchdb.connect(db, read_only=True)
     except watchdb.StateLocked as e:
         raise ui.UserError(str(e), "try again in a moment", code=ui.EXIT_SYSTEM)
-    except Exception as e:       # duckdb's own errors: a damaged or foreign file
+    except Exception as e:       # SQLite's own errors: a damaged or foreign file
         raise ui.DataError(f"{db}: not a readable watch state ({str(e).splitlines()[0][:200]})")
     try:
         progs = watchdb.programs_since(con, since_t)
         pths = watchdb.paths_since(con, since_t)
         meta = watchdb.meta(con)
         nwin, wsec = watchdb.windows_since(con, since_t)
+    except watchdb.Error as e:
+        raise ui.DataError(f"{db}: not a readable watch state ({str(e).splitlines()[0][:200]})")
     finally:
         con.close()
     doc = analyse.readiness(progs, pths, since_t, now)
@@ -203,6 +206,34 @@ def _percall(results, measure_here=False):
     return doc, "results/latest/percall.json"
 
 
+_SUMMARISE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from twtools.analyse import watch
+d = json.load(open(sys.argv[1]))
+json.dump(watch.window_summary(d["raw"], d["percall"], d["source"]), open(sys.argv[2], "w"))
+"""
+
+
+def summarise_window(raw, percall, source):
+    """analyse.watch.window_summary in a child process: the census's analysis imports numpy and
+    scipy (60-90 MB), which a Python process does not give back; run once a window (every 20
+    minutes by default) in a child, they leave with it, and the watch itself stays small."""
+    import json
+    import subprocess
+    scripts = str(Path(__file__).resolve().parents[2])
+    with tempfile.TemporaryDirectory(prefix="tw-window-", dir=tmp_dir()) as tmp:
+        src, dst = os.path.join(tmp, "raw.json"), os.path.join(tmp, "window.json")
+        with open(src, "w") as f:
+            json.dump({"raw": raw, "percall": percall, "source": source}, f)
+        p = subprocess.run([sys.executable, "-c", _SUMMARISE, src, dst, scripts],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError((p.stderr.strip().splitlines() or ["no message"])[-1][:300])
+        with open(dst) as f:
+            return json.load(f)
+
+
 class Watch:
     def __init__(self, args):
         self.args = args
@@ -253,15 +284,7 @@ class Watch:
             self.state.intervals += 1
             try:
                 watchdb.save(self.db, self.state, windows)
-            except (OSError, RuntimeError, watchdb.StateLocked) as e:
-                ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
-                            f"kept in memory, saved again at the next interval"
-                            + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
-                return
-            except Exception as e:
-                import duckdb
-                if not isinstance(e, duckdb.Error):
-                    raise
+            except (OSError, RuntimeError, watchdb.StateLocked, watchdb.Error) as e:
                 ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
                             f"kept in memory, saved again at the next interval"
                             + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
@@ -290,7 +313,11 @@ class Watch:
         if raw is None or raw.get("trace") is None:
             ui.progress(f"watch: the window saw nothing: {escape.terminal((raw or {}).get('why_not'))}")
             return []
-        w = analyse.window_summary(raw, self.percall, self.percall_source)
+        try:
+            w = summarise_window(raw, self.percall, self.percall_source)
+        except RuntimeError as e:
+            ui.progress(f"watch: the window's analysis failed: {escape.terminal(str(e))}")
+            return []
         if self.percall is None:
             w["percall_why"] = self.percall_source
         with self.lock:
@@ -324,6 +351,9 @@ class Watch:
             raise ui.UserError(f"cannot watch here: {why}", code=ui.EXIT_FAILED)
         os.makedirs(a.state, mode=0o750, exist_ok=True)
         self._lock_state(a.state)
+        moved = watchdb.migrate(a.state, sys.executable)
+        if moved:
+            ui.progress(f"watch: state: {escape.terminal(moved)}")
         with self.lock:
             watchdb.load(self.db, self.state)
             if self.state.started is None:
@@ -425,10 +455,20 @@ def _overhead(args):
     r = d.get("resources")
     if r:
         print(f"a real tw watch (--window 0) for {r['seconds']:.0f} s: {r['cpu_s']:.2f} s of CPU, "
-              f"{100 * r['cpu_share_of_one_core']:.2f}% of one core; peak resident memory "
-              f"{r['peak_rss_total_bytes'] / 2 ** 20:.0f} MB (the watch and bpftrace together)"
-              + (f"; BPF maps {sum(r['bpf_map_bytes'].values()) / 2 ** 20:.1f} MB of kernel memory"
-                 if r.get("bpf_map_bytes") else ""))
+              f"{100 * r['cpu_share_of_one_core']:.2f}% of one core")
+        mem = r.get("memory") or {}
+        for what, m in (("execs only", mem.get("execs_only")),
+                        (f"with a {mem.get('window', {}).get('seconds')} s window open",
+                         mem.get("with_a_window"))):
+            if not m:
+                continue
+            procs = "; ".join(f"{c} {v['pss'] / 2 ** 20:.0f}" for c, v in
+                              sorted(m["by_process"].items(), key=lambda x: -x[1]["pss"]))
+            print(f"memory, {what} (peaks of the sums over the watch's processes, MiB): "
+                  f"proportional {m['pss'] / 2 ** 20:.0f}, anonymous {m['anon'] / 2 ** 20:.0f}, "
+                  f"resident {m['rss'] / 2 ** 20:.0f} (shared library pages counted in each "
+                  f"process), BPF maps {m['maps'] / 2 ** 20:.1f} of kernel memory; "
+                  f"proportional by process: {procs}")
     return ui.EXIT_OK
 
 

@@ -77,13 +77,14 @@ def _script(tmp):
                "cannot be seen")
 
 
-def _start(script, tmp, wrapper=()):
+def _start(script, tmp, wrapper=(), keys=None):
     """bpftrace on `script`, once attached: (Popen, output path, stderr file).  wrapper: argv
-    put before bpftrace's (tw watch's `setpriv --pdeathsig KILL`)."""
+    put before bpftrace's (tw watch's `setpriv --pdeathsig KILL`); keys: each map's key limit
+    (BPFTRACE_MAP_KEYS_MAX, MAP_KEYS by default; bpftrace preallocates every map to it)."""
     out = Path(tmp) / "census.ndjson"
     errp = Path(tmp) / "bpftrace.err"
     err = open(errp, "w")
-    env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(MAP_KEYS))
+    env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(keys or MAP_KEYS))
     bt = subprocess.Popen([*wrapper, "bpftrace", "-f", "json", "-o", str(out), str(script),
                            str(os.getpid())],
                           stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
@@ -133,10 +134,11 @@ def _image(k, at=1):
     return {"start": int(k[at]) // NS_PER_TICK, "gen": int(k[at + 1])}
 
 
-def rows(maps):
+def rows(maps, keys=None):
     """census.bt's maps as plain rows (strings from the kernel kept as they came).  Every row
     names its process's image: pid, start and gen (census.bt's header says why a pid alone
-    does not name a program)."""
+    does not name a program).  keys: the maps' key limit they ran with (MAP_KEYS when None),
+    to tell which filled up."""
     calls = []
     for k, n in maps.get("@calls", {}).items():
         # pid, start, gen, comm, compat, cs, origin, insn, own; a comm may hold a comma: it is
@@ -159,7 +161,7 @@ def rows(maps):
     vsys = [{"pid": int(k[0]), **_image(k), "comm": ",".join(k[3:]), "faults": int(n)}
             for k, n in maps.get("@vsys", {}).items() if len(k) >= 4]
     regs = maps.get("@regs_ok", {})
-    full = [name for name, m in maps.items() if len(m) >= MAP_KEYS]
+    full = [name for name, m in maps.items() if len(m) >= (keys or MAP_KEYS)]
     return {"calls": calls, "nr": nrs, "exec": execs, "exit": exits, "vsyscall": vsys,
             "fork": forks, "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
             "maps_full": full}

@@ -37,6 +37,11 @@ SCHEMA = "timewrite-watch-window/1"
 # 200-byte keys, 4096 keys: about 7 MB of kernel memory).  A full map drops updates; the exec program's
 # keyless @n counts every exec, so the watch knows how many a full map dropped.
 EXEC_MAP_KEYS = 4096
+# A window's maps are keyed by process image (and the write histograms by file kind too), and
+# bpftrace preallocates every map to its key limit: the census's 131072 took 195 MB of kernel
+# memory for each window.  A window lasts seconds; 8192 images in one is a machine starting
+# 1600 processes a second, and a map that fills is said (maps_full, the census's blind list).
+WINDOW_MAP_KEYS = 8192
 # File names longer than this are cut by bpftrace (its maximum string length in 0.17 is 200).
 STRLEN = 200
 OVERHEAD_BATCHES = 10
@@ -257,7 +262,8 @@ def window(seconds, with_overhead=True, stop=None):
         old = os.environ.get("BPFTRACE_STRLEN")
         os.environ["BPFTRACE_STRLEN"] = str(STRLEN)
         try:
-            bt, out, err = census._start(script, tmp, wrapper=die_with_us())
+            bt, out, err = census._start(script, tmp, wrapper=die_with_us(),
+                                         keys=WINDOW_MAP_KEYS)
         except census.CensusError as e:
             doc["why_not"] = str(e)
             doc["failed"] = True
@@ -290,7 +296,7 @@ def window(seconds, with_overhead=True, stop=None):
             text = census._stop(bt, out, err)
     maps = bpftrace.parse_json(text)
     doc["tracer"] = "bpftrace"
-    doc["trace"] = census.rows(maps)
+    doc["trace"] = census.rows(maps, WINDOW_MAP_KEYS)
     doc["wlat"] = _wlat_rows(maps)
     doc["snapshot_end"] = process.snapshot()
     return doc

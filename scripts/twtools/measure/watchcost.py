@@ -132,36 +132,102 @@ def _tree(pid):
     return out
 
 
-def resources(seconds, interval=60):
-    """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and bpftrace, from
-    /proc) over the run after attaching, by process, and each process's peak resident memory.
-    The watch counts the machine's execs meanwhile: on a machine that is not idle this is an
-    upper bound on the idle cost."""
+def _memory(pid):
+    """{rss, anon, pss, maps} in bytes of one process: resident (shared library pages counted
+    whole), anonymous (its own), proportional (shared pages divided among the processes that
+    map them: what summing over processes may do) and its BPF maps' kernel memory."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+        roll = open(f"/proc/{pid}/smaps_rollup").read()
+    except OSError:
+        return None
+
+    def kb(text, key):
+        for ln in text.splitlines():
+            if ln.startswith(key + ":"):
+                return int(ln.split()[1]) * 1024
+        return 0
+    return {"rss": kb(status, "VmRSS"), "anon": kb(status, "RssAnon"), "pss": kb(roll, "Pss"),
+            "maps": bpf_map_memlock(pid) or 0}
+
+
+MEMORY_KEYS = ("rss", "anon", "pss", "maps")
+
+
+def _sample_until(root, t_end, peak, step=0.25):
+    """Sample the memory of root's process tree until t_end (monotonic): peak[key] is the
+    largest sum over the tree any sample saw, peak['by_process'][comm][key] each kind's."""
+    import os
+    while time.monotonic() < t_end:
+        total = dict.fromkeys(MEMORY_KEYS, 0)
+        for q in _tree(root):
+            m = _memory(q)
+            if not m:
+                continue
+            try:
+                comm = open(f"/proc/{q}/comm").read().strip()
+            except OSError:
+                comm = "?"
+            mine = peak["by_process"].setdefault(comm, dict.fromkeys(MEMORY_KEYS, 0))
+            for k in MEMORY_KEYS:
+                total[k] += m[k]
+                mine[k] = max(mine[k], m[k])
+        for k in MEMORY_KEYS:
+            peak[k] = max(peak[k], total[k])
+        time.sleep(min(step, max(0.0, t_end - time.monotonic())))
+    del os
+    return peak
+
+
+def _watch(tmp, *args):
     import subprocess
     import sys
+    p = subprocess.Popen([sys.executable, str(paths.ROOT / "scripts" / "tw"), "watch",
+                          "--state", tmp, *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    for line in p.stderr:
+        if "counting every exec" in line:
+            return p
+    p.wait()
+    raise RuntimeError("tw watch did not start")
+
+
+WINDOW_S, WINDOW_PERIOD_S = 5, 10
+
+
+def resources(seconds, interval=60):
+    """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and bpftrace, from
+    /proc) over the run after attaching, by process, and its memory sampled four times a
+    second (peaks of the tree's sums: resident, anonymous, proportional, BPF maps); then a
+    watch with windows (WINDOW_S every WINDOW_PERIOD_S, two of them) for the peak while a
+    window's bpftrace runs beside the exec tracer and the window's analysis after it.  The
+    watch counts the machine's execs meanwhile: on a machine that is not idle this is an
+    upper bound on the idle cost."""
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
-        p = subprocess.Popen([sys.executable, str(paths.ROOT / "scripts" / "tw"), "watch",
-                              "--state", tmp, "--window", "0", "--interval", str(interval)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+        p = _watch(tmp, "--window", "0", "--interval", str(interval))
         try:
-            for line in p.stderr:
-                if "counting every exec" in line:
-                    break
-            else:
-                raise RuntimeError("tw watch did not start")
             t0 = time.monotonic()
             start = {q: proc_cpu_rss(q) for q in _tree(p.pid)}
-            time.sleep(seconds)
+            steady = _sample_until(p.pid, t0 + seconds,
+                                   dict(dict.fromkeys(MEMORY_KEYS, 0), by_process={}))
             wall = time.monotonic() - t0
             end = {q: proc_cpu_rss(q) for q in _tree(p.pid)}
-            maps = {q: bpf_map_memlock(q) for q in end}
             names = {}
             for q in end:
                 try:
                     names[q] = open(f"/proc/{q}/comm").read().strip()
                 except OSError:
                     names[q] = "?"
+        finally:
+            p.terminate()
+            p.wait(timeout=120)
+    with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
+        p = _watch(tmp, "--window", str(WINDOW_S), "--window-period", str(WINDOW_PERIOD_S),
+                   "--interval", str(interval))
+        try:
+            windowed = _sample_until(p.pid, time.monotonic() + 2 * WINDOW_PERIOD_S + WINDOW_S,
+                                     dict(dict.fromkeys(MEMORY_KEYS, 0), by_process={}))
         finally:
             p.terminate()
             p.wait(timeout=120)
@@ -174,5 +240,8 @@ def resources(seconds, interval=60):
             "cpu_s_by_process": per,
             "peak_rss_bytes": {f"{q} {names.get(q, '?')}": e[1] for q, e in end.items() if e},
             "peak_rss_total_bytes": sum(e[1] or 0 for e in end.values() if e),
-            "bpf_map_bytes": {f"{q} {names.get(q, '?')}": m for q, m in maps.items() if m},
+            "bpf_map_bytes": {k: v["maps"] for k, v in steady["by_process"].items()
+                              if v["maps"]},
+            "memory": {"execs_only": steady, "with_a_window": windowed,
+                       "window": {"seconds": WINDOW_S, "every_s": WINDOW_PERIOD_S}},
             "interval_s": interval}
