@@ -77,16 +77,18 @@ def _script(tmp):
                "cannot be seen")
 
 
-def _start(script, tmp, wrapper=(), keys=None):
-    """bpftrace on `script`, once attached: (Popen, output path, stderr file).  wrapper: argv
-    put before bpftrace's (tw watch's `setpriv --pdeathsig KILL`); keys: each map's key limit
-    (BPFTRACE_MAP_KEYS_MAX, MAP_KEYS by default; bpftrace preallocates every map to it)."""
-    out = Path(tmp) / "census.ndjson"
+def _start(script, tmp, wrapper=(), keys=None, arg=None, out_name="census.ndjson"):
+    """bpftrace on `script`, once attached (its BEGIN has printed): (Popen, output path, stderr
+    file).  wrapper: argv put before bpftrace's (tw watch's `setpriv --pdeathsig KILL`); keys:
+    each map's key limit (BPFTRACE_MAP_KEYS_MAX, MAP_KEYS by default; bpftrace preallocates
+    every map to it); arg: the script's $1 (tw's own pid by default); out_name: the JSON
+    output's file in tmp.  The census's, the watch's window and tw legs start bpftrace here."""
+    out = Path(tmp) / out_name
     errp = Path(tmp) / "bpftrace.err"
     err = open(errp, "w")
     env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(keys or MAP_KEYS))
     bt = subprocess.Popen([*wrapper, "bpftrace", "-f", "json", "-o", str(out), str(script),
-                           str(os.getpid())],
+                           str(os.getpid() if arg is None else arg)],
                           stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
     deadline = time.monotonic() + ATTACH_TIMEOUT
     try:
@@ -112,13 +114,16 @@ def _start(script, tmp, wrapper=(), keys=None):
 
 
 def _stop(bt, out, err):
-    if bt.poll() is None:
-        bt.send_signal(signal.SIGINT)
-        try:
-            bt.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill_group(bt, grace=0.5)
-    err.close()
+    """SIGINT, so that bpftrace's END prints the maps; its output's text."""
+    try:
+        if bt.poll() is None:
+            bt.send_signal(signal.SIGINT)
+            try:
+                bt.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill_group(bt, grace=0.5)
+    finally:
+        err.close()
     return out.read_text() if out.exists() else ""
 
 

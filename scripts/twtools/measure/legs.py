@@ -19,19 +19,16 @@ the uptime past what a stage file may hold).
                        (the stage is then recorded as failed with the reason)
 """
 import json
-import os
-import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from ..core import files, paths, proc, ui
 from ..machine import registry
+from . import census
 
 SCHEMA = "timewrite-legs/1"
 SCRIPT = "legs.bt"
-ATTACH_TIMEOUT = 90.0
 # rounds (processes per mechanism, traced; as many untraced), batches per process, calls per batch
 PLAN = {"quick": (4, 5, 100), "default": (8, 10, 100), "long": (16, 20, 100)}
 WARMUP = 2000
@@ -89,47 +86,6 @@ def _one(variant, batches, calls, warmup, shape="ret"):
             "after": [x - base for x in d["after_ns"]], "_base": base}
 
 
-def _start(tmp, warmup, keys):
-    out, errp = Path(tmp) / "legs.ndjson", Path(tmp) / "bpftrace.err"
-    err = open(errp, "w")
-    env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(keys))
-    bt = subprocess.Popen(["bpftrace", "-f", "json", "-o", str(out), str(paths.TRACES / SCRIPT),
-                           str(warmup)], stdout=subprocess.DEVNULL, stderr=err,
-                          start_new_session=True, env=env)
-    deadline = time.monotonic() + ATTACH_TIMEOUT
-    try:
-        while time.monotonic() < deadline:
-            if bt.poll() is not None:
-                err.close()
-                msg = [ln for ln in errp.read_text().splitlines()
-                       if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln and ln.strip()]
-                raise RuntimeError(f"bpftrace exited before attaching ({bt.returncode}): "
-                                   f"{msg[-1] if msg else 'no message'}")
-            if out.exists() and '"printf"' in out.read_text():
-                return bt, out, err
-            time.sleep(0.05)
-    except BaseException:
-        proc.kill_group(bt, grace=0.5)
-        err.close()
-        raise
-    proc.kill_group(bt, grace=0.5)
-    err.close()
-    raise RuntimeError(f"bpftrace did not attach within {ATTACH_TIMEOUT:.0f} s")
-
-
-def _stop(bt, out, err):
-    try:
-        if bt.poll() is None:
-            bt.send_signal(signal.SIGINT)
-            try:
-                bt.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill_group(bt, grace=0.5)
-    finally:
-        err.close()
-    return out.read_text() if out.exists() else ""
-
-
 def attach_kernel_stamps(rec, maps):
     """rec (one traced process) with its kernel stamps from bpftrace's maps: enter and exit in
     call order, relative to the same base as its user stamps, and the counts bpftrace saw."""
@@ -174,7 +130,8 @@ def measure(variants=None, mode="default", shape="ret"):
     keys = max(4096, 2 * rounds * batches * calls * len(names))
     with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
         ui.progress(f"legs: attaching bpftrace ({SCRIPT}) for {len(names)} mechanisms")
-        bt, out, err = _start(tmp, WARMUP, keys)
+        bt, out, err = census._start(paths.TRACES / SCRIPT, tmp, keys=keys, arg=WARMUP,
+                                     out_name="legs.ndjson")
         traced = []
         try:
             t0 = time.monotonic()
@@ -184,7 +141,7 @@ def measure(variants=None, mode="default", shape="ret"):
             time.sleep(0.2)
             doc["attached_s"] = round(time.monotonic() - t0, 2)
         finally:
-            text = _stop(bt, out, err)
+            text = census._stop(bt, out, err)
     from ..machine.tracers import bpftrace
     maps = bpftrace.parse_json(text)
     for v, rec in traced:
