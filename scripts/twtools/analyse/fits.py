@@ -164,23 +164,32 @@ def fit_undisturbed(run, rows):
                         "median" + (f" ({int(np.sum(se < floor))} held)" if np.any(se < floor)
                                     else ""))
         se = np.maximum(se, floor)
+    beta, cov, chi2, dof, r2 = _line(x, y, se, f, ("a_ns", "b_ns_per_byte"))
+    f.update(r2=r2, chi2_per_dof=chi2 / dof if dof else None, n_points=int(len(y)),
+             n_downweighted=0, sizes=[int(x.min()), int(x.max())])
+    return f
+
+
+def _line(x, y, se, f, names):
+    """y = a + b*x by weighted least squares (weights 1/se^2), its covariance (X'WX)^-1 scaled
+    up by the reduced chi-square when the points scatter about the line more than their
+    intervals say; f[names[0]] and f[names[1]] get {value, se, ci_low, ci_high} (Student's t
+    on the residual degrees of freedom).  Returns (beta, cov, chi2, dof, weighted r2)."""
     w = 1 / se ** 2
     X = np.column_stack([np.ones_like(x), x])
     cov0, beta = _wls(X, y, w)
     resid = y - X @ beta
     dof = len(y) - 2
     chi2 = float(np.sum(w * resid ** 2))
-    cov = cov0 * max(1.0, chi2 / dof)
-    t = float(_t_ppf(0.975, dof))
+    cov = cov0 * max(1.0, chi2 / dof) if dof > 0 else cov0
+    t = float(_t_ppf(0.975, max(dof, 1)))
     ybar = np.sum(w * y) / np.sum(w)
-    r2 = 1 - chi2 / float(np.sum(w * (y - ybar) ** 2))
-    for i, name in enumerate(("a_ns", "b_ns_per_byte")):
+    ss = float(np.sum(w * (y - ybar) ** 2))
+    for i, name in enumerate(names):
         e = float(math.sqrt(cov[i, i]))
         f[name] = {"value": float(beta[i]), "se": e,
                    "ci_low": float(beta[i] - t * e), "ci_high": float(beta[i] + t * e)}
-    f.update(r2=float(r2), chi2_per_dof=chi2 / dof, n_points=int(len(y)), n_downweighted=0,
-             sizes=[int(x.min()), int(x.max())])
-    return f
+    return beta, cov, chi2, dof, (1 - chi2 / ss if ss > 0 else None)
 
 
 KNEE_THRESHOLD = 0.01
@@ -287,22 +296,9 @@ def excess_line(points, variant, over, page=PAGE, threshold=KNEE_THRESHOLD, draw
     y = np.array([1 / p[1] for p in pts])
     se = np.array([(1 / lo - 1 / hi) / 2 / 1.959963984540054 for _, _, lo, hi in pts])
     se = np.maximum(se, 0.1 * float(np.median(se)) + 1e-12)
-    w = 1 / se ** 2
-    X = np.column_stack([np.ones_like(x), x])
-    cov0, beta = _wls(X, y, w)
-    resid = y - X @ beta
-    dof = len(y) - 2
-    chi2 = float(np.sum(w * resid ** 2))
-    cov = cov0 * max(1.0, chi2 / dof) if dof > 0 else cov0
-    t = float(_t_ppf(0.975, max(dof, 1)))
-    ybar = np.sum(w * y) / np.sum(w)
-    ss = float(np.sum(w * (y - ybar) ** 2))
-    for i, name in enumerate(("a", "b")):
-        e = float(math.sqrt(cov[i, i]))
-        f[name] = {"value": float(beta[i]), "se": e,
-                   "ci_low": float(beta[i] - t * e), "ci_high": float(beta[i] + t * e)}
-    f.update(r2=1 - chi2 / ss if ss > 0 else None, chi2_per_dof=chi2 / dof if dof else None,
-             n_points=int(len(y)), sizes=[int(x.min()), int(x.max())])
+    beta, cov, chi2, dof, r2 = _line(x, y, se, f, ("a", "b"))
+    f.update(r2=r2, chi2_per_dof=chi2 / dof if dof else None, n_points=int(len(y)),
+             sizes=[int(x.min()), int(x.max())])
     a, b = beta
     if b <= 0:
         f["knee"] = _blind("1/excess does not grow with size: the excess does not fall")
