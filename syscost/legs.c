@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "json_out.h"
 #include "tw_cli.h"
 #include "tw_syscall.h"
@@ -141,20 +142,6 @@ stamped(call3_fn fn, long n, long long *before, long long *after)
 	return bad;
 }
 
-static long
-last_cpu(void)
-{
-	cpu_set_t set;
-	long i;
-
-	if (sched_getaffinity(0, sizeof(set), &set) == -1)
-		err(1, "sched_getaffinity");
-	for (i = CPU_SETSIZE - 1; i >= 0; i--)
-		if (CPU_ISSET(i, &set))
-			return i;
-	errx(1, "sched_getaffinity: no CPU allowed");
-}
-
 static void *
 xcalloc(long n, size_t size)
 {
@@ -238,15 +225,9 @@ main(int argc, char **argv)
 		return 0;
 
 	if (cpu == -2)
-		cpu = last_cpu();
-	if (cpu >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set) == -1)
-			err(1, "sched_setaffinity(CPU %ld)", cpu);
-	}
+		cpu = last_allowed_cpu();
+	if (cpu >= 0)
+		pin_cpu(cpu);
 	fn = jmp ? tw_syscall3_jmp : tw_syscall3;
 	n = calls * batches;
 	before = xcalloc(n, sizeof(*before));

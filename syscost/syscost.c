@@ -125,6 +125,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cpu.h"
 #include "disturb.h"
 #include "speculation.h"
 #include "syscost.h"
@@ -234,34 +235,6 @@ result_text(long r, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%ld", r);
 	return buf;
-}
-
-/* The last CPU this process may run on. */
-static long
-default_cpu(void)
-{
-	cpu_set_t set;
-	long i;
-
-	if (sched_getaffinity(0, sizeof(set), &set) == -1)
-		err(1, "sched_getaffinity");
-	for (i = CPU_SETSIZE - 1; i >= 0; i--)
-		if (CPU_ISSET(i, &set))
-			return i;
-	errx(1, "sched_getaffinity: no CPU allowed");
-}
-
-static void
-pin(long cpu)
-{
-	cpu_set_t set;
-
-	if (cpu >= CPU_SETSIZE)
-		errx(1, "CPU %ld is beyond CPU_SETSIZE", cpu);
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) == -1)
-		err(1, "sched_setaffinity(CPU %ld)", cpu);
 }
 
 /* ---- the measurement ----------------------------------------------------- */
@@ -444,9 +417,9 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 		speculation_apply(o->speculation);
 
 	/* Pin first: the TSC is then read and calibrated on one core. */
-	r->cpu = o->cpu == -2 ? default_cpu() : o->cpu;
+	r->cpu = o->cpu == -2 ? last_allowed_cpu() : o->cpu;
 	if (r->cpu >= 0)
-		pin(r->cpu);
+		pin_cpu(r->cpu);
 	r->sched = "other";
 	snprintf(r->sched_why, sizeof(r->sched_why), "not asked for (--realtime)");
 	if (o->realtime) {
