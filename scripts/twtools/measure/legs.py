@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ..core import files, paths, proc, ui
-from ..machine import registry
+from ..machine import probe, registry
 from . import census
 
 SCHEMA = "timewrite-legs/1"
@@ -44,28 +44,13 @@ def why_not():
 
 
 def program(variant):
-    return paths.BUILD / f"legs-{variant}"
+    return probe.binary("legs", variant)
 
 
 def candidates(variants=None):
     """The variants whose calls raw_syscalls sees: every way in by a system call."""
     return [m.name for m in registry.mechanisms()
             if m.seen_as == "syscall" and (not variants or m.name in variants)]
-
-
-def probe(variant):
-    """(works, why): whether legs-<variant> can stamp here."""
-    prog = program(variant)
-    if not prog.exists():
-        return False, f"{prog.name} is not built (run make)"
-    try:
-        p = proc.run([prog, "--probe"], timeout=60)
-    except OSError as e:
-        return False, f"{prog.name} cannot run here: {e.strerror}"
-    if p.returncode == 0:
-        return True, None
-    msg = (p.stderr or "").strip().splitlines()
-    return False, (msg[0] if msg else f"{prog.name} --probe exited {p.returncode}")
 
 
 def _one(variant, batches, calls, warmup, shape="ret"):
@@ -113,7 +98,7 @@ def measure(variants=None, mode="default", shape="ret"):
         return doc
     names = []
     for v in candidates(variants):
-        ok, why = probe(v)
+        ok, why = probe.check("legs", v)
         if ok and shape != "ret" and shape not in registry.get(v).shapes:
             ok, why = False, f"{v} has no {shape} shape (variants/registry)"
         doc["variants"][v] = {"status": "measured" if ok else "unsupported", "why": why,
