@@ -138,6 +138,17 @@ def kill_group(p, grace=GRACE_S):
         time.sleep(0.02)
 
 
+def interrupt(p, timeout):
+    """SIGINT to a child started in its own session (bpftrace prints its maps and detaches on
+    it), then up to `timeout` seconds for it to exit; past that, kill_group."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(p, grace=0.5)
+
+
 def kill_all():
     """Kill every child group still alive (the top-level handler's safety net)."""
     for p in list(_live.values()):

@@ -21,7 +21,6 @@ is computed by twtools.analyse.census.
 """
 import os
 import platform
-import signal
 import socket
 import subprocess
 import tempfile
@@ -116,12 +115,7 @@ def _start(script, tmp, wrapper=(), keys=None, arg=None, out_name="census.ndjson
 def _stop(bt, out, err):
     """SIGINT, so that bpftrace's END prints the maps; its output's text."""
     try:
-        if bt.poll() is None:
-            bt.send_signal(signal.SIGINT)
-            try:
-                bt.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill_group(bt, grace=0.5)
+        proc.interrupt(bt, 120)
     finally:
         err.close()
     return out.read_text() if out.exists() else ""

@@ -17,7 +17,6 @@ Each instrument that cannot run here says why instead ("unknown: ..."), never a 
 """
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -117,12 +116,7 @@ def raw_events(mechs, tmp):
             pids[p.pid] = m
         time.sleep(0.5)            # the last events reach bpftrace's output
     finally:
-        if bt.poll() is None:
-            bt.send_signal(signal.SIGINT)
-            try:
-                bt.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill_group(bt, grace=0.5)
+        proc.interrupt(bt, 30)
     got = {}
     for line in out.read_text().splitlines():
         parts = line.split()
