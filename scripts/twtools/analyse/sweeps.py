@@ -232,6 +232,7 @@ def excess_vs_ref(runs, page):
     asy = [r for r in runs if r.get("mode") == "async" and r.get("supported", True)
            and r.get("rows")]
     groups = {r["variant"]: {row["buffsize"]: row for row in r["rows"]} for r in asy}
+    rounds = {v: {s: _round_groups(row) for s, row in g.items()} for v, g in groups.items()}
     small = min((s for g in groups.values() for s in g), default=None)
     lead = {v: g[small]["vs_ref"]["value"] for v, g in groups.items()
             if small in g and (g[small].get("vs_ref") or {}).get("value") is not None}
@@ -243,8 +244,8 @@ def excess_vs_ref(runs, page):
         if v == fast:
             continue
         pts = []
-        for size, row in sorted(groups[v].items()):
-            a, b = _round_groups(row), _round_groups(groups[fast].get(size) or {})
+        for size in sorted(groups[v]):
+            a, b = rounds[v][size], rounds[fast].get(size)
             keys = sorted(set(a or {}) & set(b or {}))
             r = stats.undisturbed_ratio([a[k] for k in keys], [b[k] for k in keys]) \
                 if len(keys) >= 2 else None

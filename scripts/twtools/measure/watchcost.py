@@ -157,7 +157,6 @@ MEMORY_KEYS = ("rss", "anon", "pss", "maps")
 def _sample_until(root, t_end, peak, step=0.25):
     """Sample the memory of root's process tree until t_end (monotonic): peak[key] is the
     largest sum over the tree any sample saw, peak['by_process'][comm][key] each kind's."""
-    import os
     while time.monotonic() < t_end:
         total = dict.fromkeys(MEMORY_KEYS, 0)
         for q in _tree(root):
@@ -175,7 +174,6 @@ def _sample_until(root, t_end, peak, step=0.25):
         for k in MEMORY_KEYS:
             peak[k] = max(peak[k], total[k])
         time.sleep(min(step, max(0.0, t_end - time.monotonic())))
-    del os
     return peak
 
 
