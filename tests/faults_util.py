@@ -248,3 +248,37 @@ def checkout_for_others():
         yield top / "timewrite"
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def trimmed(doc, n=3):
+    """A JSON document with only the first n items of every list: every field is still there,
+    and each of the many tries over its fields is fast."""
+    if isinstance(doc, dict):
+        return {k: trimmed(v, n) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [trimmed(v, n) for v in doc[:n]]
+    return doc
+
+
+def json_paths(doc, only=None, path=()):
+    """Every path into a JSON document (dict keys; the first two items of each list), inner
+    nodes after their children and the root () last; only those to a value of type `only`
+    when given."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from json_paths(v, only, path + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc[:2]):
+            yield from json_paths(v, only, path + (i,))
+    if only is None or isinstance(doc, only):
+        yield path
+
+
+def replaced(doc, path, value):
+    """A deep copy of a JSON document with the value at `path` replaced."""
+    out = json.loads(json.dumps(doc))
+    parent = out
+    for k in path[:-1]:
+        parent = parent[k]
+    parent[path[-1]] = value
+    return out

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need_root, need_supported, need_tool, run
-from faults_util import checkout_for_others
+from faults_util import checkout_for_others, json_paths, replaced, trimmed
 from goprog import go_program
 
 LOOP32 = """; int 0x80 forever from the program's own text: 50 getppid, then a 1 ms nanosleep.
@@ -294,35 +294,11 @@ def test_damaged_census_json_is_read_or_refused(stage_run, tmp_path):
     from twtools.present.document import Doc
     d = tmp_path / "res"
     shutil.copytree(stage_run, d)
-    good = json.loads((stage_run / "census.json").read_text())
-
-    def trim(o):
-        """Three rows of every list: every field is still there, and each try is fast."""
-        if isinstance(o, dict):
-            return {k: trim(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [trim(v) for v in o[:3]]
-        return o
-
-    good = trim(good)
-
-    def leaves(o, path=()):
-        if isinstance(o, dict):
-            for k, v in o.items():
-                yield from leaves(v, path + (k,))
-        elif isinstance(o, list):
-            for i, v in enumerate(o[:2]):
-                yield from leaves(v, path + (i,))
-        yield path
-
+    good = trimmed(json.loads((stage_run / "census.json").read_text()))
     crashes = []
-    for path in [p for p in leaves(good) if p]:
+    for path in [p for p in json_paths(good) if p]:
         for bad in HOSTILE:
-            doc = json.loads(json.dumps(good))
-            parent = doc
-            for k in path[:-1]:
-                parent = parent[k]
-            parent[path[-1]] = bad
+            doc = replaced(good, path, bad)
             (d / "census.json").write_text(json.dumps(doc))
             try:
                 with warnings.catch_warnings():

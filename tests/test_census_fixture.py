@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from faults_util import json_paths, replaced, trimmed
 from twtools.analyse import census as analyse, results
 from twtools.core.ui import DataError
 from twtools.present import census as present
@@ -119,33 +120,11 @@ def test_the_vdso_instruction_is_an_enum(tmp_path):
 def test_every_field_hostile_is_read_or_refused_never_a_crash(tmp_path):
     """Every leaf of the recorded census replaced by each hostile value: the analysis, the
     terminal text and the page either work or stop at DataError naming census.json."""
-    base = good()
-
-    def trim(o):
-        if isinstance(o, dict):
-            return {k: trim(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [trim(v) for v in o[:3]]
-        return o
-    base = trim(base)
-
-    def leaves(o, path=()):
-        if isinstance(o, dict):
-            for k, v in o.items():
-                yield from leaves(v, path + (k,))
-        elif isinstance(o, list):
-            for i, v in enumerate(o[:2]):
-                yield from leaves(v, path + (i,))
-        yield path
-
+    base = trimmed(good())
     crashes = []
-    for path in [p for p in leaves(base) if p]:
+    for path in [p for p in json_paths(base) if p]:
         for bad in HOSTILE:
-            doc = json.loads(json.dumps(base))
-            parent = doc
-            for k in path[:-1]:
-                parent = parent[k]
-            parent[path[-1]] = bad
+            doc = replaced(base, path, bad)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
@@ -202,33 +181,10 @@ def test_why_not_is_data_on_the_no_call_counts_line(tmp_path):
 def test_every_census_string_is_data_on_every_line(tmp_path):
     """Every string of census.json, one at a time, replaced by EVIL: wherever the page shows
     it, it is text, never markup and never a control byte."""
-    base = good()
-
-    def trim(o):
-        if isinstance(o, dict):
-            return {k: trim(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [trim(v) for v in o[:3]]
-        return o
-    base = trim(base)
-
-    def strings(o, path=()):
-        if isinstance(o, dict):
-            for k, v in o.items():
-                yield from strings(v, path + (k,))
-        elif isinstance(o, list):
-            for i, v in enumerate(o[:2]):
-                yield from strings(v, path + (i,))
-        elif isinstance(o, str):
-            yield path
-
+    base = trimmed(good())
     bad = []
-    for path in list(strings(base)) + [("why_not",)]:
-        doc = json.loads(json.dumps(base))
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        parent[path[-1]] = EVIL
+    for path in list(json_paths(base, str)) + [("why_not",)]:
+        doc = replaced(base, path, EVIL)
         try:
             c = load(tmp_path, doc)
         except DataError:
