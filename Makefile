@@ -84,11 +84,18 @@ VARIANTS := $(foreach r,$(ROWS),$(call row_name,$r))
 # they get syscost only, since a timewrite that could not write would have
 # nothing to time.
 WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(call row_name,$r)))
+# tw watch's BPF programs (watch/*.bpf.c) and their loader (watch/watchbpf.c): compiled once
+# here, by clang for the BPF target and against libbpf, for any x86-64 kernel with BTF (CO-RE:
+# watch/kernel.h says why no vmlinux.h).  The UAPI headers' asm/ lives in the multiarch folder.
+WATCH_BINARIES := $(BUILD)/watchbpf $(BUILD)/watch/exec.bpf.o $(BUILD)/watch/window.bpf.o
+BPF_CLANG ?= clang
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall \
+	-I/usr/include/$(shell $(CC) -print-multiarch 2>/dev/null) -Iwatch
 BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(addprefix $(BUILD)/legs-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
-            $(BUILD)/hostclock $(BUILD)/timewrite
+            $(BUILD)/hostclock $(BUILD)/timewrite $(WATCH_BINARIES)
 
 .PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
 	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
@@ -147,6 +154,12 @@ $(OBJ)/$1/asm:
 	mkdir -p $$@
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
+
+$(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h
+	@mkdir -p $(@D)
+	$(BPF_CLANG) $(BPF_CFLAGS) -c -o $@ $<
+$(BUILD)/watchbpf: watch/watchbpf.c
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
 
 # The stub that TW_EXTRA_WORK changes is rebuilt when the value changes: the
 # file is rewritten only when it differs, so an unchanged value rebuilds nothing.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh [build|report|test]: make sure this machine has what that step needs.
 #
-#   build    what `make` needs to compile: make, a C compiler that links -m32, nasm, binutils
+#   build    what `make` needs to compile: make, a C compiler that links -m32, nasm, binutils,
+#            clang's BPF target and libbpf (tw watch's programs)
 #   report   build + what measuring needs: python3 with a venv that has pip, strace,
 #            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing
 #   test     report + what only the tests need: chromium (the report in a real
@@ -31,6 +32,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tw-deps.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 printf '#include <math.h>\nint main(int c, char **v){(void)v; return (int)sqrt(c);}\n' >"$tmp/t.c"
 printf 'bits 32\nglobal f\nf: int 0x80\n' >"$tmp/t.asm"
+# tw watch's programs: BPF objects (clang's BPF target, libbpf's headers, the UAPI headers)
+# and a loader linked against libbpf.
+printf '#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\nchar L[] SEC("license") = "GPL";\n' >"$tmp/t.bpf.c"
+printf '#include <bpf/libbpf.h>\nint main(void){ return libbpf_major_version() < 1; }\n' >"$tmp/tl.c"
 TRACEFS=/sys/kernel/tracing
 
 # --- checks: each adds the Debian packages that provide what failed -----------
@@ -72,6 +77,8 @@ check() {
 	need gcc-multilib cc -m32 -no-pie -fno-pie -o "$tmp/t32" "$tmp/t.c" -lm
 	need nasm nasm -f elf32 -o "$tmp/t.o" "$tmp/t.asm"
 	need binutils objdump --version
+	need clang clang -target bpf -I"/usr/include/$(cc -print-multiarch 2>/dev/null)" -c -o "$tmp/t.bpf.o" "$tmp/t.bpf.c"
+	need libbpf-dev cc -o "$tmp/tl" "$tmp/tl.c" -lbpf
 	[ "$phase" = build ] && return
 	need python3 python3 --version
 	need python3-venv venv_with_pip

@@ -1,0 +1,73 @@
+/*
+ * kernel.h	The kernel's structures as the watch's BPF programs read them: only the
+ *		fields read, each by name.  preserve_access_index makes every access a CO-RE
+ *		relocation: libbpf finds each field's offset in the running kernel's BTF
+ *		(/sys/kernel/btf/vmlinux) when it loads the program, so one object built here runs
+ *		on any kernel whose BTF has these names, whatever their layout.  No vmlinux.h:
+ *		generating one needs bpftool and a BTF kernel at build time; these few names do not.
+ *
+ * The tracepoints' own records are read the same way (trace_event_raw_<event>): their
+ * layout moved between kernels (sched_process_fork's comms became __data_loc strings in
+ * 6.x), and the BTF has them.
+ */
+#ifndef TW_WATCH_KERNEL_H
+#define TW_WATCH_KERNEL_H
+
+#include <linux/bpf.h>		/* the UAPI: map types, helper flags, __u32 and the rest */
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef int pid_t;
+
+#define CORE __attribute__((preserve_access_index))
+
+struct pt_regs { unsigned long ip, cs; } CORE;
+struct thread_info { u32 status; } CORE;
+struct vdso_image { unsigned long size; } CORE;
+struct mm_context { void *vdso; const struct vdso_image *vdso_image; } CORE;
+typedef struct mm_context mm_context_t;
+struct mm_struct { unsigned long start_code, end_code; mm_context_t context; } CORE;
+struct super_block { unsigned long s_flags, s_magic; } CORE;
+struct inode { unsigned short i_mode; u32 i_rdev; struct super_block *i_sb; } CORE;
+struct file { unsigned int f_flags; struct inode *f_inode; } CORE;
+struct fdtable { unsigned int max_fds; struct file **fd; } CORE;
+struct files_struct { struct fdtable *fdt; } CORE;
+struct task_struct {
+	struct thread_info thread_info;
+	void *stack;
+	pid_t tgid;
+	struct task_struct *real_parent, *group_leader;
+	struct mm_struct *mm;
+	struct files_struct *files;
+	u64 start_boottime;
+	char comm[16];
+} CORE;
+
+struct trace_entry { unsigned short type; } CORE;
+struct trace_event_raw_sched_process_exec {
+	struct trace_entry ent; u32 __data_loc_filename; pid_t pid, old_pid;
+} CORE;
+struct trace_event_raw_sched_process_fork { struct trace_entry ent; pid_t parent_pid, child_pid; } CORE;
+struct trace_event_raw_sys_enter { struct trace_entry ent; long id; unsigned long args[6]; } CORE;
+struct trace_event_raw_sys_exit { struct trace_entry ent; long id; long ret; } CORE;
+/* page_fault_user's class was x86_exceptions before Linux 6.x renamed it exceptions: both
+ * are named, and the program reads whichever the running kernel has. */
+struct trace_event_raw_exceptions { struct trace_entry ent; unsigned long address; } CORE;
+struct trace_event_raw_x86_exceptions { struct trace_entry ent; unsigned long address; } CORE;
+
+/* The user registers a task entered the kernel with sit at the top of its stack (x86-64's
+ * task_pt_regs: THREAD_SIZE 16 KiB, no top padding); what bpftrace's scripts read too. */
+#define TW_THREAD_SIZE 16384
+#define TW_STRLEN 200		/* a file name's bytes kept, its NUL included (bpftrace's 200) */
+#define TW_COMM 16
+
+/* What the reader sets after loading and before attaching (and, for the exec tracer, flips
+ * every interval): one array slot, read by the programs that need it. */
+struct tw_config { u32 own_pid, phase, keys, pad; };
+#define TW_CONFIG_MAP struct { \
+	__uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
+	__type(key, u32); __type(value, struct tw_config); } config SEC(".maps")
+
+#endif
