@@ -132,6 +132,18 @@ def need_root():
         pytest.skip("needs root (tracing with bpftrace/perf tracepoints)")
 
 
+def need_watch():
+    """tw watch's programs must load here: skip for a fact of this machine (not root, no BTF,
+    no tracefs); fail when `make` did not build them (make test builds them)."""
+    from twtools.measure import watch
+    need_root()
+    why = watch.why_not()
+    if why and "not built" in why:
+        pytest.fail(f"tw watch cannot run: {why}")
+    if why:
+        pytest.skip(f"tw watch cannot run here: {why}")
+
+
 def need_tool(name):
     if shutil.which(name) is None:
         pytest.skip(f"{name} is not installed (make test installs it as root)")

@@ -9,7 +9,8 @@ its metrics, the report's JSON on its way through Ansible, tw fleet's reading of
 that leaves a watch behind.  The hosts run the watch as a process (this machine has no
 systemd as PID 1: the role chooses so by ansible_service_mgr), with --window 0 and the
 checkout as it is (tw_setup none), so that the test stays short.  Skips: those of
-test_fleet_ansible.py (root, sshd, ansible), and bpftrace or nasm missing.
+test_fleet_ansible.py (root, sshd, ansible), tw watch unable to run here (need_watch), or
+nasm missing.
 """
 import json
 import os
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from conftest import need_tool
+from conftest import need_tool, need_watch
 from test_fleet_ansible import ANSIBLE, ROOT, free_port, pytestmark, sshd  # noqa: F401
 from test_watch_live import get, short32, wait_for
 
@@ -56,7 +57,7 @@ def playbook(inv, work, timeout=900):
 
 
 def test_two_hosts_watched_reported_and_stopped(sshd, tmp_path):  # noqa: F811
-    need_tool("bpftrace")
+    need_watch()
     work = tmp_path
     ports = {"alpha": free_port(), "beta": free_port()}
     prog = short32(work)

@@ -1,4 +1,4 @@
-"""tw watch for real: bpftrace attached, Debian's Prometheus scraping it on 127.0.0.1.
+"""tw watch for real: its BPF programs attached, Debian's Prometheus scraping it on 127.0.0.1.
 
 A 32-bit program that lives about 10 ms (NASM: a 10 ms nanosleep by int 0x80, then exit) is
 started while the watch runs; Prometheus, started here on a loopback port with a 1 s scrape
@@ -14,9 +14,10 @@ the folded counter saying how many and why).  Prometheus's graph page is opened 
 Chromium and its screenshot kept.
 
 Why it can break: the exec tracepoint's pt_regs read on a new kernel (a 32-bit program then
-looks 64-bit), bpftrace's JSON output, the interval's map flip, the HTTP export, Prometheus's
-parser disagreeing with the exposition, a restart that starts the state afresh.  Skips: not
-root, no bpftrace, no prometheus, no nasm/ld or Go (each said), 32-bit programs cannot run here
+looks 64-bit), a CO-RE relocation the kernel's BTF cannot satisfy, the loader's JSON output,
+the interval's map flip, the HTTP export, Prometheus's parser disagreeing with the exposition,
+a restart that starts the state afresh.  Skips: not root, build/watchbpf not built, no
+prometheus, no nasm/ld or Go (each said), 32-bit programs cannot run here
 (the oracle's fact).
 """
 import json
@@ -32,7 +33,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, need_root, need_supported, need_tool, run
+from conftest import ROOT, need_root, need_supported, need_tool, need_watch, run
 from faults_util import checkout_for_others
 from goprog import go_program
 
@@ -119,7 +120,7 @@ def stop(p, sig=signal.SIGTERM):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     need_root()
-    need_tool("bpftrace")
+    need_watch()
     need_tool("prometheus")
     need_supported("syscost", "32-int80")
     tmp = tmp_path_factory.mktemp("watch")
@@ -181,8 +182,7 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
         assert float(res[0]["value"][1]) == 1.0, res
         go_q = (f'timewrite_syscalls_total{{program="{env["go386"]}",bits="32",'
                 f'path="compat_int80_text"}}')
-        # The window opens as the watch starts; its bpftrace parses BTF first, which takes
-        # minutes on a loaded machine.
+        # The window opens as the watch starts; libbpf reads the kernel's BTF first.
         res = wait_for(lambda: promql(prometheus, go_q), 300, f"PromQL {go_q}")
         assert float(res[0]["value"][1]) > 0, res
         # Write latency: the Go loop's writes to /dev/null (a character device, not a tty),
@@ -449,23 +449,22 @@ def _children(pid):
 
 def test_kill_9_with_a_window_open_leaves_no_tracer_behind(env, tmp_path):
     """A window's raw_syscalls tracepoint slows every call on the machine: if the watch is
-    killed with SIGKILL while one is open, its bpftrace must not go on without it (each
-    bpftrace is started under setpriv --pdeathsig KILL), nor the exec tracer's."""
-    need_tool("setpriv")
+    killed with SIGKILL while one is open, its loader must not go on without it (each
+    loader sets PR_SET_PDEATHSIG), nor the exec tracer's; and no program of theirs may stay
+    attached (bpftool-free: /proc's fdinfo of every process names the programs it holds)."""
     state = tmp_path / "state"
     state.mkdir()
     w = start_watch(state, free_port(), "--window", "120", "--window-period", "600")
     try:
-        kids = wait_for(lambda: [k for k in _children(w.pid) if "bpftrace" in k[1]
-                                 and "watch_window.bt" in k[1]] and _children(w.pid), 300,
-                        "the window's bpftrace")
-        tracers = [pid for pid, cmd in kids if "bpftrace" in cmd]
+        kids = wait_for(lambda: [k for k in _children(w.pid) if "watchbpf window" in k[1]]
+                        and _children(w.pid), 300, "the window's loader")
+        tracers = [pid for pid, cmd in kids if "watchbpf" in cmd]
         assert len(tracers) == 2, kids                 # the exec tracer and the window
     finally:
         w.send_signal(signal.SIGKILL)
         w.wait()
     wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in tracers) or None, 30,
-             "both bpftrace processes to die with the watch")
+             "both loaders to die with the watch")
 
 
 HOLD = r"""
@@ -512,15 +511,15 @@ def watchdb_path(state):
 
 def test_the_memory_it_reports_is_the_trees_with_and_without_a_window(env):
     """`tw watch --overhead`'s memory figures: sampled over the watch's whole process tree,
-    with the exec tracer alone and with a window's bpftrace beside it (whose maps the first
+    with the exec tracer alone and with a window's loader beside it (whose maps the first
     measurement left out: 195 MB of kernel memory then).  Figures are the machine's; what
     must hold is what each one counts."""
     from twtools.measure import watchcost
     r = watchcost.resources(3)
     steady, win = r["memory"]["execs_only"], r["memory"]["with_a_window"]
-    assert {"python", "bpftrace"} <= set(steady["by_process"]), steady
+    assert {"python", "watchbpf"} <= set(steady["by_process"]), steady
     for m in (steady, win):
         assert 0 < m["anon"] <= m["rss"] and 0 < m["pss"] <= m["rss"], m
         assert m["pss"] >= max(p["pss"] for p in m["by_process"].values())   # sums of samples
     assert steady["maps"] > 0 and win["maps"] > steady["maps"], (steady["maps"], win["maps"])
-    assert win["rss"] > steady["rss"]                 # a second bpftrace ran beside the first
+    assert win["rss"] > steady["rss"]                 # a second loader ran beside the first

@@ -8,7 +8,7 @@ bounded state, priced, and the readiness report drawn from it.
   bounds     at most `max_programs` programs and `max_kinds` file-system types: past the cap
              a new program is folded into "other" (its bitness kept), and `folded` counts
              what went there, by reason: "cap", or "map_full" (execs the kernel counted in
-             @n that no map key holds: a full bpftrace map dropped them).
+             @n that no map key holds: a full kernel map dropped them).
   windows    per program and entry path, the calls a window counted; per path the excess
              CPU time per second over the fastest path open to the program (analyse.census's
              price, from the per-call matrix, with its 95% interval, or why unknown); write

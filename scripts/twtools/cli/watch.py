@@ -5,9 +5,9 @@
   tw watch --report [--since 30d] [--state DIR] [--json]
   tw watch --overhead [--rounds N] [--idle-seconds S] [--json]
 
-The watch (measure.watch) keeps one bpftrace program attached for its whole life,
-traces/watch_exec.bt (every exec, counted in the kernel, read every --interval), and opens a
-second one, traces/watch_window.bt, for --window seconds every --window-period (entry paths
+The watch (measure.watch) keeps one BPF program attached for its whole life,
+watch/exec.bpf.c (every exec, counted in the kernel, read every --interval), and opens a
+second set, watch/window.bpf.c, for --window seconds every --window-period (entry paths
 per program, write latency): an attached raw_syscalls tracepoint slows every system call on the
 machine, so per-call figures are taken in windows, and each window measures what it cost.
 The state (analyse.watch.State) is saved to --state DIR/watch.sqlite after every batch
@@ -264,16 +264,16 @@ class Watch:
     def _tracer_memory(self):
         """The exec tracer's resident memory and its BPF maps' kernel memory, from /proc."""
         from ..measure import watchcost
-        bt = getattr(self, "tracer", None)
-        if bt is None or bt.bt is None or bt.bt.poll() is not None:
+        t = getattr(self, "tracer", None)
+        if t is None or not t.alive():
             return None
-        cpu_rss = watchcost.proc_cpu_rss(bt.bt.pid)
+        cpu_rss = watchcost.proc_cpu_rss(t.loader.pid)
         try:
-            rss = int(open(f"/proc/{bt.bt.pid}/status").read().split("VmRSS:")[1].split()[0]) * 1024
+            rss = int(open(f"/proc/{t.loader.pid}/status").read().split("VmRSS:")[1].split()[0]) * 1024
         except (OSError, IndexError, ValueError):
             rss = None
         return {"rss": rss, "cpu_s": cpu_rss[0] if cpu_rss else None,
-                "map_bytes": watchcost.bpf_map_memlock(bt.bt.pid)}
+                "map_bytes": watchcost.bpf_map_memlock(t.loader.pid)}
 
     def save(self, windows=()):
         """Save; a failure (a full disk, the file held too long by a report) is said and the
@@ -362,7 +362,7 @@ class Watch:
         end = time.monotonic() + a.duration if a.duration else None
         with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
             tracer = self.tracer = measure.ExecTracer(a.interval, tmp)
-            ui.progress("watch: attaching the exec tracer (traces/watch_exec.bt)")
+            ui.progress("watch: attaching the exec tracer (watch/exec.bpf.c)")
             tracer.start()
             if a.listen:
                 # Served once the exec tracer counts: a scrape that answers means every exec
@@ -388,7 +388,7 @@ class Watch:
                     if end and time.monotonic() >= end:
                         break
                     if not tracer.alive() and tracer.batches.empty():
-                        raise ui.UserError("the exec tracer (bpftrace) stopped: "
+                        raise ui.UserError("the exec tracer stopped: "
                                            + measure._error_line(tracer.errp.read_text()),
                                            code=ui.EXIT_FAILED)
                     if a.window and self.window_thread is None and time.monotonic() >= next_window:
@@ -475,7 +475,7 @@ def _overhead(args):
 def main(args, name):
     if args.overhead:
         if not proc.is_root():
-            raise ui.UserError("tw watch --overhead attaches bpftrace: run it as root")
+            raise ui.UserError("tw watch --overhead loads BPF programs: run it as root")
         return _overhead(args)
     if args.report:
         doc = report(args.state, args.since)

@@ -76,40 +76,47 @@ def _script(tmp):
                "cannot be seen")
 
 
-def _start(script, tmp, wrapper=(), keys=None, arg=None, out_name="census.ndjson"):
+def _start(script, tmp, keys=None, arg=None, out_name="census.ndjson"):
     """bpftrace on `script`, once attached (its BEGIN has printed): (Popen, output path, stderr
-    file).  wrapper: argv put before bpftrace's (tw watch's `setpriv --pdeathsig KILL`); keys:
-    each map's key limit (BPFTRACE_MAP_KEYS_MAX, MAP_KEYS by default; bpftrace preallocates
-    every map to it); arg: the script's $1 (tw's own pid by default); out_name: the JSON
-    output's file in tmp.  The census's, the watch's window and tw legs start bpftrace here."""
+    file).  keys: each map's key limit (BPFTRACE_MAP_KEYS_MAX, MAP_KEYS by default; bpftrace
+    preallocates every map to it); arg: the script's $1 (tw's own pid by default); out_name:
+    the JSON output's file in tmp.  The census and tw legs start bpftrace here."""
     out = Path(tmp) / out_name
-    errp = Path(tmp) / "bpftrace.err"
-    err = open(errp, "w")
     env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(keys or MAP_KEYS))
-    bt = subprocess.Popen([*wrapper, "bpftrace", "-f", "json", "-o", str(out), str(script),
-                           str(os.getpid() if arg is None else arg)],
-                          stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
+    bt, err = spawn_attached(["bpftrace", "-f", "json", "-o", str(out), str(script),
+                              str(os.getpid() if arg is None else arg)],
+                             out, Path(tmp) / "bpftrace.err", "bpftrace", env=env)
+    return bt, out, err
+
+
+def spawn_attached(argv, out, errp, what, env=None):
+    """A tracer that writes NDJSON to `out` and prints one printf record once attached: started
+    in its own session, returned once that record is there: (Popen, stderr file).  bpftrace
+    for the census, build/watchbpf for tw watch's window."""
+    err = open(errp, "w")
+    bt = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                          env=env)
     deadline = time.monotonic() + ATTACH_TIMEOUT
     try:
         while time.monotonic() < deadline:
             if bt.poll() is not None:
                 err.close()
-                msg = [ln for ln in errp.read_text().splitlines()
+                msg = [ln for ln in Path(errp).read_text().splitlines()
                        if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln and ln.strip()
                        and not ln.lstrip().startswith(("/", "~"))]
-                raise CensusError(f"bpftrace exited before attaching ({bt.returncode}): "
+                raise CensusError(f"{what} exited before attaching ({bt.returncode}): "
                                   f"{msg[-1] if msg else 'no message'}")
             if out.exists() and '"printf"' in out.read_text():
-                return bt, out, err
+                return bt, err
             time.sleep(0.05)
     except BaseException:
-        # An interrupt while bpftrace attaches must not leave it behind.
+        # An interrupt while it attaches must not leave it behind.
         proc.kill_group(bt, grace=0.5)
         err.close()
         raise
     proc.kill_group(bt, grace=0.5)
     err.close()
-    raise CensusError(f"bpftrace did not attach within {ATTACH_TIMEOUT:.0f} s")
+    raise CensusError(f"{what} did not attach within {ATTACH_TIMEOUT:.0f} s")
 
 
 def _stop(bt, out, err):

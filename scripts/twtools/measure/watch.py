@@ -1,15 +1,19 @@
-"""The live half of `tw watch`: two bpftrace programs, raw.
+"""The live half of `tw watch`: two BPF programs, loaded by build/watchbpf, raw.
 
-  exec tracer  traces/watch_exec.bt, attached for the watch's whole life: one probe,
-               sched:sched_process_exec, counting every exec in kernel maps keyed by file
-               name and bitness.  Every interval the program flips its map set and prints the
-               one it stopped writing to (bpftrace -f json on a pipe): one batch.  Nothing is
+  exec tracer  watch/exec.bpf.c, attached for the watch's whole life: one program on
+               sched:sched_process_exec, counting every exec in a kernel map keyed by file
+               name and bitness.  Every interval the loader flips the map's phase and prints the
+               one no program writes to any more (NDJSON on a pipe): one batch.  Nothing is
                sent to user space per exec, and the system-call path is not touched.
-  window       traces/watch_window.bt, attached for `seconds` only (a duty cycle): census.bt's
+  window       watch/window.bpf.c, attached for `seconds` only (a duty cycle): census.bt's
                per-image entry-path counts plus write(2) latency histograms.  An attached
                raw_syscalls tracepoint slows every system call of every process, so the window
                measures its own cost as tw census does (syscost getppid bare, then under the
                window) and the watch states it with the window's share of time.
+
+They are compiled once by `make` (clang, libbpf), not by bpftrace at each start: a bpftrace
+process keeps about 100 MiB resident for its LLVM, and the exec tracer runs for weeks.  The
+loader prints what `bpftrace -f json` prints, so the census's parsers read it.
 
 This module only measures: the batches and windows are folded, priced and kept by
 twtools.analyse.watch and twtools.analyse.watchdb.
@@ -30,20 +34,19 @@ from ..machine.tracers import bpftrace
 from . import census
 from .trace import tmp_dir
 
-EXEC_SCRIPT = "watch_exec.bt"
-WINDOW_SCRIPT = "watch_window.bt"
+LOADER = "watchbpf"
+EXEC_OBJ = "watch/exec.bpf.o"
+WINDOW_OBJ = "watch/window.bpf.o"
 SCHEMA = "timewrite-watch-window/1"
-# bpftrace keeps at most this many keys a map (distinct programs an interval; six maps of
-# 200-byte keys, 4096 keys: about 7 MB of kernel memory).  A full map drops updates; the exec program's
-# keyless @n counts every exec, so the watch knows how many a full map dropped.
+# The exec map keeps at most this many keys a phase (distinct programs an interval; 208-byte
+# keys, preallocated for two phases: about 2 MB of kernel memory).  A full map drops updates;
+# the keyless count n counts every exec, so the watch knows how many a full map dropped.
 EXEC_MAP_KEYS = 4096
 # A window's maps are keyed by process image (and the write histograms by file kind too), and
-# bpftrace preallocates every map to its key limit: the census's 131072 took 195 MB of kernel
+# every map is preallocated to its key limit: the census's 131072 would take 195 MB of kernel
 # memory for each window.  A window lasts seconds; 8192 images in one is a machine starting
 # 1600 processes a second, and a map that fills is said (maps_full, the census's blind list).
 WINDOW_MAP_KEYS = 8192
-# File names longer than this are cut by bpftrace (its maximum string length in 0.17 is 200).
-STRLEN = 200
 OVERHEAD_BATCHES = 10
 
 
@@ -51,78 +54,76 @@ class WatchError(RuntimeError):
     """A tracer could not start: the message says why, in one line."""
 
 
+def loader():
+    """build/watchbpf and its two objects: (argv[0], exec object, window object)."""
+    return (paths.BUILD / LOADER, paths.BUILD / EXEC_OBJ, paths.BUILD / WINDOW_OBJ)
+
+
 def why_not():
-    """None when both programs can run here, else the reason (census.why_not's checks)."""
-    return census.why_not()
+    """None when both programs can run here, else the reason."""
+    if not proc.is_root():
+        return "tracing every process needs root (loading BPF programs)"
+    missing = [p for p in loader() if not p.exists()]
+    if missing:
+        return (f"{missing[0].relative_to(paths.BUILD.parent) if paths.BUILD.parent in missing[0].parents else missing[0]}"
+                " is not built (run make)")
+    if census.tracefs() is None:
+        return ("no raw_syscalls tracepoints under /sys/kernel/tracing (mount it: "
+                "mount -t tracefs nodev /sys/kernel/tracing)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        return ("the kernel has no BTF (/sys/kernel/btf/vmlinux): the programs find "
+                "task_struct's fields in it")
+    return None
 
 
 def mono_to_epoch():
-    """Seconds to add to bpftrace's nsecs (CLOCK_MONOTONIC) / 1e9 to get Unix time."""
+    """Seconds to add to the programs' bpf_ktime_get_ns (CLOCK_MONOTONIC) / 1e9 to get Unix
+    time."""
     return time.time() - time.monotonic()
 
 
-def die_with_us():
-    """The argv that makes a bpftrace die with the watch, however the watch ends (SIGKILL
-    included, which no handler can pass on): util-linux's setpriv sets PR_SET_PDEATHSIG and
-    execs bpftrace.  Without it an orphaned window would keep slowing every system call on
-    the machine.  () where setpriv is missing (the watch then says so)."""
-    if proc.which("setpriv"):
-        return ("setpriv", "--pdeathsig", "KILL", "--")
-    return ()
-
-
-def _env(keys):
-    return dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(keys), BPFTRACE_STRLEN=str(STRLEN))
-
-
 def _error_line(text):
-    msg = [ln for ln in text.splitlines() if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln
-           and ln.strip() and not ln.lstrip().startswith(("/", "~"))]
+    msg = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return msg[-1] if msg else "no message"
 
 
 class ExecTracer:
-    """traces/watch_exec.bt running in the background; take() gives the batches printed so
-    far: [{"execs": {(file, is32): {"n", "first_ns", "last_ns"}}, "n": execs, "final": bool}]."""
+    """`watchbpf exec` running in the background; take() gives the batches printed so far:
+    [{"execs": {(file, is32): {"n", "first_ns", "last_ns"}}, "n": execs, "final": bool}]."""
 
     def __init__(self, interval_s, tmp):
-        # The tool runs as it is with a 60 s interval (tests/test_traces_dryrun.py attaches it
-        # so); the watch's own interval goes in its place.
-        text = (paths.TRACES / EXEC_SCRIPT).read_text()
-        if text.count("interval:s:60\n") != 1:
-            raise RuntimeError(f"traces/{EXEC_SCRIPT}: expected one 'interval:s:60' probe")
-        text = text.replace("interval:s:60\n", f"interval:s:{int(interval_s)}\n")
-        self.script = Path(tmp) / EXEC_SCRIPT
-        self.script.write_text(text)
+        self.interval = max(1, int(interval_s))
         self.errp = Path(tmp) / "exec.err"
         self.batches = queue.Queue()
-        self.bt = None
+        self.loader = None
         self._attached = threading.Event()
         self._ended = threading.Event()
 
     def start(self, timeout=census.ATTACH_TIMEOUT):
+        exe, obj, _ = loader()
         err = open(self.errp, "w")
         with proc.deferred_signals():
-            self.bt = subprocess.Popen([*die_with_us(), "bpftrace", "-f", "json", str(self.script),
-                                        str(os.getpid())],
+            self.loader = subprocess.Popen([str(exe), "exec", str(obj), "--own", str(os.getpid()),
+                                        "--interval", str(self.interval),
+                                        "--keys", str(EXEC_MAP_KEYS)],
                                        stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                       start_new_session=True, env=_env(EXEC_MAP_KEYS))
+                                       start_new_session=True)
         err.close()
         threading.Thread(target=self._read, daemon=True, name="watch-exec").start()
         deadline = time.monotonic() + timeout
         while not self._attached.wait(0.1):
-            if self.bt.poll() is not None or self._ended.is_set():
-                self.bt.wait()
-                raise WatchError(f"bpftrace (exec tracer) exited before attaching "
-                                 f"({self.bt.returncode}): {_error_line(self.errp.read_text())}")
+            if self.loader.poll() is not None or self._ended.is_set():
+                self.loader.wait()
+                raise WatchError(f"the exec tracer exited before attaching "
+                                 f"({self.loader.returncode}): {_error_line(self.errp.read_text())}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise WatchError(f"bpftrace (exec tracer) did not attach within {timeout:.0f} s")
+                raise WatchError(f"the exec tracer did not attach within {timeout:.0f} s")
 
     def _read(self):
         cur = {"execs": {}, "n": 0}
         try:
-            for raw in self.bt.stdout:
+            for raw in self.loader.stdout:
                 line = raw.decode("utf-8", "backslashreplace")
                 for o in bpftrace.json_lines(line):
                     if o.get("type") == "printf":
@@ -142,7 +143,7 @@ class ExecTracer:
             self._ended.set()
 
     def alive(self):
-        return self.bt is not None and self.bt.poll() is None
+        return self.loader is not None and self.loader.poll() is None
 
     def take(self):
         out = []
@@ -153,16 +154,16 @@ class ExecTracer:
                 return out
 
     def stop(self, timeout=30):
-        """SIGINT: bpftrace runs END, which prints what the current set counted.  Returns the
-        batches not taken yet, that last one included."""
-        if self.bt is None:
+        """SIGINT: the loader detaches and prints what both phases hold.  Returns the batches
+        not taken yet, that last one included."""
+        if self.loader is None:
             return []
-        if self.bt.poll() is None:
-            self.bt.send_signal(2)
+        if self.loader.poll() is None:
+            self.loader.send_signal(2)
             try:
-                self.bt.wait(timeout=timeout)
+                self.loader.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                proc.kill_group(self.bt, grace=0.5)
+                proc.kill_group(self.loader, grace=0.5)
         self._ended.wait(5)
         return self.take()
 
@@ -230,6 +231,18 @@ def _wlat_rows(maps):
     return out
 
 
+def start_window(tmp):
+    """`watchbpf window` attached, its output in tmp/window.ndjson: (Popen, output path, stderr
+    file), for census._stop to end.  tmp must not hold an earlier window's output: the start
+    is the first record in it."""
+    exe, _, obj = loader()
+    out = Path(tmp) / "window.ndjson"
+    bt, err = census.spawn_attached(
+        [str(exe), "window", str(obj), "--own", str(os.getpid()), "--keys", str(WINDOW_MAP_KEYS),
+         "--out", str(out)], out, Path(tmp) / "window.err", "the window's loader")
+    return bt, out, err
+
+
 def _probe(variant):
     samples, why = census._syscost(variant, OVERHEAD_BATCHES)
     return samples, why
@@ -242,7 +255,7 @@ def window(seconds, with_overhead=True, stop=None):
     doc = {"schema": SCHEMA, "host": socket.gethostname(), "kernel": platform.release(),
            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": seconds,
            "root": proc.is_root(), "own_pid": os.getpid(), "cpus": os.cpu_count(),
-           "tracer": None, "why_not": why_not(), "script": f"traces/{WINDOW_SCRIPT}",
+           "tracer": None, "why_not": why_not(), "script": "watch/window.bpf.c",
            "vsyscall_why": None, "snapshot": process.snapshot(), "snapshot_end": None,
            "trace": None, "overhead": {}, "wall_s": None, "wlat": [],
            "utc_start": time.time(), "utc_end": None}
@@ -252,27 +265,15 @@ def window(seconds, with_overhead=True, stop=None):
     v = registry.find(64, "syscall")
     bare = _probe(v) if with_overhead and v else (None, "not measured")
     with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
-        src = (paths.TRACES / WINDOW_SCRIPT).read_text()
-        script = Path(tmp) / WINDOW_SCRIPT
         if not os.path.exists(f"{census.tracefs()}/{census.VSYSCALL_EVENT}"):
-            src = src[:src.index("tracepoint:exceptions:page_fault_user")] + \
-                src[src.index("END\n{"):]
+            # The loader leaves its page-fault program out where the tracepoint is missing.
             doc["vsyscall_why"] = "this kernel has no exceptions:page_fault_user tracepoint"
-        script.write_text(src)
-        old = os.environ.get("BPFTRACE_STRLEN")
-        os.environ["BPFTRACE_STRLEN"] = str(STRLEN)
         try:
-            bt, out, err = census._start(script, tmp, wrapper=die_with_us(),
-                                         keys=WINDOW_MAP_KEYS)
+            bt, out, err = start_window(tmp)
         except census.CensusError as e:
             doc["why_not"] = str(e)
             doc["failed"] = True
             return doc
-        finally:
-            if old is None:
-                os.environ.pop("BPFTRACE_STRLEN", None)
-            else:
-                os.environ["BPFTRACE_STRLEN"] = old
         doc["snapshot"] = census._merge(doc["snapshot"], process.snapshot())
         t0 = time.monotonic()
         doc["utc_start"] = time.time()
@@ -295,7 +296,7 @@ def window(seconds, with_overhead=True, stop=None):
             doc["utc_end"] = time.time()
             text = census._stop(bt, out, err)
     maps = bpftrace.parse_json(text)
-    doc["tracer"] = "bpftrace"
+    doc["tracer"] = "watchbpf"
     doc["trace"] = census.rows(maps, WINDOW_MAP_KEYS)
     doc["wlat"] = _wlat_rows(maps)
     doc["snapshot_end"] = process.snapshot()

@@ -3,24 +3,23 @@
 Each round measures, with build/syscost-64-syscall, a null system call and a one-byte write to
 /dev/null (op null and write-devnull) three ways, one after another:
   off     nothing of the watch attached;
-  exec    the watch's always-on exec tracer attached (traces/watch_exec.bt), as it runs
+  exec    the watch's always-on exec tracer attached (watch/exec.bpf.c), as it runs
           between windows, nearly all of the time;
-  window  a window open (traces/watch_window.bt), as it runs --window seconds every
+  window  a window open (watch/window.bpf.c), as it runs --window seconds every
           --window-period.
 The order of the legs turns round by round (off first, then last), so that a drift of the
-machine does not land on one leg.  Each attach takes seconds (bpftrace reads BTF), so the legs
-are whole attaches, not alternating calls.  The samples are raw: analyse.watchcost says what
+machine does not land on one leg.  The legs are whole attaches, not alternating calls, as the
+watch attaches.  The samples are raw: analyse.watchcost says what
 they mean.
 """
 import tempfile
 import time
-from pathlib import Path
 
 from ..core import paths
 from . import census
 from .syscost import SyscostError, measure
 from .trace import tmp_dir
-from .watch import WINDOW_SCRIPT, ExecTracer
+from .watch import ExecTracer, start_window
 
 SCHEMA = "timewrite-watch-cost/1"
 OPS = ("null", "write-devnull")
@@ -58,12 +57,9 @@ def run(rounds=6, batches=15, progress=None, idle_s=60):
                     finally:
                         t.stop()
                 else:
-                    # A directory of its own each time: census._start waits for the first
-                    # line in its output file, which an earlier leg's file would already hold.
-                    leg_dir = tempfile.mkdtemp(prefix=f"window-{i}-", dir=tmp)
-                    src = Path(leg_dir) / WINDOW_SCRIPT
-                    src.write_text((paths.TRACES / WINDOW_SCRIPT).read_text())
-                    bt, out, err = census._start(src, leg_dir)
+                    # A directory of its own each time: the start waits for the first record
+                    # in its output file, which an earlier leg's file would already hold.
+                    bt, out, err = start_window(tempfile.mkdtemp(prefix=f"window-{i}-", dir=tmp))
                     try:
                         rnd[leg] = _leg(batches)
                     finally:
@@ -195,11 +191,11 @@ WINDOW_S, WINDOW_PERIOD_S = 5, 10
 
 
 def resources(seconds, interval=60):
-    """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and bpftrace, from
+    """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and the loader, from
     /proc) over the run after attaching, by process, and its memory sampled four times a
     second (peaks of the tree's sums: resident, anonymous, proportional, BPF maps); then a
     watch with windows (WINDOW_S every WINDOW_PERIOD_S, two of them) for the peak while a
-    window's bpftrace runs beside the exec tracer and the window's analysis after it.  The
+    window's loader runs beside the exec tracer and the window's analysis after it.  The
     watch counts the machine's execs meanwhile: on a machine that is not idle this is an
     upper bound on the idle cost."""
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:

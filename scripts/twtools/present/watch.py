@@ -7,7 +7,7 @@ by analyse.watch.State (a cap on programs, folded into "other", and on file-syst
 escaped by prometheus_client's text exposition (backslash, double quote and newline, as the
 format requires); other control characters are legal in a label value and pass through as
 UTF-8.  A program name that is not valid UTF-8 arrives here with backslash escapes already
-(measure.watch decodes bpftrace's output with backslashreplace).
+(build/watchbpf writes such a byte as a backslash, x and two hex digits).
 """
 import json
 import math
@@ -120,10 +120,10 @@ class Collector:
         t = s.get("tracer") or {}
         if t.get("rss") is not None:
             yield GaugeMetricFamily("timewrite_watch_tracer_resident_memory_bytes", "The exec "
-                                    "tracer's (bpftrace's) resident memory", value=t["rss"])
+                                    "tracer's (build/watchbpf's) resident memory", value=t["rss"])
         if t.get("cpu_s") is not None:
             yield CounterMetricFamily("timewrite_watch_tracer_cpu_seconds", "CPU time the exec "
-                                      "tracer (bpftrace) used", value=t["cpu_s"])
+                                      "tracer (build/watchbpf) used", value=t["cpu_s"])
         if t.get("map_bytes") is not None:
             yield GaugeMetricFamily("timewrite_watch_tracer_bpf_map_bytes", "Kernel memory the "
                                     "exec tracer's BPF maps take (memlock)", value=t["map_bytes"])

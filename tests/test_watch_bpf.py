@@ -1,0 +1,142 @@
+"""tw watch's BPF programs (watch/*.bpf.c) load, verify, attach and print here, through their
+loader (build/watchbpf), and what they print is JSON whatever a program's name holds.
+
+Why it can break: a field the kernel's BTF names differently (CO-RE cannot relocate it and
+the verifier refuses the program: page_fault_user's class was renamed between kernels), a map
+key's layout that the loader reads otherwise than the program writes it, a file name that is
+not UTF-8 or holds quotes and control bytes (a line that is not JSON loses the whole map), a
+full phase that takes the other phase's room.  Skips: those of need_watch (not root, no BTF,
+no tracefs); build/watchbpf not built fails.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, need_watch, run
+
+BUILD = ROOT / "build"
+LOADER = BUILD / "watchbpf"
+
+
+def _lines(text):
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+
+
+def _maps(records):
+    out = {}
+    for r in records:
+        if r["type"] in ("map", "hist"):
+            out.update(r["data"])
+    return out
+
+
+def _wait_file(path, needle, timeout=120):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and needle in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never held {needle!r}")
+
+
+def test_the_loader_says_a_mistake_in_one_line(tmp_path):
+    """Usage errors: no traceback, no libbpf log, one line and a non-zero status."""
+    assert LOADER.exists(), "make builds build/watchbpf"
+    r = run([LOADER], text=True)
+    assert r.returncode == 2 and r.stderr.startswith("usage: watchbpf")
+    r = run([LOADER, "--help"], text=True)
+    assert r.returncode == 0 and "--interval" in r.stdout
+    for argv, word in (([LOADER, "exec", "x.o", "--own", "1", "--interval", "0"], "--interval"),
+                       ([LOADER, "exec", "x.o", "--own", "1", "--interval", "5", "--keys", "1e9"], "--keys"),
+                       ([LOADER, "window", "x.o", "--own", "1"], "--out"),
+                       ([LOADER, "window", "x.o", "--own", "1", "--bogus", "2"], "--bogus"),
+                       ([LOADER, "exec", str(tmp_path / "none.o"), "--own", "1", "--interval", "5"],
+                        "none.o")):
+        r = run(argv, text=True)
+        assert r.returncode == 1, (argv, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, (argv, r.stderr)
+
+
+HOSTILE = b'tw-a"b\\c\nd\x1b[31m,e\xff\xc3('
+
+
+def test_exec_counts_a_hostile_name_and_a_full_phase(tmp_path):
+    """One interval: a program whose name holds a quote, a backslash, a newline, an escape, a
+    comma and two bytes that are not UTF-8 comes out as one JSON key (the bad bytes as \\xff
+    and \\xc3), counted twice with its first and last times; 40 distinct programs against a
+    16-key phase fill it, and the keyless count still has every exec."""
+    need_watch()
+    d = tmp_path / "bin"
+    d.mkdir()
+    true = shutil.which("true")
+    hostile = os.path.join(os.fsencode(d), HOSTILE)
+    os.link(true, hostile)
+    many = []
+    for i in range(40):
+        p = d / f"tw-many-{i}"
+        os.link(true, p)
+        many.append(p)
+    # --own 1: no exec here is a child of init, so none is left out as tw's own.
+    p = subprocess.Popen([LOADER, "exec", BUILD / "watch" / "exec.bpf.o", "--own", "1",
+                          "--interval", "3", "--keys", "16"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert "Counting" in p.stdout.readline()
+        sh = tmp_path / "run.sh"
+        sh.write_bytes(b"\n".join([b"'" + hostile + b"'"] * 2 + [os.fsencode(m) for m in many]) + b"\n")
+        subprocess.run(["/bin/sh", str(sh)], check=True)
+        time.sleep(4)                                # past one interval: the phase flips
+    finally:
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    recs = _lines(out)
+    execs, n = {}, 0
+    for r in recs:
+        for name, val in (r["data"].items() if r["type"] == "map" else ()):
+            if name.startswith("@exec"):
+                execs.update(val)
+            elif name.startswith("@n"):
+                n += val
+    want = os.fsencode(hostile).decode("utf-8", "backslashreplace") + ",0"
+    assert execs.get(want) == 2, [k for k in execs if "tw-a" in k]
+    ours = sum(v for k, v in execs.items() if "tw-many-" in k or "tw-a" in k)
+    assert ours < 42 <= n, (ours, n)                 # the phase filled; n counted them all
+    assert len(execs) <= 2 * 16
+
+
+def test_window_loads_attaches_and_counts_its_own_calls(tmp_path):
+    """A window around a shell that writes to a file: every map is printed, the shell's write
+    latency is in a histogram keyed by the file's kind (8, a regular file), and the loader's
+    own process is marked own."""
+    need_watch()
+    out = tmp_path / "w.ndjson"
+    p = subprocess.Popen([LOADER, "window", BUILD / "watch" / "window.bpf.o", "--own", "1",
+                          "--out", out], stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        _wait_file(out, '"printf"')
+        subprocess.run(["sh", "-c", f"echo hello > '{tmp_path / 'f.txt'}'"], check=True)
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    maps = _maps(_lines(out.read_text()))
+    assert {"@calls", "@exec", "@exit", "@fork", "@vsys", "@wlat", "@wsum"} <= set(maps)
+    own = [k for k in maps["@calls"] if k.split(",")[0] == str(p.pid)]
+    assert own and all(k.endswith(",1") for k in own), own
+    files = {k: v for k, v in maps["@wlat"].items() if k.split(",")[3] == "8"}
+    assert files and all(b["count"] > 0 and b["min"] <= b["max"] for v in files.values() for b in v)
+    assert all(maps["@wsum"][k] > 0 for k in files)
+
+
+@pytest.mark.parametrize("src", sorted(p.name for p in (ROOT / "watch").glob("*.bpf.c")))
+def test_program_header(src):
+    head = (ROOT / "watch" / src).read_text().split("*/", 1)[0]
+    for word in ("tw watch", "Loaded", "Overhead" if src.startswith("exec") else "slow path"):
+        assert word in head, f"{src}: header lacks {word}"
