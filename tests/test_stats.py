@@ -145,6 +145,35 @@ def test_floor_and_nan_never_become_numbers():
     assert fmt({"median": float("nan")}).startswith("unknown")
 
 
+@pytest.mark.parametrize("p", [0.9, 0.975, 0.995, 0.9995])
+def test_t_quantile_is_scipys(p):
+    """stats.t_quantile is written out so that tw watch's window analysis imports no scipy
+    (60-70 MB it would keep): it must stay scipy.stats.t.ppf across small df (the series, odd
+    and even), the switch at df 2000, and large df (the expansion)."""
+    from scipy import stats as sstats
+    for df in [*range(1, 80), 127, 128, 999, 1000, 1999, 2000, 2001, 2500, 10 ** 4, 10 ** 6]:
+        want = float(sstats.t.ppf(p, df))
+        assert stats.t_quantile(df, p) == pytest.approx(want, rel=2e-12), (df, p)
+
+
+def test_the_per_call_analysis_imports_no_scipy():
+    """tw watch analyses the per-call matrix in every window's child: in a fresh interpreter,
+    percall.analyse of a recorded matrix gives every cell its interval and imports no scipy
+    (the child's memory stays under the watch's cap)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    code = ("import sys, json; sys.path.insert(0, sys.argv[1]); "
+            "from twtools.analyse import percall; "
+            "d = percall.analyse(json.load(open(sys.argv[2]))); "
+            "assert sum(c.get('undisturbed_ci_high') is not None for c in d['cells']) > 5; "
+            "print('scipy' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"),
+                        str(ROOT / "tests" / "fixtures" / "results-fixture" / "percall.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-2000:]
+
+
 def test_z_is_scipys_normal_quantile():
     """stats.Z is written out so that importing stats needs no scipy; it must stay scipy's."""
     from scipy import stats as sstats

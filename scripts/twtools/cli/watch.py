@@ -216,9 +216,11 @@ json.dump(watch.window_summary(d["raw"], d["percall"], d["source"]), open(sys.ar
 
 
 def summarise_window(raw, percall, source):
-    """analyse.watch.window_summary in a child process: the census's analysis imports numpy and
-    scipy (60-90 MB), which a Python process does not give back; run once a window (every 20
-    minutes by default) in a child, they leave with it, and the watch itself stays small."""
+    """analyse.watch.window_summary in a child process: the census's analysis imports numpy
+    (about 20 MB), which a Python process does not give back; run once a window (every 20
+    minutes by default) in a child, it leaves with it, and the watch itself stays small.  (It
+    imports no scipy: stats.t_quantile is written out, because scipy.stats took 60-70 MB
+    more, and the child's peak counts too.)"""
     import json
     import subprocess
     scripts = str(Path(__file__).resolve().parents[2])
