@@ -97,12 +97,15 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/hostclock $(BUILD)/timewrite $(WATCH_BINARIES)
 
-.PHONY: FORCE all binaries list-variants list-write-variants deps build-deps test-deps venv \
+.PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv \
 	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
 binaries: $(BINARIES)
+# What tw watch needs on a host (fleet/roles/timewrite_watch): its programs and loader, and
+# syscost, with which a window measures its own cost and --measure prices the entry paths.
+watch-binaries: $(WATCH_BINARIES) $(addprefix $(BUILD)/syscost-,$(VARIANTS))
 
 list-variants:
 	@for v in $(VARIANTS); do echo "$$v"; done

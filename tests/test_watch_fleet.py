@@ -7,8 +7,9 @@ stop action stops both watches.
 Why it can break: the role's argv (a watch that never starts, or starts twice), the wait for
 its metrics, the report's JSON on its way through Ansible, tw fleet's reading of it, a stop
 that leaves a watch behind.  The hosts run the watch as a process (this machine has no
-systemd as PID 1: the role chooses so by ansible_service_mgr), with --window 0 and the
-checkout as it is (tw_setup none), so that the test stays short.  Skips: those of
+systemd as PID 1: the role chooses so by ansible_service_mgr), with --window 0 and only what
+the watch needs built in each host's clone (tw_setup build: `make watch-binaries`), so that
+the test stays short.  Skips: those of
 test_fleet_ansible.py (root, sshd, ansible), tw watch unable to run here (need_watch), or
 nasm missing.
 """
@@ -36,7 +37,7 @@ def inventory(path, sshd, work, ports, action):
         "tw_repo": str(ROOT), "tw_version": head, "tw_watch_action": action,
         "tw_dest": str(work / "dest" / "{{ tw_safe_name }}"),
         "tw_watch_state": str(work / "state" / "{{ tw_safe_name }}"),
-        "tw_setup": "none", "tw_python": sys.executable,
+        "tw_setup": "build", "tw_python": sys.executable,
         "tw_watch_args": "--window 0 --interval 1", "tw_watch_since": "1d",
         "tw_collect": str(work / "collected")}}}
     for h, port in ports.items():

@@ -521,5 +521,7 @@ def test_the_memory_it_reports_is_the_trees_with_and_without_a_window(env):
     for m in (steady, win):
         assert 0 < m["anon"] <= m["rss"] and 0 < m["pss"] <= m["rss"], m
         assert m["pss"] >= max(p["pss"] for p in m["by_process"].values())   # sums of samples
+        assert max(m["pss"], m["maps"]) <= m["pss_and_maps"] <= m["pss"] + m["maps"], m
+        assert max(m["rss"], m["maps"]) <= m["rss_and_maps"] <= m["rss"] + m["maps"], m
     assert steady["maps"] > 0 and win["maps"] > steady["maps"], (steady["maps"], win["maps"])
     assert win["rss"] > steady["rss"]                 # a second loader ran beside the first

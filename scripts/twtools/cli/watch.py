@@ -469,8 +469,9 @@ def _overhead(args):
             print(f"memory, {what} (peaks of the sums over the watch's processes, MiB): "
                   f"proportional {m['pss'] / 2 ** 20:.0f}, anonymous {m['anon'] / 2 ** 20:.0f}, "
                   f"resident {m['rss'] / 2 ** 20:.0f} (shared library pages counted in each "
-                  f"process), BPF maps {m['maps'] / 2 ** 20:.1f} of kernel memory; "
-                  f"proportional by process: {procs}")
+                  f"process), BPF maps {m['maps'] / 2 ** 20:.1f} of kernel memory; at one "
+                  f"instant, proportional plus maps {m['pss_and_maps'] / 2 ** 20:.0f}, resident "
+                  f"plus maps {m['rss_and_maps'] / 2 ** 20:.0f}; proportional by process: {procs}")
     return ui.EXIT_OK
 
 

@@ -150,9 +150,18 @@ def _memory(pid):
 MEMORY_KEYS = ("rss", "anon", "pss", "maps")
 
 
+# What the watch holds at one instant: its processes' memory plus the kernel memory of the BPF
+# maps they hold.  The peaks of the parts may come from different samples (a window's maps are
+# gone before its analysis child starts), so the total's peak is taken sample by sample.
+TOTAL_KEYS = ("pss_and_maps", "rss_and_maps")
+
+
 def _sample_until(root, t_end, peak, step=0.25):
     """Sample the memory of root's process tree until t_end (monotonic): peak[key] is the
-    largest sum over the tree any sample saw, peak['by_process'][comm][key] each kind's."""
+    largest sum over the tree any sample saw (for TOTAL_KEYS, of the sample's pss or rss plus
+    its maps), peak['by_process'][comm][key] each kind's."""
+    for k in TOTAL_KEYS:
+        peak.setdefault(k, 0)
     while time.monotonic() < t_end:
         total = dict.fromkeys(MEMORY_KEYS, 0)
         for q in _tree(root):
@@ -169,6 +178,8 @@ def _sample_until(root, t_end, peak, step=0.25):
                 mine[k] = max(mine[k], m[k])
         for k in MEMORY_KEYS:
             peak[k] = max(peak[k], total[k])
+        peak["pss_and_maps"] = max(peak["pss_and_maps"], total["pss"] + total["maps"])
+        peak["rss_and_maps"] = max(peak["rss_and_maps"], total["rss"] + total["maps"])
         time.sleep(min(step, max(0.0, t_end - time.monotonic())))
     return peak
 
