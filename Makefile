@@ -162,6 +162,7 @@ $(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h
 	@mkdir -p $(@D)
 	$(BPF_CLANG) $(BPF_CFLAGS) -c -o $@ $<
 $(BUILD)/watchbpf: watch/watchbpf.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
 
 # The stub that TW_EXTRA_WORK changes is rebuilt when the value changes: the
