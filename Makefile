@@ -158,10 +158,10 @@ $(OBJ)/$1/asm:
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
 
-$(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h
+$(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h watch/maps.h
 	@mkdir -p $(@D)
 	$(BPF_CLANG) $(BPF_CFLAGS) -c -o $@ $<
-$(BUILD)/watchbpf: watch/watchbpf.c
+$(BUILD)/watchbpf: watch/watchbpf.c watch/maps.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
 

@@ -27,13 +27,11 @@
  * without it).
  */
 #include "kernel.h"
+#include "maps.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";	/* bpf_probe_read_kernel_str is GPL-only */
-
-struct exec_key { u32 phase, is32; char file[TW_STRLEN]; };
-struct exec_val { u64 n, first_ns, last_ns; };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -60,12 +60,7 @@ struct trace_event_raw_x86_exceptions { struct trace_entry ent; unsigned long ad
 /* The user registers a task entered the kernel with sit at the top of its stack (x86-64's
  * task_pt_regs: THREAD_SIZE 16 KiB, no top padding); what bpftrace's scripts read too. */
 #define TW_THREAD_SIZE 16384
-#define TW_STRLEN 200		/* a file name's bytes kept, its NUL included (bpftrace's 200) */
-#define TW_COMM 16
 
-/* What the reader sets after loading and before attaching (and, for the exec tracer, flips
- * every interval): one array slot, read by the programs that need it. */
-struct tw_config { u32 own_pid, phase, keys, pad; };
 #define TW_CONFIG_MAP struct { \
 	__uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
 	__type(key, u32); __type(value, struct tw_config); } config SEC(".maps")

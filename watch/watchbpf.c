@@ -31,25 +31,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-/* The maps' keys and values, as the programs declare them (exec.bpf.c, window.bpf.c). */
-#define TW_STRLEN 200
-#define TW_COMM 16
-#define HIST_SLOTS 64
-struct tw_config { u32 own_pid, phase, keys, pad; };
-struct exec_key { u32 phase, is32; char file[TW_STRLEN]; };
-struct exec_val { u64 n, first_ns, last_ns; };
-struct image { u32 pid, gen; u64 start; };
-struct call_key { struct image im; char comm[TW_COMM]; u16 cs; u8 compat, origin, insn, own; u8 pad[2]; };
-struct wexec_key { struct image im; char file[TW_STRLEN]; };
-struct exit_key { u32 pid, pad; u64 start; };
-struct fork_key { u32 child, parent; u64 start; u32 gen, pad; };
-struct vsys_key { struct image im; char comm[TW_COMM]; };
-struct wlat_key { struct image im; u32 ifmt, major; u64 magic; u32 sync, pad; };
-struct wlat_val { u64 sum_ns; u64 slot[HIST_SLOTS]; };
+#include "maps.h"
+
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
 
 static const char *USAGE =
 	"usage: watchbpf exec OBJ --own PID --interval S [--keys N]\n"
@@ -344,8 +331,12 @@ static int run_exec(const char *path, u32 own, long interval, long keys)
 
 /* --- window --------------------------------------------------------------------------- */
 
-static const char *ORIGIN[] = { "?", "vdso", "text", "other" };
-static const char *INSN[] = { "?", "int80", "syscall", "sysenter", "unknown", "vdso" };
+static const char *ORIGIN[] = { [ORIGIN_VDSO] = "vdso", [ORIGIN_TEXT] = "text", [ORIGIN_OTHER] = "other" };
+static const char *INSN[] = { [INSN_INT80] = "int80", [INSN_SYSCALL] = "syscall",
+	[INSN_SYSENTER] = "sysenter", [INSN_UNKNOWN] = "unknown", [INSN_VDSO] = "vdso" };
+
+/* A value's name, or "?" for one the table does not name. */
+#define NAME(table, i) ((i) < sizeof(table) / sizeof(*(table)) && (table)[i] ? (table)[i] : "?")
 
 static void print_counts(struct bpf_object *obj, const char *map, const char *name, size_t ksize,
 			 void (*key)(FILE *, const void *), FILE *o)
@@ -381,8 +372,8 @@ static void call_key(FILE *o, const void *p)
 	image(o, &k->im);
 	fputc(',', o);
 	json_str_bytes(o, k->comm, sizeof(k->comm));
-	fprintf(o, ",%u,%u,%s,%s,%u", k->compat, k->cs, ORIGIN[k->origin < 4 ? k->origin : 0],
-		INSN[k->insn < 6 ? k->insn : 0], k->own);
+	fprintf(o, ",%u,%u,%s,%s,%u", k->compat, k->cs, NAME(ORIGIN, k->origin), NAME(INSN, k->insn),
+		k->own);
 }
 
 static void exec_key(FILE *o, const void *p)
@@ -446,7 +437,7 @@ static void print_wlat(struct bpf_object *obj, FILE *o)
 		key_open(&pr);
 		wlat_key(o, &keys[i]);
 		fputs("\": [", o);
-		for (int s = 0; s < HIST_SLOTS; s++) {
+		for (int s = 0; s < TW_HIST_SLOTS; s++) {
 			if (!vals[i].slot[s])
 				continue;
 			u64 lo = s ? 1ULL << (s - 1) : 0, hi = s ? (1ULL << (s - 1)) * 2 - 1 : 0;

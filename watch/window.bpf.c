@@ -29,31 +29,21 @@
  * updates, and the reader says which filled.
  */
 #include "kernel.h"
+#include "maps.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";
 
-enum { ORIGIN_VDSO = 1, ORIGIN_TEXT = 2, ORIGIN_OTHER = 3 };
-enum { INSN_INT80 = 1, INSN_SYSCALL = 2, INSN_SYSENTER = 3, INSN_UNKNOWN = 4, INSN_VDSO = 5 };
 #define TS_COMPAT 0x2		/* arch/x86/include/asm/thread_info.h */
-#define HIST_SLOTS 64		/* slot 0 holds 0 ns, slot k [2^(k-1), 2^k) */
 
-struct image { u32 pid, gen; u64 start; };
-struct call_key { struct image im; char comm[TW_COMM]; u16 cs; u8 compat, origin, insn, own; u8 pad[2]; };
-struct exec_key { struct image im; char file[TW_STRLEN]; };
-struct exit_key { u32 pid, pad; u64 start; };
-struct fork_key { u32 child, parent; u64 start; u32 gen, pad; };
-struct vsys_key { struct image im; char comm[TW_COMM]; };
-struct wlat_key { struct image im; u32 ifmt, major; u64 magic; u32 sync, pad; };
-struct wlat_val { u64 sum_ns; u64 slot[HIST_SLOTS]; };
 struct wstart { u64 ns; struct file *f; };
 
 #define HASH(name, k, v) struct { \
 	__uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 8192); \
 	__type(key, k); __type(value, v); } name SEC(".maps")
 HASH(calls, struct call_key, u64);
-HASH(execs, struct exec_key, u64);
+HASH(execs, struct wexec_key, u64);
 HASH(exits, struct exit_key, u64);
 HASH(forks, struct fork_key, u64);
 HASH(vsys, struct vsys_key, u64);
@@ -66,7 +56,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, struct exec_key);
+	__type(value, struct wexec_key);
 } scratch SEC(".maps");
 
 TW_CONFIG_MAP;
@@ -153,7 +143,7 @@ static __always_inline u32 log2_slot(u64 v)
 {
 	u32 s = 0;
 
-	for (int i = 0; i < HIST_SLOTS - 1 && v; i++) {
+	for (int i = 0; i < TW_HIST_SLOTS - 1 && v; i++) {
 		v >>= 1;
 		s++;
 	}
@@ -196,7 +186,7 @@ int on_exit(struct trace_event_raw_sys_exit *ctx)
 			return 0;	/* full */
 	}
 	u32 s = log2_slot(ns);
-	if (s < HIST_SLOTS)
+	if (s < TW_HIST_SLOTS)
 		__sync_fetch_and_add(&v->slot[s], 1);
 	__sync_fetch_and_add(&v->sum_ns, ns);
 	return 0;
@@ -208,7 +198,7 @@ int on_exec(struct trace_event_raw_sched_process_exec *ctx)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	u32 pid = bpf_get_current_pid_tgid() >> 32, zero = 0, one = 1;
 	u32 *g = bpf_map_lookup_elem(&gen, &pid);
-	struct exec_key *k = bpf_map_lookup_elem(&scratch, &zero);
+	struct wexec_key *k = bpf_map_lookup_elem(&scratch, &zero);
 
 	if (g)
 		__sync_fetch_and_add(g, 1);

@@ -1,0 +1,41 @@
+/*
+ * maps.h	The keys and values of tw watch's BPF maps: one declaration, included by the
+ *		programs (exec.bpf.c, window.bpf.c) and by the loader that reads the maps
+ *		(watchbpf.c), so that the two sides cannot disagree on a layout.  Fixed-width
+ *		UAPI types only (linux/types.h), which both compilers have.
+ */
+#ifndef TW_WATCH_MAPS_H
+#define TW_WATCH_MAPS_H
+
+#include <linux/types.h>
+
+#define TW_STRLEN 200		/* a file name's bytes kept, its NUL included (bpftrace's 200) */
+#define TW_COMM 16		/* TASK_COMM_LEN */
+#define TW_HIST_SLOTS 64	/* slot 0 holds 0 ns, slot k [2^(k-1), 2^k) */
+
+/* What the loader sets after loading and before attaching (and, for the exec tracer, flips
+ * every interval): one array slot, read by the programs that need it. */
+struct tw_config { __u32 own_pid, phase, keys, pad; };
+
+/* exec.bpf.c: one map for both phases. */
+struct exec_key { __u32 phase, is32; char file[TW_STRLEN]; };
+struct exec_val { __u64 n, first_ns, last_ns; };
+
+/* window.bpf.c: a process image is (pid, the group leader's start_boottime, gen), gen the
+ * execs the pid made inside the window. */
+struct image { __u32 pid, gen; __u64 start; };
+struct call_key {
+	struct image im; char comm[TW_COMM]; __u16 cs; __u8 compat, origin, insn, own; __u8 pad[2];
+};
+struct wexec_key { struct image im; char file[TW_STRLEN]; };
+struct exit_key { __u32 pid, pad; __u64 start; };
+struct fork_key { __u32 child, parent; __u64 start; __u32 gen, pad; };
+struct vsys_key { struct image im; char comm[TW_COMM]; };
+struct wlat_key { struct image im; __u32 ifmt, major; __u64 magic; __u32 sync, pad; };
+struct wlat_val { __u64 sum_ns; __u64 slot[TW_HIST_SLOTS]; };
+
+/* call_key's origin and insn (the loader prints their names). */
+enum { ORIGIN_VDSO = 1, ORIGIN_TEXT = 2, ORIGIN_OTHER = 3 };
+enum { INSN_INT80 = 1, INSN_SYSCALL = 2, INSN_SYSENTER = 3, INSN_UNKNOWN = 4, INSN_VDSO = 5 };
+
+#endif
