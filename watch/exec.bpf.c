@@ -76,8 +76,7 @@ int on_exec(struct trace_event_raw_sched_process_exec *ctx)
 	__builtin_memset(k, 0, sizeof(*k));	/* the whole key is hashed: no stale bytes */
 	k->phase = ph;
 
-	struct pt_regs *r = (struct pt_regs *)((u64)BPF_CORE_READ(t, stack) + TW_THREAD_SIZE
-					       - bpf_core_type_size(struct pt_regs));
+	struct pt_regs *r = user_regs(t);
 	k->is32 = BPF_CORE_READ(r, cs) == 0x23;
 	u32 loc = BPF_CORE_READ(ctx, __data_loc_filename);
 	bpf_probe_read_kernel_str(k->file, sizeof(k->file), (char *)ctx + (loc & 0xffff));

@@ -57,9 +57,23 @@ struct trace_event_raw_sys_exit { struct trace_entry ent; long id; long ret; } C
 struct trace_event_raw_exceptions { struct trace_entry ent; unsigned long address; } CORE;
 struct trace_event_raw_x86_exceptions { struct trace_entry ent; unsigned long address; } CORE;
 
-/* The user registers a task entered the kernel with sit at the top of its stack (x86-64's
- * task_pt_regs: THREAD_SIZE 16 KiB, no top padding); what bpftrace's scripts read too. */
+/* The user registers a task entered the kernel with sit at the top of its stack.  Where the
+ * kernel has bpf_task_pt_regs (5.15 and later) it says where; before that they are found as
+ * x86-64's task_pt_regs finds them, THREAD_SIZE 16 KiB and no top padding, as bpftrace's
+ * scripts read them (a KASAN kernel's 32 KiB stacks need the helper).  The choice is made when
+ * libbpf loads the program: the branch the kernel cannot run is never verified. */
 #define TW_THREAD_SIZE 16384
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+static __always_inline struct pt_regs *user_regs(struct task_struct *t)
+{
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return (struct pt_regs *)bpf_task_pt_regs((struct task_struct *)bpf_get_current_task_btf());
+	return (struct pt_regs *)((unsigned long)BPF_CORE_READ(t, stack) + TW_THREAD_SIZE
+				  - bpf_core_type_size(struct pt_regs));
+}
 
 #define TW_CONFIG_MAP struct { \
 	__uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \

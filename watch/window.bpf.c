@@ -89,8 +89,7 @@ int on_enter(struct trace_event_raw_sys_enter *ctx)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	u64 id = bpf_get_current_pid_tgid();
 	u32 pid = id >> 32, tid = (u32)id;
-	struct pt_regs *r = (struct pt_regs *)((u64)BPF_CORE_READ(t, stack) + TW_THREAD_SIZE
-					       - bpf_core_type_size(struct pt_regs));
+	struct pt_regs *r = user_regs(t);
 	u64 ip = BPF_CORE_READ(r, ip);
 	struct call_key k = {};
 	u8 *own_p = bpf_map_lookup_elem(&own, &pid);
