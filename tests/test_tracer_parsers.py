@@ -2,8 +2,11 @@
 (tests/fixtures/): pinned columns, both strace tables, null for blind counters."""
 from pathlib import Path
 
+import pytest
+
 from twtools.analyse import latency
 from twtools.machine.tracers import bpftrace, perf_stat, perf_trace, strace
+from twtools.machine.tracers.base import json_lines
 
 FX = Path(__file__).resolve().parent / "fixtures"
 
@@ -96,3 +99,22 @@ def test_perf_trace_says_what_it_missed():
     assert perf_trace.PerfTrace.shortfall([], 5, "")["missed_writes"] == 6
     assert perf_trace.PerfTrace.shortfall(rows, None, "") == {"own_writes": None,
                                                                "missed_writes": None}
+
+
+# bpftrace v0.17.0's -f json, captured on the project's AMD guest for execs of /tmp/twé and of
+# /tmp/tw<0xff>z: every byte above 0x7f comes out as a sign-extended \uffffffXX escape.
+BPFTRACE_NON_ASCII = [
+    (r'{"type": "map", "data": {"@": {"/tmp/tw\uffffffc3\uffffffa9": 1}}}', "/tmp/twé"),
+    (r'{"type": "map", "data": {"@": {"/tmp/tw\uffffffffz": 1}}}', "/tmp/tw\\xffz"),
+    # an escaped backslash followed by the same letters is a name's own text, left alone
+    (r'{"type": "map", "data": {"@": {"/tmp/a\\uffffffc3b": 1}}}', "/tmp/a\\uffffffc3b"),
+    (r'{"type": "map", "data": {"@": {"/tmp/a\\\uffffffc3\uffffffa9b": 1}}}', "/tmp/a\\éb"),
+]
+
+
+@pytest.mark.parametrize("line,name", BPFTRACE_NON_ASCII)
+def test_bpftrace_non_ascii_names_read_back_as_their_bytes(line, name):
+    """The census's and every bpftrace tool's names go through json_lines: "é" must read as
+    "é" (not U+FFFF "ffc3" U+FFFF "ffa9"), a byte that is not UTF-8 as \\xNN."""
+    (obj,) = list(json_lines(line))
+    assert list(obj["data"]["@"]) == [name]

@@ -79,12 +79,29 @@ def kernel_entry_blind(mech, tool):
     return None
 
 
+# bpftrace 0.17's JSON writes every byte of a string above 0x7f as a sign-extended escape,
+# \uffffffXX: still JSON, but "é" (c3 a9) would read as U+FFFF "ffc3" U+FFFF "ffa9".  A run of
+# them (after an even number of backslashes, so that an escaped backslash followed by the
+# same letters is left alone) is turned back into its bytes, decoded as UTF-8 (a byte that
+# is not UTF-8 as \xNN, as tw watch's loader writes it) and escaped again.
+_BPFTRACE_BYTES = re.compile(r"(?<!\\)((?:\\\\)*)((?:\\uffffff[0-9a-f]{2})+)")
+
+
+def _unmangle(line):
+    def repl(m):
+        raw = bytes.fromhex(m.group(2).replace("\\uffffff", ""))
+        return m.group(1) + json.dumps(raw.decode("utf-8", "backslashreplace"))[1:-1]
+    return _BPFTRACE_BYTES.sub(repl, line)
+
+
 def json_lines(text):
     """The JSON objects of an NDJSON text (perf stat -j, bpftrace -f json), skipping the
     other lines those tools mix in (warnings, 'Attaching N probes', blank lines)."""
     for line in (text or "").splitlines():
         line = line.strip()
         if line.startswith("{"):
+            if "\\uffffff" in line:
+                line = _unmangle(line)
             try:
                 yield json.loads(line)
             except json.JSONDecodeError:
