@@ -571,7 +571,6 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	libbpf_set_print(libbpf_print);
-	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 
 	if (window)
 		return run_window(argv[2], own, out, keys ? keys : 8192);

@@ -65,8 +65,7 @@ def why_not():
         return "tracing every process needs root (loading BPF programs)"
     missing = [p for p in loader() if not p.exists()]
     if missing:
-        return (f"{missing[0].relative_to(paths.BUILD.parent) if paths.BUILD.parent in missing[0].parents else missing[0]}"
-                " is not built (run make)")
+        return f"{missing[0]} is not built (run make)"
     if census.tracefs() is None:
         return ("no raw_syscalls tracepoints under /sys/kernel/tracing (mount it: "
                 "mount -t tracefs nodev /sys/kernel/tracing)")
@@ -158,12 +157,7 @@ class ExecTracer:
         not taken yet, that last one included."""
         if self.loader is None:
             return []
-        if self.loader.poll() is None:
-            self.loader.send_signal(2)
-            try:
-                self.loader.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill_group(self.loader, grace=0.5)
+        proc.interrupt(self.loader, timeout)
         self._ended.wait(5)
         return self.take()
 
