@@ -19,6 +19,12 @@ X/X's includes it.  Factors:
   aslr     `setarch -R` (no address-space randomisation) against the default
   layout   a build with every function aligned to 64 bytes (-falign-functions=64) against
            this tree's build: the build's own code placement
+  file     the binary's file: K byte-identical fresh copies of each program, each a new file
+           whose pages the kernel places anew, against the same file K times, alternated
+           within every round (--copies K); each copy's figure over the same file's, the
+           spread between copies beyond their own sampling error (the placement term) beside
+           the same file against itself, and what each copy's pages were: their physical
+           frames (/proc/self/pagemap, as root), a huge page (FilePmdMapped) and the inode
   tsc      the TSC rate each run calibrates: its spread over every run, in ppm (a rate that
            is wrong by e scales every figure by e)
   time     the first and last X runs of the whole study, minutes apart (the time of day)
@@ -38,11 +44,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from twtools.analyse import percall, stats  # noqa: E402
+from twtools.machine import elf, probe  # noqa: E402
+from twtools.measure import ab, syscost  # noqa: E402
 
 TW = [sys.executable, str(ROOT / "scripts" / "tw")]
 CELLS = ["--variants", "64-syscall,32-vdso,32-int80,64-libc", "--ops", "null,write-file",
          "--sizes", "256", "--shapes", "ret,jmp"]
 FACTORS = ("cpu", "env", "path", "aslr", "layout")
+# The binary's file is measured apart (measure_file), in one session of alternated processes:
+# its copies must share every round's moment with the same file they are compared with.
+ALL_FACTORS = FACTORS + ("file",)
+FILE_VARIANTS = ("64-syscall", "32-vdso", "64-libc")
+PAGE = 4096
 LAYOUT_BUILD = ROOT / "build-layout"
 
 
@@ -123,8 +136,168 @@ def _fmt(r):
     return f"{100 * (r['median'] - 1):+.2f}% [{100 * (r['ci_low'] - 1):+.2f}, {100 * (r['ci_high'] - 1):+.2f}]{flag}"
 
 
+def _pages(path):
+    """What the kernel did with a file's pages: [PFN or None] per 4 KiB page of its page cache
+    (mapped here and touched; the same pages every process running the file maps), whether a
+    mapping of it got a huge page (FilePmdMapped, kB), and its inode.  PFNs read as 0 unless
+    root (/proc/self/pagemap hides them), then None."""
+    import mmap
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    try:
+        n = (st.st_size + PAGE - 1) // PAGE
+        for i in range(n):
+            m[i * PAGE]             # fault it in: present in the page cache and mapped here
+        base = _mapping_start(path)
+        pfns = []
+        with open("/proc/self/pagemap", "rb") as pm:
+            for i in range(n):
+                pm.seek(((base + i * PAGE) // PAGE) * 8)
+                e = int.from_bytes(pm.read(8), "little")
+                pfn = e & ((1 << 55) - 1)
+                pfns.append(pfn if (e >> 63) & 1 and pfn else None)
+        pmd = 0
+        cur = None
+        for line in Path("/proc/self/smaps").read_text().splitlines():
+            if "-" in line.split(" ", 1)[0] and line.rstrip().endswith(str(path)):
+                cur = True
+            elif "-" in line.split(" ", 1)[0]:
+                cur = None
+            elif cur and line.startswith("FilePmdMapped:"):
+                pmd += int(line.split()[1])
+        return {"pfns": pfns, "file_pmd_kb": pmd, "inode": st.st_ino}
+    finally:
+        m.close()
+
+
+def _mapping_start(path):
+    """The start of this process's newest read-only mapping of path (/proc/self/maps)."""
+    start = None
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if line.rstrip().endswith(" " + str(path)):
+            start = int(line.split("-", 1)[0], 16)
+    if start is None:
+        raise RuntimeError(f"{path} is not mapped here")
+    return start
+
+
+def _loop_page(path):
+    """The file page that holds the stub's entry (tw_syscall3): the code every timed call runs."""
+    e = elf.load(path)
+    for sym in e.symbols:
+        if sym.name == "tw_syscall3":
+            return e.vaddr_to_offset(sym.value) // PAGE
+    return None
+
+
+def measure_file(out, rounds, copies, variants=FILE_VARIANTS):
+    """The binary's file: per variant, `copies` fresh copies and the same file `copies` times,
+    each measured once a round in a shuffled order (null, ret); raw rounds and each copy's
+    pages into out/file.json."""
+    import random
+    variants = [v for v in variants if probe.check("syscost", v)[0]]
+    tsc_hz, _, cpu = syscost.calibrate(variants[0], "null")
+    src = {v: probe.binary("syscost", v) for v in variants}
+    copied, top = ab.make_copies(src, copies)
+    doc = {"rounds": rounds, "copies": copies, "cpu": cpu, "variants": {}}
+    try:
+        for v in variants:
+            doc["variants"][v] = {
+                "loop_page": _loop_page(src[v]),
+                "same": {"pages": _pages(src[v]), "groups": [[] for _ in range(copies)]},
+                "fresh": {"pages": [_pages(c) for c in copied[v]],
+                          "groups": [[] for _ in range(copies)]}}
+        t0 = time.monotonic()
+        for r in range(rounds):
+            order = [(v, kind, g) for v in variants for kind in ("same", "fresh")
+                     for g in range(copies)]
+            random.Random(r).shuffle(order)
+            for v, kind, g in order:
+                binary = src[v] if kind == "same" else copied[v][g]
+                res = syscost.measure(v, "null", batches=4, batch_ms=0.5, warmup_ms=2, cpu=cpu,
+                                      tsc_hz=tsc_hz, realtime=True, binary=binary)
+                doc["variants"][v][kind]["groups"][g].append(
+                    {"round": r, "t_s": round(time.monotonic() - t0, 3),
+                     "samples_ns": res.get("samples_ns") or []})
+            print(f"bench_factors: file round {r + 1}/{rounds}", file=sys.stderr)
+    finally:
+        import shutil as _sh
+        _sh.rmtree(top, ignore_errors=True)
+    (out / "file.json").write_text(json.dumps(doc))
+    return doc
+
+
+def _spread(groups_a, groups_b):
+    """(ratio per group with its interval, between-group relative SD beyond sampling) of
+    groups_b over groups_a, group g of each paired round by round."""
+    per = []
+    for ga, gb in zip(groups_a, groups_b):
+        r = stats.undisturbed_ratio([x["samples_ns"] for x in gb], [x["samples_ns"] for x in ga])
+        per.append(r)
+    g = stats.grouped_ratio([[x["samples_ns"] for x in gb] for gb in groups_b],
+                            [[x["samples_ns"] for x in ga] for ga in groups_a])
+    return per, g
+
+
+def analyse_file(out):
+    """Print what the binary's file moves, from out/file.json."""
+    path = out / "file.json"
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    k = doc["copies"]
+    report = {}
+    print(f"\nfile: {k} fresh copies of each program against the same file, {doc['rounds']} "
+          "rounds alternated; each copy over the same file (Y/X), and the same file's K runs "
+          "over each other (X/X)")
+    for v, d in doc["variants"].items():
+        same, fresh = d["same"]["groups"], d["fresh"]["groups"]
+        # the same file against itself: its groups in a rotated order, so group g is compared
+        # with another run of the same file in the same rounds
+        per_y, gy = _spread(same, fresh)
+        per_x, gx = _spread(same, same[1:] + same[:1])
+        lp = d.get("loop_page")
+        rows = []
+        for g, r in enumerate(per_y):
+            pg = d["fresh"]["pages"][g]
+            pfn = pg["pfns"][lp] if lp is not None and lp < len(pg["pfns"]) else None
+            rows.append({"copy": g, "ratio": r, "inode": pg["inode"], "loop_pfn": pfn,
+                         "file_pmd_kb": pg["file_pmd_kb"]})
+            print(f"  {v:11s} copy {g:2d} inode {pg['inode']:<9d} loop page PFN "
+                  f"{'unknown' if pfn is None else hex(pfn):>10s} (colour "
+                  f"{'?' if pfn is None else pfn % 32:>2}) Y/X {_fmt(r)}")
+        calls_y = sum(1 for r in per_y if r and not r["ci_low"] <= 1 <= r["ci_high"])
+        calls_x = sum(1 for r in per_x if r and not r["ci_low"] <= 1 <= r["ci_high"])
+        ys = [r["median"] for r in per_y if r]
+        sd_y = gy.get("placement_rel") if gy else None
+        sd_x = gx.get("placement_rel") if gx else None
+        rng = (max(ys) - min(ys)) if ys else None
+        print(f"  {v}: copies span {100 * rng:.2f}% (Y/X {min(ys):.4f} to {max(ys):.4f}); "
+              f"{calls_y} of {len(per_y)} exclude the same file (X/X: {calls_x}); between-copy "
+              f"SD beyond sampling {100 * (sd_y or 0):.2f}% (X/X {100 * (sd_x or 0):.2f}%)"
+              if ys else f"  {v}: no figures")
+        # what predicts it: the loop page's cache colour and the PFN itself, by rank correlation
+        pred = {}
+        for name, fn in (("loop_pfn_colour", lambda r: r["loop_pfn"] % 32),
+                         ("loop_pfn", lambda r: r["loop_pfn"]), ("inode", lambda r: r["inode"])):
+            pts = [(fn(r), r["ratio"]["median"]) for r in rows
+                   if r["ratio"] and (r["loop_pfn"] is not None or name == "inode")]
+            if len(pts) >= 4:
+                from scipy.stats import spearmanr
+                rho, pv = spearmanr([p[0] for p in pts], [p[1] for p in pts])
+                pred[name] = {"rho": float(rho), "p": float(pv)}
+                print(f"    {name}: Spearman rho {rho:+.2f} (p {pv:.2f}) over {len(pts)} copies")
+        pmd = sorted({r["file_pmd_kb"] for r in rows})
+        print(f"    FilePmdMapped of the copies: {pmd} kB")
+        report[v] = {"copies": rows, "placement_rel": sd_y, "placement_rel_aa": sd_x,
+                     "span": rng, "calls": calls_y, "calls_aa": calls_x, "predictors": pred,
+                     "grouped": gy, "grouped_aa": gx}
+    return report
+
+
 def analyse(out):
-    index = json.loads((out / "index.json").read_text())
+    index = json.loads((out / "index.json").read_text()) if (out / "index.json").exists() else []
     docs = {}
     for e in index:
         docs[e["file"]] = json.loads(Path(e["file"]).read_text())
@@ -133,6 +306,8 @@ def analyse(out):
     print("beside the same setting against itself (X/X: first half of the X runs against the second)")
     for factor in FACTORS:
         es = [e for e in index if e["factor"] == factor]
+        if not es:
+            continue
         xs = [docs[e["file"]] for e in es if e["setting"] == "X"]
         ys = [docs[e["file"]] for e in es if e["setting"] == "Y"]
         rx, ry = _rounds(xs), _rounds(ys)
@@ -181,6 +356,9 @@ def analyse(out):
                           if effects else None}
         if effects:
             print(f"  median |effect| {100 * report['time']['median_abs_effect']:.2f}%")
+    fr = analyse_file(out)
+    if fr is not None:
+        report["file"] = fr
     (out / "factors.json").write_text(json.dumps(report, indent=1))
     print(f"\nbench_factors: wrote {out / 'factors.json'}", file=sys.stderr)
 
@@ -191,16 +369,23 @@ def main():
     ap.add_argument("--rounds", type=int, default=32)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--analyse-only", action="store_true")
-    ap.add_argument("--factors", default=",".join(FACTORS),
-                    help=f"the factors to measure (default {','.join(FACTORS)}); the others' "
+    ap.add_argument("--copies", type=int, default=12,
+                    help="fresh copies of each program for the file factor (default 12)")
+    ap.add_argument("--factors", default=",".join(ALL_FACTORS),
+                    help=f"the factors to measure (default {','.join(ALL_FACTORS)}); the others' "
                          "runs already in --out are kept")
     a = ap.parse_args()
     factors = a.factors.split(",")
-    if not set(factors) <= set(FACTORS):
-        ap.error(f"--factors: each of {', '.join(FACTORS)}")
+    if not set(factors) <= set(ALL_FACTORS):
+        ap.error(f"--factors: each of {', '.join(ALL_FACTORS)}")
+    if a.copies < 2 or a.rounds < 2:
+        ap.error("--copies and --rounds: at least 2")
     if not a.analyse_only:
         a.out.mkdir(parents=True, exist_ok=True)
-        measure(a.out, a.rounds, a.reps, factors)
+        if set(factors) - {"file"}:
+            measure(a.out, a.rounds, a.reps, [f for f in factors if f != "file"])
+        if "file" in factors:
+            measure_file(a.out, a.rounds, a.copies)
     analyse(a.out)
 
 

@@ -63,6 +63,17 @@ def decide(ratio, what="B"):
             "sentence": sentence, "p": p, "what": what}
 
 
+def chance_allows(tests, alpha=0.05, level=0.95):
+    """The most calls that `tests` decisions with no difference behind them make by chance in
+    `level` of such checks: the smallest m with P(Binomial(tests, alpha) > m) <= 1 - level."""
+    m, cdf = 0, 0.0
+    for k in range(tests + 1):
+        cdf += math.comb(tests, k) * alpha ** k * (1 - alpha) ** (tests - k)
+        if 1 - cdf <= 1 - level + 1e-12:
+            return k
+    return tests
+
+
 def p_value(ratio):
     """The two-sided p-value of B/A = 1 that the ratio's 95% interval implies, on the log
     scale (the interval's half-width there is z standard errors); None when it cannot be had."""
@@ -183,22 +194,30 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
 HALVES_MIN_ROUNDS = 16
 
 
-def paired_rounds(a_rounds, b_rounds, which="undisturbed"):
+def paired_rounds(a_rounds, b_rounds, which="undisturbed", copies=None):
     """The decision from interleaved rounds: B/A of the undisturbed figures with a jackknife
     over rounds (stats.undisturbed_ratio), or of the typical ones, one B/A per round
-    (stats.paired).  With enough rounds, also B/A of each half of the run ('halves') and
-    'moved': whether the two halves' intervals miss each other.  The decision stands on the
-    whole run, but a B/A that moved during it has no one size: a rerun lands elsewhere."""
+    (stats.paired).  copies: each round's copy index (tw ab runs each side from several fresh
+    copies of its binary): the undisturbed B/A then replicates over the copies
+    (stats.grouped_ratio), so the interval holds the placement of the binaries' files.  With
+    enough rounds, also B/A of each half of the run ('halves') and 'moved': whether the two
+    halves' intervals miss each other.  The decision stands on the whole run, but a B/A that
+    moved during it has no one size: a rerun lands elsewhere."""
+    def undisturbed(ix):
+        if copies is None:
+            return stats.undisturbed_ratio([b_rounds[i] for i in ix], [a_rounds[i] for i in ix])
+        groups = sorted({copies[i] for i in ix})
+        return stats.grouped_ratio([[b_rounds[i] for i in ix if copies[i] == g] for g in groups],
+                                   [[a_rounds[i] for i in ix if copies[i] == g] for g in groups])
+    n = len(a_rounds)
     if which == "undisturbed":
-        r = stats.undisturbed_ratio(b_rounds, a_rounds)
+        r = undisturbed(range(n))
     else:
         r = stats.paired(b_rounds, a_rounds, "ratio")
     out = dict(decide(r), ratio=r, figure=which)
-    n = len(a_rounds)
     if which == "undisturbed" and n >= HALVES_MIN_ROUNDS:
         h = n // 2
-        halves = [stats.undisturbed_ratio(b_rounds[:h], a_rounds[:h]),
-                  stats.undisturbed_ratio(b_rounds[h:], a_rounds[h:])]
+        halves = [undisturbed(range(h)), undisturbed(range(h, n))]
         if all(halves):
             out["halves"] = [{k: x[k] for k in ("median", "ci_low", "ci_high")} for x in halves]
             x, y = halves
@@ -216,6 +235,10 @@ def ab(doc):
         ra = {r["round"]: usable(r)[0] for r in c["a"]["rounds"]}
         rb = {r["round"]: usable(r)[0] for r in c["b"]["rounds"]}
         common = sorted(set(ra) & set(rb))
+        # tw ab/2: the copy of each side's binary a round ran from (the same index on both)
+        cp = {r["round"]: r.get("copy") for r in c["a"]["rounds"]}
+        copies = [cp[i] for i in common] if common and all(
+            isinstance(cp[i], int) for i in common) else None
         row = {k: c[k] for k in ("variant", "op", "shape")}
         why = c["a"].get("reason") or c["b"].get("reason")
         if why or len(common) < 2:
@@ -223,7 +246,8 @@ def ab(doc):
                        sentence=f"unknown ({why or f'only {len(common)} paired round(s)'})")
         else:
             which = "typical" if c["op"] == "write-sync" else "undisturbed"
-            row.update(paired_rounds([ra[i] for i in common], [rb[i] for i in common], which))
+            row.update(paired_rounds([ra[i] for i in common], [rb[i] for i in common], which,
+                                     copies))
             if which == "undisturbed":
                 row["typical"] = paired_rounds([ra[i] for i in common], [rb[i] for i in common],
                                                "typical")

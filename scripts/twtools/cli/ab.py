@@ -23,6 +23,8 @@ from . import options
 # so the default's 200 rounds take about 5 s per cell: on a Zen 5 guest its 95% half-width
 # on B/A was 0.3-1.0% over 19 A/A runs (median 0.44%), enough to find a 1.5% change.
 ROUNDS = {"quick": 24, "default": 200, "long": 800}
+# A/A runs of --selfcheck: 20 give chance (5% a run) one call on average, at most 3 in 95%.
+SELFCHECK_RUNS = 20
 
 
 def add_arguments(p, name):
@@ -34,6 +36,11 @@ def add_arguments(p, name):
                    help="B: syscost with this per-process speculation mitigation switched on (prctl)")
     g.add_argument("--build-b", metavar="DIR", type=options.writable_dir,
                    help="B: syscost-<variant> from another build directory")
+    g.add_argument("--selfcheck", metavar="N", nargs="?", const=SELFCHECK_RUNS,
+                   type=options.int_range(1, 1000),
+                   help=f"the tool's own check: N A/A runs (default {SELFCHECK_RUNS}), A against "
+                        "byte-identical fresh copies of itself; prints how many called a "
+                        "difference against how many chance allows, exit 1 when more")
     p.add_argument("--build-a", metavar="DIR", type=options.writable_dir,
                    help="A: syscost-<variant> from this build directory instead of this "
                         "tree's (with --build-b: two builds, neither of them this one)")
@@ -51,13 +58,53 @@ def add_arguments(p, name):
                    help=f"rounds, each measuring A and B once per cell (default "
                         f"{ROUNDS['default']}; --quick {ROUNDS['quick']}, --long "
                         f"{ROUNDS['long']})")
+    p.add_argument("--copies", type=options.int_range(2, 64), metavar="K", default=ab.COPIES,
+                   help=f"fresh copies of each side's binary, spread over the rounds, so the "
+                        f"interval holds where the files' pages landed (default {ab.COPIES})")
     p.add_argument("--cpu", type=options.allowed_cpu, metavar="N", help="pin to CPU N")
     p.add_argument("--out", metavar="DIR", type=options.fresh_dir,
                    help="a new or empty directory for ab.json (default: a new results/ab-<host>-<UTC time>)")
     p.add_argument("--format", choices=sorted(export.EXPORTERS), default="text")
 
 
+def selfcheck(args):
+    """N A/A runs: A against fresh copies of its own binary, each run with copies of its own;
+    how many called a difference, against the most that chance gives 95% of the time."""
+    a = ab.side(f"A (build {args.build_a})" if args.build_a else "A (default)", build=args.build_a)
+    b = ab.side(f"A' (copies of {args.build_a or 'this build'})", build=args.build_a)
+    rounds = args.rounds or ROUNDS[args.mode]
+    base = Path(args.out) if args.out else files.new_directory(
+        paths.RESULTS, f"ab-selfcheck-{socket.gethostname()}")
+    base.mkdir(parents=True, exist_ok=True)
+    n, called, tests, lines = args.selfcheck, 0, 0, []
+    for i in range(n):
+        ui.progress(f"ab: self-check, A/A run {i + 1} of {n}")
+        doc = ab.run_ab(base / f"aa-{i + 1:03d}", a, b, args.variants, args.ops, args.shapes,
+                        rounds=rounds, cpu=args.cpu, copies=args.copies)
+        rows = compare.ab(doc)
+        for r in rows:
+            if r["decision"] == "unknown":
+                continue
+            tests += 1
+            called += r["decision"] in (compare.SLOWER, compare.FASTER)
+            lines.append(f"A/A {i + 1}: {r['variant']} {r['op']} {r['shape']}: {r['sentence']}")
+            print(lines[-1], flush=True)
+    if not tests:
+        raise ui.UserError("ab: the self-check decided nothing: no cell ran (see the warnings)")
+    allowed = compare.chance_allows(tests)
+    verdict = "within" if called <= allowed else "MORE than"
+    print(f"A/A self-check: {called} of {tests} decisions called a difference; chance alone "
+          f"(5% each) gives {0.05 * tests:g} on average and at most {allowed} in 95% of such "
+          f"checks: {verdict} chance ({rounds} rounds, {args.copies} copies a side; in {base})")
+    return 0 if called <= allowed else 1
+
+
 def main(args, name):
+    if args.selfcheck:
+        if args.build_b or args.speculation:
+            raise ui.UserError("--selfcheck compares A with copies of itself",
+                               "leave out --build-b and --speculation")
+        return selfcheck(args)
     if args.build_a and not args.build_b:
         raise ui.UserError("--build-a compares two builds", "give B's with --build-b as well")
     a = ab.side(f"A (build {args.build_a})", build=args.build_a) if args.build_a else \
@@ -70,7 +117,7 @@ def main(args, name):
     rounds = args.rounds or ROUNDS[args.mode]
     ui.progress(f"ab: {a['label']} against {b['label']}, {rounds} rounds, into {out}")
     doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
-                    cpu=args.cpu)
+                    cpu=args.cpu, copies=args.copies)
     rows = compare.ab(doc)
     t = export.Table("ab", ["variant", "op", "shape", "figure", "decision", "B/A", "ci_low",
                             "ci_high", "typical B/A", "rounds", "sentence"],

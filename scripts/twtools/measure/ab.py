@@ -6,17 +6,33 @@ syscost-<variant>).  Every round measures every chosen cell once under A and onc
 a shuffled order, so the host's drift lands on both alike; each round then gives one B/A
 value per cell (twtools.analyse.compare.paired_rounds decides).  ab.json keeps every batch of
 every round, raw, and how each side was run.
+
+Each side runs from COPIES fresh copies of its binary, round r from copy r % COPIES: the same
+bytes cost about 1% more or less depending on which file they run from (where its pages
+landed in memory, docs/syscost.md, "The binary's file"), for as long as the file lives, so a
+run from one file per side measures that file's placement along with the build.  Drawing the
+placement anew for every copy, spread over the whole run, puts it in the interval
+(analyse.stats.grouped_ratio replicates over the copies).  Two sides of one build (a
+--speculation comparison) run the same copy in a round, so its placement cancels in the pair.
 """
+import os
 import random
+import shutil
+import stat
+import tempfile
 import time
 from pathlib import Path
 
-from ..core import files, ui
-from ..machine import registry
+from ..core import files, paths, ui
+from ..machine import probe, registry
 from .syscost import SyscostError, calibrate, measure
 
-SCHEMA = "timewrite-ab/1"
+SCHEMA = "timewrite-ab/2"
 PROGRESS_S = 1.0
+# Fresh copies of each side's binary, each a new file: the groups the interval replicates
+# over.  Eight keep Student's t at 2.36 (7 df) while a default run's 200 rounds still give 25
+# rounds a copy, 5 in each side's fastest 20%.
+COPIES = 8
 
 
 def side(label, speculation=None, build=None):
@@ -29,11 +45,47 @@ def _binary(s, variant):
     return Path(s["build"]) / f"syscost-{variant}" if s["build"] else None
 
 
-def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None):
+def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None,
+         binary=None):
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
     return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
                    cpu=cpu, realtime=realtime, shape=shape, extra_args=extra,
-                   binary=_binary(s, variant), tsc_hz=tsc_hz)
+                   binary=binary or _binary(s, variant), tsc_hz=tsc_hz)
+
+
+def make_copies(sources, n, where=None):
+    """{key: [path of copy 0, ..., n-1]} for {key: source path}, and the directory holding them
+    (remove it when done).  Each copy is a new file written from the source's bytes, so the
+    kernel places its pages anew; the copies of every key have paths of one length (a
+    program's path is on its stack, and moves where the stack starts).  A source that is not a
+    regular file is not copied (its key maps to [source] * n), so measure() says what it is.
+    The copies go beside the build (a directory whose programs run, unlike a noexec /tmp),
+    or into the system's temporary directory when the build is not writable."""
+    base = where or paths.BUILD
+    try:
+        top = Path(tempfile.mkdtemp(prefix="ab-copies-", dir=base))
+    except OSError:
+        top = Path(tempfile.mkdtemp(prefix="ab-copies-"))
+    out = {}
+    for i, (key, src) in enumerate(sources.items()):
+        src = Path(src)
+        try:
+            regular = stat.S_ISREG(os.stat(src).st_mode)
+        except OSError:
+            regular = False
+        if not regular:
+            out[key] = [src] * n
+            continue
+        paths_ = []
+        for g in range(n):
+            d = top / f"{i:02d}-{g:02d}"
+            d.mkdir(exist_ok=True)
+            dst = d / src.name
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o755)
+            paths_.append(dst)
+        out[key] = paths_
+    return out, top
 
 
 def _calibrate(a, cells, cpu):
@@ -51,8 +103,9 @@ def _calibrate(a, cells, cpu):
 
 
 def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, batches=6,
-           batch_ms=0.5, warmup_ms=5, cpu=None, realtime=True):
-    """Interleave A and B over every (variant, op, shape) for `rounds` rounds; write ab.json."""
+           batch_ms=0.5, warmup_ms=5, cpu=None, realtime=True, copies=COPIES):
+    """Interleave A and B over every (variant, op, shape) for `rounds` rounds, each side from
+    `copies` fresh copies of its binary (round r from copy r % copies); write ab.json."""
     cells = [(v, op, shape) for v in variants for op in ops for shape in shapes
              if op in registry.get(v).ops and shape in registry.shapes_for(registry.get(v), op)]
     if not cells:
@@ -60,6 +113,22 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
                          "(variants/registry)")
     data = {(c, s["label"]): {"rounds": [], "reason": None} for c in cells for s in (a, b)}
     tsc_hz, cpu = _calibrate(a, cells, cpu)
+    k = max(1, min(copies, rounds))
+    same_build = a["build"] == b["build"]
+    sources = {}
+    for v in sorted({c[0] for c in cells}):
+        for s_ in ((a,) if same_build else (a, b)):
+            sources[(s_["label"], v)] = _binary(s_, v) or probe.binary("syscost", v)
+    copied, top = make_copies(sources, k)
+    try:
+        return _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cpu,
+                       realtime, tsc_hz, k, copied, same_build)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cpu, realtime,
+            tsc_hz, k, copied, same_build):
     t0 = shown = time.monotonic()
     for rnd in range(rounds):
         order = [(c, s) for c in cells for s in (a, b)]
@@ -68,8 +137,10 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
             d = data[(c, s["label"])]
             if d["reason"]:
                 continue
+            g = rnd % k
+            binary = copied[((a if same_build else s)["label"], c[0])][g]
             try:
-                r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz)
+                r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz, binary)
             except SyscostError as e:
                 d["reason"] = str(e)
                 ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}", "that cell is reported without a decision")
@@ -77,7 +148,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
             if not r["supported"]:
                 d["reason"] = r["reason"]
                 continue
-            d["rounds"].append({"round": rnd, "t_s": round(time.monotonic() - t0, 3),
+            d["rounds"].append({"round": rnd, "copy": g, "t_s": round(time.monotonic() - t0, 3),
                                 "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
                                 "speculation": r.get("speculation")})
         now = time.monotonic()
@@ -87,7 +158,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
             shown = now
     doc = {"schema": SCHEMA, "a": a, "b": b, "rounds": rounds, "batches": batches,
            "batch_ms": batch_ms, "wall_s": round(time.monotonic() - t0, 2),
-           "tsc_hz": tsc_hz, "cpu": cpu,
+           "tsc_hz": tsc_hz, "cpu": cpu, "copies": k,
            "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
                       "a": data[(c, a["label"])], "b": data[(c, b["label"])]} for c in cells]}
     if out_dir is not None:
