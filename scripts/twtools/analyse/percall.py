@@ -45,6 +45,13 @@ MIN_ROUNDS = 6
 # A batch of the reference cell this far above its undisturbed figure was taken while the host
 # was in its slow state: the share of such batches is how often the neighbours were there.
 SLOW_STATE = 0.10
+# A probe of the host (a process of the reference cell) is in the host's fast state when its
+# floor is within HOST_TOL of the run's fastest probe; a cell's process takes the label of the
+# probes on either side of it in time (both fast: fast).  The undisturbed figure rests on
+# the fast-labelled processes when at least GATED_MIN of them ran; below that the host
+# allowed too few quiet moments for this cell, and the figure says so.
+HOST_TOL = 0.05
+GATED_MIN = 8
 
 
 def key(c):
@@ -80,8 +87,57 @@ def usable(rd, key_name="samples_ns"):
     return (keep if keep else list(vals)), sum(1 for d in dist if d)
 
 
-def cell_summary(doc, cell):
-    """The analysed cell: the raw cell's identity plus every figure (no raw samples)."""
+def _floor_of(rd):
+    v = usable(rd)[0]
+    return min(v) if v else None
+
+
+def host_probes(doc):
+    """[(t_s, floor, fast)] of the run's host probes in time order, and the fastest floor: the
+    probes tw bench recorded (host_state.probes, the reference's processes, the ones it ran
+    while waiting for a quiet host included), or, for a run written before them, the reference
+    cell's own processes.  ([], None) when there is none with a time."""
+    hs = (doc or {}).get("host_state") or {}
+    pts = []
+    if isinstance(hs.get("probes"), list) and hs["probes"]:
+        for pr in hs["probes"]:
+            t, f = pr.get("t_s"), pr.get("floor_ns")
+            if isinstance(t, (int, float)) and isinstance(f, (int, float)) and f > 0:
+                pts.append((float(t), float(f)))
+    else:
+        ref = (doc or {}).get("reference") or {}
+        for c in (doc or {}).get("cells", []):
+            if (c.get("variant"), c.get("op"), c.get("shape") or "ret") == \
+                    (ref.get("variant"), ref.get("op", "null"), ref.get("shape", "ret")):
+                rounds, _ = rounds_of(doc, c)
+                for rd in rounds:
+                    t, f = rd.get("t_s"), _floor_of(rd)
+                    if isinstance(t, (int, float)) and f:
+                        pts.append((float(t), float(f)))
+    if not pts:
+        return [], None
+    best = min(f for _, f in pts)
+    pts.sort()
+    return [(t, f, f <= best * (1 + HOST_TOL)) for t, f in pts], best
+
+
+def host_label(probes, t):
+    """Whether a process that started at t met the host's fast state: the probes just before
+    and just after it were both fast (the one there is, at either end of the run); None when
+    there are no probes or t is unknown."""
+    if not probes or not isinstance(t, (int, float)):
+        return None
+    import bisect
+    i = bisect.bisect_right([p[0] for p in probes], t)
+    near = [probes[j][2] for j in (i - 1, i) if 0 <= j < len(probes)]
+    return all(near)
+
+
+def cell_summary(doc, cell, probes=None):
+    """The analysed cell: the raw cell's identity plus every figure (no raw samples).
+    probes: host_probes(doc)[0], when the run has host probes (tw bench's quiet-first
+    matrix): the undisturbed figure then rests on the processes that met the host's fast
+    state."""
     ident = {k: cell.get(k) for k in ("variant", "bits", "abi", "mechanism", "op", "size",
                                        "supported", "status", "reason", "errors")}
     ident["shape"] = cell.get("shape") or "ret"
@@ -103,8 +159,27 @@ def cell_summary(doc, cell):
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
-    u = stats.undisturbed(vals, times=times if None not in times else None,
-                          resolution=resolution(doc, cell))
+    gated = None
+    if probes:
+        labels = [host_label(probes, rd.get("t_s")) for rd in rounds]
+        fast = [i for i, x in enumerate(labels) if x]
+        gated = {"fast_processes": len(fast), "processes": len(rounds), "min": GATED_MIN}
+        if len(fast) >= GATED_MIN:
+            u = stats.undisturbed([vals[i] for i in fast],
+                                  times=[times[i] for i in fast] if None not in times else None,
+                                  resolution=resolution(doc, cell))
+            gated["used"] = True
+        else:
+            u = stats.undisturbed(vals, times=times if None not in times else None,
+                                  resolution=resolution(doc, cell))
+            gated["used"] = False
+            gated["why"] = (f"only {len(fast)} of its {len(rounds)} processes ran while the host "
+                            f"was in its fast state (at least {GATED_MIN} are needed): the "
+                            "figure is the fastest processes of every state")
+        u = dict(u, host=gated)
+    else:
+        u = stats.undisturbed(vals, times=times if None not in times else None,
+                              resolution=resolution(doc, cell))
     out["undisturbed"] = u
     # The old method's figure (before percall/4), to read an old result beside the new.
     out["undisturbed_pooled"] = stats.undisturbed_pooled(
@@ -147,6 +222,9 @@ def cell_summary(doc, cell):
         hu = _half_rel(u)
         if hu is not None and hu > stats.UNSTABLE_REL:
             why.append(f"undisturbed interval ±{100 * hu:.0f}%")
+        if gated and not gated["used"] and ident["op"] not in WAITING_OPS:
+            why.append(f"{gated['fast_processes']} of {gated['processes']} processes in the "
+                       "host's fast state")
     out["interference"] = _interference(s, u)
     fl = s.get("floor") or {}
     out["unstable"] = bool(why) or s.get("median") is None
@@ -237,7 +315,8 @@ def analyse(doc):
     samples: it says so."""
     if not doc:
         return None
-    cells = [cell_summary(doc, c) for c in doc.get("cells", [])]
+    probes, _ = host_probes(doc) if (doc.get("host_state") or {}).get("probes") else ([], None)
+    cells = [cell_summary(doc, c, probes) for c in doc.get("cells", [])]
     by_key = {key(c): (c, raw) for c, raw in zip(cells, doc.get("cells", []))}
     ref = doc.get("reference") or {}
     ref_name = ref.get("variant") or registry.find(64, "syscall")
@@ -377,6 +456,79 @@ def host_state(doc, ref_raw, ref_cell, cells):
     out["batches"] = total
     out["slow_share"] = slow / total if total else None
     out["reference_ns"] = floor_
+    out.update(quiet(doc, cells))
+    return out
+
+
+# A cell still wider than this after the run gets a projection of the time this host would
+# need for it (at the fast share it showed).
+PROJECT_TARGET = 0.01
+# Fewer fast probes than this: the host was never quiet for long; the fastest probe is an
+# isolated moment, not a state.
+QUIET_MIN_PROBES = 3
+
+
+def quiet(doc, cells):
+    """What the host allowed: the share of the probes (the reference's processes) in its fast
+    state, the waiting the quiet-first matrix did, how many fast-state processes each
+    undisturbed figure rests on, and for a fast cell still wider than PROJECT_TARGET how long
+    this host would need for it.  {} for a run without probes."""
+    probes, best = host_probes(doc)
+    if not probes:
+        return {}
+    hs = (doc or {}).get("host_state") or {}
+    n_fast = sum(1 for p in probes if p[2])
+    out = {"probes": len(probes), "fast_probes": n_fast, "fast_share": n_fast / len(probes),
+           "fast_tol": HOST_TOL, "fastest_probe_ns": best,
+           "probe_series": [[round(t, 3), round(f, 2), bool(k)] for t, f, k in probes],
+           "quiet_first": bool(hs.get("quiet_first")), "waited_s": hs.get("waited_s"),
+           "budget_s": hs.get("budget_s"), "target": hs.get("target"),
+           "stopped": hs.get("stopped"), "gated": bool(hs.get("probes"))}
+    # bursts: runs of consecutive fast probes, their start, end and length
+    bursts, start = [], None
+    for i, (t, _, k) in enumerate(probes):
+        if k and start is None:
+            start = t
+        if start is not None and (not k or i == len(probes) - 1):
+            end = t if k else probes[i - 1][0]
+            bursts.append([round(start, 3), round(end, 3)])
+            start = None
+    out["bursts"] = len(bursts)
+    out["longest_burst_s"] = max((b - a for a, b in bursts), default=0.0)
+    out["never_quiet"] = n_fast < QUIET_MIN_PROBES
+    if out["never_quiet"]:
+        out["never_quiet_why"] = (f"only {n_fast} of {len(probes)} probes came within "
+                                  f"{100 * HOST_TOL:.0f}% of the fastest ({best:.1f} ns): the "
+                                  "host was never quiet for long; the lowest state seen is that "
+                                  "probe's, not a known undisturbed state")
+    wall = (doc or {}).get("wall_s")
+    rounds = ((doc or {}).get("params") or {}).get("rounds")
+    round_s = wall / rounds if isinstance(wall, (int, float)) and rounds else None
+    per, wide = [], []
+    for c in cells:
+        u = c.get("undisturbed") or {}
+        g = u.get("host")
+        if not c.get("supported") or not g:
+            continue
+        per.append(g["fast_processes"])
+        hu = _half_rel(u)
+        if c.get("op") in FAST_OPS and c.get("primary") == "undisturbed" and hu is not None \
+                and hu > PROJECT_TARGET and round_s and out["fast_share"] > 0:
+            n = max(g["fast_processes"], 1)
+            need = math.ceil(n * (hu / PROJECT_TARGET) ** 2)
+            secs = (need - n) * round_s / out["fast_share"]
+            wide.append(secs)
+            u["projection"] = {"target": PROJECT_TARGET, "fast_processes_needed": need,
+                               "seconds": secs}
+    if per:
+        per.sort()
+        out["fast_processes_median"] = per[len(per) // 2]
+        out["fast_processes_min"] = per[0]
+    if wide:
+        wide.sort()
+        out["projection_s_median"] = wide[len(wide) // 2]
+        out["projection_s_max"] = wide[-1]
+        out["projected_cells"] = len(wide)
     return out
 
 
@@ -477,3 +629,20 @@ def pair(doc, a, b, how="diff", op="null", shape="ret"):
     if ca is None or cb is None:
         return None
     return _paired(doc, ca, cb, how)
+
+
+def target_status(analysed, target):
+    """How many of the fast cells (FAST_OPS, leading with the undisturbed figure) have an
+    undisturbed half-width within `target` (relative) that rests on the host's fast state:
+    {cells, met, met_keys: the cells' keys (variant, op, size, shape)}."""
+    cells = [c for c in (analysed or {}).get("cells", []) if c.get("supported")
+             and c.get("op") in FAST_OPS]
+    met = []
+    for c in cells:
+        u = c.get("undisturbed") or {}
+        g = u.get("host")
+        hu = _half_rel(u)
+        if c.get("primary") == "undisturbed" and hu is not None and hu <= target and \
+                (g is None or g.get("used")):
+            met.append(key(c))
+    return {"cells": len(cells), "met": len(met), "met_keys": set(met)}

@@ -1,6 +1,7 @@
 """`tw bench`: measure the per-call matrix, then analyse and print it."""
 import json
 import socket
+import time
 from pathlib import Path
 
 from ..analyse import peers as peers_analysis, percall, selfcheck as check
@@ -52,6 +53,18 @@ def add_arguments(parser, name):
                         help="where write-file/write-sync write (default: the --out directory)")
     parser.add_argument("--accuracy", action="store_true",
                         help="also run perf bench syscall basic and print accuracy/precision figures")
+    parser.add_argument("--target", metavar="PCT", type=options.checked(options.percent),
+                        help="keep measuring past the mode's rounds until every fast cell's "
+                             "undisturbed half-width is within PCT (e.g. 1%%), or --budget ends; "
+                             "cells that reach it are left alone")
+    parser.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
+                        help="the matrix's time budget (90s, 10m, 1h): with --target, when to "
+                             "stop trying (default 10m); without, how long it may wait for the "
+                             "host's quiet moments (default: half again the time its rounds "
+                             "take on a quiet host)")
+    parser.add_argument("--no-quiet-first", dest="quiet_first", action="store_false",
+                        help="measure at once whatever the host's state, instead of waiting "
+                             "for its fast state while the budget allows")
     parser.add_argument("--no-realtime", dest="realtime", action="store_false",
                         help="do not ask for SCHED_FIFO (default: ask; needs root)")
     parser.add_argument("--json", action="store_true",
@@ -84,11 +97,28 @@ def main(args, name):
             print("\n".join(present.format_peers(doc, a)))
         ui.progress(f"bench: wrote {out / 'peers.json'} in {doc['wall_s']:.1f} s")
         return 0
+    target = getattr(args, "target", None)
+    budget = getattr(args, "budget", None)
+    if target is not None and budget is None:
+        budget = TARGET_BUDGET_S
+    judge, skip = target_rule(target) if target is not None else (None, None)
+    t0 = time.monotonic()
     doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
                            sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
                            accuracy=args.accuracy, clock=args.clock, realtime=args.realtime,
-                           shapes=args.shapes)
+                           shapes=args.shapes, target=target, budget_s=budget,
+                           quiet_first=getattr(args, "quiet_first", True),
+                           should_stop=judge, skip=skip)
     analysed = percall.analyse(doc)
+    if target is not None:
+        met = percall.target_status(analysed, target)
+        line = (f"bench: target ±{100 * target:g}%: {met['met']} of {met['cells']} fast cells "
+                f"within it after {time.monotonic() - t0:.0f} s "
+                f"({doc['params']['rounds']} rounds; host fast in "
+                f"{100 * (analysed['host'].get('fast_share') or 0):.0f}% of probes; "
+                + ("stopped at the target" if doc["host_state"]["stopped"] == "target" else
+                   f"the budget of {budget:.0f} s ended first") + ")")
+        ui.progress(line)
     if args.json:
         print(json.dumps(analysed, indent=1))
     else:
@@ -106,6 +136,28 @@ def main(args, name):
     if not analysed["measured"]:
         raise ui.UserError("no cell could be measured", "see tw doctor", code=ui.EXIT_FAILED)
     return 0
+
+
+# --target's default budget: ten minutes (issue 42's example).
+TARGET_BUDGET_S = 600.0
+
+
+def target_rule(target):
+    """(should_stop, skip) for run_matrix: the analysis judges the document so far; a cell
+    that reached the target is left out of later rounds (its figure is fixed from then on)."""
+    done = set()
+
+    def should_stop(doc):
+        a = percall.analyse(doc)
+        st = percall.target_status(a, target)
+        done.clear()
+        done.update(st["met_keys"])
+        return st["met"] == st["cells"], (f"{st['met']} of {st['cells']} fast cells within "
+                                          f"±{100 * target:g}%")
+
+    def skip(key):
+        return key in done
+    return should_stop, skip
 
 
 def selfcheck(args, out, sizes):

@@ -110,3 +110,27 @@ def add_costs_source(parser):
                         "or measured here when there is none)")
     g.add_argument("--measure", action="store_true",
                    help="measure the per-call costs here, now, even if results exist")
+
+
+def duration(text):
+    """Seconds from '90', '90s', '10m' or '1h' (finite, positive); ValueError says what is
+    wrong."""
+    import re
+    m = re.fullmatch(r"(\d{1,7}(?:\.\d{1,3})?)([smh]?)", text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"'{text}' is not a duration: give seconds, or a number with s, m or h "
+                         "(90s, 10m, 1h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def percent(text):
+    """A relative precision from '1%' or '0.01' (between 0.01% and 50%)."""
+    import re
+    t = text.strip()
+    m = re.fullmatch(r"(\d{1,3}(?:\.\d{1,4})?)(%?)", t)
+    if not m:
+        raise ValueError(f"'{text}' is not a precision: give a percentage such as 1% or 0.5%")
+    v = float(m.group(1)) / (100 if m.group(2) else 1)
+    if not 0.0001 <= v <= 0.5:
+        raise ValueError(f"'{text}': the precision must be between 0.01% and 50%")
+    return v

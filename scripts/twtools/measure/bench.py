@@ -31,8 +31,22 @@ SYNC_SIZE = 256                      # write-sync: the seed report's slow row
 DEVNULL_SIZE = 1
 # The cell every round measures, to which every cell is also compared, paired by round.
 REFERENCE_OP, REFERENCE_SHAPE = "null", "ret"
-# ... several times per round: once every this many other cells.
-REF_EVERY = 12
+# ... several times per round: once every this many other cells.  The reference is also the
+# host's probe: each of its processes says whether the host was in its fast state then
+# (analyse.hoststate), and the cells' processes between two of them take their label, so it
+# runs often enough that a burst of the fast state (seconds long on a noisy cloud host) holds
+# many probes, at a seventh of the matrix's processes.
+REF_EVERY = 6
+# Quiet first: a probe (reference process) whose floor is more than HOST_TOL above the
+# fastest probe so far says the host is slow; while it is, and the run's budget has slack
+# beyond the work left, the matrix waits WAIT_S and probes again instead of measuring cells
+# in the slow state.  The labels are computed again at analysis time from the whole run's
+# fastest probe; these live ones only decide when to measure.
+HOST_TOL = 0.05
+WAIT_S = 0.05
+# The budget of a matrix, as a multiple of what its rounds take on a quiet host (estimated
+# from the first round): the slack a noisy host may spend waiting for quiet moments.
+BUDGET_FACTOR = {"quick": 1.0, "default": 1.5, "long": 2.0}
 
 # Per mode: rounds, batches per run, batch length, warm-up, perf bench runs.  Every mode
 # takes batches of the same length and number per process: the undisturbed figure is a share
@@ -115,7 +129,8 @@ def _stack_pad(rnd):
 
 def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rounds=None,
                cpu=None, file_dir=None, accuracy=False, clock=None, realtime=True,
-               shapes=None, judged=None):
+               shapes=None, judged=None, target=None, budget_s=None, quiet_first=True,
+               should_stop=None, skip=None):
     """Measure the per-call matrix; write percall.json into out_dir; return the document.
 
     variants  names ('64-syscall', ...) or None for every mechanism of the registry
@@ -126,6 +141,14 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     accuracy  also run `perf bench syscall basic` once per round
     realtime  run syscost (and perf bench) under SCHED_FIFO when allowed
     judged    probe.check_all('syscost') rows, when the caller has them already
+    quiet_first  wait for the host's fast state (the reference's probes) while the budget
+              has slack: on a quiet host this never waits
+    budget_s  the matrix's time budget (default: BUDGET_FACTOR of the mode's rounds' time on a
+              quiet host, estimated from the first round)
+    target    keep adding rounds past the mode's until should_stop(doc) says so or the budget
+              (required then) is spent; should_stop(doc) -> (stop, progress text) is the
+              analysis' judgement (this layer does not analyse)
+    skip      skip(cell key) -> True for cells that need no more rounds (target met)
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
@@ -180,52 +203,139 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
 
     ref_key = next((k for k in state if (k[0], k[1], k[3]) == ref and state[k]["supported"]), None)
-    for rnd in range(params["rounds"]):
-        order = [k for k, c in state.items() if c["supported"] and k != ref_key]
-        random.Random(rnd).shuffle(order)
-        if ref_key is not None:
-            # The reference runs every REF_EVERY cells, so each cell has one a fraction of a
-            # second away: the host's speed changes faster than a round lasts, and a ratio
-            # only cancels what both of its cells saw.
-            for i in range(len(order) - len(order) % REF_EVERY, -1, -REF_EVERY):
-                order.insert(i, ref_key)
-        t_round = time.monotonic()
-        for key in order:
-            c = state[key]
-            if len(c["errors"]) >= 2:
-                continue        # failed twice: stop spending time on it
-            sync = c["op"] == "write-sync"
-            t_cell = time.monotonic() - t_start
-            try:
-                res = measure(key[0], c["op"], c["size"],
-                              batches=SYNC_BATCHES[mode] if sync else params["batches"],
-                              calls=c["calls"], cpu=pinned, tsc_hz=tsc_hz, clock=clock,
-                              batch_ms=params["batch_ms"],
-                              warmup_ms=min(params["warmup_ms"], 5) if sync else params["warmup_ms"],
-                              file_dir=file_dir, realtime=realtime, shape=c["shape"],
-                              extra_env=_stack_pad(rnd))
-            except SyscostError as e:
-                c["errors"].append(str(e))
-                ui.warn(f"bench: {' '.join(str(x) for x in key if x is not None)}: {e}",
-                        "the cell is reported with the error")
-                continue
-            if not res["supported"]:
-                c["supported"], c["reason"] = False, res["reason"]
-                if c["status"] == "works":
-                    c["status"] = "broken"      # it passed its probe, then stopped working
-                continue
-            if c["calls"] is None:
-                c["calls"] = res["calls_per_batch"]   # later rounds reuse the first round's size
-            rd = {"round": rnd, "t_s": round(t_cell, 3), "calls_per_batch": res["calls_per_batch"],
-                  "cpu": res.get("cpu"), "sched": res.get("sched")}
-            for k, name in BATCH_KEYS.items():
-                if res.get(k) is not None:
-                    rd[name] = res[k]
+    quiet = quiet_first and ref_key is not None
+    host = {"probes": [], "tol": HOST_TOL, "quiet_first": quiet, "waited_s": 0.0,
+            "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0}
+    best = [None]
+
+    def run_one(key, rnd, record=True):
+        """One process of one cell; its record (appended to the cell unless record is False),
+        or None when it gave nothing."""
+        c = state[key]
+        if len(c["errors"]) >= 2:
+            return None         # failed twice: stop spending time on it
+        sync = c["op"] == "write-sync"
+        t_cell = time.monotonic() - t_start
+        try:
+            res = measure(key[0], c["op"], c["size"],
+                          batches=SYNC_BATCHES[mode] if sync else params["batches"],
+                          calls=c["calls"], cpu=pinned, tsc_hz=tsc_hz, clock=clock,
+                          batch_ms=params["batch_ms"],
+                          warmup_ms=min(params["warmup_ms"], 5) if sync else params["warmup_ms"],
+                          file_dir=file_dir, realtime=realtime, shape=c["shape"],
+                          extra_env=_stack_pad(rnd))
+        except SyscostError as e:
+            c["errors"].append(str(e))
+            ui.warn(f"bench: {' '.join(str(x) for x in key if x is not None)}: {e}",
+                    "the cell is reported with the error")
+            return None
+        if not res["supported"]:
+            c["supported"], c["reason"] = False, res["reason"]
+            if c["status"] == "works":
+                c["status"] = "broken"      # it passed its probe, then stopped working
+            return None
+        if c["calls"] is None:
+            c["calls"] = res["calls_per_batch"]   # later rounds reuse the first round's size
+        rd = {"round": rnd, "t_s": round(t_cell, 3), "calls_per_batch": res["calls_per_batch"],
+              "cpu": res.get("cpu"), "sched": res.get("sched")}
+        for k, name in BATCH_KEYS.items():
+            if res.get(k) is not None:
+                rd[name] = res[k]
+        if record:
             c["rounds"].append(rd)
-            clk = clk or res.get("clock")
-            scheds.add(res.get("sched"))
-            if res.get("sched") != "fifo":
-                sched_why = res.get("sched_why")
+        scheds.add(res.get("sched"))
+        nonlocal_sched[0] = res.get("sched_why") if res.get("sched") != "fifo" else nonlocal_sched[0]
+        nonlocal_sched[1] = nonlocal_sched[1] or res.get("clock")
+        return rd
+
+    def host_probe(rnd, record):
+        """Run the reference once as the host's probe: (its record, fast or not, or None)."""
+        rd = run_one(ref_key, rnd, record)
+        vals = [v for v, bad in zip(rd.get("samples_ns") or [], rd.get("disturbed") or [])
+                if not bad] or (rd.get("samples_ns") or []) if rd else []
+        vals = [v for v in vals if isinstance(v, (int, float)) and v == v]
+        if not vals:
+            return rd, None
+        f = min(vals)
+        best[0] = f if best[0] is None else min(best[0], f)
+        fast = f <= best[0] * (1 + HOST_TOL)
+        host["probes"].append({"t_s": rd["t_s"], "round": rnd, "floor_ns": f, "fast": fast,
+                               "in_cell": record})
+        return rd, fast
+
+    nonlocal_sched = [None, None]
+
+    def _doc():
+        """The document of what was measured so far."""
+        sched_why = nonlocal_sched[0]
+        wall = time.monotonic() - t_start - perf_s
+
+        out_cells = []
+        for (name, op, size, shape), c in state.items():
+            m = c["mech"]
+            cell = {"variant": name, "bits": m.bits, "abi": m.abi, "mechanism": m.mechanism,
+                    "op": op, "size": size, "shape": shape, "supported": c["supported"],
+                    "status": c["status"], "reason": c["reason"], "calls_per_batch": c["calls"],
+                    "rounds": c["rounds"]}
+            if c["errors"]:
+                cell["errors"] = c["errors"]
+            out_cells.append(cell)
+        doc = {"schema": SCHEMA, "clock": clk or nonlocal_sched[1], "tsc_hz": tsc_hz, "cpu": pinned, "mode": mode,
+               "params": {"batches": params["batches"], "sync_batches": SYNC_BATCHES[mode],
+                          "calls_per_batch": "auto (first round, then fixed)",
+                          "batch_ms": params["batch_ms"], "warmup_ms": params["warmup_ms"],
+                          "rounds": host["rounds"], "rounds_mode": params["rounds"],
+                          "sizes": sizes,
+                          "ops": list(ops) if ops is not None else None,
+                          "shapes": list(shapes) if shapes is not None else None,
+                          "variants": [m.name for m in mechs]},
+               "reference": {"variant": ref[0], "op": ref[1], "shape": ref[2]},
+               "sched": "fifo" if scheds == {"fifo"} else ("mixed" if "fifo" in scheds else "other"),
+               "sched_why": sched_why or ("SCHED_FIFO priority 50" if scheds == {"fifo"} else None),
+               "file_dir": str(file_dir), "file_fstype": _fstype(file_dir),
+               "host": socket.gethostname(), "full_matrix": full,
+               "wall_s": wall, "cells": out_cells,
+               "perf_bench": perf if accuracy else None,
+               "host_state": dict(host, probes=list(host["probes"]))}
+        return doc
+
+    round_s = None          # what one round took without waiting (the first round's time)
+    max_rounds = params["rounds"] if target is None else 10000
+    rnd = 0
+    while rnd < max_rounds:
+        order = [k for k, c in state.items() if c["supported"] and k != ref_key
+                 and not (skip and skip(k))]
+        random.Random(rnd).shuffle(order)
+        t_round = time.monotonic()
+        waited_round = 0.0
+        chunks = [order[i:i + REF_EVERY] for i in range(0, len(order), REF_EVERY)] or [[]]
+        for ci, chunk in enumerate(chunks):
+            if ref_key is not None:
+                # The probe before each chunk: while the host is slow and the budget has slack
+                # beyond the work left, wait for its fast state instead of measuring in the slow
+                # one.  Only the probe that opens the chunk counts as a reference round.
+                rd, fast = host_probe(rnd, record=False)
+                while quiet and fast is False and budget_s is not None and round_s is not None:
+                    left = round_s * (max(params["rounds"] - rnd, 1) if target is None else 1)
+                    elapsed = time.monotonic() - t_start - perf_s
+                    if elapsed + left + WAIT_S > budget_s:
+                        break
+                    time.sleep(WAIT_S)
+                    waited_round += WAIT_S
+                    rd, fast = host_probe(rnd, record=False)
+                if rd is not None:
+                    state[ref_key]["rounds"].append(rd)
+                    host["probes"][-1]["in_cell"] = True
+            for key in chunk:
+                run_one(key, rnd)
+        if ref_key is not None:
+            rd, _ = host_probe(rnd, record=True)       # the round's closing probe
+        host["waited_s"] += waited_round
+        if round_s is None:
+            round_s = time.monotonic() - t_round
+            if budget_s is None and target is None:
+                budget_s = BUDGET_FACTOR.get(mode, 1.0) * round_s * params["rounds"]
+                host["budget_s"] = budget_s
         if accuracy:
             t_perf = time.monotonic()
             ns, why = perf_bench_once(params["perf_loops"], cpu=pinned, realtime=realtime)
@@ -235,35 +345,29 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             else:
                 perf["samples"].append(ns)
                 perf["rounds"].append(rnd)
-        ui.progress(f"bench: round {rnd + 1}/{params['rounds']} "
-                    f"({time.monotonic() - t_round:.1f} s)")
-    wall = time.monotonic() - t_start - perf_s
-
-    out_cells = []
-    for (name, op, size, shape), c in state.items():
-        m = c["mech"]
-        cell = {"variant": name, "bits": m.bits, "abi": m.abi, "mechanism": m.mechanism,
-                "op": op, "size": size, "shape": shape, "supported": c["supported"],
-                "status": c["status"], "reason": c["reason"], "calls_per_batch": c["calls"],
-                "rounds": c["rounds"]}
-        if c["errors"]:
-            cell["errors"] = c["errors"]
-        out_cells.append(cell)
-    doc = {"schema": SCHEMA, "clock": clk, "tsc_hz": tsc_hz, "cpu": pinned, "mode": mode,
-           "params": {"batches": params["batches"], "sync_batches": SYNC_BATCHES[mode],
-                      "calls_per_batch": "auto (first round, then fixed)",
-                      "batch_ms": params["batch_ms"], "warmup_ms": params["warmup_ms"],
-                      "rounds": params["rounds"], "sizes": sizes,
-                      "ops": list(ops) if ops is not None else None,
-                      "shapes": list(shapes) if shapes is not None else None,
-                      "variants": [m.name for m in mechs]},
-           "reference": {"variant": ref[0], "op": ref[1], "shape": ref[2]},
-           "sched": "fifo" if scheds == {"fifo"} else ("mixed" if "fifo" in scheds else "other"),
-           "sched_why": sched_why or ("SCHED_FIFO priority 50" if scheds == {"fifo"} else None),
-           "file_dir": str(file_dir), "file_fstype": _fstype(file_dir),
-           "host": socket.gethostname(), "full_matrix": full,
-           "wall_s": wall, "cells": out_cells,
-           "perf_bench": perf if accuracy else None}
+        rnd += 1
+        host["rounds"] = rnd
+        elapsed = time.monotonic() - t_start - perf_s
+        pr = host["probes"]
+        share = sum(1 for x in pr if x["fast"]) / len(pr) if pr else None
+        msg = (f"bench: round {rnd}{'' if target else '/' + str(params['rounds'])} "
+               f"({time.monotonic() - t_round:.1f} s"
+               + (f", {waited_round:.1f} s waiting for a quiet host" if waited_round else "")
+               + (f"; host fast in {100 * share:.0f}% of probes so far" if share is not None else "")
+               + ")")
+        if should_stop is not None and rnd >= params["rounds"]:
+            stop, why = should_stop(_doc())
+            msg += f"; {why}"
+            if stop:
+                host["stopped"] = "target"
+                ui.progress(msg)
+                break
+        if target is not None and budget_s is not None and elapsed >= budget_s:
+            host["stopped"] = "budget"
+            ui.progress(msg + f"; the budget of {budget_s:.0f} s is spent")
+            break
+        ui.progress(msg)
+    doc = _doc()
     if out_dir is not None:
         files.write_json(Path(out_dir) / "percall.json", doc)
     return doc

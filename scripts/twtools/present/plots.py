@@ -121,7 +121,19 @@ def plot_host(host, outdir):
     ref = (host or {}).get("reference_ns")
     if not pts or ref is None:
         return None
-    fig, ax = plt.subplots(figsize=(8, 3))
+    probes = host.get("probe_series") or []
+    if probes:
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 4), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 1]})
+        pt = [p[0] for p in probes]
+        ax2.scatter(pt, [1 if p[2] else 0 for p in probes], s=6,
+                    c=["tab:green" if p[2] else "tab:red" for p in probes])
+        ax2.set_yticks([0, 1], ["slow", "fast"])
+        ax2.set_ylim(-0.5, 1.5)
+        ax2.set_ylabel("probe")
+    else:
+        fig, ax = plt.subplots(figsize=(8, 3))
+        ax2 = None
     ts, vs = zip(*pts)
     slow = ref * (1 + host.get("slow_margin", 0.1))
     ax.scatter(ts, vs, s=4, c=["tab:orange" if v > slow else "tab:blue" for v in vs])
@@ -130,7 +142,7 @@ def plot_host(host, outdir):
                label=f"slow state above {slow:.1f} ns")
     hi = float(np.percentile(vs, 99)) if len(vs) > 10 else max(vs)
     ax.set_ylim(min(vs) * 0.97, max(hi * 1.05, slow * 1.1))
-    ax.set_xlabel("seconds into the matrix")
+    (ax2 or ax).set_xlabel("seconds into the matrix")
     ax.set_ylabel("ns per call")
     ax.set_title("The reference cell (64-bit syscall, null) over the run: each dot a batch")
     _legend(ax, fontsize=7)

@@ -278,8 +278,31 @@ def sec_host(doc, data, pdir):
     parts.append("The undisturbed figures above do not depend on how often this happened; the "
                  "typical ones do, and a rerun at another moment will move them.")
     doc.p(" ".join(parts))
+    if h.get("fast_share") is not None:
+        q = [f"What the host allowed: of {h['probes']} probes (the reference's processes, run "
+             f"between every few cells), {h['fast_probes']} ({100 * h['fast_share']:.0f}%) were in "
+             f"its fast state, within {100 * h['fast_tol']:.0f}% of the fastest "
+             f"({h['fastest_probe_ns']:.1f} ns), in {h['bursts']} stretch(es), the longest "
+             f"{h['longest_burst_s']:.1f} s."]
+        if h.get("gated"):
+            q.append("Each undisturbed figure rests on the processes that ran between two fast "
+                     f"probes: {h.get('fast_processes_median', 0)} in the median cell (at least "
+                     f"{h.get('fast_processes_min', 0)}); a cell with fewer than 8 uses every "
+                     "process and is marked.")
+        if h.get("quiet_first"):
+            q.append(f"The matrix waited {h.get('waited_s') or 0:.1f} s for quiet moments"
+                     + (f", within a budget of {h['budget_s']:.0f} s" if h.get("budget_s") else "")
+                     + ".")
+        if h.get("projected_cells"):
+            q.append(f"{h['projected_cells']} fast cells are still wider than ±1%: at this fast "
+                     f"share, ±1% would need about {_dur(h['projection_s_median'])} more for the "
+                     f"median one and {_dur(h['projection_s_max'])} for the widest "
+                     "(`tw bench --target 1%`).")
+        if h.get("never_quiet"):
+            q.append(f"The host was never quiet: {h['never_quiet_why']}.")
+        doc.p(" ".join(q))
     doc.plot(plots.plot_host(h, pdir), "The reference cell over the run: each dot a batch; "
-             "orange above the slow-state line")
+             "orange above the slow-state line; below, each probe's state (fast or slow)")
 
 
 def _short(c):
@@ -312,6 +335,52 @@ def sec_verdict(doc, v, data=None):
         causes_mod.today((data or {}).get("causes"), (data or {}).get("percall")))
     if today:
         doc.p(today)
+    noisy = host_line((data or {}).get("percall"))
+    if noisy:
+        doc.p(noisy)
+
+
+# The first screen says the host was too noisy when the fast cells' median undisturbed
+# half-width is above this.
+NOISY_HALF = 0.02
+
+
+def host_line(pc):
+    """One line for the first screen when the host was too noisy for precise figures, with
+    what to do; None when it allowed them (or the run has no probes)."""
+    h = (pc or {}).get("host") or {}
+    if h.get("fast_share") is None:
+        return None
+    fast = [c for c in (pc or {}).get("cells", []) if c.get("supported")
+            and c.get("op") in ("null", "getppid", "write-devnull")
+            and c.get("primary") == "undisturbed" and c.get("undisturbed_ns")]
+    halves = sorted((c["undisturbed_ci_high"] - c["undisturbed_ci_low"]) / 2 / c["undisturbed_ns"]
+                    for c in fast if c.get("undisturbed_ci_low") is not None)
+    med = halves[len(halves) // 2] if halves else None
+    if h.get("never_quiet"):
+        return (f"**This host was never quiet during the run**: {h['never_quiet_why']}. The "
+                "undisturbed figures are the fastest moments it had, not its undisturbed cost; "
+                "run again when the host is quieter, or `tw bench --target 1% --budget 30m`.")
+    if med is None or med <= NOISY_HALF:
+        return None
+    proj = h.get("projection_s_median")
+    return (f"**This host was noisy**: it was in its fast state in {100 * h['fast_share']:.0f}% "
+            f"of the run's probes, and the fast cells' undisturbed intervals are ±{100 * med:.1f}% "
+            "(median)"
+            + (f"; ±1% would take this host about {_dur(proj)} of measuring at that share"
+               if proj else "")
+            + ": `tw bench --target 1% --budget 30m` measures until then (\"This host during "
+            "the run\").")
+
+
+def _dur(s):
+    if s is None:
+        return "unknown"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
 
 
 def sec_verdict_detail(doc, v):
