@@ -184,3 +184,21 @@ def test_tw_neighbour_refuses_a_bad_share_in_one_line(built):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "share" in p.stderr.splitlines()[-1]
     assert "Traceback" not in p.stderr
+
+
+def test_ctrl_c_stops_tw_neighbour_and_its_program(built):
+    """Ctrl-C reaches the whole foreground group: the program prints its line, tw exits 0."""
+    p = subprocess.Popen([sys.executable, str(TW), "neighbour", "--share", "0.5", "--burst-ms",
+                          "5", "--mb", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        assert "Ctrl-C stops it" in p.stderr.readline()      # said just before it starts
+        time.sleep(0.3)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 0, err
+    assert json.loads(out)["stopped"] == "sigint"
+    assert "Traceback" not in err
