@@ -106,14 +106,23 @@ def test_the_other_runs_were_quiet_more_often():
 
 
 def test_projection_from_the_replay(report_run, state):
-    """What +/-1% for the reference cell would take on this host at the share it showed: its
-    18 fast floors make a plan; each cell's process came once a round (wall / 32 rounds)."""
+    """What +/-1% for the reference cell would take on this host at the share it showed.  Its
+    18 fast floors (109.8 ... 115.2 ns): the first 12 give s0 = 2.06 ns, so 33 are needed; the 18
+    in hand give +/-1.34%.  A reference process came every wall / (32 rounds x 11) = 0.113 s and
+    5.1% of them were fast: 33 take 73 s of bench, 33 s more than this run had."""
     ref = hoststate.cell(state, *hoststate.REFERENCE)
-    per_round = state["wall_s"] / report_run["params"]["rounds"] / 11   # 11 reference procs
-    pr = sequential.projection(ref["fast_floors"], state["fast_process_share"], per_round, 0.01)
+    assert len(ref["fast_floors"]) == 18
     p = sequential.plan(ref["fast_floors"], 0.01)
-    assert p["ready"] and pr["need_n"] == p["need_n"]
-    assert pr["seconds"] == pytest.approx(p["need_n"] / (18 / 352) * per_round)
+    assert p["ready"] and p["need_n"] == 33 and p["screened"] == 0
+    assert p["s0"] == pytest.approx(2.058, abs=0.001)
+    iv = sequential.interval(ref["fast_floors"], p)
+    assert iv["n"] == 18 and not iv["met"] and iv["half_rel"] == pytest.approx(0.0134, abs=1e-4)
+    assert iv["value"] == pytest.approx(112.73, abs=0.01)
+    every = state["wall_s"] / report_run["params"]["rounds"] / 11
+    pr = sequential.projection(ref["fast_floors"], state["fast_process_share"], every, 0.01)
+    assert pr["need_n"] == 33
+    assert pr["seconds"] == pytest.approx(73.2, abs=0.1)
+    assert pr["more_seconds"] == pytest.approx(33.3, abs=0.1)
 
 
 def test_a_run_without_reference_rounds_says_why():
