@@ -95,7 +95,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(addprefix $(BUILD)/legs-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
-            $(BUILD)/hostclock $(BUILD)/timewrite $(WATCH_BINARIES)
+            $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES)
 
 .PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv \
 	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
@@ -138,6 +138,10 @@ $(BUILD)/wvbench-64: $(OBJ)/64-x86_64/wvbench.o $(OBJ)/64-x86_64/json_out.o $(OB
 # The host's speed for user code, beside which the sweeps' moves are read: no stub, no
 # kernel entry, so one 64-bit build serves every variant.
 $(BUILD)/hostclock: $(OBJ)/64-x86_64/hostclock.o $(OBJ)/64-x86_64/json_out.o $(OBJ)/64-x86_64/tw_cli.o
+	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
+# A noisy neighbour on purpose (docs/syscost.md): cache and memory thrashing in bursts, on the
+# CPU syscost does not use.  One 64-bit build, like hostclock.
+$(BUILD)/neighbour: $(OBJ)/64-x86_64/neighbour.o $(OBJ)/64-x86_64/cpu.o $(OBJ)/64-x86_64/tw_cli.o
 	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/32-i386/tw_cli.o
 	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm

@@ -1,4 +1,4 @@
-/* cpu.c: the last allowed CPU, and pinning to one (cpu.h). */
+/* cpu.c: the first and last allowed CPUs, and pinning to one (cpu.h). */
 #include <err.h>
 #include <sched.h>
 
@@ -13,6 +13,20 @@ last_allowed_cpu(void)
 	if (sched_getaffinity(0, sizeof(set), &set) == -1)
 		err(1, "sched_getaffinity");
 	for (i = CPU_SETSIZE - 1; i >= 0; i--)
+		if (CPU_ISSET(i, &set))
+			return i;
+	errx(1, "sched_getaffinity: no CPU allowed");
+}
+
+long
+first_allowed_cpu(void)
+{
+	cpu_set_t set;
+	long i;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == -1)
+		err(1, "sched_getaffinity");
+	for (i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, &set))
 			return i;
 	errx(1, "sched_getaffinity: no CPU allowed");

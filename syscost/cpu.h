@@ -8,6 +8,8 @@
 
 /* The last CPU this process may run on (the default of --cpu). */
 long last_allowed_cpu(void);
+/* The first: where the noisy neighbour (neighbour.c) runs by default, away from syscost. */
+long first_allowed_cpu(void);
 /* Run this process on CPU `cpu` only; exits with the reason when it cannot. */
 void pin_cpu(long cpu);
 

@@ -61,6 +61,9 @@ CHECK_TIER = (
     "test_watch_unit.py",
     "test_fleet_readiness.py",
     "test_ab_copies.py",
+    "test_sequential.py",
+    "test_sequential_coverage.py",
+    "test_hoststate.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

@@ -1,6 +1,7 @@
-"""timewrite, syscost, wvbench, hostclock and legs read numbers one way and report bad usage one way.
+"""timewrite, syscost, wvbench, hostclock, legs and neighbour read numbers one way and report bad
+usage one way.
 
-All five link timewrite/tw_cli.c.  This breaks when a program goes back to its
+All six link timewrite/tw_cli.c.  This breaks when a program goes back to its
 own strtol (which skips leading blanks and takes '+', so syscost once accepted
 --batches " 2" that timewrite refused as --sizes " 256"), when the parser starts
 accepting blanks, signs, hex, "inf" or trailing text, when a range check goes,
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import BUILD, ROOT, run
 
-PROGRAMS = ("timewrite", "syscost", "wvbench", "hostclock", "legs")
+PROGRAMS = ("timewrite", "syscost", "wvbench", "hostclock", "legs", "neighbour")
 
 
 def readme_synopses():
@@ -32,7 +33,7 @@ def readme_synopses():
 def binaries():
     """Every built binary of the three programs, as (program, path)."""
     found = []
-    for p in sorted(BUILD.glob("*-*")) + [BUILD / "hostclock"]:
+    for p in sorted(BUILD.glob("*-*")) + [BUILD / "hostclock", BUILD / "neighbour"]:
         prog = p.name.split("-", 1)[0]
         if prog in PROGRAMS and p.is_file():
             found.append(pytest.param(prog, p, id=p.name))
@@ -46,6 +47,7 @@ UNKNOWN = {
     "wvbench": ["writev", "--no-such-option"],
     "hostclock": ["--no-such-option"],
     "legs": ["--no-such-option"],
+    "neighbour": ["--no-such-option"],
 }
 
 

@@ -42,6 +42,8 @@ COMMANDS = {
     "report": ("cli.report", "write report.md/report.html from a results directory"),
     "compare": ("cli.compare", "compare several results directories, with decisions"),
     "ab": ("cli.ab", "alternate two settings round by round and decide which is faster"),
+    "neighbour": ("cli.neighbour", "a noisy neighbour on purpose: cache and memory thrashing in "
+                                   "bursts on the other CPU, to reproduce a noisy host"),
     "fleet": ("cli.fleet", "one view of many machines: groups, outliers, what explains them"),
     "unpack": ("cli.unpack", "unpack a results archive fetched from a host, refusing hostile ones"),
     "atlas": ("cli.atlas", "add a results directory's run to the atlas of machines measured"),

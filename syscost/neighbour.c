@@ -1,0 +1,307 @@
+/*
+ * neighbour: a noisy neighbour on purpose, to reproduce a noisy cloud host on any machine.
+ *
+ *   neighbour [--cpu n] [--share s] [--burst-ms b] [--mb m] [--seconds t]
+ *             [--seed x]
+ *	Pinned to CPU n (default: the first CPU this process may use; syscost
+ *	pins to the last), alternates noisy bursts and quiet stretches.  In a
+ *	noisy burst it thrashes the caches and memory: one byte written every
+ *	64 bytes over an m MiB buffer (default 64), and a pointer chase over
+ *	the same buffer's cache lines in a random cycle, so that both the shared
+ *	cache and the memory bandwidth are taken from the other CPU.  In a quiet
+ *	stretch it sleeps.  Burst and quiet lengths are exponential, the bursts'
+ *	mean b ms (default 3000), the quiet stretches' mean b (1 - s) / s, so
+ *	that a share s of the time (default 0.9) is noisy; s = 1 is always
+ *	noisy, s = 0 always quiet.
+ *
+ * Why it exists: issue 42's noisy AMD guest was slowed by other tenants most
+ * of the time, and quiet in bursts of a few seconds.  That host cannot be
+ * had on demand; this program makes one inside any guest with two CPUs
+ * (docs/syscost.md, "A noisy neighbour on purpose"): `tw neighbour` in one
+ * terminal, `tw bench` in another.  syscost runs SCHED_FIFO on its own CPU,
+ * so the neighbour never shares that CPU's time; it shares what the two
+ * CPUs share: the last-level cache, the memory bus and, on an SMT pair, the
+ * core.
+ *
+ * It stops after t seconds (default: never), on SIGTERM or SIGINT, and
+ * when its parent dies (PR_SET_PDEATHSIG), and prints one JSON object on
+ * stdout: the seconds it ran, the noisy share it achieved, the bursts.
+ * Exit 2 on bad usage, 1 on a run-time error.  Numbers on the command line
+ * are read by tw_cli.c.
+ */
+#include <err.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "tw_cli.h"
+
+#define LINE		64
+#define MAX_MB		65536
+#define MAX_BURST_MS	3600000.0
+#define MAX_SECONDS	31536000.0
+/* Work between two looks at the clock: short against a burst of a few
+ * milliseconds, long against the clock read. */
+#define CHUNK_LINES	4096
+#define CHASE_STEPS	1024
+
+const char tw_usage[] =
+    "usage: neighbour [--cpu n] [--share s] [--burst-ms b] [--mb m]\n"
+    "                 [--seconds t] [--seed x]\n"
+    "       neighbour -h";
+
+enum { OPT_CPU = TW_LONGOPT, OPT_SHARE, OPT_BURST, OPT_MB, OPT_SECONDS, OPT_SEED };
+
+static const struct option opts[] = {
+	{ "cpu", required_argument, NULL, OPT_CPU },
+	{ "share", required_argument, NULL, OPT_SHARE },
+	{ "burst-ms", required_argument, NULL, OPT_BURST },
+	{ "mb", required_argument, NULL, OPT_MB },
+	{ "seconds", required_argument, NULL, OPT_SECONDS },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void
+on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void
+help(void)
+{
+	printf("%s\n\n", tw_usage);
+	printf(
+"Make a noisy neighbour: on one CPU, bursts that thrash the caches and\n"
+"memory, and quiet stretches that sleep, of exponential lengths.  At exit,\n"
+"one JSON object: the seconds run, the noisy share achieved, the bursts.\n"
+"\n"
+"  --cpu N          the CPU to run on (default: the first this process may\n"
+"                   use; syscost pins to the last)\n"
+"  --share S        the noisy share of the time, 0 to 1 (default 0.9)\n"
+"  --burst-ms B     the noisy bursts' mean length in ms (default 3000)\n"
+"  --mb M           the buffer thrashed, in MiB (default 64)\n"
+"  --seconds T      stop after T seconds (default: on SIGTERM or SIGINT, or\n"
+"                   when the parent process dies)\n"
+"  --seed X         the seed of the burst lengths (default: from the time)\n"
+"  -h, --help       print this help and exit\n");
+	exit(0);
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		err(1, "clock_gettime(CLOCK_MONOTONIC)");
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* splitmix64: small, seedable, good enough for burst lengths. */
+static uint64_t rng_state;
+
+static uint64_t
+rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1]. */
+static double
+rng_unit(void)
+{
+	return ((double)(rng_next() >> 11) + 1.0) / 9007199254740992.0;
+}
+
+static double
+exponential(double mean)
+{
+	return -mean * log(rng_unit());
+}
+
+/*
+ * The buffer: n cache lines, each line's first word the index of the next
+ * line in one random cycle over all of them (Sattolo's shuffle), so that the
+ * chase visits every line in an order the prefetchers cannot follow.  The
+ * stride writes touch byte 8 of each line and leave the cycle alone.
+ */
+static unsigned char *
+make_buffer(size_t lines)
+{
+	unsigned char *buf;
+	size_t i, j, tmp;
+
+	buf = mmap(NULL, lines * LINE, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		err(1, "mmap(%zu MiB)", lines * LINE >> 20);
+	for (i = 0; i < lines; i++)
+		*(size_t *)(buf + i * LINE) = i;
+	for (i = lines - 1; i > 0; i--) {
+		j = (size_t)(rng_next() % i);
+		tmp = *(size_t *)(buf + i * LINE);
+		*(size_t *)(buf + i * LINE) = *(size_t *)(buf + j * LINE);
+		*(size_t *)(buf + j * LINE) = tmp;
+	}
+	return buf;
+}
+
+/* Sleep until `until` (seconds on CLOCK_MONOTONIC; infinity for ever) or a signal.  At most
+ * an hour a call, so that no time_t ever holds an infinity. */
+static void
+sleep_until(double until)
+{
+	struct timespec ts;
+	double t, target;
+	int e;
+
+	while (!stop_signal) {
+		t = now_s();
+		if (t >= until)
+			return;
+		target = fmin(until, t + 3600);
+		ts.tv_sec = (time_t)target;
+		ts.tv_nsec = (long)((target - (double)ts.tv_sec) * 1e9);
+		if (ts.tv_nsec > 999999999L)
+			ts.tv_nsec = 999999999L;
+		e = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		if (e != 0 && e != EINTR) {
+			errno = e;
+			err(1, "clock_nanosleep");
+		}
+	}
+}
+
+int
+main(int argc, char *argv[])
+{
+	long cpu = -1, mb = 64;
+	double share = 0.9, burst_ms = 3000, seconds = 0, t0, t, deadline, end,
+	    noisy_s = 0, quiet_mean;
+	uint64_t seed = 0;
+	int ch, have_seed = 0, noisy;
+	long bursts = 0;
+	size_t lines, pos = 0, at = 0, i, k;
+	unsigned char *buf;
+	pid_t parent;
+	struct sigaction sa;
+	const char *why;
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_CPU:
+			cpu = tw_int_arg("--cpu", optarg, 0, 1023);
+			break;
+		case OPT_SHARE:
+			share = tw_real_arg("--share", optarg, 0, 1);
+			break;
+		case OPT_BURST:
+			burst_ms = tw_real_arg("--burst-ms", optarg, 1, MAX_BURST_MS);
+			break;
+		case OPT_MB:
+			mb = tw_int_arg("--mb", optarg, 1, MAX_MB);
+			break;
+		case OPT_SECONDS:
+			seconds = tw_real_arg("--seconds", optarg, 0.001, MAX_SECONDS);
+			break;
+		case OPT_SEED:
+			seed = (uint64_t)tw_int_arg("--seed", optarg, 0, INT64_MAX);
+			have_seed = 1;
+			break;
+		case 'h':
+			help();
+			break;
+		default:
+			tw_usage_getopt(ch, argv);
+		}
+	}
+	if (optind < argc)
+		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
+
+	/* Stop with the parent: a test or `tw bench` that dies leaves no thrashing
+	 * behind.  The parent may have died before prctl: then getppid changed. */
+	parent = getppid();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;      /* no SA_RESTART: a sleep ends at once */
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTERM, &sa, NULL) == -1 || sigaction(SIGINT, &sa, NULL) == -1)
+		err(1, "sigaction");
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) == -1)
+		err(1, "prctl(PR_SET_PDEATHSIG)");
+	if (getppid() != parent)
+		stop_signal = SIGTERM;
+
+	if (cpu < 0)
+		cpu = first_allowed_cpu();
+	pin_cpu(cpu);
+	/* A seed of its own is one --seed accepts, so a run can be repeated. */
+	if (!have_seed)
+		seed = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid()) &
+		    (uint64_t)INT64_MAX;
+	rng_state = seed;
+	lines = (size_t)mb << 20 >> 6;
+	buf = make_buffer(lines);
+	quiet_mean = share > 0 ? burst_ms * (1 - share) / share : INFINITY;
+
+	t0 = t = now_s();
+	deadline = seconds > 0 ? t0 + seconds : INFINITY;
+	/* The first stretch is noisy with probability share: the process starts
+	 * at a random moment of the alternation. */
+	noisy = share >= 1 || (share > 0 && rng_unit() <= share);
+	while (!stop_signal && t < deadline) {
+		if (noisy) {
+			double start = t;
+
+			/* Always noisy is one burst, to the end. */
+			end = share >= 1 ? deadline :
+			    fmin(t + exponential(burst_ms) / 1000, deadline);
+			bursts++;
+			while (!stop_signal && (t = now_s()) < end) {
+				for (i = 0; i < CHUNK_LINES; i++) {
+					buf[pos * LINE + 8]++;
+					if (++pos == lines)
+						pos = 0;
+				}
+				for (k = 0; k < CHASE_STEPS; k++)
+					at = *(volatile size_t *)(buf + at * LINE);
+			}
+			noisy_s += t - start;
+		} else {
+			end = fmin(t + (isinf(quiet_mean) ? INFINITY :
+			    exponential(quiet_mean) / 1000), deadline);
+			sleep_until(end);
+			t = now_s();
+		}
+		if (share < 1 && share > 0)
+			noisy = !noisy;
+	}
+	t = now_s();
+	why = stop_signal == SIGINT ? "sigint" : stop_signal ? "sigterm" : "time";
+	printf("{\"schema\":\"timewrite-neighbour/1\",\"cpu\":%ld,\"share_wanted\":%.6g,"
+	    "\"burst_ms\":%.6g,\"mb\":%ld,\"seed\":%llu,\"seconds\":%.6f,"
+	    "\"noisy_s\":%.6f,\"share\":%.6f,\"bursts\":%ld,\"stopped\":\"%s\","
+	    "\"check\":%zu}\n",
+	    cpu, share, burst_ms, mb, (unsigned long long)seed, t - t0, noisy_s,
+	    t > t0 ? noisy_s / (t - t0) : 0.0, bursts, why, at % 2);
+	return 0;
+}
