@@ -139,10 +139,10 @@ $(BUILD)/wvbench-64: $(OBJ)/64-x86_64/wvbench.o $(OBJ)/64-x86_64/json_out.o $(OB
 # kernel entry, so one 64-bit build serves every variant.
 $(BUILD)/hostclock: $(OBJ)/64-x86_64/hostclock.o $(OBJ)/64-x86_64/json_out.o $(OBJ)/64-x86_64/tw_cli.o
 	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
-# A noisy neighbour on purpose (docs/syscost.md): cache and memory thrashing in bursts, on the
-# CPU syscost does not use.  One 64-bit build, like hostclock.
+# A noisy neighbour on purpose (docs/syscost.md): cache and memory thrashing and TLB-shootdown
+# interrupts in bursts, from the CPU syscost does not use.  One 64-bit build, like hostclock.
 $(BUILD)/neighbour: $(OBJ)/64-x86_64/neighbour.o $(OBJ)/64-x86_64/cpu.o $(OBJ)/64-x86_64/tw_cli.o
-	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -o $@ $^ -lm
+	$(CC) $(FLAGS_64-x86_64) $(LDFLAGS) -pthread -o $@ $^ -lm
 $(BUILD)/wvbench-32: $(OBJ)/32-i386/wvbench.o $(OBJ)/32-i386/json_out.o $(OBJ)/32-i386/tw_cli.o
 	$(CC) $(FLAGS_32-i386) $(LDFLAGS) -o $@ $^ -lm
 

@@ -2,7 +2,7 @@
  * neighbour: a noisy neighbour on purpose, to reproduce a noisy cloud host on any machine.
  *
  *   neighbour [--cpu n] [--share s] [--burst-ms b] [--mb m] [--seconds t]
- *             [--seed x]
+ *             [--seed x] [--kind cache|shootdown|both] [--victim n]
  *	Pinned to CPU n (default: the first CPU this process may use; syscost
  *	pins to the last), alternates noisy bursts and quiet stretches.  In a
  *	noisy burst it thrashes the caches and memory: one byte written every
@@ -23,6 +23,17 @@
  * CPUs share: the last-level cache, the memory bus and, on an SMT pair, the
  * core.
  *
+ * --kind shootdown adds interrupts the victim did not ask for, the other way
+ * a busy host slows a guest: a thread of this process naps on the victim CPU
+ * (--victim, default the last allowed one, where syscost runs) so that this
+ * address space stays live there, and the main thread maps, touches and
+ * unmaps pages in a loop, each unmap a TLB shootdown that may interrupt the
+ * victim (in a guest, a VM exit or two).  How much either kind slows the
+ * victim depends on the host: what the two vCPUs share, and how the
+ * hypervisor delivers the interrupts.  Measure it with tw bench beside
+ * `tw neighbour` rather than assume it (docs/syscost.md has what it did on
+ * the machines tried).  --kind both does both; cache is the default.
+ *
  * It stops after t seconds (default: never), on SIGTERM or SIGINT, and
  * when its parent dies (PR_SET_PDEATHSIG), and prints one JSON object on
  * stdout: the seconds it ran, the noisy share it achieved, the bursts.
@@ -39,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,10 +69,13 @@
 
 const char tw_usage[] =
     "usage: neighbour [--cpu n] [--share s] [--burst-ms b] [--mb m]\n"
-    "                 [--seconds t] [--seed x]\n"
+    "                 [--seconds t] [--seed x] [--kind cache|shootdown|both]\n"
+    "                 [--victim n]\n"
     "       neighbour -h";
 
-enum { OPT_CPU = TW_LONGOPT, OPT_SHARE, OPT_BURST, OPT_MB, OPT_SECONDS, OPT_SEED };
+enum { OPT_CPU = TW_LONGOPT, OPT_SHARE, OPT_BURST, OPT_MB, OPT_SECONDS, OPT_SEED, OPT_KIND,
+       OPT_VICTIM };
+enum { KIND_CACHE = 1, KIND_SHOOTDOWN = 2, KIND_BOTH = 3 };
 
 static const struct option opts[] = {
 	{ "cpu", required_argument, NULL, OPT_CPU },
@@ -69,11 +84,32 @@ static const struct option opts[] = {
 	{ "mb", required_argument, NULL, OPT_MB },
 	{ "seconds", required_argument, NULL, OPT_SECONDS },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "kind", required_argument, NULL, OPT_KIND },
+	{ "victim", required_argument, NULL, OPT_VICTIM },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
 static volatile sig_atomic_t stop_signal;
+/* Set while a shootdown burst runs: the napping thread stays on the victim CPU. */
+static volatile int shooting;
+static long victim_cpu = -1;
+
+/* The thread that keeps this address space live on the victim CPU: it naps
+ * there a millisecond at a time, so the kernel counts the CPU among those
+ * that may hold its TLB entries and every unmap interrupts it. */
+static void *
+napper(void *arg)
+{
+	struct timespec ms = { 0, 1000000 }, idle = { 0, 50000000 };
+
+	(void)arg;
+	pin_cpu(victim_cpu);
+	/* Between bursts it naps long: its own wake-ups are interrupts too. */
+	while (!stop_signal)
+		nanosleep(shooting ? &ms : &idle, NULL);
+	return NULL;
+}
 
 static void
 on_signal(int sig)
@@ -98,6 +134,11 @@ help(void)
 "  --seconds T      stop after T seconds (default: on SIGTERM or SIGINT, or\n"
 "                   when the parent process dies)\n"
 "  --seed X         the seed of the burst lengths (default: from the time)\n"
+"  --kind K         cache (thrash the caches and memory), shootdown (send the\n"
+"                   victim CPU TLB-shootdown interrupts) or both (default\n"
+"                   cache)\n"
+"  --victim N       the CPU the shootdowns hit (default: the last this\n"
+"                   process may use, where syscost runs)\n"
 "  -h, --help       print this help and exit\n");
 	exit(0);
 }
@@ -165,6 +206,25 @@ make_buffer(size_t lines)
 	return buf;
 }
 
+/* Map, touch and unmap one page: the unmap must flush the page from every
+ * CPU where this address space may be cached, the victim's included. */
+static void
+shootdown(void)
+{
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		volatile char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			err(1, "mmap");
+		p[0] = 1;
+		if (munmap((void *)p, 4096) == -1)
+			err(1, "munmap");
+	}
+}
+
 /* Sleep until `until` (seconds on CLOCK_MONOTONIC; infinity for ever) or a signal.  At most
  * an hour a call, so that no time_t ever holds an infinity. */
 static void
@@ -198,7 +258,9 @@ main(int argc, char *argv[])
 	double share = 0.9, burst_ms = 3000, seconds = 0, t0, t, deadline, end,
 	    noisy_s = 0, quiet_mean;
 	uint64_t seed = 0;
-	int ch, have_seed = 0, noisy;
+	int ch, have_seed = 0, noisy, kind = KIND_CACHE;
+	const char *kind_name = "cache";
+	pthread_t nap;
 	long bursts = 0;
 	size_t lines, pos = 0, at = 0, i, k;
 	unsigned char *buf;
@@ -228,6 +290,21 @@ main(int argc, char *argv[])
 			seed = (uint64_t)tw_int_arg("--seed", optarg, 0, INT64_MAX);
 			have_seed = 1;
 			break;
+		case OPT_KIND:
+			if (strcmp(optarg, "cache") == 0)
+				kind = KIND_CACHE;
+			else if (strcmp(optarg, "shootdown") == 0)
+				kind = KIND_SHOOTDOWN;
+			else if (strcmp(optarg, "both") == 0)
+				kind = KIND_BOTH;
+			else
+				tw_usage_err("--kind must be cache, shootdown or both, not %s",
+				    tw_quote(optarg));
+			kind_name = optarg;
+			break;
+		case OPT_VICTIM:
+			victim_cpu = tw_int_arg("--victim", optarg, 0, 1023);
+			break;
 		case 'h':
 			help();
 			break;
@@ -253,7 +330,12 @@ main(int argc, char *argv[])
 
 	if (cpu < 0)
 		cpu = first_allowed_cpu();
+	if (victim_cpu < 0)
+		victim_cpu = last_allowed_cpu();
 	pin_cpu(cpu);
+	if ((kind & KIND_SHOOTDOWN) && victim_cpu != cpu &&
+	    (errno = pthread_create(&nap, NULL, napper, NULL)) != 0)
+		err(1, "pthread_create");
 	/* A seed of its own is one --seed accepts, so a run can be repeated. */
 	if (!have_seed)
 		seed = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid()) &
@@ -276,7 +358,12 @@ main(int argc, char *argv[])
 			end = share >= 1 ? deadline :
 			    fmin(t + exponential(burst_ms) / 1000, deadline);
 			bursts++;
+			shooting = kind & KIND_SHOOTDOWN;
 			while (!stop_signal && (t = now_s()) < end) {
+				if (kind & KIND_SHOOTDOWN)
+					shootdown();
+				if (!(kind & KIND_CACHE))
+					continue;
 				for (i = 0; i < CHUNK_LINES; i++) {
 					buf[pos * LINE + 8]++;
 					if (++pos == lines)
@@ -285,6 +372,7 @@ main(int argc, char *argv[])
 				for (k = 0; k < CHASE_STEPS; k++)
 					at = *(volatile size_t *)(buf + at * LINE);
 			}
+			shooting = 0;
 			noisy_s += t - start;
 		} else {
 			end = fmin(t + (isinf(quiet_mean) ? INFINITY :
@@ -297,11 +385,12 @@ main(int argc, char *argv[])
 	}
 	t = now_s();
 	why = stop_signal == SIGINT ? "sigint" : stop_signal ? "sigterm" : "time";
-	printf("{\"schema\":\"timewrite-neighbour/1\",\"cpu\":%ld,\"share_wanted\":%.6g,"
+	printf("{\"schema\":\"timewrite-neighbour/1\",\"kind\":\"%s\",\"victim\":%ld,"
+	    "\"cpu\":%ld,\"share_wanted\":%.6g,"
 	    "\"burst_ms\":%.6g,\"mb\":%ld,\"seed\":%llu,\"seconds\":%.6f,"
 	    "\"noisy_s\":%.6f,\"share\":%.6f,\"bursts\":%ld,\"stopped\":\"%s\","
 	    "\"check\":%zu}\n",
-	    cpu, share, burst_ms, mb, (unsigned long long)seed, t - t0, noisy_s,
+	    kind_name, victim_cpu, cpu, share, burst_ms, mb, (unsigned long long)seed, t - t0, noisy_s,
 	    t > t0 ? noisy_s / (t - t0) : 0.0, bursts, why, at % 2);
 	return 0;
 }

@@ -202,3 +202,32 @@ def test_ctrl_c_stops_tw_neighbour_and_its_program(built):
     assert p.returncode == 0, err
     assert json.loads(out)["stopped"] == "sigint"
     assert "Traceback" not in err
+
+
+def test_shootdown_kind_keeps_a_thread_on_the_victim_cpu(built):
+    # --kind shootdown: a thread of the neighbour naps on the victim CPU (the measured one), so
+    # that its unmaps interrupt that CPU; the main thread stays on its own.  A victim that is
+    # not honoured would make the kind a cache thrash under another name.
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU allowed: no other CPU to be the victim")
+    p = subprocess.Popen([str(PROG), "--kind", "shootdown", "--share", "1", "--seconds", "3",
+                          "--cpu", str(cpus[0]), "--victim", str(cpus[-1])],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        tasks = sorted(os.listdir(f"/proc/{p.pid}/task"), key=int)
+        where = {t: int(open(f"/proc/{p.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[36])
+                 for t in tasks}
+        assert len(tasks) == 2, tasks
+        assert where[str(p.pid)] == cpus[0]
+        assert [c for t, c in where.items() if t != str(p.pid)] == [cpus[-1]]
+    finally:
+        out, _ = p.communicate(timeout=10)
+    line = json.loads(out.strip().splitlines()[-1])
+    assert line["kind"] == "shootdown" and line["victim"] == cpus[-1]
+
+
+def test_a_bad_kind_is_one_line_then_the_usage(built):
+    p = run("--kind", "ipi")
+    assert p.returncode == 2 and p.stderr.startswith("neighbour: --kind must be")

@@ -33,7 +33,7 @@ is labelled as such.
 import math
 
 from ..machine import registry
-from . import stats
+from . import sequential, stats
 
 ANALYSIS = "percall/4"
 # A cell is unstable when its estimate is (stats.unstable), or when more than this share of
@@ -160,11 +160,29 @@ def cell_summary(doc, cell, probes=None):
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
     gated = None
+    target = ((doc or {}).get("host_state") or {}).get("target")
     if probes:
         labels = [host_label(probes, rd.get("t_s")) for rd in rounds]
         fast = [i for i, x in enumerate(labels) if x]
         gated = {"fast_processes": len(fast), "processes": len(rounds), "min": GATED_MIN}
-        if len(fast) >= GATED_MIN:
+        fast_floors = [float(min(vals[i])) for i in fast if len(vals[i])]
+        gated["fast_floors"] = [round(f, 3) for f in fast_floors]
+        seq = sequential.progress(fast_floors, target, resolution=resolution(doc, cell)) \
+            if isinstance(target, (int, float)) and 0 < target < 1 else None
+        if seq and seq["interval"]["value"] is not None:
+            # tw bench --target: the figure of the rule that decided when to stop (Stein's
+            # two-stage procedure, analyse/sequential.py): the mean of the fast state's
+            # floors, with the interval whose coverage does not suffer from the stopping.
+            iv = seq["interval"]
+            u = {"value": iv["value"], "ci_low": iv["ci_low"], "ci_high": iv["ci_high"],
+                 "n_rounds": iv["n"], "n": iv["n"], "q": None, "method": (
+                     "sequential (tw bench --target): the mean of the floors of the processes "
+                     "that met the host's fast state, Stein's two-stage interval"),
+                 "terms": ["sequential"], "sequential": {
+                     "need_n": iv["need_n"], "met": iv["met"], "screened": iv["screened"],
+                     "target": target}}
+            gated["used"] = True
+        elif len(fast) >= GATED_MIN:
             u = stats.undisturbed([vals[i] for i in fast],
                                   times=[times[i] for i in fast] if None not in times else None,
                                   resolution=resolution(doc, cell))
@@ -474,7 +492,7 @@ def quiet(doc, cells):
     undisturbed figure rests on, and for a fast cell still wider than PROJECT_TARGET how long
     this host would need for it.  {} for a run without probes."""
     probes, best = host_probes(doc)
-    if not probes:
+    if not probes or not (doc.get("host_state") or {}).get("probes"):
         return {}
     hs = (doc or {}).get("host_state") or {}
     n_fast = sum(1 for p in probes if p[2])
@@ -514,12 +532,13 @@ def quiet(doc, cells):
         hu = _half_rel(u)
         if c.get("op") in FAST_OPS and c.get("primary") == "undisturbed" and hu is not None \
                 and hu > PROJECT_TARGET and round_s and out["fast_share"] > 0:
-            n = max(g["fast_processes"], 1)
-            need = math.ceil(n * (hu / PROJECT_TARGET) ** 2)
-            secs = (need - n) * round_s / out["fast_share"]
-            wide.append(secs)
-            u["projection"] = {"target": PROJECT_TARGET, "fast_processes_needed": need,
-                               "seconds": secs}
+            # analyse/sequential.py's projection: the fast processes ±1% needs by the rule
+            # tw bench --target stops on, at one process of this cell a round
+            pj = sequential.projection(g.get("fast_floors") or [], out["fast_share"], round_s,
+                                       PROJECT_TARGET)
+            if pj.get("more_seconds") is not None:
+                wide.append(pj["more_seconds"])
+                u["projection"] = dict(pj, target=PROJECT_TARGET)
     if per:
         per.sort()
         out["fast_processes_median"] = per[len(per) // 2]
@@ -640,9 +659,9 @@ def target_status(analysed, target):
     met = []
     for c in cells:
         u = c.get("undisturbed") or {}
-        g = u.get("host")
-        hu = _half_rel(u)
-        if c.get("primary") == "undisturbed" and hu is not None and hu <= target and \
-                (g is None or g.get("used")):
+        sq = u.get("sequential")
+        # met by the sequential rule: as many fast values as its plan asked for (the stopping
+        # depends on the first stage alone, never on the interval looking narrow)
+        if sq is not None and sq.get("met") and sq.get("target") == target:
             met.append(key(c))
     return {"cells": len(cells), "met": len(met), "met_keys": set(met)}

@@ -38,6 +38,9 @@ def add_arguments(parser, name):
                              "syscost to the last)")
     parser.add_argument("--seconds", type=_real(0.001, 31536000, "seconds"), default=None,
                         help="stop after this long (default: on Ctrl-C)")
+    parser.add_argument("--kind", choices=neighbour.KINDS, default="cache",
+                        help="cache: thrash the caches and memory; shootdown: send the measured "
+                             "CPU TLB-shootdown interrupts; both (default cache)")
     parser.add_argument("--seed", type=options.int_range(0, 2 ** 63 - 1), default=None,
                         help="the seed of the burst lengths (default: from the time)")
 
@@ -47,12 +50,15 @@ def main(args, name):
     cpu = args.cpu if args.cpu is not None else cpus[0]
     ui.say(
         f"tw neighbour: noisy {100 * args.share:g}% of the time in bursts of {args.burst_ms:g} ms "
-        f"(mean), thrashing {args.mb} MiB from CPU {cpu}; run `tw bench` in another terminal"
+        f"(mean), {'thrashing ' + str(args.mb) + ' MiB' if args.kind != 'shootdown' else ''}"
+        f"{' and ' if args.kind == 'both' else ''}"
+        f"{'TLB shootdowns' if args.kind != 'cache' else ''} from CPU {cpu}; run `tw bench` in "
+        "another terminal"
         + ("" if args.seconds else "; Ctrl-C stops it")
         + ("" if cpu != cpus[-1] else f" (CPU {cpu} is the one tw bench measures on: give "
                                       "--cpu another)"))
     p = neighbour.start(args.share, args.burst_ms, args.mb, args.cpu, args.seconds, args.seed,
-                        capture=False)
+                        capture=False, kind=args.kind)
     try:
         p.wait()
     except KeyboardInterrupt:

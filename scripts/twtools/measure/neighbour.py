@@ -28,9 +28,13 @@ def path():
     return paths.BUILD / PROGRAM
 
 
-def argv(share, burst_ms, mb=64, cpu=None, seconds=None, seed=None):
+KINDS = ("cache", "shootdown", "both")
+
+
+def argv(share, burst_ms, mb=64, cpu=None, seconds=None, seed=None, kind="cache"):
     """build/neighbour's command line."""
-    out = [str(path()), "--share", f"{share:g}", "--burst-ms", f"{burst_ms:g}", "--mb", str(mb)]
+    out = [str(path()), "--share", f"{share:g}", "--burst-ms", f"{burst_ms:g}", "--mb", str(mb),
+           "--kind", kind]
     if cpu is not None:
         out += ["--cpu", str(cpu)]
     if seconds is not None:
@@ -40,12 +44,13 @@ def argv(share, burst_ms, mb=64, cpu=None, seconds=None, seed=None):
     return out
 
 
-def start(share, burst_ms, mb=64, cpu=None, seconds=None, seed=None, capture=True):
+def start(share, burst_ms, mb=64, cpu=None, seconds=None, seed=None, capture=True,
+          kind="cache"):
     """A started neighbour (a Popen; its stdout a pipe when capture, else tw's).  UserError
     when it is not built or exits at once (its own one-line reason)."""
     if not path().exists():
         raise ui.UserError(f"{path()} is not built", "run make (or make build/neighbour)")
-    p = subprocess.Popen(argv(share, burst_ms, mb, cpu, seconds, seed),
+    p = subprocess.Popen(argv(share, burst_ms, mb, cpu, seconds, seed, kind),
                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE,
                          text=True)
     try:
@@ -91,10 +96,10 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(share, burst_ms, mb=64, cpu=None, seed=None):
+def running(share, burst_ms, mb=64, cpu=None, seed=None, kind="cache"):
     """A neighbour noisy a share `share` of the time in bursts of mean `burst_ms`, over an
     `mb` MiB buffer, on `cpu` (default: the first allowed CPU), for the with-block."""
-    p = start(share, burst_ms, mb, cpu, seed=seed)
+    p = start(share, burst_ms, mb, cpu, seed=seed, kind=kind)
     r = Running(p)
     try:
         yield r
