@@ -61,6 +61,7 @@ CHECK_TIER = (
     "test_watch_unit.py",
     "test_fleet_readiness.py",
     "test_ab_copies.py",
+    "test_quiet_first.py",
     "test_sequential.py",
     "test_sequential_coverage.py",
     "test_hoststate.py",

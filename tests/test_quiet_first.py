@@ -1,0 +1,149 @@
+"""tw bench measures quiet first and its undisturbed figure rests on the host's fast state
+(issue 42).
+
+Why it can break: on a cloud host whose neighbours slow it most of the time, the mean of the
+fastest 20% of a cell's process floors mixes the host's fast and slow states, and how many
+fast processes a rerun draws decides the figure (the recorded AMD guest: 4 or 5 of 32).  The
+matrix now probes the host with the reference cell between every few cells, labels each
+process by the probes around it, and rests the figure on the fast-labelled processes.  If the
+labels stop following the probes, a slow-state process is passed off as undisturbed; if the
+gate lets a cell with too few fast processes through unmarked, a noisy run looks precise; if a
+run where the host was never quiet does not say so, its lowest state reads as undisturbed.
+The synthetic documents below have a known fast state; the live run checks the structure of
+what tw bench records, never its figures (the host's noise decides those).
+"""
+import json
+import sys
+
+import numpy as np
+
+from conftest import ROOT, need_supported, run
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from twtools.analyse import percall  # noqa: E402
+from twtools.present import report  # noqa: E402
+
+TW = ROOT / "scripts" / "tw"
+
+
+def _doc(fast_share, n_rounds=40, seed=1, fast_ns=100.0, slow=1.4, target=None,
+         fast_rounds=None):
+    """A quiet-first percall document: a reference and one other cell, the host in its fast
+    state in bursts covering about fast_share of the run (or exactly in fast_rounds); a probe
+    before and after each of the cell's processes."""
+    rng = np.random.default_rng(seed)
+    t, probes, ref_rounds, cell_rounds = 0.0, [], [], []
+    fast = True
+    for r in range(n_rounds):
+        if fast_rounds is not None:
+            fast = r in fast_rounds
+        elif rng.random() < 0.2:
+            fast = rng.random() < fast_share
+        k = 1.0 if fast else slow
+        pf = 50.0 * k * (1 + abs(rng.normal(0, 0.003)))
+        probes.append({"t_s": round(t, 3), "round": r, "floor_ns": pf, "fast": fast,
+                       "in_cell": True})
+        ref_rounds.append({"round": r, "t_s": round(t, 3), "samples_ns": [pf, pf * 1.01]})
+        t += 0.01
+        v = fast_ns * k * (1 + abs(rng.normal(0, 0.003)))
+        cell_rounds.append({"round": r, "t_s": round(t, 3), "samples_ns": [v, v * 1.01]})
+        t += 0.01
+        pf2 = 50.0 * k * (1 + abs(rng.normal(0, 0.003)))
+        probes.append({"t_s": round(t, 3), "round": r, "floor_ns": pf2, "fast": fast,
+                       "in_cell": False})
+        t += 0.01
+    base = {"variant": "64-syscall", "bits": 64, "abi": "x86_64", "mechanism": "syscall",
+            "size": None, "shape": "ret", "supported": True, "status": "works",
+            "reason": None, "calls_per_batch": 10000}
+    return {"schema": "timewrite-percall/2", "clock": "tsc", "tsc_hz": 2e9, "cpu": 1,
+            "params": {"batches": 2, "rounds": n_rounds},
+            "reference": {"variant": "64-syscall", "op": "null", "shape": "ret"},
+            "wall_s": t, "host_state": {"probes": probes, "quiet_first": True, "waited_s": 0.0,
+                                        "budget_s": 10.0, "target": target, "stopped": None},
+            "cells": [dict(base, op="null", rounds=ref_rounds),
+                      dict(base, op="getppid", rounds=cell_rounds)]}
+
+
+def _cell(a, op="getppid"):
+    return next(c for c in a["cells"] if c["op"] == op)
+
+
+def test_the_figure_rests_on_the_fast_state():
+    a = percall.analyse(_doc(0.5))
+    c = _cell(a)
+    g = c["undisturbed"]["host"]
+    assert g["used"] and 8 <= g["fast_processes"] < g["processes"]
+    # the fast state is 100 ns (+ at most ~1%); the slow one 140
+    assert 99.5 <= c["undisturbed_ns"] <= 101.5
+    assert c["undisturbed_ci_low"] <= 101 and c["undisturbed_ci_high"] < 110
+
+
+def test_labels_follow_the_probes_around_a_process():
+    probes = [(0.0, 50.0, True), (1.0, 70.0, False), (2.0, 50.0, True), (3.0, 50.0, True)]
+    assert percall.host_label(probes, 0.5) is False      # fast before, slow after
+    assert percall.host_label(probes, 2.5) is True
+    assert percall.host_label(probes, 3.5) is True       # after the last probe: its label
+    assert percall.host_label([], 1.0) is None
+
+
+def test_too_few_fast_processes_are_marked_not_passed_off():
+    a = percall.analyse(_doc(0.0, fast_rounds={3, 4, 5, 20, 21}))
+    c = _cell(a)
+    g = c["undisturbed"]["host"]
+    assert g["fast_processes"] == 5
+    assert not g["used"] and "fast state" in g["why"]
+    assert c["unstable"] and "host's fast state" in c["unstable_why"]
+
+
+def test_never_quiet_is_said_on_the_first_screen():
+    d = _doc(0.0, seed=5)
+    # every probe slow but one: the fastest is an isolated moment
+    for i, p in enumerate(d["host_state"]["probes"]):
+        p["floor_ns"] = 70.0 + 0.5 * (i % 7)
+    d["host_state"]["probes"][10]["floor_ns"] = 50.0
+    a = percall.analyse(d)
+    assert a["host"]["never_quiet"]
+    line = report.host_line(a)
+    assert line and "never quiet" in line
+
+
+def test_the_host_section_figures():
+    a = percall.analyse(_doc(0.3, seed=2))
+    h = a["host"]
+    assert 0 < h["fast_share"] < 1 and h["probes"] == 80
+    assert h["fast_processes_median"] == _cell(a)["undisturbed"]["host"]["fast_processes"]
+    assert h["bursts"] >= 1 and h["longest_burst_s"] >= 0
+    assert len(h["probe_series"]) == h["probes"]
+
+
+def test_a_target_run_reports_the_sequential_rules_figure():
+    a = percall.analyse(_doc(0.6, n_rounds=80, seed=4, target=0.01))
+    u = _cell(a)["undisturbed"]
+    assert u["terms"] == ["sequential"] and u["sequential"]["target"] == 0.01
+    st = percall.target_status(a, 0.01)
+    assert st["cells"] == 2
+    assert (percall.key(_cell(a)) in st["met_keys"]) == bool(u["sequential"]["met"])
+
+
+def test_a_run_without_probes_keeps_the_old_figure():
+    d = _doc(0.5)
+    del d["host_state"]
+    a = percall.analyse(d)
+    assert "host" not in _cell(a)["undisturbed"] and "fast_share" not in a["host"]
+
+
+def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
+    need_supported("syscost", "64-syscall")
+    out = tmp_path / "b"
+    p = run([sys.executable, TW, "bench", "--variants", "64-syscall", "--ops", "null,getppid",
+             "--shapes", "ret", "--rounds", "4", "--target", "0.01%", "--budget", "3s",
+             "--out", out], text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((out / "percall.json").read_text())
+    hs = doc["host_state"]
+    assert hs["stopped"] == "budget" and hs["target"] == 0.0001
+    assert hs["probes"] and all({"t_s", "floor_ns", "fast"} <= set(x) for x in hs["probes"])
+    ref = next(c for c in doc["cells"] if c["op"] == "null")
+    # every probe that opened a chunk or closed a round is one of the reference's rounds
+    assert len(ref["rounds"]) == sum(1 for x in hs["probes"] if x["in_cell"])
+    assert "target ±0.01%" in p.stderr and "the budget of 3 s ended first" in p.stderr
