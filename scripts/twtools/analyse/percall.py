@@ -347,7 +347,7 @@ def analyse(doc):
             c["ratio"] = c["undisturbed_ratio"] = None
             continue
         c["ratio"] = _to_reference(doc, raw, ref_pair[1])
-        c["undisturbed_ratio"] = _undisturbed_to_reference(doc, raw, ref_pair[1])
+        c["undisturbed_ratio"] = _undisturbed_to_reference(doc, raw, ref_pair[1], probes)
     penalties = []
     for c in cells:
         if c["shape"] != "ret" or not c.get("supported"):
@@ -408,11 +408,13 @@ def _to_reference(doc, cell, ref):
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
 
-def _undisturbed_to_reference(doc, cell, ref):
+def _undisturbed_to_reference(doc, cell, ref, probes=None):
     """cell / reference of the undisturbed figures, each of the cell's processes against the
     reference's process of the same round nearest to it in time (the reference runs several
     times a round, so that each cell has one a fraction of a second away): the figure is over
-    processes' floors, so each side of a pair is one process."""
+    processes' floors, so each side of a pair is one process.  With the host's probes, only
+    the pairs whose cell process met the fast state (so did its reference, a probe beside it),
+    when there are GATED_MIN of them: both sides of each pair from one quiet moment."""
     rc, _ = rounds_of(doc, cell)
     rr, _ = rounds_of(doc, ref)
     by_round = {}
@@ -420,7 +422,7 @@ def _undisturbed_to_reference(doc, cell, ref):
         v = usable(r)[0]
         if v:
             by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
-    pa, pb = [], []
+    pa, pb, quiet = [], [], []
     for r in rc:
         v, refs = usable(r)[0], by_round.get(r.get("round"))
         if v and refs:
@@ -429,6 +431,10 @@ def _undisturbed_to_reference(doc, cell, ref):
                 all(x[0] is not None for x in refs) else refs[0]
             pa.append(v)
             pb.append(near[1])
+            quiet.append(bool(probes) and host_label(probes, t) is True)
+    if sum(quiet) >= GATED_MIN:
+        pa = [x for x, q in zip(pa, quiet) if q]
+        pb = [x for x, q in zip(pb, quiet) if q]
     return stats.undisturbed_ratio(pa, pb)
 
 
