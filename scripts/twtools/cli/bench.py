@@ -152,8 +152,17 @@ def target_rule(target):
         st = percall.target_status(a, target)
         done.clear()
         done.update(st["met_keys"])
+        h = a.get("host") or {}
+        share = h.get("fast_share")
+        rounds = (doc.get("params") or {}).get("rounds") or 1
+        left = ""
+        if st["met"] < st["cells"] and share:
+            # one process of each cell a round, a share of them fast: the slowest cell's plan
+            secs = st["more_fast_processes"] * doc["wall_s"] / rounds / share
+            left = f"; about {secs:.0f} s more at this fast share"
         return st["met"] == st["cells"], (f"{st['met']} of {st['cells']} fast cells within "
-                                          f"±{100 * target:g}%")
+                                          f"±{100 * target:g}%, fast time seen "
+                                          f"{100 * (share or 0):.0f}% of probes{left}")
 
     def skip(key):
         return key in done

@@ -281,8 +281,9 @@ def sec_host(doc, data, pdir):
     if h.get("fast_share") is not None:
         q = [f"What the host allowed: of {h['probes']} probes (the reference's processes, run "
              f"between every few cells), {h['fast_probes']} ({100 * h['fast_share']:.0f}%) were in "
-             f"its fast state, within {100 * h['fast_tol']:.0f}% of the fastest "
-             f"({h['fastest_probe_ns']:.1f} ns), in {h['bursts']} stretch(es), the longest "
+             f"its fast state, within {100 * h['fast_tol']:.0f}% of the fast level (the "
+             f"{h['level_rank']}rd fastest probe, {h['fast_level_ns']:.1f} ns), in "
+             f"{h['bursts']} stretch(es), the longest "
              f"{h['longest_burst_s']:.1f} s."]
         if h.get("gated"):
             q.append("Each undisturbed figure rests on the processes that ran between two fast "
