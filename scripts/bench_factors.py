@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from twtools.analyse import percall, stats  # noqa: E402
 from twtools.machine import elf, probe  # noqa: E402
-from twtools.measure import ab, syscost  # noqa: E402
+from twtools.measure import syscost  # noqa: E402
 
 TW = [sys.executable, str(ROOT / "scripts" / "tw")]
 CELLS = ["--variants", "64-syscall,32-vdso,32-int80,64-libc", "--ops", "null,write-file",
@@ -199,7 +199,7 @@ def measure_file(out, rounds, copies, variants=FILE_VARIANTS):
     variants = [v for v in variants if probe.check("syscost", v)[0]]
     tsc_hz, _, cpu = syscost.calibrate(variants[0], "null")
     src = {v: probe.binary("syscost", v) for v in variants}
-    copied, top = ab.make_copies(src, copies)
+    copied, top = syscost.make_copies(src, copies)
     doc = {"rounds": rounds, "copies": copies, "cpu": cpu, "variants": {}}
     try:
         for v in variants:

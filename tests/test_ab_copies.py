@@ -21,7 +21,7 @@ from conftest import ROOT, need_supported, run
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from twtools.analyse import compare, stats  # noqa: E402
-from twtools.measure import ab  # noqa: E402
+from twtools.measure import ab, syscost  # noqa: E402
 
 TW = ROOT / "scripts" / "tw"
 
@@ -111,7 +111,7 @@ def test_copies_are_fresh_files_of_the_same_bytes(tmp_path):
     src.write_bytes(os.urandom(20000))
     d = tmp_path / "not-a-file"
     d.mkdir()
-    copied, top = ab.make_copies({"a": src, "b": d}, 4, where=tmp_path)
+    copied, top = syscost.make_copies({"a": src, "b": d}, 4, where=tmp_path)
     try:
         ca = copied["a"]
         assert len(ca) == 4 and len({os.stat(c).st_ino for c in ca}) == 4

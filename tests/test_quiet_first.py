@@ -145,6 +145,10 @@ def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     assert hs["stopped"] == "budget" and hs["target"] == 0.0001
     assert hs["probes"] and all({"t_s", "floor_ns", "fast"} <= set(x) for x in hs["probes"])
     ref = next(c for c in doc["cells"] if c["op"] == "null")
+    # each round ran from one of the fresh copies of the program, in turn (issue 46)
+    cell = next(c for c in doc["cells"] if c["op"] == "getppid")
+    assert doc["params"]["copies"] == 4
+    assert [r["copy"] for r in cell["rounds"]] == [r["round"] % 4 for r in cell["rounds"]]
     # every probe that opened a chunk or closed a round is one of the reference's rounds
     assert len(ref["rounds"]) == sum(1 for x in hs["probes"] if x["in_cell"])
     assert "target ±0.01%" in p.stderr and "the budget of 3 s ended first" in p.stderr

@@ -15,17 +15,14 @@ placement anew for every copy, spread over the whole run, puts it in the interva
 (analyse.stats.grouped_ratio replicates over the copies).  Two sides of one build (a
 --speculation comparison) run the same copy in a round, so its placement cancels in the pair.
 """
-import os
 import random
 import shutil
-import stat
-import tempfile
 import time
 from pathlib import Path
 
-from ..core import files, paths, ui
+from ..core import files, ui
 from ..machine import probe, registry
-from .syscost import SyscostError, calibrate, measure
+from .syscost import SyscostError, calibrate, make_copies, measure
 
 SCHEMA = "timewrite-ab/2"
 PROGRESS_S = 1.0
@@ -51,41 +48,6 @@ def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc
     return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
                    cpu=cpu, realtime=realtime, shape=shape, extra_args=extra,
                    binary=binary or _binary(s, variant), tsc_hz=tsc_hz)
-
-
-def make_copies(sources, n, where=None):
-    """{key: [path of copy 0, ..., n-1]} for {key: source path}, and the directory holding them
-    (remove it when done).  Each copy is a new file written from the source's bytes, so the
-    kernel places its pages anew; the copies of every key have paths of one length (a
-    program's path is on its stack, and moves where the stack starts).  A source that is not a
-    regular file is not copied (its key maps to [source] * n), so measure() says what it is.
-    The copies go beside the build (a directory whose programs run, unlike a noexec /tmp),
-    or into the system's temporary directory when the build is not writable."""
-    base = where or paths.BUILD
-    try:
-        top = Path(tempfile.mkdtemp(prefix="ab-copies-", dir=base))
-    except OSError:
-        top = Path(tempfile.mkdtemp(prefix="ab-copies-"))
-    out = {}
-    for i, (key, src) in enumerate(sources.items()):
-        src = Path(src)
-        try:
-            regular = stat.S_ISREG(os.stat(src).st_mode)
-        except OSError:
-            regular = False
-        if not regular:
-            out[key] = [src] * n
-            continue
-        paths_ = []
-        for g in range(n):
-            d = top / f"{i:02d}-{g:02d}"
-            d.mkdir(exist_ok=True)
-            dst = d / src.name
-            shutil.copyfile(src, dst)
-            os.chmod(dst, 0o755)
-            paths_.append(dst)
-        out[key] = paths_
-    return out, top
 
 
 def _calibrate(a, cells, cpu):

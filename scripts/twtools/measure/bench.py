@@ -17,13 +17,14 @@ no summary.  `tw report` and `tw bench` compute the summaries from it, every tim
 """
 import os
 import random
+import shutil
 import socket
 import time
 from pathlib import Path
 
 from ..core import files, ui
 from ..machine import probe, registry
-from .syscost import SyscostError, calibrate, measure, perf_bench_once
+from .syscost import SyscostError, calibrate, make_copies, measure, perf_bench_once
 
 SCHEMA = "timewrite-percall/2"
 DEFAULT_SIZES = [256, 4096]          # write-file sizes
@@ -55,6 +56,12 @@ WAIT_S = 0.05
 # processes there; so the slack is what buys fast-state processes, and the default's is kept
 # small for the report's three minutes.
 BUDGET_FACTOR = {"quick": 1.0, "default": 1.2, "long": 2.0}
+# Each variant's syscost runs from this many fresh copies of its file, round r from copy
+# r % COPIES: the same bytes cost about 1% more or less depending on where their file's pages
+# landed (docs/syscost.md, "The binary's file"), for the file's life, so a matrix run from one
+# file per variant compares placements along with mechanisms, and its reruns (the same files)
+# cannot see it.  Spread over the rounds, the copies put the placement in the rounds' spread.
+COPIES = 4
 
 # Per mode: rounds, batches per run, batch length, warm-up, perf bench runs.  Every mode
 # takes batches of the same length and number per process: the undisturbed figure is a share
@@ -138,7 +145,7 @@ def _stack_pad(rnd):
 def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rounds=None,
                cpu=None, file_dir=None, accuracy=False, clock=None, realtime=True,
                shapes=None, judged=None, target=None, budget_s=None, quiet_first=True,
-               should_stop=None, skip=None):
+               should_stop=None, skip=None, copies=COPIES):
     """Measure the per-call matrix; write percall.json into out_dir; return the document.
 
     variants  names ('64-syscall', ...) or None for every mechanism of the registry
@@ -207,10 +214,27 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             first[0], "null" if "null" in state[first]["mech"].ops else first[1], cpu=cpu,
             clock=clock)
     perf = {"samples": [], "rounds": [], "why": None, "loops": params["perf_loops"]}
-    scheds, sched_why = set(), None
-    perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
 
     ref_key = next((k for k in state if (k[0], k[1], k[3]) == ref and state[k]["supported"]), None)
+    n_copies = max(1, copies)
+    copied, copies_dir = make_copies(
+        {v: probe.binary("syscost", v) for v in sorted({k[0] for k, c in state.items()
+                                                        if c["supported"]})}, n_copies)
+    try:
+        return _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime,
+                       target, budget_s, quiet_first, should_stop, skip, params, ref, file_dir,
+                       t_start, state, tsc_hz, clk, pinned, perf, ref_key, copied, n_copies)
+    finally:
+        shutil.rmtree(copies_dir, ignore_errors=True)
+
+
+def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime, target,
+            budget_s, quiet_first, should_stop, skip, params, ref, file_dir, t_start, state,
+            tsc_hz, clk, pinned, perf, ref_key, copied, n_copies):
+    """run_matrix's rounds, the programs' copies made (and removed) by the caller; returns
+    the document (and writes percall.json into out_dir)."""
+    scheds = set()
+    perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
     quiet = quiet_first and ref_key is not None
     host = {"probes": [], "tol": HOST_TOL, "quiet_first": quiet, "waited_s": 0.0,
             "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0}
@@ -225,7 +249,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
         sync = c["op"] == "write-sync"
         t_cell = time.monotonic() - t_start
         try:
-            res = measure(key[0], c["op"], c["size"],
+            res = measure(key[0], c["op"], c["size"], binary=copied[key[0]][rnd % n_copies],
                           batches=SYNC_BATCHES[mode] if sync else params["batches"],
                           calls=c["calls"], cpu=pinned, tsc_hz=tsc_hz, clock=clock,
                           batch_ms=params["batch_ms"],
@@ -244,7 +268,8 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             return None
         if c["calls"] is None:
             c["calls"] = res["calls_per_batch"]   # later rounds reuse the first round's size
-        rd = {"round": rnd, "t_s": round(t_cell, 3), "calls_per_batch": res["calls_per_batch"],
+        rd = {"round": rnd, "copy": rnd % n_copies, "t_s": round(t_cell, 3),
+              "calls_per_batch": res["calls_per_batch"],
               "cpu": res.get("cpu"), "sched": res.get("sched")}
         for k, name in BATCH_KEYS.items():
             if res.get(k) is not None:
@@ -296,6 +321,7 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
                           "calls_per_batch": "auto (first round, then fixed)",
                           "batch_ms": params["batch_ms"], "warmup_ms": params["warmup_ms"],
                           "rounds": host["rounds"], "rounds_mode": params["rounds"],
+                          "copies": n_copies,
                           "sizes": sizes,
                           "ops": list(ops) if ops is not None else None,
                           "shapes": list(shapes) if shapes is not None else None,

@@ -8,16 +8,54 @@ import json
 import math
 import os
 import re
+import shutil
+import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from ..core import proc
+from ..core import paths, proc
 from ..machine import probe
 
 
 class SyscostError(RuntimeError):
     """syscost failed for a reason other than an unsupported mechanism."""
+
+
+def make_copies(sources, n, where=None):
+    """{key: [path of copy 0, ..., n-1]} for {key: source path}, and the directory holding them
+    (remove it when done).  Each copy is a new file written from the source's bytes, so the
+    kernel places its pages anew; the copies of every key have paths of one length (a
+    program's path is on its stack, and moves where the stack starts).  A source that is not a
+    regular file is not copied (its key maps to [source] * n), so measure() says what it is.
+    The copies go beside the build (a directory whose programs run, unlike a noexec /tmp),
+    or into the system's temporary directory when the build is not writable."""
+    base = where or paths.BUILD
+    try:
+        top = Path(tempfile.mkdtemp(prefix="ab-copies-", dir=base))
+    except OSError:
+        top = Path(tempfile.mkdtemp(prefix="ab-copies-"))
+    out = {}
+    for i, (key, src) in enumerate(sources.items()):
+        src = Path(src)
+        try:
+            regular = stat.S_ISREG(os.stat(src).st_mode)
+        except OSError:
+            regular = False
+        if not regular:
+            out[key] = [src] * n
+            continue
+        paths_ = []
+        for g in range(n):
+            d = top / f"{i:02d}-{g:02d}"
+            d.mkdir(exist_ok=True)
+            dst = d / src.name
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o755)
+            paths_.append(dst)
+        out[key] = paths_
+    return out, top
 
 
 # ---- one run ------------------------------------------------------------------
