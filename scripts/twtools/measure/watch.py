@@ -82,7 +82,7 @@ def mono_to_epoch():
 
 
 def _error_line(text):
-    msg = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    msg = [ln.strip() for ln in text.split("\n") if ln.strip()]
     return msg[-1] if msg else "no message"
 
 
