@@ -96,8 +96,13 @@ def start_watch(state, port, *extra):
                           "--listen", f"127.0.0.1:{port}", "--interval", "1", *extra],
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     log.close()
-    wait_for(lambda: "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics"),
-             400, "tw watch's metrics")
+
+    def up():
+        if p.poll() is not None:            # exited: no use waiting for its metrics
+            pytest.fail(f"tw watch exited ({p.returncode}): "
+                        + open(log.name, errors="replace").read()[-2000:])
+        return "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics")
+    wait_for(up, 400, "tw watch's metrics")
     return p
 
 
@@ -438,8 +443,9 @@ def _children(pid):
     for n in os.listdir("/proc"):
         if n.isdigit():
             try:
-                st = open(f"/proc/{n}/stat").read().rsplit(")", 1)[1].split()
-                cmd = open(f"/proc/{n}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                st = open(f"/proc/{n}/stat", "rb").read().rsplit(b")", 1)[1].split()
+                cmd = open(f"/proc/{n}/cmdline", "rb").read().replace(b"\0", b" ").decode(
+                    "utf-8", "backslashreplace")
             except OSError:
                 continue
             if int(st[1]) == pid:
