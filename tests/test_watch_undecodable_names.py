@@ -86,3 +86,16 @@ def test_the_watch_starts_snapshots_and_saves_beside_it(odd_sleeper, tmp_path):
     r = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--json",
              "--state", state], text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_report_shows_the_name_as_kept():
+    """--report shows a kept name with its escapes as they are (a backslash not doubled once
+    more) and no raw control byte."""
+    from twtools.present import watch as present
+    name = escape.name(b"/t/a\\xff\xff\x1b[31m")
+    doc = {"since": 0.0, "until": 86400.0, "host": "h", "coverage": {},
+           "stop": [{"program": name, "why": "32-bit", "execs": 1, "first_seen": 1.0,
+                     "last_seen": 2.0, "windows": 0, "paths": {}}]}
+    text = present.format_text(doc)
+    assert "\x1b" not in text
+    assert "/t/a\\\\xff\\xff\\x1b[31m" in text, text

@@ -6,8 +6,9 @@ Metric names follow Prometheus's conventions: the `timewrite_` prefix, the unit 
 by analyse.watch.State (a cap on programs, folded into "other", and on file-system types) and
 escaped by prometheus_client's text exposition (backslash, double quote and newline, as the
 format requires); other control characters are legal in a label value and pass through as
-UTF-8.  A program name that is not valid UTF-8 arrives here with backslash escapes already
-(build/watchbpf writes such a byte as a backslash, x and two hex digits).
+UTF-8.  A program name arrives here as core.escape.name keeps it (build/watchbpf and
+machine.process write it so): a byte that is not UTF-8 as a backslash, x and two hex digits, a
+backslash doubled; the report shows it with escape.controls, which leaves those alone.
 """
 import json
 import math
@@ -186,7 +187,7 @@ def format_text(doc):
         lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
                      f"stopped {len(stop)} program(s):")
     for s in stop:
-        lines.append(f"  {escape.terminal(s['program'])}  ({s['why']})")
+        lines.append(f"  {escape.controls(s['program'])}  ({s['why']})")
         lines.append(f"    {s['execs']} exec(s) in the period; first seen {_utc(s['first_seen'])}, "
                      f"last seen {_utc(s['last_seen'])}; in {s['windows']} window(s)")
         for path, q in sorted(s["paths"].items()):
