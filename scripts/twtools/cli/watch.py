@@ -48,6 +48,11 @@ def _listen(text):
     return m.group(1) or "0.0.0.0", int(m.group(2))
 
 
+def url(host, port):
+    """The metrics' URL: an IPv6 address in brackets (http://[::1]:9864/metrics)."""
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+
+
 def _since(text):
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text)
     if not m:
@@ -369,10 +374,10 @@ class Watch:
             if a.listen:
                 # Served once the exec tracer counts: a scrape that answers means every exec
                 # from then on is counted.
-                from prometheus_client import start_http_server
+                from ..present import metricsserver
                 try:
-                    server = start_http_server(a.listen[1], addr=a.listen[0],
-                                               registry=present.registry(self.snapshot))
+                    server = metricsserver.serve(a.listen[0], a.listen[1],
+                                                 present.registry(self.snapshot))
                 except OSError as e:
                     tracer.stop()
                     raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
@@ -381,7 +386,7 @@ class Watch:
                 self.state.add_snapshot(process.snapshot(), time.time())
             self.save()
             ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
-                        + (f"; metrics on http://{a.listen[0]}:{a.listen[1]}/metrics" if a.listen else "")
+                        + (f"; metrics on {url(*a.listen)}" if a.listen else "")
                         + (f"; a {a.window:g} s window every {a.window_period:g} s" if a.window else
                            "; no windows"))
             next_window = time.monotonic()
@@ -431,7 +436,7 @@ class Watch:
                         self.state.add_batch(b, offset, time.time())
                 self.save(windows)
                 if server is not None:
-                    server[0].shutdown() if isinstance(server, tuple) else None
+                    server.close()
         ui.progress(f"watch: stopped; state saved in {escape.path(self.db)}")
         return ui.EXIT_OK
 
