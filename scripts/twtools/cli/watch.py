@@ -395,8 +395,7 @@ class Watch:
                     if end and time.monotonic() >= end:
                         break
                     if not tracer.alive() and tracer.batches.empty():
-                        raise ui.UserError("the exec tracer stopped: "
-                                           + measure._error_line(tracer.errp.read_text()),
+                        raise ui.UserError("the exec tracer stopped: " + tracer.why_stopped(),
                                            code=ui.EXIT_FAILED)
                     if a.window and self.window_thread is None and time.monotonic() >= next_window:
                         next_window = time.monotonic() + a.window_period
@@ -491,6 +490,9 @@ def main(args, name):
         return ui.EXIT_OK
     if not proc.is_root():
         raise ui.UserError("tw watch traces every process: run it as root", code=ui.EXIT_USAGE)
+    if os.path.lexists(args.state) and not os.path.isdir(args.state):
+        raise ui.UserError(f"--state {args.state} is not a folder",
+                           f"give the folder that keeps (or will keep) {watchdb.FILE}")
     w = Watch(args)
     # The watch's own signal handling replaces tw's (which raises Interrupted): SIGTERM and
     # SIGINT end the loop after the current step, SIGHUP asks for a save and a reload.
