@@ -49,6 +49,7 @@ class _Client:
     def __init__(self, sock, now):
         self.sock, self.t0 = sock, now
         self.inbuf, self.out = b"", None       # out: bytes left to send once answered
+        self.done = False                       # answered: what it still sends is read and dropped
 
 
 class Server:
@@ -101,7 +102,8 @@ class Server:
                 return
             s.setblocking(False)
             if len(self.clients) >= self.max_clients:
-                idle = next((c for c in self.clients.values() if c.out is None), None)
+                idle = next((c for c in self.clients.values() if c.out is None or c.done),
+                            None)
                 if idle is None:                # all answering: the newcomer waits no longer
                     s.close()
                     continue
@@ -127,6 +129,18 @@ class Server:
         c = self.clients.get(sock.fileno())
         if c is None:
             return
+        if c.done:
+            # Answered and shut for writing: what the client still sends (the rest of an
+            # oversized request) is read and dropped until it closes, so that closing with
+            # unread bytes does not reset the connection before it reads the answer.
+            try:
+                if sock.recv(65536):
+                    return
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                pass
+            return self._drop(c)
         if c.out is None and events & selectors.EVENT_READ:
             try:
                 data = sock.recv(65536)
@@ -154,8 +168,9 @@ class Server:
                 try:
                     sock.shutdown(socket.SHUT_WR)
                 except OSError:
-                    pass
-                self._drop(c)
+                    return self._drop(c)
+                c.done = True
+                self.sel.modify(sock, selectors.EVENT_READ)
 
     # ---- one request
     def _request(self, buf):
