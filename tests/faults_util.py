@@ -61,7 +61,8 @@ def one_line_error(p, *needles):
 def _stat(pid):
     """(ppid, pgid, state, starttime) from /proc/PID/stat, or None when gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        # bytes: the command in parentheses is whatever the process named itself, UTF-8 or not
+        text = Path(f"/proc/{pid}/stat").read_bytes().decode("utf-8", "backslashreplace")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     rest = text[text.rindex(")") + 2:].split()
@@ -84,7 +85,7 @@ def descendants(root):
             st = _stat(c)
             if st and st[2] != "Z":
                 try:
-                    comm = Path(f"/proc/{c}/comm").read_text().strip()
+                    comm = Path(f"/proc/{c}/comm").read_bytes().decode("utf-8", "backslashreplace").strip()
                 except OSError:
                     comm = "?"
                 comms[c] = comm

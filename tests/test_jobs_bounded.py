@@ -38,7 +38,7 @@ def children(pid):
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                fields = (d / "stat").read_bytes().rsplit(b")", 1)[1].split()   # a comm is any bytes
             except OSError:
                 continue
             if int(fields[1]) == pid:

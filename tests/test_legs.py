@@ -322,3 +322,49 @@ def test_a_damaged_legs_file_is_read_or_refused_never_a_crash(tmp_path):
             crashes.append(f"{'.'.join(map(str, path))}: {type(e).__name__}: {e}")
     assert not crashes, "\n".join(crashes[:10])
     assert refused and read, (refused, read)       # the file is read, and checked
+
+
+def test_a_negative_bracket_or_total_is_unknown_never_a_figure():
+    """Stamps that make the empty bracket (or a total) negative: a duration cannot be, so
+    the figure is unknown with why, never published as "-1000000.0 µs"."""
+    from twtools.present import export, tables
+    raw = raw_doc(rounds=3)
+    for r in raw["variants"]["64-syscall"]["traced"] + raw["variants"]["64-syscall"]["untraced"]:
+        r["empty_ns"] = [-1e9] * len(r["empty_ns"])
+    doc = legs.analyse(raw)
+    b = doc["variants"]["64-syscall"]["bracket_ns"]
+    assert b["value"] is None and "negative" in b["why"], b
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO(export.CsvExporter().render(tables.legs(doc)))))
+    row = next(r for r in rows if r["variant"] == "64-syscall" and r["figure"] == "bracket_ns")
+    assert row["value_ns"] == "" and "negative" in row["why"], row
+    assert not any(r["value_ns"].startswith("-") for r in rows
+                   if r["figure"] in ("bracket_ns", "total", "untraced_total")), rows
+
+
+def test_an_escape_sequence_in_a_why_is_shown_escaped_in_the_csv():
+    from twtools.present import export, tables
+    raw = raw_doc(rounds=2)
+    raw["variants"]["32-sysenter"]["why"] = "unsupported\x1b]0;owned\x07\x1b[2J"
+    csv = export.CsvExporter().render(tables.legs(legs.analyse(raw)))
+    assert "\x1b" not in csv and "\x07" not in csv
+    assert "unsupported\\x1b]0;owned\\x07\\x1b[2J" in csv
+
+
+def test_a_98_mb_legs_file_is_refused_quickly_in_one_line(tmp_path):
+    import shutil
+    import subprocess
+    import time
+    d = tmp_path / "res"
+    shutil.copytree(FIX, d)
+    with open(d / "legs.json", "wb") as f:
+        f.write(b'{"schema": "timewrite-legs/1", "variants": {}, "x": "')
+        f.truncate(98 * 10 ** 6)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, ROOT / "scripts" / "tw", "report", d],
+                       capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert p.returncode == 3, p.stderr
+    assert p.stderr.count("\n") == 1 and "legs.json" in p.stderr and "larger" in p.stderr, p.stderr
+    assert took < 20, f"refusing a 98 MB legs.json took {took:.1f} s"

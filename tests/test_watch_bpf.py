@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import ROOT, need_watch, run
+from twtools.core import escape
 
 BUILD = ROOT / "build"
 LOADER = BUILD / "watchbpf"
@@ -62,14 +63,14 @@ def test_the_loader_says_a_mistake_in_one_line(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, (argv, r.stderr)
 
 
-HOSTILE = b'tw-a"b\\c\nd\x1b[31m,e\xff\xc3('
+HOSTILE = b'tw-a"b\\c\nd\x1b[31m,e\xff\xc3(\\xfe'
 
 
 def test_exec_counts_a_hostile_name_and_a_full_phase(tmp_path):
     """One interval: a program whose name holds a quote, a backslash, a newline, an escape, a
-    comma and two bytes that are not UTF-8 comes out as one JSON key (the bad bytes as \\xff
-    and \\xc3), counted twice with its first and last times; 40 distinct programs against a
-    16-key phase fill it, and the keyless count still has every exec."""
+    comma, two bytes that are not UTF-8 and the four characters \\xfe comes out as one JSON key
+    (the bad bytes as \\xff and \\xc3, every backslash doubled), counted twice with its first
+    and last times; 40 distinct programs against a 16-key phase fill it, and the keyless count still has every exec."""
     need_watch()
     d = tmp_path / "bin"
     d.mkdir()
@@ -103,7 +104,10 @@ def test_exec_counts_a_hostile_name_and_a_full_phase(tmp_path):
                 execs.update(val)
             elif name.startswith("@n"):
                 n += val
-    want = os.fsencode(hostile).decode("utf-8", "backslashreplace") + ",0"
+    # escape.name's text: the bad bytes as \xNN, a backslash doubled (the literal \xfe at the
+    # end stays apart from a byte 0xfe)
+    want = escape.name(hostile) + ",0"
+    assert escape.name_bytes(want[:-2]) == hostile
     assert execs.get(want) == 2, [k for k in execs if "tw-a" in k]
     ours = sum(v for k, v in execs.items() if "tw-many-" in k or "tw-a" in k)
     assert ours < 42 <= n, (ours, n)                 # the phase filled; n counted them all

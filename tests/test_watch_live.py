@@ -36,6 +36,7 @@ import pytest
 from conftest import ROOT, need_root, need_supported, need_tool, need_watch, run
 from faults_util import checkout_for_others
 from goprog import go_program
+from twtools.core import escape
 
 SHORT32 = """; a 32-bit program that lives about 10 ms: nanosleep(10 ms) by int 0x80, then exit(0)
 section .data
@@ -96,8 +97,13 @@ def start_watch(state, port, *extra):
                           "--listen", f"127.0.0.1:{port}", "--interval", "1", *extra],
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     log.close()
-    wait_for(lambda: "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics"),
-             400, "tw watch's metrics")
+
+    def up():
+        if p.poll() is not None:            # exited: no use waiting for its metrics
+            pytest.fail(f"tw watch exited ({p.returncode}): "
+                        + open(log.name, errors="replace").read()[-2000:])
+        return "timewrite_watch_intervals_total" in get(f"http://127.0.0.1:{port}/metrics")
+    wait_for(up, 400, "tw watch's metrics")
     return p
 
 
@@ -377,7 +383,10 @@ def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_
             other = execs.get(("other", "32"), 0)
             return (execs, fams) if ours + other >= 2000 else None
         execs, fams = wait_for(counted, 60, "2000 execs counted")
-        assert execs.get((str(hostile), "32")) == 1.0, [k for k in execs if "tw-short32" in k[0]]
+        # the name as escape.name keeps it: its backslash doubled (so that it maps back to the
+        # path's bytes)
+        label = escape.name(os.fsencode(hostile))
+        assert execs.get((label, "32")) == 1.0, [k for k in execs if "tw-short32" in k[0]]
         ours = {p: v for (p, b), v in execs.items() if p.startswith(str(many))}
         assert all(v == 1.0 for v in ours.values())
         folded = {s.labels["reason"]: s.value for s in fams["timewrite_folded"].samples
@@ -392,7 +401,7 @@ def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_
         assert len(set(execs)) <= 302      # the cap, and "other" (32- and 64-bit)
         q = 'timewrite_exec_total{bits="32",program=~"(?s).*tw-short32"}'   # (?s): . matches the newline
         res = wait_for(lambda: [r for r in promql(prometheus, q)
-                                if r["metric"]["program"] == str(hostile)], 30, "the hostile path in Prometheus")
+                                if r["metric"]["program"] == label], 30, "the hostile path in Prometheus")
         assert float(res[0]["value"][1]) == 1.0
     finally:
         assert stop(w) == 0
@@ -438,8 +447,9 @@ def _children(pid):
     for n in os.listdir("/proc"):
         if n.isdigit():
             try:
-                st = open(f"/proc/{n}/stat").read().rsplit(")", 1)[1].split()
-                cmd = open(f"/proc/{n}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                st = open(f"/proc/{n}/stat", "rb").read().rsplit(b")", 1)[1].split()
+                cmd = open(f"/proc/{n}/cmdline", "rb").read().replace(b"\0", b" ").decode(
+                    "utf-8", "backslashreplace")
             except OSError:
                 continue
             if int(st[1]) == pid:

@@ -262,3 +262,20 @@ def test_the_long_lived_watch_holds_neither_duckdb_nor_numpy(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]", p.stdout
+
+
+def test_one_hostile_row_does_not_break_the_exposition():
+    """A program name stored as a BLOB, an integer name beside text names, a text first_seen,
+    a negative count (the state is a file anyone with root's hands may have edited): each row
+    is coerced or left out, and the exposition is still made (it raised on every scrape, an
+    HTTP 500 for the watch's life)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    s = analyse.State()
+    s.programs[("/usr/bin/ok", True)] = {"execs": 3, "first": 1.0, "last": 2.0}
+    s.programs[(b"/blob\xff", True)] = {"execs": 1, "first": 1.0, "last": 1.0}
+    s.programs[(7, False)] = {"execs": 1, "first": "yesterday", "last": 1.0}
+    s.programs[("/neg", False)] = {"execs": -5, "first": 1.0, "last": 1.0}
+    text = present.exposition(lambda: snapshot_of(s))
+    got = {(x.labels["program"], x.value) for f in text_string_to_metric_families(text)
+           if f.name == "timewrite_exec" for x in f.samples if x.name.endswith("_total")}
+    assert got == {("/usr/bin/ok", 3), ("/blob\\xff", 1), ("7", 1)}, got

@@ -86,7 +86,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 
 /* A kernel string as a JSON string: quote, backslash and control bytes escaped as JSON
  * requires; a byte that is not part of valid UTF-8 as the four characters \xNN (Python's
- * backslashreplace), so that every line is valid UTF-8 JSON and the name stays readable. */
+ * backslashreplace), so that every line is valid UTF-8 JSON and the name stays readable, and a
+ * backslash as two (twtools.core.escape.name: the text maps back to the name's bytes). */
 static void json_str_bytes(FILE *o, const char *s, size_t max)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + strnlen(s, max);
@@ -110,7 +111,9 @@ static void json_str_bytes(FILE *o, const char *s, size_t max)
 			fwrite(p, 1, n + 1, o);
 			p += n + 1;
 		} else {
-			if (c == '"' || c == '\\')
+			if (c == '\\')	/* doubled, so that \xNN stays apart from a name's own */
+				fputs("\\\\\\\\", o);
+			else if (c == '"')
 				fprintf(o, "\\%c", c);
 			else if (c < 0x20 || c == 0x7f)
 				fprintf(o, "\\u%04x", c);

@@ -86,6 +86,17 @@ def _u(rounds):
     return out
 
 
+def _not_negative(x, what):
+    """x, or unknown with why when its figure is below zero: a duration cannot be, so the
+    stamps are not on one clock or the file was not written by tw legs (a figure such as
+    "-1000000.0 µs" is never published)."""
+    if x.get("value") is not None and x["value"] < 0:
+        return {"value": None, "ci_low": None, "ci_high": None,
+                "why": f"unknown: {what} came out negative ({x['value']:.4g} ns): a duration "
+                       "cannot be, so the stamps are not on one clock or legs.json is damaged"}
+    return x
+
+
 def half(x):
     return max(x["value"] - x["ci_low"], x["ci_high"] - x["value"])
 
@@ -124,6 +135,9 @@ def variant(v):
     un = [batch_means([a - b for a, b in zip(r["after"], r["before"])], r["calls"])
           for r in v.get("untraced") or [] if r.get("calls")]
     out["untraced_total"] = _u(un) if un else {"value": None, "why": "no untraced process"}
+    for k, what in (("bracket_ns", "the empty bracket (two stamps around no call)"),
+                    ("total", "the traced total"), ("untraced_total", "the untraced total")):
+        out[k] = _not_negative(out[k], what)
     t = diff(out["total"], out["untraced_total"])
     out["tracer_ns"] = t if t else {"value": None, "ci_low": None, "ci_high": None,
                                     "why": "unknown: no untraced total to compare with"}

@@ -273,11 +273,19 @@ class State:
         return rows, lat
 
 
+def _count(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+
 def readiness(programs, paths, since_t, now):
     """The report: programs = [{program, is32, execs, first_seen, last_seen}] from the state
     (execs counted within the period where the state keeps them per day); paths = window rows
     [{program, is32, path, calls, seconds, ns_per_s..., t}] in the period.  Returns
-    {since, until, stop: [...], cost_ns_per_s}."""
+    {since, until, stop: [...], cost_ns_per_s}.  A count that is not a whole number of at
+    least 0 (a state edited by hand, a value SQLite kept as text) is taken as 0: a negative
+    count of execs is never reported."""
+    programs = [{**p, "execs": _count(p.get("execs"))} for p in programs]
+    paths = [{**r, "calls": _count(r.get("calls"))} for r in paths]
     stop = {}
     for p in programs:
         if p["is32"] and p["last_seen"] is not None and p["last_seen"] >= since_t:

@@ -97,8 +97,10 @@ def _owner_hint(path):
 
 
 # tw report has no --out: it writes beside the stage files it reads.
+# tw watch writes only its state (--state DIR): --out and TW_RESULTS would not help.
 ELSEWHERE = {"report": "copy the results directory somewhere writable and run tw report on "
-                       "the copy"}
+                       "the copy",
+             "watch": "give --state a folder on a writable file system with room"}
 
 
 def describe_oserror(e, command=None):

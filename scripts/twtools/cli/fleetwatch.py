@@ -33,9 +33,10 @@ def main(args):
             print(f"{head}, {_utc(h['since'])} to {_utc(h['until'])}"
                   + (f" (watched since {_utc(h['started'])})" if h.get("started") and h["started"] > (h["since"] or 0) else ""))
             for p in h["programs"]:
-                print(f"    {escape.terminal(p['program'])} ({p['why']}): {p['execs']} exec(s), "
-                      f"last seen {_utc(p['last_seen'])}"
-                      + (f"; paths {', '.join(p['paths'])}" if p["paths"] else ""))
+                print(f"    {escape.controls(p['program'])} ({escape.terminal(p['why'])}): "
+                      f"{p['execs']} exec(s), last seen {_utc(p['last_seen'])}"
+                      + (f"; paths {', '.join(escape.terminal(x) for x in p['paths'])}"
+                         if p["paths"] else ""))
     if not doc["hosts"]:
         raise ui.DataError("no host folder with a watch report or a status")
     return ui.EXIT_DATA if doc["refused"] else ui.EXIT_OK

@@ -48,6 +48,11 @@ def _listen(text):
     return m.group(1) or "0.0.0.0", int(m.group(2))
 
 
+def url(host, port):
+    """The metrics' URL: an IPv6 address in brackets (http://[::1]:9864/metrics)."""
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+
+
 def _since(text):
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text)
     if not m:
@@ -369,10 +374,10 @@ class Watch:
             if a.listen:
                 # Served once the exec tracer counts: a scrape that answers means every exec
                 # from then on is counted.
-                from prometheus_client import start_http_server
+                from ..present import metricsserver
                 try:
-                    server = start_http_server(a.listen[1], addr=a.listen[0],
-                                               registry=present.registry(self.snapshot))
+                    server = metricsserver.serve(a.listen[0], a.listen[1],
+                                                 present.registry(self.snapshot))
                 except OSError as e:
                     tracer.stop()
                     raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
@@ -381,7 +386,7 @@ class Watch:
                 self.state.add_snapshot(process.snapshot(), time.time())
             self.save()
             ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
-                        + (f"; metrics on http://{a.listen[0]}:{a.listen[1]}/metrics" if a.listen else "")
+                        + (f"; metrics on {url(*a.listen)}" if a.listen else "")
                         + (f"; a {a.window:g} s window every {a.window_period:g} s" if a.window else
                            "; no windows"))
             next_window = time.monotonic()
@@ -390,8 +395,7 @@ class Watch:
                     if end and time.monotonic() >= end:
                         break
                     if not tracer.alive() and tracer.batches.empty():
-                        raise ui.UserError("the exec tracer stopped: "
-                                           + measure._error_line(tracer.errp.read_text()),
+                        raise ui.UserError("the exec tracer stopped: " + tracer.why_stopped(),
                                            code=ui.EXIT_FAILED)
                     if a.window and self.window_thread is None and time.monotonic() >= next_window:
                         next_window = time.monotonic() + a.window_period
@@ -431,7 +435,7 @@ class Watch:
                         self.state.add_batch(b, offset, time.time())
                 self.save(windows)
                 if server is not None:
-                    server[0].shutdown() if isinstance(server, tuple) else None
+                    server.close()
         ui.progress(f"watch: stopped; state saved in {escape.path(self.db)}")
         return ui.EXIT_OK
 
@@ -486,6 +490,9 @@ def main(args, name):
         return ui.EXIT_OK
     if not proc.is_root():
         raise ui.UserError("tw watch traces every process: run it as root", code=ui.EXIT_USAGE)
+    if os.path.lexists(args.state) and not os.path.isdir(args.state):
+        raise ui.UserError(f"--state {args.state} is not a folder",
+                           f"give the folder that keeps (or will keep) {watchdb.FILE}")
     w = Watch(args)
     # The watch's own signal handling replaces tw's (which raises Interrupted): SIGTERM and
     # SIGINT end the loop after the current step, SIGHUP asks for a save and a reload.

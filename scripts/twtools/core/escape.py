@@ -14,8 +14,16 @@ through one of these before it is shown:
                   that make markup only at the start of a line (# - + = > 1.) only there
     path(p)       terminal(str(p)), for file names in output and in error lines
 
+A name the kernel or /proc gives (an executable's path, a command name) is bytes, not
+always UTF-8.  name(b) is the one text kept for it, in the state and in every document: its
+UTF-8 decoded, each byte that is not UTF-8 as the four characters \\xNN (as build/watchbpf
+prints it), each backslash doubled, so that the text maps back to the bytes (name_bytes) and
+the four characters \\xff typed in a name stay apart from the byte 0xff.  Such a text is
+shown with controls(), which leaves its backslashes alone.
+
 HTML needs none of these: the HTML exporter escapes with html.escape.
 """
+import os
 import re
 
 # C0 controls, DEL and C1 controls, plus lone surrogates (from os.fsdecode of bad bytes).
@@ -77,3 +85,28 @@ def markdown(s):
 def path(p):
     """A file name as it may be printed: terminal() of its text."""
     return terminal(p if isinstance(p, str) else str(p))
+
+
+def name(raw):
+    """A name from the kernel or /proc as text that keeps every byte: UTF-8, a byte that is
+    not UTF-8 as \\xNN, a backslash doubled.  raw: bytes, or a str from os.fsdecode (its lone
+    surrogates are the bytes it could not decode).  None stays None."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = os.fsencode(raw)
+    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
+_NAME_ESC = re.compile(r"\\(\\|x[0-9a-f]{2})")
+
+
+def name_bytes(text):
+    """The bytes a name() text stands for."""
+    out, at = bytearray(), 0
+    for m in _NAME_ESC.finditer(text):
+        out += text[at:m.start()].encode("utf-8", "surrogateescape")
+        out += b"\\" if m.group(1) == "\\" else bytes([int(m.group(1)[1:], 16)])
+        at = m.end()
+    out += text[at:].encode("utf-8", "surrogateescape")
+    return bytes(out)

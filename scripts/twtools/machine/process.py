@@ -22,6 +22,7 @@ import struct
 import subprocess
 import time
 
+from ..core import escape
 from . import elf
 
 PTRACE_TRACEME, PTRACE_CONT, PTRACE_SETOPTIONS = 0, 7, 0x4200
@@ -131,11 +132,18 @@ def parse_auxv(raw, bits):
 
 
 def comm(pid):
-    """The command name of a process (its comm), or None when it is gone."""
+    """The command name of a process (its comm, as escape.name keeps a name from the kernel:
+    any process may give itself bytes that are not UTF-8), or None when it is gone."""
     try:
-        return _read_bounded(f"/proc/{pid}/comm", COMM_MAX).decode("utf-8", "replace").rstrip("\n")
+        return escape.name(_read_bounded(f"/proc/{pid}/comm", COMM_MAX).rstrip(b"\n"))
     except OSError:
         return None
+
+
+def exe_name(pid):
+    """/proc/<pid>/exe's target as escape.name keeps it: the path is bytes (any user may name
+    a file with bytes that are not UTF-8) and every document and the watch's state hold text."""
+    return escape.name(os.readlink(f"/proc/{pid}/exe".encode()))
 
 
 def vdso_image(pid, mapping):
@@ -216,7 +224,7 @@ def read(pid, vdso=True):
 
 def snapshot():
     """Every process /proc lists now: [{pid, start, comm, exe, bits, needs_ia32, why}]; start
-    is in clock ticks since boot (start_ticks).  Kernel threads (no executable; PF_KTHREAD) are
+    is in clock ticks since boot (start_ticks); comm and exe as escape.name keeps them.  Kernel threads (no executable; PF_KTHREAD) are
     left out.  Without root, another user's executable cannot be read: its bitness is None and
     why says so."""
     out = []
@@ -227,7 +235,7 @@ def snapshot():
         row = {"pid": pid, "start": start_ticks(pid), "comm": comm(pid), "exe": None,
                "bits": None, "needs_ia32": None, "why": None}
         try:
-            row["exe"] = os.readlink(f"/proc/{pid}/exe")
+            row["exe"] = exe_name(pid)
         except FileNotFoundError:
             continue                 # a kernel thread, or gone already
         except OSError as e:

@@ -101,7 +101,7 @@ def spawn_attached(argv, out, errp, what, env=None):
         while time.monotonic() < deadline:
             if bt.poll() is not None:
                 err.close()
-                msg = [ln for ln in Path(errp).read_text().splitlines()
+                msg = [ln for ln in Path(errp).read_text().split("\n")
                        if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln and ln.strip()
                        and not ln.lstrip().startswith(("/", "~"))]
                 raise CensusError(f"{what} exited before attaching ({bt.returncode}): "

@@ -135,7 +135,7 @@ def _start_bpftrace(pid, tmp):
         while time.monotonic() < deadline:
             if bt.poll() is not None:
                 err.close()
-                msg = [l for l in (Path(tmp) / "bpftrace.err").read_text().splitlines()
+                msg = [l for l in (Path(tmp) / "bpftrace.err").read_text().split("\n")
                        if "RLIMIT_MEMLOCK" not in l]
                 raise DiagnoseError(f"bpftrace exited before attaching ({bt.returncode}): "
                                     f"{msg[-1] if msg else 'no message'}")

@@ -100,7 +100,7 @@ def raw_events(mechs, tmp):
         deadline = time.monotonic() + ATTACH_TIMEOUT
         while "ready" not in (out.read_text() if out.exists() else ""):
             if bt.poll() is not None or time.monotonic() > deadline:
-                msg = [ln for ln in err.read_text().splitlines() if ln.strip()
+                msg = [ln for ln in err.read_text().split("\n") if ln.strip()
                        and "WARNING" not in ln and "RLIMIT_MEMLOCK" not in ln]
                 why = f"bpftrace could not attach: {msg[-1] if msg else 'no message'}"
                 return {m.name: {"id": None, "why": why} for m in mechs}
@@ -118,7 +118,7 @@ def raw_events(mechs, tmp):
     finally:
         proc.interrupt(bt, 30)
     got = {}
-    for line in out.read_text().splitlines():
+    for line in out.read_text().split("\n"):
         parts = line.split()
         if len(parts) == 3 and all(x.isdigit() for x in parts):
             pid, nr, compat = map(int, parts)

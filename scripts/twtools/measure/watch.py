@@ -82,7 +82,7 @@ def mono_to_epoch():
 
 
 def _error_line(text):
-    msg = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    msg = [ln.strip() for ln in text.split("\n") if ln.strip()]
     return msg[-1] if msg else "no message"
 
 
@@ -143,6 +143,23 @@ class ExecTracer:
 
     def alive(self):
         return self.loader is not None and self.loader.poll() is None
+
+    def why_stopped(self):
+        """Why the loader is gone, in words: the signal that killed it (a loader killed alone,
+        by the OOM killer or a user, prints nothing), else its exit status and last line."""
+        import signal
+        rc = self.loader.poll() if self.loader is not None else None
+        try:
+            line = _error_line(self.errp.read_bytes().decode("utf-8", "backslashreplace"))
+        except OSError:
+            line = "no message"
+        if rc is not None and rc < 0:
+            try:
+                sig = signal.Signals(-rc).name
+            except ValueError:
+                sig = f"signal {-rc}"
+            return f"build/watchbpf was killed by {sig}" + ("" if line == "no message" else f" ({line})")
+        return f"build/watchbpf exited ({rc}): {line}"
 
     def take(self):
         out = []

@@ -51,8 +51,11 @@ class CsvExporter(Exporter):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(table.headers)
-        w.writerows([["" if c is None else _plain(c) if isinstance(c, str) else c for c in r]
-                     for r in table.rows])
+        # A cell's control characters shown visibly (core.escape.controls): a CSV is read
+        # with cat and less too, and a reason that came from outside may hold an escape
+        # sequence (a legs.json's why).
+        w.writerows([["" if c is None else escape.controls(_plain(c)) if isinstance(c, str)
+                      else c for c in r] for r in table.rows])
         return buf.getvalue()
 
 

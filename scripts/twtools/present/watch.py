@@ -6,8 +6,9 @@ Metric names follow Prometheus's conventions: the `timewrite_` prefix, the unit 
 by analyse.watch.State (a cap on programs, folded into "other", and on file-system types) and
 escaped by prometheus_client's text exposition (backslash, double quote and newline, as the
 format requires); other control characters are legal in a label value and pass through as
-UTF-8.  A program name that is not valid UTF-8 arrives here with backslash escapes already
-(build/watchbpf writes such a byte as a backslash, x and two hex digits).
+UTF-8.  A program name arrives here as core.escape.name keeps it (build/watchbpf and
+machine.process write it so): a byte that is not UTF-8 as a backslash, x and two hex digits, a
+backslash doubled; the report shows it with escape.controls, which leaves those alone.
 """
 import json
 import math
@@ -18,10 +19,52 @@ from ..core import escape
 # Write-latency buckets: every power of two from 256 ns to 2^34 ns (17 s), as seconds.  One
 # fixed set for every series, so that histogram_quantile() can add series up.
 LE_NS = [2 ** k for k in range(8, 35)]
+ESTIMATES = ("median", "ci_low", "ci_high")
 
 
 def _bits(is32):
     return "32" if is32 else "64"
+
+
+# A label value is at most this many characters: a kept name is at most a 4096-byte path, each
+# byte at most four characters as escape.name keeps it.
+LABEL_MAX = 4 * 4096 + 64
+
+
+def _label(v):
+    """A label value from the state, whatever a row holds: text as it is, bytes (a BLOB) as
+    escape.name keeps a name, a number as its digits; bounded (LABEL_MAX)."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        v = escape.name(bytes(v))
+    elif not isinstance(v, str):
+        v = str(v)
+    return v if len(v) <= LABEL_MAX else v[:LABEL_MAX] + "...(cut)"
+
+
+def _num(v):
+    """A sample value: a finite int or float, else None (a text, a BLOB, NULL, inf: the
+    sample is left out)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def _sync(v):
+    return "true" if v else "false"
+
+
+def _rows(items, *conv):
+    """(labels, value) of a state table's items, each key's fields through conv (one function
+    a label: _label, _bits, _sync), in a stable order whatever types the keys hold, each label
+    set once (two keys that coerce to one, a BLOB and a text of the same name, keep the
+    first); a key of another shape is left out."""
+    out = {}
+    for k, v in items:
+        k = k if isinstance(k, tuple) else (k,)
+        if len(k) != len(conv):
+            continue
+        out.setdefault(tuple(f(x) for f, x in zip(conv, k)), v)
+    return sorted(out.items())
 
 
 class Collector:
@@ -35,9 +78,18 @@ class Collector:
         return []
 
     def collect(self):
-        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                            HistogramMetricFamily)
+        """Every family; one that a hostile row makes fail is left out, not the scrape (a
+        BLOB name, an integer beside text names, a text timestamp in the state made every
+        scrape answer 500 for the watch's life): each row is coerced or left out first."""
         s = self.snapshot()
+        for build in (self._programs, self._rest):
+            try:
+                yield from build(s)
+            except Exception:              # a family this row breaks: the others still go
+                continue
+
+    def _programs(self, s):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         execs = CounterMetricFamily("timewrite_exec", "Programs started (execve), counted in the "
                                     "kernel at sched_process_exec, by program path and bitness",
                                     labels=["program", "bits"])
@@ -47,32 +99,42 @@ class Collector:
         last = GaugeMetricFamily("timewrite_exec_last_seen_timestamp_seconds",
                                  "When the program was last seen (an exec or running)",
                                  labels=["program", "bits"])
-        for (prog, is32), r in sorted(s["programs"].items()):
-            lab = [prog, _bits(is32)]
-            execs.add_metric(lab, r["execs"])
-            if r["first"] is not None:
-                first.add_metric(lab, r["first"])
-            if r["last"] is not None:
-                last.add_metric(lab, r["last"])
+        for lab, r in _rows(s["programs"].items(), _label, _bits):
+            lab = list(lab)
+            r = r if isinstance(r, dict) else {}
+            n, t0, t1 = _num(r.get("execs")), _num(r.get("first")), _num(r.get("last"))
+            if n is not None and n >= 0:
+                execs.add_metric(lab, n)
+            if t0 is not None:
+                first.add_metric(lab, t0)
+            if t1 is not None:
+                last.add_metric(lab, t1)
         yield from (execs, first, last)
+
+    def _rest(self, s):
+        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                            HistogramMetricFamily)
         folded = CounterMetricFamily("timewrite_folded", "Execs counted under program=\"other\": "
                                      "past the cap on programs (reason=cap), or dropped from a "
                                      "full kernel map and known only from the exec total "
                                      "(reason=map_full)", labels=["reason"])
-        for k, v in sorted(s["folded"].items()):
-            folded.add_metric([k], v)
+        for (k,), v in _rows(s["folded"].items(), _label):
+            if _num(v) is not None and v >= 0:
+                folded.add_metric([k], v)
         yield folded
         progs = GaugeMetricFamily("timewrite_programs", "Programs known to the watch, by bitness",
                                   labels=["bits"])
         for b in (False, True):
-            progs.add_metric([_bits(b)], sum(1 for (_, is32) in s["programs"] if is32 == b))
+            progs.add_metric([_bits(b)], sum(1 for k in s["programs"]
+                                             if isinstance(k, tuple) and bool(k[-1]) is b))
         yield progs
         yield GaugeMetricFamily("timewrite_programs_cap", "The most programs the watch keeps "
                                 "before folding into other", value=s["max_programs"])
         calls = CounterMetricFamily("timewrite_syscalls", "System calls counted in the watch's "
                                     "windows, by program and entry path", labels=["program", "bits", "path"])
-        for (prog, is32, path), n in sorted(s["calls"].items()):
-            calls.add_metric([prog, _bits(is32), path], n)
+        for (prog, bits, path), n in _rows(s["calls"].items(), _label, _bits, _label):
+            if _num(n) is not None and n >= 0:
+                calls.add_metric([prog, bits, path], n)
         yield calls
         cost = GaugeMetricFamily("timewrite_entry_excess_cpu_ratio",
                                  "CPU seconds per second the entry path cost over the fastest "
@@ -80,43 +142,48 @@ class Collector:
                                  "priced with the per-call matrix (estimate: median, ci_low, "
                                  "ci_high of a 95% interval); absent when unknown",
                                  labels=["program", "bits", "path", "estimate"])
-        for (prog, is32, path), v in sorted(s["cost"].items()):
-            if v is None:
+        for (prog, bits, path), v in _rows(s["cost"].items(), _label, _bits, _label):
+            e = [_num((v or {}).get(est)) if isinstance(v, dict) else None for est in ESTIMATES]
+            if None in e:
                 continue
-            for est in ("median", "ci_low", "ci_high"):
-                cost.add_metric([prog, _bits(is32), path, est], v[est] / 1e9)
+            for est, x in zip(ESTIMATES, e):
+                cost.add_metric([prog, bits, path, est], x / 1e9)
         yield cost
         hist = HistogramMetricFamily("timewrite_write_latency_seconds",
                                      "write(2) latency per call in the windows, by program, kind "
                                      "of file and synchronous or not", labels=["program", "kind", "sync"])
-        for (prog, kind, sync), h in sorted(s["wlat"].items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        for (prog, kind, sync), h in _rows(s["wlat"].items(), _label, _label, _sync):
             buckets = []
             for le in LE_NS:
                 buckets.append((f"{le / 1e9:.9g}", sum(c for hi, c in h["buckets"].items() if hi <= le)))
             buckets.append(("+Inf", h["count"]))
-            hist.add_metric([prog, kind, "true" if sync else "false"], buckets, h["sum_ns"] / 1e9)
+            hist.add_metric([prog, kind, sync], buckets, h["sum_ns"] / 1e9)
         yield hist
-        w = s["windows"]
-        yield CounterMetricFamily("timewrite_watch_windows", "Duty-cycle windows taken",
-                                  value=w["n"])
-        yield CounterMetricFamily("timewrite_watch_window_seconds", "Seconds the raw_syscalls "
-                                  "window was open", value=w["seconds"])
+        w = s["windows"] if isinstance(s.get("windows"), dict) else {}
+        if _num(w.get("n")) is not None:
+            yield CounterMetricFamily("timewrite_watch_windows", "Duty-cycle windows taken",
+                                      value=w["n"])
+        if _num(w.get("seconds")) is not None:
+            yield CounterMetricFamily("timewrite_watch_window_seconds", "Seconds the "
+                                      "raw_syscalls window was open", value=w["seconds"])
         share = GaugeMetricFamily("timewrite_watch_window_share_ratio", "The share of time a "
                                   "window is open: --window / --window-period")
-        if s.get("share") is not None:
+        if _num(s.get("share")) is not None:
             share.add_metric([], s["share"])
         yield share
         added = GaugeMetricFamily("timewrite_watch_window_added_seconds",
                                   "Per system call, what the last window added to a 64-bit "
                                   "getppid (syscost inside the window less before it; estimate: "
                                   "median, ci_low, ci_high)", labels=["estimate"])
-        for est in ("median", "ci_low", "ci_high"):
-            if w.get("added_ns"):
-                added.add_metric([est], w["added_ns"][est] / 1e9)
+        a = w.get("added_ns") if isinstance(w.get("added_ns"), dict) else {}
+        if a and all(_num(a.get(est)) is not None for est in ESTIMATES):
+            for est in ESTIMATES:
+                added.add_metric([est], a[est] / 1e9)
         yield added
-        yield CounterMetricFamily("timewrite_watch_intervals", "Times the state was saved: each "
-                                  "exec batch (--interval), each window, SIGHUP and the stop",
-                                  value=s["intervals"])
+        if _num(s.get("intervals")) is not None:
+            yield CounterMetricFamily("timewrite_watch_intervals", "Times the state was saved: "
+                                      "each exec batch (--interval), each window, SIGHUP and "
+                                      "the stop", value=s["intervals"])
         t = s.get("tracer") or {}
         if t.get("rss") is not None:
             yield GaugeMetricFamily("timewrite_watch_tracer_resident_memory_bytes", "The exec "
@@ -127,7 +194,7 @@ class Collector:
         if t.get("map_bytes") is not None:
             yield GaugeMetricFamily("timewrite_watch_tracer_bpf_map_bytes", "Kernel memory the "
                                     "exec tracer's BPF maps take (memlock)", value=t["map_bytes"])
-        if s.get("started"):
+        if _num(s.get("started")) is not None:
             yield GaugeMetricFamily("timewrite_watch_start_timestamp_seconds", "When the state "
                                     "began (survives restarts)", value=s["started"])
 
@@ -186,7 +253,7 @@ def format_text(doc):
         lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
                      f"stopped {len(stop)} program(s):")
     for s in stop:
-        lines.append(f"  {escape.terminal(s['program'])}  ({s['why']})")
+        lines.append(f"  {escape.controls(s['program'])}  ({s['why']})")
         lines.append(f"    {s['execs']} exec(s) in the period; first seen {_utc(s['first_seen'])}, "
                      f"last seen {_utc(s['last_seen'])}; in {s['windows']} window(s)")
         for path, q in sorted(s["paths"].items()):

@@ -96,9 +96,12 @@ def _unmangle(line):
 
 def json_lines(text):
     """The JSON objects of an NDJSON text (perf stat -j, bpftrace -f json), skipping the
-    other lines those tools mix in (warnings, 'Attaching N probes', blank lines)."""
-    for line in (text or "").splitlines():
-        line = line.strip()
+    other lines those tools mix in (warnings, 'Attaching N probes', blank lines).  Lines end at
+    "\n" only: str.splitlines() and str.strip() would also cut at U+2028, U+2029, U+0085 and
+    \x1c-\x1e, \x0b, \x0c, which a program's name may hold (raw, inside a JSON string), and a
+    whole map line would be lost."""
+    for line in (text or "").split("\n"):
+        line = line.strip(" \t\r")
         if line.startswith("{"):
             if "\\uffffff" in line:
                 line = _unmangle(line)
@@ -109,7 +112,7 @@ def json_lines(text):
 
 
 def first_line(text, default=""):
-    for line in (text or "").splitlines():
+    for line in (text or "").split("\n"):
         line = line.strip()
         if line and "RLIMIT_MEMLOCK" not in line:   # bpftrace's harmless warning
             return line
@@ -171,7 +174,7 @@ class Workload:
 
     def own_count(self, stdout):
         """timewrite's own count of write() calls, from its tsv row."""
-        for line in (stdout or "").splitlines():
+        for line in (stdout or "").split("\n"):
             f = line.split("\t")
             if len(f) >= 5 and f[0] == str(self.chunk):
                 return int(f[4])

@@ -80,7 +80,7 @@ def session(script, runs, tmp, tag, timeout=300):
                   "-c", f"/bin/sh {driver.name}"], timeout=timeout, cwd=tmp)
     text = out.read_text() if out.exists() else ""
     labels = {}
-    for line in pids.read_text().splitlines():
+    for line in pids.read_text().split("\n"):
         f = line.split()
         if len(f) == 3:
             labels[f[1]] = (f[0], int(f[2]))
@@ -105,7 +105,7 @@ class Bpftrace(Tracer):
         def attempt(prog):
             r = d.run(["bpftrace", "-e", prog, "-c", d.true_path()], timeout=60)
             text = (r.stdout or "") + "\n" + (r.stderr or "")
-            err = [l for l in text.splitlines() if "ERROR" in l and "RLIMIT_MEMLOCK" not in l]
+            err = [l for l in text.split("\n") if "ERROR" in l and "RLIMIT_MEMLOCK" not in l]
             return r, text, err
         out = []
         r, text, err = attempt(PROBE_TRACEPOINT)

@@ -50,7 +50,7 @@ def check_events(d, events):
         return False, "perf is not installed (linux-perf)", ""
     r = d.run(["perf", "stat", "-x,", "-e", events, "--", d.true_path()], timeout=60)
     text = (r.stderr or "") + (r.stdout or "")
-    rows = [l.split(",") for l in text.splitlines() if l.count(",") >= 2]
+    rows = [l.split(",") for l in text.split("\n") if l.count(",") >= 2]
     values = {}
     for row in rows:
         values[row[2].split(":u")[0] if len(row) > 2 else "?"] = row[0]

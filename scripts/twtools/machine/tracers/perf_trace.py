@@ -17,7 +17,7 @@ def parse_s(text):
     """perf trace -s summary -> [{comm, pid, events, rows: [{syscall, calls, errors,
     total_ms, min_ms, avg_ms, max_ms, stddev_pct}]}] (one block per process)."""
     procs, cur = [], None
-    for line in (text or "").splitlines():
+    for line in (text or "").split("\n"):
         m = _PROC.match(line)
         if m:
             cur = {"comm": m.group(1).strip(), "pid": int(m.group(2)),

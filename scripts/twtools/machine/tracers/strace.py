@@ -27,7 +27,7 @@ def parse_c(text):
     Columns are pinned to the header `% time seconds usecs/call calls errors syscall`; the
     errors column is blank when zero."""
     tables, cur, key, seen_head = {}, None, "64", False
-    for line in (text or "").splitlines():
+    for line in (text or "").split("\n"):
         s = line.strip()
         if s == _TABLE_32:
             key, seen_head = "32", False
@@ -60,7 +60,7 @@ def parse_c(text):
 def parse_T(text, syscall="write"):
     """strace -T lines -> [{fd, ret, us}] for `syscall` (unfinished/resumed lines skipped)."""
     out = []
-    for line in (text or "").splitlines():
+    for line in (text or "").split("\n"):
         m = _T_LINE.match(line.strip())
         if m and m.group(1) == syscall:
             out.append({"fd": int(m.group(2)), "ret": int(m.group(3)),
@@ -164,7 +164,7 @@ def parse_strace(text, bits0, skip_until_exec=False):
     mode, calls, pending, fds, mmaps = {}, [], {}, {}, []
     first, execd = None, not skip_until_exec    # strace -- CMD: its child's calls before execve
     tables = {"compat": sysnr.syscall_numbers("i386"), "native": sysnr.syscall_numbers("x86_64")}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         m = _ST_MODE.search(line)
         if m:
             mode[int(m.group(1))] = int(m.group(2))

@@ -1,0 +1,232 @@
+"""tw watch's /metrics server, for real on 127.0.0.1 (and ::1): what any local user can do to
+it, and what one hostile row of the state does to a scrape.
+
+Why it can break: a server that starts a thread per connection with no cap (prometheus_client's
+start_http_server: 1000 idle half-open connections made 1004 threads, and the next scrape timed
+out), a client that never finishes its request and holds a slot for ever, a collector that
+raises on one row (a program name stored as a BLOB, an integer name beside text names, a text
+first_seen: every scrape answered 500 for the watch's life), HEAD answered 405, an IPv6
+address printed without its brackets.  The live tests skip for need_watch's facts (not root,
+no BTF or tracefs); the IPv6 one also when this machine has no ::1.
+"""
+import gzip
+import os
+import resource
+import socket
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, need_watch
+from twtools.analyse import watch as analyse
+from twtools.present import metricsserver
+from twtools.present import watch as present
+
+pytest.importorskip("prometheus_client")
+
+
+def _state_with_hostile_rows():
+    s = analyse.State()
+    s.programs[("/usr/bin/ok32", True)] = {"execs": 3, "first": 1000.0, "last": 1001.0}
+    s.programs[(b"/tmp/blob\xff", True)] = {"execs": 1, "first": 1000.0, "last": 1000.0}
+    s.programs[(12345, False)] = {"execs": 2, "first": 1000.0, "last": 1002.0}
+    s.programs[("/tmp/textfirst", False)] = {"execs": 1, "first": "yesterday", "last": b"x"}
+    s.programs[("/tmp/negative", False)] = {"execs": -5, "first": 1.0, "last": float("inf")}
+    s.calls[(b"/tmp/blob\xff", True, "compat_int80_text")] = 7
+    s.calls[("/usr/bin/ok32", True, "compat_vdso")] = "many"
+    s.cost[(7, True, "compat_vdso")] = {"median": "x", "ci_low": 0, "ci_high": 1}
+    s.folded[b"cap"] = 2
+    s.started = "a while ago"
+    return s
+
+
+def _snapshot(s):
+    return lambda: {"programs": s.programs, "folded": s.folded, "calls": s.calls, "cost": s.cost,
+                    "wlat": s.wlat, "windows": s.windows, "intervals": s.intervals,
+                    "max_programs": s.max_programs, "started": s.started, "share": 0.01}
+
+
+@pytest.fixture
+def server():
+    srv = metricsserver.serve("127.0.0.1", 0, present.registry(_snapshot(_state_with_hostile_rows())),
+                              timeout=2.0)
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def _get(srv, method="GET", path="/metrics", headers=None, timeout=5):
+    req = urllib.request.Request(f"http://127.0.0.1:{srv.address[1]}{path}", method=method,
+                                 headers=headers or {})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def test_hostile_rows_do_not_break_the_scrape(server):
+    from prometheus_client.parser import text_string_to_metric_families
+    code, _, body = _get(server)
+    assert code == 200
+    fams = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    execs = {(x.labels["program"], x.labels["bits"]): x.value
+             for x in fams["timewrite_exec"].samples if x.name.endswith("_total")}
+    assert execs[("/usr/bin/ok32", "32")] == 3
+    assert execs[("/tmp/blob\\xff", "32")] == 1             # a BLOB shown as escape.name keeps it
+    assert execs[("12345", "64")] == 2
+    assert ("/tmp/negative", "64") not in execs               # never a negative count
+    firsts = {x.labels["program"] for x in fams["timewrite_exec_first_seen_timestamp_seconds"].samples}
+    assert "/tmp/textfirst" not in firsts and "/usr/bin/ok32" in firsts
+    calls = {x.labels["program"]: x.value for x in fams["timewrite_syscalls"].samples
+             if x.name.endswith("_total")}
+    assert calls == {"/tmp/blob\\xff": 7}
+    assert "timewrite_watch_intervals" in fams
+
+
+def test_head_answers_200_without_a_body_and_gzip_is_honoured(server):
+    code, headers, body = _get(server, "HEAD")
+    assert code == 200 and body == b"" and int(headers["Content-Length"]) > 0
+    code, headers, body = _get(server, headers={"Accept-Encoding": "gzip"})
+    assert headers.get("Content-Encoding") == "gzip"
+    assert b"timewrite_exec_total" in gzip.decompress(body)
+
+
+def _raw(srv, data, timeout=5):
+    with socket.create_connection(("127.0.0.1", srv.address[1]), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return out
+            out += b
+
+
+@pytest.mark.parametrize("data,code", [
+    (b"POST /metrics HTTP/1.1\r\n\r\n", b"405"),
+    (b"GET /../../etc/passwd HTTP/1.1\r\n\r\n", b"404"),
+    (b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\n\r\n", b"414"),
+    (b"GET /metrics HTTP/1.1\r\n" + b"X: " + b"y" * 200000 + b"\r\n\r\n", b"431"),
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", b"400"),
+])
+def test_odd_requests_get_a_status_not_a_hang(server, data, code):
+    assert _raw(server, data).split(b" ", 2)[1] == code
+
+
+def test_a_thousand_idle_connections_do_not_stop_a_scrape(server):
+    """1000 connections that never finish a request (half of them having sent half a request
+    line): the server holds a bounded number, its threads do not grow, and a scrape made after
+    them all is answered at once; the idle ones are closed after the client timeout."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    threads0 = len(os.listdir(f"/proc/{os.getpid()}/task"))
+    idle = []
+    try:
+        for i in range(1000):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", server.address[1]))
+            if i % 2:
+                try:
+                    s.send(b"GET /met")
+                except OSError:
+                    pass
+            idle.append(s)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        code, _, body = _get(server, timeout=5)
+        took = time.monotonic() - t0
+        assert code == 200 and b"timewrite_exec_total" in body
+        assert took < 3, f"a scrape behind 1000 idle connections took {took:.1f} s"
+        assert len(os.listdir(f"/proc/{os.getpid()}/task")) <= threads0
+        assert len(server.clients) <= metricsserver.MAX_CLIENTS
+        time.sleep(3)                               # past the 2 s client timeout
+        assert len(server.clients) == 0
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_client_that_never_reads_is_let_go(server):
+    """A client that sends its request and never reads the answer holds its slot only until
+    the timeout."""
+    s = socket.create_connection(("127.0.0.1", server.address[1]))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+    time.sleep(3)
+    try:
+        assert len(server.clients) == 0
+        assert _get(server)[0] == 200
+    finally:
+        s.close()
+
+
+# ---------------------------------------------------------------- through tw watch
+
+def _watch(state, listen, *extra):
+    import subprocess
+    log = state / "watch.err"
+    p = subprocess.Popen([sys.executable, ROOT / "scripts" / "tw", "watch", "--state", state,
+                          "--listen", listen, "--interval", "1", "--window", "0", *extra],
+                         stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                         start_new_session=True)
+    return p, log
+
+
+def _wait_line(p, log, needle, timeout=120):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        text = log.read_text(errors="replace")
+        if needle in text:
+            return text
+        if p.poll() is not None:
+            pytest.fail(f"tw watch exited ({p.returncode}): {text[-2000:]}")
+        time.sleep(0.2)
+    pytest.fail(f"tw watch never said {needle!r}: {log.read_text(errors='replace')[-2000:]}")
+
+
+def test_the_watch_holds_a_thousand_idle_connections(tmp_path):
+    import signal
+    from test_watch_live import free_port
+    need_watch()
+    port = free_port()
+    p, log = _watch(tmp_path, f"127.0.0.1:{port}")
+    idle = []
+    try:
+        _wait_line(p, log, "counting every exec")
+        for _ in range(1000):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            idle.append(s)
+        time.sleep(1)
+        threads = len(os.listdir(f"/proc/{p.pid}/task"))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            assert r.status == 200
+        assert threads < 20, f"{threads} threads in the watch with 1000 idle connections"
+    finally:
+        for s in idle:
+            s.close()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == 0
+
+
+def test_an_ipv6_listen_address_is_printed_in_brackets(tmp_path):
+    import signal
+    from test_watch_live import free_port
+    need_watch()
+    if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6") or \
+            "00000000000000000000000000000001" not in open("/proc/net/if_inet6").read():
+        pytest.skip("this machine has no ::1")
+    port = free_port()
+    p, log = _watch(tmp_path, f"[::1]:{port}")
+    try:
+        text = _wait_line(p, log, "counting every exec")
+        assert f"http://[::1]:{port}/metrics" in text, text
+        with urllib.request.urlopen(f"http://[::1]:{port}/metrics", timeout=5) as r:
+            assert r.status == 200
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == 0
