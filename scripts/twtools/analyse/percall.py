@@ -49,9 +49,10 @@ SLOW_STATE = 0.10
 # floor is within HOST_TOL of the run's fastest probe; a cell's process takes the label of the
 # probes on either side of it in time (both fast: fast).  The undisturbed figure rests on
 # the fast-labelled processes when at least GATED_MIN of them ran; below that the host
-# allowed too few quiet moments for this cell, and the figure says so.
+# allowed too few quiet moments for this cell, and it has no undisturbed figure (it leads with
+# its typical one, and says why).
 HOST_TOL = 0.05
-GATED_MIN = 8
+GATED_MIN = 3
 # ... the fastest probe's level being the LEVEL_RANK-th fastest probe: one lucky process must
 # not set a bar the host's fast state seldom reaches (measure/bench.py, the same rule live).
 LEVEL_RANK = 3
@@ -193,12 +194,20 @@ def cell_summary(doc, cell, probes=None):
                                   resolution=resolution(doc, cell))
             gated["used"] = True
         else:
-            u = stats.undisturbed(vals, times=times if None not in times else None,
-                                  resolution=resolution(doc, cell))
+            # Too few quiet moments for this cell: the fastest processes of every state would
+            # be a slow state passed off as undisturbed, and one that moves with how many fast
+            # processes a run happened to draw (an A/A compare called 11 cells where chance
+            # gave 5).  So no undisturbed figure, the lowest floor seen said, and the cell
+            # leads with its typical figure.
+            floors_all = [float(min(v)) for v in vals if len(v)]
+            low = min(floors_all) if floors_all else None
             gated["used"] = False
             gated["why"] = (f"only {len(fast)} of its {len(rounds)} processes ran while the host "
-                            f"was in its fast state (at least {GATED_MIN} are needed): the "
-                            "figure is the fastest processes of every state")
+                            f"was in its fast state (at least {GATED_MIN} are needed)"
+                            + (f"; the lowest floor seen was {low:.1f} ns" if low else ""))
+            u = {"value": None, "ci_low": None, "ci_high": None, "why": gated["why"],
+                 "n_rounds": len(rounds), "n": n_batches, "q": stats.UNDISTURBED_Q,
+                 "lowest_ns": low, "method": stats.METHOD}
         u = dict(u, host=gated)
     else:
         u = stats.undisturbed(vals, times=times if None not in times else None,
@@ -245,9 +254,7 @@ def cell_summary(doc, cell, probes=None):
         hu = _half_rel(u)
         if hu is not None and hu > stats.UNSTABLE_REL:
             why.append(f"undisturbed interval ±{100 * hu:.0f}%")
-        if gated and not gated["used"] and ident["op"] not in WAITING_OPS:
-            why.append(f"{gated['fast_processes']} of {gated['processes']} processes in the "
-                       "host's fast state")
+
     out["interference"] = _interference(s, u)
     fl = s.get("floor") or {}
     out["unstable"] = bool(why) or s.get("median") is None
@@ -466,8 +473,12 @@ def host_state(doc, ref_raw, ref_cell, cells):
         out["steal_ticks"], out["nivcsw"] = steal, nivcsw
     else:
         out["why_counters"] = "syscost recorded no steal or context-switch counters in these results"
+    out.update(quiet(doc, cells))
     if ref_raw is None or ref_cell is None or ref_cell.get("undisturbed_ns") is None:
-        out["why"] = "the reference cell was not measured"
+        out["why"] = ("the reference cell was not measured" if ref_cell is None or
+                      ref_cell.get("median") is None else
+                      "the reference cell has no undisturbed figure: "
+                      + ((ref_cell.get("undisturbed") or {}).get("why") or "unknown"))
         return out
     ref_cell_i = ref_cell.get("interference")
     out["interference_share_reference"] = ref_cell_i["share"] if ref_cell_i else None
@@ -485,7 +496,6 @@ def host_state(doc, ref_raw, ref_cell, cells):
     out["batches"] = total
     out["slow_share"] = slow / total if total else None
     out["reference_ns"] = floor_
-    out.update(quiet(doc, cells))
     return out
 
 
@@ -539,7 +549,7 @@ def quiet(doc, cells):
     wall = (doc or {}).get("wall_s")
     rounds = ((doc or {}).get("params") or {}).get("rounds")
     round_s = wall / rounds if isinstance(wall, (int, float)) and rounds else None
-    per, wide = [], []
+    per, wide, bound = [], [], 0
     for c in cells:
         u = c.get("undisturbed") or {}
         g = u.get("host")
@@ -555,6 +565,7 @@ def quiet(doc, cells):
                                        PROJECT_TARGET)
             if pj.get("more_seconds") is not None:
                 wide.append(pj["more_seconds"])
+                bound += bool(pj.get("why"))
                 u["projection"] = dict(pj, target=PROJECT_TARGET)
     if per:
         per.sort()
@@ -565,6 +576,9 @@ def quiet(doc, cells):
         out["projection_s_median"] = wide[len(wide) // 2]
         out["projection_s_max"] = wide[-1]
         out["projected_cells"] = len(wide)
+        # cells whose plan is not made yet (fewer fast processes than the rule's first stage):
+        # their time is a lower bound, the first stage's alone
+        out["projection_lower_bounds"] = bound
     return out
 
 

@@ -298,7 +298,10 @@ def sec_host(doc, data, pdir):
             q.append(f"{h['projected_cells']} fast cells are still wider than ±1%: at this fast "
                      f"share, ±1% would need about {_dur(h['projection_s_median'])} more for the "
                      f"median one and {_dur(h['projection_s_max'])} for the widest "
-                     "(`tw bench --target 1%`).")
+                     "(`tw bench --target 1%`)"
+                     + (f"; for {h['projection_lower_bounds']} of them too few fast processes "
+                        "ran to plan, and their time is a lower bound" if
+                        h.get("projection_lower_bounds") else "") + ".")
         if h.get("never_quiet"):
             q.append(f"The host was never quiet: {h['never_quiet_why']}.")
         doc.p(" ".join(q))
@@ -352,24 +355,34 @@ def host_line(pc):
     h = (pc or {}).get("host") or {}
     if h.get("fast_share") is None:
         return None
-    fast = [c for c in (pc or {}).get("cells", []) if c.get("supported")
-            and c.get("op") in ("null", "getppid", "write-devnull")
-            and c.get("primary") == "undisturbed" and c.get("undisturbed_ns")]
+    fast_ops = ("null", "getppid", "write-devnull")
+    every = [c for c in (pc or {}).get("cells", []) if c.get("supported")
+             and c.get("op") in fast_ops]
+    fast = [c for c in every if c.get("primary") == "undisturbed" and c.get("undisturbed_ns")
+            and c.get("undisturbed_ci_low") is not None]
+    none = sum(1 for c in every if c.get("undisturbed_ns") is None)
     halves = sorted((c["undisturbed_ci_high"] - c["undisturbed_ci_low"]) / 2 / c["undisturbed_ns"]
-                    for c in fast if c.get("undisturbed_ci_low") is not None)
+                    for c in fast)
     med = halves[len(halves) // 2] if halves else None
     if h.get("never_quiet"):
-        return (f"**This host was never quiet during the run**: {h['never_quiet_why']}. The "
-                "undisturbed figures are the fastest moments it had, not its undisturbed cost; "
-                "run again when the host is quieter, or `tw bench --target 1% --budget 30m`.")
-    if med is None or med <= NOISY_HALF:
+        return (f"**This host was never quiet during the run**: {h['never_quiet_why']}. No "
+                "undisturbed figure rests on it; run again when the host is quieter, or "
+                "`tw bench --target 1% --budget 30m`.")
+    if (med is None or med <= NOISY_HALF) and none <= len(every) // 4:
         return None
     proj = h.get("projection_s_median")
+    parts = []
+    if none:
+        parts.append(f"{none} of {len(every)} fast cells have no undisturbed figure (too few "
+                     "of their processes met it)")
+    if med is not None:
+        parts.append(f"the others' undisturbed intervals are ±{100 * med:.1f}% (median)"
+                     if none else f"the fast cells' undisturbed intervals are ±{100 * med:.1f}% "
+                     "(median)")
     return (f"**This host was noisy**: it was in its fast state in {100 * h['fast_share']:.0f}% "
-            f"of the run's probes, and the fast cells' undisturbed intervals are ±{100 * med:.1f}% "
-            "(median)"
-            + (f"; ±1% would take this host about {_dur(proj)} of measuring at that share"
-               if proj else "")
+            f"of the run's probes; " + "; ".join(parts)
+            + (f"; ±1% would take this host {'at least' if h.get('projection_lower_bounds') else 'about'} "
+               f"{_dur(proj)} more of measuring at that share" if proj else "")
             + ": `tw bench --target 1% --budget 30m` measures until then (\"This host during "
             "the run\").")
 
