@@ -24,6 +24,9 @@ BUILD      := build
 OBJ        := $(BUILD)/obj
 CC         ?= cc
 NASM       ?= nasm
+# nasm -g records the source's absolute folder, and nasm has no prefix map: make deb, whose
+# programs are stripped of debug sections anyway, builds with NASM_DEBUG= (reproducible).
+NASM_DEBUG ?= -g
 PYTHON     ?= python3
 VENV       := .venv
 VPY        := $(VENV)/bin/python
@@ -157,7 +160,7 @@ $(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
 $(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
 $(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm $(ASM_INCLUDES) | $(OBJ)/$1/asm
-	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -DTW_EXTRA_CHAIN=$$(TW_EXTRA_CHAIN) -o $$@ $$<
+	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) $$(NASM_DEBUG) -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -DTW_EXTRA_CHAIN=$$(TW_EXTRA_CHAIN) -o $$@ $$<
 $(OBJ)/$1/asm:
 	mkdir -p $$@
 endef

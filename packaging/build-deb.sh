@@ -28,11 +28,12 @@ root="$out/root"
 lib="$root/usr/lib/$pkg"
 
 # --- the programs, compiled for the package ----------------------------------------------
-# The object folder's own path and the checkout's are mapped to '.', so that a build in
-# another folder gives the same bytes.
+# The checkout's path is mapped to '.' (C and BPF), and nasm records no debug information
+# (it would hold the absolute folder: NASM_DEBUG in the Makefile), so that a build in another
+# folder gives the same bytes, build IDs included.
 map="-ffile-prefix-map=$here=."
-make --no-print-directory -s TW_DEPS_CHECKED=1 BUILD="$bin" \
-	CFLAGS="-O2 -g $map" BPF_EXTRA_CFLAGS="$map" binaries >&2
+make --no-print-directory -s -j2 TW_DEPS_CHECKED=1 BUILD="$bin" \
+	CFLAGS="-O2 -g $map" BPF_EXTRA_CFLAGS="$map" NASM_DEBUG= binaries >&2
 
 # --- the tree ----------------------------------------------------------------------------
 rm -rf "$root"
