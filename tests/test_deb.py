@@ -126,3 +126,157 @@ def test_lintian_says_only_what_docs_argue(debs):
     print(f"\n[deb] lintian: {p.stdout.strip()}")
     # docs/packaging.md, "What lintian says", argues each one left.
     assert tags == ["copyright-without-copyright-notice"], p.stdout
+
+
+# --- the package in a clean Debian 12 root (TW_DEB_TEST=1) ----------------------------------
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+CACHE = Path(os.environ.get("TW_DEB_CACHE", "/var/cache/timewrite-deb-test"))
+TARBALL = CACHE / f"{SUITE}-minbase.tar"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Mounted in a private mount namespace, so they go with the command: the host's kernel is
+# the one BPF loads into; /sys with its submounts (tracefs, bpffs, BTF).
+ENTER = r"""set -e
+R=$1; shift
+mount -t proc proc "$R/proc"
+mount --rbind /sys "$R/sys"
+mount --rbind /dev "$R/dev"
+exec chroot "$R" env -i PATH=%s HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive sh -c "$1"
+""" % PATH
+NOT_ON_A_HOST = ("gcc", "cc", "clang", "git", "pip", "pip3", "make")
+
+
+def in_root(root, script, timeout=900):
+    return sh(["unshare", "--mount", "--propagation", "private", "sh", "-c", ENTER, "sh",
+               root, script], timeout=timeout)
+
+
+def older(deb, where):
+    """The same package as an older version (<version>~old), to upgrade from."""
+    tree = where / "old-tree"
+    assert sh(["dpkg-deb", "-R", deb, tree]).returncode == 0
+    v = control(deb)["Version"]
+    ctl = tree / "DEBIAN" / "control"
+    ctl.write_text(ctl.read_text().replace(f"Version: {v}\n", f"Version: {v}~old\n"))
+    (tree / "usr/lib/timewrite/VERSION").write_text(f"{v}~old\n")
+    out = where / f"timewrite_{v}~old_amd64.deb"
+    p = sh(["dpkg-deb", "--root-owner-group", "--build", tree, out])
+    assert p.returncode == 0, p.stderr
+    return out, f"{v}~old"
+
+
+@pytest.mark.skipif(os.environ.get("TW_DEB_TEST") != "1",
+                    reason="the clean-root test is off by default: root, Debian's mirror and a "
+                           "few minutes; run it with TW_DEB_TEST=1")
+def test_clean_debian_root_installs_watches_upgrades_removes_purges(debs, tmp_path):
+    from conftest import need_watch
+    from test_fleet_ansible import free_port
+    from test_watch_live import get, short32, wait_for
+    need_root()
+    need_watch()            # this kernel runs the watch's programs (BTF, tracefs)
+    for tool in ("debootstrap", "unshare", "chroot"):
+        need_tool(tool)
+    times = {}
+    t0 = time.monotonic()
+    if not TARBALL.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        mk = CACHE / "mkroot"
+        shutil.rmtree(mk, ignore_errors=True)
+        p = sh(["debootstrap", "--variant=minbase", SUITE, mk, MIRROR], timeout=1800)
+        assert p.returncode == 0, p.stdout[-3000:]
+        part = TARBALL.with_suffix(".part")
+        assert sh(["tar", "--numeric-owner", "-cf", part, "-C", mk, "."]).returncode == 0
+        part.rename(TARBALL)
+        shutil.rmtree(mk)
+        times["debootstrap (cached from now on)"] = time.monotonic() - t0
+    root = tmp_path / "root"
+    root.mkdir()
+    assert sh(["tar", "-xf", TARBALL, "-C", root]).returncode == 0
+    shutil.copy("/etc/resolv.conf", root / "etc" / "resolv.conf")
+    (root / "etc/apt/sources.list").write_text(
+        f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n"
+        f"deb http://deb.debian.org/debian-security {SUITE}-security main\n")
+    new = debs[0]
+    old, old_v = older(new, tmp_path)
+    new_v = control(new)["Version"]
+    for f in (new, old, short32(tmp_path)):
+        shutil.copy(f, root / "tmp" / f.name)
+    prog = "/tmp/tw-short32"
+    times["unpack"] = time.monotonic() - t0 - sum(times.values())
+    try:
+        def step(name, script, ok=True, timeout=900):
+            s = time.monotonic()
+            p = in_root(root, script, timeout)
+            times[name] = time.monotonic() - s
+            if ok:
+                assert p.returncode == 0, f"{name}: {p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+            return p
+
+        before = set(step("list", "dpkg-query -W -f '${Package}\\n'").stdout.split())
+        step("apt-get update", "apt-get update -q")
+        step("install the older package with apt",
+             f"apt-get install -y -q --no-install-recommends /tmp/{old.name}")
+        after = set(step("list", "dpkg-query -W -f '${Package}\\n'").stdout.split())
+        pulled = sorted(after - before)
+        size = step("size", "dpkg-query -W -f '${Installed-Size}' timewrite").stdout
+        print(f"\n[deb-root] apt pulled in {len(pulled)} packages: {' '.join(pulled)}"
+              f"\n[deb-root] timewrite's Installed-Size: {size} KiB")
+        assert "timewrite" in pulled
+        assert not [p for p in pulled if re.match(r"(gcc|cpp|clang|llvm|git|python3-pip|"
+                                                  r"make|binutils|libc6-dev)(-|$)", p)], pulled
+        there = step("no compiler", " ; ".join(f"command -v {c}" for c in NOT_ON_A_HOST) + "; true")
+        assert there.stdout.strip() == "", f"on the clean root: {there.stdout}"
+        assert step("tw --version", "tw --version").stdout.strip() == f"tw {old_v}"
+
+        def watch(name, seconds):
+            port = free_port()
+            # The watch runs in the background in the root; the program runs once it counts.
+            script = (f"tw watch --for {seconds} --interval 1 --listen 127.0.0.1:{port} "
+                      f">/tmp/watch.out 2>&1 & pid=$!; "
+                      f"i=0; until grep -q 'counting every exec' /tmp/watch.out; do "
+                      f"i=$((i+1)); [ $i -lt 120 ] || exit 9; sleep 0.5; done; "
+                      f"{prog}; wait $pid; rc=$?; cat /tmp/watch.out; exit $rc")
+            s = time.monotonic()
+            proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh",
+                                     "-c", ENTER, "sh", str(root), script],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                text = wait_for(lambda: (lambda m: m if prog in m else None)(
+                    get(f"http://127.0.0.1:{port}/metrics")), 90, f"{prog} in /metrics")
+                out, err = proc.communicate(timeout=seconds + 120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            times[name] = time.monotonic() - s
+            assert proc.returncode == 0, out[-3000:] + err[-2000:]
+            return text, out
+
+        metrics, out = watch("tw watch --for 30, the older package", 30)
+        line = next(x for x in metrics.splitlines() if prog in x
+                    and x.startswith("timewrite_exec_total"))
+        print(f"[deb-root] /metrics: {line}")
+        assert re.search(r"watch: window 1: \d+ programs", out), out   # its analysis (numpy) ran
+        rep = step("tw watch --report", "tw watch --report")
+        assert prog in rep.stdout, rep.stdout
+        # The upgrade, with the state in place: the newer package reads it.
+        step("upgrade to the newer package", f"apt-get install -y -q --no-install-recommends "
+                                             f"/tmp/{new.name}")
+        assert step("tw --version", "tw --version").stdout.strip() == f"tw {new_v}"
+        metrics2, _ = watch("tw watch --for 10, after the upgrade", 10)
+        line2 = next(x for x in metrics2.splitlines() if prog in x
+                     and x.startswith("timewrite_exec_total"))
+        assert float(line2.split()[-1]) >= float(line.split()[-1]) + 1, (line, line2)
+        step("remove", "apt-get remove -y -q timewrite")
+        left = step("after remove", "ls /var/lib/timewrite-watch; ls /usr/lib/timewrite 2>&1; "
+                                    "command -v tw || true", ok=False).stdout
+        assert "watch.sqlite" in left and "No such file" in left, left
+        step("purge", "apt-get purge -y -q timewrite")
+        gone = step("after purge", "test ! -e /var/lib/timewrite-watch && echo gone").stdout
+        assert gone.strip() == "gone"
+    finally:
+        print("[deb-root] wall times: " + "; ".join(f"{k} {v:.0f} s" for k, v in times.items()))
+        with open("/proc/self/mountinfo") as f:
+            mounted = [ln.split()[4] for ln in f if ln.split()[4].startswith(str(root))]
+        if not mounted:
+            shutil.rmtree(root, ignore_errors=True)
