@@ -53,6 +53,12 @@ for d in variants traces asm timewrite syscost data; do
 	git ls-files -z -- "$d" | xargs -0 -I{} install -D -m 0644 {} "$lib/{}"
 done
 
+# The UAPI headers the programs were compiled against: the syscall numbers tw reads
+# (machine/sysnr.py), so that a host needs no linux-libc-dev.
+for h in unistd_32.h unistd_64.h; do
+	install -D -m 0644 "/usr/include/$(cc -print-multiarch)/asm/$h" "$lib/include/asm/$h"
+done
+
 # The programs.  Their symbol tables are kept: tw explain, tw classify and the tests find the
 # stubs in them by name (the lintian override says so); only the debug sections go.
 for f in "$bin"/*; do

@@ -248,6 +248,7 @@ def test_clean_debian_root_installs_watches_upgrades_removes_purges(debs, tmp_pa
             finally:
                 if proc.poll() is None:
                     proc.kill()
+                    print("[deb-root] the watch's output:", *proc.communicate(), sep="\n")
             times[name] = time.monotonic() - s
             assert proc.returncode == 0, out[-3000:] + err[-2000:]
             return text, out
