@@ -287,3 +287,142 @@ def test_clean_debian_root_installs_watches_upgrades_removes_purges(debs, tmp_pa
             mounted = [ln.split()[4] for ln in f if ln.split()[4].startswith(str(root))]
         if not mounted:
             shutil.rmtree(root, ignore_errors=True)
+
+
+# --- the fleet role with tw_setup: package, on two clean Debian 12 roots (TW_DEB_TEST=1) ------
+
+HOST_TARBALL = CACHE / f"{SUITE}-minbase-sshd.tar"
+# What Ansible needs on a host, and nothing of timewrite's: sshd, python3 and python3-apt (the
+# apt module's).  policy-rc.d keeps openssh-server's scripts from starting a system sshd.
+HOST_PACKAGES = "openssh-server python3 python3-apt"
+SSHD_CONFIG = ("Port {port}\nListenAddress 127.0.0.1\nHostKey /etc/ssh/ssh_host_ed25519_key\n"
+               "AuthorizedKeysFile /root/.ssh/authorized_keys\nPermitRootLogin prohibit-password\n"
+               "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+               "StrictModes no\nPidFile none\nSubsystem sftp internal-sftp\nLogLevel ERROR\n")
+
+
+def host_tarball(tmp):
+    """The minbase root with what Ansible needs on a host (cached beside the minbase one)."""
+    if HOST_TARBALL.exists():
+        return HOST_TARBALL
+    r = tmp / "mk-host"
+    r.mkdir()
+    assert sh(["tar", "-xf", TARBALL, "-C", r]).returncode == 0
+    shutil.copy("/etc/resolv.conf", r / "etc" / "resolv.conf")
+    (r / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
+    (r / "usr/sbin/policy-rc.d").chmod(0o755)
+    p = in_root(r, f"apt-get update -q && apt-get install -y -q --no-install-recommends "
+                   f"{HOST_PACKAGES} && ssh-keygen -A && mkdir -p /run/sshd /root/.ssh")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    (r / "usr/sbin/policy-rc.d").unlink()
+    part = HOST_TARBALL.with_suffix(".part")
+    assert sh(["tar", "--numeric-owner", "-cf", part, "-C", r, "."]).returncode == 0
+    part.rename(HOST_TARBALL)
+    shutil.rmtree(r)
+    return HOST_TARBALL
+
+
+@pytest.mark.skipif(os.environ.get("TW_DEB_TEST") != "1",
+                    reason="the package's fleet test is off by default: root, Debian's mirror "
+                           "and a few minutes; run it with TW_DEB_TEST=1")
+def test_fleet_role_installs_the_package_on_two_clean_hosts(debs, tmp_path):
+    """fleet/watch.yml with tw_setup: package (given the .deb) on two hosts that are two clean
+    Debian 12 roots, each with its own sshd on a loopback port, chrooted: apt installs the
+    package from the mirror, the watch runs (as a process: no systemd in a chroot), a 32-bit
+    program is counted by both, the report action collects, `tw fleet --readiness` reads it,
+    the stop action stops both; no compiler, git or pip on either host."""
+    from conftest import need_watch
+    from test_fleet_ansible import ANSIBLE, free_port, wait_port
+    from test_watch_fleet import PLAYBOOK
+    from test_watch_live import get, short32, wait_for
+    need_root()
+    need_watch()
+    if not TARBALL.exists():
+        pytest.skip(f"{TARBALL} is not there yet: the clean-root test above makes it")
+    if not ANSIBLE.exists():
+        pytest.skip(f"{ANSIBLE} is absent: ansible-core is not in this venv")
+    t0 = time.monotonic()
+    tarball = host_tarball(tmp_path)
+    built = time.monotonic() - t0
+    key = tmp_path / "user"
+    assert sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key]).returncode == 0
+    hosts, sshds = {}, []
+    prog = short32(tmp_path)
+    try:
+        for h in ("alpha", "beta"):
+            r = tmp_path / h
+            r.mkdir()
+            assert sh(["tar", "-xf", tarball, "-C", r]).returncode == 0
+            shutil.copy("/etc/resolv.conf", r / "etc" / "resolv.conf")
+            (r / "etc/apt/sources.list").write_text(
+                f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n"
+                f"deb http://deb.debian.org/debian-security {SUITE}-security main\n")
+            (r / "root/.ssh/authorized_keys").write_text(key.with_suffix(".pub").read_text())
+            port = free_port()
+            (r / "etc/ssh/tw_sshd_config").write_text(SSHD_CONFIG.format(port=port))
+            proc = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c", ENTER, "sh", str(r),
+                 "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/ssh/tw_sshd_config"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            sshds.append(proc)
+            wait_port(port, proc)
+            hosts[h] = {"root": r, "ssh": port, "listen": free_port()}
+        common = ("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                  "-o ConnectTimeout=5 -o BatchMode=yes")
+
+        def play(action):
+            inv = {"all": {"hosts": {h: {"ansible_host": "127.0.0.1", "ansible_port": v["ssh"],
+                                         "tw_watch_listen": f"127.0.0.1:{v['listen']}"}
+                                     for h, v in hosts.items()},
+                           "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": str(key),
+                                    "ansible_ssh_common_args": common,
+                                    "ansible_python_interpreter": "/usr/bin/python3",
+                                    "tw_setup": "package", "tw_deb": str(debs[0]),
+                                    "tw_watch_service": "process", "tw_watch_action": action,
+                                    "tw_watch_args": "--window 0 --interval 1",
+                                    "tw_watch_since": "1d",
+                                    "tw_collect": str(tmp_path / "collected")}}}
+            path = tmp_path / f"{action}.json"
+            path.write_text(__import__("json").dumps(inv))
+            env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"),
+                       ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_NOCOLOR="1",
+                       ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
+                       ANSIBLE_RETRY_FILES_ENABLED="False")
+            env.pop("ANSIBLE_STDOUT_CALLBACK", None)
+            s = time.monotonic()
+            p = sh([ANSIBLE, "-i", path, PLAYBOOK], env=env, cwd=tmp_path, timeout=1200)
+            print(f"\n[deb-fleet] {action}: {time.monotonic() - s:.0f} s, exit {p.returncode}")
+            assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+
+        started = False
+        try:
+            play("start")
+            started = True
+            for h, v in hosts.items():
+                there = in_root(v["root"], " ; ".join(f"command -v {c}" for c in NOT_ON_A_HOST)
+                                + "; dpkg-query -W -f '${Version}' timewrite")
+                assert there.stdout.strip() == control(debs[0])["Version"], (h, there.stdout)
+            assert subprocess.run([str(prog)]).returncode == 0
+            for h, v in hosts.items():
+                wait_for(lambda: str(prog) in get(f"http://127.0.0.1:{v['listen']}/metrics"), 30,
+                         f"{h} counting {prog}")
+            time.sleep(2)
+            play("report")
+        finally:
+            if started:
+                play("stop")
+        p = sh([VPY, ROOT / "scripts" / "tw", "fleet", "--readiness", tmp_path / "collected"])
+        assert p.returncode == 0, p.stderr
+        print(f"[deb-fleet] tw fleet --readiness:\n{p.stdout}")
+        assert "0 ready, 2 not ready" in p.stdout and str(prog) in p.stdout, p.stdout
+        for h in hosts:
+            assert h in p.stdout
+    finally:
+        for proc in sshds:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        print(f"[deb-fleet] host root {'built' if built > 5 else 'from the cache'} in "
+              f"{built:.0f} s; all {time.monotonic() - t0:.0f} s")
