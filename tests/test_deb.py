@@ -426,3 +426,8 @@ def test_fleet_role_installs_the_package_on_two_clean_hosts(debs, tmp_path):
                 proc.kill()
         print(f"[deb-fleet] host root {'built' if built > 5 else 'from the cache'} in "
               f"{built:.0f} s; all {time.monotonic() - t0:.0f} s")
+        with open("/proc/self/mountinfo") as f:
+            mounted = [ln.split()[4] for ln in f if ln.split()[4].startswith(str(tmp_path))]
+        if not mounted:
+            for v in hosts.values():
+                shutil.rmtree(v["root"], ignore_errors=True)
