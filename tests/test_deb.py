@@ -228,6 +228,10 @@ def test_clean_debian_root_installs_watches_upgrades_removes_purges(debs, tmp_pa
         there = step("no compiler", " ; ".join(f"command -v {c}" for c in NOT_ON_A_HOST) + "; true")
         assert there.stdout.strip() == "", f"on the clean root: {there.stdout}"
         assert step("tw --version", "tw --version").stdout.strip() == f"tw {old_v}"
+        # A command whose module Debian does not package says so in one line, no traceback.
+        p = step("tw fleet", "tw fleet /tmp", ok=False)
+        assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "orjson is not in Debian 12" in p.stderr, p.stderr
 
         def count(metrics):
             lines = [x for x in metrics.splitlines()
