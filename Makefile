@@ -2,6 +2,7 @@
 #
 #   make                 build every variant into build/
 #   make list-variants   print the variant names, one per line
+#   make deb             build/timewrite_<version>_amd64.deb, reproducibly (docs/packaging.md)
 #   make check           the fast tests: unit, parser, statistics, fixtures (no build)
 #   make test            install what is missing (as root), build, run every test
 #   make report          install what is missing (as root), build, measure, report
@@ -23,6 +24,9 @@ BUILD      := build
 OBJ        := $(BUILD)/obj
 CC         ?= cc
 NASM       ?= nasm
+# nasm -g records the source's absolute folder, and nasm has no prefix map: make deb, whose
+# programs are stripped of debug sections anyway, builds with NASM_DEBUG= (reproducible).
+NASM_DEBUG ?= -g
 PYTHON     ?= python3
 VENV       := .venv
 VPY        := $(VENV)/bin/python
@@ -97,7 +101,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
             $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES)
 
-.PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv \
+.PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb \
 	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
@@ -156,7 +160,7 @@ $(OBJ)/$1/%.o: timewrite/%.c $(HEADERS) | $(OBJ)/$1/asm
 $(OBJ)/$1/%.o: syscost/%.c $(HEADERS) | $(OBJ)/$1/asm
 	$$(CC) $$(CFLAGS) $$(TW_CFLAGS) $$(FLAGS_$1) -c -o $$@ $$<
 $(OBJ)/$1/asm/%.o: asm/$(firstword $(subst -, ,$1))/%.asm $(ASM_INCLUDES) | $(OBJ)/$1/asm
-	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) -g -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -DTW_EXTRA_CHAIN=$$(TW_EXTRA_CHAIN) -o $$@ $$<
+	$$(NASM) -f $$(NASMFMT_$(firstword $(subst -, ,$1))) $$(NASM_DEBUG) -Iasm/include/ -DTW_EXTRA_WORK=$$(TW_EXTRA_WORK) -DTW_EXTRA_CHAIN=$$(TW_EXTRA_CHAIN) -o $$@ $$<
 $(OBJ)/$1/asm:
 	mkdir -p $$@
 endef
@@ -164,7 +168,7 @@ $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
 
 $(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h watch/maps.h
 	@mkdir -p $(@D)
-	$(BPF_CLANG) $(BPF_CFLAGS) -c -o $@ $<
+	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
 $(BUILD)/watchbpf: watch/watchbpf.c watch/maps.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
@@ -200,6 +204,20 @@ $(VENV)/.stamp: requirements.txt
 	{ echo "timewrite: building $(VENV) failed; full log: $(VENV_LOG)" >&2; tail -n 3 $(VENV_LOG) >&2; exit 1; }
 	@touch $@
 venv: deps $(VENV)/.stamp
+
+# The Debian package, build/timewrite_<version>_amd64.deb (packaging/build-deb.sh,
+# docs/packaging.md): the programs compiled afresh in build/deb/bin, the toolkit, the man page
+# and bash completion drawn from the argparse parsers (so the venv), the unit.  The version is
+# twtools.core.version's (git describe); SOURCE_DATE_EPOCH is the commit's time, so two builds of
+# one commit give the same bytes.  The package's path is the last line on stdout.
+DEB_DIR := $(BUILD)/deb
+deb:
+	$(DEPS) deb
+	@$(MAKE) --no-print-directory $(VENV)/.stamp TW_DEPS_CHECKED=1
+	@SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
+	packaging/build-deb.sh $(DEB_DIR) "$$(cd scripts && ../$(VPY) -m twtools.core.version)" \
+		$(abspath $(VPY)) >$(DEB_DIR).path && \
+	deb=$$(cat $(DEB_DIR).path) && mv -f "$$deb" $(BUILD)/ && echo "$(BUILD)/$${deb##*/}"
 
 # Two tiers.  `make check`: the unit, parser, statistics and fixture tests
 # (tests/conftest.py, CHECK_TIER), without building the variants or tracing, for

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# deps.sh [build|report|test]: make sure this machine has what that step needs.
+# deps.sh [build|deb|report|test]: make sure this machine has what that step needs.
 #
 #   build    what `make` needs to compile: make, a C compiler that links -m32, nasm, binutils,
 #            clang's BPF target and libbpf (tw watch's programs)
+#   deb      build + what `make deb` needs: python3 with a venv that has pip (the man page is
+#            drawn from the parsers, which import numpy), llvm-strip (the BPF objects' DWARF)
+#            and Debian's argparse-manpage
 #   report   build + what measuring needs: python3 with a venv that has pip, strace,
 #            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing
 #   test     report + what only the tests need: chromium (the report in a real
 #            browser), golang-go (a Go GOARCH=386 program) and openssh-server (the
 #            fleet playbook's loopback test starts its own sshd on 127.0.0.1) and
-#            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1)
+#            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1), and what
+#            `make deb` needs and lintian (tests/test_deb.py checks the package with it);
+#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root)
 #
 # Each check tries the capability (cc -m32 links, `python3 -m venv` gives a venv
 # whose pip runs), not only the presence of a command, because that is what
@@ -22,8 +27,8 @@ set -u
 
 phase=${1:-report}
 case $phase in
-build | report | test) ;;
-*) echo "usage: scripts/deps.sh [build|report|test]" >&2; exit 2 ;;
+build | deb | report | test) ;;
+*) echo "usage: scripts/deps.sh [build|deb|report|test]" >&2; exit 2 ;;
 esac
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -82,6 +87,11 @@ check() {
 	[ "$phase" = build ] && return
 	need python3 python3 --version
 	need python3-venv venv_with_pip
+	if [ "$phase" = deb ] || [ "$phase" = test ]; then
+		need llvm llvm-strip --version
+		need python3-argparse-manpage test -f /usr/lib/python3/dist-packages/build_manpages/manpage.py
+	fi
+	[ "$phase" = deb ] && return
 	need strace strace -V
 	need bpftrace bpftrace --version
 	need procps ps -p $$
@@ -104,6 +114,10 @@ check() {
 	need openssh-server test -x /usr/sbin/sshd
 	# tests/test_watch_live.py runs its own Prometheus on 127.0.0.1 to scrape tw watch.
 	need prometheus test -x /usr/bin/prometheus
+	need lintian lintian --version
+	if [ -n "${TW_DEB_TEST-}" ]; then
+		need debootstrap debootstrap --version   # tests/test_deb.py's clean Debian 12 root
+	fi
 	if [ -n "${TW_SETUP_TEST-}" ]; then
 		need mmdebstrap mmdebstrap --version   # tests/test_setup_chroot.py builds a minbase root
 	fi
@@ -111,7 +125,7 @@ check() {
 
 # tracefs: bpftrace and perf's tracepoints fail with "tracepoint not found" without it.
 mount_tracefs=
-if [ "$phase" != build ] && [ -d "$TRACEFS" ] && ! tracefs_mounted; then
+if [ "$phase" != build ] && [ "$phase" != deb ] && [ -d "$TRACEFS" ] && ! tracefs_mounted; then
 	mount_tracefs="mount -t tracefs nodev $TRACEFS"
 fi
 

@@ -220,7 +220,7 @@ STRS = ["str"]
 
 STAGE = {"ok": "bool?", "seconds": "num?", "error": "str?", "traceback": "str?", "errno": "str?",
          "interrupted": "bool?", "measured_with": "str?"}
-META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
+META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?", "version": "str?",
         "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
         "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),
         "pid": "int?", "signal": "str?", "finished_utc": "str?", "error": "str?",

@@ -235,6 +235,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(ui.EXIT_USAGE, escape.terminal(f"{self.prog}: error: {message}") + "\n")
 
 
+def top_parser():
+    """tw's own parser and its (empty) subparsers action: main() adds each command's name,
+    cli.manual each command's whole parser."""
+    parser = _Parser(
+        prog="tw", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="timewrite: compare, trace and explain how programs enter the Linux kernel.")
+    parser.add_argument("--debug", action="store_true",
+                        help="print tracebacks for expected failures too (also TW_DEBUG=1)")
+    parser.add_argument("--version", action="store_true",
+                        help="print tw's version (git describe, or the package's) and exit")
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
 def main(argv=None):
     closed = _open_std_streams()
     if "stdout" in closed:
@@ -244,14 +257,13 @@ def main(argv=None):
     debug = bool(os.environ.get("TW_DEBUG"))
     while argv and argv[0] == "--debug":
         debug, argv = True, argv[1:]
-    parser = _Parser(
-        prog="tw", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="timewrite: compare, trace and explain how programs enter the Linux kernel.")
-    parser.add_argument("--debug", action="store_true",
-                        help="print tracebacks for expected failures too (also TW_DEBUG=1)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser, sub = top_parser()
     for name, (_, helptext) in COMMANDS.items():
         sub.add_parser(name, help=helptext, add_help=False)
+    if argv and argv[0] == "--version":
+        from ..core import version
+        print(f"tw {version.get()}")
+        return ui.EXIT_OK
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         if argv and argv[0] not in ("-h", "--help"):
             parser.print_usage(sys.stderr)

@@ -313,8 +313,9 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     check_latest(link)
     out = prepare_out(out, force) if out else new_results_dir()
     wanted = _together([s for s in STAGES if not only or s[0] in only])
+    from ..core import version
     meta = {"schema": "timewrite-results/1", "state": "in-progress", "created_utc": _now(),
-            "host": socket.gethostname(), "pid": os.getpid(), "mode": mode,
+            "version": version.get(), "host": socket.gethostname(), "pid": os.getpid(), "mode": mode,
             "argv": list(argv if argv is not None else sys.argv),
             "stages_wanted": [s[0] for s in wanted], "stages": {}}
     from ..machine import speculation

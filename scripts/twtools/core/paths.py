@@ -9,8 +9,11 @@ BUILD = Path(os.environ["TW_BUILD"]).absolute() if os.environ.get("TW_BUILD") el
 TRACES = ROOT / "traces"
 # Where `tw run` makes its results directories and keeps `latest`: results/ in the checkout,
 # or $TW_RESULTS (the fault tests point it at a small tmpfs; a user at a bigger disk).
+# An installed copy (make deb: the file VERSION beside scripts/, in /usr/lib/timewrite) is
+# read-only: its results/ is the current directory's.
+INSTALLED = (ROOT / "VERSION").is_file()
 RESULTS = Path(os.environ["TW_RESULTS"]).absolute() if os.environ.get("TW_RESULTS") \
-    else ROOT / "results"
+    else Path("results").absolute() if INSTALLED else ROOT / "results"
 SEED = ROOT / "data" / "seed"  # the seed's published numbers (data/seed/README.md)
 
 

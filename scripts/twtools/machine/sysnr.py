@@ -7,7 +7,9 @@ from ..core.paths import ROOT
 
 
 UAPI_HEADERS = {"i386": "asm/unistd_32.h", "x86_64": "asm/unistd_64.h"}
-INCLUDE_DIRS = ("/usr/include/x86_64-linux-gnu", "/usr/include")
+# An installed copy (make deb) carries the two headers its programs were compiled against in
+# include/, so that a host needs no linux-libc-dev; a checkout reads the system's.
+INCLUDE_DIRS = (str(ROOT / "include"), "/usr/include/x86_64-linux-gnu", "/usr/include")
 
 
 @functools.lru_cache(maxsize=None)
