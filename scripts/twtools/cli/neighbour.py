@@ -4,7 +4,6 @@ CPUs: `tw neighbour --share 0.9 --burst-ms 3000` in one terminal, `tw bench` in 
 
 The work is build/neighbour's (syscost/neighbour.c, measure/neighbour.py).  Ctrl-C (or --seconds)
 stops it; its JSON line (seconds run, noisy share achieved, bursts) goes to stdout."""
-import argparse
 import os
 
 from ..core import ui
@@ -12,22 +11,10 @@ from ..measure import neighbour
 from . import options
 
 
-def _real(lo, hi, what):
-    def parse(text):
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a number")
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{what} {v:g} is out of range [{lo:g}, {hi:g}]")
-        return v
-    return parse
-
-
 def add_arguments(parser, name):
-    parser.add_argument("--share", type=_real(0, 1, "share"), default=0.9,
+    parser.add_argument("--share", type=options.real_range(0, 1, "share"), default=0.9,
                         help="the noisy share of the time, 0 to 1 (default 0.9)")
-    parser.add_argument("--burst-ms", type=_real(1, 3600000, "burst"), default=3000,
+    parser.add_argument("--burst-ms", type=options.real_range(1, 3600000, "burst"), default=3000,
                         help="the noisy bursts' mean length in ms (default 3000); the quiet "
                              "stretches' mean is burst x (1 - share) / share")
     parser.add_argument("--mb", type=options.int_range(1, 65536), default=64,
@@ -36,7 +23,7 @@ def add_arguments(parser, name):
     parser.add_argument("--cpu", type=options.allowed_cpu, default=None,
                         help="the CPU to run on (default: the first allowed; tw bench pins "
                              "syscost to the last)")
-    parser.add_argument("--seconds", type=_real(0.001, 31536000, "seconds"), default=None,
+    parser.add_argument("--seconds", type=options.real_range(0.001, 31536000, "seconds"), default=None,
                         help="stop after this long (default: on Ctrl-C)")
     parser.add_argument("--kind", choices=neighbour.KINDS, default="cache",
                         help="cache: thrash the caches and memory; shootdown: send the measured "

@@ -40,13 +40,24 @@ def checked(fn):
 
 
 def int_range(lo, hi):
+    return _number_range(int, "an integer", lo, hi)
+
+
+def real_range(lo, hi, what="value"):
+    """A finite real number in [lo, hi] ('nan', 'inf' and '1e999' are refused)."""
+    return _number_range(float, "a number", lo, hi, what)
+
+
+def _number_range(kind, name, lo, hi, what=None):
     def parse(text):
         try:
-            v = int(text)
+            v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not an integer")
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{v} is out of range [{lo}, {hi}]")
+            raise argparse.ArgumentTypeError(f"'{text}' is not {name}")
+        if not lo <= v <= hi:     # NaN fails every comparison, and inf is out of range
+            raise argparse.ArgumentTypeError(
+                (f"{what} " if what else "") + f"{v:g} is out of range [{lo:g}, {hi:g}]"
+                if kind is float else f"{v} is out of range [{lo}, {hi}]")
         return v
     return parse
 
