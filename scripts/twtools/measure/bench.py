@@ -338,6 +338,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
 
     round_s = None          # the fastest round's measuring time (waiting left out)
     measured = []           # each round's measuring time
+    judged_at = [0.0]       # when should_stop last judged
     max_rounds = params["rounds"] if target is None else 10000
     rnd = 0
     while rnd < max_rounds:
@@ -398,7 +399,11 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                + (f", {waited_round:.1f} s waiting for a quiet host" if waited_round else "")
                + (f"; host fast in {100 * share:.0f}% of probes so far" if share is not None else "")
                + ")")
-        if should_stop is not None and rnd >= params["rounds"]:
+        # The target's judgement from the fourth round on (the stopping rule's plan depends on
+        # its first stage alone, so judging often costs no coverage), at most once per tenth
+        # of the time so far: analysing the matrix takes a second or so.
+        if should_stop is not None and rnd >= 4 and elapsed - judged_at[0] >= 0.1 * elapsed:
+            judged_at[0] = elapsed
             stop, why = should_stop(_doc())
             msg += f"; {why}"
             if stop:
