@@ -174,6 +174,7 @@ class State:
         self.started = None
         self.dirty = set()       # (program, is32) rows changed since the last save
         self.days = {}           # (UTC day, program, is32) -> {execs, first, last}: not yet saved
+        self.on_disk_only = {}   # is32 -> [programs, execs] in the state file past the cap at load
 
     # ---- bounds
     def label(self, program, is32):
