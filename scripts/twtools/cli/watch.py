@@ -300,7 +300,7 @@ class Watch:
         return {"rss": rss, "cpu_s": cpu_rss[0] if cpu_rss else None,
                 "map_bytes": watchcost.bpf_map_memlock(t.loader.pid)}
 
-    def save(self, windows=()):
+    def save(self, windows=(), bound=True):
         """Save; a failure (a full disk, the file held too long by a report) is said and the
         watch goes on: what was not saved stays in memory (the days and changed programs are
         cleared only once committed) and goes with the next save, but a window's rows are
@@ -319,7 +319,7 @@ class Watch:
                             + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
                 return False
             self.last_failure, self.last_saved = None, time.time()
-        if time.time() - self.last_bound > BOUND_EVERY_S:
+        if bound and time.time() - self.last_bound > BOUND_EVERY_S:
             self.last_bound = time.time()
             try:
                 for line in watchdb.bound(self.db, self.args.keep_days,
@@ -453,7 +453,7 @@ class Watch:
             offset = measure.mono_to_epoch()
             with self.lock:
                 self.state.add_snapshot(process.snapshot(), time.time())
-            self.save()
+            self.save(bound=False)      # the cap (a VACUUM: a minute on a big file) after ready
             ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
                         + (f"; metrics on http://{a.listen[0]}:{a.listen[1]}/metrics" if a.listen else "")
                         + (f"; a {a.window:g} s window every {a.window_period:g} s" if a.window else
