@@ -358,3 +358,14 @@ def test_a_watch_whose_saves_fail_on_a_full_disk_exits_4_saying_so(small_disk):
     assert "saving the state failed" in err and "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert "could NOT be saved" in last and "lost" in last, last
+
+
+def test_a_running_program_whose_path_is_not_utf8_is_saved_escaped(tmp_path):
+    """/proc/PID/exe read with surrogateescape (a file named with bytes 0xff 0xfe): the save
+    failed at every interval with UnicodeEncodeError, the state was never written again."""
+    s = analyse.State()
+    s.add_snapshot([{"exe": "/tmp/slp\udcff\udcfe", "needs_ia32": True}], time.time())
+    db = watchdb.path_in(tmp_path)
+    watchdb.save(db, s)
+    watchdb.check(db)
+    assert report_names(tmp_path) == {"/tmp/slp\\xff\\xfe"}
