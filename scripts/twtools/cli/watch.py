@@ -304,7 +304,8 @@ class Watch:
         """Save; a failure (a full disk, the file held too long by a report) is said and the
         watch goes on: what was not saved stays in memory (the days and changed programs are
         cleared only once committed) and goes with the next save, but a window's rows are
-        lost then (said)."""
+        lost then (said).  Returns whether it was saved; every failure is counted for the last
+        line and the exit status (_end).  The size cap (bound) runs at most once an hour."""
         with self.lock:
             self.state.intervals += 1
             try:
