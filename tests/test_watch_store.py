@@ -326,6 +326,14 @@ def test_loading_a_big_state_keeps_to_the_program_cap(tmp_path):
     assert s.on_disk_only[False][0] == 60000 - 600 and s.on_disk_only[True][0] == 400
     assert len(s.calls) <= 200
     assert peak < 8 * 2 ** 20, peak
+    from twtools.present import watch as present
+    text = present.exposition(lambda: {
+        "programs": s.programs, "folded": s.folded, "calls": s.calls, "cost": s.cost,
+        "wlat": s.wlat, "windows": s.windows, "intervals": s.intervals,
+        "max_programs": s.max_programs, "started": s.started, "share": None,
+        "on_disk_only": s.on_disk_only})
+    assert 'timewrite_programs_on_disk_only{bits="64"} 59400.0' in text
+    assert len(text) < 200_000
     # The report reads only what could stop: the 600 32-bit programs, in bounded memory.
     tracemalloc.start()
     doc = cli_watch.report(tmp_path, 30 * 86400)
