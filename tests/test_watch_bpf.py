@@ -144,3 +144,50 @@ def test_program_header(src):
     head = (ROOT / "watch" / src).read_text().split("*/", 1)[0]
     for word in ("tw watch", "Loaded", "Overhead" if src.startswith("exec") else "slow path"):
         assert word in head, f"{src}: header lacks {word}"
+
+
+EXIT_LAST = """; a static 32-bit program with no library whose text ends with its exit call: the
+; return address of that int 0x80 is the end of the text (mm->end_code)
+section .text
+global _start
+_start:
+    mov eax, 20         ; getpid (i386), from the middle of the text
+    int 0x80
+    mov eax, 1          ; exit (i386): the last instruction of the text
+    xor ebx, ebx
+    int 0x80
+"""
+
+
+def test_the_exit_call_at_the_end_of_a_static_text_is_from_the_text(tmp_path):
+    """The last instruction of a static program is its exit's int 0x80; the address the
+    kernel keeps for it (the one after) is mm->end_code, which `ip < end_code` put outside
+    the text: the exit was labelled as from a library, compat_int80_library, in a program
+    with no library."""
+    need_watch()
+    from conftest import need_tool
+    need_tool("nasm")
+    need_tool("ld")
+    (tmp_path / "x.asm").write_text(EXIT_LAST)
+    for cmd in (["nasm", "-f", "elf32", "-o", tmp_path / "x.o", tmp_path / "x.asm"],
+                ["ld", "-m", "elf_i386", "-o", tmp_path / "tw-exitlast", tmp_path / "x.o"]):
+        p = run(cmd, text=True)
+        assert p.returncode == 0, p.stderr
+    out = tmp_path / "w.ndjson"
+    p = subprocess.Popen([LOADER, "window", BUILD / "watch" / "window.bpf.o", "--own", "1",
+                          "--out", out], stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        _wait_file(out, '"printf"')
+        for _ in range(3):
+            q = subprocess.run([tmp_path / "tw-exitlast"])
+            if q.returncode != 0 and q.returncode < 0:
+                pytest.skip("32-bit programs do not run here")
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    maps = _maps(_lines(out.read_text()))
+    mine = {k: v for k, v in maps["@calls"].items() if "tw-exitlast" in k}
+    assert mine, sorted(maps["@calls"])[:5]
+    assert not [k for k in mine if "other" in k.split(",")], mine

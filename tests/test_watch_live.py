@@ -490,7 +490,8 @@ con.close()
 
 def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
     """The state file held by another process for longer than the watch waits: the save
-    fails, the watch says so and goes on, and what it counted meanwhile is saved later."""
+    fails, the watch says so and goes on, and what it counted meanwhile is saved later; the
+    last line and the exit status say that a save failed."""
     state = tmp_path / "state"
     state.mkdir()
     w = start_watch(state, free_port(), "--window", "0")
@@ -507,8 +508,11 @@ def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
         h.wait(timeout=60)
         time.sleep(3)                    # the next intervals save again
     finally:
-        assert stop(w) == 0
+        rc = stop(w)
+    # Made up later, but said at the end and in the exit status (4: the system refused).
+    assert rc == 4, log()
     assert "held by another process" in log() and "Traceback" not in log()
+    assert "save(s) failed on the way" in log().strip().splitlines()[-1], log()
     rep = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since", "1d",
                "--state", state, "--json"], text=True)
     assert str(prog) in [s["program"] for s in json.loads(rep.stdout)["stop"]]

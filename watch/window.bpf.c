@@ -115,7 +115,9 @@ int on_enter(struct trace_event_raw_sys_enter *ctx)
 		} else {
 			u16 b = 0;
 
-			if (ip >= BPF_CORE_READ(mm, start_code) && ip < BPF_CORE_READ(mm, end_code))
+			/* ip is the address after the 2-byte instruction: the instruction is in the
+			 * text when [ip - 2, ip) is (a static program's exit is often its last). */
+			if (ip - 2 >= BPF_CORE_READ(mm, start_code) && ip <= BPF_CORE_READ(mm, end_code))
 				k.origin = ORIGIN_TEXT;
 			bpf_probe_read_user(&b, sizeof(b), (void *)(ip - 2));
 			k.insn = b == 0x80cd ? INSN_INT80 : b == 0x050f ? INSN_SYSCALL :

@@ -70,6 +70,20 @@ def program_of(p):
     return p.get("exe") or f"[{p.get('comm') or '?'}]"
 
 
+def utf8(name):
+    """A name as text SQLite and the exposition can hold: bytes that are not UTF-8 (a /proc
+    path read with surrogateescape) as the four characters \\xNN, as build/watchbpf writes
+    them; any other lone surrogate as \\uDCxx."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        try:
+            return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _add(a, b):
     if a is None or b is None:
         return None
@@ -174,6 +188,7 @@ class State:
         self.started = None
         self.dirty = set()       # (program, is32) rows changed since the last save
         self.days = {}           # (UTC day, program, is32) -> {execs, first, last}: not yet saved
+        self.on_disk_only = {}   # is32 -> [programs, execs] in the state file past the cap at load
 
     # ---- bounds
     def label(self, program, is32):
@@ -193,6 +208,7 @@ class State:
         return "file:other"
 
     def _see(self, program, is32, t, execs=0):
+        program = utf8(program)
         name = self.label(program, is32)
         if name == OTHER and program != OTHER:
             self.folded["cap"] += execs
@@ -258,6 +274,7 @@ class State:
                              "exits_per_s": q.get("exits_per_s")})
         lat = []
         for x in w["wlat"]:
+            x = dict(x, program=utf8(x["program"]))
             name = self.label(x["program"], False)
             if (x["program"], False) not in self.programs and (x["program"], True) in self.programs:
                 name = x["program"]

@@ -26,13 +26,28 @@ returns).  A `kill -9` therefore loses at most the interval being gathered.  A w
 exclusive flock on the file while it is open and a reader a shared one, so `tw watch --report`
 reads a committed state while the watch runs, waiting up to LOCK_WAIT_S.
 Bounds: windows, paths and wlat rows older than `keep_days` are deleted, days rows too; if the
-file is still above `max_bytes`, the oldest half of the window rows go, and the file is
-compacted (VACUUM, itself one transaction): SQLite does not give freed pages back otherwise.
+file is still above `max_bytes`, it is folded, never emptied (bound()): the older half of the
+window rows goes, but not the rows that say a program would stop; the days of 64-bit programs
+before today fold into "other"; the older half of the days before today fold into one row per
+program.  Today's rows and the 32-bit programs of every day are kept whatever the cap.  The
+file is compacted after each step (VACUUM, itself one transaction): SQLite does not give
+freed pages back otherwise.
+Trust: a state the watch did not write, or a damaged one, is refused (check(), StateRefused):
+not a regular file, not SQLite, objects the watch does not create (a trigger, a view, a
+table or column of its own), another schema version, a failed quick_check, or a value the
+watch never writes (execs 'abc', an infinite time, a BLOB name).  A writer checks the file's
+objects again every time it opens it, before it writes, so that no trigger planted in the
+file ever runs.  The file is created whole (built beside it and linked into place), so a full
+disk leaves either no state or a complete empty one.
+Memory: load() keeps at most max_programs programs (the 32-bit ones first, then the most
+recently seen) whatever the file holds; the rest stay on disk, counted.  The report's queries
+select in SQL only what could stop (32-bit, or a compat entry path).
 Every value reaches SQLite as a bound parameter (program names come from the machine).
 """
 import fcntl
 import os
 import sqlite3
+import stat
 import time
 
 SCHEMA = "timewrite-watch-state/2"
@@ -63,8 +78,246 @@ SCHEMA_SQL = (
 WINDOW_TABLES = ("windows", "paths", "wlat", "wlat_sum")
 
 
+OTHER = "other"          # analyse.watch.OTHER (not imported: the layers)
+CHECK_S = 60.0           # the most time quick_check may take before the file is taken as read
+
+
 class StateLocked(RuntimeError):
     """Another process holds the state file for longer than LOCK_WAIT_S."""
+
+
+class StateRefused(ValueError):
+    """The file is not a state this watch wrote, or it is damaged: the reason, one line."""
+
+
+# What each column holds, as the watch writes it: every row of a file is checked in SQL.
+_T, _TN, _B, _N = "text", "text?", "bool", "count"
+_TIME, _TIMEN, _NUM, _HI = "time", "time?", "num?", "hi"
+COLUMNS = {
+    "programs": {"program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN, "last_seen": _TIMEN},
+    "days": {"day": "day", "program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN,
+             "last_seen": _TIMEN},
+    "calls": {"program": _T, "is32": _B, "path": _T, "calls": _N},
+    "windows": {"t0": _TIMEN, "t1": _TIME, "seconds": _NUM, "added_ns": _NUM, "added_lo": _NUM,
+                "added_hi": _NUM, "added_why": _TN},
+    "paths": {"t": _TIME, "seconds": _NUM, "program": _T, "is32": _B, "path": _T, "calls": _N,
+              "ns_per_s": _NUM, "ns_lo": _NUM, "ns_hi": _NUM, "why": _TN, "stops": _TN,
+              "exits_per_s": _NUM, "exits_lo": _NUM, "exits_hi": _NUM},
+    "wlat": {"t": _TIME, "program": _T, "kind": _T, "sync": _B, "hi_ns": _HI, "writes": _N},
+    "wlat_sum": {"t": _TIME, "program": _T, "kind": _T, "sync": _B, "sum_ns": _NUM},
+    "folded": {"reason": _T, "n": _N},
+    "meta": {"key": _T, "value": _T},
+}
+MAX_TEXT = 16384         # bytes: a path is at most 4096, escaped four times over
+_FINITE = "BETWEEN -1e300 AND 1e300"
+
+
+def _cond(col, kind):
+    """SQL true when `col` holds what the watch writes there."""
+    num = f"typeof({col}) IN ('integer', 'real')"
+    if kind == _T:
+        return f"(typeof({col}) = 'text' AND length(CAST({col} AS BLOB)) <= {MAX_TEXT})"
+    if kind == _TN:
+        return f"({col} IS NULL OR {_cond(col, _T)})"
+    if kind == _B:
+        return f"(typeof({col}) = 'integer' AND {col} IN (0, 1))"
+    if kind == _N:
+        return f"(typeof({col}) = 'integer' AND {col} >= 0)"
+    if kind == _TIME:
+        return f"({num} AND {col} BETWEEN 0 AND 1e11)"
+    if kind == _TIMEN:
+        return f"({col} IS NULL OR {_cond(col, _TIME)})"
+    if kind == _NUM:
+        return f"({col} IS NULL OR ({num} AND {col} {_FINITE}))"
+    if kind == _HI:
+        return f"({num} AND {col} > 0)"
+    if kind == "day":
+        return (f"(typeof({col}) = 'text' AND {col} GLOB "
+                "'[0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]')")
+    raise ValueError(kind)
+
+
+_expected = None
+
+
+def _expected_objects():
+    """sqlite_master's (type, name, tbl_name) and each table's columns, as the watch makes them."""
+    global _expected
+    if _expected is None:
+        con = sqlite3.connect(":memory:")
+        for sql in SCHEMA_SQL:
+            con.execute(sql)
+        objs = set(con.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall())
+        cols = {t: [tuple(r[1:3]) for r in con.execute(f"PRAGMA table_info({t})").fetchall()]
+                for t in COLUMNS}
+        con.close()
+        _expected = objs, cols
+    return _expected
+
+
+def _check_objects(con):
+    """None, or why the file's objects are not the watch's (a trigger, a view, another table
+    or column): read from sqlite_master before anything is written."""
+    objs, cols = _expected_objects()
+    have = set(con.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall())
+    extra = sorted(have - objs)
+    if extra:
+        t, n, _ = extra[0]
+        return (f"it holds a {t} the watch does not create ({n!r}"
+                + (f", and {len(extra) - 1} more" if len(extra) > 1 else "") + ")")
+    missing = sorted(objs - have)
+    if missing:
+        return f"it lacks the watch's {missing[0][0]} {missing[0][1]!r}"
+    for t, want in cols.items():
+        got = [tuple(r[1:3]) for r in con.execute(f"PRAGMA table_info({t})").fetchall()]
+        if got != want:
+            return f"its table {t!r} has other columns than the watch's"
+    return None
+
+
+def _regular(path):
+    """Raise StateRefused unless path is a regular file (a FIFO would hang the open, a device
+    or a folder is not a state); FileNotFoundError when there is none."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a symbolic link"
+                if stat.S_ISLNK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else "a device or socket")
+        raise StateRefused(f"{path} is {kind}, not a file")
+    return st
+
+
+def check(path, deep_s=CHECK_S):
+    """Raise StateRefused (one line) unless `path` is a state this watch wrote and whole:
+    a regular SQLite file, its objects exactly the watch's, its schema this one, quick_check
+    passing (for up to deep_s seconds: past that the file is taken as read so far), every
+    value of every row of the kind the watch writes.  Read only; nothing is written."""
+    path = str(path)
+    st = _regular(path)
+    if st.st_size == 0:
+        raise StateRefused(f"{path} is empty (not a SQLite file)")
+    with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
+        head = f.read(100)
+    if not head.startswith(b"SQLite format 3\x00"):
+        raise StateRefused(f"{path} is not a SQLite file")
+    if len(head) < 100 or st.st_size % 512:
+        raise StateRefused(f"{path} is cut short ({st.st_size} bytes: not whole SQLite pages)")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                              timeout=LOCK_WAIT_S)
+    except sqlite3.Error as e:
+        raise StateRefused(f"{path}: SQLite cannot open it ({_first(e)})") from None
+    try:
+        why = _check_objects(con)
+        if why:
+            raise StateRefused(f"{path} is not a watch state: {why}")
+        m = dict(con.execute("SELECT key, value FROM meta WHERE typeof(key) = 'text' AND "
+                             "typeof(value) = 'text' AND key = 'schema'").fetchall())
+        if m.get("schema") != SCHEMA:
+            found = repr(m["schema"][:80]) if m.get("schema") else "none"
+            raise StateRefused(f"{path} has state schema {found}; this watch reads {SCHEMA}")
+        deadline = time.monotonic() + deep_s
+        con.set_progress_handler(lambda: time.monotonic() > deadline, 10000)
+        try:
+            bad = con.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.OperationalError as e:
+            if "interrupt" not in str(e):
+                raise
+            bad = "ok"             # taken as read: the row checks below still run
+        con.set_progress_handler(None, 0)
+        if bad != "ok":
+            raise StateRefused(f"{path} is damaged (SQLite's quick_check: {str(bad)[:160]})")
+        for t, want in COLUMNS.items():
+            conds = " AND ".join(_cond(c, k) for c, k in want.items())
+            row = con.execute(f"SELECT {', '.join(want)} FROM {t} WHERE NOT ({conds}) LIMIT 1"
+                              ).fetchone()
+            if row is not None:
+                c = next((c for c, v in zip(want, row)
+                          if not con.execute(f"SELECT {_cond('?1', want[c])}", [v]).fetchone()[0]),
+                         next(iter(want)))
+                v = row[list(want).index(c)]
+                shown = repr(v)[:60] if not isinstance(v, bytes) else f"a BLOB of {len(v)} bytes"
+                raise StateRefused(f"{path}: a row of {t} holds {c} = {shown}, which the watch "
+                                   "never writes")
+        for k, v in con.execute("SELECT key, value FROM meta").fetchall():
+            try:
+                x = (int(v) if k in ("intervals", "windows") else
+                     float(v) if k in ("started", "saved", "window_seconds") else 0)
+                ok = 0 <= x < 1e11
+            except ValueError:
+                ok = False
+            if not ok:
+                raise StateRefused(f"{path}: meta {k} = {v[:60]!r}, which the watch never writes")
+    except sqlite3.Error as e:
+        raise StateRefused(f"{path} is damaged ({_first(e)})") from None
+    finally:
+        con.close()
+
+
+def _first(e):
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
+def create(path):
+    """A new, empty state, made whole: built in a file beside it, synced, then linked into
+    place (a full disk leaves no file, never one without its tables).  Nothing if one is
+    there already."""
+    path = str(path)
+    if os.path.lexists(path):
+        return False
+    tmp = f"{path}.new-{os.getpid()}"
+    try:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode = DELETE")
+            con.execute("BEGIN IMMEDIATE")
+            for sql in SCHEMA_SQL:
+                con.execute(sql)
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [SCHEMA])
+            con.execute("COMMIT")
+        finally:
+            con.close()
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, 0o640)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        d = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(d)
+        finally:
+            os.close(d)
+        return True
+    finally:
+        for p in (tmp, tmp + "-journal"):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def set_aside(path, now=None):
+    """--state-reset: the state (and a journal of it) renamed beside it, kept; returns the new
+    name, or None when there was no state."""
+    path = str(path)
+    if not os.path.lexists(path):
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now or time.time()))
+    new, n = f"{path}.reset-{stamp}", 1
+    while os.path.lexists(new):
+        n += 1
+        new = f"{path}.reset-{stamp}-{n}"
+    os.rename(path, new)
+    if os.path.lexists(path + "-journal"):
+        os.rename(path + "-journal", new + "-journal")
+    return new
 
 
 def path_in(state_dir):
@@ -92,10 +345,16 @@ def connect(path, read_only=False, wait=LOCK_WAIT_S):
     """A connection, waiting while another process (the watch, during its interval's save, or
     a report) holds the file; StateLocked past `wait` seconds."""
     path = str(path)
-    if read_only and not os.path.exists(path):
+    if read_only and not os.path.lexists(path):
         raise OSError(f"{path}: no such file")
-    fd = os.open(path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT) | os.O_CLOEXEC
-                 | os.O_NOFOLLOW, 0o640)
+    if not read_only:
+        create(path)
+    _regular(path)
+    fd = os.open(path, (os.O_RDONLY if read_only else os.O_RDWR) | os.O_CLOEXEC
+                 | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):      # swapped in between: not opened by SQLite
+        os.close(fd)
+        raise StateRefused(f"{path} is not a regular file")
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -112,11 +371,14 @@ def connect(path, read_only=False, wait=LOCK_WAIT_S):
                                   timeout=wait)
         else:
             con = sqlite3.connect(path, isolation_level=None, timeout=wait)
+            # Before anything is written: a trigger or a table the watch did not make would
+            # run or be written into by the statements below.
+            why = _check_objects(con)
+            if why:
+                con.close()
+                raise StateRefused(f"{path} is not a watch state: {why}")
             con.execute("PRAGMA journal_mode = DELETE")
             con.execute("PRAGMA synchronous = FULL")
-            for sql in SCHEMA_SQL:
-                con.execute(sql)
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [SCHEMA])
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()   # a foreign file fails here
     except BaseException:
         os.close(fd)
@@ -130,24 +392,48 @@ def _meta(con):
 
 def load(path, state):
     """The state kept on disk into `state` (analyse.watch.State): programs, folded counts,
-    calls, window totals.  Nothing when there is no file yet."""
-    if not os.path.exists(path):
+    calls, window totals.  Nothing when there is no file yet.  Memory is bounded by the
+    state's caps whatever the file holds: at most state.max_programs programs are read (the
+    32-bit ones first, then the most recently seen; sorted and cut by SQLite), and the rest
+    are counted in state.on_disk_only ({is32: [programs, execs]}); they stay in the file and
+    in the report, and new execs of theirs fold into "other"."""
+    if not os.path.lexists(path):
         return False
     con = connect(path)
     try:
+        cap = state.max_programs
         for prog, is32, execs, first, last in con.execute(
-                "SELECT program, is32, execs, first_seen, last_seen FROM programs").fetchall():
+                """SELECT program, is32, execs, first_seen, last_seen FROM programs
+                   WHERE program != ?1 ORDER BY is32 DESC, last_seen DESC LIMIT ?2""",
+                [OTHER, cap]):
             state.programs[(prog, bool(is32))] = {"execs": int(execs or 0), "first": first, "last": last}
+        for prog, is32, execs, first, last in con.execute(
+                "SELECT program, is32, execs, first_seen, last_seen FROM programs WHERE program = ?",
+                [OTHER]):
+            state.programs[(prog, bool(is32))] = {"execs": int(execs or 0), "first": first, "last": last}
+        n_in = {False: [0, 0], True: [0, 0]}
+        for (prog, is32), r in state.programs.items():
+            if prog != OTHER:
+                n_in[is32][0] += 1
+                n_in[is32][1] += r["execs"]
+        for is32, n, execs in con.execute(
+                "SELECT is32, count(*), total(execs) FROM programs WHERE program != ? GROUP BY is32",
+                [OTHER]):
+            left = [n - n_in[bool(is32)][0], int(execs) - n_in[bool(is32)][1]]
+            if left[0] > 0:
+                state.on_disk_only[bool(is32)] = left
         for reason, n in con.execute("SELECT reason, n FROM folded").fetchall():
             state.folded[reason] = int(n)
-        for prog, is32, pth, n in con.execute("SELECT program, is32, path, calls FROM calls").fetchall():
-            state.calls[(prog, bool(is32), pth)] = int(n)
+        for prog, is32, pth, n in con.execute("SELECT program, is32, path, calls FROM calls"):
+            if (prog, bool(is32)) in state.programs:       # streamed: the file may hold millions
+                state.calls[(prog, bool(is32), pth)] = int(n)
         m = _meta(con)
         state.windows["n"] = int(m.get("windows", 0))
         state.windows["seconds"] = float(m.get("window_seconds", 0.0))
         state.intervals = int(m.get("intervals", 0))
         state.started = float(m["started"]) if m.get("started") else None
-        for (kind,) in con.execute("SELECT DISTINCT kind FROM wlat WHERE kind LIKE 'file:%'").fetchall():
+        for (kind,) in con.execute("SELECT DISTINCT kind FROM wlat WHERE kind LIKE 'file:%' "
+                                   "LIMIT ?", [state.max_kinds]).fetchall():
             if len(state.kinds) < state.max_kinds:
                 state.kinds.add(kind)
     finally:
@@ -231,12 +517,25 @@ def save(path, state, windows=()):
         con.close()
 
 
+# A path row that says a program would stop (32-bit, or a compat way in): the report's
+# evidence, kept when the cap drops the older windows.
+_STOPS = "(is32 OR path LIKE 'compat%')"
+
+
 def bound(path, keep_days, max_bytes, now=None):
-    """Rotation: window and day rows older than keep_days deleted; above max_bytes, the oldest
-    half of the window rows too, and the file rewritten.  Returns what was done, as words."""
+    """Rotation: window and day rows older than keep_days deleted.  Above max_bytes the file is
+    folded, a step at a time, compacted after each, until it fits: (1) the older half of the
+    windows goes, but not the path rows that say a program would stop; (2) the days before
+    today of 64-bit programs no window saw entering by a compat path fold into one "other"
+    row a day; (3) the older half of the days before today fold into one row per program at
+    the newest day of that half.  Today's rows, the 32-bit programs of every day and the
+    readiness log (programs, bounded by --max-programs) are never deleted: the answer to
+    "what would stop" is kept whatever the cap, and when nothing is left to fold the file
+    stays above it (said).  Returns what was done, as words."""
     now = now or time.time()
     done = []
     cut = now - keep_days * 86400
+    today = time.strftime("%Y-%m-%d", time.gmtime(now))
     con = connect(path)
     try:
         n = 0
@@ -251,33 +550,95 @@ def bound(path, keep_days, max_bytes, now=None):
         con.close()
     if done:
         _rewrite(path)
-    # Above the cap: the older half of the windows, then of the days, until it fits or only
-    # the readiness log (programs, bounded by --max-programs) is left.
-    while os.path.getsize(path) > max_bytes:
+    step = 0
+    while os.path.getsize(path) > max_bytes and step < 3:
         con = connect(path)
         try:
-            cut = None
-            for table, col, what in (("windows", "t1", "windows"), ("days", "day", "days")):
-                row = con.execute(f"SELECT {col} FROM {table} ORDER BY {col} LIMIT 1 OFFSET "
-                                  f"(SELECT count(*) / 2 FROM {table})").fetchone()
-                cut = row[0] if row else None
-                if cut is not None:
-                    break
-            if cut is None:
-                done.append(f"still {os.path.getsize(path)} bytes with only the readiness log "
-                            "left: lower --max-programs")
-                break
-            tables = WINDOW_TABLES if what == "windows" else ("days",)
-            for t in tables:
-                c = "t1" if t == "windows" else ("day" if t == "days" else "t")
-                con.execute(f"DELETE FROM {t} WHERE {c} <= ?", [cut])
-            done.append(f"the older half of the {what} deleted (size cap)")
+            con.execute("BEGIN IMMEDIATE")
+            said = _fold_step(con, step, today)
+            con.execute("COMMIT")
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except Exception:
+                pass
+            raise
         finally:
             con.close()
+        if said is None:
+            step += 1          # nothing left at this step: the next one
+            continue
+        done.append(f"{said} (size cap)")
         _rewrite(path)
-    if done:
+    if os.path.getsize(path) > max_bytes:
+        done.append(f"still {os.path.getsize(path)} bytes, above the cap: today's rows, the "
+                    "32-bit programs of every day and the readiness log are kept whatever the "
+                    "cap; raise --max-state-mb or lower --max-programs")
+    elif done:
         done.append(f"now {os.path.getsize(path)} bytes")
     return done
+
+
+def _compat_keys(con, since_t=None):
+    """temp.compat: the (program, is32) a window saw entering by a compat path (since since_t),
+    keyed, so that a million day rows are matched against it by index (a row-value IN on a
+    subquery was a scan of the list per row here: minutes)."""
+    con.execute("DROP TABLE IF EXISTS temp.compat")
+    con.execute("CREATE TEMP TABLE compat (program, is32, PRIMARY KEY (program, is32)) "
+                "WITHOUT ROWID")
+    con.execute("INSERT OR IGNORE INTO temp.compat SELECT program, is32 FROM paths "
+                "WHERE path LIKE 'compat%' AND t >= ?", [since_t if since_t is not None else 0])
+
+
+def _fold_step(con, step, today):
+    """One step of bound()'s folding, in the caller's transaction: what it did, or None when
+    there was nothing to do at this step."""
+    if step == 0:
+        row = con.execute("SELECT t1 FROM windows ORDER BY t1 LIMIT 1 OFFSET "
+                          "(SELECT (count(*) - 1) / 2 FROM windows)").fetchone()
+        if row is None:
+            n = con.execute(f"DELETE FROM paths WHERE NOT {_STOPS}").rowcount
+            n += sum(con.execute(f"DELETE FROM {t}").rowcount for t in ("wlat", "wlat_sum"))
+            return f"{n} window rows with no window left deleted" if n else None
+        cut = row[0]
+        n = con.execute("DELETE FROM windows WHERE t1 <= ?", [cut]).rowcount
+        con.execute(f"DELETE FROM paths WHERE t <= ? AND NOT {_STOPS}", [cut])
+        for t in ("wlat", "wlat_sum"):
+            con.execute(f"DELETE FROM {t} WHERE t <= ?", [cut])
+        return f"the older half of the windows deleted ({n}; the rows saying what would stop kept)"
+    if step == 1:
+        _compat_keys(con)
+        keep = ("is32 OR program = ?2 OR EXISTS (SELECT 1 FROM temp.compat k WHERE "
+                "k.program = days.program AND k.is32 = days.is32)")
+        n = con.execute(f"SELECT count(*) FROM days WHERE day < ?1 AND NOT ({keep})",
+                        [today, OTHER]).fetchone()[0]
+        if not n:
+            return None
+        con.execute(
+            f"""INSERT INTO days SELECT day, ?2, 0, sum(execs), min(first_seen), max(last_seen)
+                FROM days WHERE day < ?1 AND NOT ({keep}) GROUP BY day
+                ON CONFLICT (day, program, is32) DO UPDATE SET
+                execs = days.execs + excluded.execs,
+                first_seen = min(days.first_seen, excluded.first_seen),
+                last_seen = max(days.last_seen, excluded.last_seen)""", [today, OTHER])
+        con.execute(f"DELETE FROM days WHERE day < ?1 AND NOT ({keep})", [today, OTHER])
+        return f"{n} day rows of 64-bit programs before today folded into \"other\""
+    days = [d for (d,) in con.execute("SELECT DISTINCT day FROM days WHERE day < ? ORDER BY day",
+                                      [today]).fetchall()]
+    if len(days) < 2:
+        return None
+    first, last = days[0], days[(len(days) - 1) // 2]
+    if first == last:
+        last = days[1]
+    n = con.execute("SELECT count(*) FROM days WHERE day BETWEEN ? AND ?", [first, last]).fetchone()[0]
+    con.execute(
+        """CREATE TEMP TABLE fold AS SELECT ?2 AS day, program, is32, sum(execs) AS execs,
+           min(first_seen) AS first_seen, max(last_seen) AS last_seen FROM days
+           WHERE day BETWEEN ?1 AND ?2 GROUP BY program, is32""", [first, last])
+    con.execute("DELETE FROM days WHERE day BETWEEN ? AND ?", [first, last])
+    con.execute("INSERT INTO days SELECT * FROM temp.fold")
+    con.execute("DROP TABLE temp.fold")
+    return f"the days {first} to {last} folded into one row a program on {last} ({n} rows)"
 
 
 def _rewrite(path):
@@ -297,13 +658,18 @@ def programs(con):
 
 
 def programs_since(con, since_t):
-    """Programs with their execs counted per day since since_t's day, first and last seen."""
+    """Programs that could stop (32-bit, or seen by a window entering by a compat path) with
+    their execs counted per day since since_t's day, first and last seen.  Selected in SQL:
+    a state of a million 64-bit programs is not read into memory for the report."""
     day = time.strftime("%Y-%m-%d", time.gmtime(since_t))
+    _compat_keys(con, since_t)
     rows = con.execute(
         """SELECT program, is32, sum(execs), min(first_seen), max(last_seen) FROM days
-           WHERE day >= ? GROUP BY program, is32""", [day]).fetchall()
+           WHERE day >= ?1 AND (is32 OR EXISTS (SELECT 1 FROM temp.compat k WHERE
+               k.program = days.program AND k.is32 = days.is32))
+           GROUP BY program, is32 HAVING max(last_seen) >= ?2""", [day, since_t])
     return [{"program": p, "is32": bool(b), "execs": int(e or 0), "first_seen": f, "last_seen": last}
-            for p, b, e, f, last in rows if last is not None and last >= since_t]
+            for p, b, e, f, last in rows]
 
 
 def paths_since(con, since_t):
@@ -312,7 +678,7 @@ def paths_since(con, since_t):
              "why": why, "stops": stops,
              "exits_per_s": None if em is None else {"median": em, "ci_low": elo, "ci_high": ehi}}
             for t, s, p, b, pth, n, m, lo, hi, why, stops, em, elo, ehi in con.execute(
-                "SELECT * FROM paths WHERE t >= ? ORDER BY t", [since_t]).fetchall()]
+                f"SELECT * FROM paths WHERE t >= ? AND {_STOPS} ORDER BY t", [since_t])]
 
 
 def meta(con):

@@ -2,6 +2,7 @@
 
   tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] [--interval S]
            [--window S] [--window-period S] [--max-programs N] [--max-state-mb N] [--keep-days N]
+           [--state-reset]
   tw watch --report [--since 30d] [--state DIR] [--json]
   tw watch --overhead [--rounds N] [--idle-seconds S] [--json]
 
@@ -15,7 +16,7 @@ The state (analyse.watch.State) is saved to --state DIR/watch.sqlite after every
 again at start: a restart loses nothing saved.
 
 Signals: SIGTERM and SIGINT stop the watch cleanly (the exec tracer's last counts are read
-and saved, an open window is closed, exit 0); SIGHUP saves now, re-reads the per-call matrix
+and saved, an open window is closed, exit 0; exit 4 when a save failed on the way, said); SIGHUP saves now, re-reads the per-call matrix
 and says so (exit status unchanged: the watch goes on).
 """
 import os
@@ -118,6 +119,10 @@ def add_arguments(parser, name):
                         metavar="N", help="cap on the state file (default 64 MB)")
     parser.add_argument("--keep-days", type=options.int_range(1, 3660), default=400, metavar="N",
                         help="window and per-day rows older than this are deleted (default 400)")
+    parser.add_argument("--state-reset", action="store_true",
+                        help="start a fresh state: DIR/watch.sqlite is renamed beside itself "
+                             "(watch.sqlite.reset-<UTC time>, kept, said) first.  A state the "
+                             "watch did not write, or a damaged one, is otherwise refused")
     parser.add_argument("--for", dest="duration", type=options.checked(_seconds(1, 10 ** 8)),
                         metavar="S", help="stop after S seconds (a trial run; default: until "
                                           "SIGTERM)")
@@ -139,26 +144,39 @@ def add_arguments(parser, name):
 
 # ---------------------------------------------------------------- the report
 
+RESET_HINT = "tw watch --state-reset moves it aside (kept) and starts a fresh state"
+
+
+def refused(e):
+    """A watchdb.StateRefused as the one-line DataError (exit 3) tw prints."""
+    return ui.DataError(f"refused the watch state: {escape.terminal(str(e))}", RESET_HINT)
+
+
 def report(state_dir, since_s, now=None):
     db = watchdb.path_in(state_dir)
-    if not os.path.exists(db):
-        raise ui.UserError(f"{state_dir} holds no watch state ({watchdb.FILE})",
+    if not os.path.lexists(db):
+        raise ui.UserError(f"{escape.path(state_dir)} holds no watch state ({watchdb.FILE})",
                            "start the watch first: tw watch --state DIR")
     now = now or time.time()
     since_t = now - since_s
     try:
+        watchdb.check(db)
         con = watchdb.connect(db, read_only=True)
+    except watchdb.StateRefused as e:
+        raise refused(e)
     except watchdb.StateLocked as e:
         raise ui.UserError(str(e), "try again in a moment", code=ui.EXIT_SYSTEM)
     except Exception as e:       # SQLite's own errors: a damaged or foreign file
-        raise ui.DataError(f"{db}: not a readable watch state ({str(e).splitlines()[0][:200]})")
+        raise ui.DataError(f"{escape.path(db)}: not a readable watch state "
+                           f"({escape.terminal(str(e).splitlines()[0][:200])})")
     try:
         progs = watchdb.programs_since(con, since_t)
         pths = watchdb.paths_since(con, since_t)
         meta = watchdb.meta(con)
         nwin, wsec = watchdb.windows_since(con, since_t)
-    except watchdb.Error as e:
-        raise ui.DataError(f"{db}: not a readable watch state ({str(e).splitlines()[0][:200]})")
+    except (watchdb.Error, ValueError, TypeError) as e:
+        raise ui.DataError(f"{escape.path(db)}: not a readable watch state "
+                           f"({escape.terminal(str(e).splitlines()[0][:200])})")
     finally:
         con.close()
     doc = analyse.readiness(progs, pths, since_t, now)
@@ -255,6 +273,10 @@ class Watch:
         self.window_error = None
         self.percall, self.percall_source = _percall(args.results, args.measure)
         self.last_bound = 0.0
+        self.failed_saves = 0      # saves that failed over the watch's life
+        self.lost_windows = 0      # windows whose rows a failed save lost
+        self.last_failure = None   # the last save's error, or None once a save succeeds
+        self.last_saved = None     # when a save last succeeded
 
     def snapshot(self):
         with self.lock:
@@ -266,6 +288,7 @@ class Watch:
                     "windows": dict(s.windows), "intervals": s.intervals,
                     "max_programs": s.max_programs, "started": s.started,
                     "share": analyse.share(self.args.window, self.args.window_period),
+                    "on_disk_only": dict(s.on_disk_only),
                     "tracer": self._tracer_memory()}
 
     def _tracer_memory(self):
@@ -282,24 +305,38 @@ class Watch:
         return {"rss": rss, "cpu_s": cpu_rss[0] if cpu_rss else None,
                 "map_bytes": watchcost.bpf_map_memlock(t.loader.pid)}
 
-    def save(self, windows=()):
+    def save(self, windows=(), bound=True):
         """Save; a failure (a full disk, the file held too long by a report) is said and the
         watch goes on: what was not saved stays in memory (the days and changed programs are
         cleared only once committed) and goes with the next save, but a window's rows are
-        lost then (said)."""
+        lost then (said).  Returns whether it was saved; every failure is counted for the last
+        line and the exit status (_end).  The size cap (bound) runs at most once an hour."""
         with self.lock:
             self.state.intervals += 1
             try:
                 watchdb.save(self.db, self.state, windows)
-            except (OSError, RuntimeError, watchdb.StateLocked, watchdb.Error) as e:
-                ui.progress(f"watch: saving the state failed ({escape.terminal(str(e).splitlines()[0][:300])}); "
+            except (OSError, RuntimeError, ValueError, watchdb.StateLocked, watchdb.Error) as e:
+                self.state.intervals -= 1          # not saved: not counted as saved
+                self.failed_saves += 1
+                self.lost_windows += len(windows)
+                self.last_failure = escape.terminal(str(e).splitlines()[0][:300]) if str(e) else type(e).__name__
+                ui.progress(f"watch: saving the state failed ({self.last_failure}); "
                             f"kept in memory, saved again at the next interval"
                             + (f"; {len(windows)} window(s) not kept on disk" if windows else ""))
-                return
-        if time.time() - self.last_bound > BOUND_EVERY_S:
+                return False
+            self.last_failure, self.last_saved = None, time.time()
+        if bound and time.time() - self.last_bound > BOUND_EVERY_S:
             self.last_bound = time.time()
-            for line in watchdb.bound(self.db, self.args.keep_days, self.args.max_state_mb * 2 ** 20):
-                ui.progress(f"watch: state: {line}")
+            try:
+                for line in watchdb.bound(self.db, self.args.keep_days,
+                                          self.args.max_state_mb * 2 ** 20):
+                    ui.progress(f"watch: state: {escape.terminal(line)}")
+            except (OSError, ValueError, watchdb.StateLocked, watchdb.Error) as e:
+                # A full disk cannot VACUUM: the rows are saved, only the cap waits an hour.
+                ui.progress(f"watch: state: keeping the size cap failed "
+                            f"({escape.terminal(str(e).splitlines()[0][:300])}); tried again in "
+                            f"{BOUND_EVERY_S:g} s")
+        return True
 
     def _window(self):
         try:
@@ -337,8 +374,21 @@ class Watch:
         """One watch per state folder: two would count every exec twice into one file.  The
         lock (flock on DIR/watch.lock) is held for the watch's life and goes with it."""
         import fcntl
+        import stat
         path = os.path.join(state, "watch.lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise ui.DataError(f"{escape.path(path)} is not a regular file (a FIFO, a device, "
+                               "a folder or a link)", "remove it; the watch makes its own")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     0o640)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ui.DataError(f"{escape.path(path)} is not a regular file",
+                               "remove it; the watch makes its own")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -351,20 +401,45 @@ class Watch:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._state_lock = fd
 
-    def run(self):
+    def open_state(self):
+        """The state folder locked, the state file checked (refused with exit 3 if the watch did
+        not write it or it is damaged: never written into), set aside first with
+        --state-reset, created whole if there is none, and loaded within the caps."""
         a = self.args
-        why = measure.why_not()
-        if why:
-            raise ui.UserError(f"cannot watch here: {why}", code=ui.EXIT_FAILED)
         os.makedirs(a.state, mode=0o750, exist_ok=True)
         self._lock_state(a.state)
+        if getattr(a, "state_reset", False):
+            old = watchdb.set_aside(self.db)
+            ui.progress(f"watch: state: --state-reset: "
+                        + (f"{escape.path(self.db)} renamed {escape.path(old)} (kept); a fresh "
+                           "state begins" if old else "there was no state; a fresh one begins"))
         moved = watchdb.migrate(a.state, sys.executable)
         if moved:
             ui.progress(f"watch: state: {escape.terminal(moved)}")
+        try:
+            if os.path.lexists(self.db):
+                watchdb.check(self.db)
+            else:
+                watchdb.create(self.db)
+            with self.lock:
+                watchdb.load(self.db, self.state)
+        except watchdb.StateRefused as e:
+            raise refused(e)
+        except watchdb.StateLocked as e:
+            raise ui.UserError(str(e), "try again in a moment", code=ui.EXIT_SYSTEM)
+        except (OSError, watchdb.Error) as e:
+            raise ui.SystemRefused(f"the watch state {escape.path(self.db)} cannot be made or "
+                                   f"read: {escape.terminal(str(e).splitlines()[0][:200])}")
         with self.lock:
-            watchdb.load(self.db, self.state)
             if self.state.started is None:
                 self.state.started = time.time()
+
+    def run(self):
+        a = self.args
+        self.open_state()
+        why = measure.why_not()
+        if why:
+            raise ui.UserError(f"cannot watch here: {why}", code=ui.EXIT_FAILED)
         server = None
         end = time.monotonic() + a.duration if a.duration else None
         with tempfile.TemporaryDirectory(prefix="tw-watch-", dir=tmp_dir()) as tmp:
@@ -384,7 +459,7 @@ class Watch:
             offset = measure.mono_to_epoch()
             with self.lock:
                 self.state.add_snapshot(process.snapshot(), time.time())
-            self.save()
+            self.save(bound=False)      # the cap (a VACUUM: a minute on a big file) after ready
             ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
                         + (f"; metrics on {url(*a.listen)}" if a.listen else "")
                         + (f"; a {a.window:g} s window every {a.window_period:g} s" if a.window else
@@ -436,7 +511,25 @@ class Watch:
                 self.save(windows)
                 if server is not None:
                     server.close()
-        ui.progress(f"watch: stopped; state saved in {escape.path(self.db)}")
+        return self._end()
+
+    def _end(self):
+        """The last line: what was saved, and the exit status (4 when a save failed)."""
+        where = escape.path(self.db)
+        if self.last_failure is not None:
+            since = (time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(self.last_saved))
+                     if self.last_saved else "the start")
+            ui.progress(f"watch: stopped; the state could NOT be saved in {where} "
+                        f"({self.last_failure}): what was counted since {since} is lost "
+                        f"({self.failed_saves} save(s) failed)")
+            return ui.EXIT_SYSTEM
+        if self.failed_saves:
+            ui.progress(f"watch: stopped; state saved in {where}, but {self.failed_saves} "
+                        f"save(s) failed on the way (their counts went with a later save"
+                        + (f"; {self.lost_windows} window(s) lost" if self.lost_windows else "")
+                        + ")")
+            return ui.EXIT_SYSTEM
+        ui.progress(f"watch: stopped; state saved in {where}")
         return ui.EXIT_OK
 
 

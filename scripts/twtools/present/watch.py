@@ -128,6 +128,14 @@ class Collector:
             progs.add_metric([_bits(b)], sum(1 for k in s["programs"]
                                              if isinstance(k, tuple) and bool(k[-1]) is b))
         yield progs
+        if s.get("on_disk_only"):
+            disk = GaugeMetricFamily("timewrite_programs_on_disk_only", "Programs the state file "
+                                     "held past the cap at the start: kept on disk and in the "
+                                     "report, not loaded (their new execs fold into other)",
+                                     labels=["bits"])
+            for b, (n, _) in sorted(s["on_disk_only"].items()):
+                disk.add_metric([_bits(b)], n)
+            yield disk
         yield GaugeMetricFamily("timewrite_programs_cap", "The most programs the watch keeps "
                                 "before folding into other", value=s["max_programs"])
         calls = CounterMetricFamily("timewrite_syscalls", "System calls counted in the watch's "
