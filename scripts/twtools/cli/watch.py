@@ -410,7 +410,7 @@ class Watch:
         self._lock_state(a.state)
         if getattr(a, "state_reset", False):
             old = watchdb.set_aside(self.db)
-            ui.progress(f"watch: state: --state-reset: "
+            ui.progress("watch: state: --state-reset: "
                         + (f"{escape.path(self.db)} renamed {escape.path(old)} (kept); a fresh "
                            "state begins" if old else "there was no state; a fresh one begins"))
         moved = watchdb.migrate(a.state, sys.executable)
