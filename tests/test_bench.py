@@ -100,11 +100,21 @@ def test_analysis_of_the_run(build, quick):
         assert c["ci_low"] <= c["median"] <= c["ci_high"]
         assert c["ci_stat_low"] <= c["median"] <= c["ci_stat_high"]
         assert c["ratio"]["median"] > 0 and 0 < c["loop_ns"]["median"] < 100
-        # Both figures: the undisturbed cost lies at or below the typical one, with an interval.
-        assert c["undisturbed_ci_low"] <= c["undisturbed_ns"] <= c["undisturbed_ci_high"]
-        assert c["undisturbed_ns"] <= c["median"] * 1.001
         assert c["primary"] in ("undisturbed", "typical")
         assert c["undisturbed_ratio"]["median"] > 0
+        u = c["undisturbed"]
+        if c["undisturbed_ns"] is None:
+            # Quiet first (issue 42): the host allowed too few quiet moments for this cell, so
+            # it has no undisturbed figure, says why, and leads with the typical one.
+            assert not u["host"]["used"] and "fast state" in u["why"]
+            assert c["primary"] == "typical" and u["lowest_ns"] > 0
+            continue
+        # Both figures: the undisturbed cost lies at or below the typical one, with an interval.
+        assert c["undisturbed_ci_low"] <= c["undisturbed_ns"] <= c["undisturbed_ci_high"]
+        if not (u.get("host") or {}).get("used"):
+            # the fastest 20% of the floors of every process: below their medians by
+            # construction (a quiet-first figure rests on a subset, so it is not)
+            assert c["undisturbed_ns"] <= c["median"] * 1.001
     assert ref["undisturbed_ratio"]["median"] == pytest.approx(1.0)
     assert "64-syscall   getppid" in p.stdout
 
