@@ -320,4 +320,16 @@ def stop_pool(p):
     for w in list((getattr(p, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError):
             w.kill()
+    # At exit, concurrent.futures wakes each pool's manager thread through a pipe that killing
+    # the workers may already have closed: the interpreter then printed a traceback ("Bad file
+    # descriptor") after tw scan's one-line SIGINT message.  A wake-up that finds the pipe
+    # closed has nothing left to wake.
+    wake = getattr(p, "_executor_manager_thread_wakeup", None)
+    if wake is not None and callable(getattr(wake, "wakeup", None)):
+        plain = wake.wakeup
+
+        def wakeup():
+            with contextlib.suppress(OSError, ValueError):
+                plain()
+        wake.wakeup = wakeup
     p.shutdown(wait=False, cancel_futures=True)
