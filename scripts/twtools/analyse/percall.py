@@ -30,6 +30,7 @@ A results directory written before rounds were kept (percall.json without "round
 analyses: its flat sample list is cut into rounds of params.batches, and every figure from it
 is labelled as such.
 """
+import bisect
 import math
 
 from ..machine import registry
@@ -133,8 +134,7 @@ def host_label(probes, t):
     there are no probes or t is unknown."""
     if not probes or not isinstance(t, (int, float)):
         return None
-    import bisect
-    i = bisect.bisect_right([p[0] for p in probes], t)
+    i = bisect.bisect_right(probes, t, key=lambda p: p[0])
     near = [probes[j][2] for j in (i - 1, i) if 0 <= j < len(probes)]
     return all(near)
 
