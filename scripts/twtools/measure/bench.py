@@ -240,9 +240,12 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0}
     lows = []                # the LEVEL_RANK fastest probe floors so far
 
+    sched_why = None        # why a run did not get SCHED_FIFO, the last one's
+
     def run_one(key, rnd, record=True):
         """One process of one cell; its record (appended to the cell unless record is False),
         or None when it gave nothing."""
+        nonlocal sched_why, clk
         c = state[key]
         if len(c["errors"]) >= 2:
             return None         # failed twice: stop spending time on it
@@ -277,8 +280,9 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         if record:
             c["rounds"].append(rd)
         scheds.add(res.get("sched"))
-        nonlocal_sched[0] = res.get("sched_why") if res.get("sched") != "fifo" else nonlocal_sched[0]
-        nonlocal_sched[1] = nonlocal_sched[1] or res.get("clock")
+        if res.get("sched") != "fifo":
+            sched_why = res.get("sched_why")
+        clk = clk or res.get("clock")
         return rd
 
     def host_probe(rnd, record):
@@ -299,11 +303,8 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                                "in_cell": record})
         return rd, fast
 
-    nonlocal_sched = [None, None]
-
     def _doc():
         """The document of what was measured so far."""
-        sched_why = nonlocal_sched[0]
         wall = time.monotonic() - t_start - perf_s
 
         out_cells = []
@@ -316,7 +317,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             if c["errors"]:
                 cell["errors"] = c["errors"]
             out_cells.append(cell)
-        doc = {"schema": SCHEMA, "clock": clk or nonlocal_sched[1], "tsc_hz": tsc_hz, "cpu": pinned, "mode": mode,
+        doc = {"schema": SCHEMA, "clock": clk, "tsc_hz": tsc_hz, "cpu": pinned, "mode": mode,
                "params": {"batches": params["batches"], "sync_batches": SYNC_BATCHES[mode],
                           "calls_per_batch": "auto (first round, then fixed)",
                           "batch_ms": params["batch_ms"], "warmup_ms": params["warmup_ms"],
@@ -336,8 +337,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                "host_state": dict(host, probes=list(host["probes"]))}
         return doc
 
-    round_s = None          # the fastest round's measuring time (waiting left out)
-    measured = []           # each round's measuring time
+    measured = []           # each round's measuring time (waiting left out)
     judged_at = [0.0]       # when should_stop last judged
     max_rounds = params["rounds"] if target is None else 10000
     rnd = 0
@@ -354,7 +354,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                 # beyond the work left, wait for its fast state instead of measuring in the slow
                 # one.  Only the probe that opens the chunk counts as a reference round.
                 rd, fast = host_probe(rnd, record=False)
-                while quiet and fast is False and budget_s is not None and round_s is not None:
+                while quiet and fast is False and budget_s is not None and measured:
                     # the rounds left at the mean measuring time so far: the fastest round
                     # is an optimist's estimate, and the budget was overrun by 11% with it
                     per = sum(measured) / len(measured)
@@ -376,9 +376,8 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         host["waited_s"] += waited_round
         measuring = time.monotonic() - t_round - waited_round
         measured.append(measuring)
-        round_s = measuring if round_s is None else min(round_s, measuring)
         if rnd == min(1, params["rounds"] - 1) and host["budget_s"] is None and target is None:
-            budget_s = BUDGET_FACTOR.get(mode, 1.0) * round_s * params["rounds"]
+            budget_s = BUDGET_FACTOR.get(mode, 1.0) * min(measured) * params["rounds"]
             host["budget_s"] = budget_s
         if accuracy:
             t_perf = time.monotonic()
