@@ -274,7 +274,8 @@ def analyse_file(out):
         sd_x = gx.get("placement_rel") if gx else None
         rng = (max(ys) - min(ys)) if ys else None
         print(f"  {v}: copies span {100 * rng:.2f}% (Y/X {min(ys):.4f} to {max(ys):.4f}); "
-              f"{calls_y} of {len(per_y)} exclude the same file (X/X: {calls_x}); between-copy "
+              f"{calls_y} of {len(per_y)} exclude the same file (X/X: {calls_x}; chance alone "
+              f"gives {0.05 * len(per_y):.1f}); between-copy "
               f"SD beyond sampling {100 * (sd_y or 0):.2f}% (X/X {100 * (sd_x or 0):.2f}%)"
               if ys else f"  {v}: no figures")
         # what predicts it: the loop page's cache colour and the PFN itself, by rank correlation

@@ -60,8 +60,8 @@ def add_arguments(parser, name):
     parser.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
                         help="the matrix's time budget (90s, 10m, 1h): with --target, when to "
                              "stop trying (default 10m); without, how long it may wait for the "
-                             "host's quiet moments (default: half again the time its rounds "
-                             "take on a quiet host)")
+                             "host's quiet moments (default: 1.1 times what its rounds take "
+                             "on a quiet host; --long: twice)")
     parser.add_argument("--no-quiet-first", dest="quiet_first", action="store_false",
                         help="measure at once whatever the host's state, instead of waiting "
                              "for its fast state while the budget allows")
