@@ -66,6 +66,7 @@ CHECK_TIER = (
     "test_sequential_coverage.py",
     "test_hoststate.py",
     "test_version.py",
+    "test_watch_exits_unknown.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

@@ -249,10 +249,19 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     assert go_row is not None and "compat_int80_text" in go_row["paths"], d["stop"]
     q = go_row["paths"]["compat_int80_text"]
     assert q["ns_per_s"] is not None and q["ns_per_s"]["median"] > 0, q
-    assert q["exits_per_s"] is not None and q["exits_per_s"]["median"] > 0, q
+    # In VM exits too, unless the matrix --measure took (10 rounds) has no undisturbed cpuid
+    # figure to price one exit: on a host that is seldom quiet, fewer than three of its
+    # processes may run in a quiet moment (analyse.percall's GATED_MIN).  Then the report must
+    # say so, not drop the figure without a word.
+    if q["exits_per_s"] is None:
+        assert q["exits_why"].startswith("unknown: the cpuid cell has no undisturbed"), q
+    else:
+        assert q["exits_per_s"]["median"] > 0 and "exits_why" not in q, q
     txt = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since", "1d",
                "--state", state], text=True)
     assert "would have stopped" in txt.stdout and prog in txt.stdout
+    if q["exits_per_s"] is None:
+        assert "VM exits unknown: the cpuid cell" in txt.stdout, txt.stdout
     print(f"\nthe planted program lived {lived * 1e3:.1f} ms (with its start-up)")
 
 

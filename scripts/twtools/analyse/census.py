@@ -332,6 +332,10 @@ def analyse(raw, percall_doc=None, percall_source=None):
                 e = diagnose.in_exits(g.get("per_call_ns"), one_exit)
                 g.update(exits_per_call=e, exits_per_s=stats.scale(e, g["per_s"]) if e and g["per_s"]
                          else None)
+                if g["exits_per_s"] is None:
+                    # Unknown, and why: the exit's price (no cpuid figure), else the cost.
+                    g["exits_why"] = ((one_exit or {}).get("why") if (one_exit or {}).get("value") is None
+                                      else f"unknown: {g.get('why') or 'the per-call cost is unknown'}")
         slow = [g.get("ns_per_s") for g in ps if not g.get("is_fastest")]
         q = {k: v for k, v in p.items() if k != "rows"}
         q.update(paths=ps, calls_per_s=(p["calls"] / seconds) if seconds and traced else None,

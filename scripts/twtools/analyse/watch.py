@@ -142,6 +142,8 @@ def window_summary(raw, percall_doc=None, percall_source=None):
                 q["exits_per_s"] = _add(q.get("exits_per_s", {"median": 0.0, "ci_low": 0.0,
                                                               "ci_high": 0.0}),
                                         _summary(g.get("exits_per_s")))
+                if g.get("exits_per_s") is None:
+                    q["exits_why"] = g.get("exits_why") or "unknown: not priced"
             if g.get("ns_per_s") is None:
                 q["why"] = g.get("why") or "not priced"
     for (name, is32), row in progs.items():
@@ -271,7 +273,8 @@ class State:
                 self.cost[k] = q["ns_per_s"]
                 rows.append({"program": name, "is32": p["is32"], "path": path, "calls": q["calls"],
                              "ns_per_s": q["ns_per_s"], "why": q["why"], "stops": p["stops"],
-                             "exits_per_s": q.get("exits_per_s")})
+                             "exits_per_s": q.get("exits_per_s"),
+                             "exits_why": q.get("exits_why")})
         lat = []
         for x in w["wlat"]:
             x = dict(x, program=utf8(x["program"]))
@@ -329,6 +332,8 @@ def readiness(programs, paths, since_t, now):
         q["seconds"] += r["seconds"] or 0.0
         if r.get("exits_per_s") is not None:
             q["ex"].append(r["exits_per_s"])
+        elif r.get("exits_why"):
+            q["exits_why"] = r["exits_why"]
         if r.get("ns_per_s") is not None:
             q["ns"].append(r["ns_per_s"])
         elif r.get("why"):
@@ -344,6 +349,8 @@ def readiness(programs, paths, since_t, now):
                              if ns else None)
             q["exits_per_s"] = ({k: sum(x[k] for x in ex) / len(ex) for k in ("median", "ci_low", "ci_high")}
                                 if ex else None)
+            if ex:
+                q.pop("exits_why", None)
             q["windows"] = len(ns)
     return {"schema": SCHEMA, "since": since_t, "until": now,
             "stop": sorted(stop.values(), key=lambda s: (-(s["last_seen"] or 0), s["program"]))}

@@ -488,7 +488,8 @@ def save(path, state, windows=()):
                 "INSERT INTO paths VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [[w["t1"], w.get("seconds"), r["program"], r["is32"], r["path"], r["calls"],
                   *(((r["ns_per_s"] or {}).get(k)) for k in ("median", "ci_low", "ci_high")),
-                  r["why"], r["stops"],
+                  # why: the reason the cost is unknown, else the reason its VM exits are.
+                  r["why"] if r["ns_per_s"] is None else r.get("exits_why"), r["stops"],
                   *(((r.get("exits_per_s") or {}).get(k)) for k in ("median", "ci_low", "ci_high"))]
                  for r in rows])
             _many(con, 
@@ -675,8 +676,9 @@ def programs_since(con, since_t):
 def paths_since(con, since_t):
     return [{"t": t, "seconds": s, "program": p, "is32": bool(b), "path": pth, "calls": int(n),
              "ns_per_s": None if m is None else {"median": m, "ci_low": lo, "ci_high": hi},
-             "why": why, "stops": stops,
-             "exits_per_s": None if em is None else {"median": em, "ci_low": elo, "ci_high": ehi}}
+             "why": why if m is None else None, "stops": stops,
+             "exits_per_s": None if em is None else {"median": em, "ci_low": elo, "ci_high": ehi},
+             "exits_why": why if m is not None and em is None else None}
             for t, s, p, b, pth, n, m, lo, hi, why, stops, em, elo, ehi in con.execute(
                 f"SELECT * FROM paths WHERE t >= ? AND {_STOPS} ORDER BY t", [since_t])]
 

@@ -237,7 +237,8 @@ def _cost(q):
         return f"cost unknown: {escape.terminal(q.get('why') or 'not priced')}"
     e = q.get("exits_per_s")
     exits = (f", {_n(e['median'])} VM exits per second [{_n(e['ci_low'])}, {_n(e['ci_high'])}]"
-             if e else "")
+             if e else f", VM exits {escape.terminal(q['exits_why'])}" if q.get("exits_why")
+             else "")
     return (f"{_n(v['median'] / 1e6)} ms of CPU per second over the fastest path "
             f"[{_n(v['ci_low'] / 1e6)}, {_n(v['ci_high'] / 1e6)}]{exits}, "
             f"mean of {q['windows']} window(s)")
