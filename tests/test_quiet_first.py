@@ -165,3 +165,34 @@ def test_one_lucky_probe_does_not_set_the_bar():
     a = percall.analyse(d)
     assert a["host"]["fast_share"] > 0.9
     assert _cell(a)["undisturbed"]["host"]["used"]
+
+
+def _two_mechanisms(fast_share, **kw):
+    """_doc with its second cell made another mechanism's null call (64-int80 beside the
+    reference's 64-syscall): the two processes of each round meet one host state."""
+    d = _doc(fast_share, **kw)
+    d["cells"][1].update(variant="64-int80", mechanism="int80", op="null")
+    return d
+
+
+def test_a_difference_is_paired_within_quiet_rounds():
+    # Fast state: 100 - 50 = 50 ns; slow: 140 - 70 = 70 ns.  Paired over the rounds whose two
+    # processes both met the fast state, the difference is the fast state's.
+    d = _two_mechanisms(0.2, n_rounds=60, seed=6)
+    # Over every round, the fastest fifth of the floors mixes the states: about 57 ns.
+    every = percall.stats.undisturbed_ratio(*percall._by_round(d, d["cells"][1], d["cells"][0]),
+                                            how="diff")
+    assert every["median"] > 55, every
+    probes, _ = percall.host_probes(d)
+    quiet = sum(1 for r in d["cells"][1]["rounds"] if percall.host_label(probes, r["t_s"]))
+    dp = percall.pair_undisturbed(d, "64-int80", "64-syscall", how="diff")
+    assert dp is not None and dp["n_pairs"] == quiet and dp["of_rounds"] == 60, dp
+    assert dp["n_pairs"] >= 6
+    assert 49.0 <= dp["median"] <= 51.5 and dp["ci_low"] <= 50.5 and dp["ci_high"] < 52, dp
+    r = percall.pair_undisturbed(d, "64-int80", "64-syscall")
+    assert 1.97 <= r["median"] <= 2.03, r
+
+
+def test_too_few_quiet_pairs_give_no_paired_figure():
+    d = _two_mechanisms(0.0, n_rounds=30, fast_rounds={4, 17})
+    assert percall.pair_undisturbed(d, "64-int80", "64-syscall", how="diff") is None

@@ -28,16 +28,20 @@ def _entry(data):
                 continue
             fa, fb = percall.figure(a, "undisturbed"), percall.figure(b, "undisturbed")
             if fa and fb:
-                d = stats.diff_summary(fa, fb)
+                # Paired within quiet moments where enough rounds had both processes in the
+                # host's fast state: the difference then carries no host state.
+                dp = percall.pair_undisturbed(raw, slow, fast, how="diff")
+                d = dp or stats.diff_summary(fa, fb)
                 r = percall.pair_undisturbed(raw, slow, fast) or stats.ratio_summary(fa, fb)
-                how = "undisturbed"
+                how = (f"undisturbed, paired in {dp['n_pairs']} quiet rounds of {dp['of_rounds']}"
+                       if dp else "undisturbed")
             else:
                 d = percall.pair(raw, slow, fast, "diff") or stats.diff_summary(a, b)
                 r = percall.pair(raw, slow, fast, "ratio") or stats.ratio_summary(a, b)
                 how = "typical (no undisturbed figure for both cells)"
             typ = percall.pair(raw, slow, fast, "diff") or stats.diff_summary(a, b)
             beside = (f"; at the typical cost (medians, paired by round) {fmt(typ)} more"
-                      if how == "undisturbed" and typ else "")
+                      if how.startswith("undisturbed") and typ else "")
             return {"key": "entry", "title": "int 0x80 against the fast path",
                     "figure": d, "figure_kind": how, "cause": _entry_cause(data),
                     "cause_why": _entry_why(data),

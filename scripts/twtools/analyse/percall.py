@@ -659,15 +659,47 @@ def accuracy(doc, analysed):
     return acc
 
 
-def pair_undisturbed(doc, a, b, op="null", shape="ret"):
-    """a / b of two variants' undisturbed figures, the same rounds left out of both by the
-    jackknife (stats.undisturbed_ratio); None when either cell has no rounds."""
+def _quiet_by_round(doc, a, b):
+    """The rounds of cells a and b whose two processes both met the host's fast state (each
+    labelled by the probes around it, host_label), as _by_round gives them, and how many:
+    (pa, pb, quiet pairs, pairs).  A run without probes (written before quiet first) gives
+    every round, as before; a run with probes gives its quiet pairs only, however few."""
+    probes, _ = host_probes(doc)
+    has_probes = bool(((doc or {}).get("host_state") or {}).get("probes"))
+    ra, _ = rounds_of(doc, a)
+    rb, _ = rounds_of(doc, b)
+    by_round_b = {r.get("round"): r for r in rb}
+    pa, pb, n = [], [], 0
+    for r in ra:
+        o = by_round_b.get(r.get("round"))
+        if o is None:
+            continue
+        n += 1
+        if has_probes and not (host_label(probes, r.get("t_s")) is True
+                               and host_label(probes, o.get("t_s")) is True):
+            continue
+        pa.append(usable(r)[0])
+        pb.append(usable(o)[0])
+    return pa, pb, len(pa), n
+
+
+def pair_undisturbed(doc, a, b, op="null", shape="ret", how="ratio"):
+    """a / b (or with how="diff", a - b) of two variants' undisturbed figures, over the rounds
+    in which both cells' processes met the host's fast state, so that the comparison carries
+    no host state: the same rounds left out of both by the jackknife (stats.undisturbed_ratio),
+    with n_pairs, the quiet pairs behind it.  None when either cell has no rounds, or when
+    fewer than GATED_MIN rounds had both sides quiet (then compare each side's own gated
+    figure, unpaired)."""
     cells = {(c["variant"], c["op"], c.get("shape") or "ret"): c for c in (doc or {}).get("cells", [])
              if c.get("supported")}
     ca, cb = cells.get((a, op, shape)), cells.get((b, op, shape))
     if ca is None or cb is None:
         return None
-    return stats.undisturbed_ratio(*_by_round(doc, ca, cb))
+    pa, pb, quiet, n = _quiet_by_round(doc, ca, cb)
+    if quiet < GATED_MIN:
+        return None
+    s = stats.undisturbed_ratio(pa, pb, how=how)
+    return None if s is None else dict(s, n_pairs=quiet, of_rounds=n)
 
 
 def pair(doc, a, b, how="diff", op="null", shape="ret"):

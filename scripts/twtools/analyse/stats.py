@@ -475,9 +475,10 @@ def _half_subsets(n, seed=1):
     return m, d
 
 
-def _tail_jackknife(vals, q, other=None):
+def _tail_jackknife(vals, q, other=None, how="ratio"):
     """(estimate, standard error) of the tail mean of the rounds' values pooled (or of its
-    ratio to `other`'s, whose round i was measured with round i of vals), the error from the
+    ratio to `other`'s, or with how="diff" its difference from it, whose round i was measured
+    with round i of vals), the error from the
     delete-half jackknife over rounds: leave out half the rounds, at random, many times.
     Deleting one round at a time is inconsistent for a statistic that rests on a few extreme
     values (as for quantiles): when the fastest batches sit in one or two rounds, most
@@ -491,14 +492,14 @@ def _tail_jackknife(vals, q, other=None):
         eb = _tail_sorted(b, q)
         if not eb:
             return None, None
-        est = est / eb
+        est = est / eb if how == "ratio" else est - eb
     if n < 2:
         return est, None
     dropped, d = _half_subsets(n)
     th = _tails(a, ~dropped[:, lab], q)
     if other is not None:
         tb = _tails(b, ~dropped[:, labb], q)
-        th = th / np.where(tb != 0, tb, np.nan)
+        th = th / np.where(tb != 0, tb, np.nan) if how == "ratio" else th - tb
         th = th[np.isfinite(th)]
         if th.size < 2:
             return est, None
@@ -672,16 +673,17 @@ def _tail_drift(vals, q):
     return 2 * math.sqrt(max(0.0, (e2 - e1) ** 2 - s1 ** 2 - s2 ** 2))
 
 
-def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE):
-    """a/b of two cells' undisturbed figures, where a_rounds[i] and b_rounds[i] come from the
-    same round: the jackknife leaves the same rounds out of both, so whatever a round shared
-    cancels as far as it can.  A summary (median = the ratio, ci_low, ci_high), or None."""
+def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, how="ratio"):
+    """a/b (or with how="diff", a - b) of two cells' undisturbed figures, where a_rounds[i] and
+    b_rounds[i] come from the same round: the jackknife leaves the same rounds out of both, so
+    whatever a round shared cancels as far as it can.  A summary (median = the ratio or the
+    difference, ci_low, ci_high), or None."""
     pairs = [(_finite(x), _finite(y)) for x, y in zip(a_rounds, b_rounds)]
     pairs = [(x, y) for x, y in pairs if x.size and y.size]
     if len(pairs) < 2:
         return None
     est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
-                              other=_floors([p[1] for p in pairs]))
+                              other=_floors([p[1] for p in pairs]), how=how)
     if est is None or se is None or not math.isfinite(est):
         return None
     n = len(pairs)
