@@ -200,10 +200,22 @@ def test_adds_take_turns_under_the_atlas_lock(atlas, tmp_path):
                                str(d)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for d in (d1, d2)]
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and all(p.poll() is None for p in procs):
-            time.sleep(0.5)
-        # both still wait for the lock: nothing copied, the README as it was
+        # Both wait for the lock: the kernel lists each as a waiter ("->") on the atlas
+        # folder's inode in /proc/locks.  Seeing them there proves it, where waiting 20 s
+        # only suggested it.
+        ino = f":{os.stat(atlas).st_ino} "
+        pids = {str(p.pid) for p in procs}
+        deadline = time.monotonic() + 120
+
+        def waiters():
+            return {ln.split()[5] for ln in open("/proc/locks")
+                    if " -> " in ln and ino in ln and ln.split()[5] in pids}
+        while waiters() != pids and all(p.poll() is None for p in procs) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiters() == pids, [open("/proc/locks").read()] + [p.communicate() for p in procs
+                                                                  if p.poll() is not None]
+        # nothing copied meanwhile: the README as it was
         assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
         assert (atlas / "README.md").read_text() == readme
     finally:
