@@ -219,17 +219,23 @@ deb:
 		$(abspath $(VPY)) >$(DEB_DIR).path && \
 	deb=$$(cat $(DEB_DIR).path) && mv -f "$$deb" $(BUILD)/ && echo "$(BUILD)/$${deb##*/}"
 
+# pytest-xdist's workers: `make test` runs the serial group (tests/conftest.py SERIAL: live
+# measurement and root tracing, one at a time) on one worker and the other files on the rest;
+# `make check` has no serial file.  TEST_JOBS=1 CHECK_JOBS=1 run everything in one process.
+TEST_JOBS ?= 3
+CHECK_JOBS ?= 2
+
 # Two tiers.  `make check`: the unit, parser, statistics and fixture tests
 # (tests/conftest.py, CHECK_TIER), without building the variants or tracing, for
 # the edit-test loop.  `make test`: every test, after building everything; CI
 # runs it (.ci/run).
 check: deps
 	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
-	$(VPY) -m pytest -m check tests $(PYTEST_ARGS)
+	$(VPY) -m pytest -n $(CHECK_JOBS) -m check tests $(PYTEST_ARGS)
 
 test: test-deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
-	$(VPY) -m pytest tests $(PYTEST_ARGS)
+	$(VPY) -m pytest -n $(TEST_JOBS) --dist loadgroup tests $(PYTEST_ARGS)
 
 report: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1

@@ -72,6 +72,27 @@ CHECK_TIER = (
 )
 
 
+# `make test` runs the suite in parallel (pytest-xdist, --dist loadgroup, the Makefile's
+# TEST_JOBS workers): each file is one group, so its module fixtures are built once, on one
+# worker.  The files below measure live (the matrix, tw ab, the sweeps, the legs, tw run, the
+# noisy neighbour) or trace as root (bpftrace, perf, the watch's BPF programs, the census):
+# they form one group, "serial", and run one at a time, first, so that no two of them ever
+# overlap, and the rest of the suite shares the other workers meanwhile.  None asserts on a
+# timing (the machines are shared and noisy), so a parallel file beside them only slows them.
+SERIAL = frozenset({
+    "test_ab_copies.py", "test_ab_hostile_build.py", "test_ab_selfcheck.py",
+    "test_attribution.py", "test_bench.py", "test_census.py", "test_census_images.py",
+    "test_diagnose.py", "test_entry_counts.py", "test_faults_concurrent.py",
+    "test_faults_disk.py", "test_faults_quoting.py", "test_faults_signals.py",
+    "test_legs_live.py", "test_lesson.py", "test_neighbour.py", "test_run_quick.py",
+    "test_speculation.py", "test_stub_frames.py", "test_sweep.py", "test_syscall_numbers.py",
+    "test_tracers_live.py", "test_traces_dryrun.py", "test_watch_bpf.py", "test_watch_fleet.py",
+    "test_watch_http.py", "test_watch_line_breaks.py", "test_watch_live.py",
+    "test_watch_messages.py", "test_watch_store.py", "test_watch_undecodable_names.py",
+    "test_write_counts.py", "test_wvbench.py",
+})
+
+
 def in_check_tier(nodeid_tail, fixturenames, markers):
     """Whether a test (its id from the file name on, its fixtures and marker names) is in
     the fast tier."""
@@ -99,9 +120,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         # The id from the file name on ("test_x.py::test_y[a/b]"): parameters may hold "/".
         path, _, rest = item.nodeid.partition("::")
-        tail = f"{Path(path).name}::{rest}"
-        if in_check_tier(tail, item.fixturenames, {m.name for m in item.iter_markers()}):
+        name = Path(path).name
+        if in_check_tier(f"{name}::{rest}", item.fixturenames,
+                         {m.name for m in item.iter_markers()}):
             item.add_marker(pytest.mark.check)
+        item.add_marker(pytest.mark.xdist_group("serial" if name in SERIAL else name))
+    # The serial group first: it is the longest chain, so it starts at once, and every
+    # worker collects the same order (xdist checks it).
+    items.sort(key=lambda i: Path(i.nodeid.partition("::")[0]).name not in SERIAL)
 
 
 @pytest.fixture(scope="session")

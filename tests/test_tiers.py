@@ -36,5 +36,15 @@ def make_dry_run(target):
 
 def test_make_check_runs_the_tier_and_make_test_everything():
     check, test = make_dry_run("check"), make_dry_run("test")
-    assert len(check) == 1 and " -m pytest -m check tests" in check[0], check
-    assert len(test) == 1 and test[0].split(" -m pytest ", 1)[1].split() == ["tests"], test
+    assert len(check) == 1 and check[0].split(" -m pytest ", 1)[1].split()[-3:] == \
+        ["-m", "check", "tests"], check
+    args = test[0].split(" -m pytest ", 1)[1].split()
+    assert len(test) == 1 and args[-1] == "tests" and "-m" not in args, test
+    # in parallel, by groups: a file's tests on one worker, the serial group one at a time
+    assert args[:2] == ["-n", "3"] and "--dist" in args and \
+        args[args.index("--dist") + 1] == "loadgroup", test
+
+
+def test_every_serial_file_exists():
+    for name in conftest.SERIAL:
+        assert (ROOT / "tests" / name).is_file(), f"SERIAL names {name}, which does not exist"
