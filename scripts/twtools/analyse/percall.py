@@ -353,13 +353,15 @@ def analyse(doc):
     rkey = (ref_name, ref.get("op", "null"), None, ref.get("shape", "ret"))
     ref_pair = by_key.get(rkey)
     legacy = any("rounds" not in c for c in doc.get("cells", []) if c.get("supported"))
+    ref_rounds = _ref_by_round(doc, ref_pair[1]) if ref_pair else None
     for c in cells:
         raw = by_key[key(c)][1]
         if not c.get("supported") or ref_pair is None or not ref_pair[0].get("supported"):
             c["ratio"] = c["undisturbed_ratio"] = None
             continue
-        c["ratio"] = _to_reference(doc, raw, ref_pair[1])
-        c["undisturbed_ratio"] = _undisturbed_to_reference(doc, raw, ref_pair[1], probes)
+        c["ratio"] = _to_reference(doc, raw, ref_pair[1], ref_rounds)
+        c["undisturbed_ratio"] = _undisturbed_to_reference(doc, raw, ref_pair[1], probes,
+                                                           ref_rounds)
     penalties = []
     for c in cells:
         if c["shape"] != "ret" or not c.get("supported"):
@@ -392,17 +394,25 @@ def analyse(doc):
             "source": "legacy flat samples" if legacy else "raw rounds"}
 
 
-def _to_reference(doc, cell, ref):
-    """cell / reference per round, each round's value against the reference measurement of
-    the same round nearest to it in time (the reference runs several times a round: the
-    host's speed moves within a round).  Results without time stamps pair by round alone."""
-    rc, _ = rounds_of(doc, cell)
+def _ref_by_round(doc, ref):
+    """{round: [(t_s, usable batch values)]} of the reference cell's processes: what each
+    cell is paired with, read once per analysis."""
     rr, _ = rounds_of(doc, ref)
     by_round = {}
     for r in rr:
         v = usable(r)[0]
         if v:
             by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
+    return by_round
+
+
+def _to_reference(doc, cell, ref, by_round=None):
+    """cell / reference per round, each round's value against the reference measurement of
+    the same round nearest to it in time (the reference runs several times a round: the
+    host's speed moves within a round).  Results without time stamps pair by round alone.
+    by_round: _ref_by_round(doc, ref), when the caller has it."""
+    rc, _ = rounds_of(doc, cell)
+    by_round = _ref_by_round(doc, ref) if by_round is None else by_round
     pa, pb = [], []
     for r in rc:
         refs = by_round.get(r.get("round"))
@@ -420,7 +430,7 @@ def _to_reference(doc, cell, ref):
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
 
-def _undisturbed_to_reference(doc, cell, ref, probes=None):
+def _undisturbed_to_reference(doc, cell, ref, probes=None, by_round=None):
     """cell / reference of the undisturbed figures, each of the cell's processes against the
     reference's process of the same round nearest to it in time (the reference runs several
     times a round, so that each cell has one a fraction of a second away): the figure is over
@@ -428,12 +438,7 @@ def _undisturbed_to_reference(doc, cell, ref, probes=None):
     the pairs whose cell process met the fast state (so did its reference, a probe beside it),
     when there are GATED_MIN of them: both sides of each pair from one quiet moment."""
     rc, _ = rounds_of(doc, cell)
-    rr, _ = rounds_of(doc, ref)
-    by_round = {}
-    for r in rr:
-        v = usable(r)[0]
-        if v:
-            by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
+    by_round = _ref_by_round(doc, ref) if by_round is None else by_round
     pa, pb, quiet = [], [], []
     for r in rc:
         v, refs = usable(r)[0], by_round.get(r.get("round"))
