@@ -11,25 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "syscost.h"
+#include "ops.h"
+#include "options.h"
 #include "tw_cli.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
 
 #define MAX_BATCHES	10000
 #define MAX_SIZE	(64L << 20)
-
-const char *const op_names[OP_COUNT] = {
-	"null", "getppid", "write-devnull", "write-file", "write-sync",
-	"gettimeofday", "clock_gettime", "time", "cpuid",
-};
-/* The system call each operation makes. */
-const long op_nrs[OP_COUNT] = {
-	TW_NR_invalid, TW_NR_getppid, TW_NR_write, TW_NR_write, TW_NR_write,
-	TW_NR_gettimeofday, TW_NR_clock_gettime, TW_NR_time, TW_NR_NONE,
-};
-
-const char *const shape_names[SHAPE_COUNT] = { "ret", "jmp", "inline" };
 
 /* Long options' vals, clear of the short letters (see tw_usage_getopt). */
 enum {

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT
 from faults_util import tw
-from twtools.analyse import fleet, fleetdb
+from twtools.analyse import fleetdb, rundigest
 
 RUNS = sorted(p for p in (ROOT / "data" / "machines").glob("*/runs/*") if p.is_dir())
 EVIL = "x'); DROP TABLE runs; --\x1b[2J"
@@ -17,7 +17,7 @@ EVIL = "x'); DROP TABLE runs; --\x1b[2J"
 
 @pytest.fixture(scope="module")
 def digests():
-    return [fleet.digest(r, f"{r.parent.parent.name}/{r.name}") for r in RUNS]
+    return [rundigest.digest(r, f"{r.parent.parent.name}/{r.name}") for r in RUNS]
 
 
 def test_ingest_is_idempotent_and_keeps_every_run_of_a_host(digests, tmp_path):

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..analyse import fleet as afleet
-from ..analyse import results
+from ..analyse import results, rundigest
 from ..core import escape, files, paths, proc, ui
 from ..core.ui import DataError, UserError
 from ..present import fleet as pfleet
@@ -145,11 +145,11 @@ def compare(jobs, workers=0, progress=True, op=None):
             ui.progress(f"fleet: {done}/{len(jobs)} directories read")
     if workers <= 1 or len(jobs) < 4:
         for job in jobs:
-            take(job, afleet.safe_digest(job))
+            take(job, rundigest.safe_digest(job))
     else:
         ex = proc.pool(min(workers, proc.max_jobs()))
         try:
-            for job, res in zip(jobs, ex.map(afleet.safe_digest, jobs,
+            for job, res in zip(jobs, ex.map(rundigest.safe_digest, jobs,
                                              chunksize=max(1, len(jobs) // (workers * 8)))):
                 take(job, res)
             ex.shutdown()

@@ -162,10 +162,9 @@ def big(n, base, workers):
     then drawn as `tw fleet` draws its view (fleetdb.load, analyse.fleet.view, the pages).
     Prints wall time and peak memory of the view alone."""
     import hashlib
-    from ..analyse import fleet as afleet
-    from ..analyse import fleetdb
+    from ..analyse import fleetdb, rundigest
     # Copied by a JSON round trip (orjson), ten times faster than copy.deepcopy.
-    tpl = [orjson.dumps(afleet.digest(run, f"{m}/{run.name}")) for m, run in atlas.runs()]
+    tpl = [orjson.dumps(rundigest.digest(run, f"{m}/{run.name}")) for m, run in atlas.runs()]
     db = base / "big.duckdb"
     con = fleetdb.connect(db)
     t = time.perf_counter()

@@ -31,7 +31,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from ...core import proc
+from ...core import paths, proc
 
 
 class Tracer:
@@ -166,8 +166,7 @@ class Workload:
         self.expected = full + 1
 
     def command(self, variant, outfile, sync=False):
-        from .. import probe
-        cmd = [str(probe.binary("timewrite", variant)), str(outfile)]
+        cmd = [str(paths.binary("timewrite", variant)), str(outfile)]
         if sync:
             cmd.append("sync")
         return cmd + ["--sizes", str(self.chunk)]
