@@ -159,7 +159,7 @@ def test_outside_text_arrives_escaped(lesson):
 
 def test_the_class_page_shows_the_distribution_and_marks_each_student(tmp_path):
     from twtools.analyse import atlas
-    from twtools.cli import fleetbench
+    from twtools.drivers import fleetbench
     students = tmp_path / "students"
     students.mkdir()
     fleetbench.make(30, students, 2)

@@ -371,8 +371,10 @@ def main(args, name):
             raise UserError("--verify only reads: it takes no --db, --out, --atlas or --bench")
         return verify(args.dirs, args.jobs, args.json)
     if args.bench is not None:
-        from . import fleetbench
-        return fleetbench.main(args)
+        if args.bench < 1:
+            raise UserError("--bench N needs N >= 1")
+        from ..drivers import fleetbench
+        return fleetbench.bench(args.bench, args.jobs or os.cpu_count() or 1, args.out)
     if args.readiness:
         from . import fleetwatch
         if not args.dirs:
