@@ -166,8 +166,7 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 	int ch, i;
 
 	/* getopt's own messages name argv[0]; ours name __progname, as err does. */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((ch = tw_getopt(argc, argv, ":h", longopts, OPT_HELP, help)) != -1) {
 		switch (ch) {
 		case OPT_OP:
 			for (i = 0; i < OP_COUNT; i++)
@@ -259,15 +258,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		case OPT_REALTIME:
 			o->realtime = 1;
 			break;
-		case 'h':
-		case OPT_HELP:
-			help();
-		default:
-			tw_usage_getopt(ch, argv);
 		}
 	}
-	if (optind < argc)
-		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
 	/*
 	 * The default operation is getppid, or for a mechanism that cannot make
 	 * it the call its probe makes (time, for the vsyscall page and the vDSO).

@@ -392,17 +392,23 @@ def analyse(doc):
             "source": "legacy flat samples" if legacy else "raw rounds"}
 
 
-def _to_reference(doc, cell, ref):
-    """cell / reference per round, each round's value against the reference measurement of
-    the same round nearest to it in time (the reference runs several times a round: the
-    host's speed moves within a round).  Results without time stamps pair by round alone."""
-    rc, _ = rounds_of(doc, cell)
+def _reference_by_round(doc, ref):
+    """{round: [(time, usable values)]} of the reference's measurements of each round."""
     rr, _ = rounds_of(doc, ref)
     by_round = {}
     for r in rr:
         v = usable(r)[0]
         if v:
             by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
+    return by_round
+
+
+def _to_reference(doc, cell, ref):
+    """cell / reference per round, each round's value against the reference measurement of
+    the same round nearest to it in time (the reference runs several times a round: the
+    host's speed moves within a round).  Results without time stamps pair by round alone."""
+    rc, _ = rounds_of(doc, cell)
+    by_round = _reference_by_round(doc, ref)
     pa, pb = [], []
     for r in rc:
         refs = by_round.get(r.get("round"))
@@ -428,12 +434,7 @@ def _undisturbed_to_reference(doc, cell, ref, probes=None):
     the pairs whose cell process met the fast state (so did its reference, a probe beside it),
     when there are GATED_MIN of them: both sides of each pair from one quiet moment."""
     rc, _ = rounds_of(doc, cell)
-    rr, _ = rounds_of(doc, ref)
-    by_round = {}
-    for r in rr:
-        v = usable(r)[0]
-        if v:
-            by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
+    by_round = _reference_by_round(doc, ref)
     pa, pb, quiet = [], [], []
     for r in rc:
         v, refs = usable(r)[0], by_round.get(r.get("round"))

@@ -162,15 +162,12 @@ def vdso64():
     64-bit code always enters with an inline `syscall`; the vDSO only answers some calls
     (clock_gettime, gettimeofday, time, getcpu) without entering the kernel."""
     try:
-        for line in Path("/proc/self/maps").read_text().splitlines():
-            if line.rstrip().endswith("[vdso]"):
-                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                with open("/proc/self/mem", "rb", buffering=0) as mem:
-                    mem.seek(lo)
-                    image = mem.read(hi - lo)
-                syms = sorted(n for n in elf.Elf(image, "the 64-bit vDSO").symbol_table()
-                              if not n.startswith("LINUX_") and (n.startswith("__vdso_") or not n.startswith("_")))
-                return {"available": True, "base": hex(lo), "symbols": syms, "why": None}
+        own = process.own_vdso()
+        if own is not None:
+            lo, image = own
+            syms = sorted(n for n in elf.Elf(image, "the 64-bit vDSO").symbol_table()
+                          if not n.startswith("LINUX_") and (n.startswith("__vdso_") or not n.startswith("_")))
+            return {"available": True, "base": hex(lo), "symbols": syms, "why": None}
     except (OSError, elf.ElfError) as e:
         return {"available": None, "symbols": [], "why": f"cannot read /proc/self vDSO: {e}"}
     return {"available": False, "symbols": [], "why": "no [vdso] mapping in this process (vdso=0?)"}

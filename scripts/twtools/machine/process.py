@@ -21,6 +21,7 @@ import stat
 import struct
 import subprocess
 import time
+from pathlib import Path
 
 from ..core import escape
 from . import elf
@@ -153,6 +154,16 @@ def vdso_image(pid, mapping):
     with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
         mem.seek(mapping["lo"])
         return mem.read(mapping["hi"] - mapping["lo"])
+
+
+def own_vdso():
+    """(address, bytes) of this process's own [vdso] mapping, or None when it has none;
+    OSError when it cannot be read."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if line.rstrip().endswith("[vdso]"):
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            return lo, vdso_image("self", {"lo": lo, "hi": hi})
+    return None
 
 
 def _stat_fields(pid):

@@ -68,6 +68,16 @@ class Tracer:
                      "skipped": [] if works else self.skips.get(name, [])}, **extra)
 
 
+def observer_why_not(program, root, not_root):
+    """Why an observer wrapper cannot run program here (not installed, or not root: not_root),
+    or None."""
+    if not proc.which(program):
+        return f"{program} is not installed"
+    if not root:
+        return not_root
+    return None
+
+
 def kernel_entry_blind(mech, tool):
     """The part of blindness every syscall tracer shares: a vsyscall call raises a page
     fault that the kernel emulates, and a vDSO call never enters the kernel."""
