@@ -1,4 +1,4 @@
-"""tw fleet --db: the fleet's DuckDB database (analyse/fleetdb.py).  Ingesting is idempotent,
+"""tw fleet --db: the fleet's DuckDB database (store/fleetdb.py).  Ingesting is idempotent,
 a host's new run is kept beside its earlier one, outside text only ever travels as a bound
 parameter, and the documented queries run."""
 
@@ -7,7 +7,8 @@ import pytest
 
 from conftest import ROOT
 from faults_util import tw
-from twtools.analyse import fleetdb, rundigest
+from twtools.analyse import rundigest
+from twtools.store import fleetdb
 
 RUNS = sorted(p for p in (ROOT / "data" / "machines").glob("*/runs/*") if p.is_dir())
 EVIL = "x'); DROP TABLE runs; --\x1b[2J"

@@ -38,6 +38,7 @@ import orjson
 
 from ..core import files
 from ..core.ui import DataError
+from ..store import fleetdb
 from . import causes, percall, schema, stats
 
 ANALYSIS = "fleet/3"
@@ -55,8 +56,9 @@ MAX_NS = 1e10
 # Cells one host may bring (issue 25, class 5): a full-mode run measures a few hundred; a
 # file claiming 100,000 made a 33 MB heat map.  Beyond this, the host costs one line.
 MAX_CELLS = 2000
-# The facts of a machine the fleet groups by (fingerprint.json; machine/doctor.py).
-FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
+# The facts of a machine the fleet groups by (fingerprint.json; machine/doctor.py): the
+# columns the fleet's database keeps for each run.
+FACTS = fleetdb.FACTS
 FACT_NAMES = {"vendor": "vendor", "cpu": "CPU model", "hypervisor": "hypervisor",
               "kernel": "kernel", "mitigations": "mitigations", "ia32": "IA32 emulation",
               "fred": "FRED", "vdso": "32-bit vDSO instruction",

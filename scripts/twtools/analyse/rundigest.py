@@ -199,7 +199,7 @@ def _checked(dg, src=DIGEST_FILE, some_cells=True):
     return dg
 
 
-checked = _checked       # for analyse.fleetdb: a run read back from the database
+checked = _checked       # for store.fleetdb.load: a run read back from the database
 
 
 def load(d, host):
@@ -325,7 +325,7 @@ def digest(d, host, interval_ops=None):
     if fp is None:
         raise DataError("fingerprint.json is absent: the doctor stage did not run there")
     dg = fleet.digest_doc(fleet.read_percall(d), fp, meta, host, interval_ops=interval_ops)
-    # The run's identity in a fleet database (analyse/fleetdb.py) is the sha256 of its raw
+    # The run's identity in a fleet database (store/fleetdb.py) is the sha256 of its raw
     # rounds, whether its digest was written on the host or computed here.
     path, raw = _raw_file(d)
     dg["raw"] = {"file": path.name, "sha256": hashlib.sha256(raw).hexdigest(),

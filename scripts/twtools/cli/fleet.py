@@ -231,10 +231,10 @@ def source_key(d):
 def _via_database(con, jobs, workers, op):
     """(digests for the view, refused, new runs, labelled): each directory whose files are
     unchanged since it was stored is not read again; the rest are digested and stored; every
-    digest the view shows is then read back from the database (analyse.fleetdb.load), with
+    digest the view shows is then read back from the database (store.fleetdb.load), with
     the view's own cells only (op's; every cell's for None).  labelled: [(label, run_id)],
     for fleetdb.all_columns and fleetdb.write_csv."""
-    from ..analyse import fleetdb
+    from ..store import fleetdb
     known = fleetdb.sources(con)
     want = None if op is None else op
     fresh, labelled, srcs = [], [], {}
@@ -251,10 +251,10 @@ def _via_database(con, jobs, workers, op):
                     "since stored; reading the other " + str(len(fresh)))
     digests, refused = compare(fresh, workers, op=want) if fresh else ([], [])
     ids = {}
-    added = fleetdb.ingest(con, digests, srcs, ids)
+    added = fleetdb.ingest(con, digests, srcs, ids, method=afleet.ANALYSIS)
     labelled += [(dg["host"], ids[dg["host"]]) for dg in digests]
     bad = []
-    digests = fleetdb.load(con, labelled, op=want, refused=bad)
+    digests = fleetdb.load(con, labelled, rundigest.checked, op=want, refused=bad)
     refused += [{"host": r["host"], "why": r["why"]} for r in bad]
     dropped = {r["run_id"] for r in bad}
     return digests, refused, added, [(h, rid) for h, rid in labelled if rid not in dropped]
@@ -263,7 +263,7 @@ def _via_database(con, jobs, workers, op):
 def _view(con, jobs, workers, op, refused, db):
     """(the fleet view, drawn from the open database; its [(label, run_id)] for fleet.csv);
     every refused host printed once."""
-    from ..analyse import fleetdb
+    from ..store import fleetdb
     digests, bad, added, labelled = _via_database(con, jobs, workers,
                                                   None if op == "all" else op)
     total = con.execute("SELECT count(DISTINCT run_id) FROM runs").fetchall()[0][0]
@@ -293,7 +293,7 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     out_dir(out_arg, create=False)
     # The view is drawn from the database: the one given (--db), kept, or a temporary one.
     import tempfile
-    from ..analyse import fleetdb
+    from ..store import fleetdb
     if db is not None:
         fleetdb.check_path(db, out_arg, [d for _, d in jobs] + list(dirs))
     with tempfile.TemporaryDirectory(prefix="tw-fleet-db-") as tmp:

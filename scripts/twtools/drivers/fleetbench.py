@@ -163,7 +163,9 @@ def big(n, base, workers):
     then drawn as `tw fleet` draws its view (fleetdb.load, analyse.fleet.view, the pages).
     Prints wall time and peak memory of the view alone."""
     import hashlib
-    from ..analyse import fleetdb, rundigest
+    from ..analyse import fleet as afleet
+    from ..analyse import rundigest
+    from ..store import fleetdb
     # Copied by a JSON round trip (orjson), ten times faster than copy.deepcopy.
     tpl = [orjson.dumps(rundigest.digest(run, f"{m}/{run.name}")) for m, run in atlas.runs()]
     db = base / "big.duckdb"
@@ -187,7 +189,7 @@ def big(n, base, workers):
         chunk.append(d)
         if len(chunk) == 5000 or i == n - 1:
             ids = {}
-            fleetdb.ingest(con, chunk, ids=ids)
+            fleetdb.ingest(con, chunk, ids=ids, method=afleet.ANALYSIS)
             labelled += [(h, r) for h, r in ids.items()]
             chunk = []
             ui.progress(f"fleet bench: {i + 1}/{n} synthetic digests stored")
@@ -227,11 +229,12 @@ def big(n, base, workers):
 def view_of(db, runs, out):
     """The child of big(): the view of the stored runs, written as `tw fleet` writes it."""
     from ..analyse import fleet as afleet
-    from ..analyse import fleetdb
+    from ..analyse import rundigest
     from ..present import fleet as pfleet
+    from ..store import fleetdb
     con = fleetdb.connect(db)
     labelled = [tuple(x) for x in orjson.loads(Path(runs).read_bytes())]
-    digests = fleetdb.load(con, labelled, op="null")
+    digests = fleetdb.load(con, labelled, rundigest.checked, op="null")
     view = afleet.view(digests, [], "null", all_columns=fleetdb.all_columns(con, labelled))
     del digests
     pfleet.write(view, Path(out), lambda p: fleetdb.write_csv(con, labelled, p, view["all_columns"]))
