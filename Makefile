@@ -119,11 +119,11 @@ list-write-variants:
 
 # One link rule per program and registry row.  A program links, in this order,
 # its own objects, the C pieces every program shares, and the row's objects
-# (its stub or C file, and its allocator).  syscost's own pieces are its options,
+# (its stub or C file, and its allocator).  syscost's own pieces are its operations' tables, options,
 # clock, disturbance counters, speculation control, output and CPU pinning
 # (syscost/*.c); legs shares the pinning.
 OWN_OBJS_timewrite := timewrite
-OWN_OBJS_syscost   := syscost options clock disturb speculation output cpu
+OWN_OBJS_syscost   := syscost ops options clock disturb speculation output cpu
 OWN_OBJS_legs      := legs cpu
 SHARED_OBJS := probe json_out tw_cli tw_stats
 link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \

@@ -100,8 +100,7 @@ main(int argc, char *argv[])
 	double *ns;
 	int ch;
 
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((ch = tw_getopt(argc, argv, ":h", opts, 0, help)) != -1) {
 		switch (ch) {
 		case OPT_BATCHES:
 			batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
@@ -110,15 +109,8 @@ main(int argc, char *argv[])
 			iterations = tw_int_arg("--iterations", optarg, 1,
 			    MAX_ITERATIONS);
 			break;
-		case 'h':
-			help();
-			break;
-		default:
-			tw_usage_getopt(ch, argv);
 		}
 	}
-	if (optind < argc)
-		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
 	if ((ns = calloc((size_t)batches, sizeof(*ns))) == NULL)
 		err(1, "calloc");
 

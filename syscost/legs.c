@@ -171,8 +171,7 @@ main(int argc, char **argv)
 	long long *before, *after, scratch[2];
 	double *empty;
 
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((ch = tw_getopt(argc, argv, ":h", longopts, OPT_HELP, help)) != -1) {
 		switch (ch) {
 		case OPT_CALLS:
 			calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
@@ -197,15 +196,8 @@ main(int argc, char **argv)
 		case OPT_PROBE:
 			probe_only = 1;
 			break;
-		case 'h':
-		case OPT_HELP:
-			help();
-		default:
-			tw_usage_getopt(ch, argv);
 		}
 	}
-	if (optind < argc)
-		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
 	if (calls * batches > MAX_STAMPS)
 		tw_usage_err("--calls times --batches is %ld, more than %ld stamped calls",
 		    calls * batches, MAX_STAMPS);

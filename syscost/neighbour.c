@@ -268,8 +268,7 @@ main(int argc, char *argv[])
 	struct sigaction sa;
 	const char *why;
 
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((ch = tw_getopt(argc, argv, ":h", opts, 0, help)) != -1) {
 		switch (ch) {
 		case OPT_CPU:
 			cpu = tw_int_arg("--cpu", optarg, 0, 1023);
@@ -305,15 +304,8 @@ main(int argc, char *argv[])
 		case OPT_VICTIM:
 			victim_cpu = tw_int_arg("--victim", optarg, 0, 1023);
 			break;
-		case 'h':
-			help();
-			break;
-		default:
-			tw_usage_getopt(ch, argv);
 		}
 	}
-	if (optind < argc)
-		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
 
 	/* Stop with the parent: a test or `tw bench` that dies leaves no thrashing
 	 * behind.  The parent may have died before prctl: then getppid changed. */

@@ -11,25 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "syscost.h"
+#include "ops.h"
+#include "options.h"
 #include "tw_cli.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
 
 #define MAX_BATCHES	10000
 #define MAX_SIZE	(64L << 20)
-
-const char *const op_names[OP_COUNT] = {
-	"null", "getppid", "write-devnull", "write-file", "write-sync",
-	"gettimeofday", "clock_gettime", "time", "cpuid",
-};
-/* The system call each operation makes. */
-const long op_nrs[OP_COUNT] = {
-	TW_NR_invalid, TW_NR_getppid, TW_NR_write, TW_NR_write, TW_NR_write,
-	TW_NR_gettimeofday, TW_NR_clock_gettime, TW_NR_time, TW_NR_NONE,
-};
-
-const char *const shape_names[SHAPE_COUNT] = { "ret", "jmp", "inline" };
 
 /* Long options' vals, clear of the short letters (see tw_usage_getopt). */
 enum {
@@ -177,8 +166,7 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 	int ch, i;
 
 	/* getopt's own messages name argv[0]; ours name __progname, as err does. */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((ch = tw_getopt(argc, argv, ":h", longopts, OPT_HELP, help)) != -1) {
 		switch (ch) {
 		case OPT_OP:
 			for (i = 0; i < OP_COUNT; i++)
@@ -270,15 +258,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		case OPT_REALTIME:
 			o->realtime = 1;
 			break;
-		case 'h':
-		case OPT_HELP:
-			help();
-		default:
-			tw_usage_getopt(ch, argv);
 		}
 	}
-	if (optind < argc)
-		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
 	/*
 	 * The default operation is getppid, or for a mechanism that cannot make
 	 * it the call its probe makes (time, for the vsyscall page and the vDSO).

@@ -8,7 +8,8 @@
 #include <stdio.h>
 
 #include "json_out.h"
-#include "syscost.h"
+#include "ops.h"
+#include "output.h"
 #include "tw_stats.h"
 #include "tw_syscall.h"
 

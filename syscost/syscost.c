@@ -101,8 +101,9 @@
  * The pieces: this file sets up and measures, and main reads parse, probe,
  * measure, print; options.c parses the command line, clock.c chooses and
  * calibrates the clock, disturb.c reads the disturbance counters,
- * speculation.c applies --speculation, output.c prints the run; syscost.h is
- * what they share.  The median is timewrite/tw_stats.c's.
+ * speculation.c applies --speculation, output.c prints the run, ops.c holds
+ * the operations' tables; ops.h, options.h and output.h are what they share.
+ * The median is timewrite/tw_stats.c's.
  *
  * Output: one JSON object (docs/syscost.md has the schema) or one line.
  * Exit 0 measured; 1 run-time error or a wrong syscall result; 2 bad usage;
@@ -128,7 +129,9 @@
 #include "cpu.h"
 #include "disturb.h"
 #include "speculation.h"
-#include "syscost.h"
+#include "ops.h"
+#include "options.h"
+#include "output.h"
 #include "tw_cli.h"
 #include "tw_stats.h"
 #include "tw_syscall.h"

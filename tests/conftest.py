@@ -182,6 +182,18 @@ def need_tool(name):
         pytest.skip(f"{name} is not installed (make test installs it as root)")
 
 
+def assemble32(source, out):
+    """A static 32-bit program from nasm source text, at out (skips without nasm or ld)."""
+    need_tool("nasm")
+    need_tool("ld")
+    src, obj = out.with_suffix(".asm"), out.with_suffix(".o")
+    src.write_text(source)
+    for cmd in (["nasm", "-f", "elf32", "-o", obj, src], ["ld", "-m", "elf_i386", "-o", out, obj]):
+        p = run(cmd, text=True)
+        assert p.returncode == 0, p.stderr
+    return out
+
+
 def need_supported(program, variant):
     """Skip only when the support oracle names a fact of this machine that rules the variant
     out; fail, naming the variant, when it must work here and does not."""

@@ -4,6 +4,7 @@ watching its process tree by PID, and small file systems to fill.
 Kept apart from conftest.py so that the fault tests read top to bottom: each test file says
 what it breaks and why that can break; the mechanics live here."""
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -259,6 +260,52 @@ def trimmed(doc, n=3):
     if isinstance(doc, list):
         return [trimmed(v, n) for v in doc[:n]]
     return doc
+
+
+def every_path(o, here=()):
+    """Every (path, value) in a JSON document, the root first, every item of every list."""
+    yield here, o
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield from every_path(v, here + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from every_path(v, here + (i,))
+
+
+def random_replacements(doc, rng, values, count):
+    """count (path, document) pairs: each a deep copy of doc with the value at one path drawn
+    by rng replaced by a copy of one of values."""
+    where = [p for p, _ in every_path(doc) if p]
+    for _ in range(count):
+        path = rng.choice(where)
+        new = copy.deepcopy(doc)
+        parent = new
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = copy.deepcopy(rng.choice(values))
+        yield path, new
+
+
+def hostile_crashes(doc, values, check, name):
+    """Every leaf path of doc, each value of values put there, and check(document) run on it:
+    the lines of those that crashed, by anything but a DataError naming the file `name`."""
+    import warnings
+    from twtools.core.ui import DataError
+    crashes = []
+    for path in [p for p in json_paths(doc) if p]:
+        for bad in values:
+            try:
+                with warnings.catch_warnings():
+                    # 1e300 is finite, so it is read; numpy overflows on its square and the
+                    # analysis turns the inf into "unknown" (the test looks for crashes)
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    check(replaced(doc, path, bad))
+            except DataError as e:
+                assert name in str(e)
+            except Exception as e:     # noqa: BLE001 - what the tests look for
+                crashes.append(f"{'.'.join(map(str, path))} = {bad!r}: {type(e).__name__}: {e}")
+    return crashes
 
 
 def json_paths(doc, only=None, path=()):

@@ -183,9 +183,9 @@ def errors_of(events, session):
     return out
 
 
-def render(path, shot, workdir, width=WIDTH, height=HEIGHT):
-    """Open PATH at width x height (900x900 unless given), return its facts and errors, save
-    the first screen as SHOT."""
+def render(path, shot, workdir, width=WIDTH, height=HEIGHT, facts=None, mobile=False):
+    """Open PATH at width x height (900x900 unless given), return its facts (the value of the
+    script facts, PAGE_FACTS unless given) and errors, save the first screen as SHOT."""
     b = Browser(chromium(), workdir)
     try:
         target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -193,10 +193,10 @@ def render(path, shot, workdir, width=WIDTH, height=HEIGHT):
         for m in ("Page.enable", "Runtime.enable", "Log.enable"):
             b.send(m, session=sid)
         b.send("Emulation.setDeviceMetricsOverride",
-               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, sid)
+               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}, sid)
         b.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, sid)
         b.wait_event("Page.loadEventFired", sid)
-        r = b.send("Runtime.evaluate", {"expression": PAGE_FACTS, "awaitPromise": True,
+        r = b.send("Runtime.evaluate", {"expression": facts or PAGE_FACTS, "awaitPromise": True,
                                         "returnByValue": True}, sid)
         if "exceptionDetails" in r:
             raise RuntimeError(f"the page check itself failed: {r['exceptionDetails']}")

@@ -147,6 +147,18 @@ exec chroot "$R" env -i PATH=%s HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninter
 NOT_ON_A_HOST = ("gcc", "cc", "clang", "git", "pip", "pip3", "make")
 
 
+def unpack_root(tarball, root):
+    """A clean Debian root from the minbase tarball at root, with the host's resolver and
+    the suite's sources; root."""
+    root.mkdir()
+    assert sh(["tar", "-xf", tarball, "-C", root]).returncode == 0
+    shutil.copy("/etc/resolv.conf", root / "etc" / "resolv.conf")
+    (root / "etc/apt/sources.list").write_text(
+        f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n"
+        f"deb http://deb.debian.org/debian-security {SUITE}-security main\n")
+    return root
+
+
 def in_root(root, script, timeout=900):
     return sh(["unshare", "--mount", "--propagation", "private", "sh", "-c", ENTER, "sh",
                root, script], timeout=timeout)
@@ -190,13 +202,7 @@ def test_clean_debian_root_installs_watches_upgrades_removes_purges(debs, tmp_pa
         part.rename(TARBALL)
         shutil.rmtree(mk)
         times["debootstrap (cached from now on)"] = time.monotonic() - t0
-    root = tmp_path / "root"
-    root.mkdir()
-    assert sh(["tar", "-xf", TARBALL, "-C", root]).returncode == 0
-    shutil.copy("/etc/resolv.conf", root / "etc" / "resolv.conf")
-    (root / "etc/apt/sources.list").write_text(
-        f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n"
-        f"deb http://deb.debian.org/debian-security {SUITE}-security main\n")
+    root = unpack_root(TARBALL, tmp_path / "root")
     new = debs[0]
     old, old_v = older(new, tmp_path)
     new_v = control(new)["Version"]
@@ -354,13 +360,7 @@ def test_fleet_role_installs_the_package_on_two_clean_hosts(debs, tmp_path):
     prog = short32(tmp_path)
     try:
         for h in ("alpha", "beta"):
-            r = tmp_path / h
-            r.mkdir()
-            assert sh(["tar", "-xf", tarball, "-C", r]).returncode == 0
-            shutil.copy("/etc/resolv.conf", r / "etc" / "resolv.conf")
-            (r / "etc/apt/sources.list").write_text(
-                f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n"
-                f"deb http://deb.debian.org/debian-security {SUITE}-security main\n")
+            r = unpack_root(tarball, tmp_path / h)
             (r / "root/.ssh/authorized_keys").write_text(key.with_suffix(".pub").read_text())
             port = free_port()
             (r / "etc/ssh/tw_sshd_config").write_text(SSHD_CONFIG.format(port=port))

@@ -21,7 +21,6 @@ Two kinds of mutation, on every stage file of the recorded results directories
 A case that takes longer than HANG_S is a hang (an alarm, not a timing assertion: no case
 comes near it).
 """
-import copy
 import json
 import random
 import re
@@ -33,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from faults_util import random_replacements
 from twtools.analyse import results, verdict
 from twtools.core.ui import DataError
 from twtools.present import export, tables
@@ -96,26 +96,8 @@ def byte_mutants(raw, rng, count):
         yield bytes(b)
 
 
-def _paths(o, here=()):
-    yield here, o
-    if isinstance(o, dict):
-        for k, v in o.items():
-            yield from _paths(v, here + (k,))
-    elif isinstance(o, list):
-        for i, v in enumerate(o):
-            yield from _paths(v, here + (i,))
-
-
 def value_mutants(doc, rng, count):
-    where = [p for p, _ in _paths(doc) if p]
-    for _ in range(count):
-        path = rng.choice(where)
-        new = copy.deepcopy(doc)
-        parent = new
-        for k in path[:-1]:
-            parent = parent[k]
-        parent[path[-1]] = copy.deepcopy(rng.choice(HOSTILE))
-        yield path, new
+    return random_replacements(doc, rng, HOSTILE, count)
 
 
 def read_bytes_as_report_does(d, stem, raw):

@@ -14,7 +14,6 @@ The first tests run `tw report` / `tw compare` as a user would; the last one fee
 mutations of a real stage file straight to the loader, which is where every reader's checks
 live, and requires each to be either read or refused with DataError, never a crash.
 """
-import copy
 import zlib
 import json
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from faults_util import one_line_error, snapshot, tw
+from faults_util import one_line_error, random_replacements, snapshot, tw
 from twtools.analyse import results, schema, verdict
 from twtools.core import files
 from twtools.core.ui import DataError
@@ -399,17 +398,6 @@ def test_legacy_files_are_read_and_said_so(world):
 
 # ---- every mutation is read or refused, never a crash ------------------------------------
 
-def _paths(o, here=()):
-    """Every (path, value) in a JSON document."""
-    yield here, o
-    if isinstance(o, dict):
-        for k, v in o.items():
-            yield from _paths(v, here + (k,))
-    elif isinstance(o, list):
-        for i, v in enumerate(o):
-            yield from _paths(v, here + (i,))
-
-
 MUTANTS = 25       # per stage file, a fixed seed each (200 each, and other seeds, ran clean offline)
 REPLACEMENTS = [None, "x", -1, 0, 1e300, True, [], {}, [None], ["x"], {"median": 1}]
 
@@ -417,16 +405,7 @@ REPLACEMENTS = [None, "x", -1, 0, 1e300, True, [], {}, [None], ["x"], {"median":
 def _mutants(stem, count, seed):
     """count documents, each the fixture's stem file with one value replaced."""
     doc = json.loads((FIX / f"{stem}.json").read_text())
-    where = [p for p, _ in _paths(doc) if p]
-    rng = random.Random(seed)
-    for _ in range(count):
-        path = rng.choice(where)
-        new = copy.deepcopy(doc)
-        parent = new
-        for k in path[:-1]:
-            parent = parent[k]
-        parent[path[-1]] = copy.deepcopy(rng.choice(REPLACEMENTS))
-        yield path, new
+    return random_replacements(doc, random.Random(seed), REPLACEMENTS, count)
 
 
 # Every stage file the fixture holds (diagnose.json, written by the field-example stage, is

@@ -92,15 +92,21 @@ def sshd(tmp_path_factory):
             proc.wait()
 
 
-def inventory(path, sshd, hosts, closed_port, work, extra=None):
+def ssh_vars(sshd):
+    """The inventory's variables that reach this machine's sshd as root and name this
+    checkout's HEAD (fleet/watch.yml's test shares them)."""
     common = ("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
               "-o ConnectTimeout=5 -o BatchMode=yes")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
                           capture_output=True, text=True).stdout.strip()
+    return {"ansible_user": "root", "ansible_ssh_private_key_file": str(sshd["key"]),
+            "ansible_ssh_common_args": common, "ansible_python_interpreter": "/usr/bin/python3",
+            "tw_repo": str(ROOT), "tw_version": head}
+
+
+def inventory(path, sshd, hosts, closed_port, work, extra=None):
     inv = {"all": {"hosts": {}, "vars": {
-        "ansible_user": "root", "ansible_ssh_private_key_file": str(sshd["key"]),
-        "ansible_ssh_common_args": common, "ansible_python_interpreter": "/usr/bin/python3",
-        "tw_repo": str(ROOT), "tw_version": head,
+        **ssh_vars(sshd),
         "tw_dest": str(work / "dest" / "{{ tw_safe_name }}"),
         "tw_setup": "build", "tw_python": sys.executable, "tw_run_args": STAGES,
         "tw_lock": str(work / "fleet.lock"), "tw_collect": str(work / "collected"),
@@ -116,13 +122,13 @@ def inventory(path, sshd, hosts, closed_port, work, extra=None):
     return path
 
 
-def playbook(inv, work, timeout=1500):
+def playbook(inv, work, timeout=1500, book=PLAYBOOK):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"),
                ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
                ANSIBLE_REMOTE_TEMP=str(work / "ansible-remote"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_RETRY_FILES_ENABLED="False")
     env.pop("ANSIBLE_STDOUT_CALLBACK", None)
-    return subprocess.run([str(ANSIBLE), "-i", str(inv), str(PLAYBOOK)], env=env, cwd=work,
+    return subprocess.run([str(ANSIBLE), "-i", str(inv), str(book)], env=env, cwd=work,
                           capture_output=True, text=True, timeout=timeout)
 
 

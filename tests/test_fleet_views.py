@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT  # noqa: F401  (puts scripts/ on the path)
 from twtools.analyse import fleet as afleet
-from twtools.analyse import fleetdb
+from twtools.store import fleetdb
 from twtools.cli import fleet as cli_fleet
 
 

@@ -1,4 +1,4 @@
-"""tw fleet --db: the fleet's DuckDB database (analyse/fleetdb.py).  Ingesting is idempotent,
+"""tw fleet --db: the fleet's DuckDB database (store/fleetdb.py).  Ingesting is idempotent,
 a host's new run is kept beside its earlier one, outside text only ever travels as a bound
 parameter, and the documented queries run."""
 
@@ -7,7 +7,8 @@ import pytest
 
 from conftest import ROOT
 from faults_util import tw
-from twtools.analyse import fleet, fleetdb
+from twtools.analyse import rundigest
+from twtools.store import fleetdb
 
 RUNS = sorted(p for p in (ROOT / "data" / "machines").glob("*/runs/*") if p.is_dir())
 EVIL = "x'); DROP TABLE runs; --\x1b[2J"
@@ -17,7 +18,7 @@ EVIL = "x'); DROP TABLE runs; --\x1b[2J"
 
 @pytest.fixture(scope="module")
 def digests():
-    return [fleet.digest(r, f"{r.parent.parent.name}/{r.name}") for r in RUNS]
+    return [rundigest.digest(r, f"{r.parent.parent.name}/{r.name}") for r in RUNS]
 
 
 def test_ingest_is_idempotent_and_keeps_every_run_of_a_host(digests, tmp_path):

@@ -104,7 +104,7 @@ def test_connect_itself_never_reaches_for_an_extension(tmp_path, monkeypatch):
     """Past the header check too: connect() on a SQLite file, and INSTALL on a connection,
     find no extension anywhere but the private scratch, fetch nothing and write nothing
     under HOME."""
-    from twtools.analyse import fleetdb
+    from twtools.store import fleetdb
     from twtools.core.ui import DataError
     home = tmp_path / "home"
     home.mkdir()

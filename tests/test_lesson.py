@@ -22,13 +22,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, need_root
-from test_browser import Browser, chromium, errors_of
+from test_browser import render as render_page
 
 DESKTOP, PHONE = (1280, 900), (390, 844)
 FACTS = """(async () => {
@@ -56,28 +55,8 @@ def tw(*args, timeout=900):
 
 
 def render(path, size, shot, workdir):
-    b = Browser(chromium(), tempfile.mkdtemp(prefix="browser-", dir=workdir))
-    try:
-        target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        sid = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for m in ("Page.enable", "Runtime.enable", "Log.enable"):
-            b.send(m, session=sid)
-        b.send("Emulation.setDeviceMetricsOverride",
-               {"width": size[0], "height": size[1], "deviceScaleFactor": 1,
-                "mobile": size[0] < 600}, sid)
-        b.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, sid)
-        b.wait_event("Page.loadEventFired", sid)
-        r = b.send("Runtime.evaluate", {"expression": FACTS, "awaitPromise": True,
-                                        "returnByValue": True}, sid)
-        if "exceptionDetails" in r:
-            raise RuntimeError(f"the page check failed: {r['exceptionDetails']}")
-        png = base64.b64decode(b.send("Page.captureScreenshot", {"format": "png"}, sid)["data"])
-        Path(shot).write_bytes(png)
-        time.sleep(0.2)
-        b.send("Runtime.evaluate", {"expression": "1", "returnByValue": True}, sid)
-        return r["result"]["value"], errors_of(b.events, sid)
-    finally:
-        b.close()
+    return render_page(path, shot, tempfile.mkdtemp(prefix="browser-", dir=workdir), size[0],
+                       size[1], facts=FACTS, mobile=size[0] < 600)
 
 
 def svg_of(src):
@@ -159,7 +138,7 @@ def test_outside_text_arrives_escaped(lesson):
 
 def test_the_class_page_shows_the_distribution_and_marks_each_student(tmp_path):
     from twtools.analyse import atlas
-    from twtools.cli import fleetbench
+    from twtools.drivers import fleetbench
     students = tmp_path / "students"
     students.mkdir()
     fleetbench.make(30, students, 2)

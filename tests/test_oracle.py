@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from conftest import ROOT, judged
-from twtools.machine import doctor, entrypath, oracle, registry, vendors
+from twtools.machine import doctor, oracle, registry, vdso32, vendors
 
 MACHINES = ROOT / "tests" / "fixtures" / "machines"
 INTEL_VDSO = "51 52 55 89 e5 0f 34 cd 80 5d 5a 59 c3"
@@ -113,9 +113,9 @@ def test_2026_kernel_without_fast_path_enters_int80_directly(tmp_path):
 def test_2026_kernel_with_fast_path_keeps_the_frame():
     # With SYSFAST32 set the opening `int $0x80; ret` is patched to a 3-byte nop.
     code = bytes.fromhex("0f 1f 00 51 52 55 89 e5 0f 34 cd 80 5d 5a 59 c3")
-    assert entrypath.vdso32_form(code) == "sysenter"
-    assert entrypath.vdso32_form(bytes.fromhex(AMD_VDSO)) == "syscall"
-    assert entrypath.vdso32_form(bytes.fromhex("90 90 90")) == "unknown"
+    assert vdso32.vdso32_form(code) == "sysenter"
+    assert vdso32.vdso32_form(bytes.fromhex(AMD_VDSO)) == "syscall"
+    assert vdso32.vdso32_form(bytes.fromhex("90 90 90")) == "unknown"
 
 
 def test_ia32_emulation_off_rules_out_every_32bit_path(tmp_path):

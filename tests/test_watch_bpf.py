@@ -8,6 +8,7 @@ not UTF-8 or holds quotes and control bytes (a line that is not JSON loses the w
 full phase that takes the other phase's room.  Skips: those of need_watch (not root, no BTF,
 no tracefs); build/watchbpf not built fails.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -34,6 +35,22 @@ def _maps(records):
         if r["type"] in ("map", "hist"):
             out.update(r["data"])
     return out
+
+
+@contextlib.contextmanager
+def _window(out):
+    """The window loader, its own process marked, writing to out: attached on entry, stopped
+    by SIGINT (which prints its maps) on exit, and exited 0."""
+    p = subprocess.Popen([LOADER, "window", BUILD / "watch" / "window.bpf.o", "--own", "1",
+                          "--out", out], stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        _wait_file(out, '"printf"')
+        yield p
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
 
 
 def _wait_file(path, needle, timeout=120):
@@ -120,16 +137,8 @@ def test_window_loads_attaches_and_counts_its_own_calls(tmp_path):
     own process is marked own."""
     need_watch()
     out = tmp_path / "w.ndjson"
-    p = subprocess.Popen([LOADER, "window", BUILD / "watch" / "window.bpf.o", "--own", "1",
-                          "--out", out], stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        _wait_file(out, '"printf"')
+    with _window(out) as p:
         subprocess.run(["sh", "-c", f"echo hello > '{tmp_path / 'f.txt'}'"], check=True)
-    finally:
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
     maps = _maps(_lines(out.read_text()))
     assert {"@calls", "@exec", "@exit", "@fork", "@vsys", "@wlat", "@wsum"} <= set(maps)
     own = [k for k in maps["@calls"] if k.split(",")[0] == str(p.pid)]
@@ -165,28 +174,14 @@ def test_the_exit_call_at_the_end_of_a_static_text_is_from_the_text(tmp_path):
     the text: the exit was labelled as from a library, compat_int80_library, in a program
     with no library."""
     need_watch()
-    from conftest import need_tool
-    need_tool("nasm")
-    need_tool("ld")
-    (tmp_path / "x.asm").write_text(EXIT_LAST)
-    for cmd in (["nasm", "-f", "elf32", "-o", tmp_path / "x.o", tmp_path / "x.asm"],
-                ["ld", "-m", "elf_i386", "-o", tmp_path / "tw-exitlast", tmp_path / "x.o"]):
-        p = run(cmd, text=True)
-        assert p.returncode == 0, p.stderr
+    from conftest import assemble32
+    assemble32(EXIT_LAST, tmp_path / "tw-exitlast")
     out = tmp_path / "w.ndjson"
-    p = subprocess.Popen([LOADER, "window", BUILD / "watch" / "window.bpf.o", "--own", "1",
-                          "--out", out], stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        _wait_file(out, '"printf"')
+    with _window(out):
         for _ in range(3):
             q = subprocess.run([tmp_path / "tw-exitlast"])
             if q.returncode != 0 and q.returncode < 0:
                 pytest.skip("32-bit programs do not run here")
-    finally:
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
     maps = _maps(_lines(out.read_text()))
     mine = {k: v for k, v in maps["@calls"].items() if "tw-exitlast" in k}
     assert mine, sorted(maps["@calls"])[:5]

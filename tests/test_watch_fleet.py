@@ -14,27 +14,21 @@ test_fleet_ansible.py (root, sshd, ansible), tw watch unable to run here (need_w
 nasm missing.
 """
 import json
-import os
 import subprocess
 import sys
 import time
 
 from conftest import need_tool, need_watch
-from test_fleet_ansible import ANSIBLE, ROOT, free_port, pytestmark, sshd  # noqa: F401
+from test_fleet_ansible import ROOT, free_port, pytestmark, ssh_vars, sshd  # noqa: F401
+from test_fleet_ansible import playbook as run_playbook
 from test_watch_live import get, short32, wait_for
 
 PLAYBOOK = ROOT / "fleet" / "watch.yml"
 
 
 def inventory(path, sshd, work, ports, action):
-    common = ("-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-              "-o ConnectTimeout=5 -o BatchMode=yes")
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
-                          capture_output=True, text=True).stdout.strip()
     inv = {"all": {"hosts": {}, "vars": {
-        "ansible_user": "root", "ansible_ssh_private_key_file": str(sshd["key"]),
-        "ansible_ssh_common_args": common, "ansible_python_interpreter": "/usr/bin/python3",
-        "tw_repo": str(ROOT), "tw_version": head, "tw_watch_action": action,
+        **ssh_vars(sshd), "tw_watch_action": action,
         "tw_dest": str(work / "dest" / "{{ tw_safe_name }}"),
         "tw_watch_state": str(work / "state" / "{{ tw_safe_name }}"),
         "tw_setup": "build", "tw_python": sys.executable,
@@ -48,13 +42,7 @@ def inventory(path, sshd, work, ports, action):
 
 
 def playbook(inv, work, timeout=900):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "fleet" / "ansible.cfg"),
-               ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_LOCAL_TEMP=str(work / "ansible-local"),
-               ANSIBLE_REMOTE_TEMP=str(work / "ansible-remote"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_RETRY_FILES_ENABLED="False")
-    env.pop("ANSIBLE_STDOUT_CALLBACK", None)
-    return subprocess.run([str(ANSIBLE), "-i", str(inv), str(PLAYBOOK)], env=env, cwd=work,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_playbook(inv, work, timeout, PLAYBOOK)
 
 
 def test_two_hosts_watched_reported_and_stopped(sshd, tmp_path):  # noqa: F811

@@ -33,7 +33,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, need_root, need_supported, need_tool, need_watch, run
+from conftest import ROOT, assemble32, need_root, need_supported, need_tool, need_watch, run
 from faults_util import checkout_for_others
 from goprog import go_program
 from twtools.core import escape
@@ -61,15 +61,7 @@ def free_port():
 
 
 def short32(tmp):
-    need_tool("nasm")
-    need_tool("ld")
-    src = tmp / "short32.asm"
-    src.write_text(SHORT32)
-    for cmd in (["nasm", "-f", "elf32", "-o", tmp / "short32.o", src],
-                ["ld", "-m", "elf_i386", "-o", tmp / "tw-short32", tmp / "short32.o"]):
-        p = run(cmd, text=True)
-        assert p.returncode == 0, p.stderr
-    return tmp / "tw-short32"
+    return assemble32(SHORT32, tmp / "tw-short32")
 
 
 def get(url, timeout=5):

@@ -191,6 +191,23 @@ tw_usage_err(const char *fmt, ...)
 	exit(TW_EXIT_USAGE);
 }
 
+int
+tw_getopt(int argc, char *argv[], const char *shortopts,
+    const struct option *opts, int help_val, void (*help)(void))
+{
+	int ch;
+
+	opterr = 0;
+	ch = getopt_long(argc, argv, shortopts, opts, NULL);
+	if (ch == 'h' || (help_val != 0 && ch == help_val))
+		help();
+	if (ch == ':' || ch == '?')
+		tw_usage_getopt(ch, argv);
+	if (ch == -1 && optind < argc)
+		tw_usage_err("unexpected argument %s", tw_quote(argv[optind]));
+	return ch;
+}
+
 void
 tw_usage_getopt(int ch, char *const argv[])
 {

@@ -72,4 +72,16 @@ void tw_usage_err(const char *fmt, ...)
 #define TW_LONGOPT	256
 void tw_usage_getopt(int ch, char *const argv[]) __attribute__((noreturn));
 
+/*
+ * The next option of argv from getopt_long (opterr 0; shortopts starts with
+ * ':'), or -1 at the end, with every program's common answers done here: -h,
+ * and the long option whose val is help_val, call help (which exits); a
+ * missing argument or an unknown option is tw_usage_getopt's usage error;
+ * and at the end an operand left over is "unexpected argument".  The caller's
+ * switch then holds only its own options.
+ */
+struct option;
+int tw_getopt(int argc, char *argv[], const char *shortopts,
+    const struct option *opts, int help_val, void (*help)(void));
+
 #endif

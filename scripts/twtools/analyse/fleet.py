@@ -38,7 +38,8 @@ import orjson
 
 from ..core import files
 from ..core.ui import DataError
-from . import causes, percall, results, schema, stats
+from ..store import fleetdb
+from . import causes, percall, schema, stats
 
 ANALYSIS = "fleet/3"
 # The operations whose cells always get an interval: the cost model's (analyse/causes.py:
@@ -55,8 +56,9 @@ MAX_NS = 1e10
 # Cells one host may bring (issue 25, class 5): a full-mode run measures a few hundred; a
 # file claiming 100,000 made a 33 MB heat map.  Beyond this, the host costs one line.
 MAX_CELLS = 2000
-# The facts of a machine the fleet groups by (fingerprint.json; machine/doctor.py).
-FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
+# The facts of a machine the fleet groups by (fingerprint.json; machine/doctor.py): the
+# columns the fleet's database keeps for each run.
+FACTS = fleetdb.FACTS
 FACT_NAMES = {"vendor": "vendor", "cpu": "CPU model", "hypervisor": "hypervisor",
               "kernel": "kernel", "mitigations": "mitigations", "ia32": "IA32 emulation",
               "fred": "FRED", "vdso": "32-bit vDSO instruction",
@@ -324,47 +326,6 @@ def unxz(path, packed):
     if not dec.eof:
         raise DataError(f"{path}: larger than any stage file once decompressed")
     return text
-
-
-def digest(d, host, interval_ops=None):
-    """The digest of one results directory (see the module docstring); DataError with one
-    line saying what is wrong."""
-    d = results.require_results_dir(d)
-    # The host's own digest (analyse/rundigest.py) when it is this checkout's method and made
-    # from the raw rounds beside it; otherwise the raw rounds, digested here.
-    from . import rundigest
-    dg = rundigest.load(d, host)
-    if dg is not None:
-        dg["interval_ops"] = "all"          # the host's digest has every cell's interval
-        return dg
-    meta, _ = results.read_stage(d, "meta")
-    fp, _ = results.read_stage(d, "fingerprint")
-    if fp is None:
-        raise DataError("fingerprint.json is absent: the doctor stage did not run there")
-    dg = digest_doc(read_percall(d), fp, meta, host, interval_ops=interval_ops)
-    # The run's identity in a fleet database (analyse/fleetdb.py) is the sha256 of its raw
-    # rounds, whether its digest was written on the host or computed here.
-    path, raw = rundigest._raw_file(d)
-    dg["raw"] = {"file": path.name, "sha256": rundigest.hashlib.sha256(raw).hexdigest(),
-                 "bytes": len(raw)}
-    dg["interval_ops"] = "all" if interval_ops is None else ",".join(interval_ops)
-    return dg
-
-
-def safe_digest(job):
-    """digest() for a worker process: (digest, None) or (None, why).  Only expected
-    failures become a why; a bug still raises."""
-    host, d, ops = job if len(job) == 3 else (*job, None)
-    try:
-        return digest(d, host, ops), None
-    except DataError as e:
-        return None, e.line()
-    except OSError as e:
-        return None, f"{e.filename or d}: {e.strerror}"
-    except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError) as e:
-        # What a host sent is outside input: a shape no check foresaw costs that host one
-        # line, and the rest of the fleet is still compared (issue 25, class 6).
-        return None, f"its results hold something tw does not read ({type(e).__name__})"
 
 
 # ---- the fleet ------------------------------------------------------------------------------

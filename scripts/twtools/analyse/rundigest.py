@@ -199,7 +199,7 @@ def _checked(dg, src=DIGEST_FILE, some_cells=True):
     return dg
 
 
-checked = _checked       # for analyse.fleetdb: a run read back from the database
+checked = _checked       # for store.fleetdb.load: a run read back from the database
 
 
 def load(d, host):
@@ -304,3 +304,47 @@ def safe_verify(job):
     except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError,
             RecursionError) as e:
         return host, "refused", f"its results hold something tw does not read ({type(e).__name__})"
+
+
+# ---- the digest the fleet compares ------------------------------------------------------------
+
+def digest(d, host, interval_ops=None):
+    """The digest of one results directory the fleet compares (analyse/fleet.py's docstring):
+    the host's own when it can be used, else computed from its raw rounds; DataError with
+    one line saying what is wrong."""
+    from . import results
+    d = results.require_results_dir(d)
+    # The host's own digest (digest.json) when it is this checkout's method and made from the
+    # raw rounds beside it; otherwise the raw rounds, digested here.
+    dg = load(d, host)
+    if dg is not None:
+        dg["interval_ops"] = "all"          # the host's digest has every cell's interval
+        return dg
+    meta, _ = results.read_stage(d, "meta")
+    fp, _ = results.read_stage(d, "fingerprint")
+    if fp is None:
+        raise DataError("fingerprint.json is absent: the doctor stage did not run there")
+    dg = fleet.digest_doc(fleet.read_percall(d), fp, meta, host, interval_ops=interval_ops)
+    # The run's identity in a fleet database (store/fleetdb.py) is the sha256 of its raw
+    # rounds, whether its digest was written on the host or computed here.
+    path, raw = _raw_file(d)
+    dg["raw"] = {"file": path.name, "sha256": hashlib.sha256(raw).hexdigest(),
+                 "bytes": len(raw)}
+    dg["interval_ops"] = "all" if interval_ops is None else ",".join(interval_ops)
+    return dg
+
+
+def safe_digest(job):
+    """digest() for a worker process: (digest, None) or (None, why).  Only expected
+    failures become a why; a bug still raises."""
+    host, d, ops = job if len(job) == 3 else (*job, None)
+    try:
+        return digest(d, host, ops), None
+    except DataError as e:
+        return None, e.line()
+    except OSError as e:
+        return None, f"{e.filename or d}: {e.strerror}"
+    except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError) as e:
+        # What a host sent is outside input: a shape no check foresaw costs that host one
+        # line, and the rest of the fleet is still compared (issue 25, class 6).
+        return None, f"its results hold something tw does not read ({type(e).__name__})"

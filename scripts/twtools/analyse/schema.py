@@ -233,7 +233,7 @@ FINGERPRINT = {
                     "model": ("or", "int?", "str"), "flags": ("opt", STRS)}),
     "mitigations": ("opt", {"*": "str?"}),
     # entry and instruction are words the verdict's sentence is built from
-    # (machine.entrypath's ENTRY_PATTERNS and FORM_INSTRUCTION): any other is not one.
+    # (machine.vdso32's ENTRY_PATTERNS and FORM_INSTRUCTION): any other is not one.
     "libc": ("opt", {"*": ("opt", {"entry": ("opt", ("enum", "int80", "vdso", "sysenter",
                                                      "syscall", "unknown")),
                                    "path": "str?", "evidence": ("opt", STRS)})}),

@@ -299,14 +299,18 @@ def host_clock(raw):
     return out
 
 
+def _supported_rows(out):
+    """The rows of a stage document whose mechanism was supported (the others hold no
+    samples)."""
+    return [row for row in out.get("rows", []) if row.get("supported")]
+
+
 def writev(obj):
     """An analysed copy of writev.json: write and writev times, their paired ratio per rep."""
     if not obj:
         return None
     out = copy.deepcopy(obj)
-    for row in out.get("rows", []):
-        if not row.get("supported"):
-            continue
+    for row in _supported_rows(out):
         w, v = _arr(row, "write_ns"), _arr(row, "writev_ns")
         ratio = v / w
         row["samples"]["ratio"] = ratio.tolist()
@@ -315,7 +319,7 @@ def writev(obj):
                    write_ns_per_call=stats.summarize(w / row["write_calls"]))
         row["lead"], row["lead_why"] = _writev_lead(row, w, v)
         row["figure"] = row["lead"]["figure"]
-    ok = [r for r in out.get("rows", []) if r.get("supported")]
+    ok = _supported_rows(out)
     wins = [r for r in ok if r["lead"]["ci_high"] < 1]
     loses = [r for r in ok if r["lead"]["ci_low"] > 1]
 
@@ -356,9 +360,7 @@ def stdio(obj):
     if not obj:
         return None
     out = copy.deepcopy(obj)
-    for row in out.get("rows", []):
-        if not row.get("supported"):
-            continue
+    for row in _supported_rows(out):
         sm = {k: _arr(row, k) for k in ("real_s", "user_s", "sys_s")}
         row.update(real_s=stats.summarize(sm["real_s"]), user_s=stats.summarize(sm["user_s"]),
                    sys_s=stats.summarize(sm["sys_s"]),

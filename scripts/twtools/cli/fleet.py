@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..analyse import fleet as afleet
-from ..analyse import results
+from ..analyse import results, rundigest
 from ..core import escape, files, paths, proc, ui
 from ..core.ui import DataError, UserError
 from ..present import fleet as pfleet
@@ -145,11 +145,11 @@ def compare(jobs, workers=0, progress=True, op=None):
             ui.progress(f"fleet: {done}/{len(jobs)} directories read")
     if workers <= 1 or len(jobs) < 4:
         for job in jobs:
-            take(job, afleet.safe_digest(job))
+            take(job, rundigest.safe_digest(job))
     else:
         ex = proc.pool(min(workers, proc.max_jobs()))
         try:
-            for job, res in zip(jobs, ex.map(afleet.safe_digest, jobs,
+            for job, res in zip(jobs, ex.map(rundigest.safe_digest, jobs,
                                              chunksize=max(1, len(jobs) // (workers * 8)))):
                 take(job, res)
             ex.shutdown()
@@ -231,10 +231,10 @@ def source_key(d):
 def _via_database(con, jobs, workers, op):
     """(digests for the view, refused, new runs, labelled): each directory whose files are
     unchanged since it was stored is not read again; the rest are digested and stored; every
-    digest the view shows is then read back from the database (analyse.fleetdb.load), with
+    digest the view shows is then read back from the database (store.fleetdb.load), with
     the view's own cells only (op's; every cell's for None).  labelled: [(label, run_id)],
     for fleetdb.all_columns and fleetdb.write_csv."""
-    from ..analyse import fleetdb
+    from ..store import fleetdb
     known = fleetdb.sources(con)
     want = None if op is None else op
     fresh, labelled, srcs = [], [], {}
@@ -251,10 +251,10 @@ def _via_database(con, jobs, workers, op):
                     "since stored; reading the other " + str(len(fresh)))
     digests, refused = compare(fresh, workers, op=want) if fresh else ([], [])
     ids = {}
-    added = fleetdb.ingest(con, digests, srcs, ids)
+    added = fleetdb.ingest(con, digests, srcs, ids, method=afleet.ANALYSIS)
     labelled += [(dg["host"], ids[dg["host"]]) for dg in digests]
     bad = []
-    digests = fleetdb.load(con, labelled, op=want, refused=bad)
+    digests = fleetdb.load(con, labelled, rundigest.checked, op=want, refused=bad)
     refused += [{"host": r["host"], "why": r["why"]} for r in bad]
     dropped = {r["run_id"] for r in bad}
     return digests, refused, added, [(h, rid) for h, rid in labelled if rid not in dropped]
@@ -263,7 +263,7 @@ def _via_database(con, jobs, workers, op):
 def _view(con, jobs, workers, op, refused, db):
     """(the fleet view, drawn from the open database; its [(label, run_id)] for fleet.csv);
     every refused host printed once."""
-    from ..analyse import fleetdb
+    from ..store import fleetdb
     digests, bad, added, labelled = _via_database(con, jobs, workers,
                                                   None if op == "all" else op)
     total = con.execute("SELECT count(DISTINCT run_id) FROM runs").fetchall()[0][0]
@@ -293,7 +293,7 @@ def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
     out_dir(out_arg, create=False)
     # The view is drawn from the database: the one given (--db), kept, or a temporary one.
     import tempfile
-    from ..analyse import fleetdb
+    from ..store import fleetdb
     if db is not None:
         fleetdb.check_path(db, out_arg, [d for _, d in jobs] + list(dirs))
     with tempfile.TemporaryDirectory(prefix="tw-fleet-db-") as tmp:
@@ -371,8 +371,10 @@ def main(args, name):
             raise UserError("--verify only reads: it takes no --db, --out, --atlas or --bench")
         return verify(args.dirs, args.jobs, args.json)
     if args.bench is not None:
-        from . import fleetbench
-        return fleetbench.main(args)
+        if args.bench < 1:
+            raise UserError("--bench N needs N >= 1")
+        from ..drivers import fleetbench
+        return fleetbench.bench(args.bench, args.jobs or os.cpu_count() or 1, args.out)
     if args.readiness:
         from . import fleetwatch
         if not args.dirs:

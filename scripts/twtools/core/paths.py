@@ -7,6 +7,13 @@ ROOT = Path(__file__).resolve().parents[3]
 # as the one scripts/bench_factors.py makes with other code alignment).
 BUILD = Path(os.environ["TW_BUILD"]).absolute() if os.environ.get("TW_BUILD") else ROOT / "build"
 TRACES = ROOT / "traces"
+
+
+def binary(program, variant):
+    """build/<program>-<variant>, e.g. binary('timewrite', '32-int80')."""
+    return BUILD / f"{program}-{variant}"
+
+
 # Where `tw run` makes its results directories and keeps `latest`: results/ in the checkout,
 # or $TW_RESULTS (the fault tests point it at a small tmpfs; a user at a bigger disk).
 # An installed copy (make deb: the file VERSION beside scripts/, in /usr/lib/timewrite) is

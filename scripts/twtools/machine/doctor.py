@@ -446,15 +446,14 @@ class Doctor:
 
     def recorded_vdso32(self):
         """The 32-bit vDSO a recorded machine captured (tw doctor --record), read as a live one."""
-        from . import entrypath
+        from . import vdso32
         meta = self.read(RECORDED_VDSO32 + ".txt") or ""
         m = re.search(r"at_sysinfo_offset=(0x[0-9a-f]+)", meta)
         image = self.read_bytes(RECORDED_VDSO32, limit=MAX_VDSO)
         if image is None:
             return {"available": None, "instruction": None, "disasm": [],
                     "why": f"{self.path(RECORDED_VDSO32)} is unreadable"}
-        v = entrypath.classify_vdso32(image, 0,
-                                      int(m.group(1), 16) if m else None)
+        v = vdso32.classify_vdso32(image, 0, int(m.group(1), 16) if m else None)
         v["source"] = "recorded"
         return v
 

@@ -1,14 +1,11 @@
 """Whether each variant's mechanism works here, asked of the variant itself (--probe)."""
 from ..core import proc
-from ..core.paths import BUILD
+# build/<program>-<variant>: defined in core (the tracers name a variant's binary too, and the
+# probe asks the doctor for facts, so the name lives below both).
+from ..core.paths import binary
 from . import oracle, registry
 
 EXIT_UNSUPPORTED = 77
-
-
-def binary(program, variant):
-    """build/<program>-<variant>, e.g. binary('timewrite', '32-int80')."""
-    return BUILD / f"{program}-{variant}"
 
 
 def check(program, variant):

@@ -10,7 +10,7 @@ gives the executable, its bitness (elf.header on the first bytes of /proc/<pid>/
 bounded), the memory map, the auxiliary vector (pairs of u32 in a 32-bit process, u64 in a
 64-bit one: AT_SYSINFO_EHDR is the vDSO's ELF header, AT_SYSINFO the 32-bit
 __kernel_vsyscall) and the vDSO image itself, classified for a 32-bit process
-(entrypath.classify_vdso32).  `snapshot` is what /proc shows of every process without
+(vdso32.classify_vdso32).  `snapshot` is what /proc shows of every process without
 ptrace: pid, command, executable and bitness, or why not (another user's process is
 unreadable without root).
 """
@@ -21,9 +21,11 @@ import stat
 import struct
 import subprocess
 import time
+from pathlib import Path
 
 from ..core import escape
 from . import elf
+from .vdso32 import classify_vdso32
 
 PTRACE_TRACEME, PTRACE_CONT, PTRACE_SETOPTIONS = 0, 7, 0x4200
 PTRACE_O_TRACEEXIT, PTRACE_EVENT_EXIT = 0x40, 6
@@ -154,6 +156,16 @@ def vdso_image(pid, mapping):
         return mem.read(mapping["hi"] - mapping["lo"])
 
 
+def own_vdso():
+    """(address, bytes) of this process's own [vdso] mapping, or None when it has none;
+    OSError when it cannot be read."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if line.rstrip().endswith("[vdso]"):
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            return lo, vdso_image("self", {"lo": lo, "hi": hi})
+    return None
+
+
 def _stat_fields(pid):
     """/proc/<pid>/stat's fields from the state on (field 3 is [0]), or None when it is gone."""
     try:
@@ -189,7 +201,7 @@ def is_kernel_thread(pid):
 def read(pid, vdso=True):
     """What /proc says about a process: {pid, exe, bits, maps, auxv, vdso, why}.  vdso: read
     the vDSO image from /proc/<pid>/mem (our tracee, or root) and, in a 32-bit process,
-    classify its __kernel_vsyscall from the live image (entrypath.classify_vdso32)."""
+    classify its __kernel_vsyscall from the live image (vdso32.classify_vdso32)."""
     out = {"pid": pid, "exe": None, "bits": None, "maps": [], "auxv": {}, "vdso": None,
            "why": None}
     try:
@@ -213,7 +225,6 @@ def read(pid, vdso=True):
     except OSError as e:
         vd["why"] = f"cannot read the vDSO from /proc/{pid}/mem: {e.strerror}"
     if out["bits"] == 32 and vd["image"]:
-        from .entrypath import classify_vdso32       # entrypath uses this module to start one
         si = out["auxv"].get(AT_SYSINFO)
         c = classify_vdso32(vd["image"], v["lo"], None if si is None else si - v["lo"])
         vd.update({k: c.get(k) for k in ("form", "instruction", "landing_pad", "kernel_vsyscall",

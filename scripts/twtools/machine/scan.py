@@ -425,15 +425,20 @@ def scan(paths, jobs=1, progress=None, cross=False):
                 pending.append(x)
 
     pending = []
+
+    def problems():
+        """The problems the walk met since the last record, each counted."""
+        while pending:
+            summ["problems"] += 1
+            yield pending.pop(0)
+
     if jobs <= 1:
         for p in files_of():
             rec, n = scan_file(p)
             account(rec, n)
             if rec is not None:
                 yield rec
-            while pending:
-                summ["problems"] += 1
-                yield pending.pop(0)
+            yield from problems()
     else:
         # The walk stays in this process and feeds the workers in batches, a few ahead: an
         # interrupt (core.proc raises it here) then kills the workers at once instead of
@@ -446,9 +451,7 @@ def scan(paths, jobs=1, progress=None, cross=False):
                 account(rec, n)
                 if rec is not None:
                     yield rec
-            while pending:
-                summ["problems"] += 1
-                yield pending.pop(0)
+            yield from problems()
         try:
             batch = []
             for p in files_of():

@@ -30,7 +30,7 @@ from pathlib import Path
 from ..core import files, paths, proc, ui
 from ..machine import doctor, entrypath, process, registry
 from ..machine.tracers import bpftrace
-from .diagnose import tracefs
+from .diagnose import bpftrace_why_not, tracefs
 from .trace import tmp_dir
 
 SCRIPT = "census.bt"
@@ -49,16 +49,7 @@ class CensusError(RuntimeError):
 
 def why_not():
     """None when census.bt can run here, else the reason."""
-    if not proc.is_root():
-        return "tracing every process needs root (bpftrace)"
-    if not proc.which("bpftrace"):
-        return "bpftrace is not installed"
-    if tracefs() is None:
-        return ("no raw_syscalls tracepoints under /sys/kernel/tracing (mount it: "
-                "mount -t tracefs nodev /sys/kernel/tracing)")
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        return "the kernel has no BTF (/sys/kernel/btf/vmlinux): census.bt reads task_struct"
-    return None
+    return bpftrace_why_not(SCRIPT, "tracing every process needs root (bpftrace)")
 
 
 def _script(tmp):

@@ -69,19 +69,25 @@ def tracefs():
     return None
 
 
+def bpftrace_why_not(script, not_root="bpftrace needs root"):
+    """None when a bpftrace script on raw_syscalls that reads task_struct (diagnose.bt,
+    census.bt) can run here, else the reason; not_root is the reason for a user."""
+    if not proc.is_root():
+        return not_root
+    if not proc.which("bpftrace"):
+        return "bpftrace is not installed"
+    if tracefs() is None:
+        return ("no raw_syscalls tracepoints under /sys/kernel/tracing (mount it: "
+                "mount -t tracefs nodev /sys/kernel/tracing)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        return f"the kernel has no BTF (/sys/kernel/btf/vmlinux): {script} reads task_struct"
+    return None
+
+
 def why_not(tracer):
     """None when `tracer` can run here, else the reason."""
     if tracer == "bpftrace":
-        if not proc.is_root():
-            return "bpftrace needs root"
-        if not proc.which("bpftrace"):
-            return "bpftrace is not installed"
-        if tracefs() is None:
-            return ("no raw_syscalls tracepoints under /sys/kernel/tracing (mount it: "
-                    "mount -t tracefs nodev /sys/kernel/tracing)")
-        if not os.path.exists("/sys/kernel/btf/vmlinux"):
-            return "the kernel has no BTF (/sys/kernel/btf/vmlinux): diagnose.bt reads task_struct"
-        return None
+        return bpftrace_why_not("diagnose.bt")
     if tracer == "strace":
         return None if proc.which("strace") else "strace is not installed"
     raise ValueError(f"unknown tracer {tracer}")

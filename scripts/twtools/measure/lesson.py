@@ -149,18 +149,14 @@ def vdso64_function(name="__vdso_time", n=24):
     offset in the image)."""
     from ..machine import elf
     try:
-        for line in Path("/proc/self/maps").read_text().splitlines():
-            if line.rstrip().endswith("[vdso]"):
-                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                with open("/proc/self/mem", "rb", buffering=0) as mem:
-                    mem.seek(lo)
-                    image = mem.read(hi - lo)
-                v = elf.Elf(image, "the 64-bit vDSO").symbol_table().get(name)
-                if not v or not 0 <= v[0] < len(image):
-                    return {"function": name, "bytes": None,
-                            "why": f"this vDSO exports no {name}"}
-                return {"function": name, "offset": hex(v[0]), "address": hex(lo + v[0]),
-                        "bytes": image[v[0]:v[0] + n].hex(" "), "why": None}
+        own = process.own_vdso()
+        if own is not None:
+            lo, image = own
+            v = elf.Elf(image, "the 64-bit vDSO").symbol_table().get(name)
+            if not v or not 0 <= v[0] < len(image):
+                return {"function": name, "bytes": None, "why": f"this vDSO exports no {name}"}
+            return {"function": name, "offset": hex(v[0]), "address": hex(lo + v[0]),
+                    "bytes": image[v[0]:v[0] + n].hex(" "), "why": None}
     except (OSError, elf.ElfError) as e:
         return {"function": name, "bytes": None, "why": f"cannot read this process's vDSO: {e}"}
     return {"function": name, "bytes": None, "why": "no [vdso] mapping in this process (vdso=0?)"}

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..analyse import percall, results
 from ..core import escape, files, paths, proc, ui
 from ..core.fmt import fmt
-from ..machine import entrypath, oracle, probe, registry
+from ..machine import entrypath, oracle, probe, registry, vdso32
 from . import chains
 
 BEGIN, END = "<!-- live:begin -->", "<!-- live:end -->"
@@ -96,7 +96,7 @@ def stub_disasm(m):
             if not skip:
                 lines.append(line.strip())
             continue
-        mm = entrypath.INSN_RE.match(line)
+        mm = vdso32.INSN_RE.match(line)
         # Alignment padding between functions is never executed.
         if skip or not mm or mm.group(3).strip().startswith(("nop", "xchg %ax,%ax", "data16")):
             continue

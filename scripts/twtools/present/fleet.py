@@ -8,7 +8,7 @@ inside a <details> element.  Every string that came from a results directory (ho
 CPU names, kernel releases) is escaped for where it goes: html.escape for the page,
 escape.terminal for the terminal (and before html.escape, so that
 control characters show on the page too).  fleet.csv is written by the database itself
-(analyse.fleetdb.write_csv), where a cell that a spreadsheet would run as a formula (=, +, -,
+(store.fleetdb.write_csv), where a cell that a spreadsheet would run as a formula (=, +, -,
 @) is prefixed with a quote.
 
 A group lists at most PAGE_MACHINES machines on the page: a page of 100,000 machine rows

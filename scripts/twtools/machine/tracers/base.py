@@ -31,7 +31,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from ...core import proc
+from ...core import paths, proc
 
 
 class Tracer:
@@ -66,6 +66,16 @@ class Tracer:
     def instrument(self, name, works, why, **extra):
         return dict({"name": name, "works": works, "why": why,
                      "skipped": [] if works else self.skips.get(name, [])}, **extra)
+
+
+def observer_why_not(program, root, not_root):
+    """Why an observer wrapper cannot run program here (not installed, or not root: not_root),
+    or None."""
+    if not proc.which(program):
+        return f"{program} is not installed"
+    if not root:
+        return not_root
+    return None
 
 
 def kernel_entry_blind(mech, tool):
@@ -166,8 +176,7 @@ class Workload:
         self.expected = full + 1
 
     def command(self, variant, outfile, sync=False):
-        from .. import probe
-        cmd = [str(probe.binary("timewrite", variant)), str(outfile)]
+        cmd = [str(paths.binary("timewrite", variant)), str(outfile)]
         if sync:
             cmd.append("sync")
         return cmd + ["--sizes", str(self.chunk)]

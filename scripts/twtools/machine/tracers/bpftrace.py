@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 
 from ...core import paths
-from .base import Tracer, command_word, first_line, json_lines, kernel_entry_blind, quote_command
+from .base import (Tracer, command_word, first_line, json_lines, kernel_entry_blind,
+                   observer_why_not, quote_command)
 
 PROBE_TRACEPOINT = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @n = count(); }"
 PROBE_KFUNC = "kfunc:vmlinux:ksys_write { @n = count(); }"
@@ -144,11 +145,9 @@ class Bpftrace(Tracer):
         return kernel_entry_blind(mech, "the raw_syscalls tracepoints")
 
     def observer_wrapper(self, tmp, root):
-        from ...core import proc
-        if not proc.which("bpftrace"):
-            return None, "bpftrace is not installed"
-        if not root:
-            return None, "bpftrace needs root"
+        why = observer_why_not("bpftrace", root, "bpftrace needs root")
+        if why:
+            return None, why
         prog = Path(tmp) / "observer.bt"
         prog.write_text(OBSERVER_PROG + "\n")
         # bpftrace -c takes the whole command as one string: wrap_command() puts the measured

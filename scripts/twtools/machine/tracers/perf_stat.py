@@ -12,7 +12,8 @@ Without root the software counters still count a process of one's own (perf_even
 from pathlib import Path
 
 from .. import sysnr
-from .base import Tracer, first_line, json_lines, kernel_entry_blind, run_with_stdin
+from .base import (Tracer, first_line, json_lines, kernel_entry_blind, observer_why_not,
+                   run_with_stdin)
 
 EVENTS = ["task-clock", "context-switches", "page-faults", "cycles", "instructions"]
 WRITE_EVENTS = ["raw_syscalls:sys_enter", "write_exit_ret_chunk", "write_exit_ret_tail"]
@@ -93,11 +94,9 @@ class PerfStat(Tracer):
         return kernel_entry_blind(mech, "raw_syscalls")
 
     def observer_wrapper(self, tmp, root):
-        from ...core import proc
-        if not proc.which("perf"):
-            return None, "perf is not installed"
-        if not root:
-            return None, "needs root for raw_syscalls tracepoints"
+        why = observer_why_not("perf", root, "needs root for raw_syscalls tracepoints")
+        if why:
+            return None, why
         return ["perf", "stat", "-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
                 "-o", "/dev/null", "--"], None
 

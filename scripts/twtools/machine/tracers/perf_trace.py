@@ -8,7 +8,8 @@ cannot see a vsyscall-page call.
 import re
 from pathlib import Path
 
-from .base import Tracer, Workload, first_line, kernel_entry_blind, run_with_stdin
+from .base import (Tracer, Workload, first_line, kernel_entry_blind, observer_why_not,
+                   run_with_stdin)
 
 _PROC = re.compile(r"^\s*(.+?) \((\d+)\), (\d+) events, ([\d.]+)%\s*$")
 
@@ -66,11 +67,9 @@ class PerfTrace(Tracer):
         return kernel_entry_blind(mech, "perf trace")
 
     def observer_wrapper(self, tmp, root):
-        from ...core import proc
-        if not proc.which("perf"):
-            return None, "perf is not installed"
-        if not root:
-            return None, "needs root for raw_syscalls tracepoints"
+        why = observer_why_not("perf", root, "needs root for raw_syscalls tracepoints")
+        if why:
+            return None, why
         return ["perf", "trace", "-o", "/dev/null", "--"], None
 
     def trace(self, variants, workload, tmp, root):

@@ -27,7 +27,10 @@ from pathlib import Path
 import orjson
 
 from ..core.ui import DataError
-from . import fleet
+
+# The facts of a machine each run's row keeps (fingerprint.json; machine/doctor.py): the
+# columns the fleet groups by (analyse/fleet.py takes them from here).
+FACTS = ("vendor", "cpu", "hypervisor", "kernel", "mitigations", "ia32", "fred", "vdso")
 
 SCHEMA_SQL = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -48,7 +51,7 @@ SCHEMA_SQL = (
 ADDED = (("runs", "source_path", "VARCHAR"), ("runs", "source_key", "VARCHAR"),
          ("runs", "interval_ops", "VARCHAR"), ("runs", "digest_json", "VARCHAR"),
          ("cells", "estimator", "VARCHAR"), ("cells", "pos", "INTEGER"))
-RUN_COLS = ("run_id", "host", "created_utc", "mode", *fleet.FACTS,
+RUN_COLS = ("run_id", "host", "created_utc", "mode", *FACTS,
             "exit_price_ns", "exit_price_low", "exit_price_high",
             "exits_per_call", "exits_low", "exits_high", "reference", "method", "ingested_utc",
             "source_path", "source_key", "interval_ops", "digest_json")
@@ -294,12 +297,13 @@ def covers(stored, wanted):
     return stored == "all" or (wanted is not None and wanted in (stored or "").split(","))
 
 
-def ingest(con, digests, sources=None, ids=None):
+def ingest(con, digests, sources=None, ids=None, method=None):
     """Add each digest's run (bound parameters only); returns how many runs were new.
 
     sources: {host: (path, key)}, where each digest was read from (cli.fleet.source_key): the
     next view skips reading a directory whose files are unchanged.  ids, when given, gets
-    {host: the run_id its digest is stored under}.
+    {host: the run_id its digest is stored under}.  method: the method column of a digest
+    that names none (one computed on the controller: analyse.fleet.ANALYSIS).
 
     A run already stored (the same raw rounds, the same facts) is not added again; its source
     is brought up to date, and its cells are replaced when this digest has intervals the
@@ -332,9 +336,9 @@ def ingest(con, digests, sources=None, ids=None):
         cz = dg.get("causes") or {}
         f = dg["facts"]
         new_runs.append((rid, dg["host"], dg.get("created_utc"), dg.get("mode"),
-                         *(f.get(k) for k in fleet.FACTS),
+                         *(f.get(k) for k in FACTS),
                          *_iv(cz, "exit_price"), *_iv(cz.get("int80"), "exits_per_call"),
-                         dg.get("reference"), dg.get("method_name") or fleet.ANALYSIS, now,
+                         dg.get("reference"), dg.get("method_name") or method, now,
                          src[0], src[1], ops, js))
         # pos: the cell's place in its digest, so that the view's columns keep the order of
         # the first machine that has each (analyse.fleet.columns) without loading every cell.
@@ -374,7 +378,7 @@ def _want(con, labelled):
             [(lab, rid, order[lab]) for lab, rid in labelled])
 
 
-def load(con, labelled, op=False, refused=None):
+def load(con, labelled, check, op=False, refused=None):
     """The digests of the runs [(host label, run_id)], from the database: what the fleet view
     is drawn from.  Each is the digest as ingested (digest_json) with its cells from the
     cells table, under this view's label.
@@ -384,10 +388,10 @@ def load(con, labelled, op=False, refused=None):
     every machine's every cell, and fleet.csv takes them from the database (write_csv).
 
     The database is outside input too (another version, or a hand, may have changed it): each
-    run's row is checked as a host's digest.json is (analyse.rundigest), a NULL or broken
+    run's row is checked as a host's digest.json is (check: analyse.rundigest.checked, given
+    by the caller, since what a digest must hold is the analysis's), a NULL or broken
     digest_json, a cell stored twice or a figure that is not a measurement costs that run
     one line naming the table and the row, appended to refused as {host, run_id, why}."""
-    from . import rundigest
     refused = [] if refused is None else refused
     if not labelled:
         return []
@@ -438,9 +442,8 @@ def load(con, labelled, op=False, refused=None):
         why = broken.get(rid)
         if why is None and rid in base:
             try:
-                out.append(rundigest.checked(dict(base[rid], host=label,
-                                                  cells=cells.get(rid, {})), src,
-                                             some_cells=op is not False))
+                out.append(check(dict(base[rid], host=label, cells=cells.get(rid, {})), src,
+                                 some_cells=op is not False))
                 continue
             except DataError as e:
                 why = e.line()
@@ -490,7 +493,6 @@ def write_csv(con, labelled, path, cols=None):
     that cats the file) and guarded against running as a formula (csv_text), once per
     machine and per column, in Python, before the database joins them to the cells."""
     from ..core import escape
-    from . import fleet as afleet
     if cols is None:
         cols = all_columns(con, labelled)
     _want(con, labelled)
@@ -498,16 +500,16 @@ def write_csv(con, labelled, path, cols=None):
     if cols:
         _insert(con, "colpos", ("cell", "k", "shown"),
                 [(c, i, csv_text(escape.controls(c))) for i, c in enumerate(cols)])
-    names = ("label", *afleet.FACTS, "cpu_name", "reference")
+    names = ("label", *FACTS, "cpu_name", "reference")
     con.execute("CREATE OR REPLACE TEMP TABLE csvtext (run_id VARCHAR, key VARCHAR, "
                 + ", ".join(f"{n} VARCHAR" for n in names) + ")")
     rows = con.execute(
-        "SELECT w.run_id, w.label, w.label, " + ", ".join(f"r.{f}" for f in afleet.FACTS)
+        "SELECT w.run_id, w.label, w.label, " + ", ".join(f"r.{f}" for f in FACTS)
         + ", json_extract_string(r.digest_json, '$.facts.cpu_name'), r.reference "
           "FROM want w JOIN runs r USING (run_id)").fetchall()
     _insert(con, "csvtext", ("run_id", "key", *names),
             [(*r[:2], *(csv_text(escape.controls(v)) for v in r[2:])) for r in rows])
-    facts = ", ".join(f"t.{f} AS {f}" for f in afleet.FACTS)
+    facts = ", ".join(f"t.{f} AS {f}" for f in FACTS)
     sql = (f"SELECT t.label AS host, {facts}, t.cpu_name AS cpu_name, "
            "p.shown AS cell, c.estimator, c.value AS ns, c.ci_low AS ns_ci_low, "
            "c.ci_high AS ns_ci_high, c.ratio AS x_reference, c.ratio_low AS x_ci_low, "

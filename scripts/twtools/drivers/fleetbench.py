@@ -1,6 +1,7 @@
 """tw fleet --bench N: does the fleet view scale?  N synthetic results directories are made
 from the atlas's real runs (data/machines/), then `tw fleet` compares them in a child process
-whose wall time and peak memory are printed.  The targets (issue 21): 1000 directories in at
+whose wall time and peak memory are printed (cli/fleet.py parses the arguments and calls
+bench()).  The targets (issue 21): 1000 directories in at
 most 60 s and 2 GiB.  Figures are printed, never asserted: the machine's load decides them.
 
 Synthetic, but of the real schema and size: each directory is one atlas run with every batch
@@ -163,9 +164,10 @@ def big(n, base, workers):
     Prints wall time and peak memory of the view alone."""
     import hashlib
     from ..analyse import fleet as afleet
-    from ..analyse import fleetdb
+    from ..analyse import rundigest
+    from ..store import fleetdb
     # Copied by a JSON round trip (orjson), ten times faster than copy.deepcopy.
-    tpl = [orjson.dumps(afleet.digest(run, f"{m}/{run.name}")) for m, run in atlas.runs()]
+    tpl = [orjson.dumps(rundigest.digest(run, f"{m}/{run.name}")) for m, run in atlas.runs()]
     db = base / "big.duckdb"
     con = fleetdb.connect(db)
     t = time.perf_counter()
@@ -187,7 +189,7 @@ def big(n, base, workers):
         chunk.append(d)
         if len(chunk) == 5000 or i == n - 1:
             ids = {}
-            fleetdb.ingest(con, chunk, ids=ids)
+            fleetdb.ingest(con, chunk, ids=ids, method=afleet.ANALYSIS)
             labelled += [(h, r) for h, r in ids.items()]
             chunk = []
             ui.progress(f"fleet bench: {i + 1}/{n} synthetic digests stored")
@@ -198,7 +200,7 @@ def big(n, base, workers):
     out.mkdir()
     # The view in a fresh process, measured alone (wait4): what `tw fleet` does once the runs
     # are stored.
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from twtools.cli import fleetbench; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from twtools.drivers import fleetbench; "
             "fleetbench.view_of(sys.argv[2], sys.argv[3], sys.argv[4])")
     with tempfile.TemporaryFile() as e:
         t = time.perf_counter()
@@ -227,11 +229,12 @@ def big(n, base, workers):
 def view_of(db, runs, out):
     """The child of big(): the view of the stored runs, written as `tw fleet` writes it."""
     from ..analyse import fleet as afleet
-    from ..analyse import fleetdb
+    from ..analyse import rundigest
     from ..present import fleet as pfleet
+    from ..store import fleetdb
     con = fleetdb.connect(db)
     labelled = [tuple(x) for x in orjson.loads(Path(runs).read_bytes())]
-    digests = fleetdb.load(con, labelled, op="null")
+    digests = fleetdb.load(con, labelled, rundigest.checked, op="null")
     view = afleet.view(digests, [], "null", all_columns=fleetdb.all_columns(con, labelled))
     del digests
     pfleet.write(view, Path(out), lambda p: fleetdb.write_csv(con, labelled, p, view["all_columns"]))
@@ -241,13 +244,11 @@ def view_of(db, runs, out):
         print(next((ln.strip() for ln in f if ln.startswith("VmHWM:")), ""), file=sys.stderr)
 
 
-def main(args):
-    n = args.bench
-    if n < 1:
-        raise UserError("--bench N needs N >= 1")
-    workers = args.jobs or os.cpu_count() or 1
-    keep = args.out is not None
-    base = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="tw-fleet-bench-"))
+def bench(n, workers, out=None):
+    """The benchmark (the module docstring) over n directories with that many workers, kept
+    in out when it is given (a new or empty folder), else in a temporary one removed after."""
+    keep = out is not None
+    base = Path(out) if keep else Path(tempfile.mkdtemp(prefix="tw-fleet-bench-"))
     if keep:
         if base.exists() and any(base.iterdir()):
             raise UserError(f"{base}: exists and is not empty; outputs never merge")
