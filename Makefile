@@ -220,7 +220,8 @@ deb:
 	deb=$$(cat $(DEB_DIR).path) && mv -f "$$deb" $(BUILD)/ && echo "$(BUILD)/$${deb##*/}"
 
 # pytest-xdist's workers: `make test` runs the serial group (tests/conftest.py SERIAL: live
-# measurement and root tracing, one at a time) on one worker and the other files on the rest;
+# measurement and root tracing, one at a time) on one worker and the other files, each whole,
+# on the rest (conftest's pytest_xdist_make_scheduler);
 # `make check` has no serial file.  TEST_JOBS=1 CHECK_JOBS=1 run everything in one process.
 TEST_JOBS ?= 3
 CHECK_JOBS ?= 2
@@ -235,7 +236,7 @@ check: deps
 
 test: test-deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
-	$(VPY) -m pytest -n $(TEST_JOBS) --dist loadgroup tests $(PYTEST_ARGS)
+	$(VPY) -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 
 report: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1

@@ -72,9 +72,9 @@ CHECK_TIER = (
 )
 
 
-# `make test` runs the suite in parallel (pytest-xdist, --dist loadgroup, the Makefile's
-# TEST_JOBS workers): each file is one group, so its module fixtures are built once, on one
-# worker.  The files below measure live (the matrix, tw ab, the sweeps, the legs, tw run, the
+# `make test` runs the suite in parallel (pytest-xdist, the Makefile's TEST_JOBS workers,
+# scheduled by pytest_xdist_make_scheduler below): each file is one group, so its module
+# fixtures are built once, on one worker.  The files below measure live (the matrix, tw ab, the sweeps, the legs, tw run, the
 # noisy neighbour) or trace as root (bpftrace, perf, the watch's BPF programs, the census):
 # they form one group, "serial", and run one at a time, first, so that no two of them ever
 # overlap, and the rest of the suite shares the other workers meanwhile.  None asserts on a
@@ -116,6 +116,25 @@ def pytest_ignore_collect(collection_path, config):
     return all(e.split("::", 1)[0] != collection_path.name for e in CHECK_TIER) or None
 
 
+def group_of(nodeid):
+    """The scheduling group of a test: "serial" for the files in SERIAL, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return "serial" if Path(path).name in SERIAL else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Each group to one worker, whole, in the order collected (the serial group first).
+    xdist's own --dist loadgroup cannot be used: it marks a group by appending to the test's
+    id, which pytest 9 no longer lets a plugin change, so every test ran on its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return group_of(nodeid)
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         # The id from the file name on ("test_x.py::test_y[a/b]"): parameters may hold "/".
@@ -124,7 +143,6 @@ def pytest_collection_modifyitems(config, items):
         if in_check_tier(f"{name}::{rest}", item.fixturenames,
                          {m.name for m in item.iter_markers()}):
             item.add_marker(pytest.mark.check)
-        item.add_marker(pytest.mark.xdist_group("serial" if name in SERIAL else name))
     # The serial group first: it is the longest chain, so it starts at once, and every
     # worker collects the same order (xdist checks it).
     items.sort(key=lambda i: Path(i.nodeid.partition("::")[0]).name not in SERIAL)

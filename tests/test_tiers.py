@@ -40,9 +40,15 @@ def test_make_check_runs_the_tier_and_make_test_everything():
         ["-m", "check", "tests"], check
     args = test[0].split(" -m pytest ", 1)[1].split()
     assert len(test) == 1 and args[-1] == "tests" and "-m" not in args, test
-    # in parallel, by groups: a file's tests on one worker, the serial group one at a time
-    assert args[:2] == ["-n", "3"] and "--dist" in args and \
-        args[args.index("--dist") + 1] == "loadgroup", test
+    # in parallel, by groups (conftest.pytest_xdist_make_scheduler): a file's tests on one
+    # worker, the serial group one at a time
+    assert args[:2] == ["-n", "3"], test
+
+
+def test_the_serial_files_are_one_group_and_the_others_one_each():
+    assert conftest.group_of("tests/test_watch_live.py::test_x[a/b::c]") == "serial"
+    assert conftest.group_of("tests/test_bench.py::test_y") == "serial"
+    assert conftest.group_of("tests/test_stats.py::test_z") == "tests/test_stats.py"
 
 
 def test_every_serial_file_exists():
