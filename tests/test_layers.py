@@ -1,11 +1,12 @@
 """The package's layers import only downwards (docs/architecture.md):
 
-    core  <-  store  <-  machine  <-  measure, analyse  <-  present  <-  drivers  <-  cli
+    core  <-  store  <-  machine  <-  measure, analyse  <-  present  <-  service, drivers  <-  cli
 
 core imports nothing of the project; store (the databases on disk) imports core; machine
 imports core and store; measure and analyse import those, never each other; present imports
-core, store, machine and analyse, never measure; drivers (the benchmarks of the toolkit
-itself) import everything below them; cli may import everything.  Why it can break: a convenient import across a layer (a measuring
+core, store, machine and analyse, never measure; service (tw watch's loop, the per-call
+matrix a command prices with) and drivers (the benchmarks of the toolkit itself) import
+everything below them, never each other; cli may import everything.  Why it can break: a convenient import across a layer (a measuring
 stage summarising its own samples, a page reaching into a runner) that brings back what the
 structure removed.  Every import of every module is read with ast, lazy ones inside
 functions included."""
@@ -21,8 +22,10 @@ ALLOWED = {"core": {"core"}, "store": {"core", "store"}, "machine": {"core", "st
            "measure": {"core", "store", "machine", "measure"},
            "analyse": {"core", "store", "machine", "analyse"},
            "present": {"core", "store", "machine", "analyse", "present"},
+           "service": {"core", "store", "machine", "measure", "analyse", "present", "service"},
            "drivers": {"core", "store", "machine", "measure", "analyse", "present", "drivers"},
-           "cli": {"core", "store", "machine", "measure", "analyse", "present", "drivers", "cli"}}
+           "cli": {"core", "store", "machine", "measure", "analyse", "present", "service",
+                   "drivers", "cli"}}
 
 
 def imports_of(path):

@@ -4,7 +4,7 @@ what its slow paths cost per second, and what booting with ia32_emulation=0 woul
   1. watch every process (twtools.measure.census: one bpftrace session, traces/census.bt, as
      root; /proc alone otherwise);
   2. price each path against the fastest open to its process, from results/latest's per-call
-     matrix or one measured here (as tw diagnose does: cli.diagnose._percall);
+     matrix or one measured here (as tw diagnose does: service.matrix.for_variants);
   3. analyse (twtools.analyse.census) and print (twtools.present.census).
 """
 import json
@@ -16,7 +16,7 @@ from ..machine import registry
 from ..measure import census as measure
 from ..measure import diagnose as mdiagnose
 from ..present import census as present
-from . import diagnose as cli_diagnose
+from ..service import matrix
 from . import options
 
 MAX_SECONDS = 3600
@@ -82,7 +82,7 @@ def run(seconds, results=None, measure_here=False):
         vs = needed(raw)
         if vs:
             try:
-                doc, source = cli_diagnose._percall(vs, results, measure_here)
+                doc, source = matrix.for_variants(vs, results, measure_here)
             except mdiagnose.DiagnoseError as e:
                 raise ui.UserError(str(e))
     d = analyse.analyse(raw, doc, source)
@@ -100,11 +100,9 @@ def main(args, name):
         return ui.EXIT_FAILED if raw.get("failed") else ui.EXIT_OK
     results = None
     if args.results:
-        if not Path(args.results).is_dir():
-            raise ui.UserError(f"--results {args.results} is not a directory")
         # Read and checked before the window, not after it: with --seconds 3600 a user would
         # otherwise wait an hour to learn the folder has no percall.json (issue 25, class 14).
-        results = (Path(args.results), cli_diagnose.given_percall(args.results))
+        results = (Path(args.results), matrix.given(args.results))
     d = run(args.seconds, results, args.measure)
     print(present.to_json(d) if args.json else present.format_text(d))
     # Without root the census is /proc alone, as documented; a tracer that should have

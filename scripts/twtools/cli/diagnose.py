@@ -9,16 +9,15 @@ what that costs on this machine.
   4. analyse (twtools.analyse.diagnose) and print (twtools.present.diagnose).
 """
 import argparse
-import socket
 import sys
 from pathlib import Path
 
 from ..analyse import diagnose as analyse
-from ..analyse import results
-from ..core import paths, ui
+from ..core import ui
 from ..machine import registry
 from ..measure import diagnose as measure
 from ..present import diagnose as present
+from ..service import matrix
 from . import options
 
 
@@ -45,57 +44,6 @@ def add_arguments(parser, name):
                         help="print the diagnosis as JSON (the program's stdout goes to stderr)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                         help="the command to run, after --")
-
-
-def _percall(needed, results=None, measure_here=False):
-    """(percall.json document, where it came from) holding the cells `needed`, or measured.
-    results: a directory, or (directory, its percall.json document already read)."""
-    if results:
-        d, doc = results if isinstance(results, tuple) else (Path(results), None)
-        doc = doc if doc is not None else given_percall(d)
-        return doc, _source(d, doc)
-    if not measure_here:
-        latest = paths.RESULTS / "latest"
-        doc = _read_percall(latest) if latest.exists() else None
-        if doc is not None and _has(doc, needed) and doc.get("host") in (None, socket.gethostname()):
-            return doc, _source(latest, doc)
-        why = ("no results/latest/percall.json" if doc is None else
-               "results/latest was measured on another host" if doc.get("host") not in (None, socket.gethostname())
-               else "results/latest lacks " + ", ".join(sorted(set(needed) - _cells(doc))))
-    else:
-        why = "--measure"
-    ui.progress(f"diagnose: measuring per-call costs here ({why}): {', '.join(needed)}")
-    doc = measure.percall_on_the_spot(needed)
-    return doc, f"measured here just now ({why}): build/syscost-* op null, {doc['params']['rounds']} interleaved rounds"
-
-
-def given_percall(d):
-    """The percall.json of a directory the user named (--results DIR), read and validated;
-    a UserError when it has none."""
-    doc = _read_percall(Path(d))
-    if doc is None:
-        raise ui.UserError(f"{d} has no percall.json", "run make report, or use --measure")
-    return doc
-
-
-def _read_percall(d):
-    """DIR/percall.json as the analysis reads it (analyse.results.read_stage): a regular file
-    inside DIR, bounded, valid JSON of the percall schema with finite numbers in physical
-    bounds; DataError naming the file (exit 3) otherwise.  None when there is none."""
-    return results.read_stage(d, "percall")[0]
-
-
-def _cells(doc):
-    return {c["variant"] for c in doc.get("cells", []) if c.get("op") == analyse.OP
-            and (c.get("shape") or "ret") == analyse.SHAPE}
-
-
-def _has(doc, needed):
-    return set(needed) <= _cells(doc)
-
-
-def _source(d, doc):
-    return f"{paths.shown(d)}/percall.json (host {doc.get('host', 'unknown')}, {doc.get('mode', '?')} mode)"
 
 
 def needed_variants(raw):
@@ -130,7 +78,7 @@ def run(cmd=None, pid=None, seconds=None, tracer="auto", results=None, measure_h
         ui.progress(f"diagnose: tracing process {pid}")
         raw = measure.trace_pid(pid, seconds=seconds, tracer=tracer)
     needed, dominant = needed_variants(raw)
-    doc, source = _percall(needed, results, measure_here)
+    doc, source = matrix.for_variants(needed, results, measure_here)
     ov = None
     if overhead:
         ui.progress(f"diagnose: measuring what {raw['tracer']} adds per call (syscost-{dominant})")
@@ -151,11 +99,9 @@ def main(args, name):
         raise ui.UserError("--seconds needs --pid and a positive number of seconds")
     results_arg = None
     if args.results:
-        if not Path(args.results).is_dir():
-            raise ui.UserError(f"--results {args.results} is not a directory")
         # Read and validated before the program runs: a damaged percall.json is one line
         # naming it, not a traceback after a traced run.
-        results_arg = (Path(args.results), given_percall(args.results))
+        results_arg = (Path(args.results), matrix.given(args.results))
     try:
         d = run(cmd=cmd, pid=args.pid, seconds=args.seconds, tracer=args.tracer,
                 results=results_arg, measure_here=args.measure, overhead=args.overhead,

@@ -31,11 +31,12 @@ from pathlib import Path
 
 from ..analyse import watch as analyse
 from ..analyse import watchdb
-from ..core import escape, paths, proc, ui
+from ..core import escape, proc, ui
 from ..machine import process
 from ..measure import watch as measure
 from ..measure.trace import tmp_dir
 from ..present import watch as present
+from ..service import matrix
 from . import options
 
 DEFAULT_STATE = "/var/lib/timewrite-watch"
@@ -189,46 +190,6 @@ def report(state_dir, since_s, now=None):
 
 # ---------------------------------------------------------------- the watch
 
-# What --measure times: every way in a window can price (each against the fastest path open
-# to its program), op null, and the cpuid cell that prices one VM exit (analyse.causes).
-MEASURE_ENTRIES = ("syscall", "sysenter", "int80", "vdso32-call")
-
-
-def _measure_percall():
-    from ..machine import registry
-    from ..measure import bench
-    vs = []
-    for bits in (32, 64):
-        for e in MEASURE_ENTRIES:
-            v = registry.find(bits, e)
-            if v and v not in vs:
-                vs.append(v)
-    vs += [v for v in registry.fast32() if v not in vs]
-    ui.progress(f"watch: measuring the per-call costs here (--measure): {', '.join(vs)}")
-    doc = bench.run_matrix(None, mode="quick", variants=vs, ops=["null", "cpuid"],
-                           shapes=["ret"], rounds=10)
-    return doc, (f"measured here at the watch's start (--measure): build/syscost-* op null and "
-                 f"cpuid, {doc['params']['rounds']} interleaved rounds")
-
-
-def _percall(results, measure_here=False):
-    """(percall document, source) or (None, why)."""
-    from . import diagnose as cli_diagnose
-    if measure_here:
-        return _measure_percall()
-    if results:
-        if not Path(results).is_dir():
-            raise ui.UserError(f"--results {results} is not a directory")
-        return cli_diagnose.given_percall(results), f"{results}/percall.json"
-    latest = paths.RESULTS / "latest"
-    doc = cli_diagnose._read_percall(latest) if latest.exists() else None
-    if doc is None:
-        return None, "no per-call matrix (no results/latest/percall.json; give --results DIR)"
-    if doc.get("host") not in (None, socket.gethostname()):
-        return None, "results/latest was measured on another host; give --results DIR"
-    return doc, "results/latest/percall.json"
-
-
 _SUMMARISE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[3])
@@ -271,7 +232,7 @@ class Watch:
         self.window_thread = None
         self.window_raw = None
         self.window_error = None
-        self.percall, self.percall_source = _percall(args.results, args.measure)
+        self.percall, self.percall_source = matrix.for_watch(args.results, args.measure)
         self.last_bound = 0.0
         self.failed_saves = 0      # saves that failed over the watch's life
         self.lost_windows = 0      # windows whose rows a failed save lost
@@ -495,7 +456,7 @@ class Watch:
                     if self.hup.is_set():
                         self.hup.clear()
                         if not a.measure:
-                            self.percall, self.percall_source = _percall(a.results)
+                            self.percall, self.percall_source = matrix.for_watch(a.results)
                         self.save()
                         ui.progress(f"watch: SIGHUP: state saved, per-call matrix re-read "
                                     f"({escape.terminal(self.percall_source)})")
