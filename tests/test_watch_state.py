@@ -251,7 +251,8 @@ def test_the_long_lived_watch_holds_neither_duckdb_nor_numpy(tmp_path):
     Python process never gives back.  A save, a load and a report in a fresh interpreter."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "import twtools.cli.watch as w\n"
+        "import twtools.cli.watch\n"
+        "import twtools.service.watch as w\n"
         "from twtools.analyse import watch as a, watchdb\n"
         "s = a.State(); s.add_batch({'execs': {('/bin/x', True): {'n': 1, 'first_ns': 1, "
         "'last_ns': 1}}, 'n': 1}, 0.0, 1.0)\n"

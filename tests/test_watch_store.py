@@ -26,7 +26,7 @@ import pytest
 from conftest import ROOT, need_root
 from twtools.analyse import watch as analyse
 from twtools.analyse import watchdb
-from twtools.cli import watch as cli_watch
+from twtools.service import watch as service_watch
 
 TW = ROOT / "scripts" / "tw"
 
@@ -209,7 +209,7 @@ def test_state_reset_keeps_the_old_file_and_starts_afresh(tmp_path, capsys):
     DAMAGES["a trigger"](db)
     before = digest(db)
     args = cli_watch_args(tmp_path, state_reset=True)
-    w = cli_watch.Watch(args)
+    w = service_watch.Watch(args)
     try:
         w.open_state()
     finally:
@@ -286,7 +286,7 @@ def test_a_first_start_on_a_full_disk_leaves_no_half_made_state(small_disk):
 
 
 def test_a_failed_save_is_said_at_the_end_and_in_the_exit_status(small_disk, capsys):
-    w = cli_watch.Watch(cli_watch_args(small_disk))
+    w = service_watch.Watch(cli_watch_args(small_disk))
     try:
         w.open_state()
         w.last_bound = time.time()
@@ -336,7 +336,7 @@ def test_loading_a_big_state_keeps_to_the_program_cap(tmp_path):
     assert len(text) < 200_000
     # The report reads only what could stop: the 600 32-bit programs, in bounded memory.
     tracemalloc.start()
-    doc = cli_watch.report(tmp_path, 30 * 86400)
+    doc = service_watch.report(tmp_path, 30 * 86400)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert len(doc["stop"]) == 600

@@ -10,18 +10,18 @@ costs are then unknown, and it says why).
 import socket
 from pathlib import Path
 
-from ..analyse import diagnose as adiagnose
-from ..analyse import results
 from ..core import paths, ui
-from ..machine import registry
-from ..measure import bench
-from ..measure import diagnose as mdiagnose
+
+# The analysis and the runners are imported inside the functions that use them: tw watch
+# imports this module and runs for months within a memory budget, and numpy, once imported,
+# is never given back (docs/watch.md, "What it costs").
 
 
 def read(d):
     """DIR/percall.json as the analysis reads it (analyse.results.read_stage): a regular file
     inside DIR, bounded, valid JSON of the percall schema with finite numbers in physical
     bounds; DataError naming the file (exit 3) otherwise.  None when there is none."""
+    from ..analyse import results
     return results.read_stage(d, "percall")[0]
 
 
@@ -37,6 +37,7 @@ def given(d):
 
 
 def _cells(doc):
+    from ..analyse import diagnose as adiagnose
     return {c["variant"] for c in doc.get("cells", []) if c.get("op") == adiagnose.OP
             and (c.get("shape") or "ret") == adiagnose.SHAPE}
 
@@ -67,6 +68,7 @@ def for_variants(needed, given_dir=None, measure_here=False):
                else "results/latest lacks " + ", ".join(sorted(set(needed) - _cells(doc))))
     else:
         why = "--measure"
+    from ..measure import diagnose as mdiagnose
     ui.progress(f"diagnose: measuring per-call costs here ({why}): {', '.join(needed)}")
     doc = mdiagnose.percall_on_the_spot(needed)
     return doc, f"measured here just now ({why}): build/syscost-* op null, {doc['params']['rounds']} interleaved rounds"
@@ -79,6 +81,8 @@ WATCH_ENTRIES = ("syscall", "sysenter", "int80", "vdso32-call")
 
 
 def _measure_for_watch():
+    from ..machine import registry
+    from ..measure import bench
     vs = []
     for bits in (32, 64):
         for e in WATCH_ENTRIES:
