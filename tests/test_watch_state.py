@@ -233,7 +233,8 @@ def test_a_state_from_before_sqlite_is_carried_over(tmp_path):
     con = duckdb.connect(str(old))
     for sql in watchdb.SCHEMA_SQL:
         con.execute(sql)
-    con.execute("INSERT INTO programs VALUES (?, ?, ?, ?, ?)", [HOSTILE[0], True, 3, 1.0, 2.0])
+    con.execute("INSERT INTO programs (program, is32, execs, first_seen, last_seen) "
+                "VALUES (?, ?, ?, ?, ?)", [HOSTILE[0], True, 3, 1.0, 2.0])
     con.execute("INSERT INTO days VALUES (?, ?, ?, ?, ?, ?)",
                 ["1970-01-01", HOSTILE[0], True, 3, 1.0, 2.0])
     con.close()
