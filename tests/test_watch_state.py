@@ -280,3 +280,17 @@ def test_one_hostile_row_does_not_break_the_exposition():
     got = {(x.labels["program"], x.value) for f in text_string_to_metric_families(text)
            if f.name == "timewrite_exec" for x in f.samples if x.name.endswith("_total")}
     assert got == {("/usr/bin/ok", 3), ("/blob\\xff", 1), ("7", 1)}, got
+
+
+def test_a_path_rebuilt_many_times_is_one_program_and_one_file_kept():
+    """A program rebuilt in place (a new inode at each build, as `cc -o` makes): one program,
+    named by its path, its newest file kept, and the file index stays one entry (it grew by one
+    per build: a user rebuilding in a loop grew the watch's memory without bound)."""
+    s = analyse.State(max_programs=10)
+    for ino in range(1, 5001):
+        b = {"execs": {("./a.out", 2049, ino, True): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
+             "paths": {(2049, ino): "/home/u/a.out"}, "why": {(2049, ino): 0}, "n": 1}
+        s.add_batch(b, 0.0, 1.0)
+    row = s.programs[("/home/u/a.out", True)]
+    assert row["execs"] == 5000 and (row["dev"], row["ino"]) == (2049, 5000)
+    assert s.files == {(2049, 5000): "/home/u/a.out"}

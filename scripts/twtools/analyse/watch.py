@@ -239,8 +239,13 @@ class State:
             self.folded["cap"] += execs
         row = self.programs.setdefault((name, is32), {"execs": 0, "first": t, "last": t})
         if file and name != OTHER:
+            old = (row.get("dev"), row.get("ino"))
             row.update({k: v for k, v in file.items() if v is not None})
             if file.get("dev") is not None:
+                # One file a program, its newest: a path rebuilt a million times (a new inode
+                # each time) keeps one entry here, so memory stays bounded by the program cap.
+                if old != (file["dev"], file["ino"]) and self.files.get(old) == name:
+                    del self.files[old]
                 self.files[(file["dev"], file["ino"])] = name
         row["execs"] += execs
         self.dirty.add((name, is32))

@@ -226,6 +226,14 @@ def check(path, deep_s=CHECK_S):
     try:
         why = _check_objects(con)
         if why:
+            try:
+                other = con.execute("SELECT value FROM meta WHERE key = 'schema' AND "
+                                    "typeof(value) = 'text'").fetchone()
+            except sqlite3.Error:
+                other = None
+            if other and other[0] == SCHEMA_2 and _check_objects(con, v2=True) is None:
+                raise StateRefused(f"{path} has state schema {SCHEMA_2!r}; this watch reads "
+                                   f"{SCHEMA} (tw watch upgrades a /2 state when it starts)")
             raise StateRefused(f"{path} is not a watch state: {why}")
         m = dict(con.execute("SELECT key, value FROM meta WHERE typeof(key) = 'text' AND "
                              "typeof(value) = 'text' AND key = 'schema'").fetchall())
