@@ -7,7 +7,9 @@ programs started by the names an operator cannot find them by.
     link is one program (the identity is the file, its device and inode: a hard link is the
     same file), named by the path the kernel first resolved for it, `c/prog`;
   - a file deleted before its exec (run through /proc/self/fd) is named by its device and
-    inode, with a note saying it was deleted and what its path was;
+    inode, with a note saying it was deleted and what its path was; so is a file whose path
+    is longer than the kernel's walk takes (1023 bytes) or deeper (48 components), each
+    with its note;
   - `tw watch --report` (text and JSON) gives the name each was started by, the file's
     device and inode, and the note.
 
@@ -45,6 +47,11 @@ def test_programs_are_their_files(tmp_path):
     for x in (a / "a.out", b / "a.out", c / "prog", d / "gone"):
         shutil.copy(SRC, x)                      # four files: four inodes
     (c / "link").symlink_to(c / "prog")
+    long = tmp_path.joinpath(*["L" * 250] * 5)           # over 1023 bytes
+    deep = tmp_path.joinpath(*["D"] * 50)                # over 48 components
+    for x in (long, deep):
+        x.mkdir(parents=True)
+        shutil.copy(SRC, x / "p")
     os.link(c / "prog", c / "hard")
     state = tmp_path / "state"
     state.mkdir()
@@ -55,6 +62,8 @@ def test_programs_are_their_files(tmp_path):
         for folder, name in ((a, "./a.out"), (b, "./a.out"), (c, "./prog"), (a, "../c/prog"),
                              (c, "./link"), (c, "./hard")):
             subprocess.run([name], cwd=folder, **quiet)
+        for x in (long, deep):
+            subprocess.run(["./p"], cwd=x, **quiet)
         # deleted before its exec: opened, unlinked, run through its descriptor
         fd = os.open(d / "gone", os.O_RDONLY)
         st = os.fstat(fd)
@@ -82,6 +91,11 @@ def test_programs_are_their_files(tmp_path):
     p = progs[gone]
     assert p["execs"] == 1 and p["started_as"] == f"/proc/self/fd/{fd}", p
     assert p["note"] == f"deleted before its exec (it was {d / 'gone'})", p
+    for x, note in ((long, "longer than the kernel's walk takes"),
+                    (deep, "more components than the kernel's walk takes")):
+        st = os.stat(x / "p")
+        p = progs[f"[file dev {os.major(st.st_dev)}:{os.minor(st.st_dev)} inode {st.st_ino}]"]
+        assert note in p["note"] and p["started_as"] == "./p", p
     text = report(state)
     assert f"  {a / 'a.out'}  (32-bit)\n    started as ./a.out\n    file: device " in text, text
     assert f"  {gone}  (32-bit)\n" in text and f"note: deleted before its exec (it was {d / 'gone'})" in text

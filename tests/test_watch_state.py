@@ -294,3 +294,18 @@ def test_a_path_rebuilt_many_times_is_one_program_and_one_file_kept():
     row = s.programs[("/home/u/a.out", True)]
     assert row["execs"] == 5000 and (row["dev"], row["ino"]) == (2049, 5000)
     assert s.files == {(2049, 5000): "/home/u/a.out"}
+
+
+def test_a_running_program_is_found_by_its_file_in_proc():
+    """/proc's snapshot finds a running program by its file: one counted at its exec keeps its
+    name when its file is deleted (/proc then says "... (deleted)", which was a program of its
+    own); one never seen at an exec whose file is gone is named by device and inode, noted."""
+    s = analyse.State()
+    b = {"execs": {("./x", 2049, 5, True): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
+         "paths": {(2049, 5): "/home/u/x"}, "why": {(2049, 5): 0}, "n": 1}
+    s.add_batch(b, 0.0, 1.0)
+    s.add_snapshot([{"exe": "/home/u/x (deleted)", "dev": 2049, "ino": 5, "needs_ia32": True},
+                    {"exe": "/home/u/y (deleted)", "dev": 2049, "ino": 6, "needs_ia32": True}], 2.0)
+    y = f"[file dev {os.major(2049)}:{os.minor(2049)} inode 6]"
+    assert set(s.programs) == {("/home/u/x", True), (y, True)}
+    assert s.programs[(y, True)]["note"] == "deleted while it ran (it was /home/u/y)"

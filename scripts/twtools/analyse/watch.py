@@ -309,8 +309,15 @@ class State:
         for r in rows:
             if not r.get("exe"):
                 continue
-            name = self.files.get((r.get("dev"), r.get("ino"))) or r["exe"]
-            changed.add((self._see(name, bool(r.get("needs_ia32")), t), bool(r.get("needs_ia32"))))
+            ident = (r.get("dev"), r.get("ino"))
+            name, file = self.files.get(ident), None
+            if name is None and r["exe"].endswith(" (deleted)") and None not in ident:
+                # running, its file deleted since, and not seen at its exec: by device and inode
+                name = file_name(*ident)
+                file = {"dev": ident[0], "ino": ident[1],
+                        "note": f"deleted while it ran (it was {r['exe'][:-len(' (deleted)')]})"}
+            is32 = bool(r.get("needs_ia32"))
+            changed.add((self._see(name or r["exe"], is32, t, 0, file), is32))
         return changed
 
     def add_window(self, w):
