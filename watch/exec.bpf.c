@@ -19,7 +19,8 @@
  * cannot be called from a tracepoint).  The walk is bounded (TW_DEPTH steps, TW_PATHLEN
  * bytes); a file deleted before its exec (run through /proc/self/fd), a walk past the bound or
  * a longer path is said in `why`, and the watch then names the file by device and inode.
- * The path goes into an LRU map keyed by the file, walked once while the file is in it.
+ * The path goes into an LRU map keyed by the file (2 x --keys: every file both phases' keys
+ * name), walked once while the file is in it, for execs that have a key.
  *
  * Two phases: the program writes to the one `phase` names; every interval the reader flips
  * it, waits for programs that read the old value to finish, then reads and deletes the old
@@ -155,6 +156,22 @@ static __always_inline void walk(struct file *f, struct path_val *pv)
 	pv->off = w.off;
 }
 
+/* The path of a file a key holds, walked once while the LRU map keeps it: only for execs that
+ * have a key, so the map (2 x --keys files) holds every file both phases name. */
+static __always_inline void remember_path(struct file *f, struct exec_key *k)
+{
+	struct file_id id = { k->dev, 0, k->ino };
+	u32 zero = 0;
+
+	if (!f || bpf_map_lookup_elem(&paths, &id))
+		return;
+	struct path_val *pv = bpf_map_lookup_elem(&pathbuf, &zero);
+	if (pv) {
+		walk(f, pv);
+		bpf_map_update_elem(&paths, &id, pv, BPF_ANY);
+	}
+}
+
 SEC("tracepoint/sched/sched_process_exec")
 int on_exec(struct trace_event_raw_sched_process_exec *ctx)
 {
@@ -180,20 +197,9 @@ int on_exec(struct trace_event_raw_sched_process_exec *ctx)
 	bpf_probe_read_kernel_str(k->file, sizeof(k->file), (char *)ctx + (loc & 0xffff));
 
 	struct file *f = BPF_CORE_READ(t, mm, exe_file);
-	struct file_id id = {};
 	if (f) {
-		id.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-		id.ino = BPF_CORE_READ(f, f_inode, i_ino);
-		k->dev = id.dev;
-		k->ino = id.ino;
-		if (!bpf_map_lookup_elem(&paths, &id)) {
-			struct path_val *pv = bpf_map_lookup_elem(&pathbuf, &zero);
-
-			if (pv) {
-				walk(f, pv);
-				bpf_map_update_elem(&paths, &id, pv, BPF_ANY);
-			}
-		}
+		k->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+		k->ino = BPF_CORE_READ(f, f_inode, i_ino);
 	}
 
 	u64 now = bpf_ktime_get_ns();
@@ -206,10 +212,11 @@ int on_exec(struct trace_event_raw_sched_process_exec *ctx)
 		u64 *taken = bpf_map_lookup_elem(&keys, &ph);
 
 		if (!taken || *taken >= cf->keys)
-			return 0;	/* this phase is full: n tells */
+			return 0;	/* this phase is full: n tells (and no path is needed) */
 		/* Two CPUs may both find no key: the one that loses adds to the winner's. */
 		if (bpf_map_update_elem(&execs, k, &nv, BPF_NOEXIST) == 0) {
 			__sync_fetch_and_add(taken, 1);
+			remember_path(f, k);
 			return 0;
 		}
 		v = bpf_map_lookup_elem(&execs, k);
@@ -219,5 +226,6 @@ int on_exec(struct trace_event_raw_sched_process_exec *ctx)
 	__sync_fetch_and_add(&v->n, 1);
 	if (now > v->last_ns)
 		v->last_ns = now;
+	remember_path(f, k);
 	return 0;
 }

@@ -370,9 +370,9 @@ static int run_exec(const char *path, u32 own, long interval, long keys)
 	struct bpf_object *obj = open_obj(path, keys, sized, 1);
 	struct bpf_map *pm = bpf_object__find_map_by_name(obj, "paths");
 
-	/* One path a file, as many as one phase's keys and at least 4096 (an LRU: a file not
+	/* One path a file, as many as both phases' keys and at least 4096 (an LRU: a file not
 	 * run lately goes; a small --keys still keeps the paths of a busy machine's interval). */
-	if (!pm || bpf_map__set_max_entries(pm, keys > 4096 ? keys : 4096))
+	if (!pm || bpf_map__set_max_entries(pm, 2 * keys > 4096 ? 2 * keys : 4096))
 		die("%s: cannot size map 'paths'", path);
 	int nlinks;
 	u32 phase = 0;
