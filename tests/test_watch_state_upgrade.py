@@ -77,6 +77,18 @@ def test_new_execs_of_the_same_program_count_by_file_beside_the_old_row(state2):
     assert (new["dev"], new["ino"], new["started"], new["note"]) == (2049, 77, "./a.out", None)
 
 
+def test_the_watch_upgrades_a_state_2_when_it_starts_and_says_so(state2, capsys):
+    """What the package's try-restart does: the watch opens its folder's /2 state, upgrades
+    it, says so in one line, and loads its programs."""
+    from test_watch_store import cli_watch_args
+    w = cli_watch.Watch(cli_watch_args(state2.parent))
+    w.open_state()
+    err = capsys.readouterr().err
+    assert "upgraded from timewrite-watch-state/2 to timewrite-watch-state/3" in err, err
+    assert w.state.programs[("./a.out", True)]["note"] == watchdb.V2_NOTE
+    watchdb.check(state2)
+
+
 def test_the_report_on_a_state_2_says_the_watch_upgrades_it(state2):
     with pytest.raises(ui.DataError) as e:
         cli_watch.report(state2.parent, 86400.0)
