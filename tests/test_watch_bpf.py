@@ -123,12 +123,21 @@ def test_exec_counts_a_hostile_name_and_a_full_phase(tmp_path):
                 n += val
     # escape.name's text: the bad bytes as \xNN, a backslash doubled (the literal \xfe at the
     # end stays apart from a byte 0xfe)
-    want = escape.name(hostile) + ",0"
-    assert escape.name_bytes(want[:-2]) == hostile
+    st = os.stat(true)                    # every name here is a hard link of true: its file
+    want = f"{escape.name(hostile)},{st.st_dev},{st.st_ino},0"
+    assert escape.name_bytes(want.rsplit(",", 3)[0]) == hostile
     assert execs.get(want) == 2, [k for k in execs if "tw-a" in k]
     ours = sum(v for k, v in execs.items() if "tw-many-" in k or "tw-a" in k)
     assert ours < 42 <= n, (ours, n)                 # the phase filled; n counted them all
     assert len(execs) <= 2 * 16
+    paths = {}
+    for r in recs:
+        for name, val in (r["data"].items() if r["type"] == "map" else ()):
+            if name.startswith("@path"):
+                paths.update(val)
+    # the file's own path, resolved in the kernel from the name it was first run by (a hard
+    # link is the same file, its dentry the link's): absolute, escaped as the name is
+    assert paths.get(f"{st.st_dev},{st.st_ino}") == escape.name(hostile), paths
 
 
 def test_window_loads_attaches_and_counts_its_own_calls(tmp_path):

@@ -27,8 +27,9 @@ BREAKS = ["\u2028", "\u2029", "\u0085", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"]
 
 
 def _loader_line(name, n):
-    """The exec map as build/watchbpf prints it: valid UTF-8 raw, control bytes as \\u00XX."""
-    key = json.dumps(name + ",1", ensure_ascii=False)
+    """The exec map as build/watchbpf prints it (the name as started, the file's device and
+    inode, the bitness): valid UTF-8 raw, control bytes as \\u00XX."""
+    key = json.dumps(name + ",2049,12,1", ensure_ascii=False)
     return '{"type": "map", "data": {"@exec0": {' + key + ': ' + str(n) + '}}}'
 
 
@@ -38,15 +39,15 @@ def test_a_name_with_a_line_break_character_keeps_its_line(sep):
     text = "\n".join([_loader_line("/opt/old32", 3).replace("@exec0", "@exec1"),
                       _loader_line(name, 1), '{"type": "map", "data": {"@n0": 4}}', ""])
     maps = bpftrace.parse_json(text)
-    assert maps["@exec0"] == {(name, "1"): 1}
-    assert maps["@exec1"] == {("/opt/old32", "1"): 3}
+    assert maps["@exec0"] == {(name, "2049", "12", "1"): 1}
+    assert maps["@exec1"] == {("/opt/old32", "2049", "12", "1"): 3}
     # the exec tracer's reading of one batch: every exec in a key, nothing dropped
-    cur = {"execs": {}, "n": 0}
+    cur = mwatch._batch()
     for o in json_lines(text):
         for k, v in o["data"].items():
             mwatch._fold(cur, k, v)
-    assert cur["execs"][(name, True)]["n"] == 1
-    assert cur["execs"][("/opt/old32", True)]["n"] == 3
+    assert cur["execs"][(name, 2049, 12, True)]["n"] == 1
+    assert cur["execs"][("/opt/old32", 2049, 12, True)]["n"] == 3
     assert cur["n"] == 4
 
 
@@ -54,7 +55,7 @@ def test_a_raw_separator_at_the_end_of_a_name_is_kept():
     """A name that ends in U+0085, on a line that ends in \r\n: the line is stripped of
     spaces, tabs and \r only, and the name reads back whole."""
     (o,) = list(json_lines(_loader_line("/tmp/z\u0085", 1) + "\r\n"))
-    assert list(o["data"]["@exec0"]) == ["/tmp/z\u0085,1"]
+    assert list(o["data"]["@exec0"]) == ["/tmp/z\u0085,2049,12,1"]
 
 
 def test_the_watch_counts_every_exec_of_an_interval_with_such_a_name(tmp_path):
@@ -68,7 +69,7 @@ def test_the_watch_counts_every_exec_of_an_interval_with_such_a_name(tmp_path):
     prog32 = tmp_path / "tw-lb32"
     shutil.copy(ROOT / "build" / "syscost-32-int80", prog32)
     odd = os.path.join(os.fsencode(tmp_path), "x\u2028y".encode())
-    os.link(shutil.which("true"), odd)
+    shutil.copy(shutil.which("true"), odd)      # a file of its own (a hard link is true's file)
     state = tmp_path / "state"
     state.mkdir()
     port = free_port()

@@ -215,7 +215,7 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
     w = start_watch(state, port, "--window", "0")
     after = env["tmp"] / "tw-short32-after-restart"
     if not after.exists():
-        os.link(env["short32"], after)
+        shutil.copy(env["short32"], after)
     try:
         text = get(f"http://127.0.0.1:{port}/metrics")
         line = next(ln for ln in text.splitlines()
@@ -360,12 +360,13 @@ def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_
     d = tmp_path / HOSTILE
     d.mkdir()
     hostile = d / "tw-short32"
-    os.link(env["short32"], hostile)
+    # copies, not hard links: a program is its file, and every hard link is the same file
+    shutil.copy(env["short32"], hostile)
     many = tmp_path / "many"
     many.mkdir()
     names = [many / f"tw-p{i:04d}" for i in range(2000)]
     for n in names:
-        os.link(env["short32"], n)
+        shutil.copy(env["short32"], n)
     w = start_watch(state, port, "--window", "0", "--max-programs", "300")
     try:
         assert run([hostile]).returncode == 0
@@ -421,7 +422,7 @@ def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
     many.mkdir()
     names = [many / f"tw-q{i:05d}" for i in range(n)]
     for p in names:
-        os.link(env["short32"], p)
+        shutil.copy(env["short32"], p)
     w = start_watch(state, free_port(), "--window", "0", "--interval", "3600",
                     "--max-programs", "100000")
     try:
@@ -498,7 +499,7 @@ def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
     w = start_watch(state, free_port(), "--window", "0")
     prog = env["tmp"] / "tw-short32-while-held"
     if not prog.exists():
-        os.link(env["short32"], prog)
+        shutil.copy(env["short32"], prog)
     try:
         h = subprocess.Popen([sys.executable, "-c", HOLD, watchdb_path(state), ROOT / "scripts",
                               "30"], stdout=subprocess.PIPE, text=True)

@@ -233,7 +233,8 @@ def test_a_state_from_before_sqlite_is_carried_over(tmp_path):
     con = duckdb.connect(str(old))
     for sql in watchdb.SCHEMA_SQL:
         con.execute(sql)
-    con.execute("INSERT INTO programs VALUES (?, ?, ?, ?, ?)", [HOSTILE[0], True, 3, 1.0, 2.0])
+    con.execute("INSERT INTO programs (program, is32, execs, first_seen, last_seen) "
+                "VALUES (?, ?, ?, ?, ?)", [HOSTILE[0], True, 3, 1.0, 2.0])
     con.execute("INSERT INTO days VALUES (?, ?, ?, ?, ?, ?)",
                 ["1970-01-01", HOSTILE[0], True, 3, 1.0, 2.0])
     con.close()
@@ -280,3 +281,32 @@ def test_one_hostile_row_does_not_break_the_exposition():
     got = {(x.labels["program"], x.value) for f in text_string_to_metric_families(text)
            if f.name == "timewrite_exec" for x in f.samples if x.name.endswith("_total")}
     assert got == {("/usr/bin/ok", 3), ("/blob\\xff", 1), ("7", 1)}, got
+
+
+def test_a_path_rebuilt_many_times_is_one_program_and_one_file_kept():
+    """A program rebuilt in place (a new inode at each build, as `cc -o` makes): one program,
+    named by its path, its newest file kept, and the file index stays one entry (it grew by one
+    per build: a user rebuilding in a loop grew the watch's memory without bound)."""
+    s = analyse.State(max_programs=10)
+    for ino in range(1, 5001):
+        b = {"execs": {("./a.out", 2049, ino, True): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
+             "paths": {(2049, ino): "/home/u/a.out"}, "why": {(2049, ino): 0}, "n": 1}
+        s.add_batch(b, 0.0, 1.0)
+    row = s.programs[("/home/u/a.out", True)]
+    assert row["execs"] == 5000 and (row["dev"], row["ino"]) == (2049, 5000)
+    assert s.files == {(2049, 5000): "/home/u/a.out"}
+
+
+def test_a_running_program_is_found_by_its_file_in_proc():
+    """/proc's snapshot finds a running program by its file: one counted at its exec keeps its
+    name when its file is deleted (/proc then says "... (deleted)", which was a program of its
+    own); one never seen at an exec whose file is gone is named by device and inode, noted."""
+    s = analyse.State()
+    b = {"execs": {("./x", 2049, 5, True): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
+         "paths": {(2049, 5): "/home/u/x"}, "why": {(2049, 5): 0}, "n": 1}
+    s.add_batch(b, 0.0, 1.0)
+    s.add_snapshot([{"exe": "/home/u/x (deleted)", "dev": 2049, "ino": 5, "needs_ia32": True},
+                    {"exe": "/home/u/y (deleted)", "dev": 2049, "ino": 6, "needs_ia32": True}], 2.0)
+    y = f"[file dev {os.major(2049)}:{os.minor(2049)} inode 6]"
+    assert set(s.programs) == {("/home/u/x", True), (y, True)}
+    assert s.programs[(y, True)]["note"] == "deleted while it ran (it was /home/u/y)"

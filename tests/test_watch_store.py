@@ -171,7 +171,8 @@ DAMAGES = {
     "a text timestamp": _sql("UPDATE days SET first_seen = 'yesterday'"),
     "NULL calls": _sql("INSERT INTO calls VALUES ('/bin/x', 0, 'native_syscall', NULL)"),
     "text calls": _sql("INSERT INTO calls VALUES ('/bin/x', 0, 'native_syscall', 'many')"),
-    "a BLOB name": _sql("INSERT INTO programs VALUES (x'ff00', 1, 1, 1.0, 2.0)"),
+    "a BLOB name": _sql("INSERT INTO programs (program, is32, execs, first_seen, last_seen) "
+                        "VALUES (x'ff00', 1, 1, 1.0, 2.0)"),
     "a bad meta": _sql("UPDATE meta SET value = 'soon' WHERE key = 'started'"),
 }
 

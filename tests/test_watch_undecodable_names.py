@@ -28,7 +28,7 @@ RAW = b"slp\xff\xfe\\xff"          # two bytes that are not UTF-8, and a literal
 def odd_sleeper(tmp_path):
     """A sleep(1) running under a name that is not UTF-8."""
     exe = os.path.join(os.fsencode(tmp_path), RAW)
-    os.link(shutil.which("sleep"), exe)
+    shutil.copy(shutil.which("sleep"), exe)     # a file of its own: a hard link is sleep's file
     p = subprocess.Popen([exe, "900"], start_new_session=True)
     try:
         yield p, exe

@@ -41,7 +41,8 @@ def make(state_dir, programs=1_000_000, share32=0.01, days=30, now=None):
 
     for name, is32, execs, first, last in rows():
         day = time.strftime("%Y-%m-%d", time.gmtime(last))
-        con.execute("INSERT INTO programs VALUES (?, ?, ?, ?, ?)", (name, is32, execs, first, last))
+        con.execute("INSERT INTO programs (program, is32, execs, first_seen, last_seen) "
+                    "VALUES (?, ?, ?, ?, ?)", (name, is32, execs, first, last))
         con.execute("INSERT INTO days VALUES (?, ?, ?, ?, ?, ?)", (day, name, is32, execs, first, last))
         con.execute("INSERT INTO calls VALUES (?, ?, ?, ?)", (name, is32, "native_syscall"
                                                               if not is32 else "compat_int80_text", execs * 100))

@@ -28,10 +28,24 @@ struct thread_info { u32 status; } CORE;
 struct vdso_image { unsigned long size; } CORE;
 struct mm_context { void *vdso; const struct vdso_image *vdso_image; } CORE;
 typedef struct mm_context mm_context_t;
-struct mm_struct { unsigned long start_code, end_code; mm_context_t context; } CORE;
-struct super_block { unsigned long s_flags, s_magic; } CORE;
-struct inode { unsigned short i_mode; u32 i_rdev; struct super_block *i_sb; } CORE;
-struct file { unsigned int f_flags; struct inode *f_inode; } CORE;
+struct file;
+struct mm_struct {
+	unsigned long start_code, end_code; mm_context_t context; struct file *exe_file;
+} CORE;
+struct super_block { u32 s_dev; unsigned long s_flags, s_magic; } CORE;
+struct inode { unsigned short i_mode; u32 i_rdev; unsigned long i_ino; struct super_block *i_sb; } CORE;
+/* A file's own path: its dentry chain up to its mount's root, then the mount's mount point in
+ * the parent mount, and so on to the root of the mount namespace (exec.bpf.c walks it).  qstr's
+ * len sits in an anonymous struct in the kernel: libbpf matches a member through it. */
+struct qstr { u32 hash, len; const unsigned char *name; } CORE;
+struct hlist_bl_node { struct hlist_bl_node *next, **pprev; } CORE;
+struct dentry {
+	struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name;
+} CORE;
+struct vfsmount { struct dentry *mnt_root; } CORE;
+struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } CORE;
+struct path { struct vfsmount *mnt; struct dentry *dentry; } CORE;
+struct file { unsigned int f_flags; struct inode *f_inode; struct path f_path; } CORE;
 struct fdtable { unsigned int max_fds; struct file **fd; } CORE;
 struct files_struct { struct fdtable *fdt; } CORE;
 struct task_struct {

@@ -17,9 +17,23 @@
  * every interval): one array slot, read by the programs that need it. */
 struct tw_config { __u32 own_pid, phase, keys, pad; };
 
-/* exec.bpf.c: one map for both phases. */
-struct exec_key { __u32 phase, is32; char file[TW_STRLEN]; };
+/* exec.bpf.c: one map for both phases, keyed by the file executed (its device, as the
+ * kernel's dev_t, and inode) and the name execve was given (as started: a label). */
+struct exec_key { __u32 phase, is32, dev, pad; __u64 ino; char file[TW_STRLEN]; };
 struct exec_val { __u64 n, first_ns, last_ns; };
+
+/* The file's absolute path, resolved in the kernel from the file's own dentry and mount (not
+ * from the name given): one entry per file (device and inode), an LRU map.  The path is
+ * buf[off .. TW_PATHLEN), built from its end; why says when it could not be: the file was
+ * deleted (the path it had is kept), the walk passed TW_DEPTH components, or the path is
+ * longer than TW_PATHLEN - 1 bytes. */
+#define TW_PATHLEN 1024		/* a power of two: the walk masks offsets with it */
+#define TW_NAMEMAX 256		/* a component's bytes read at most (NAME_MAX 255) */
+#define TW_DEPTH 48		/* components and mount crossings walked at most */
+enum { PATH_OK = 0, PATH_DELETED = 1, PATH_TOO_DEEP = 2, PATH_TOO_LONG = 3, PATH_NO_FILE = 4,
+       PATH_NO_LOOP = 5 };
+struct file_id { __u32 dev, pad; __u64 ino; };
+struct path_val { __u32 off, why; char buf[TW_PATHLEN + TW_NAMEMAX]; };
 
 /* window.bpf.c: a process image is (pid, the group leader's start_boottime, gen), gen the
  * execs the pid made inside the window. */

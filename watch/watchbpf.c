@@ -5,8 +5,11 @@
  *   watchbpf exec OBJ --own PID --interval S [--keys N]
  *	exec.bpf.o, attached until SIGINT or SIGTERM.  Every S seconds: flip the phase, wait
  *	for programs that read the old one, print the old phase's maps (@exec0, @first0,
- *	@last0, @n0 or the same with 1), delete them, print "interval done".  At the signal:
- *	both phases, then "end".  Output on standard output.
+ *	@last0, @n0 or the same with 1; keys "name as started,dev,inode,bitness", dev as
+ *	stat(2)'s st_dev), then each of their files' path resolved in the kernel (@path0:
+ *	"dev,inode" -> the absolute path; @why0: "dev,inode" -> 0 resolved, 1 deleted, 2 too
+ *	deep, 3 too long, 4 not walked (the LRU map let it go)), delete them, print "interval
+ *	done".  At the signal: both phases, then "end".  Output on standard output.
  *   watchbpf window OBJ --own PID --out FILE [--keys N]
  *	window.bpf.o, attached until SIGINT or SIGTERM, then detached and every map printed
  *	to FILE (@calls, @exec, @exit, @fork, @vsys; @wlat as a histogram and @wsum).
@@ -28,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/prctl.h>
+#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -238,6 +242,69 @@ static struct bpf_link **attach_all(struct bpf_object *obj, int *count)
 
 /* --- exec ----------------------------------------------------------------------------- */
 
+/* The kernel's dev_t (major << 20 | minor) as stat(2)'s st_dev, which /proc's readers see. */
+static dev_t user_dev(u32 kdev)
+{
+	return makedev(kdev >> 20, kdev & ((1U << 20) - 1));
+}
+
+/* @path<ph> and @why<ph>: each file of the phase's keys once, its path as the kernel resolved
+ * it (the LRU map keeps it while the file runs; a file it let go is said, why 4). */
+static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *keys,
+			const char *mine, size_t count, FILE *o)
+{
+	int fd = map_fd(obj, "paths");
+	static struct path_val pv;
+	struct printer pr = { o, 0 };
+	char name[16];
+	u32 *why = calloc(count ? count : 1, sizeof(*why));
+	char *first = calloc(count ? count : 1, 1);
+
+	if (!why || !first)
+		die("out of memory");
+	for (size_t i = 0; i < count; i++) {
+		size_t j;
+
+		if (!mine[i])
+			continue;
+		for (j = 0; j < i; j++)		/* a file started by several names: printed once */
+			if (first[j] && keys[j].dev == keys[i].dev && keys[j].ino == keys[i].ino)
+				break;
+		first[i] = j == i;
+	}
+	snprintf(name, sizeof(name), "@path%u", ph);
+	map_open(&pr, "map", name);
+	for (size_t i = 0; i < count; i++) {
+		struct file_id id = { keys[i].dev, 0, keys[i].ino };
+
+		if (!first[i])
+			continue;
+		if (bpf_map_lookup_elem(fd, &id, &pv) || pv.off >= TW_PATHLEN) {
+			why[i] = PATH_NO_FILE;
+			continue;
+		}
+		why[i] = pv.why;
+		key_open(&pr);
+		fprintf(o, "%llu,%llu\": \"", (unsigned long long)user_dev(keys[i].dev),
+			(unsigned long long)keys[i].ino);
+		json_str_bytes(o, pv.buf + pv.off, TW_PATHLEN - pv.off);
+		fputc('"', o);
+	}
+	map_close(&pr);
+	snprintf(name, sizeof(name), "@why%u", ph);
+	map_open(&pr, "map", name);
+	for (size_t i = 0; i < count; i++) {
+		if (!first[i])
+			continue;
+		key_open(&pr);
+		fprintf(o, "%llu,%llu\": %u", (unsigned long long)user_dev(keys[i].dev),
+			(unsigned long long)keys[i].ino, why[i]);
+	}
+	map_close(&pr);
+	free(why);
+	free(first);
+}
+
 static void print_exec_phase(struct bpf_object *obj, u32 ph, FILE *o)
 {
 	int fd = map_fd(obj, "execs"), nfd = map_fd(obj, "n");
@@ -263,11 +330,13 @@ static void print_exec_phase(struct bpf_object *obj, u32 ph, FILE *o)
 				continue;
 			key_open(&pr);
 			json_str_bytes(o, keys[i].file, sizeof(keys[i].file));
-			fprintf(o, ",%u\": %llu", keys[i].is32 ? 1 : 0,
+			fprintf(o, ",%llu,%llu,%u\": %llu", (unsigned long long)user_dev(keys[i].dev),
+				(unsigned long long)keys[i].ino, keys[i].is32 ? 1 : 0,
 				f == 0 ? vals[i].n : f == 1 ? vals[i].first_ns : vals[i].last_ns);
 		}
 		map_close(&pr);
 	}
+	print_paths(obj, ph, keys, mine, count, o);
 	for (i = 0; i < count; i++)
 		if (mine[i])
 			bpf_map_delete_elem(fd, &keys[i]);
@@ -299,6 +368,12 @@ static int run_exec(const char *path, u32 own, long interval, long keys)
 {
 	static const char *const sized[] = { "execs", NULL };
 	struct bpf_object *obj = open_obj(path, keys, sized, 1);
+	struct bpf_map *pm = bpf_object__find_map_by_name(obj, "paths");
+
+	/* One path a file, as many as both phases' keys and at least 4096 (an LRU: a file not
+	 * run lately goes; a small --keys still keeps the paths of a busy machine's interval). */
+	if (!pm || bpf_map__set_max_entries(pm, 2 * keys > 4096 ? 2 * keys : 4096))
+		die("%s: cannot size map 'paths'", path);
 	int nlinks;
 	u32 phase = 0;
 

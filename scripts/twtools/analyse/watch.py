@@ -3,8 +3,13 @@ bounded state, priced, and the readiness report drawn from it.
 
   programs   one row per (program, 32-bit or not): execs counted by the kernel, first and
              last seen (an exec, or a sighting in /proc or in a window).  A program is its
-             executable's path (/proc/PID/exe) where the watch could read it, else the file
-             name execve was given (relative if it was given so).
+             file: the kernel gives each exec's device and inode and the file's absolute path,
+             resolved from the file's own dentry and mount (exec.bpf.c).  The program is named
+             by that path (the first one seen for the file: a hard link of a known file is
+             that file); where the kernel could not give one (the file deleted before its
+             exec, a path past the walk's bounds) by "[file dev M:m inode N]", with a note
+             saying why.  The name it was started by (execve's argument, maybe relative) is
+             kept beside it as a label (the last one seen), never as its identity.
   bounds     at most `max_programs` programs and `max_kinds` file-system types: past the cap
              a new program is folded into "other" (its bitness kept), and `folded` counts
              what went there, by reason: "cap", or "map_full" (execs the kernel counted in
@@ -168,6 +173,22 @@ def _image_name(raw, w):
     return f"[pid {w['pid']}]"
 
 
+def file_name(dev, ino):
+    """A file the kernel gave no path for, named by its device and inode."""
+    import os
+    return f"[file dev {os.major(dev)}:{os.minor(dev)} inode {ino}]"
+
+
+def path_note(why, path):
+    """Why a file is named by device and inode (watch/maps.h's PATH_* code), in words."""
+    return {1: f"deleted before its exec (it was {path})" if path else "deleted before its exec",
+            2: "its path has more components than the kernel's walk takes (48)",
+            3: "its path is longer than the kernel's walk takes (1023 bytes)",
+            4: "the kernel's path map let it go before it was read",
+            5: "this kernel has no bpf_loop (Linux 5.17): no path walked",
+            }.get(why, "the kernel gave no path")
+
+
 def day(t):
     """The UTC day of Unix time t, as YYYY-MM-DD."""
     return time.strftime("%Y-%m-%d", time.gmtime(t))
@@ -179,7 +200,8 @@ class State:
 
     def __init__(self, max_programs=MAX_PROGRAMS, max_kinds=MAX_KINDS):
         self.max_programs, self.max_kinds = max_programs, max_kinds
-        self.programs = {}       # (program, is32) -> {execs, first, last}
+        self.programs = {}       # (program, is32) -> {execs, first, last, dev, ino, note, started}
+        self.files = {}          # (dev, ino) -> program: the file a kept program is
         self.folded = {"cap": 0, "map_full": 0}
         self.calls = {}          # (program, is32, path) -> calls, summed over windows
         self.cost = {}           # (program, is32, path) -> last window's ns_per_s or None
@@ -209,12 +231,22 @@ class State:
             return k
         return "file:other"
 
-    def _see(self, program, is32, t, execs=0):
+    def _see(self, program, is32, t, execs=0, file=None):
+        """file: {dev, ino, note, started} the kernel gave for this exec (None: a sighting)."""
         program = utf8(program)
         name = self.label(program, is32)
         if name == OTHER and program != OTHER:
             self.folded["cap"] += execs
         row = self.programs.setdefault((name, is32), {"execs": 0, "first": t, "last": t})
+        if file and name != OTHER:
+            old = (row.get("dev"), row.get("ino"))
+            row.update({k: v for k, v in file.items() if v is not None})
+            if file.get("dev") is not None:
+                # One file a program, its newest: a path rebuilt a million times (a new inode
+                # each time) keeps one entry here, so memory stays bounded by the program cap.
+                if old != (file["dev"], file["ino"]) and self.files.get(old) == name:
+                    del self.files[old]
+                self.files[(file["dev"], file["ino"])] = name
         row["execs"] += execs
         self.dirty.add((name, is32))
         row["first"] = min(row["first"], t) if row["first"] is not None else t
@@ -231,11 +263,12 @@ class State:
         seconds; now is when it was read.  Returns the rows changed: {(program, is32)}."""
         changed = set()
         counted = 0
-        for (fname, is32), r in batch["execs"].items():
+        for key, r in batch["execs"].items():
             counted += r["n"]
             first = r["first_ns"] / 1e9 + offset if r.get("first_ns") else None
             last = r["last_ns"] / 1e9 + offset if r.get("last_ns") else first
-            name = self._see(fname, is32, first if first is not None else (last or now), r["n"])
+            prog, is32, file = self.identify(key, batch)
+            name = self._see(prog, is32, first if first is not None else (last or now), r["n"], file)
             if last is not None and last != first:
                 self._see(name, is32, last, 0)
             changed.add((name, is32))
@@ -248,13 +281,43 @@ class State:
             changed.add((OTHER, False))
         return changed
 
+    def identify(self, key, batch):
+        """(program, is32, file) of one exec key: (started as, dev, ino, is32) from the exec
+        tracer, named by its file (a file known already keeps its name: a hard link or another
+        name for it is the same program); or (name, is32), a name taken as it is."""
+        if len(key) == 2:
+            return key[0], key[1], None
+        started, dev, ino, is32 = key
+        started = utf8(started)
+        if not dev and not ino:       # no file (never for an ELF or a script's interpreter)
+            return started, is32, {"started": started, "note": "the kernel gave no file"}
+        file = {"dev": dev, "ino": ino, "started": started, "note": None}
+        known = self.files.get((dev, ino))
+        if known is not None and (known, is32) in self.programs:
+            return known, is32, file
+        path = batch.get("paths", {}).get((dev, ino))
+        why = batch.get("why", {}).get((dev, ino), 0 if path else 4)
+        if why == 0 and path:
+            return path, is32, file
+        file["note"] = path_note(why, path)
+        return file_name(dev, ino), is32, file
+
     def add_snapshot(self, rows, t):
-        """Processes /proc shows running now: each executable seen at t (execs 0)."""
+        """Processes /proc shows running now: each executable seen at t (execs 0), found by its
+        file (device and inode, when /proc gave them) first, else by its path."""
         changed = set()
         for r in rows:
             if not r.get("exe"):
                 continue
-            changed.add((self._see(r["exe"], bool(r.get("needs_ia32")), t), bool(r.get("needs_ia32"))))
+            ident = (r.get("dev"), r.get("ino"))
+            name, file = self.files.get(ident), None
+            if name is None and r["exe"].endswith(" (deleted)") and None not in ident:
+                # running, its file deleted since, and not seen at its exec: by device and inode
+                name = file_name(*ident)
+                file = {"dev": ident[0], "ino": ident[1],
+                        "note": f"deleted while it ran (it was {r['exe'][:-len(' (deleted)')]})"}
+            is32 = bool(r.get("needs_ia32"))
+            changed.add((self._see(name or r["exe"], is32, t, 0, file), is32))
         return changed
 
     def add_window(self, w):
@@ -297,6 +360,14 @@ def _count(v):
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
 
+def _file(p):
+    """A program's file as the report gives it: dev and ino (None when unknown), the note (why
+    it is named by them, or what an old row is) and started_as (the name it was last started
+    by: a label, not its identity)."""
+    return {"dev": p.get("dev"), "ino": p.get("ino"), "note": p.get("note"),
+            "started_as": p.get("started")}
+
+
 def readiness(programs, paths, since_t, now):
     """The report: programs = [{program, is32, execs, first_seen, last_seen}] from the state
     (execs counted within the period where the state keeps them per day); paths = window rows
@@ -312,7 +383,7 @@ def readiness(programs, paths, since_t, now):
             stop[(p["program"], True)] = {"program": p["program"], "why": "32-bit",
                                           "execs": p["execs"], "first_seen": p["first_seen"],
                                           "last_seen": p["last_seen"], "windows": 0,
-                                          "paths": {}}
+                                          "paths": {}, **_file(p)}
     for r in paths:
         compat = r["path"].startswith("compat")
         if not (r["is32"] or compat) or r["t"] < since_t:
@@ -322,10 +393,11 @@ def readiness(programs, paths, since_t, now):
         if s is None:
             s = stop[key] = {"program": r["program"], "why": "64-bit, enters by int 0x80",
                              "execs": 0, "first_seen": r["t"], "last_seen": r["t"], "windows": 0,
-                             "paths": {}}
+                             "paths": {}, **_file({})}
             for p in programs:
                 if (p["program"], p["is32"]) == key:
-                    s.update(execs=p["execs"], first_seen=p["first_seen"], last_seen=p["last_seen"])
+                    s.update(execs=p["execs"], first_seen=p["first_seen"], last_seen=p["last_seen"],
+                             **_file(p))
         q = s["paths"].setdefault(r["path"], {"calls": 0, "seconds": 0.0, "ns": [], "ex": [],
                                               "why": None})
         q["calls"] += r["calls"]

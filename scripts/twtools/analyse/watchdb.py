@@ -9,7 +9,10 @@ crash-safety (a rollback journal, synced) are what it needs; the fleet's analyti
 DuckDB.
 
 Tables:
-  programs  (program, is32) -> execs, first_seen, last_seen (Unix seconds): the readiness log
+  programs  (program, is32) -> execs, first_seen, last_seen (Unix seconds), and the file: dev,
+            ino (its device and inode), note (why it is named by them, or what a row from
+            schema /2 is), started (the name it was last started by: a label): the readiness
+            log.  A program is its file, named by its absolute path (analyse.watch)
   days      (day, program, is32) -> execs, first_seen, last_seen that UTC day: what
             `tw watch --report --since 30d` counts within its period
   calls     (program, is32, path) -> calls counted by every window so far
@@ -50,14 +53,16 @@ import sqlite3
 import stat
 import time
 
-SCHEMA = "timewrite-watch-state/2"
+SCHEMA = "timewrite-watch-state/3"
+SCHEMA_2 = "timewrite-watch-state/2"     # upgraded in place at the start (upgrade())
 FILE = "watch.sqlite"
 LOCK_WAIT_S = 20.0
 Error = sqlite3.Error
 
 SCHEMA_SQL = (
     """CREATE TABLE IF NOT EXISTS programs (program VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
-        execs BIGINT, first_seen DOUBLE, last_seen DOUBLE, PRIMARY KEY (program, is32))""",
+        execs BIGINT, first_seen DOUBLE, last_seen DOUBLE, dev BIGINT, ino BIGINT,
+        note VARCHAR, started VARCHAR, PRIMARY KEY (program, is32))""",
     """CREATE TABLE IF NOT EXISTS days (day VARCHAR NOT NULL, program VARCHAR NOT NULL,
         is32 BOOLEAN NOT NULL, execs BIGINT, first_seen DOUBLE, last_seen DOUBLE,
         PRIMARY KEY (day, program, is32))""",
@@ -92,9 +97,10 @@ class StateRefused(ValueError):
 
 # What each column holds, as the watch writes it: every row of a file is checked in SQL.
 _T, _TN, _B, _N = "text", "text?", "bool", "count"
-_TIME, _TIMEN, _NUM, _HI = "time", "time?", "num?", "hi"
+_TIME, _TIMEN, _NUM, _HI, _NN = "time", "time?", "num?", "hi", "count?"
 COLUMNS = {
-    "programs": {"program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN, "last_seen": _TIMEN},
+    "programs": {"program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN, "last_seen": _TIMEN,
+                 "dev": _NN, "ino": _NN, "note": _TN, "started": _TN},
     "days": {"day": "day", "program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN,
              "last_seen": _TIMEN},
     "calls": {"program": _T, "is32": _B, "path": _T, "calls": _N},
@@ -123,6 +129,8 @@ def _cond(col, kind):
         return f"(typeof({col}) = 'integer' AND {col} IN (0, 1))"
     if kind == _N:
         return f"(typeof({col}) = 'integer' AND {col} >= 0)"
+    if kind == _NN:
+        return f"({col} IS NULL OR {_cond(col, _N)})"
     if kind == _TIME:
         return f"({num} AND {col} BETWEEN 0 AND 1e11)"
     if kind == _TIMEN:
@@ -155,10 +163,18 @@ def _expected_objects():
     return _expected
 
 
-def _check_objects(con):
+# Schema /2's programs table: /3's without the file's columns (added at its end by upgrade()).
+V2_DROPPED = ("dev", "ino", "note", "started")
+V2_NOTE = ("from state /2: named as it was started (execve's argument, maybe relative) or as "
+           "/proc showed it, not by its file; no device and inode")
+
+
+def _check_objects(con, v2=False):
     """None, or why the file's objects are not the watch's (a trigger, a view, another table
-    or column): read from sqlite_master before anything is written."""
+    or column): read from sqlite_master before anything is written.  v2: schema /2's."""
     objs, cols = _expected_objects()
+    if v2:
+        cols = dict(cols, programs=[c for c in cols["programs"] if c[0] not in V2_DROPPED])
     have = set(con.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall())
     extra = sorted(have - objs)
     if extra:
@@ -210,12 +226,22 @@ def check(path, deep_s=CHECK_S):
     try:
         why = _check_objects(con)
         if why:
+            try:
+                other = con.execute("SELECT value FROM meta WHERE key = 'schema' AND "
+                                    "typeof(value) = 'text'").fetchone()
+            except sqlite3.Error:
+                other = None
+            if other and other[0] == SCHEMA_2 and _check_objects(con, v2=True) is None:
+                raise StateRefused(f"{path} has state schema {SCHEMA_2!r}; this watch reads "
+                                   f"{SCHEMA} (tw watch upgrades a /2 state when it starts)")
             raise StateRefused(f"{path} is not a watch state: {why}")
         m = dict(con.execute("SELECT key, value FROM meta WHERE typeof(key) = 'text' AND "
                              "typeof(value) = 'text' AND key = 'schema'").fetchall())
         if m.get("schema") != SCHEMA:
             found = repr(m["schema"][:80]) if m.get("schema") else "none"
-            raise StateRefused(f"{path} has state schema {found}; this watch reads {SCHEMA}")
+            raise StateRefused(f"{path} has state schema {found}; this watch reads {SCHEMA}"
+                               + (" (tw watch upgrades a /2 state when it starts)"
+                                  if m.get("schema") == SCHEMA_2 else ""))
         deadline = time.monotonic() + deep_s
         con.set_progress_handler(lambda: time.monotonic() > deadline, 10000)
         try:
@@ -390,6 +416,66 @@ def _meta(con):
     return dict(con.execute("SELECT key, value FROM meta").fetchall())
 
 
+def upgrade(path):
+    """A schema /2 state upgraded to /3 in place, in one transaction; returns what was done as
+    words, or None when the file is not /2 (check() then judges it).  /2 keyed programs by the
+    name they were started by (or /proc's path): its rows are kept, each marked (note V2_NOTE,
+    started = that name), with no device and inode; new execs are counted by file beside them.
+    Written only when the file holds exactly /2's objects (no trigger runs) and passes
+    quick_check."""
+    path = str(path)
+    if not os.path.lexists(path):
+        return None
+    _regular(path)
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StateLocked(f"{path} is held by another process") from None
+                time.sleep(0.2)
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            try:
+                schema = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return None                 # not SQLite, or no meta: check() says why
+        if not schema or schema[0] != SCHEMA_2:
+            return None
+        con = sqlite3.connect(path, isolation_level=None, timeout=LOCK_WAIT_S)
+        try:
+            why = _check_objects(con, v2=True)
+            if why:
+                raise StateRefused(f"{path} is not a watch state: {why}")
+            bad = con.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if bad != "ok":
+                raise StateRefused(f"{path} is damaged (SQLite's quick_check: {str(bad)[:160]})")
+            con.execute("PRAGMA journal_mode = DELETE")
+            con.execute("PRAGMA synchronous = FULL")
+            con.execute("BEGIN IMMEDIATE")
+            for col, kind in (("dev", "BIGINT"), ("ino", "BIGINT"), ("note", "VARCHAR"),
+                              ("started", "VARCHAR")):
+                con.execute(f"ALTER TABLE programs ADD COLUMN {col} {kind}")
+            n = con.execute("UPDATE programs SET note = ?, started = program WHERE program != ?",
+                            [V2_NOTE, OTHER]).rowcount
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", [SCHEMA])
+            con.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StateRefused(f"{path} is damaged ({_first(e)})") from None
+        finally:
+            con.close()
+    finally:
+        os.close(fd)
+    return (f"{path} upgraded from {SCHEMA_2} to {SCHEMA}: its {n} program(s) kept, marked as "
+            "named by how they were started (no device and inode); new execs are counted by file")
+
+
 def load(path, state):
     """The state kept on disk into `state` (analyse.watch.State): programs, folded counts,
     calls, window totals.  Nothing when there is no file yet.  Memory is bounded by the
@@ -402,11 +488,15 @@ def load(path, state):
     con = connect(path)
     try:
         cap = state.max_programs
-        for prog, is32, execs, first, last in con.execute(
-                """SELECT program, is32, execs, first_seen, last_seen FROM programs
-                   WHERE program != ?1 ORDER BY is32 DESC, last_seen DESC LIMIT ?2""",
-                [OTHER, cap]):
-            state.programs[(prog, bool(is32))] = {"execs": int(execs or 0), "first": first, "last": last}
+        for prog, is32, execs, first, last, dev, ino, note, started in con.execute(
+                """SELECT program, is32, execs, first_seen, last_seen, dev, ino, note, started
+                   FROM programs WHERE program != ?1 ORDER BY is32 DESC, last_seen DESC
+                   LIMIT ?2""", [OTHER, cap]):
+            state.programs[(prog, bool(is32))] = {"execs": int(execs or 0), "first": first,
+                                                  "last": last, "dev": dev, "ino": ino,
+                                                  "note": note, "started": started}
+            if dev is not None and ino is not None:
+                state.files[(dev, ino)] = prog
         for prog, is32, execs, first, last in con.execute(
                 "SELECT program, is32, execs, first_seen, last_seen FROM programs WHERE program = ?",
                 [OTHER]):
@@ -461,9 +551,10 @@ def save(path, state, windows=()):
     con = connect(path)
     try:
         con.execute("BEGIN IMMEDIATE")
-        _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?)",
-              [[p, is32, r["execs"], r["first"], r["last"]] for (p, is32), r in state.programs.items()
-               if (p, is32) in state.dirty])
+        _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              [[p, is32, r["execs"], r["first"], r["last"], r.get("dev"), r.get("ino"),
+                r.get("note"), r.get("started")]
+               for (p, is32), r in state.programs.items() if (p, is32) in state.dirty])
         rows = [[d, p, is32, r["execs"], r["first"], r["last"]] for (d, p, is32), r in state.days.items()]
         for i in range(0, len(rows), CHUNK):
             part = rows[i:i + CHUNK]
@@ -665,12 +756,17 @@ def programs_since(con, since_t):
     day = time.strftime("%Y-%m-%d", time.gmtime(since_t))
     _compat_keys(con, since_t)
     rows = con.execute(
-        """SELECT program, is32, sum(execs), min(first_seen), max(last_seen) FROM days
-           WHERE day >= ?1 AND (is32 OR EXISTS (SELECT 1 FROM temp.compat k WHERE
-               k.program = days.program AND k.is32 = days.is32))
-           GROUP BY program, is32 HAVING max(last_seen) >= ?2""", [day, since_t])
-    return [{"program": p, "is32": bool(b), "execs": int(e or 0), "first_seen": f, "last_seen": last}
-            for p, b, e, f, last in rows]
+        """SELECT d.program, d.is32, d.execs, d.first_seen, d.last_seen, p.dev, p.ino, p.note,
+                  p.started FROM (
+             SELECT program, is32, sum(execs) AS execs, min(first_seen) AS first_seen,
+                    max(last_seen) AS last_seen FROM days
+             WHERE day >= ?1 AND (is32 OR EXISTS (SELECT 1 FROM temp.compat k WHERE
+                 k.program = days.program AND k.is32 = days.is32))
+             GROUP BY program, is32 HAVING max(last_seen) >= ?2) d
+           LEFT JOIN programs p ON p.program = d.program AND p.is32 = d.is32""", [day, since_t])
+    return [{"program": p, "is32": bool(b), "execs": int(e or 0), "first_seen": f, "last_seen": last,
+             "dev": dev, "ino": ino, "note": note, "started": started}
+            for p, b, e, f, last, dev, ino, note, started in rows]
 
 
 def paths_since(con, since_t):
@@ -700,10 +796,15 @@ src = duckdb.connect(old, read_only=True)
 dst = sqlite3.connect(new, isolation_level=None)
 dst.execute("BEGIN IMMEDIATE")
 for t in tables:
-    rows = src.execute(f"SELECT * FROM {t}").fetchall()
+    cur = src.execute(f"SELECT * FROM {t}")
+    cols = ", ".join(d[0] for d in cur.description)
+    rows = cur.fetchall()
     if rows:
         marks = ", ".join(["?"] * len(rows[0]))
-        dst.executemany(f"INSERT OR REPLACE INTO {t} VALUES ({marks})", rows)
+        dst.executemany(f"INSERT OR REPLACE INTO {t} ({cols}) VALUES ({marks})", rows)
+# Its programs were named as they were started, as in /2: marked so (watchdb.V2_NOTE).
+dst.execute("UPDATE programs SET note = ?, started = program WHERE program != 'other' "
+            "AND dev IS NULL AND note IS NULL", [sys.argv[4]])
 dst.execute("COMMIT")
 """
 
@@ -719,7 +820,7 @@ def migrate(state_dir, python):
     con = connect(new)            # the schema, so that every table is there to insert into
     con.close()
     tables = "programs,days,calls,windows,paths,wlat,wlat_sum,folded"
-    p = subprocess.run([python, "-c", _MIGRATE, old, new, tables], capture_output=True,
+    p = subprocess.run([python, "-c", _MIGRATE, old, new, tables, V2_NOTE], capture_output=True,
                        text=True, timeout=600)
     if p.returncode != 0:
         os.unlink(new)

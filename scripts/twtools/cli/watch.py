@@ -60,7 +60,8 @@ def _seconds(lo, hi):
 
 def add_arguments(parser, name):
     parser.description = (
-        "Keep the census for weeks: every exec on this machine (its path, 32-bit or not, how "
+        "Keep the census for weeks: every exec on this machine (its file: the absolute path the "
+        "kernel resolves, device and inode, and the name it was started by; 32-bit or not, how "
         "often, first and last seen: a program that lives one millisecond is counted in the "
         "kernel) all the time, and per program its system calls by entry path (priced with the "
         "per-call matrix) and its write latency in short windows (a duty cycle: an attached "

@@ -234,8 +234,9 @@ def read(pid, vdso=True):
 
 
 def snapshot():
-    """Every process /proc lists now: [{pid, start, comm, exe, bits, needs_ia32, why}]; start
-    is in clock ticks since boot (start_ticks); comm and exe as escape.name keeps them.  Kernel threads (no executable; PF_KTHREAD) are
+    """Every process /proc lists now: [{pid, start, comm, exe, dev, ino, bits, needs_ia32,
+    why}]; start is in clock ticks since boot (start_ticks); comm and exe as escape.name keeps
+    them; dev and ino the executable file's (None when unreadable).  Kernel threads (no executable; PF_KTHREAD) are
     left out.  Without root, another user's executable cannot be read: its bitness is None and
     why says so."""
     out = []
@@ -244,9 +245,14 @@ def snapshot():
             continue
         pid = int(name)
         row = {"pid": pid, "start": start_ticks(pid), "comm": comm(pid), "exe": None,
-               "bits": None, "needs_ia32": None, "why": None}
+               "dev": None, "ino": None, "bits": None, "needs_ia32": None, "why": None}
         try:
             row["exe"] = exe_name(pid)
+            try:
+                st = os.stat(f"/proc/{pid}/exe")
+                row["dev"], row["ino"] = st.st_dev, st.st_ino
+            except OSError:
+                pass
         except FileNotFoundError:
             continue                 # a kernel thread, or gone already
         except OSError as e:

@@ -1,8 +1,9 @@
 """The live half of `tw watch`: two BPF programs, loaded by build/watchbpf, raw.
 
   exec tracer  watch/exec.bpf.c, attached for the watch's whole life: one program on
-               sched:sched_process_exec, counting every exec in a kernel map keyed by file
-               name and bitness.  Every interval the loader flips the map's phase and prints the
+               sched:sched_process_exec, counting every exec in a kernel map keyed by the file
+               executed (device and inode), the name it was started by, and bitness; the
+               file's absolute path is resolved in the kernel from its own dentry and mount.  Every interval the loader flips the map's phase and prints the
                one no program writes to any more (NDJSON on a pipe): one batch.  Nothing is
                sent to user space per exec, and the system-call path is not touched.
   window       watch/window.bpf.c, attached for `seconds` only (a duty cycle): census.bt's
@@ -88,7 +89,9 @@ def _error_line(text):
 
 class ExecTracer:
     """`watchbpf exec` running in the background; take() gives the batches printed so far:
-    [{"execs": {(file, is32): {"n", "first_ns", "last_ns"}}, "n": execs, "final": bool}]."""
+    [{"execs": {(started as, dev, ino, is32): {"n", "first_ns", "last_ns"}}, "paths": {(dev,
+    ino): absolute path}, "why": {(dev, ino): watch/maps.h's PATH_* code}, "n": execs, "final": bool}].
+    Names and paths are text as core.escape.name keeps bytes (the loader writes them so)."""
 
     def __init__(self, interval_s, tmp):
         self.interval = max(1, int(interval_s))
@@ -120,7 +123,7 @@ class ExecTracer:
                 raise WatchError(f"the exec tracer did not attach within {timeout:.0f} s")
 
     def _read(self):
-        cur = {"execs": {}, "n": 0}
+        cur = _batch()
         try:
             for raw in self.loader.stdout:
                 line = raw.decode("utf-8", "backslashreplace")
@@ -132,7 +135,7 @@ class ExecTracer:
                         elif d.startswith(("interval done", "end")):
                             cur["final"] = d.startswith("end")
                             self.batches.put(cur)
-                            cur = {"execs": {}, "n": 0}
+                            cur = _batch()
                         continue
                     if o.get("type") != "map":
                         continue
@@ -179,18 +182,37 @@ class ExecTracer:
         return self.take()
 
 
+def _batch():
+    return {"execs": {}, "paths": {}, "why": {}, "n": 0}
+
+
 def _fold(cur, name, val):
     """One printed map into the batch being read."""
     if name in ("@n0", "@n1"):
         cur["n"] += int(val or 0)
         return
+    if not isinstance(val, dict):
+        return
+    if name[:-1] in ("@path", "@why"):
+        for k, v in val.items():
+            dev, _, ino = k.partition(",")
+            if dev.isdigit() and ino.isdigit():
+                if name.startswith("@path"):
+                    cur["paths"][(int(dev), int(ino))] = v
+                else:
+                    cur["why"][(int(dev), int(ino))] = int(v)
+        return
     field = {"@exec": "n", "@first": "first_ns", "@last": "last_ns"}.get(name[:-1])
-    if field is None or not isinstance(val, dict):
+    if field is None:
         return
     for k, v in val.items():
-        # The file name may hold commas: the bitness is the last field.
-        fname, _, b = k.rpartition(",")
-        row = cur["execs"].setdefault((fname, b == "1"), {"n": 0, "first_ns": None, "last_ns": None})
+        # The name as started may hold commas: the file and the bitness are the last fields.
+        parts = k.rsplit(",", 3)
+        if len(parts) != 4 or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue
+        fname, dev, ino, b = parts
+        row = cur["execs"].setdefault((fname, int(dev), int(ino), b == "1"),
+                                      {"n": 0, "first_ns": None, "last_ns": None})
         row[field] = int(v)
 
 

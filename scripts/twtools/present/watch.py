@@ -12,6 +12,7 @@ backslash doubled; the report shows it with escape.controls, which leaves those 
 """
 import json
 import math
+import os
 import time
 
 from ..core import escape
@@ -263,6 +264,12 @@ def format_text(doc):
                      f"stopped {len(stop)} program(s):")
     for s in stop:
         lines.append(f"  {escape.controls(s['program'])}  ({s['why']})")
+        if s.get("started_as") is not None and s["started_as"] != s["program"]:
+            lines.append(f"    started as {escape.controls(s['started_as'])}")
+        if s.get("dev") is not None and s.get("ino") is not None:
+            lines.append(f"    file: device {os.major(s['dev'])}:{os.minor(s['dev'])}, inode {s['ino']}")
+        if s.get("note"):
+            lines.append(f"    note: {escape.controls(s['note'])}")
         lines.append(f"    {s['execs']} exec(s) in the period; first seen {_utc(s['first_seen'])}, "
                      f"last seen {_utc(s['last_seen'])}; in {s['windows']} window(s)")
         for path, q in sorted(s["paths"].items()):

@@ -273,6 +273,9 @@ class Watch:
         if moved:
             ui.progress(f"watch: state: {escape.terminal(moved)}")
         try:
+            up = watchdb.upgrade(self.db)
+            if up:
+                ui.progress(f"watch: state: {escape.terminal(up)}")
             if os.path.lexists(self.db):
                 watchdb.check(self.db)
             else:
