@@ -10,7 +10,7 @@ The state's `why` column carries the reason the cost is unknown, else the reason
 import time
 
 from twtools.analyse import watch as analyse
-from twtools.analyse import watchdb
+from twtools.store import watchdb
 from twtools.present import watch as present
 
 WHY = "unknown: the cpuid cell has no undisturbed interval (too few quiet processes)"

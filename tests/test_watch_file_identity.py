@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ROOT, need_supported, need_watch, run
+from conftest import ROOT, need_supported, need_watch
 from test_watch_live import free_port, get, start_watch, stop, wait_for
 
 SRC = ROOT / "build" / "syscost-32-int80"     # any 32-bit file; run without arguments it exits

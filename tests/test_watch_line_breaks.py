@@ -13,8 +13,6 @@ root, no BTF or tracefs, 32-bit programs cannot run here).
 import json
 import os
 import shutil
-import subprocess
-import time
 
 import pytest
 

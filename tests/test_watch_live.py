@@ -413,7 +413,7 @@ def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
     """More distinct programs in one interval than the exec maps hold (4096 keys): the
     kernel's exec total still counts the ones no key could hold, and the watch folds them
     into "other" as map_full, so that every exec is counted."""
-    from twtools.analyse import watchdb
+    from twtools.store import watchdb
     from twtools.measure import watch as mwatch
     state = tmp_path / "state"
     state.mkdir()
@@ -482,7 +482,7 @@ def test_kill_9_with_a_window_open_leaves_no_tracer_behind(env, tmp_path):
 HOLD = r"""
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from twtools.analyse import watchdb
+from twtools.store import watchdb
 con = watchdb.connect(sys.argv[1])
 print("held", flush=True)
 time.sleep(float(sys.argv[3]))
@@ -521,7 +521,7 @@ def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
 
 
 def watchdb_path(state):
-    from twtools.analyse import watchdb
+    from twtools.store import watchdb
     return watchdb.path_in(state)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT
 from twtools.analyse import watch as analyse
-from twtools.analyse import watchdb
+from twtools.store import watchdb
 from twtools.present import watch as present
 
 pytest.importorskip("prometheus_client")
@@ -143,7 +143,8 @@ def test_saved_state_survives_a_restart_and_the_report_names_it(tmp_path):
 WRITER = r"""
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from twtools.analyse import watch, watchdb
+from twtools.analyse import watch
+from twtools.store import watchdb
 s = watch.State()
 i = 0
 while True:
@@ -254,7 +255,8 @@ def test_the_long_lived_watch_holds_neither_duckdb_nor_numpy(tmp_path):
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "import twtools.cli.watch\n"
         "import twtools.service.watch as w\n"
-        "from twtools.analyse import watch as a, watchdb\n"
+        "from twtools.analyse import watch as a\n"
+        "from twtools.store import watchdb\n"
         "s = a.State(); s.add_batch({'execs': {('/bin/x', True): {'n': 1, 'first_ns': 1, "
         "'last_ns': 1}}, 'n': 1}, 0.0, 1.0)\n"
         "db = watchdb.path_in(sys.argv[2]); watchdb.save(db, s); watchdb.load(db, a.State())\n"

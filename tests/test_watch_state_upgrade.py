@@ -18,8 +18,8 @@ import pytest
 
 from conftest import ROOT
 from twtools.analyse import watch as analyse
-from twtools.analyse import watchdb
-from twtools.cli import watch as cli_watch
+from twtools.store import watchdb
+from twtools.service import watch as service_watch
 from twtools.core import ui
 
 FIXTURE = ROOT / "tests" / "fixtures" / "watch" / "state-2.sqlite"
@@ -52,7 +52,7 @@ def test_a_state_2_is_upgraded_its_rows_kept_and_marked(state2):
     assert s.programs[("/usr/bin/ls", False)]["execs"] == 7
     assert watchdb.upgrade(state2) is None           # once only
     # the report lists the old rows, each saying what it is
-    doc = cli_watch.report(state2.parent, 10 * 366 * 86400 - 1, now=1764115300.0)
+    doc = service_watch.report(state2.parent, 10 * 366 * 86400 - 1, now=1764115300.0)
     progs = {s["program"]: s for s in doc["stop"]}
     assert set(progs) == {"./a.out", "/opt/tw/held"}
     assert progs["./a.out"]["note"] == watchdb.V2_NOTE and progs["./a.out"]["execs"] == 3
@@ -81,7 +81,7 @@ def test_the_watch_upgrades_a_state_2_when_it_starts_and_says_so(state2, capsys)
     """What the package's try-restart does: the watch opens its folder's /2 state, upgrades
     it, says so in one line, and loads its programs."""
     from test_watch_store import cli_watch_args
-    w = cli_watch.Watch(cli_watch_args(state2.parent))
+    w = service_watch.Watch(cli_watch_args(state2.parent))
     w.open_state()
     err = capsys.readouterr().err
     assert "upgraded from timewrite-watch-state/2 to timewrite-watch-state/3" in err, err
@@ -91,7 +91,7 @@ def test_the_watch_upgrades_a_state_2_when_it_starts_and_says_so(state2, capsys)
 
 def test_the_report_on_a_state_2_says_the_watch_upgrades_it(state2):
     with pytest.raises(ui.DataError) as e:
-        cli_watch.report(state2.parent, 86400.0)
+        service_watch.report(state2.parent, 86400.0)
     assert "upgrades a /2 state when it starts" in str(e.value)
 
 

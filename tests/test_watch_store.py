@@ -25,7 +25,7 @@ import pytest
 
 from conftest import ROOT, need_root
 from twtools.analyse import watch as analyse
-from twtools.analyse import watchdb
+from twtools.store import watchdb
 from twtools.service import watch as service_watch
 
 TW = ROOT / "scripts" / "tw"

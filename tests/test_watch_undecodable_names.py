@@ -61,7 +61,7 @@ def test_the_snapshot_and_the_suites_reader_take_it(odd_sleeper):
 
 def test_the_watch_starts_snapshots_and_saves_beside_it(odd_sleeper, tmp_path):
     from test_watch_live import free_port, get, start_watch, stop, wait_for
-    from twtools.analyse import watchdb
+    from twtools.store import watchdb
     need_watch()
     _, exe = odd_sleeper
     state = tmp_path / "state"

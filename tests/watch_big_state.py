@@ -4,7 +4,7 @@ day for weeks leaves behind).  Repeatable: the same arguments make the same rows
 
   python tests/watch_big_state.py DIR [--programs 1000000] [--share32 0.01] [--days 30]
 
-DIR/watch.sqlite is made by the watch's own code (analyse.watchdb.create, so the state passes
+DIR/watch.sqlite is made by the watch's own code (store.watchdb.create, so the state passes
 its checks), then filled in SQL: `programs` (one row a program, one in 1/share32 32-bit),
 `days` (one row a program on one of the last --days days), `calls` (one native row a
 program), and a window with its `paths` rows for every 32-bit program.  Prints the file's
@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from twtools.analyse import watchdb  # noqa: E402
+from twtools.store import watchdb  # noqa: E402
 
 
 def make(state_dir, programs=1_000_000, share32=0.01, days=30, now=None):

@@ -195,7 +195,7 @@ def day(t):
 
 
 class State:
-    """The watch's bounded state in memory (the Prometheus export reads it; analyse.watchdb
+    """The watch's bounded state in memory (the Prometheus export reads it; store.watchdb
     keeps it on disk)."""
 
     def __init__(self, max_programs=MAX_PROGRAMS, max_kinds=MAX_KINDS):

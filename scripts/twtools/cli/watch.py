@@ -19,7 +19,7 @@ import re
 import signal
 
 from ..analyse import watch as analyse
-from ..analyse import watchdb
+from ..store import watchdb
 from ..core import proc, ui
 from ..present import watch as present
 from ..service import watch as service

@@ -17,7 +17,7 @@ process keeps about 100 MiB resident for its LLVM, and the exec tracer runs for 
 loader prints what `bpftrace -f json` prints, so the census's parsers read it.
 
 This module only measures: the batches and windows are folded, priced and kept by
-twtools.analyse.watch and twtools.analyse.watchdb.
+twtools.analyse.watch and twtools.store.watchdb.
 """
 import os
 import platform

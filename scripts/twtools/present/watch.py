@@ -70,7 +70,7 @@ def _rows(items, *conv):
 
 class Collector:
     """A prometheus_client collector over a snapshot function returning the state's figures
-    (cli.watch takes it under the state's lock)."""
+    (service.watch takes it under the state's lock)."""
 
     def __init__(self, snapshot):
         self.snapshot = snapshot

@@ -8,7 +8,7 @@ second set, watch/window.bpf.c, for --window seconds every --window-period (entr
 per program, write latency): an attached raw_syscalls tracepoint slows every system call on the
 machine, so per-call figures are taken in windows, and each window measures what it cost.
 The state (analyse.watch.State) is saved to --state DIR/watch.sqlite after every batch
-(analyse.watchdb), exported on --listen in Prometheus's text format (present.watch, served by
+(store.watchdb), exported on --listen in Prometheus's text format (present.watch, served by
 present.metricsserver), and read again at start: a restart loses nothing saved.  The per-call
 matrix that prices the windows comes from service.matrix.
 """
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..analyse import watch as analyse
-from ..analyse import watchdb
+from ..store import watchdb
 from ..core import escape, ui
 from ..machine import process
 from ..measure import watch as measure
