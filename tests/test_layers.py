@@ -278,3 +278,25 @@ def test_the_definition_checker_sees_a_name_out_of_place(tmp_path):
     (tmp_path / "run.c").write_text("#include \"run.h\"\nint n = 1;\nconst char *const names[3];\n")
     (tmp_path / "opts.c").write_text("void\nparse_args(int argc, char **argv)\n{\n}\n")
     assert misplaced([tmp_path]) == [("run.h", "parse_args")]
+
+
+# The command room keeps arguments and the call (issue 45): a class there is a service or a
+# state machine that belongs below it (tw watch's Watch lived in cli/watch.py).  What a
+# command may define: its parser's type, and a marker string a stage returns.
+CLI_CLASSES_ALLOWED = {("__init__.py", "_Parser"), ("run.py", "MeasuredWith")}
+
+
+def classes_in(path):
+    return {(path.name, n.name) for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.ClassDef)}
+
+
+def test_the_command_room_holds_no_service():
+    found = set().union(*(classes_in(p) for p in (PKG / "cli").glob("*.py")))
+    assert found <= CLI_CLASSES_ALLOWED, sorted(found - CLI_CLASSES_ALLOWED)
+
+
+def test_the_class_checker_sees_a_service(tmp_path):
+    p = tmp_path / "watch.py"
+    p.write_text("class Watch:\n    def run(self):\n        while True:\n            pass\n")
+    assert classes_in(p) == {("watch.py", "Watch")}
