@@ -9,8 +9,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from conftest import ROOT
 
 TW = [sys.executable, str(ROOT / "scripts" / "tw")]
@@ -18,14 +16,6 @@ STAGE_FILES = ["meta.json", "fingerprint.json", "variants.json", "percall.json",
                "sweep_seed.json", "sweep_tlpi.json", "writev.json", "stdio.json",
                "tracers.json", "latency.json", "attribution.json", "observer.json",
                "census.json", "legs.json", "verdict.json", "results.json"]
-
-
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory, build):
-    out = tmp_path_factory.mktemp("results") / "quick"
-    p = subprocess.run(TW + ["run", "--quick", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    return out, p
 
 
 def test_every_stage_succeeds(quick_run):
