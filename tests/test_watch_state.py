@@ -312,3 +312,39 @@ def test_a_running_program_is_found_by_its_file_in_proc():
     y = f"[file dev {os.major(2049)}:{os.minor(2049)} inode 6]"
     assert set(s.programs) == {("/home/u/x", True), (y, True)}
     assert s.programs[(y, True)]["note"] == "deleted while it ran (it was /home/u/y)"
+
+
+def _exec(started, ino, path, is32=True):
+    return {"execs": {(started, 2049, ino, is32): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
+            "paths": {(2049, ino): path}, "why": {(2049, ino): 0}, "n": 1}
+
+
+def _window_of(name, is32=True):
+    q = {"calls": 7, "ns_per_s": None, "why": "x", "label": "int 0x80 in text"}
+    return {"t0": 1.0, "t1": 5.0, "seconds": 4.0, "added_ns": None, "added_why": "x",
+            "programs": [{"program": name, "is32": is32, "stops": "32-bit",
+                          "paths": {"compat_int80_text": q}}],
+            "wlat": [{"program": name, "kind": "device", "sync": False,
+                      "buckets": [{"lo_ns": 0, "hi_ns": 1000, "count": 3}], "sum_ns": 900}]}
+
+
+def test_a_process_seen_only_inside_a_window_is_its_file():
+    """A process that started and ended inside a window is named by the window with the name
+    execve was given (`./a.out`): its entry paths and write latency were a row of their own
+    beside the program's, under a relative name an operator cannot find.  Now they go to the
+    program the exec tracer saw started by that name; with two such programs (two ./a.out in
+    two folders) the name is left as it is rather than guessed."""
+    s = analyse.State()
+    s.add_batch(_exec("./a.out", 5, "/home/u/a/a.out"), 0.0, 1.0)
+    rows, lat = s.add_window(_window_of("./a.out"))
+    assert [r["program"] for r in rows] == ["/home/u/a/a.out"] and lat[0]["program"] == "/home/u/a/a.out"
+    assert set(s.programs) == {("/home/u/a/a.out", True)}
+    assert s.calls == {("/home/u/a/a.out", True, "compat_int80_text"): 7}
+    # A second ./a.out, another file: the window cannot tell which ran, and keeps the name.
+    s.add_batch(_exec("./a.out", 6, "/home/u/b/a.out"), 0.0, 2.0)
+    rows, _ = s.add_window(_window_of("./a.out"))
+    assert [r["program"] for r in rows] == ["./a.out"]
+    # The bitness must match: a 64-bit ./tool is not the 32-bit program started so.
+    s.add_batch(_exec("./tool", 7, "/home/u/tool"), 0.0, 3.0)
+    rows, _ = s.add_window(_window_of("./tool", is32=False))
+    assert [r["program"] for r in rows] == ["./tool"]

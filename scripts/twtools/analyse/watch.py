@@ -320,6 +320,32 @@ class State:
             changed.add((self._see(name or r["exe"], is32, t, 0, file), is32))
         return changed
 
+    def _by_started(self, w):
+        """{(name as started, is32): [programs]} of the kept programs, for the window's names
+        that are no path (built once a window, and only when it has such a name)."""
+        names = [p["program"] for p in w["programs"]] + [x["program"] for x in w["wlat"]]
+        if all(n.startswith(("/", "[")) for n in names):
+            return {}
+        out = {}
+        for (name, is32), row in self.programs.items():
+            if row.get("started") and name != OTHER:
+                out.setdefault((row["started"], is32), []).append(name)
+        return out
+
+    def _window_name(self, program, is32, by_started):
+        """The program a window's process is.  The window names a process by /proc/PID/exe
+        (an absolute path, the exec tracer's name for the file); one that started and ended
+        inside the window, never seen in /proc, by the name execve was given, maybe relative
+        (`./a.out`).  That one is the program the exec tracer last saw started by that name,
+        of the same bitness (either, for write latency: is32 None), when exactly one program
+        was; two (two ./a.out in two folders) or none leave the name as it is, so that a
+        guess never merges two programs."""
+        if program.startswith(("/", "[")) or not by_started:
+            return program
+        hits = {n for b in ((True, False) if is32 is None else (is32,))
+                for n in by_started.get((program, b), ())}
+        return hits.pop() if len(hits) == 1 else program
+
     def add_window(self, w):
         """One window_summary."""
         t = w.get("t1") or w.get("t0")
@@ -328,8 +354,9 @@ class State:
         self.windows["last"] = t
         self.windows["added_ns"], self.windows["added_why"] = w.get("added_ns"), w.get("added_why")
         rows = []
+        by_started = self._by_started(w)
         for p in w["programs"]:
-            name = self._see(p["program"], p["is32"], t)
+            name = self._see(self._window_name(p["program"], p["is32"], by_started), p["is32"], t)
             for path, q in p["paths"].items():
                 k = (name, p["is32"], path)
                 self.calls[k] = self.calls.get(k, 0) + q["calls"]
@@ -340,7 +367,7 @@ class State:
                              "exits_why": q.get("exits_why")})
         lat = []
         for x in w["wlat"]:
-            x = dict(x, program=utf8(x["program"]))
+            x = dict(x, program=self._window_name(utf8(x["program"]), None, by_started))
             name = self.label(x["program"], False)
             if (x["program"], False) not in self.programs and (x["program"], True) in self.programs:
                 name = x["program"]
