@@ -118,23 +118,23 @@ MAX_TEXT = 16384         # bytes: a path is at most 4096, escaped four times ove
 _FINITE = "BETWEEN -1e300 AND 1e300"
 
 
+# A kind that may be NULL is its kind or NULL.
+_OR_NULL = {_TN: _T, _NN: _N, _TIMEN: _TIME}
+
+
 def _cond(col, kind):
     """SQL true when `col` holds what the watch writes there."""
+    if kind in _OR_NULL:
+        return f"({col} IS NULL OR {_cond(col, _OR_NULL[kind])})"
     num = f"typeof({col}) IN ('integer', 'real')"
     if kind == _T:
         return f"(typeof({col}) = 'text' AND length(CAST({col} AS BLOB)) <= {MAX_TEXT})"
-    if kind == _TN:
-        return f"({col} IS NULL OR {_cond(col, _T)})"
     if kind == _B:
         return f"(typeof({col}) = 'integer' AND {col} IN (0, 1))"
     if kind == _N:
         return f"(typeof({col}) = 'integer' AND {col} >= 0)"
-    if kind == _NN:
-        return f"({col} IS NULL OR {_cond(col, _N)})"
     if kind == _TIME:
         return f"({num} AND {col} BETWEEN 0 AND 1e11)"
-    if kind == _TIMEN:
-        return f"({col} IS NULL OR {_cond(col, _TIME)})"
     if kind == _NUM:
         return f"({col} IS NULL OR ({num} AND {col} {_FINITE}))"
     if kind == _HI:
