@@ -587,17 +587,19 @@ def quiet(doc, cells):
     return out
 
 
-def _by_round(doc, a, b):
-    """The usable batches of cells a and b, round by round, for the rounds both have."""
+def _round_pairs(doc, a, b):
+    """[(round of a, round of b)]: the raw rounds of cells a and b, matched by round number,
+    for the rounds both have, in a's order."""
     ra, _ = rounds_of(doc, a)
     rb, _ = rounds_of(doc, b)
-    by_round_b = {r.get("round"): usable(r)[0] for r in rb}
-    pa, pb = [], []
-    for r in ra:
-        if r.get("round") in by_round_b:
-            pa.append(usable(r)[0])
-            pb.append(by_round_b[r.get("round")])
-    return pa, pb
+    by_round_b = {r.get("round"): r for r in rb}
+    return [(r, by_round_b[r.get("round")]) for r in ra if r.get("round") in by_round_b]
+
+
+def _by_round(doc, a, b):
+    """The usable batches of cells a and b, round by round, for the rounds both have."""
+    pairs = _round_pairs(doc, a, b)
+    return [usable(r)[0] for r, _ in pairs], [usable(o)[0] for _, o in pairs]
 
 
 def _paired(doc, a, b, how):
@@ -671,21 +673,11 @@ def _quiet_by_round(doc, a, b):
     every round, as before; a run with probes gives its quiet pairs only, however few."""
     probes, _ = host_probes(doc)
     has_probes = bool(((doc or {}).get("host_state") or {}).get("probes"))
-    ra, _ = rounds_of(doc, a)
-    rb, _ = rounds_of(doc, b)
-    by_round_b = {r.get("round"): r for r in rb}
-    pa, pb, n = [], [], 0
-    for r in ra:
-        o = by_round_b.get(r.get("round"))
-        if o is None:
-            continue
-        n += 1
-        if has_probes and not (host_label(probes, r.get("t_s")) is True
-                               and host_label(probes, o.get("t_s")) is True):
-            continue
-        pa.append(usable(r)[0])
-        pb.append(usable(o)[0])
-    return pa, pb, len(pa), n
+    pairs = _round_pairs(doc, a, b)
+    quiet = [(r, o) for r, o in pairs if not has_probes or (
+        host_label(probes, r.get("t_s")) is True and host_label(probes, o.get("t_s")) is True)]
+    return ([usable(r)[0] for r, _ in quiet], [usable(o)[0] for _, o in quiet], len(quiet),
+            len(pairs))
 
 
 def pair_undisturbed(doc, a, b, op="null", shape="ret", how="ratio"):
