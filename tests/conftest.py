@@ -75,10 +75,11 @@ CHECK_TIER = (
 
 # `make test` runs the suite in parallel (pytest-xdist, the Makefile's TEST_JOBS workers,
 # scheduled by pytest_xdist_make_scheduler below): each file is one group, so its module
-# fixtures are built once, on one worker.  The files below measure live (the matrix, tw ab, the sweeps, the legs, tw run, the
-# noisy neighbour) or trace as root (bpftrace, perf, the watch's BPF programs, the census):
-# they form one group, "serial", and run one at a time, first, so that no two of them ever
-# overlap, and the rest of the suite shares the other workers meanwhile.  None asserts on a
+# fixtures are built once, on one worker.  The files below measure live (the matrix, tw ab,
+# the sweeps, the legs, tw run, the noisy neighbour) or trace as root (bpftrace, perf, the
+# watch's BPF programs, the census): they form one group, "serial", and run one at a time,
+# first, so that no two of them ever overlap, and the rest of the suite shares the other
+# workers meanwhile.  None asserts on a
 # timing (the machines are shared and noisy), so a parallel file beside them only slows them.
 SERIAL = frozenset({
     "test_ab_copies.py", "test_ab_hostile_build.py", "test_ab_selfcheck.py",
@@ -89,9 +90,8 @@ SERIAL = frozenset({
     "test_speculation.py", "test_stub_frames.py", "test_sweep.py", "test_syscall_numbers.py",
     "test_tracers_live.py", "test_traces_dryrun.py", "test_watch_bpf.py", "test_watch_fleet.py",
     "test_watch_http.py", "test_watch_line_breaks.py", "test_watch_live.py",
-    "test_watch_messages.py", "test_watch_store.py", "test_watch_undecodable_names.py",
-    "test_watch_file_identity.py",
-    "test_write_counts.py", "test_wvbench.py",
+    "test_watch_file_identity.py", "test_watch_messages.py", "test_watch_store.py",
+    "test_watch_undecodable_names.py", "test_write_counts.py", "test_wvbench.py",
 })
 
 
