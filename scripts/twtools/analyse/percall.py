@@ -553,7 +553,10 @@ def quiet(doc, cells):
            "probe_series": [[round(t, 3), round(f, 2), bool(k)] for t, f, k in probes],
            "quiet_first": bool(hs.get("quiet_first")), "waited_s": hs.get("waited_s"),
            "budget_s": hs.get("budget_s"), "target": hs.get("target"),
-           "stopped": hs.get("stopped"), "gated": bool(hs.get("probes"))}
+           "stopped": hs.get("stopped"), "gated": bool(hs.get("probes")),
+           "deadline_s": hs.get("deadline_s"),
+           "rounds": (doc.get("params") or {}).get("rounds"),
+           "rounds_mode": (doc.get("params") or {}).get("rounds_mode")}
     # bursts: runs of consecutive fast probes, their start, end and length
     bursts, start = [], None
     for i, (t, _, k) in enumerate(probes):

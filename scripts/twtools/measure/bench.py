@@ -49,6 +49,9 @@ HOST_TOL = 0.10
 # itself seldom reaches (seen: one such probe made the matrix wait 45 s for nothing).
 LEVEL_RANK = 3
 WAIT_S = 0.05
+# A deadline (tw run's share of its time) never cuts a matrix below this many rounds: the
+# undisturbed figure's drift term needs 8 (analyse/stats.UNDISTURBED_MIN_ROUNDS).
+MIN_ROUNDS = 8
 # The budget of a matrix, as a multiple of what its rounds take on a quiet host (estimated
 # from the faster of the first two rounds' measuring time: the first runs every program cold):
 # the slack a noisy host may spend waiting for quiet moments.  Waiting adds no fast time to a
@@ -145,7 +148,7 @@ def _stack_pad(rnd):
 def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rounds=None,
                cpu=None, file_dir=None, accuracy=False, clock=None, realtime=True,
                shapes=None, judged=None, target=None, budget_s=None, quiet_first=True,
-               should_stop=None, skip=None, copies=COPIES):
+               should_stop=None, skip=None, copies=COPIES, deadline=None):
     """Measure the per-call matrix; write percall.json into out_dir; return the document.
 
     variants  names ('64-syscall', ...) or None for every mechanism of the registry
@@ -164,6 +167,9 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
               (required then) is spent; should_stop(doc) -> (stop, progress text) is the
               analysis' judgement (this layer does not analyse)
     skip      skip(cell key) -> True for cells that need no more rounds (target met)
+    deadline  a time.monotonic() by which the matrix ends (tw run's share of its budget for
+              the bench): no round starts that would end past it, once MIN_ROUNDS are done,
+              and no waiting for a quiet host spends the time those rounds need
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
@@ -223,21 +229,23 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     try:
         return _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime,
                        target, budget_s, quiet_first, should_stop, skip, params, ref, file_dir,
-                       t_start, state, tsc_hz, clk, pinned, perf, ref_key, copied, n_copies)
+                       t_start, state, tsc_hz, clk, pinned, perf, ref_key, copied, n_copies,
+                       deadline)
     finally:
         shutil.rmtree(copies_dir, ignore_errors=True)
 
 
 def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime, target,
             budget_s, quiet_first, should_stop, skip, params, ref, file_dir, t_start, state,
-            tsc_hz, clk, pinned, perf, ref_key, copied, n_copies):
+            tsc_hz, clk, pinned, perf, ref_key, copied, n_copies, deadline=None):
     """run_matrix's rounds, the programs' copies made (and removed) by the caller; returns
     the document (and writes percall.json into out_dir)."""
     scheds = set()
     perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
     quiet = quiet_first and ref_key is not None
     host = {"probes": [], "tol": HOST_TOL, "quiet_first": quiet, "waited_s": 0.0,
-            "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0}
+            "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0,
+            "deadline_s": round(deadline - t_start, 1) if deadline is not None else None}
     lows = []                # the LEVEL_RANK fastest probe floors so far
 
     sched_why = None        # why a run did not get SCHED_FIFO, the last one's
@@ -342,6 +350,14 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
     max_rounds = params["rounds"] if target is None else 10000
     rnd = 0
     while rnd < max_rounds:
+        if deadline is not None and rnd >= MIN_ROUNDS and measured and \
+                time.monotonic() + sum(measured) / len(measured) > deadline:
+            # tw run's time for the bench is spent: fewer rounds, the intervals wider and
+            # honest for it, rather than a report past its time
+            host["stopped"] = "deadline"
+            ui.progress(f"bench: stopped after {rnd} of {params['rounds']} rounds: the "
+                        f"report's time for the bench ({host['deadline_s']:.0f} s) is spent")
+            break
         order = [k for k, c in state.items() if c["supported"] and k != ref_key
                  and not (skip and skip(k))]
         random.Random(rnd).shuffle(order)
@@ -378,6 +394,10 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         measured.append(measuring)
         if rnd == min(1, params["rounds"] - 1) and host["budget_s"] is None and target is None:
             budget_s = BUDGET_FACTOR.get(mode, 1.0) * min(measured) * params["rounds"]
+            if deadline is not None:
+                # waiting must not spend the rounds' own time: within the deadline, the
+                # rounds left at their pace come first
+                budget_s = min(budget_s, deadline - t_start)
             host["budget_s"] = budget_s
         if accuracy:
             t_perf = time.monotonic()

@@ -226,6 +226,7 @@ class _Rounds:
         self.out_dir = out_dir
         self.rounds = max(r for r, _ in plan.values())
         self.runs, self.cells, self.clock = {}, [], {}
+        self.done, self.stopped = 0, None     # rounds run; why fewer than planned
         for v in variants:
             for m in plan:
                 key = (v["name"], m)
@@ -248,6 +249,7 @@ class _Rounds:
                 if not self._part(run, key, r, sizes, batches or self.plan[key[1]][1]):
                     break
         self._clock(r)
+        self.done = r + 1
         ui.progress(f"{self.label}: round {r + 1}/{self.rounds} done "
                     f"({time.monotonic() - self.t0:.1f} s)")
 
@@ -329,6 +331,7 @@ class _Rounds:
                 "rounds_by_mode": {m: a for m, (a, b) in plan.items()},
                 "batches_by_mode": {m: b for m, (a, b) in plan.items()},
                 "rounds": self.rounds, "interleave": interleave,
+                "rounds_done": self.done, "stopped": self.stopped,
                 "parts": [{"sizes": sz or "timewrite's own", "batches": b or "batches_by_mode"}
                           for sz, b in self.parts],
                 "outfile_dir": str(Path(self.out_dir).resolve()), "fstype": self.fs[0],
@@ -370,16 +373,37 @@ def _hostclock(timeout=60):
     return obj, None
 
 
-def _interleaved(a, b):
+# A deadline (tw run's share of its time) never cuts a sweep below this many rounds: the
+# sync passes run in the first three, and the jackknife over rounds needs a few.
+MIN_ROUNDS = 4
+
+
+def _interleaved(a, b, deadline=None):
     """Run two _Rounds taking turns: each round placed at its share of its own sweep
     (round r of R at (r + 0.5) / R), both sweeps' rounds in that order.  The seed sweep's
     24 short rounds then spread over the TLPI sweep's 8 long ones instead of all running in
     the first 20 s: the host's fast state moves over minutes, and a figure taken in 20 s
-    sees one moment of it (docs/sweeps.md, "How the sweeps reproduce")."""
+    sees one moment of it (docs/sweeps.md, "How the sweeps reproduce").
+
+    deadline: a time.monotonic() by which both end: once each has MIN_ROUNDS, no round starts
+    that its sweep's mean round so far says would end past it (said in each result's
+    `stopped`, the rounds done in `rounds_done`)."""
     order = sorted([((r + 0.5) / a.rounds, 0, r) for r in range(a.rounds)]
                    + [((r + 0.5) / b.rounds, 1, r) for r in range(b.rounds)])
+    took = ([], [])
     for _, which, r in order:
-        (a, b)[which].round(r)
+        sw = (a, b)[which]
+        if deadline is not None and r >= MIN_ROUNDS and took[which] and \
+                time.monotonic() + sum(took[which]) / len(took[which]) > deadline:
+            for x in (a, b):
+                x.stopped = "deadline"
+            ui.progress(f"sweeps: stopped at the report's time for them: the seed sweep after "
+                        f"{a.done} of {a.rounds} rounds, the TLPI sweep after {b.done} of "
+                        f"{b.rounds}")
+            break
+        t = time.monotonic()
+        sw.round(r)
+        took[which].append(time.monotonic() - t)
 
 
 def _pick_variants(names=None, program="timewrite"):
@@ -444,15 +468,16 @@ def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
     return _tlpi_export(out_dir, mode, _sweep(out_dir, *spec))
 
 
-def seed_and_tlpi(out_dir, mode="default"):
+def seed_and_tlpi(out_dir, mode="default", deadline=None):
     """Both sweeps at once, their rounds taking turns (_interleaved): what `tw run` does
     when it runs both, so that the seed sweep's short rounds spread over the TLPI sweep's
-    time.  Writes sweep_seed.json and sweep_tlpi.json; returns both."""
+    time.  Writes sweep_seed.json and sweep_tlpi.json; returns both.  deadline: as
+    _interleaved's."""
     seed, tlpi = _seed_setup(mode), _tlpi_setup(mode)
     with _scratch(out_dir) as scratch:
         a = _Rounds(out_dir, *seed, scratch)
         b = _Rounds(out_dir, *tlpi, scratch)
-        _interleaved(a, b)
+        _interleaved(a, b, deadline)
         ra, rb = a.result(interleaved_with="the TLPI sweep"), b.result(interleaved_with="the seed sweep")
     return _seed_export(out_dir, mode, ra), _tlpi_export(out_dir, mode, rb)
 

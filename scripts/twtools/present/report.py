@@ -287,9 +287,16 @@ def sec_host(doc, data, pdir):
              f"{h['longest_burst_s']:.1f} s."]
         if h.get("gated"):
             q.append("Each undisturbed figure rests on the processes that ran between two fast "
-                     f"probes: {h.get('fast_processes_median', 0)} in the median cell (at least "
-                     f"{h.get('fast_processes_min', 0)}); a cell with fewer than 8 uses every "
-                     "process and is marked.")
+                     f"probes (the mean of their floors within 5% of the lowest): "
+                     f"{h.get('fast_processes_median', 0)} in the median cell (at least "
+                     f"{h.get('fast_processes_min', 0)}); a cell with fewer than "
+                     f"{percall.GATED_MIN} has no undisturbed figure and leads with its typical "
+                     "one.")
+        if h.get("stopped") == "deadline":
+            q.append(f"The matrix stopped after {h.get('rounds')} of its "
+                     f"{h.get('rounds_mode')} rounds, at the report's time "
+                     f"for it ({h.get('deadline_s') or 0:.0f} s): its intervals are as wide as "
+                     "those rounds allow.")
         if h.get("quiet_first"):
             q.append(f"The matrix waited {h.get('waited_s') or 0:.1f} s for quiet moments"
                      + (f", within a budget of {h['budget_s']:.0f} s" if h.get("budget_s") else "")
@@ -678,6 +685,10 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
 def _host_clock(doc, sw):
     """One line on the host's own speed during a sweep (analyse.sweeps.host_clock): a
     figure in ns moves with it, and it is measured apart from every cell."""
+    if sw.get("stopped") == "deadline":
+        doc.p(f"This sweep stopped after {sw.get('rounds_done')} of its {sw.get('rounds')} "
+              "rounds, at the report's time for the sweeps: its intervals are as wide as those "
+              "rounds allow.")
     c = sw.get("host_clock")
     if not c:
         return
