@@ -181,6 +181,8 @@ def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     doc = json.loads((out / "percall.json").read_text())
     hs = doc["host_state"]
     assert hs["stopped"] == "budget" and hs["target"] == 0.0001
+    # a target run stops at a number of fast processes, not of rounds: it never waits
+    assert hs["quiet_first"] is False and hs["waited_s"] == 0
     assert hs["probes"] and all({"t_s", "floor_ns", "fast"} <= set(x) for x in hs["probes"])
     ref = next(c for c in doc["cells"] if c["op"] == "null")
     # each round ran from one of the fresh copies of the program, in turn (issue 46)

@@ -64,7 +64,8 @@ def add_arguments(parser, name):
                              "on a quiet host; --long: twice)")
     parser.add_argument("--no-quiet-first", dest="quiet_first", action="store_false",
                         help="measure at once whatever the host's state, instead of waiting "
-                             "for its fast state while the budget allows")
+                             "for its fast state while the budget allows (a --target run never "
+                             "waits: it measures until enough fast-state processes are in)")
     parser.add_argument("--no-realtime", dest="realtime", action="store_false",
                         help="do not ask for SCHED_FIFO (default: ask; needs root)")
     parser.add_argument("--json", action="store_true",
