@@ -47,6 +47,7 @@ recently seen) whatever the file holds; the rest stay on disk, counted.  The rep
 select in SQL only what could stop (32-bit, or a compat entry path).
 Every value reaches SQLite as a bound parameter (program names come from the machine).
 """
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -544,13 +545,30 @@ def _many(con, sql, rows):
         con.execute(f"{head}VALUES {', '.join([one] * len(part))}", [v for r in part for v in r])
 
 
+@contextlib.contextmanager
+def _written(path):
+    """A connection to the state in one write transaction (BEGIN IMMEDIATE): committed when
+    the block ends, rolled back when it raises (an interrupt too), closed either way."""
+    con = connect(path)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except Exception:
+            pass
+        raise
+    finally:
+        con.close()
+
+
 def save(path, state, windows=()):
     """One interval, in one transaction: every program row, the days seen since the last
     save, the folded counts, and each window given as (summary, rows, lat) from
     State.add_window.  The state's pending days are cleared once committed."""
-    con = connect(path)
-    try:
-        con.execute("BEGIN IMMEDIATE")
+    with _written(path) as con:
         _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
               [[p, is32, r["execs"], r["first"], r["last"], r.get("dev"), r.get("ino"),
                 r.get("note"), r.get("started")]
@@ -596,17 +614,8 @@ def save(path, state, windows=()):
             meta["started"] = state.started
         _many(con, "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                         [[k, str(v)] for k, v in meta.items()])
-        con.execute("COMMIT")
-        state.days.clear()
-        state.dirty.clear()
-    except BaseException:
-        try:
-            con.execute("ROLLBACK")
-        except Exception:
-            pass
-        raise
-    finally:
-        con.close()
+    state.days.clear()
+    state.dirty.clear()
 
 
 # A path row that says a program would stop (32-bit, or a compat way in): the report's
@@ -644,19 +653,8 @@ def bound(path, keep_days, max_bytes, now=None):
         _rewrite(path)
     step = 0
     while os.path.getsize(path) > max_bytes and step < 3:
-        con = connect(path)
-        try:
-            con.execute("BEGIN IMMEDIATE")
+        with _written(path) as con:
             said = _fold_step(con, step, today)
-            con.execute("COMMIT")
-        except BaseException:
-            try:
-                con.execute("ROLLBACK")
-            except Exception:
-                pass
-            raise
-        finally:
-            con.close()
         if said is None:
             step += 1          # nothing left at this step: the next one
             continue
