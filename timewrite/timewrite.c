@@ -256,6 +256,25 @@ refuse_input(uint64_t len, int error)
 }
 
 /*
+ * One read of stdin into buf, at most room bytes (and at most MAX_CHUNK):
+ * what it read, 0 at EOF.  An interrupted read is retried; any other error
+ * ends the program.
+ */
+static ssize_t
+read_chunk(char *buf, size_t room)
+{
+	ssize_t r;
+
+	if (room > MAX_CHUNK)
+		room = MAX_CHUNK;
+	while ((r = read(STDIN_FILENO, buf, room)) == -1) {
+		if (errno != EINTR)
+			err(1, "stdin");
+	}
+	return r;
+}
+
+/*
  * Read a regular file whole, at the size it has now, straight into a
  * tw_alloc() buffer.  A file that grows meanwhile is read up to that size;
  * one that shrinks is read up to its end.
@@ -264,7 +283,7 @@ static void
 read_sized(struct input *in, uint64_t size)
 {
 	ssize_t r;
-	size_t got, want;
+	size_t got;
 
 	if (size > SIZE_MAX)
 		refuse_input(size, EFBIG);
@@ -272,19 +291,9 @@ read_sized(struct input *in, uint64_t size)
 		refuse_input(size, errno);
 	in->alloc = (size_t)size;
 	got = 0;
-	while (got < (size_t)size) {
-		want = (size_t)size - got;
-		if (want > MAX_CHUNK)
-			want = MAX_CHUNK;
-		if ((r = read(STDIN_FILENO, in->buf + got, want)) == -1) {
-			if (errno == EINTR)
-				continue;
-			err(1, "stdin");
-		}
-		if (r == 0)
-			break;
+	while (got < (size_t)size && (r = read_chunk(in->buf + got,
+	    (size_t)size - got)) > 0)
 		got += (size_t)r;
-	}
 	in->len = got;
 }
 
@@ -323,15 +332,7 @@ read_stream(struct input *in)
 			}
 			tmp = p;
 		}
-		step = cap - len;
-		if (step > MAX_CHUNK)
-			step = MAX_CHUNK;
-		if ((r = read(STDIN_FILENO, tmp + len, step)) == -1) {
-			if (errno == EINTR)
-				continue;
-			err(1, "stdin");
-		}
-		if (r == 0)
+		if ((r = read_chunk(tmp + len, cap - len)) == 0)
 			break;
 		len += (size_t)r;
 	}
