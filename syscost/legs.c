@@ -142,16 +142,6 @@ stamped(call3_fn fn, long n, long long *before, long long *after)
 	return bad;
 }
 
-static void *
-xcalloc(long n, size_t size)
-{
-	void *p = calloc((size_t)n, size);
-
-	if (p == NULL)
-		err(1, "calloc");
-	return p;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -222,9 +212,9 @@ main(int argc, char **argv)
 		pin_cpu(cpu);
 	fn = jmp ? tw_syscall3_jmp : tw_syscall3;
 	n = calls * batches;
-	before = xcalloc(n, sizeof(*before));
-	after = xcalloc(n, sizeof(*after));
-	empty = xcalloc(batches, sizeof(*empty));
+	before = tw_xcalloc(n, sizeof(*before));
+	after = tw_xcalloc(n, sizeof(*after));
+	empty = tw_xcalloc(batches, sizeof(*empty));
 
 	/* The warm-up: the very calls, through the same stub, unstamped by the tracer's count. */
 	for (i = 0; i < warmup; i++)

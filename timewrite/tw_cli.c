@@ -191,6 +191,16 @@ tw_usage_err(const char *fmt, ...)
 	exit(TW_EXIT_USAGE);
 }
 
+void *
+tw_xcalloc(long n, size_t size)
+{
+	void *p = calloc((size_t)n, size);
+
+	if (p == NULL)
+		err(1, "calloc");
+	return p;
+}
+
 int
 tw_getopt(int argc, char *argv[], const char *shortopts,
     const struct option *opts, int help_val, void (*help)(void))

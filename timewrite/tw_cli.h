@@ -11,6 +11,8 @@
 #ifndef TW_CLI_H
 #define TW_CLI_H
 
+#include <stddef.h>
+
 /*
  * The program's synopsis, exactly as its README section gives it: one or
  * more lines, no trailing newline.  Every program linking tw_cli.c defines
@@ -83,5 +85,12 @@ void tw_usage_getopt(int ch, char *const argv[]) __attribute__((noreturn));
 struct option;
 int tw_getopt(int argc, char *argv[], const char *shortopts,
     const struct option *opts, int help_val, void (*help)(void));
+
+/*
+ * n zeroed elements of size bytes each, for the sample arrays a program sizes
+ * from its options; out of memory ends the program, err(3)'s way ("prog:
+ * calloc: ...", exit 1).
+ */
+void *tw_xcalloc(long n, size_t size);
 
 #endif
