@@ -145,6 +145,7 @@ stamped(call3_fn fn, long n, long long *before, long long *after)
 int
 main(int argc, char **argv)
 {
+	static const char *const shapes[] = { "ret", "jmp" };	/* jmp: 0, 1 */
 	static const struct option longopts[] = {
 		{ "calls", required_argument, NULL, OPT_CALLS },
 		{ "batches", required_argument, NULL, OPT_BATCHES },
@@ -176,12 +177,7 @@ main(int argc, char **argv)
 			cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
 			break;
 		case OPT_SHAPE:
-			if (strcmp(optarg, "ret") == 0)
-				jmp = 0;
-			else if (strcmp(optarg, "jmp") == 0)
-				jmp = 1;
-			else
-				tw_usage_err("--shape: %s is not ret or jmp", tw_quote(optarg));
+			jmp = tw_word_arg("--shape", optarg, shapes, 2);
 			break;
 		case OPT_PROBE:
 			probe_only = 1;

@@ -554,6 +554,8 @@ print_json(const char *path, const char *mode, int dofsync,
 int
 main(int argc, char *argv[])
 {
+	static const char *const format_words[] = { "tsv", "csv", "json" };
+	static const enum format formats[] = { FMT_TSV, FMT_CSV, FMT_JSON };
 	static const struct option longopts[] = {
 		{ "dsync",	no_argument,		NULL,	OPT_DSYNC },
 		{ "format",	required_argument,	NULL,	OPT_FORMAT },
@@ -599,15 +601,8 @@ main(int argc, char *argv[])
 			dsync = 1;
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "tsv") == 0)
-				fmt = FMT_TSV;
-			else if (strcmp(optarg, "csv") == 0)
-				fmt = FMT_CSV;
-			else if (strcmp(optarg, "json") == 0)
-				fmt = FMT_JSON;
-			else
-				tw_usage_err("--format: %s is not tsv, csv or "
-				    "json", tw_quote(optarg));
+			fmt = formats[tw_word_arg("--format", optarg,
+			    format_words, 3)];
 			break;
 		case 'h':
 		case OPT_HELP:

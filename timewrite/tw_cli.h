@@ -59,6 +59,14 @@ double tw_real_arg(const char *opt, const char *s, double min, double max);
  */
 const char *tw_quote(const char *s);
 
+/*
+ * The index in words[0..n-1] of the word s is, for an option that takes one
+ * of a few words; any other s is a usage error naming them all: "--clock:
+ * 'x' is not auto, tsc or monotonic".
+ */
+int tw_word_arg(const char *opt, const char *s, const char *const *words,
+    int n);
+
 /* "prog: <message>", then tw_usage, on stderr; exit TW_EXIT_USAGE. */
 void tw_usage_err(const char *fmt, ...)
     __attribute__((noreturn, format(printf, 1, 2)));
