@@ -12,24 +12,27 @@ enum clk clk;
 int have_rdtscp;
 double tsc_hz;
 
-uint64_t
-mono_ns(void)
+/* Clock id's time in ns; a failure ends the program, naming the clock. */
+static inline uint64_t
+clock_ns(clockid_t id, const char *name)
 {
 	struct timespec ts;
 
-	if (clock_gettime(CLOCK_MONOTONIC_RAW, &ts) == -1)
-		err(1, "clock_gettime(CLOCK_MONOTONIC_RAW)");
+	if (clock_gettime(id, &ts) == -1)
+		err(1, "clock_gettime(%s)", name);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW");
 }
 
 uint64_t
 thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == -1)
-		err(1, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID");
 }
 
 double
