@@ -84,13 +84,9 @@ print_json(const struct opts *o, const struct run *r)
 	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
 	    "\"batches\":%ld,\"max_redo\":%ld,\"redone\":%ld,\"warmup_ms\":%g,",
 	    r->cpu, r->calls, r->empty_calls, o->batches, o->max_redo, r->redone, o->warmup_ms);
-	json_array("loop_ns_per_call", r->loop_ns, r->measured, 4);
-	putchar(',');
-	json_array("samples_ns", r->samples_ns, r->measured, 4);
-	putchar(',');
-	json_array("raw_ns", r->raw_ns, r->measured, 4);
-	putchar(',');
-	json_array("offcpu_ns_per_call", r->offcpu_ns, r->measured, 4);
+	json_arrays(r->measured, 4, "loop_ns_per_call", r->loop_ns,
+	    "samples_ns", r->samples_ns, "raw_ns", r->raw_ns,
+	    "offcpu_ns_per_call", r->offcpu_ns, (char *)NULL);
 	printf(",\"offcpu_bracket_ns\":%.1f,", r->bracket_ns);
 	json_int_array("nivcsw", r->nivcsw, r->measured);
 	putchar(',');

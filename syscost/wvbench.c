@@ -390,9 +390,8 @@ cmd_writev(int argc, char *argv[])
 	    (double)write_calls / (double)(reps * inner),
 	    (double)writev_calls / (double)(reps * inner));
 	printf("\"unit\":\"ns per set of n_buffers buffers\",\"samples\":{");
-	json_array("write_ns", t_write, reps, 1);
-	putchar(',');
-	json_array("writev_ns", t_writev, reps, 1);
+	json_arrays(reps, 1, "write_ns", t_write, "writev_ns", t_writev,
+	    (char *)NULL);
 	printf("}}\n");
 	free(name);
 	return 0;
@@ -581,11 +580,8 @@ cmd_stdio(int argc, char *argv[])
 		else
 			printf("\"calls\":%lld,", res[j].calls);
 		printf("\"samples\":{");
-		json_array("real_s", res[j].real, reps, 9);
-		putchar(',');
-		json_array("user_s", res[j].user, reps, 9);
-		putchar(',');
-		json_array("sys_s", res[j].sys, reps, 9);
+		json_arrays(reps, 9, "real_s", res[j].real, "user_s",
+		    res[j].user, "sys_s", res[j].sys, (char *)NULL);
 		printf("}}");
 	}
 	printf("]}\n");

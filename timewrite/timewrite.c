@@ -541,11 +541,8 @@ print_json(const char *path, const char *mode, int dofsync,
 		    "\"real_s_max\":%.9f,\"samples\":{", i ? "," : "",
 		    rows[i].size, (unsigned long long)rows[i].calls, um, sm, rm,
 		    rmin, rmax);
-		json_array("user_s", rows[i].user, reps, 9);
-		putchar(',');
-		json_array("sys_s", rows[i].sys, reps, 9);
-		putchar(',');
-		json_array("real_s", rows[i].real, reps, 9);
+		json_arrays(reps, 9, "user_s", rows[i].user, "sys_s",
+		    rows[i].sys, "real_s", rows[i].real, (char *)NULL);
 		printf("}}");
 	}
 	printf("]}\n");
