@@ -123,27 +123,25 @@ _FINITE = "BETWEEN -1e300 AND 1e300"
 _OR_NULL = {_TN: _T, _NN: _N, _TIMEN: _TIME}
 
 
+# The SQL each other kind's column must satisfy: {c} the column, {num} "it is a number".
+_CONDS = {
+    _T: f"(typeof({{c}}) = 'text' AND length(CAST({{c}} AS BLOB)) <= {MAX_TEXT})",
+    _B: "(typeof({c}) = 'integer' AND {c} IN (0, 1))",
+    _N: "(typeof({c}) = 'integer' AND {c} >= 0)",
+    _TIME: "({num} AND {c} BETWEEN 0 AND 1e11)",
+    _NUM: f"({{c}} IS NULL OR ({{num}} AND {{c}} {_FINITE}))",
+    _HI: "({num} AND {c} > 0)",
+    "day": "(typeof({c}) = 'text' AND {c} GLOB '[0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]')",
+}
+
+
 def _cond(col, kind):
     """SQL true when `col` holds what the watch writes there."""
     if kind in _OR_NULL:
         return f"({col} IS NULL OR {_cond(col, _OR_NULL[kind])})"
-    num = f"typeof({col}) IN ('integer', 'real')"
-    if kind == _T:
-        return f"(typeof({col}) = 'text' AND length(CAST({col} AS BLOB)) <= {MAX_TEXT})"
-    if kind == _B:
-        return f"(typeof({col}) = 'integer' AND {col} IN (0, 1))"
-    if kind == _N:
-        return f"(typeof({col}) = 'integer' AND {col} >= 0)"
-    if kind == _TIME:
-        return f"({num} AND {col} BETWEEN 0 AND 1e11)"
-    if kind == _NUM:
-        return f"({col} IS NULL OR ({num} AND {col} {_FINITE}))"
-    if kind == _HI:
-        return f"({num} AND {col} > 0)"
-    if kind == "day":
-        return (f"(typeof({col}) = 'text' AND {col} GLOB "
-                "'[0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]')")
-    raise ValueError(kind)
+    if kind not in _CONDS:
+        raise ValueError(kind)
+    return _CONDS[kind].format(c=col, num=f"typeof({col}) IN ('integer', 'real')")
 
 
 _expected = None
