@@ -93,9 +93,7 @@ help(void)
 "dispatch).  Exit: 0 measured, 1 run-time error or wrong result, 2 bad usage,\n"
 "77 mechanism or vDSO clock unavailable.  Method and JSON: docs/legs.md.\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8), TW_NR_invalid);
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 /* An empty call with tw_syscall3's signature and an accepted result. */
@@ -245,7 +243,6 @@ main(int argc, char **argv)
 	printf(", ");
 	json_int_array("after_ns", after, n);
 	printf("}\n");
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
+	tw_flush_stdout();
 	return 0;
 }

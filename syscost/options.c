@@ -77,9 +77,7 @@ help(void)
 "77 mechanism (or speculation control) unavailable.  Method and JSON schema:\n"
 "docs/syscost.md.\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 /* Whether the mechanism can make system call nr at all (tw_nrs). */

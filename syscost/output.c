@@ -4,21 +4,14 @@
  * Kept apart from the measurement as timewrite keeps print_row and
  * print_json: nothing here times anything.
  */
-#include <err.h>
 #include <stdio.h>
 
 #include "json_out.h"
 #include "ops.h"
 #include "output.h"
+#include "tw_cli.h"
 #include "tw_stats.h"
 #include "tw_syscall.h"
-
-static void
-flush_stdout(void)
-{
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-}
 
 void
 print_table(const struct opts *o, const struct run *r)
@@ -39,7 +32,7 @@ print_table(const struct opts *o, const struct run *r)
 	if (clk == CLK_TSC)
 		printf(" at %.4f GHz", tsc_hz / 1e9);
 	printf(", cpu %ld, sched %s\n", r->cpu, r->sched);
-	flush_stdout();
+	tw_flush_stdout();
 }
 
 void
@@ -102,5 +95,5 @@ print_json(const struct opts *o, const struct run *r)
 	putchar(',');
 	json_bool_array("disturbed", r->disturbed, r->measured);
 	printf(",\"errors\":0}\n");
-	flush_stdout();
+	tw_flush_stdout();
 }

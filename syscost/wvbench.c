@@ -88,9 +88,7 @@ help(void)
 "Both print one JSON object; the file is a temporary one unless --file.\n"
 "\n"
 "Exit status: 0 measured, 1 run-time error, 2 bad usage.\n");
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 /* The options after the command; getopt_long starts at argv[1]. */

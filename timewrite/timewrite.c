@@ -162,9 +162,7 @@ help(void)
 "Exit status: 0 success, 1 run-time error, 2 bad usage, 77 mechanism\n"
 "unsupported on this machine (nothing is written).\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 static void
@@ -708,8 +706,7 @@ main(int argc, char *argv[])
 			warnx("%s: the number of write() calls at %lld bytes "
 			    "varied between passes; the largest is reported",
 			    path, rows[i].size);
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
+	tw_flush_stdout();
 
 	tw_free(in.buf, in.alloc);
 	for (i = 0; i < nrows; i++) {

@@ -210,6 +210,20 @@ tw_usage_err(const char *fmt, ...)
 	exit(TW_EXIT_USAGE);
 }
 
+void
+tw_flush_stdout(void)
+{
+	if (fflush(stdout) == EOF || ferror(stdout))
+		err(1, "stdout");
+}
+
+void
+tw_help_exit(void)
+{
+	tw_flush_stdout();
+	exit(0);
+}
+
 void *
 tw_xcalloc(long n, size_t size)
 {

@@ -95,6 +95,14 @@ int tw_getopt(int argc, char *argv[], const char *shortopts,
     const struct option *opts, int help_val, void (*help)(void));
 
 /*
+ * Everything printed on stdout written out, or the program ends, err(3)'s
+ * way ("prog: stdout: ...", exit 1): a full disk or a closed pipe is not a
+ * success.  tw_help_exit: that, then exit 0, the end of every -h.
+ */
+void tw_flush_stdout(void);
+void tw_help_exit(void) __attribute__((noreturn));
+
+/*
  * n zeroed elements of size bytes each, for the sample arrays a program sizes
  * from its options; out of memory ends the program, err(3)'s way ("prog:
  * calloc: ...", exit 1).
