@@ -101,13 +101,8 @@ extern tw_nrs
 	ret
 %endmacro
 
-TW_FUNC tw_syscall3
-	STUB ret
-TW_ENDFUNC
-
-TW_FUNC tw_syscall3_jmp
-	STUB jmp
-TW_ENDFUNC
+; tw_syscall3 and its twin that leaves by jmp (tw.inc).
+TW_STUB_TWINS STUB
 
 ; The inline loop, and its empty twin: %1 is what stands where the call into
 ; the page is.  The page's functions keep the C ABI's callee-saved registers
