@@ -115,11 +115,7 @@ TW_STUB_TWINS STUB
 	jz	TW_AT(%%wide)
 	movsxd	rax, eax
 	TW_HERE %%wide
-	TW_LOOP_CHECK rax, r12
-	dec	rbx
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	rax, [r12 + TWL_BAD]
+	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r14, r13, r12, rbp, rbx
 	ret
 %endmacro

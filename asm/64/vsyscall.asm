@@ -131,11 +131,7 @@ TW_STUB_TWINS STUB
 	mov	rsi, [r12 + TWL_A2]
 	mov	rdx, [r12 + TWL_A3]
 	%1
-	TW_LOOP_CHECK rax, r12
-	dec	rbx
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	rax, [r12 + TWL_BAD]
+	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r13, r12, rbx
 	ret
 %endmacro
