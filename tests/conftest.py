@@ -5,7 +5,6 @@ reason; it never passes vacuously.  A variant is skipped only when the support o
 (twtools.machine.oracle) names a fact of this machine that rules it out; a variant that must
 work here and does not fails every test that needs it.  In CI (root, every package
 installed) the only expected skips are mechanisms the machine cannot have."""
-import collections
 import functools
 import os
 import shutil
@@ -96,17 +95,6 @@ SERIAL = frozenset({
 })
 
 
-# The check tier's longest files (the report's, the atlas's and the fleet's analyses: several
-# seconds each, most in one or two tests), started first, longest first, so that none is left
-# to run alone on one worker while the other has finished.  Every other group follows by its
-# number of tests, largest first, as xdist orders groups itself.
-LONG_FIRST = (
-    "test_today.py", "test_fleet_views.py", "test_ab_copies.py", "test_fleet.py",
-    "test_verdict.py", "test_undisturbed_levels.py", "test_compare.py", "test_causes.py",
-    "test_legs.py",
-)
-
-
 def in_check_tier(nodeid_tail, fixturenames, markers):
     """Whether a test (its id from the file name on, its fixtures and marker names) is in
     the fast tier."""
@@ -138,16 +126,14 @@ def group_of(nodeid):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Each group to one worker, whole, in the order collected (the serial group first, then
-    LONG_FIRST, then the rest by size: pytest_collection_modifyitems).  xdist's own --dist
-    loadgroup cannot be used: it marks a group by appending to the test's id, which pytest 9
-    no longer lets a plugin change, so every test ran on its own."""
+    """Each group to one worker, whole, in the order collected (the serial group first).
+    xdist's own --dist loadgroup cannot be used: it marks a group by appending to the test's
+    id, which pytest 9 no longer lets a plugin change, so every test ran on its own."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             return group_of(nodeid)
-    config.option.loadscopereorder = False      # the order is the collection's, set below
     return ByGroup(config, log)
 
 
@@ -159,19 +145,9 @@ def pytest_collection_modifyitems(config, items):
         if in_check_tier(f"{name}::{rest}", item.fixturenames,
                          {m.name for m in item.iter_markers()}):
             item.add_marker(pytest.mark.check)
-    # The serial group first: it is the longest chain, so it starts at once; then LONG_FIRST
-    # in its order; then every other group by its number of tests, largest first.  Each
-    # group's tests stay together and in their order, and every worker collects the same
-    # order (xdist checks it).
-    size = collections.Counter(group_of(i.nodeid) for i in items)
-
-    def rank(item):
-        g = group_of(item.nodeid)
-        name = Path(g).name
-        return (g != "serial",
-                LONG_FIRST.index(name) if name in LONG_FIRST else len(LONG_FIRST),
-                -size[g], g)
-    items.sort(key=rank)
+    # The serial group first: it is the longest chain, so it starts at once, and every
+    # worker collects the same order (xdist checks it).
+    items.sort(key=lambda i: Path(i.nodeid.partition("::")[0]).name not in SERIAL)
 
 
 @pytest.fixture(scope="session")
