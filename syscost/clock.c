@@ -12,24 +12,27 @@ enum clk clk;
 int have_rdtscp;
 double tsc_hz;
 
-uint64_t
-mono_ns(void)
+/* Clock id's time in ns; a failure ends the program, naming the clock. */
+static inline uint64_t
+clock_ns(clockid_t id, const char *name)
 {
 	struct timespec ts;
 
-	if (clock_gettime(CLOCK_MONOTONIC_RAW, &ts) == -1)
-		err(1, "clock_gettime(CLOCK_MONOTONIC_RAW)");
+	if (clock_gettime(id, &ts) == -1)
+		err(1, "clock_gettime(%s)", name);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW");
 }
 
 uint64_t
 thread_cpu_ns(void)
 {
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == -1)
-		err(1, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID");
 }
 
 double
@@ -38,27 +41,30 @@ ticks_to_ns(uint64_t t)
 	return (double)t * 1e9 / tsc_hz;
 }
 
+/* Bit `bit` of EDX of extended CPUID leaf `leaf`; 0 where the CPU has no such leaf. */
+static int
+ext_edx_bit(unsigned leaf, int bit)
+{
+	unsigned a, b, c, d;
+
+	if (__get_cpuid_max(0x80000000, NULL) < leaf)
+		return 0;
+	__cpuid(leaf, a, b, c, d);
+	return (d >> bit) & 1;
+}
+
 /* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every state. */
 static int
 invariant_tsc(void)
 {
-	unsigned a, b, c, d;
-
-	if (__get_cpuid_max(0x80000000, NULL) < 0x80000007)
-		return 0;
-	__cpuid(0x80000007, a, b, c, d);
-	return (d >> 8) & 1;
+	return ext_edx_bit(0x80000007, 8);
 }
 
+/* CPUID 0x80000001 EDX bit 27: the CPU has rdtscp. */
 static int
 cpu_has_rdtscp(void)
 {
-	unsigned a, b, c, d;
-
-	if (__get_cpuid_max(0x80000000, NULL) < 0x80000001)
-		return 0;
-	__cpuid(0x80000001, a, b, c, d);
-	return (d >> 27) & 1;
+	return ext_edx_bit(0x80000001, 27);
 }
 
 /* A (monotonic ns, TSC) pair read as close together as this CPU allows. */

@@ -93,9 +93,7 @@ help(void)
 "dispatch).  Exit: 0 measured, 1 run-time error or wrong result, 2 bad usage,\n"
 "77 mechanism or vDSO clock unavailable.  Method and JSON: docs/legs.md.\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8), TW_NR_invalid);
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 /* An empty call with tw_syscall3's signature and an accepted result. */
@@ -142,19 +140,10 @@ stamped(call3_fn fn, long n, long long *before, long long *after)
 	return bad;
 }
 
-static void *
-xcalloc(long n, size_t size)
-{
-	void *p = calloc((size_t)n, size);
-
-	if (p == NULL)
-		err(1, "calloc");
-	return p;
-}
-
 int
 main(int argc, char **argv)
 {
+	static const char *const shapes[] = { "ret", "jmp" };	/* jmp: 0, 1 */
 	static const struct option longopts[] = {
 		{ "calls", required_argument, NULL, OPT_CALLS },
 		{ "batches", required_argument, NULL, OPT_BATCHES },
@@ -186,12 +175,7 @@ main(int argc, char **argv)
 			cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
 			break;
 		case OPT_SHAPE:
-			if (strcmp(optarg, "ret") == 0)
-				jmp = 0;
-			else if (strcmp(optarg, "jmp") == 0)
-				jmp = 1;
-			else
-				tw_usage_err("--shape: %s is not ret or jmp", tw_quote(optarg));
+			jmp = tw_word_arg("--shape", optarg, shapes, 2);
 			break;
 		case OPT_PROBE:
 			probe_only = 1;
@@ -222,9 +206,9 @@ main(int argc, char **argv)
 		pin_cpu(cpu);
 	fn = jmp ? tw_syscall3_jmp : tw_syscall3;
 	n = calls * batches;
-	before = xcalloc(n, sizeof(*before));
-	after = xcalloc(n, sizeof(*after));
-	empty = xcalloc(batches, sizeof(*empty));
+	before = tw_xcalloc(n, sizeof(*before));
+	after = tw_xcalloc(n, sizeof(*after));
+	empty = tw_xcalloc(batches, sizeof(*empty));
 
 	/* The warm-up: the very calls, through the same stub, unstamped by the tracer's count. */
 	for (i = 0; i < warmup; i++)
@@ -259,7 +243,6 @@ main(int argc, char **argv)
 	printf(", ");
 	json_int_array("after_ns", after, n);
 	printf("}\n");
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
+	tw_flush_stdout();
 	return 0;
 }

@@ -77,9 +77,7 @@ help(void)
 "77 mechanism (or speculation control) unavailable.  Method and JSON schema:\n"
 "docs/syscost.md.\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 /* Whether the mechanism can make system call nr at all (tw_nrs). */
@@ -142,6 +140,13 @@ available_list(int shapes)
 void
 parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 {
+	/* The words of --clock, --format and --speculation, and what each sets. */
+	static const char *const clock_words[] = { "auto", "tsc", "monotonic" };
+	static const int clocks[] = { -1, CLK_TSC, CLK_MONO };
+	static const char *const format_words[] = { "json", "table" };
+	static const char *const spec_words[] = { "ssbd", "indirect-branch",
+	    "all" };
+	static const enum spec specs[] = { SPEC_SSBD, SPEC_IB, SPEC_ALL };
 	static const struct option longopts[] = {
 		{ "op", required_argument, NULL, OPT_OP },
 		{ "size", required_argument, NULL, OPT_SIZE },
@@ -180,13 +185,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			o->op = i;
 			break;
 		case OPT_SHAPE:
-			for (i = 0; i < SHAPE_COUNT; i++)
-				if (strcmp(optarg, shape_names[i]) == 0)
-					break;
-			if (i == SHAPE_COUNT)
-				tw_usage_err("--shape: %s is not ret, jmp or inline",
-				    tw_quote(optarg));
-			o->shape = (enum shape)i;
+			o->shape = (enum shape)tw_word_arg("--shape", optarg,
+			    shape_names, SHAPE_COUNT);
 			break;
 		case OPT_SIZE:
 			o->size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
@@ -215,15 +215,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			o->cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
 			break;
 		case OPT_CLOCK:
-			if (strcmp(optarg, "auto") == 0)
-				o->clock = -1;
-			else if (strcmp(optarg, "tsc") == 0)
-				o->clock = CLK_TSC;
-			else if (strcmp(optarg, "monotonic") == 0)
-				o->clock = CLK_MONO;
-			else
-				tw_usage_err("--clock: %s is not auto, tsc or "
-				    "monotonic", tw_quote(optarg));
+			o->clock = clocks[tw_word_arg("--clock", optarg,
+			    clock_words, 3)];
 			break;
 		case OPT_CALIBRATE_MS:
 			o->calibrate_ms = tw_real_arg("--calibrate-ms", optarg, 1,
@@ -233,24 +226,12 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			o->tsc_hz = tw_real_arg("--tsc-hz", optarg, 1e6, 1e11);
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "json") == 0)
-				o->table = 0;
-			else if (strcmp(optarg, "table") == 0)
-				o->table = 1;
-			else
-				tw_usage_err("--format: %s is not json or table",
-				    tw_quote(optarg));
+			o->table = tw_word_arg("--format", optarg, format_words,
+			    2);
 			break;
 		case OPT_SPECULATION:
-			if (strcmp(optarg, "ssbd") == 0)
-				o->speculation = SPEC_SSBD;
-			else if (strcmp(optarg, "indirect-branch") == 0)
-				o->speculation = SPEC_IB;
-			else if (strcmp(optarg, "all") == 0)
-				o->speculation = SPEC_ALL;
-			else
-				tw_usage_err("--speculation: %s is not ssbd, "
-				    "indirect-branch or all", tw_quote(optarg));
+			o->speculation = specs[tw_word_arg("--speculation",
+			    optarg, spec_words, 3)];
 			break;
 		case OPT_PROBE:
 			*probe_only = 1;

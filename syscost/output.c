@@ -4,21 +4,14 @@
  * Kept apart from the measurement as timewrite keeps print_row and
  * print_json: nothing here times anything.
  */
-#include <err.h>
 #include <stdio.h>
 
 #include "json_out.h"
 #include "ops.h"
 #include "output.h"
+#include "tw_cli.h"
 #include "tw_stats.h"
 #include "tw_syscall.h"
-
-static void
-flush_stdout(void)
-{
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-}
 
 void
 print_table(const struct opts *o, const struct run *r)
@@ -39,7 +32,7 @@ print_table(const struct opts *o, const struct run *r)
 	if (clk == CLK_TSC)
 		printf(" at %.4f GHz", tsc_hz / 1e9);
 	printf(", cpu %ld, sched %s\n", r->cpu, r->sched);
-	flush_stdout();
+	tw_flush_stdout();
 }
 
 void
@@ -84,13 +77,9 @@ print_json(const struct opts *o, const struct run *r)
 	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
 	    "\"batches\":%ld,\"max_redo\":%ld,\"redone\":%ld,\"warmup_ms\":%g,",
 	    r->cpu, r->calls, r->empty_calls, o->batches, o->max_redo, r->redone, o->warmup_ms);
-	json_array("loop_ns_per_call", r->loop_ns, r->measured, 4);
-	putchar(',');
-	json_array("samples_ns", r->samples_ns, r->measured, 4);
-	putchar(',');
-	json_array("raw_ns", r->raw_ns, r->measured, 4);
-	putchar(',');
-	json_array("offcpu_ns_per_call", r->offcpu_ns, r->measured, 4);
+	json_arrays(r->measured, 4, "loop_ns_per_call", r->loop_ns,
+	    "samples_ns", r->samples_ns, "raw_ns", r->raw_ns,
+	    "offcpu_ns_per_call", r->offcpu_ns, (char *)NULL);
 	printf(",\"offcpu_bracket_ns\":%.1f,", r->bracket_ns);
 	json_int_array("nivcsw", r->nivcsw, r->measured);
 	putchar(',');
@@ -106,5 +95,5 @@ print_json(const struct opts *o, const struct run *r)
 	putchar(',');
 	json_bool_array("disturbed", r->disturbed, r->measured);
 	printf(",\"errors\":0}\n");
-	flush_stdout();
+	tw_flush_stdout();
 }

@@ -496,16 +496,6 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 	    o->op == OP_CPUID ? "cpuid (leaf 0)" : "time()");
 }
 
-static void *
-xcalloc(long n, size_t size)
-{
-	void *p = calloc((size_t)n, size);
-
-	if (p == NULL)
-		err(1, "calloc");
-	return p;
-}
-
 /*
  * The warm-up, then the batches, each with its empty loop, its off-CPU time
  * and its disturbance counters, and one more batch for each disturbed one
@@ -533,14 +523,14 @@ measure(const struct opts *o, struct run *r, const char *what)
 	while ((double)(mono_ns() - t0) < o->warmup_ms * 1e6);
 
 	nmax = o->batches + o->max_redo;
-	r->loop_ns = xcalloc(nmax, sizeof(double));
-	r->raw_ns = xcalloc(nmax, sizeof(double));
-	r->samples_ns = xcalloc(nmax, sizeof(double));
-	r->offcpu_ns = xcalloc(nmax, sizeof(double));
-	r->nivcsw = xcalloc(nmax, sizeof(long long));
-	r->steal = xcalloc(nmax, sizeof(long long));
-	r->irqs = xcalloc(nmax, sizeof(long long));
-	r->disturbed = xcalloc(nmax, 1);
+	r->loop_ns = tw_xcalloc(nmax, sizeof(double));
+	r->raw_ns = tw_xcalloc(nmax, sizeof(double));
+	r->samples_ns = tw_xcalloc(nmax, sizeof(double));
+	r->offcpu_ns = tw_xcalloc(nmax, sizeof(double));
+	r->nivcsw = tw_xcalloc(nmax, sizeof(long long));
+	r->steal = tw_xcalloc(nmax, sizeof(long long));
+	r->irqs = tw_xcalloc(nmax, sizeof(long long));
+	r->disturbed = tw_xcalloc(nmax, 1);
 	disturb_open(r->cpu, &r->have_steal, &r->have_irqs);
 	r->empty_calls = n > EMPTY_MIN_CALLS ? n : EMPTY_MIN_CALLS;
 	r->bracket_ns = cpu_bracket_ns();

@@ -88,9 +88,7 @@ help(void)
 "Both print one JSON object; the file is a temporary one unless --file.\n"
 "\n"
 "Exit status: 0 measured, 1 run-time error, 2 bad usage.\n");
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 /* The options after the command; getopt_long starts at argv[1]. */
@@ -111,22 +109,32 @@ static const struct option stdio_opts[] = {
 	{ NULL,		0,			NULL,	0 }
 };
 
-/* The next option of a command, with the errors every command shares. */
+/*
+ * The next option of a command, with the errors every command shares; the
+ * options every command has, --reps and --file, are taken here (into *reps
+ * and *path) and not returned.
+ */
 static int
-next_opt(int argc, char *argv[], const struct option *opts)
+next_opt(int argc, char *argv[], const struct option *opts, long *reps,
+    const char **path)
 {
 	int ch;
 
 	opterr = 0;
+again:
 	ch = getopt_long(argc, argv, ":h", opts, NULL);
 	switch (ch) {
 	case 'h':
 	case OPT_HELP:
 		help();
+	case OPT_REPS:
+		*reps = tw_int_arg("--reps", optarg, 1, MAX_REPS);
+		goto again;
 	case OPT_FILE:
 		if (*optarg == '\0')
 			tw_usage_err("--file: empty path");
-		break;
+		*path = optarg;
+		goto again;
 	case ':':
 	case '?':
 		tw_usage_getopt(ch, argv);
@@ -291,19 +299,13 @@ cmd_writev(int argc, char *argv[])
 	double *t_write, *t_writev, t0;
 	int fd, ch;
 
-	while ((ch = next_opt(argc, argv, writev_opts)) != -1) {
+	while ((ch = next_opt(argc, argv, writev_opts, &reps, &path)) != -1) {
 		switch (ch) {
 		case OPT_BUFFERS:
 			nbuf = tw_int_arg("--buffers", optarg, 1, MAX_BUFFERS);
 			break;
 		case OPT_SIZE:
 			size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
-			break;
-		case OPT_REPS:
-			reps = tw_int_arg("--reps", optarg, 1, MAX_REPS);
-			break;
-		case OPT_FILE:
-			path = optarg;
 			break;
 		}
 	}
@@ -390,9 +392,8 @@ cmd_writev(int argc, char *argv[])
 	    (double)write_calls / (double)(reps * inner),
 	    (double)writev_calls / (double)(reps * inner));
 	printf("\"unit\":\"ns per set of n_buffers buffers\",\"samples\":{");
-	json_array("write_ns", t_write, reps, 1);
-	putchar(',');
-	json_array("writev_ns", t_writev, reps, 1);
+	json_arrays(reps, 1, "write_ns", t_write, "writev_ns", t_writev,
+	    (char *)NULL);
 	printf("}}\n");
 	free(name);
 	return 0;
@@ -503,16 +504,10 @@ cmd_stdio(int argc, char *argv[])
 	char *name;
 	struct stat st;
 
-	while ((ch = next_opt(argc, argv, stdio_opts)) != -1) {
+	while ((ch = next_opt(argc, argv, stdio_opts, &reps, &path)) != -1) {
 		switch (ch) {
 		case OPT_BYTES:
 			bytes = tw_int_arg("--bytes", optarg, 1, MAX_BYTES);
-			break;
-		case OPT_REPS:
-			reps = tw_int_arg("--reps", optarg, 1, MAX_REPS);
-			break;
-		case OPT_FILE:
-			path = optarg;
 			break;
 		case OPT_METHOD:
 			for (j = 0; j < M_COUNT; j++)
@@ -581,11 +576,8 @@ cmd_stdio(int argc, char *argv[])
 		else
 			printf("\"calls\":%lld,", res[j].calls);
 		printf("\"samples\":{");
-		json_array("real_s", res[j].real, reps, 9);
-		putchar(',');
-		json_array("user_s", res[j].user, reps, 9);
-		putchar(',');
-		json_array("sys_s", res[j].sys, reps, 9);
+		json_arrays(reps, 9, "real_s", res[j].real, "user_s",
+		    res[j].user, "sys_s", res[j].sys, (char *)NULL);
 		printf("}}");
 	}
 	printf("]}\n");

@@ -153,24 +153,31 @@ def test_census_json_is_versioned_and_reanalysable(traced):
     assert [p["pid"] for p in again["processes"]] == [p["pid"] for p in traced["processes"]]
 
 
+def census_watching(seconds, *more):
+    """tw census --json (with `more` arguments), started and waited for until it watches every
+    process (its progress line)."""
+    p = subprocess.Popen([sys.executable, ROOT / "scripts" / "tw", "census", "--seconds",
+                          str(seconds), *more, "--json"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    line = ""
+    while "watching every process" not in line and time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line and p.poll() is not None:
+            break
+    if p.poll() is not None:
+        pytest.fail(f"tw census ended early: {p.stderr.read()[-2000:]}")
+    return p
+
+
 def test_short_lived_process_counts(programs):
     """A 32-bit process that starts and ends inside the window is counted, with its path as
     execve was given it."""
     need_root()
     need_tool("bpftrace")
     loop = programs["loop32"][0]
-    out = subprocess.Popen(
-        [sys.executable, ROOT / "scripts" / "tw", "census", "--seconds", "6", "--measure",
-         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait until the census watches (its progress line), then run the loop for a moment
-    line = ""
-    deadline = time.monotonic() + 300
-    while "watching every process" not in line and time.monotonic() < deadline:
-        line = out.stderr.readline()
-        if not line and out.poll() is not None:
-            break
-    if out.poll() is not None:
-        pytest.fail(f"tw census ended early: {out.stderr.read()[-2000:]}")
+    # once the census watches (its progress line), the loop runs for a moment
+    out = census_watching(6, "--measure")
     short = subprocess.Popen(["timeout", "1", str(loop)])
     short.wait()
     # timeout forks and execs the loop: the loop's own pid is timeout's child

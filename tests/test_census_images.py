@@ -21,33 +21,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ROOT, need_root, need_supported, need_tool
-from test_census import loop32
+from conftest import need_root, need_supported, need_tool
+from test_census import census_watching, loop32
 
 SHELL = ("read x < {fifo}; i=0; while [ $i -lt 300 ]; do echo x > /dev/null; i=$((i+1)); "
          "done; exec {loop}")
 DD_BYTES = 20000
-
-
-def census_watching(seconds):
-    """tw census, started and waited for until it watches every process (its progress line)."""
-    p = subprocess.Popen([sys.executable, ROOT / "scripts" / "tw", "census", "--seconds",
-                          str(seconds), "--json"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    line = ""
-    while "watching every process" not in line and time.monotonic() < deadline:
-        line = p.stderr.readline()
-        if not line and p.poll() is not None:
-            break
-    if p.poll() is not None:
-        pytest.fail(f"tw census ended early: {p.stderr.read()[-2000:]}")
-    return p
 
 
 def take_pid(pid, argv):

@@ -173,14 +173,26 @@ def test_interrupt_while_the_field_example_attaches(results_root, tmp_path, dela
 def test_timeout_kills_the_whole_group(tmp_path):
     """core.proc.run: a child that outlives its timeout goes with everything it started
     (here a shell's background sleep, the shape of bpftrace's driver)."""
+    import threading
     from twtools.core import proc
     marker = tmp_path / "pids"
-    t0 = time.monotonic()
-    with pytest.raises(subprocess.TimeoutExpired):
-        proc.run(["/bin/sh", "-c", f'sleep 300 & echo $! > "{marker}"; wait'], timeout=1)
-    assert time.monotonic() - t0 < 10
+    guard = []
+
+    def hang_guard():
+        # Only so that a proc.run which waits for the group cannot hang the suite: the
+        # sleep never ends by itself, so were it this that ended it, proc.run waited.
+        guard.append(int(marker.read_text()))
+        os.kill(guard[0], signal.SIGKILL)
+    timer = threading.Timer(120, hang_guard)
+    timer.start()
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.run(["/bin/sh", "-c", f'sleep 1000000 & echo $! > "{marker}"; wait'], timeout=1)
+    finally:
+        timer.cancel()
+    assert not guard, "proc.run waited for the group's background sleep past its timeout"
     pid = int(marker.read_text())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30                # a hang guard: it is gone at once
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         st = Path(f"/proc/{pid}/stat").read_text()
         if st[st.rindex(")") + 2] == "Z":

@@ -63,23 +63,20 @@ def test_seed_usage(build, tmp_path, infile, variant, sync):
     assert (tmp_path / "f2").read_bytes() == INPUT
 
 
+@pytest.mark.parametrize("args, sizes", [
+    (["--sizes", "1-65536"], [1 << i for i in range(17)]),
+    (["-b", "3000,100-1000,7"], [3000, 100, 200, 400, 800, 7]),
+], ids=["range-doubles", "list-and-ranges-mix"])
 @pytest.mark.parametrize("variant", WRITE_VARIANTS)
-def test_size_range_doubles(build, tmp_path, infile, variant):
+def test_sizes(build, tmp_path, infile, variant, args, sizes):
+    """A range doubles from its start; a list may mix sizes and ranges, in its order; each
+    row's calls are the input's length over its size, rounded up."""
     need_supported("timewrite", variant)
-    p = tw(build, variant, ["--sizes", "1-65536", "out"], infile, tmp_path)
+    p = tw(build, variant, [*args, "out"], infile, tmp_path)
     assert p.returncode == 0, p.stderr
     rows = tsv_rows(p.stdout, 5)
-    assert [int(r[0]) for r in rows] == [1 << i for i in range(17)]
-    assert int(rows[0][4]) == len(INPUT)
-
-
-@pytest.mark.parametrize("variant", WRITE_VARIANTS)
-def test_size_list_and_ranges_mix(build, tmp_path, infile, variant):
-    need_supported("timewrite", variant)
-    p = tw(build, variant, ["-b", "3000,100-1000,7", "out"], infile, tmp_path)
-    assert p.returncode == 0, p.stderr
-    rows = tsv_rows(p.stdout, 5)
-    assert [int(r[0]) for r in rows] == [3000, 100, 200, 400, 800, 7]
+    assert [int(r[0]) for r in rows] == sizes
+    assert [int(r[4]) for r in rows] == [calls_for(s) for s in sizes]
 
 
 @pytest.mark.parametrize("variant", WRITE_VARIANTS)

@@ -6,6 +6,7 @@
  * not make the whole document unparseable: valid UTF-8 passes through,
  * control characters are escaped, and any other byte becomes U+FFFD.
  */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "json_out.h"
@@ -71,6 +72,23 @@ json_array(const char *key, const double *v, long n, int digits)
 	for (i = 0; i < n; i++)
 		printf("%s%.*f", i ? "," : "", digits, v[i]);
 	putchar(']');
+}
+
+void
+json_arrays(long n, int digits, ...)
+{
+	va_list ap;
+	const char *key;
+	int first = 1;
+
+	va_start(ap, digits);
+	while ((key = va_arg(ap, const char *)) != NULL) {
+		if (!first)
+			putchar(',');
+		json_array(key, va_arg(ap, const double *), n, digits);
+		first = 0;
+	}
+	va_end(ap);
 }
 
 void

@@ -14,6 +14,13 @@ void json_string(const char *s);
 /* "key":[v0,v1,...] with `digits` decimals, no trailing separator. */
 void json_array(const char *key, const double *v, long n, int digits);
 
+/*
+ * Several json_array()s of n values each, comma-separated: the arguments
+ * after digits are (const char *key, const double *v) pairs, ended by a
+ * null key.
+ */
+void json_arrays(long n, int digits, ...);
+
 /* "key":[i0,i1,...] of integers. */
 void json_int_array(const char *key, const long long *v, long n);
 

@@ -162,9 +162,7 @@ help(void)
 "Exit status: 0 success, 1 run-time error, 2 bad usage, 77 mechanism\n"
 "unsupported on this machine (nothing is written).\n",
 	    tw_mechanism, (int)(sizeof(void *) * 8));
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
-	exit(0);
+	tw_help_exit();
 }
 
 static void
@@ -256,6 +254,25 @@ refuse_input(uint64_t len, int error)
 }
 
 /*
+ * One read of stdin into buf, at most room bytes (and at most MAX_CHUNK):
+ * what it read, 0 at EOF.  An interrupted read is retried; any other error
+ * ends the program.
+ */
+static ssize_t
+read_chunk(char *buf, size_t room)
+{
+	ssize_t r;
+
+	if (room > MAX_CHUNK)
+		room = MAX_CHUNK;
+	while ((r = read(STDIN_FILENO, buf, room)) == -1) {
+		if (errno != EINTR)
+			err(1, "stdin");
+	}
+	return r;
+}
+
+/*
  * Read a regular file whole, at the size it has now, straight into a
  * tw_alloc() buffer.  A file that grows meanwhile is read up to that size;
  * one that shrinks is read up to its end.
@@ -264,7 +281,7 @@ static void
 read_sized(struct input *in, uint64_t size)
 {
 	ssize_t r;
-	size_t got, want;
+	size_t got;
 
 	if (size > SIZE_MAX)
 		refuse_input(size, EFBIG);
@@ -272,19 +289,9 @@ read_sized(struct input *in, uint64_t size)
 		refuse_input(size, errno);
 	in->alloc = (size_t)size;
 	got = 0;
-	while (got < (size_t)size) {
-		want = (size_t)size - got;
-		if (want > MAX_CHUNK)
-			want = MAX_CHUNK;
-		if ((r = read(STDIN_FILENO, in->buf + got, want)) == -1) {
-			if (errno == EINTR)
-				continue;
-			err(1, "stdin");
-		}
-		if (r == 0)
-			break;
+	while (got < (size_t)size && (r = read_chunk(in->buf + got,
+	    (size_t)size - got)) > 0)
 		got += (size_t)r;
-	}
 	in->len = got;
 }
 
@@ -323,15 +330,7 @@ read_stream(struct input *in)
 			}
 			tmp = p;
 		}
-		step = cap - len;
-		if (step > MAX_CHUNK)
-			step = MAX_CHUNK;
-		if ((r = read(STDIN_FILENO, tmp + len, step)) == -1) {
-			if (errno == EINTR)
-				continue;
-			err(1, "stdin");
-		}
-		if (r == 0)
+		if ((r = read_chunk(tmp + len, cap - len)) == 0)
 			break;
 		len += (size_t)r;
 	}
@@ -540,11 +539,8 @@ print_json(const char *path, const char *mode, int dofsync,
 		    "\"real_s_max\":%.9f,\"samples\":{", i ? "," : "",
 		    rows[i].size, (unsigned long long)rows[i].calls, um, sm, rm,
 		    rmin, rmax);
-		json_array("user_s", rows[i].user, reps, 9);
-		putchar(',');
-		json_array("sys_s", rows[i].sys, reps, 9);
-		putchar(',');
-		json_array("real_s", rows[i].real, reps, 9);
+		json_arrays(reps, 9, "user_s", rows[i].user, "sys_s",
+		    rows[i].sys, "real_s", rows[i].real, (char *)NULL);
 		printf("}}");
 	}
 	printf("]}\n");
@@ -553,6 +549,8 @@ print_json(const char *path, const char *mode, int dofsync,
 int
 main(int argc, char *argv[])
 {
+	static const char *const format_words[] = { "tsv", "csv", "json" };
+	static const enum format formats[] = { FMT_TSV, FMT_CSV, FMT_JSON };
 	static const struct option longopts[] = {
 		{ "dsync",	no_argument,		NULL,	OPT_DSYNC },
 		{ "format",	required_argument,	NULL,	OPT_FORMAT },
@@ -598,15 +596,8 @@ main(int argc, char *argv[])
 			dsync = 1;
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "tsv") == 0)
-				fmt = FMT_TSV;
-			else if (strcmp(optarg, "csv") == 0)
-				fmt = FMT_CSV;
-			else if (strcmp(optarg, "json") == 0)
-				fmt = FMT_JSON;
-			else
-				tw_usage_err("--format: %s is not tsv, csv or "
-				    "json", tw_quote(optarg));
+			fmt = formats[tw_word_arg("--format", optarg,
+			    format_words, 3)];
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -715,8 +706,7 @@ main(int argc, char *argv[])
 			warnx("%s: the number of write() calls at %lld bytes "
 			    "varied between passes; the largest is reported",
 			    path, rows[i].size);
-	if (fflush(stdout) == EOF || ferror(stdout))
-		err(1, "stdout");
+	tw_flush_stdout();
 
 	tw_free(in.buf, in.alloc);
 	for (i = 0; i < nrows; i++) {

@@ -178,6 +178,25 @@ tw_real_arg(const char *opt, const char *s, double min, double max)
 	return v;
 }
 
+int
+tw_word_arg(const char *opt, const char *s, const char *const *words, int n)
+{
+	char list[256];
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(s, words[i]) == 0)
+			return i;
+	list[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			strncat(list, i == n - 1 ? " or " : ", ",
+			    sizeof(list) - strlen(list) - 1);
+		strncat(list, words[i], sizeof(list) - strlen(list) - 1);
+	}
+	tw_usage_err("%s: %s is not %s", opt, tw_quote(s), list);
+}
+
 void
 tw_usage_err(const char *fmt, ...)
 {
@@ -189,6 +208,30 @@ tw_usage_err(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "%s\n", tw_usage);
 	exit(TW_EXIT_USAGE);
+}
+
+void
+tw_flush_stdout(void)
+{
+	if (fflush(stdout) == EOF || ferror(stdout))
+		err(1, "stdout");
+}
+
+void
+tw_help_exit(void)
+{
+	tw_flush_stdout();
+	exit(0);
+}
+
+void *
+tw_xcalloc(long n, size_t size)
+{
+	void *p = calloc((size_t)n, size);
+
+	if (p == NULL)
+		err(1, "calloc");
+	return p;
 }
 
 int

@@ -11,6 +11,8 @@
 #ifndef TW_CLI_H
 #define TW_CLI_H
 
+#include <stddef.h>
+
 /*
  * The program's synopsis, exactly as its README section gives it: one or
  * more lines, no trailing newline.  Every program linking tw_cli.c defines
@@ -57,6 +59,14 @@ double tw_real_arg(const char *opt, const char *s, double min, double max);
  */
 const char *tw_quote(const char *s);
 
+/*
+ * The index in words[0..n-1] of the word s is, for an option that takes one
+ * of a few words; any other s is a usage error naming them all: "--clock:
+ * 'x' is not auto, tsc or monotonic".
+ */
+int tw_word_arg(const char *opt, const char *s, const char *const *words,
+    int n);
+
 /* "prog: <message>", then tw_usage, on stderr; exit TW_EXIT_USAGE. */
 void tw_usage_err(const char *fmt, ...)
     __attribute__((noreturn, format(printf, 1, 2)));
@@ -83,5 +93,20 @@ void tw_usage_getopt(int ch, char *const argv[]) __attribute__((noreturn));
 struct option;
 int tw_getopt(int argc, char *argv[], const char *shortopts,
     const struct option *opts, int help_val, void (*help)(void));
+
+/*
+ * Everything printed on stdout written out, or the program ends, err(3)'s
+ * way ("prog: stdout: ...", exit 1): a full disk or a closed pipe is not a
+ * success.  tw_help_exit: that, then exit 0, the end of every -h.
+ */
+void tw_flush_stdout(void);
+void tw_help_exit(void) __attribute__((noreturn));
+
+/*
+ * n zeroed elements of size bytes each, for the sample arrays a program sizes
+ * from its options; out of memory ends the program, err(3)'s way ("prog:
+ * calloc: ...", exit 1).
+ */
+void *tw_xcalloc(long n, size_t size);
 
 #endif

@@ -64,13 +64,8 @@ section .text
 	ret
 %endmacro
 
-TW_FUNC tw_syscall3
-	STUB ret
-TW_ENDFUNC
-
-TW_FUNC tw_syscall3_jmp
-	STUB jmp
-TW_ENDFUNC
+; tw_syscall3 and its twin that leaves by jmp (tw.inc).
+TW_STUB_TWINS STUB
 
 ; The inline loop, and its empty twin: %1 is what stands where the kernel
 ; entry is; here that is the call to __kernel_vsyscall itself, whose own

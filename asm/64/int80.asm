@@ -78,11 +78,7 @@ TW_ENDFUNC
 	mov	eax, [r12 + TWL_NR]
 	%1
 	movsxd	rax, eax
-	TW_LOOP_CHECK rax, r12
-	dec	r13
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	rax, [r12 + TWL_BAD]
+	TW_LOOP64_END r13, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r13, r12, rbx
 	ret
 %endmacro

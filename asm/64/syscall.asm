@@ -108,11 +108,7 @@ TW_ENDFUNC
 	TW_HERE %%again
 	mov	rax, [r12 + TWL_NR]
 	%1
-	TW_LOOP_CHECK rax, r12
-	dec	rbx
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	rax, [r12 + TWL_BAD]
+	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r12, rbx
 	ret
 %endmacro

@@ -82,13 +82,8 @@ section .text
  %endif
 %endmacro
 
-TW_FUNC tw_syscall3
-	STUB ret
-TW_ENDFUNC
-
-TW_FUNC tw_syscall3_jmp
-	STUB jmp
-TW_ENDFUNC
+; tw_syscall3 and its twin that leaves by jmp (tw.inc).
+TW_STUB_TWINS STUB
 
 ; The inline loop, and its empty twin: %1 is what stands where the call is.
 ; State lives in callee-saved registers, which the vDSO's functions keep:
@@ -120,11 +115,7 @@ TW_ENDFUNC
 	jz	TW_AT(%%wide)
 	movsxd	rax, eax
 	TW_HERE %%wide
-	TW_LOOP_CHECK rax, r12
-	dec	rbx
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	rax, [r12 + TWL_BAD]
+	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r14, r13, r12, rbp, rbx
 	ret
 %endmacro

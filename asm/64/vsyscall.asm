@@ -101,13 +101,8 @@ extern tw_nrs
 	ret
 %endmacro
 
-TW_FUNC tw_syscall3
-	STUB ret
-TW_ENDFUNC
-
-TW_FUNC tw_syscall3_jmp
-	STUB jmp
-TW_ENDFUNC
+; tw_syscall3 and its twin that leaves by jmp (tw.inc).
+TW_STUB_TWINS STUB
 
 ; The inline loop, and its empty twin: %1 is what stands where the call into
 ; the page is.  The page's functions keep the C ABI's callee-saved registers
@@ -136,11 +131,7 @@ TW_ENDFUNC
 	mov	rsi, [r12 + TWL_A2]
 	mov	rdx, [r12 + TWL_A3]
 	%1
-	TW_LOOP_CHECK rax, r12
-	dec	rbx
-	jnz	TW_AT(%%again)
-	TW_HERE %%done
-	mov	rax, [r12 + TWL_BAD]
+	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r13, r12, rbx
 	ret
 %endmacro

@@ -180,14 +180,5 @@ def selfcheck(args, out, sizes):
                                shapes=args.shapes)
         runs.append((doc, percall.analyse(doc)))
     f = check.figures(runs)
-    files.write_json(out / "selfcheck.json", f)
-    if args.json:
-        print(json.dumps(f, indent=1))
-    else:
-        print("\n".join(present_selfcheck.lines(f)))
-    ui.progress(f"bench: wrote {out / 'selfcheck.json'} (and each run's percall.json)")
-    if f["short"]:
-        ui.warn("bench: the self-check fell short: " + "; ".join(f["short"]),
-                "rerun on a quieter host, or with --long for more rounds")
-        return ui.EXIT_FAILED
-    return 0
+    return options.selfcheck_end("bench", out / "selfcheck.json", f, present_selfcheck.lines,
+                                 f["short"], "and each run's percall.json", args.json)

@@ -1,9 +1,10 @@
 """Options shared by several commands, and the argparse types that check a value before any
 work is done: a bad value is one line from argparse and exit 2, never a traceback later."""
 import argparse
+import json
 import os
 
-from ..core import proc
+from ..core import files, proc, ui
 
 
 def add_mode_arguments(parser, quick_help, long_help):
@@ -145,3 +146,17 @@ def percent(text):
     if not 0.0001 <= v <= 0.5:
         raise ValueError(f"'{text}': the precision must be between 0.01% and 50%")
     return v
+
+
+def selfcheck_end(cmd, path, f, lines, short, also, as_json):
+    """The end of tw bench's and tw sweep's --selfcheck: the figures f written to path and
+    printed (as JSON with --json, else as lines(f)); the exit status, EXIT_FAILED with a warning
+    when the check fell short (short: what did)."""
+    files.write_json(path, f)
+    print(json.dumps(f, indent=1) if as_json else "\n".join(lines(f)))
+    ui.progress(f"{cmd}: wrote {path} ({also})")
+    if short:
+        ui.warn(f"{cmd}: the self-check fell short: " + "; ".join(short),
+                "rerun on a quieter host, or with --long for more rounds")
+        return ui.EXIT_FAILED
+    return 0

@@ -61,7 +61,6 @@ SELFCHECK_STAGES = "doctor,variants,seed-sweep,tlpi-sweep"
 
 def selfcheck(args, out):
     """tw sweep --selfcheck: two tw run in turn, their sweeps compared (analyse.sweepcheck)."""
-    import json
     import subprocess
     import sys
     from ..analyse import results, sweepcheck
@@ -81,17 +80,9 @@ def selfcheck(args, out):
         reports.append(files.read_regular(rep, inside=d).decode("utf-8", "replace")
                        if rep.exists() else "")
     f = sweepcheck.figures(*analysed, reports=reports)
-    files.write_json(out / "sweepcheck.json", f)
-    if args.json:
-        print(json.dumps(f, indent=1))
-    else:
-        print("\n".join(present_sweepcheck.lines(f)))
-    ui.progress(f"sweep: wrote {out / 'sweepcheck.json'} (and each run's results directory)")
-    if f["vs_ref"]["short"]:
-        ui.warn("sweep: the self-check fell short: " + "; ".join(f["vs_ref"]["short"]),
-                "rerun on a quieter host, or with --long for more rounds")
-        return ui.EXIT_FAILED
-    return 0
+    return options.selfcheck_end("sweep", out / "sweepcheck.json", f, present_sweepcheck.lines,
+                                 f["vs_ref"]["short"], "and each run's results directory",
+                                 args.json)
 
 
 def main(args, name):

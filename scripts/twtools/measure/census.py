@@ -22,7 +22,6 @@ is computed by twtools.analyse.census.
 import os
 import platform
 import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -30,12 +29,13 @@ from pathlib import Path
 from ..core import files, paths, proc, ui
 from ..machine import doctor, entrypath, process, registry
 from ..machine.tracers import bpftrace
+from . import diagnose
 from .diagnose import bpftrace_why_not, tracefs
 from .trace import tmp_dir
 
 SCRIPT = "census.bt"
 SCHEMA = "timewrite-census/2"
-ATTACH_TIMEOUT = 90.0       # bpftrace parses BTF before it attaches: seconds on a small VM
+ATTACH_TIMEOUT = diagnose.ATTACH_TIMEOUT   # bpftrace parses BTF before it attaches
 # bpftrace's maps hold 4096 keys by default; a busy machine has more (pid, path) pairs than that
 # in a few seconds.  A full map drops updates silently, so the census makes room and checks.
 MAP_KEYS = 131072
@@ -81,33 +81,9 @@ def _start(script, tmp, keys=None, arg=None, out_name="census.ndjson"):
 
 
 def spawn_attached(argv, out, errp, what, env=None):
-    """A tracer that writes NDJSON to `out` and prints one printf record once attached: started
-    in its own session, returned once that record is there: (Popen, stderr file).  bpftrace
-    for the census, build/watchbpf for tw watch's window."""
-    err = open(errp, "w")
-    bt = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                          env=env)
-    deadline = time.monotonic() + ATTACH_TIMEOUT
-    try:
-        while time.monotonic() < deadline:
-            if bt.poll() is not None:
-                err.close()
-                msg = [ln for ln in Path(errp).read_text().split("\n")
-                       if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln and ln.strip()
-                       and not ln.lstrip().startswith(("/", "~"))]
-                raise CensusError(f"{what} exited before attaching ({bt.returncode}): "
-                                  f"{msg[-1] if msg else 'no message'}")
-            if out.exists() and '"printf"' in out.read_text():
-                return bt, err
-            time.sleep(0.05)
-    except BaseException:
-        # An interrupt while it attaches must not leave it behind.
-        proc.kill_group(bt, grace=0.5)
-        err.close()
-        raise
-    proc.kill_group(bt, grace=0.5)
-    err.close()
-    raise CensusError(f"{what} did not attach within {ATTACH_TIMEOUT:.0f} s")
+    """measure.diagnose.spawn_attached, its failure to attach as CensusError.  bpftrace for the
+    census, build/watchbpf for tw watch's window."""
+    return diagnose.spawn_attached(argv, out, errp, what, env=env, error=CensusError)
 
 
 def _stop(bt, out, err):

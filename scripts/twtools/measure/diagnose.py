@@ -132,30 +132,42 @@ def start_stopped(cmd, stdin=None, stdout=None, stderr=None, norandom=False):
 
 def _start_bpftrace(pid, tmp):
     out = Path(tmp) / "diagnose.ndjson"
-    err = open(Path(tmp) / "bpftrace.err", "w")
-    bt = subprocess.Popen(["bpftrace", "-f", "json", "-o", str(out), str(paths.TRACES / SCRIPT),
-                           str(pid)], stdout=subprocess.DEVNULL, stderr=err,
-                          start_new_session=True)
+    bt, err = spawn_attached(["bpftrace", "-f", "json", "-o", str(out),
+                              str(paths.TRACES / SCRIPT), str(pid)],
+                             out, Path(tmp) / "bpftrace.err", "bpftrace")
+    return bt, out, err
+
+
+def spawn_attached(argv, out, errp, what, env=None, error=DiagnoseError):
+    """A tracer that writes NDJSON to `out` and prints one printf record once attached: started
+    in its own session, returned once that record is there: (Popen, stderr file).  Its
+    failure to attach (it exits, or ATTACH_TIMEOUT passes) raises `error` with the last line
+    it said.  bpftrace for diagnose and the census, build/watchbpf for tw watch's window."""
+    err = open(errp, "w")
+    bt = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                          env=env)
     deadline = time.monotonic() + ATTACH_TIMEOUT
     try:
         while time.monotonic() < deadline:
             if bt.poll() is not None:
                 err.close()
-                msg = [l for l in (Path(tmp) / "bpftrace.err").read_text().split("\n")
-                       if "RLIMIT_MEMLOCK" not in l]
-                raise DiagnoseError(f"bpftrace exited before attaching ({bt.returncode}): "
-                                    f"{msg[-1] if msg else 'no message'}")
+                msg = [ln for ln in Path(errp).read_text().split("\n")
+                       if "RLIMIT_MEMLOCK" not in ln and "WARNING" not in ln and ln.strip()
+                       and not ln.lstrip().startswith(("/", "~"))]
+                raise error(f"{what} exited before attaching ({bt.returncode}): "
+                            f"{msg[-1] if msg else 'no message'}")
             if out.exists() and '"printf"' in out.read_text():
-                return bt, out, err
+                return bt, err
             time.sleep(0.05)
     except BaseException:
-        # An interrupt while bpftrace attaches (tw run's SIGTERM) must not leave it behind:
-        # its caller never gets it to stop.
+        # An interrupt while it attaches (tw run's SIGTERM) must not leave it behind: its
+        # caller never gets it to stop.
         proc.kill_group(bt, grace=0.5)
         err.close()
         raise
     proc.kill_group(bt, grace=0.5)
-    raise DiagnoseError(f"bpftrace did not attach within {ATTACH_TIMEOUT:.0f} s")
+    err.close()
+    raise error(f"{what} did not attach within {ATTACH_TIMEOUT:.0f} s")
 
 
 def _stop_bpftrace(bt, out, err):

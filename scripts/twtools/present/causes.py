@@ -21,6 +21,13 @@ def ns(x):
     return fmt({"median": x["value"], "ci_low": x.get("ci_low"), "ci_high": x.get("ci_high")})
 
 
+def mechanisms(c):
+    """The document's mechanisms as (name, its entry), in the registry's order; a name it has
+    no entry for is left out."""
+    ms = c.get("mechanisms") or {}
+    return [(n, ms[n]) for n in registry.names() if ms.get(n)]
+
+
 def exits(x):
     if not x or x.get("value") is None:
         return outside((x or {}).get("why") or "unknown")
@@ -61,10 +68,7 @@ def section(doc, data):
           "holds where that interval lies within half an exit of the prediction.  Intervals are "
           "95%, by the delta method over the cells' undisturbed intervals.")
     rows = []
-    for name in registry.names():
-        m = (c.get("mechanisms") or {}).get(name)
-        if not m:
-            continue
+    for name, m in mechanisms(c):
         pe = m.get("predicted_exits") or {}
         v = m.get("verdict") or {}
         against = (f" vs {m['baseline']}" if m.get("baseline") else
@@ -81,9 +85,8 @@ def section(doc, data):
               if (m.get("verdict") or {}).get("holds") is False]
     for n, m in failed:
         doc.p(f"**The model fails for {n} here**: {outside(m['verdict']['text'])}.")
-    for name in registry.names():
-        m = (c.get("mechanisms") or {}).get(name)
-        if not m or m.get("role") != "int80":
+    for name, m in mechanisms(c):
+        if m.get("role") != "int80":
             continue
         pe = m.get("predicted_exits") or {}
         doc.p(f"**{name}**: {outside(pe.get('why'))}"
@@ -93,10 +96,7 @@ def section(doc, data):
     legs_section(doc, c)
     doc.h(3, "The parts, and where the kernel does each")
     prow = []
-    for name in registry.names():
-        m = (c.get("mechanisms") or {}).get(name)
-        if not m:
-            continue
+    for name, m in mechanisms(c):
         for p in m.get("parts") or []:
             where = "; ".join(x for x in (p.get("path"), p.get("source"), p.get("commit")) if x)
             if p.get("in_force") is not None:
@@ -119,9 +119,8 @@ def premium_section(doc, c):
           "doing the same work.  int 0x80 also enters through the IDT and leaves by `iret`, so "
           "this premium is priced into its prediction, and its residual is what is left:")
     rows = []
-    for name in registry.names():
-        m = (c.get("mechanisms") or {}).get(name)
-        if m and m.get("residual_before_premium_ns"):
+    for name, m in mechanisms(c):
+        if m.get("residual_before_premium_ns"):
             rows.append([name, ns(m["residual_before_premium_ns"]), ns(p), ns(m.get("residual_ns"))])
     if rows:
         doc.table(["variant", "residual over the exits", "exception-path premium",
@@ -131,10 +130,9 @@ def premium_section(doc, c):
 def legs_section(doc, c):
     """Each system-call mechanism's legs, and int 0x80's over its baseline's."""
     doc.h(3, "Each call's way in, body and way out, on one clock")
-    mechs = c.get("mechanisms") or {}
     rows, why_of = [], {}
-    for name in registry.names():
-        lg = (mechs.get(name) or {}).get("legs")
+    for name, m in mechanisms(c):
+        lg = m.get("legs")
         if not lg:
             continue
         if not lg.get("in"):
@@ -160,8 +158,7 @@ def legs_section(doc, c):
     if whys:
         doc.p("Not measured: " + outside("; ".join(whys)) + ".")
     drows, texts = [], []
-    for name in registry.names():
-        m = mechs.get(name) or {}
+    for name, m in mechanisms(c):
         d = m.get("legs_vs_baseline")
         if not d:
             continue

@@ -47,6 +47,7 @@ recently seen) whatever the file holds; the rest stay on disk, counted.  The rep
 select in SQL only what could stop (32-bit, or a compat entry path).
 Every value reaches SQLite as a bound parameter (program names come from the machine).
 """
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -122,27 +123,25 @@ _FINITE = "BETWEEN -1e300 AND 1e300"
 _OR_NULL = {_TN: _T, _NN: _N, _TIMEN: _TIME}
 
 
+# The SQL each other kind's column must satisfy: {c} the column, {num} "it is a number".
+_CONDS = {
+    _T: f"(typeof({{c}}) = 'text' AND length(CAST({{c}} AS BLOB)) <= {MAX_TEXT})",
+    _B: "(typeof({c}) = 'integer' AND {c} IN (0, 1))",
+    _N: "(typeof({c}) = 'integer' AND {c} >= 0)",
+    _TIME: "({num} AND {c} BETWEEN 0 AND 1e11)",
+    _NUM: f"({{c}} IS NULL OR ({{num}} AND {{c}} {_FINITE}))",
+    _HI: "({num} AND {c} > 0)",
+    "day": "(typeof({c}) = 'text' AND {c} GLOB '[0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]')",
+}
+
+
 def _cond(col, kind):
     """SQL true when `col` holds what the watch writes there."""
     if kind in _OR_NULL:
         return f"({col} IS NULL OR {_cond(col, _OR_NULL[kind])})"
-    num = f"typeof({col}) IN ('integer', 'real')"
-    if kind == _T:
-        return f"(typeof({col}) = 'text' AND length(CAST({col} AS BLOB)) <= {MAX_TEXT})"
-    if kind == _B:
-        return f"(typeof({col}) = 'integer' AND {col} IN (0, 1))"
-    if kind == _N:
-        return f"(typeof({col}) = 'integer' AND {col} >= 0)"
-    if kind == _TIME:
-        return f"({num} AND {col} BETWEEN 0 AND 1e11)"
-    if kind == _NUM:
-        return f"({col} IS NULL OR ({num} AND {col} {_FINITE}))"
-    if kind == _HI:
-        return f"({num} AND {col} > 0)"
-    if kind == "day":
-        return (f"(typeof({col}) = 'text' AND {col} GLOB "
-                "'[0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]')")
-    raise ValueError(kind)
+    if kind not in _CONDS:
+        raise ValueError(kind)
+    return _CONDS[kind].format(c=col, num=f"typeof({col}) IN ('integer', 'real')")
 
 
 _expected = None
@@ -544,13 +543,30 @@ def _many(con, sql, rows):
         con.execute(f"{head}VALUES {', '.join([one] * len(part))}", [v for r in part for v in r])
 
 
+@contextlib.contextmanager
+def _written(path):
+    """A connection to the state in one write transaction (BEGIN IMMEDIATE): committed when
+    the block ends, rolled back when it raises (an interrupt too), closed either way."""
+    con = connect(path)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except Exception:
+            pass
+        raise
+    finally:
+        con.close()
+
+
 def save(path, state, windows=()):
     """One interval, in one transaction: every program row, the days seen since the last
     save, the folded counts, and each window given as (summary, rows, lat) from
     State.add_window.  The state's pending days are cleared once committed."""
-    con = connect(path)
-    try:
-        con.execute("BEGIN IMMEDIATE")
+    with _written(path) as con:
         _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
               [[p, is32, r["execs"], r["first"], r["last"], r.get("dev"), r.get("ino"),
                 r.get("note"), r.get("started")]
@@ -596,17 +612,8 @@ def save(path, state, windows=()):
             meta["started"] = state.started
         _many(con, "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                         [[k, str(v)] for k, v in meta.items()])
-        con.execute("COMMIT")
-        state.days.clear()
-        state.dirty.clear()
-    except BaseException:
-        try:
-            con.execute("ROLLBACK")
-        except Exception:
-            pass
-        raise
-    finally:
-        con.close()
+    state.days.clear()
+    state.dirty.clear()
 
 
 # A path row that says a program would stop (32-bit, or a compat way in): the report's
@@ -644,19 +651,8 @@ def bound(path, keep_days, max_bytes, now=None):
         _rewrite(path)
     step = 0
     while os.path.getsize(path) > max_bytes and step < 3:
-        con = connect(path)
-        try:
-            con.execute("BEGIN IMMEDIATE")
+        with _written(path) as con:
             said = _fold_step(con, step, today)
-            con.execute("COMMIT")
-        except BaseException:
-            try:
-                con.execute("ROLLBACK")
-            except Exception:
-                pass
-            raise
-        finally:
-            con.close()
         if said is None:
             step += 1          # nothing left at this step: the next one
             continue

@@ -78,9 +78,19 @@ def observer_why_not(program, root, not_root):
     return None
 
 
-def kernel_entry_blind(mech, tool):
+def observer_argv(program, root, not_root, argv):
+    """(argv, None) when program can wrap the observer stage's commands here, else (None,
+    why) as observer_why_not says it."""
+    why = observer_why_not(program, root, not_root)
+    return (None, why) if why else (argv, None)
+
+
+def kernel_entry_blind(mech, tool, root=True, not_root=None):
     """The part of blindness every syscall tracer shares: a vsyscall call raises a page
-    fault that the kernel emulates, and a vDSO call never enters the kernel."""
+    fault that the kernel emulates, and a vDSO call never enters the kernel; for a tracer that
+    needs root, not being root (not_root says so) comes first."""
+    if not root:
+        return not_root
     if mech.seen_as == "fault":
         return (f"{tool} sees system calls; a call into the vsyscall page is a page fault the "
                 "kernel emulates without one (exceptions:page_fault_user sees it)")

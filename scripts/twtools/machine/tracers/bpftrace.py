@@ -140,9 +140,7 @@ class Bpftrace(Tracer):
         return out
 
     def blind(self, mech, root):
-        if not root:
-            return "bpftrace needs root"
-        return kernel_entry_blind(mech, "the raw_syscalls tracepoints")
+        return kernel_entry_blind(mech, "the raw_syscalls tracepoints", root, "bpftrace needs root")
 
     def observer_wrapper(self, tmp, root):
         why = observer_why_not("bpftrace", root, "bpftrace needs root")

@@ -12,7 +12,7 @@ Without root the software counters still count a process of one's own (perf_even
 from pathlib import Path
 
 from .. import sysnr
-from .base import (Tracer, first_line, json_lines, kernel_entry_blind, observer_why_not,
+from .base import (Tracer, first_line, json_lines, kernel_entry_blind, observer_argv,
                    run_with_stdin)
 
 EVENTS = ["task-clock", "context-switches", "page-faults", "cycles", "instructions"]
@@ -89,16 +89,13 @@ class PerfStat(Tracer):
         return out
 
     def blind(self, mech, root):
-        if not root:
-            return "the raw_syscalls tracepoints need root"
-        return kernel_entry_blind(mech, "raw_syscalls")
+        return kernel_entry_blind(mech, "raw_syscalls", root,
+                                  "the raw_syscalls tracepoints need root")
 
     def observer_wrapper(self, tmp, root):
-        why = observer_why_not("perf", root, "needs root for raw_syscalls tracepoints")
-        if why:
-            return None, why
-        return ["perf", "stat", "-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
-                "-o", "/dev/null", "--"], None
+        return observer_argv("perf", root, "needs root for raw_syscalls tracepoints",
+                             ["perf", "stat", "-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
+                              "-o", "/dev/null", "--"])
 
     def trace(self, variants, workload, tmp, root):
         from ...core import proc

@@ -8,7 +8,7 @@ cannot see a vsyscall-page call.
 import re
 from pathlib import Path
 
-from .base import (Tracer, Workload, first_line, kernel_entry_blind, observer_why_not,
+from .base import (Tracer, Workload, first_line, kernel_entry_blind, observer_argv,
                    run_with_stdin)
 
 _PROC = re.compile(r"^\s*(.+?) \((\d+)\), (\d+) events, ([\d.]+)%\s*$")
@@ -67,10 +67,8 @@ class PerfTrace(Tracer):
         return kernel_entry_blind(mech, "perf trace")
 
     def observer_wrapper(self, tmp, root):
-        why = observer_why_not("perf", root, "needs root for raw_syscalls tracepoints")
-        if why:
-            return None, why
-        return ["perf", "trace", "-o", "/dev/null", "--"], None
+        return observer_argv("perf", root, "needs root for raw_syscalls tracepoints",
+                             ["perf", "trace", "-o", "/dev/null", "--"])
 
     def trace(self, variants, workload, tmp, root):
         from ...core import proc
