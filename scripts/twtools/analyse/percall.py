@@ -62,7 +62,11 @@ GATED_MIN = 3
 # the time, that is one or two floors, and the figure followed which levels those few drew.
 # The screen keeps a mislabelled slow process out.  Reanalysed, the two recorded pairs of
 # back-to-back default reports on the noisy Intel guest went from a fast-cell median
-# half-width of 3.7% to 2.9%, overlapping in 94 of 96 cells (91 before); on a synthetic host
+# half-width of 3.7% to 2.9%, overlapping in 94 of 96 cells (91 before).  Two later pairs,
+# whose host's fast level itself moved 5-7% between runs minutes apart, overlap in no more
+# than that move allows with either (50 and 55 of 69 fast cells): no interval of one run
+# sees such a move, and the ratios to the reference, paired in the same quiet moments,
+# overlapped in 96 of 96 there (docs/syscost.md, "Quiet first").  On a synthetic host
 # with four levels, quiet a third of the time, two runs agree in 163 of 164 pairs against
 # 158 for a fifth (tests/test_quiet_first.py).
 # ... the fastest probe's level being the LEVEL_RANK-th fastest probe: one lucky process must
