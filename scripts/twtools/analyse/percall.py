@@ -220,8 +220,7 @@ def cell_summary(doc, cell, probes=None):
                                   times=[times[i] for i in fast] if None not in times else None,
                                   resolution=resolution(doc, cell))
             if q != stats.UNDISTURBED_Q:
-                u["method"] = stats.METHOD.replace(
-                    "the fastest 20% of rounds",
+                u["method"] = stats.method(
                     f"the {round(q * len(fast_floors))} of the {len(fast_floors)} processes "
                     f"that met the host's fast state within {100 * sequential.SCREEN:.0f}% of "
                     f"their lowest floor")

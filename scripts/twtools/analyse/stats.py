@@ -68,10 +68,16 @@ FLOOR_GAP = 0.25
 UNDISTURBED_Q = 0.2
 # The old method's share of every batch pooled (undisturbed_pooled), for old results.
 POOLED_Q = 0.05
-METHOD = ("process floors: each round's fastest batch, then the mean of the fastest 20% of "
-          "rounds; 95% interval: delete-half jackknife over rounds, Student's t, widened by "
-          "the figure's drift between the run's halves and its spread between eight blocks of "
-          "the run, never narrower than the levels' spacing or the clock's resolution")
+def method(tail="the fastest 20% of rounds"):
+    """The undisturbed figure's method line, with the floors its mean takes (`tail`): a gated
+    cell's are the fast state's (analyse.percall.gated_q)."""
+    return (f"process floors: each round's fastest batch, then the mean of {tail}; 95% "
+            "interval: delete-half jackknife over rounds, Student's t, widened by the figure's "
+            "drift between the run's halves and its spread between eight blocks of the run, "
+            "never narrower than the levels' spacing or the clock's resolution")
+
+
+METHOD = method()
 METHOD_POOLED = ("old method (pooled tail): the mean of the fastest 5% of all batches pooled; "
                  "delete-half jackknife over rounds, widened by the drift between halves")
 # Floors closer than this share of the figure (or than the clock's resolution) are one level:
