@@ -282,6 +282,15 @@ JOBS_PER_CPU = 4
 PR_SET_PDEATHSIG = 1
 
 
+def next_round_past(deadline, took, done, minimum):
+    """Whether rounds of runs measured against a deadline (a time.monotonic()) should start no
+    more: `minimum` rounds are done and the next one, at the mean of those so far (`took`, in
+    seconds), would end past it.  False without a deadline or before any round: tw run's
+    matrix and sweeps stop this way at their share of the report's time."""
+    return deadline is not None and done >= minimum and bool(took) and \
+        time.monotonic() + sum(took) / len(took) > deadline
+
+
 def max_jobs():
     """The largest --jobs accepted on this machine."""
     return JOBS_PER_CPU * (os.cpu_count() or 1)

@@ -22,7 +22,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..core import files, ui
+from ..core import files, proc, ui
 from ..machine import probe, registry
 from .syscost import SyscostError, calibrate, make_copies, measure, perf_bench_once
 
@@ -355,8 +355,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
     max_rounds = params["rounds"] if target is None else 10000
     rnd = 0
     while rnd < max_rounds:
-        if deadline is not None and rnd >= MIN_ROUNDS and measured and \
-                time.monotonic() + sum(measured) / len(measured) > deadline:
+        if proc.next_round_past(deadline, measured, rnd, MIN_ROUNDS):
             # tw run's time for the bench is spent: fewer rounds, the intervals wider and
             # honest for it, rather than a report past its time
             host["stopped"] = "deadline"

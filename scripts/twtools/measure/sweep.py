@@ -393,8 +393,7 @@ def _interleaved(a, b, deadline=None):
     took = ([], [])
     for _, which, r in order:
         sw = (a, b)[which]
-        if deadline is not None and r >= MIN_ROUNDS and took[which] and \
-                time.monotonic() + sum(took[which]) / len(took[which]) > deadline:
+        if proc.next_round_past(deadline, took[which], r, MIN_ROUNDS):
             for x in (a, b):
                 x.stopped = "deadline"
             ui.progress(f"sweeps: stopped at the report's time for them: the seed sweep after "
