@@ -81,3 +81,12 @@ def test_interleaved_sweeps_without_a_deadline_run_every_round():
     assert a.done == 6 and b.done == 3 and a.stopped is b.stopped is None
 
 
+
+
+def test_a_sweep_that_stopped_at_its_deadline_says_so_in_the_report():
+    d = document.Doc()
+    report._stopped_early(d, {"stopped": "deadline", "rounds_done": 5, "rounds": 36})
+    assert "stopped after 5 of its 36 rounds" in repr(d.blocks)
+    d = document.Doc()
+    report._stopped_early(d, {"stopped": None, "rounds_done": 36, "rounds": 36})
+    assert d.blocks == []

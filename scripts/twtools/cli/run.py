@@ -350,13 +350,12 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
             ui.progress(f"[{i}/{len(wanted)}] {name} ({mode}) ...")
             ts = time.monotonic()
             try:
-                kw = {}
+                kw, rec = {}, {}
                 if budget is not None and name in RESERVE_S:
                     kw["deadline"] = t0 + budget - RESERVE_S[name]
-                    meta["stages"][name] = {"deadline_s": round(kw["deadline"] - t0, 1)}
+                    rec["deadline_s"] = round(kw["deadline"] - t0, 1)
                 got = stage(out, mode, **kw)
-                meta["stages"][name] = dict(meta["stages"].get(name) or {}, ok=True,
-                                            seconds=round(time.monotonic() - ts, 2))
+                meta["stages"][name] = dict(rec, ok=True, seconds=round(time.monotonic() - ts, 2))
                 if isinstance(got, MeasuredWith):
                     meta["stages"][name]["measured_with"] = str(got)
             except Exception as e:  # recorded, reported, and the run goes on

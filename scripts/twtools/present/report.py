@@ -287,7 +287,8 @@ def sec_host(doc, data, pdir):
              f"{h['longest_burst_s']:.1f} s."]
         if h.get("gated"):
             q.append("Each undisturbed figure rests on the processes that ran between two fast "
-                     f"probes (the mean of their floors within 5% of the lowest): "
+                     f"probes (the mean of their floors within "
+                     f"{100 * percall.sequential.SCREEN:.0f}% of the lowest): "
                      f"{h.get('fast_processes_median', 0)} in the median cell (at least "
                      f"{h.get('fast_processes_min', 0)}); a cell with fewer than "
                      f"{percall.GATED_MIN} has no undisturbed figure and leads with its typical "
@@ -682,13 +683,17 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                      inline=True)
 
 
-def _host_clock(doc, sw):
-    """One line on the host's own speed during a sweep (analyse.sweeps.host_clock): a
-    figure in ns moves with it, and it is measured apart from every cell."""
+def _stopped_early(doc, sw):
+    """One line when a sweep stopped at the report's time for it (measure.sweep._interleaved)."""
     if sw.get("stopped") == "deadline":
         doc.p(f"This sweep stopped after {sw.get('rounds_done')} of its {sw.get('rounds')} "
               "rounds, at the report's time for the sweeps: its intervals are as wide as those "
               "rounds allow.")
+
+
+def _host_clock(doc, sw):
+    """One line on the host's own speed during a sweep (analyse.sweeps.host_clock): a
+    figure in ns moves with it, and it is measured apart from every cell."""
     c = sw.get("host_clock")
     if not c:
         return
@@ -714,6 +719,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
     sw = data["sweep_seed"]
     doc.p(f"{sw.get('input_bytes')} bytes per pass, {sw.get('reps')} repetitions, output on "
           f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
+    _stopped_early(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
     _sweep_table(doc, sw, "Seed sweep", key="wait_s", unit="ms", scale=1e3)
@@ -814,6 +820,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
     sw = data["sweep_tlpi"]
     doc.p(f"{sw.get('input_bytes')} bytes per pass here (TLPI wrote far more; compare shapes, "
           "not absolute seconds).")
+    _stopped_early(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "TLPI sweep")
     if tlpi_ref:
