@@ -86,7 +86,7 @@ def test_the_gated_figure_is_the_fast_states_mean_and_covers_a_rerun():
     of the lowest): two independent runs of the same host agree within their intervals in at
     least 95% of the pairs of 200 in which both runs met the host's fast state."""
     lv = (0.0, 0.01, 0.02, 0.03)
-    agree, tails = [], []
+    agree = []
     for seed in range(200):
         got = []
         for rerun in (0, 1):
@@ -102,7 +102,6 @@ def test_the_gated_figure_is_the_fast_states_mean_and_covers_a_rerun():
                 continue
             got.append(u)
             n = u["host"]["fast_processes"]
-            tails.append(round(u["q"] * n))
             # every fast floor within the screen is in the mean (the levels span 3%)
             assert round(u["q"] * n) == n
         if len(got) == 2:
@@ -110,7 +109,6 @@ def test_the_gated_figure_is_the_fast_states_mean_and_covers_a_rerun():
             agree.append(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
     assert len(agree) >= 150
     assert sum(agree) >= 0.95 * len(agree), f"{sum(agree)} of {len(agree)} reruns agree"
-    assert min(tails) >= 3
 
 
 def test_labels_follow_the_probes_around_a_process():
