@@ -82,18 +82,39 @@ def _is_num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# Each scalar kind's test, looked up once per value: a stage file's raw rounds hold hundreds of
+# thousands of numbers, so only the kind asked for is evaluated.
+_OK = {
+    "any": lambda v: True,
+    "num": _is_num,
+    "posnum": lambda v: _is_num(v) and v > 0,
+    "int": _is_int,
+    "posint": lambda v: _is_int(v) and v > 0,
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "variant": lambda v: isinstance(v, str) and bool(VARIANT_RE.match(v)),
+    "count": lambda v: _is_int(v) and v >= 0,
+    "window": lambda v: _is_num(v) and MIN_WINDOW_S <= v <= MAX_WINDOW_S,
+}
+
+
 def _scalar(kind, v, path):
-    if kind == "any":
-        return
-    ok = {"num": _is_num(v), "posnum": _is_num(v) and v > 0,
-          "int": isinstance(v, int) and not isinstance(v, bool),
-          "posint": isinstance(v, int) and not isinstance(v, bool) and v > 0,
-          "str": isinstance(v, str), "bool": isinstance(v, bool),
-          "variant": isinstance(v, str) and bool(VARIANT_RE.match(v)),
-          "count": isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-          "window": _is_num(v) and MIN_WINDOW_S <= v <= MAX_WINDOW_S}[kind]
-    if not ok:
+    if not _OK[kind](v):
         raise Invalid(path, f"expected {SCALARS[kind]}, found {_show(v)}")
+
+
+def _scalar_ok(spec):
+    """The test of a scalar spec ("num", "num?"), or None for any other spec."""
+    if not isinstance(spec, str):
+        return None
+    if spec.endswith("?"):
+        ok = _OK[spec[:-1]]
+        return lambda v: v is None or ok(v)
+    return _OK[spec]
 
 
 def check(spec, v, path=""):
@@ -107,6 +128,9 @@ def check(spec, v, path=""):
     elif isinstance(spec, list):
         if not isinstance(v, list):
             raise Invalid(path, f"expected a list, found {_show(v)}")
+        ok = _scalar_ok(spec[0])
+        if ok is not None and all(map(ok, v)):
+            return      # a list of scalars that all fit: no path is built for each item
         for i, x in enumerate(v):
             check(spec[0], x, f"{path}[{i}]")
     elif isinstance(spec, tuple) and spec[0] == "opt":
@@ -153,9 +177,36 @@ def check(spec, v, path=""):
         raise TypeError(f"bad spec {spec!r}")
 
 
+def _finite_ok(v, key=None, parent=None):
+    """Whether every number in v passes finite(); no paths are built (a stage file is almost
+    always sound, and its lists hold hundreds of thousands of numbers)."""
+    t = type(v)
+    if t is float:
+        return math.isfinite(v) and abs(v) <= MAGNITUDE
+    if t is int:
+        return abs(v) <= MAGNITUDE     # larger may still be an address: the walk decides
+    if t is list:
+        if v and all(type(x) is float for x in v):
+            # NaN or an infinity makes the sum NaN or infinite; so may a sum of huge values,
+            # which then go to the walk, as they must
+            return math.isfinite(sum(v)) and max(map(abs, v)) <= MAGNITUDE
+        return all(_finite_ok(x, key, parent) for x in v)
+    if t is dict:
+        return all(_finite_ok(x, k, key) for k, x in v.items())
+    # a subclass of a number or container (never from JSON): the walk decides
+    return not isinstance(v, (int, float, list, dict)) or t is bool
+
+
 def finite(v, path="", key=None, parent=None):
     """Raise Invalid at the first number that is not finite, or larger than any figure a
     stage file holds (MAGNITUDE; an address up to 2**64: ADDRESS_KEYS)."""
+    if not _finite_ok(v, key, parent):
+        _finite_at(v, path, key, parent)
+
+
+def _finite_at(v, path="", key=None, parent=None):
+    """finite()'s walk that names where: run only when the quick pass found something to
+    look at (an int, which may be an address, or a bad number)."""
     if isinstance(v, float):
         if not math.isfinite(v):
             raise Invalid(path, f"{v} is not a finite number")
@@ -170,10 +221,10 @@ def finite(v, path="", key=None, parent=None):
                                 f"holds ({MAGNITUDE:g} at most)")
     elif isinstance(v, dict):
         for k, x in v.items():
-            finite(x, f"{path}.{k}" if path else str(k), k, key)
+            _finite_at(x, f"{path}.{k}" if path else str(k), k, key)
     elif isinstance(v, list):
         for i, x in enumerate(v):
-            finite(x, f"{path}[{i}]", key, parent)
+            _finite_at(x, f"{path}[{i}]", key, parent)
 
 
 # ---- the specs ----------------------------------------------------------------------------
