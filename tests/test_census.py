@@ -269,17 +269,6 @@ def test_run_stage_writes_census_and_the_report_shows_it(stage_run, programs):
         assert "No per-call matrix (this run has no bench stage): every cost is unknown." in md
 
 
-def test_report_without_census_stage_adds_nothing(tmp_path):
-    """A results directory without census.json (tw run --only without the stage): the report
-    has no census section at all."""
-    from twtools.present import report
-    d = tmp_path / "res"
-    shutil.copytree(ROOT / "tests" / "fixtures" / "results-fixture", d)
-    doc, _, data = report.build_doc(d)
-    assert data.get("census") is None
-    assert not [b for b in doc.blocks if b[0] == "h" and "running system" in b[2]]
-
-
 HOSTILE = ["x", -1, None, 1e300, [], {}, True, "\x1b[2J"]
 
 

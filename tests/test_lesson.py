@@ -6,8 +6,7 @@ whose SVG carries a measured figure (this machine's, or an atlas machine's where
 does not run here); the mechanism the support oracle refuses here keeps its chapter and states
 the reason; every exercise's check command exists and runs (exit 0); the answers are hidden
 until opened; the page never scrolls sideways, at either width; outside text (a host name with
-markup) arrives escaped.  The class page over the atlas's runs and 30 synthetic students made
-from them shows the distribution per mechanism and marks each student on their own page.
+markup) arrives escaped.  (The class page, which measures nothing, is test_lesson_class.py.)
 
 Why it can break: a chain step the diagram cannot place, a figure missing from a chapter, a
 check command renamed in the CLI, an exporter that lets a host name's markup through, a wide
@@ -22,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -136,29 +134,3 @@ def test_outside_text_arrives_escaped(lesson):
     assert "lab&lt;b&gt;7&lt;/b&gt;" in html and "<b>7</b>" not in html
     assert 'href="javascript' not in html
     assert "lab\\<b\\>7" in md
-
-
-def test_the_class_page_shows_the_distribution_and_marks_each_student(tmp_path):
-    from twtools.analyse import atlas
-    from twtools.drivers import fleetbench
-    students = tmp_path / "students"
-    students.mkdir()
-    fleetbench.make(30, students, 2)
-    atlas_dirs = [r for _, r in atlas.runs()]
-    out = tmp_path / "class"
-    p = tw("lesson", "--class", students, *atlas_dirs, "--out", out)
-    index = Path(p.stdout.strip().splitlines()[-1])
-    assert index == out / "index.html"
-    pages = sorted(out.glob("class-*.html"))
-    assert len(pages) == 30 + len(atlas_dirs)
-    facts, errors = render(index, DESKTOP, tmp_path / "class.png", tmp_path)
-    assert errors == [] and f"{30 + len(atlas_dirs)} machines" in facts["body"]
-    assert "Machines grouped by the measured cause, then by what differs" in facts["body"]
-    # one student's own page: their dot is marked, their figures in the 'you' column
-    mine = next(p for p in pages if "bench-00007" in p.name)
-    facts, errors = render(mine, PHONE, tmp_path / "mine.png", tmp_path)
-    assert errors == [] and facts["scrollWidth"] <= PHONE[0]
-    html = mine.read_text()
-    svg = svg_of(re.search(r'src="(data:image/svg\+xml;base64,[^"]+)"', html).group(1))
-    assert "bench-00007 (you)" in svg and svg.count('fill="#c53030" stroke="#000"') >= 5
-    assert "**you** bench-00007" in (mine.with_suffix(".md")).read_text()

@@ -46,6 +46,18 @@ def built(tmp_path_factory):
     return d, path
 
 
+def test_report_without_census_stage_adds_nothing(built):
+    """A results directory without census.json (tw run --only without the stage): the report
+    has no census section at all."""
+    from twtools.analyse import results
+    from twtools.present import census
+    d, _ = built
+    assert not (d / "census.json").exists() and results.load(d).get("census") is None
+    heading = "The running system: who enters the old ways"
+    assert heading in Path(census.__file__).read_text()     # the section's own title
+    assert heading not in (d / "report.md").read_text()
+
+
 def test_report_builds_with_all_sections_in_order(built):
     d, path = built
     assert path == d / "report.md"
