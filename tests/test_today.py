@@ -5,19 +5,16 @@ path, with its measured cause (analyse.causes.today, present.causes.today_senten
 Why it can break: the sentence quotes a fit the cost model rejected as if it held; it speaks
 of a VM exit on bare metal, where the kernel's source says there is none and `cpuid` is only
 an instruction; it drops the exit price or its interval; a results directory measured before
-the cpuid cell existed gets a price it never measured; the report stops putting the sentence
-under the verdict.
+the cpuid cell existed gets a price it never measured.
 
-The bare-metal case is built from recorded facts: the atlas's AMD EPYC run (its meta.json
-and fingerprint.json as tw wrote them) with the fingerprint's virtualisation facts set as tw
-doctor records bare metal (tests/fixtures/causes/bare-metal-6.18.json: systemd-detect-virt
-none, no hypervisor flag), and a per-call matrix from a known host (test_causes.matrix) in
-which int 0x80 costs the fast path plus its own path and no exit.
+The sentence, its kind and the finding are built here in-process; test_today_report.py builds
+whole reports with `tw report` and checks where the sentence lands on the first screen.
+
+The bare-metal case is built from recorded facts: the virtualisation facts as tw doctor
+records bare metal (tests/fixtures/causes/bare-metal-6.18.json: systemd-detect-virt none, no
+hypervisor flag), and a per-call matrix from a known host (test_causes.matrix) in which int
+0x80 costs the fast path plus its own path and no exit.
 """
-import json
-import re
-import shutil
-import subprocess
 import sys
 
 from conftest import ROOT
@@ -28,7 +25,6 @@ from twtools.analyse import causes, findings, percall  # noqa: E402
 from twtools.present import causes as present_causes  # noqa: E402
 from twtools.present.document import plain  # noqa: E402
 
-RUN = ROOT / "data" / "machines" / "amd-epyc-f25m1-kvm" / "runs" / "vm-20261125T012530Z-17226"
 OWN_PATH = 150.0  # ns: what int 0x80's own path adds over the fast path in the synthetic host
 
 
@@ -84,55 +80,3 @@ def test_no_cpuid_cell_leaves_the_price_unknown():
     assert t["kind"] == "price-unknown" and t["exit_price"] is None, t
     s = plain(present_causes.today_sentence(t))
     assert "its price is unknown" in s and "cpuid" in s and "one exit costs" not in s, s
-
-
-def bare_metal_results(tmp_path):
-    """A results directory from the atlas run's recorded meta and fingerprint, made bare metal
-    as tw doctor records it, and the known host's matrix without an exit."""
-    d = tmp_path / "bare-metal"
-    d.mkdir()
-    shutil.copy(RUN / "meta.json", d / "meta.json")
-    fp = json.loads((RUN / "fingerprint.json").read_text())
-    bm = facts("bare-metal-6.18")
-    fp["virtualization"] = bm["virtualization"]
-    fp["virtualization_detail"] = dict(fp.get("virtualization_detail") or {},
-                                       **{k: bm["virtualization_detail"][k]
-                                          for k in ("hypervisor_flag", "vm")})
-    (d / "fingerprint.json").write_text(json.dumps(fp))
-    (d / "percall.json").write_text(json.dumps(matrix(0, extra=OWN_PATH)))
-    return d
-
-
-def report(d):
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "report", str(d)],
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    return (d / "report.md").read_text()
-
-
-def test_bare_metal_report_first_screen_wording(tmp_path):
-    md = report(bare_metal_results(tmp_path))
-    head = md.split("## What each way into the kernel costs here")[0]
-    assert "bare metal" in head.splitlines()[0], head.splitlines()[0]
-    today = next(line for line in head.splitlines() if line.startswith("**Here, today:**"))
-    assert "none of it is a VM exit (bare metal: the APIC read is a local access, no exit)" \
-        in today, today
-    assert "own path" in today and "VM exit per call" not in today, today
-    first = re.search(r"^1\. \*\*Int 0x80 against the fast path\*\*: (.*)$", md, re.M).group(1)
-    assert "Measured cause: int 0x80's own path" in first and "no VM exit" in first, first
-
-
-def test_the_report_puts_the_sentence_right_under_the_verdict(tmp_path):
-    d = tmp_path / "run"
-    shutil.copytree(RUN, d)
-    subprocess.run(["xz", "-d", str(d / "percall.json.xz")], check=True)
-    lines = [x for x in report(d).splitlines() if x.strip()]
-    v = next(i for i, x in enumerate(lines) if x.startswith("> **Verdict:"))
-    today = lines[v + 1]
-    assert today.startswith("**Here, today:** int 0x80 costs "), today
-    # The recorded run's own figures, read back from causes.json as the report wrote it.
-    c = json.loads((d / "causes.json").read_text())
-    p = c["exit_price_ns"]
-    assert f"one exit costs {p['value']:.0f} ns [{p['ci_low']:.0f}, {p['ci_high']:.0f}]" in today
-    e = c["mechanisms"]["32-int80"]["exits_per_call"]
-    assert f"{e['value']:.2f} [{e['ci_low']:.2f}, {e['ci_high']:.2f}] fitted" in today, today
