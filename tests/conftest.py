@@ -7,6 +7,7 @@ work here and does not fails every test that needs it.  In CI (root, every packa
 installed) the only expected skips are mechanisms the machine cannot have."""
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,7 @@ CHECK_TIER = (
     "test_quiet_first.py",
     "test_sequential.py",
     "test_sequential_coverage.py",
+    "test_schema_paths.py",
     "test_hoststate.py",
     "test_version.py",
     "test_watch_exits_unknown.py",
@@ -74,13 +76,13 @@ CHECK_TIER = (
 
 
 # `make test` runs the suite in parallel (pytest-xdist, the Makefile's TEST_JOBS workers,
-# scheduled by pytest_xdist_make_scheduler below): each file is one group, so its module
-# fixtures are built once, on one worker.  The files below measure live (the matrix, tw ab,
-# the sweeps, the legs, tw run, the noisy neighbour) or trace as root (bpftrace, perf, the
-# watch's BPF programs, the census): they form one group, "serial", and run one at a time,
-# first, so that no two of them ever overlap, and the rest of the suite shares the other
-# workers meanwhile.  None asserts on a
-# timing (the machines are shared and noisy), so a parallel file beside them only slows them.
+# scheduled by pytest_xdist_make_scheduler below, by group_of): a file with a fixture that
+# outlives a test is one group, so that fixture is built once, on one worker.  The files
+# below measure live (the matrix, tw ab, the sweeps, the legs, tw run, the noisy neighbour)
+# or trace as root (bpftrace, perf, the watch's BPF programs, the census): they form one
+# group, "serial", and run one at a time, first, so that no two of them ever overlap, and
+# the rest of the suite shares the other workers meanwhile.  None asserts on a timing (the
+# machines are shared and noisy), so a parallel file beside them only slows them.
 SERIAL = frozenset({
     "test_ab_copies.py", "test_ab_hostile_build.py", "test_ab_selfcheck.py",
     "test_attribution.py", "test_bench.py", "test_census.py", "test_census_images.py",
@@ -118,10 +120,43 @@ def pytest_ignore_collect(collection_path, config):
     return all(e.split("::", 1)[0] != collection_path.name for e in CHECK_TIER) or None
 
 
+# A fixture that outlives one test (scope module, class, package or session, defined in the
+# test file itself) is built once per worker: a file that defines one stays whole on one
+# worker, so it is built once.  Every other file's tests are scheduled one by one, so that a
+# file of a few long tests (two whole reports, say) does not keep one worker busy while the
+# other has finished.
+_WIDE_FIXTURE = re.compile(r"""scope\s*=\s*["'](?:module|class|package|session)["']""")
+
+
+@functools.lru_cache(maxsize=None)
+def keeps_together(name):
+    """Whether the test file `name` defines a fixture that outlives a test."""
+    path = ROOT / "tests" / name
+    return path.is_file() and bool(_WIDE_FIXTURE.search(path.read_text()))
+
+
 def group_of(nodeid):
-    """The scheduling group of a test: "serial" for the files in SERIAL, else its file."""
+    """The scheduling group of a test: "serial" for the files in SERIAL; its file for a file
+    with a fixture that outlives a test (keeps_together); else the test alone."""
     path = nodeid.split("::", 1)[0]
-    return "serial" if Path(path).name in SERIAL else path
+    name = Path(path).name
+    if name in SERIAL:
+        return "serial"
+    return path if keeps_together(name) else nodeid
+
+
+# Under xdist the serial group's live measurements and root tracing share the 2 cores with
+# the other workers, and its chain is the longest: the suite ends when it does.  A worker
+# lowers its own priority (and its children's) before its first test of any other group, so
+# the serial chain runs at nearly a whole core's speed and the rest fill what it leaves.  No
+# test asserts on a timing; the live measurements are only less disturbed.
+OTHERS_NICE = 10
+
+
+def pytest_runtest_setup(item):
+    if os.environ.get("PYTEST_XDIST_WORKER") and group_of(item.nodeid) != "serial" and \
+            os.getpriority(os.PRIO_PROCESS, 0) < OTHERS_NICE:
+        os.setpriority(os.PRIO_PROCESS, 0, OTHERS_NICE)
 
 
 @pytest.hookimpl(optionalhook=True)

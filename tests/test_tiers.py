@@ -28,8 +28,11 @@ def test_tier_membership():
 
 
 def make_dry_run(target):
+    # PYTEST_ARGS set empty: a `make check PYTEST_ARGS=...` running this test passes its own
+    # on to this make through MAKEFLAGS, and the targets are checked as the README runs them.
     p = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), target,
-                        "TW_DEPS_CHECKED=1"], capture_output=True, text=True, timeout=60)
+                        "TW_DEPS_CHECKED=1", "PYTEST_ARGS="], capture_output=True, text=True,
+                       timeout=60)
     assert p.returncode == 0, p.stderr
     return [line for line in p.stdout.splitlines() if " -m pytest " in line]
 
@@ -45,10 +48,16 @@ def test_make_check_runs_the_tier_and_make_test_everything():
     assert args[:2] == ["-n", "3"], test
 
 
-def test_the_serial_files_are_one_group_and_the_others_one_each():
+def test_the_serial_files_are_one_group_a_shared_fixture_keeps_a_file_whole():
     assert conftest.group_of("tests/test_watch_live.py::test_x[a/b::c]") == "serial"
     assert conftest.group_of("tests/test_bench.py::test_y") == "serial"
-    assert conftest.group_of("tests/test_stats.py::test_z") == "tests/test_stats.py"
+    # test_fleetdb.py builds a module fixture (one ingest for the file): one group, one worker
+    assert "scope=\"module\"" in (ROOT / "tests" / "test_fleetdb.py").read_text()
+    assert conftest.group_of("tests/test_fleetdb.py::test_z") == "tests/test_fleetdb.py"
+    # test_today.py has none: each test is scheduled on its own
+    assert "scope=" not in (ROOT / "tests" / "test_today.py").read_text()
+    assert conftest.group_of("tests/test_today.py::test_z[a/b::c]") == \
+        "tests/test_today.py::test_z[a/b::c]"
 
 
 def test_every_serial_file_exists():
