@@ -16,10 +16,10 @@ HUBER_K = 1.345  # 95% efficiency under Gaussian noise
 
 
 def _t_ppf(q, dof):
-    """Student's t quantile; scipy imported when a fit first needs it (a second of import
-    that a command reading no sweep never pays)."""
-    from scipy import stats as sstats
-    return sstats.t.ppf(q, dof)
+    """Student's t quantile at q for dof degrees of freedom (NaN below one, as scipy's):
+    stats.t_quantile, written out, so that a report with a sweep to fit does not import
+    scipy.stats for it (a second and a half of every such report)."""
+    return stats.t_quantile(int(dof), q) if dof >= 1 else math.nan
 
 
 def _wls(X, y, w):
