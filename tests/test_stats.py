@@ -193,3 +193,18 @@ def test_the_floors_fast_path_gives_the_general_tails_to_the_last_bit():
             keep = ~dropped[:, lab]
             fast, general = stats._tails_one_each(a, keep, q), stats._tails(a, keep, q)
             assert fast.tolist() == general.tolist(), (n, q)
+
+
+def test_the_stretches_taken_together_give_each_stretchs_own_jackknife_to_the_last_bit():
+    """stats._block_jackknifes (the 'blocks' term's eight stretches of one-value rounds done as
+    one array) must give what _tail_jackknife gives for each stretch alone, stretches of
+    unequal lengths included."""
+    rng = np.random.default_rng(11)
+    for n in (32, 33, 39, 40, 64, 71):
+        for q in (0.05, 0.2, 0.5):
+            x = 100 + rng.gamma(2, 3, size=n)
+            parts = np.array_split(np.arange(n), stats.BLOCKS)
+            ests, ses = stats._block_jackknifes(x, parts, q)
+            for ix, e, se in zip(parts, ests, ses):
+                e1, se1 = stats._tail_jackknife([np.asarray([x[i]]) for i in ix], q)
+                assert (e, se) == (e1, se1 or 0.0), (n, q, list(ix))
