@@ -101,6 +101,12 @@ def add_arguments(parser, name):
                         metavar="N", help="cap on the state file (default 64 MB)")
     parser.add_argument("--keep-days", type=options.int_range(1, 3660), default=400, metavar="N",
                         help="window and per-day rows older than this are deleted (default 400)")
+    parser.add_argument("--save-wait", type=options.checked(_seconds(0.1, 3600)),
+                        default=watchdb.LOCK_WAIT_S, metavar="S",
+                        help=f"how long an interval's save waits for another process holding "
+                             f"the state (a report reading it) before it says the save failed "
+                             f"and keeps the counts for the next interval (default "
+                             f"{watchdb.LOCK_WAIT_S:g})")
     parser.add_argument("--state-reset", action="store_true",
                         help="start a fresh state: DIR/watch.sqlite is renamed beside itself "
                              "(watch.sqlite.reset-<UTC time>, kept, said) first.  A state the "

@@ -170,7 +170,8 @@ class Watch:
         with self.lock:
             self.state.intervals += 1
             try:
-                watchdb.save(self.db, self.state, windows)
+                watchdb.save(self.db, self.state, windows,
+                             wait=getattr(self.args, "save_wait", watchdb.LOCK_WAIT_S))
             except (OSError, RuntimeError, ValueError, watchdb.StateLocked, watchdb.Error) as e:
                 self.state.intervals -= 1          # not saved: not counted as saved
                 self.failed_saves += 1

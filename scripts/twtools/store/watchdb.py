@@ -544,10 +544,10 @@ def _many(con, sql, rows):
 
 
 @contextlib.contextmanager
-def _written(path):
+def _written(path, wait=LOCK_WAIT_S):
     """A connection to the state in one write transaction (BEGIN IMMEDIATE): committed when
     the block ends, rolled back when it raises (an interrupt too), closed either way."""
-    con = connect(path)
+    con = connect(path, wait=wait)
     try:
         con.execute("BEGIN IMMEDIATE")
         yield con
@@ -562,11 +562,12 @@ def _written(path):
         con.close()
 
 
-def save(path, state, windows=()):
+def save(path, state, windows=(), wait=LOCK_WAIT_S):
     """One interval, in one transaction: every program row, the days seen since the last
     save, the folded counts, and each window given as (summary, rows, lat) from
-    State.add_window.  The state's pending days are cleared once committed."""
-    with _written(path) as con:
+    State.add_window.  The state's pending days are cleared once committed.  StateLocked when
+    another process holds the file for longer than `wait` seconds (tw watch --save-wait)."""
+    with _written(path, wait) as con:
         _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
               [[p, is32, r["execs"], r["first"], r["last"], r.get("dev"), r.get("ino"),
                 r.get("note"), r.get("started")]
