@@ -208,3 +208,23 @@ def test_the_stretches_taken_together_give_each_stretchs_own_jackknife_to_the_la
             for ix, e, se in zip(parts, ests, ses):
                 e1, se1 = stats._tail_jackknife([np.asarray([x[i]]) for i in ix], q)
                 assert (e, se) == (e1, se1 or 0.0), (n, q, list(ix))
+
+
+def test_the_drifts_halves_taken_together_give_the_same_drift_and_short_stretches_no_error():
+    rng = np.random.default_rng(13)
+    for n in (8, 9, 16, 33):
+        vals = [np.asarray([100 + rng.gamma(2, 3)]) for _ in range(n)]
+        h = n // 2
+        want = []
+        for half in (vals[:h], vals[-h:]):
+            e, se = stats._tail_jackknife(half, 0.2)
+            want.append((e, se or 0.0))
+        (e1, s1), (e2, s2) = want
+        assert stats._tail_drift(vals, 0.2) == \
+            2 * math.sqrt(max(0.0, (e2 - e1) ** 2 - s1 ** 2 - s2 ** 2)), n
+    # a stretch of one round has an estimate and no jackknife, as _tail_jackknife says
+    ests, ses = stats._block_jackknifes(np.asarray([5.0, 3.0, 4.0]), [np.arange(1),
+                                                                    np.arange(1, 3)], 0.5)
+    assert ests[0] == 5.0 and ses[0] == 0.0
+    assert (ests[1], ses[1]) == (lambda e, s: (e, s or 0.0))(
+        *stats._tail_jackknife([np.asarray([3.0]), np.asarray([4.0])], 0.5))

@@ -704,6 +704,10 @@ def _block_jackknifes(x, parts, q):
     ests, ses = [None] * len(parts), [0.0] * len(parts)
     for m in sorted({len(ix) for ix in parts}):
         which = [i for i, ix in enumerate(parts) if len(ix) == m]
+        if m < 2:           # no jackknife below two rounds (_tail_jackknife's error is None)
+            for i in which:
+                ests[i] = _tail_sorted(np.sort(x[parts[i]]), q)
+            continue
         X = np.stack([x[parts[i]] for i in which])
         order = np.argsort(X, axis=1, kind="stable")
         A = np.take_along_axis(X, order, axis=1)
@@ -735,11 +739,15 @@ def _tail_drift(vals, q):
     if n < UNDISTURBED_MIN_ROUNDS:
         return None
     h = n // 2
-    parts = []
-    for half in (vals[:h], vals[-h:]):
-        e, se = _tail_jackknife(half, q)
-        parts.append((e, se or 0.0))
-    (e1, s1), (e2, s2) = parts
+    if all(v.size == 1 for v in vals):
+        (e1, e2), (s1, s2) = _block_jackknifes(np.concatenate(vals),
+                                               [np.arange(h), np.arange(n - h, n)], q)
+    else:
+        parts = []
+        for half in (vals[:h], vals[-h:]):
+            e, se = _tail_jackknife(half, q)
+            parts.append((e, se or 0.0))
+        (e1, s1), (e2, s2) = parts
     return 2 * math.sqrt(max(0.0, (e2 - e1) ** 2 - s1 ** 2 - s2 ** 2))
 
 
