@@ -67,3 +67,33 @@ def test_an_address_may_exceed_the_bound_and_only_an_address():
     vsyscall = 0xffffffffff601000
     schema.finite({"maps": [{"lo": vsyscall, "hi": vsyscall + 4096}], "auxv": {"33": vsyscall}})
     assert where(schema.finite, {"maps": [{"size": vsyscall}]})[0] == "maps[0].size"
+
+
+def test_the_quick_pass_and_the_walk_agree_on_every_mutated_stage_file():
+    """schema.check decides by fits() and names the place by _check_at(): the two must agree
+    on every document, or a bad value passes (fits too lenient) or a sound file is refused
+    with no place named (fits too strict).  Each stage file of the recorded fixture, with one
+    value replaced at random (a fixed seed), many times."""
+    import json
+    import random
+
+    from faults_util import random_replacements
+    from twtools.analyse import results
+    fix = ROOT / "tests" / "fixtures" / "results-fixture"
+    values = [None, "x", -1, 0, 1e300, True, [], {}, [None], ["x"], {"median": 1}, "32-x",
+              "bad name"]
+    seen = {True: 0, False: 0}
+    for stem in results.STEMS:
+        if not (fix / f"{stem}.json").exists():
+            continue
+        spec = schema.STAGES[stem][2]
+        doc = json.loads((fix / f"{stem}.json").read_text())
+        for _path, bad in [((), doc), *random_replacements(doc, random.Random(stem), values, 60)]:
+            try:
+                schema._check_at(spec, bad)
+                walk = True
+            except schema.Invalid:
+                walk = False
+            assert schema.fits(spec, bad) == walk, (stem, _path)
+            seen[walk] += 1
+    assert seen[True] and seen[False], seen     # both answers were met

@@ -119,6 +119,57 @@ def _scalar_ok(spec):
 
 def check(spec, v, path=""):
     """Raise Invalid when v does not fit spec."""
+    if not fits(spec, v):
+        _check_at(spec, v, path)
+
+
+def fits(spec, v):
+    """Whether v fits spec, by check()'s rules, with no path built: a stage file is almost
+    always sound and holds hundreds of thousands of values, so the walk that names where a
+    value does not fit (_check_at) runs only when this says one does not."""
+    if isinstance(spec, str):
+        if spec.endswith("?"):
+            if v is None:
+                return True
+            spec = spec[:-1]
+        return _OK[spec](v)
+    if isinstance(spec, list):
+        if not isinstance(v, list):
+            return False
+        ok = _scalar_ok(spec[0])
+        if ok is not None:
+            return all(map(ok, v))
+        return all(fits(spec[0], x) for x in v)
+    if isinstance(spec, tuple) and spec[0] == "opt":
+        return v is None or fits(spec[1], v)
+    if isinstance(spec, tuple) and spec[0] == "enum":
+        return isinstance(v, str) and v in spec[1:]
+    if isinstance(spec, tuple) and spec[0] == "or":
+        return any(fits(s, v) for s in spec[1:])
+    if isinstance(spec, dict):
+        if not isinstance(v, dict):
+            return False
+        listed = set()
+        for key, sub in spec.items():
+            if key in ("*", "__check__"):
+                continue
+            need = key.startswith("!")
+            key = key.lstrip("!")
+            listed.add(key)
+            if key not in v:
+                if need:
+                    return False
+                continue
+            if not fits(sub, v[key]):
+                return False
+        if "*" in spec and not all(fits(spec["*"], x) for k, x in v.items() if k not in listed):
+            return False
+        return not ("__check__" in spec and spec["__check__"](v))
+    raise TypeError(f"bad spec {spec!r}")
+
+
+def _check_at(spec, v, path=""):
+    """check()'s walk that names where v does not fit: run only when fits() said it does not."""
     if isinstance(spec, str):
         if spec.endswith("?"):
             if v is None:
@@ -132,10 +183,10 @@ def check(spec, v, path=""):
         if ok is not None and all(map(ok, v)):
             return      # a list of scalars that all fit: no path is built for each item
         for i, x in enumerate(v):
-            check(spec[0], x, f"{path}[{i}]")
+            _check_at(spec[0], x, f"{path}[{i}]")
     elif isinstance(spec, tuple) and spec[0] == "opt":
         if v is not None:
-            check(spec[1], v, path)
+            _check_at(spec[1], v, path)
     elif isinstance(spec, tuple) and spec[0] == "enum":
         if v not in spec[1:] or not isinstance(v, str):
             raise Invalid(path, f"expected one of {', '.join(spec[1:])}, found {_show(v)}")
@@ -143,7 +194,7 @@ def check(spec, v, path=""):
         errors = []
         for s in spec[1:]:
             try:
-                check(s, v, path)
+                _check_at(s, v, path)
                 return
             except Invalid as e:
                 errors.append(e)
@@ -164,11 +215,11 @@ def check(spec, v, path=""):
                 if need:
                     raise Invalid(here, "is missing")
                 continue
-            check(sub, v[key], here)
+            _check_at(sub, v[key], here)
         if "*" in spec:
             for key, x in v.items():
                 if key not in listed:
-                    check(spec["*"], x, f"{path}.{key}" if path else key)
+                    _check_at(spec["*"], x, f"{path}.{key}" if path else key)
         if "__check__" in spec:
             what = spec["__check__"](v)
             if what:
