@@ -469,15 +469,17 @@ def _tails_one_each(a, keep, q):
     """_tails when every round gave one value (the floors), so every row keeps the same
     number of values: they are picked out whole as a matrix, sorted along each row as `a` is,
     and summed in the same order as _tails sums them (the same figures, to the last bit), in
-    a handful of array operations instead of a search per row."""
-    k = int(keep[0].sum())
-    kept = a[np.nonzero(keep)[1].reshape(len(keep), k)]
+    a handful of array operations instead of a search per row.  `a` may carry leading axes
+    (stretches: `a` stretch x round, `keep` stretch x subset x round), done together."""
+    k = int(keep.reshape(-1, keep.shape[-1])[0].sum())
+    idx = np.nonzero(keep)[-1].reshape(keep.shape[:-1] + (k,))
+    kept = np.take_along_axis(a[..., None, :], idx, axis=-1)
     m = q * k
     if m <= 1:
-        return kept[:, 0].copy()
+        return kept[..., 0].copy()
     f = int(m)
-    s = np.cumsum(kept[:, :f], axis=1)[:, -1]
-    nv = kept[:, f] if f < k else 0.0
+    s = np.cumsum(kept[..., :f], axis=-1)[..., -1]
+    nv = kept[..., f] if f < k else 0.0
     return (s + (m - f) * nv) / m
 
 
@@ -713,16 +715,7 @@ def _block_jackknifes(x, parts, q):
         A = np.take_along_axis(X, order, axis=1)
         dropped, d = _half_subsets(m)
         keep = ~np.transpose(dropped[:, order], (1, 0, 2))          # stretch x subset x round
-        k = m - d
-        idx = np.nonzero(keep)[2].reshape(len(which), len(dropped), k)
-        kept = np.take_along_axis(A[:, None, :], idx, axis=2)
-        mq = q * k
-        if mq <= 1:
-            th = kept[:, :, 0]
-        else:
-            f = int(mq)
-            th = (np.cumsum(kept[:, :, :f], axis=2)[:, :, -1]
-                  + (mq - f) * (kept[:, :, f] if f < k else 0.0)) / mq
+        th = _tails_one_each(A, keep, q)
         for j, i in enumerate(which):
             ests[i] = _tail_sorted(A[j], q)
             t = th[j]
