@@ -117,6 +117,13 @@ def _scalar_ok(spec):
     return _OK[spec]
 
 
+def _fields(spec):
+    """[(key, spec, must be present)] of an object spec's listed keys ("!key": must be
+    present), without "*" and "__check__"."""
+    return [(key.lstrip("!"), sub, key.startswith("!")) for key, sub in spec.items()
+            if key not in ("*", "__check__")]
+
+
 def check(spec, v, path=""):
     """Raise Invalid when v does not fit spec."""
     if not fits(spec, v):
@@ -149,19 +156,15 @@ def fits(spec, v):
     if isinstance(spec, dict):
         if not isinstance(v, dict):
             return False
-        listed = set()
-        for key, sub in spec.items():
-            if key in ("*", "__check__"):
-                continue
-            need = key.startswith("!")
-            key = key.lstrip("!")
-            listed.add(key)
+        fields = _fields(spec)
+        for key, sub, need in fields:
             if key not in v:
                 if need:
                     return False
                 continue
             if not fits(sub, v[key]):
                 return False
+        listed = {key for key, _, _ in fields}
         if "*" in spec and not all(fits(spec["*"], x) for k, x in v.items() if k not in listed):
             return False
         return not ("__check__" in spec and spec["__check__"](v))
@@ -203,13 +206,9 @@ def _check_at(spec, v, path=""):
     elif isinstance(spec, dict):
         if not isinstance(v, dict):
             raise Invalid(path, f"expected an object, found {_show(v)}")
-        listed = set()
-        for key, sub in spec.items():
-            if key in ("*", "__check__"):
-                continue
-            need = key.startswith("!")
-            key = key.lstrip("!")
-            listed.add(key)
+        fields = _fields(spec)
+        listed = {key for key, _, _ in fields}
+        for key, sub, need in fields:
             here = f"{path}.{key}" if path else key
             if key not in v:
                 if need:
