@@ -27,45 +27,63 @@ HOSTS = ["good-host.example", "..", ".", ".hidden", "db;1", "db 1", "evil$(touch
 PLAY = """
 - hosts: all
   gather_facts: false
-  vars_files: ["{defaults}"]
+  vars_files: {files}
   tasks:
     - block:
         - ansible.builtin.include_tasks: "{check}"
-        - ansible.builtin.copy:
-            dest: "{out}/{{{{ inventory_hostname | hash('sha1') }}}}.json"
-            content: "{{{{ {{'host': inventory_hostname, 'name': tw_safe_name}} | to_json }}}}"
+        - ansible.builtin.set_fact:
+            tw_test: "{{{{ tw_test | default([]) + [{{'host': inventory_hostname, 'name': tw_safe_name}}] }}}}"
       rescue:
-        - ansible.builtin.copy:
-            dest: "{out}/{{{{ inventory_hostname | hash('sha1') }}}}.json"
-            content: "{{{{ {{'host': inventory_hostname, 'refused': ansible_failed_result.msg}} | to_json }}}}"
+        - ansible.builtin.set_fact:
+            tw_test: "{{{{ tw_test | default([]) + [{{'host': inventory_hostname, 'refused': ansible_failed_result.msg}}] }}}}"
+"""
+# After every play, each host's list of what its plays gave, written once: a file per host
+# and play took a module run each (a Python process on this machine), most of the time.
+WRITE = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.copy:
+        dest: "{out}"
+        content: "{{{{ ansible_play_hosts_all | map('extract', hostvars, 'tw_test') | list | to_json }}}}"
+      run_once: true
 """
 
 
-def playbook(tmp_path, extra=()):
-    """{host: what the play wrote for it}: its name, or why its variables were refused."""
+def playbook(tmp_path, settings=({},)):
+    """(the finished ansible-playbook, [{host: what the play gave it: its name, or why its
+    variables were refused}] per setting).  Each setting (variables over the role's
+    defaults, as an inventory would give them) is one play of one playbook: starting
+    ansible-playbook costs more than a play, and the plays are independent of each other."""
     inv = {"all": {"hosts": {h: {"ansible_connection": "local",
                                  "ansible_python_interpreter": sys.executable} for h in HOSTS}}}
-    out = tmp_path / "out"
-    out.mkdir()
     (tmp_path / "inv.json").write_text(json.dumps(inv))
-    (tmp_path / "play.yml").write_text(PLAY.format(defaults=ROLE / "defaults" / "main.yml",
-                                                   check=ROLE / "tasks" / "check.yml", out=out))
+    plays = []
+    for i, setting in enumerate(settings):
+        given = tmp_path / f"vars{i}.json"       # JSON is YAML: a vars file
+        given.write_text(json.dumps(setting))
+        # later vars files override earlier ones: the setting over the defaults
+        files = json.dumps([str(ROLE / "defaults" / "main.yml"), str(given)])
+        plays.append(PLAY.format(files=files, check=ROLE / "tasks" / "check.yml"))
+    out = tmp_path / "results.json"
+    (tmp_path / "play.yml").write_text("".join(plays) + WRITE.format(out=out))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_HOME=str(tmp_path / "home"))
-    p = subprocess.run([ANSIBLE, "-i", tmp_path / "inv.json", tmp_path / "play.yml", *extra],
+    p = subprocess.run([ANSIBLE, "-i", tmp_path / "inv.json", tmp_path / "play.yml"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
-    got = {}
-    for f in out.iterdir():
-        d = json.loads(f.read_text())
-        got[d["host"]] = d
-    assert set(got) == set(HOSTS), (p.stdout[-3000:], p.stderr[-2000:])
-    return p, got
+    assert out.exists(), (p.stdout[-3000:], p.stderr[-2000:])
+    per_host = json.loads(out.read_text())
+    assert len(per_host) == len(HOSTS) and all(len(r) == len(settings) for r in per_host), \
+        (per_host, p.stdout[-3000:])
+    results = [{r[i]["host"]: r[i] for r in per_host} for i in range(len(settings))]
+    assert all(set(got) == set(HOSTS) for got in results), results
+    return p, results
 
 
 @pytest.fixture(scope="module")
 def names(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("names")
-    p, got = playbook(tmp)
+    p, (got,) = playbook(tmp)
     assert p.returncode == 0, p.stdout[-3000:]
     assert not list(tmp.glob("**/PWNED")) and not (ROOT / "PWNED").exists()
     return {h: d["name"] for h, d in got.items()}
@@ -85,7 +103,7 @@ def test_no_name_is_a_path_or_hidden_and_none_collide(names):
     assert names["good-host.example"] == "good-host.example"
 
 
-@pytest.mark.parametrize("var,value", [
+HOSTILE_VARIABLES = [
     ("tw_run_args", "--quick $(touch PWNED)"),
     ("tw_run_args", "--force --out /etc"),
     ("tw_run_args", "--for --out /etc"),
@@ -96,14 +114,27 @@ def test_no_name_is_a_path_or_hidden_and_none_collide(names):
     ("tw_python", "python3; touch PWNED"),
     ("tw_setup", "full; reboot"),
     ("tw_scan_path", "/usr/bin $(id)"),
-])
-def test_each_hostile_variable_is_refused_for_every_host(tmp_path, var, value):
-    p, got = playbook(tmp_path, ["-e", json.dumps({var: value})])
-    for h, d in got.items():
+]
+GOOD = {"tw_run_args": "--quick --only doctor,variants,bench"}
+
+
+@pytest.fixture(scope="module")
+def settings_run(tmp_path_factory):
+    """One playbook: a play per hostile variable, then one with good variables."""
+    tmp = tmp_path_factory.mktemp("settings")
+    p, results = playbook(tmp, [{var: value} for var, value in HOSTILE_VARIABLES] + [GOOD])
+    assert not list(tmp.glob("**/PWNED")) and not (ROOT / "PWNED").exists()
+    return p, dict(zip([*HOSTILE_VARIABLES, "good"], results))
+
+
+@pytest.mark.parametrize("var,value", HOSTILE_VARIABLES)
+def test_each_hostile_variable_is_refused_for_every_host(settings_run, var, value):
+    _, results = settings_run
+    for h, d in results[(var, value)].items():
         assert "refusing this host's variables" in d.get("refused", ""), (h, d)
-    assert not list(tmp_path.glob("**/PWNED")) and not (ROOT / "PWNED").exists()
 
 
-def test_good_variables_pass(tmp_path):
-    p, got = playbook(tmp_path, ["-e", json.dumps({"tw_run_args": "--quick --only doctor,variants,bench"})])
-    assert p.returncode == 0 and not any("refused" in d for d in got.values()), p.stdout[-2000:]
+def test_good_variables_pass(settings_run):
+    """The play after the hostile ones: nothing of theirs stays behind to refuse these."""
+    p, results = settings_run
+    assert not any("refused" in d for d in results["good"].values()), p.stdout[-2000:]
