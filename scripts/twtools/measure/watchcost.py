@@ -201,12 +201,13 @@ def _watch(tmp, *args):
 WINDOW_S, WINDOW_PERIOD_S = 5, 10
 
 
-def resources(seconds, interval=60):
+def resources(seconds, interval=60, window_s=WINDOW_S, every_s=WINDOW_PERIOD_S, windows=2):
     """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and the loader, from
     /proc) over the run after attaching, by process, and its memory sampled four times a
     second (peaks of the tree's sums: resident, anonymous, proportional, BPF maps); then a
-    watch with windows (WINDOW_S every WINDOW_PERIOD_S, two of them) for the peak while a
-    window's loader runs beside the exec tracer and the window's analysis after it.  The
+    watch with windows (window_s every every_s, `windows` of them; the first opens every_s
+    after the start) for the peak while a window's loader runs beside the exec tracer and the
+    window's analysis after it.  The
     watch counts the machine's execs meanwhile: on a machine that is not idle this is an
     upper bound on the idle cost."""
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
@@ -228,10 +229,10 @@ def resources(seconds, interval=60):
             p.terminate()
             p.wait(timeout=120)
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
-        p = _watch(tmp, "--window", str(WINDOW_S), "--window-period", str(WINDOW_PERIOD_S),
+        p = _watch(tmp, "--window", str(window_s), "--window-period", str(every_s),
                    "--interval", str(interval))
         try:
-            windowed = _sample_until(p.pid, time.monotonic() + 2 * WINDOW_PERIOD_S + WINDOW_S,
+            windowed = _sample_until(p.pid, time.monotonic() + windows * every_s + window_s,
                                      dict(dict.fromkeys(MEMORY_KEYS, 0), by_process={}))
         finally:
             p.terminate()
@@ -248,5 +249,5 @@ def resources(seconds, interval=60):
             "bpf_map_bytes": {k: v["maps"] for k, v in steady["by_process"].items()
                               if v["maps"]},
             "memory": {"execs_only": steady, "with_a_window": windowed,
-                       "window": {"seconds": WINDOW_S, "every_s": WINDOW_PERIOD_S}},
+                       "window": {"seconds": window_s, "every_s": every_s}},
             "interval_s": interval}
