@@ -273,15 +273,19 @@ def every_path(o, here=()):
             yield from every_path(v, here + (i,))
 
 
-def random_replacements(doc, rng, values, count):
+def random_replacements(doc, rng, values, count, shared=False):
     """count (path, document) pairs: each a deep copy of doc with the value at one path drawn
-    by rng replaced by a copy of one of values."""
+    by rng replaced by a copy of one of values.  shared: only the containers on the path are
+    copied and the rest is doc's own, for a reader that changes nothing (a deep copy of a
+    percall.json each time is most of the cost); an analysis may annotate what it reads."""
     where = [p for p, _ in every_path(doc) if p]
     for _ in range(count):
         path = rng.choice(where)
-        new = copy.deepcopy(doc)
+        new = copy.copy(doc) if shared else copy.deepcopy(doc)
         parent = new
         for k in path[:-1]:
+            if shared:
+                parent[k] = copy.copy(parent[k])
             parent = parent[k]
         parent[path[-1]] = copy.deepcopy(rng.choice(values))
         yield path, new

@@ -88,7 +88,9 @@ def test_the_quick_pass_and_the_walk_agree_on_every_mutated_stage_file():
             continue
         spec = schema.STAGES[stem][2]
         doc = json.loads((fix / f"{stem}.json").read_text())
-        for _path, bad in [((), doc), *random_replacements(doc, random.Random(stem), values, 60)]:
+        # fits() and the walk change nothing: the mutants may share doc's unchanged parts
+        mutants = random_replacements(doc, random.Random(stem), values, 60, shared=True)
+        for _path, bad in [((), doc), *mutants]:
             try:
                 schema._check_at(spec, bad)
                 walk = True
