@@ -144,7 +144,8 @@ def _together(wanted):
 
 
 def add_arguments(p, name):
-    options.add_mode_arguments(p, "a fast, less precise run (about 30 s; used by the tests)",
+    options.add_mode_arguments(p, "a fast, less precise run (about a minute, the report "
+                                  "included; used by the tests)",
                               "a slower, more precise run for publication")
     p.add_argument("--out", metavar="DIR",
                    help="results directory to create (default: a new results/<host>-<UTC "
