@@ -10,7 +10,6 @@ recorded on the project's AMD guest (tests/fixtures/census/census.json, from
 user sees.  It needs neither root nor bpftrace.
 """
 import json
-from pathlib import Path
 
 import pytest
 

@@ -102,7 +102,7 @@ def test_the_shell_and_the_program_it_execd_are_two_rows(world):
 
 
 def test_a_reused_pid_is_two_processes(world):
-    d, rows = world["d"], rows_of(world["d"], world["dd"])
+    rows = rows_of(world["d"], world["dd"])
     dd = [r for r in rows if r["exe"] == shutil.which("dd")
           or r["exe"] == os.path.realpath(shutil.which("dd"))]
     prog = [r for r in rows if r["exe"] == world["loop"]]

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from twtools.machine import doctor, vendors
+from twtools.machine import vendors
 from twtools.machine.tracers import bpftrace
 from twtools.machine.doctor import Doctor, Result
 from twtools.present import doctor as present_doctor

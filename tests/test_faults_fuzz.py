@@ -27,7 +27,6 @@ import re
 import signal
 import warnings
 import zlib
-from pathlib import Path
 
 import pytest
 

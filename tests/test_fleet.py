@@ -6,8 +6,6 @@ data/machines/ placed in a report.
 Breaks when the digest stops leaving disturbed batches out, when a figure without an interval
 gains one, when a fact every machine shares starts grouping, when an outlier rule or the
 variance share changes, or when the atlas stops reading."""
-import copy
-import math
 
 import pytest
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from conftest import need_tool, need_watch
+from conftest import need_watch
 from test_fleet_ansible import ROOT, free_port, pytestmark, ssh_vars, sshd  # noqa: F401
 from test_fleet_ansible import playbook as run_playbook
 from test_watch_live import get, short32, wait_for

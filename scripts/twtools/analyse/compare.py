@@ -66,7 +66,7 @@ def decide(ratio, what="B"):
 def chance_allows(tests, alpha=0.05, level=0.95):
     """The most calls that `tests` decisions with no difference behind them make by chance in
     `level` of such checks: the smallest m with P(Binomial(tests, alpha) > m) <= 1 - level."""
-    m, cdf = 0, 0.0
+    cdf = 0.0
     for k in range(tests + 1):
         cdf += math.comb(tests, k) * alpha ** k * (1 - alpha) ** (tests - k)
         if 1 - cdf <= 1 - level + 1e-12:

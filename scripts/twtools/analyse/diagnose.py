@@ -34,7 +34,7 @@ Every figure carries its 95% CI or says why it is unknown.
 """
 import math
 
-from ..machine import classify, elf, registry, sysnr
+from ..machine import elf, registry, sysnr
 from . import causes, percall, stats
 
 OP = "null"

@@ -22,11 +22,8 @@ glibc wraps the call in __syscall_cancel and friends) until it finds the instruc
 enters the kernel: `int $0x80`, `call *%gs:0x10` (the vDSO pointer glibc keeps in the TCB),
 `syscall` or `sysenter`.
 """
-import ctypes
 import os
 import re
-import signal
-import struct
 import subprocess
 import tempfile
 from pathlib import Path

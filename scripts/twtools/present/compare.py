@@ -27,7 +27,7 @@ from ..analyse import compare as decide, percall, results, seedref, verdict as v
 from ..core import escape, files, ui
 from ..core.fmt import fmt
 from . import document, plots
-from .document import EXPORTERS, Doc, export
+from .document import Doc, export
 from .report import fmt_cell, fmt_s
 
 # What an earlier comparison leaves in OUT: such a directory may be written again.

@@ -13,9 +13,9 @@ from ..analyse import causes as causes_mod, findings, percall, results, seedref,
 from ..core import files, ui
 from ..machine import registry, tracers
 from . import atlas, causes as present_causes, plots
-from . import census as present_census, diagnose as present_diagnose, document, \
-    export as csv_export, tables
-from .document import EXPORTERS, Doc, export, fmt, outside
+from . import census as present_census, diagnose as present_diagnose, export as csv_export, \
+    tables
+from .document import Doc, export, fmt, outside
 
 # stage-file stem -> name of the stage that writes it (meta.json's stages)
 # (meta.json's stage names, tried in order; the first is the one named in messages)
