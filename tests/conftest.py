@@ -213,9 +213,9 @@ def judged(program):
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory, build):
     """One `tw run --quick` (every stage, about a minute) for the test run, shared by the
-    files that read a complete quick results directory (test_run_quick, test_lesson): (the
-    directory, the finished process).  Both are in the serial group, so under xdist it runs
-    once, on its worker.  A test that changes the directory works on a copy."""
+    files that read a complete quick results directory (test_run_quick, test_lesson,
+    test_sweep): (the directory, the finished process).  All are in the serial group, so
+    under xdist it runs once, on its worker.  A test that changes the directory works on a copy."""
     out = tmp_path_factory.mktemp("results") / "quick"
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "run", "--quick", "--out",
                         str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)

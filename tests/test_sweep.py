@@ -288,12 +288,11 @@ def test_interleaved_rounds_spread_the_short_sweep_over_the_long_one():
     assert log[-1][0] == "seed" and log[0][0] == "seed" and tl[0] <= 2
 
 
-def test_tw_run_measures_both_sweeps_together(tmp_path, build):
+def test_tw_run_measures_both_sweeps_together(quick_run):
     # Both sweeps wanted: one stage measures both, their rounds taking turns, and each file
-    # says so; the TLPI stage is recorded as done, in no time of its own.
-    out = tmp_path / "both"
-    p = run([sys.executable, str(ROOT / "scripts" / "tw"), "run", "--quick", "--only",
-             "seed-sweep,tlpi-sweep", "--out", str(out), "--no-report"], text=True)
+    # says so; the TLPI stage is recorded as done, in no time of its own.  The test run's one
+    # `tw run --quick` (conftest.quick_run) wants every stage, so both sweeps.
+    out, p = quick_run
     assert p.returncode == 0, p.stderr[-2000:]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["stages"]["seed-sweep"]["ok"] and meta["stages"]["tlpi-sweep"]["ok"]
@@ -303,7 +302,7 @@ def test_tw_run_measures_both_sweeps_together(tmp_path, build):
         d = json.loads((out / f"{stem}.json").read_text())
         assert f"took turns with those of the {other} sweep" in d["interleave"]
     assert "measured with the seed sweep" in p.stderr
-    lines = [ln for ln in p.stderr.splitlines() if "round" in ln and "done" in ln]
+    lines = [ln for ln in p.stderr.splitlines() if "sweep: round" in ln and "done" in ln]
     assert lines[0].startswith("tw: seed sweep") and any("TLPI sweep" in ln for ln in lines[:3])
 
 
