@@ -355,3 +355,31 @@ def test_a_running_program_whose_path_is_not_utf8_is_saved_escaped(tmp_path):
     watchdb.save(db, s)
     watchdb.check(db)
     assert report_names(tmp_path) == {"/tmp/slp\\xff\\xfe"}
+
+
+def test_a_save_cut_short_by_kill_9_is_rolled_back_when_the_report_reads(tmp_path):
+    """A watch killed by SIGKILL during a save leaves its rollback journal beside the state.
+    The report's read-only connection could not roll it back ("attempt to write a readonly
+    database", seen in test_watch_live after kill -9) and called the state damaged: it must
+    roll the cut save back, as the watch's next start would, and read what was saved."""
+    s = analyse.State()
+    s.add_batch(*batch32(["/opt/tw-before-the-kill"], time.time()), time.time())
+    db = watchdb.path_in(tmp_path)
+    watchdb.save(db, s)
+    before = report_names(tmp_path)
+    # A writer that spills its transaction to the file (a tiny page cache), then dies.
+    code = ("import os, signal, sqlite3\n"
+            f"con = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+            "con.execute('PRAGMA cache_size = 1')\n"
+            "con.execute('BEGIN IMMEDIATE')\n"
+            "con.execute('UPDATE programs SET execs = execs + 1')\n"
+            "con.execute('CREATE TABLE cut(x)')\n"
+            "con.executemany('INSERT INTO cut VALUES (?)', [(b'x' * 4000,)] * 200)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == -9
+    assert os.path.getsize(str(db) + "-journal") > 0           # the cut save's journal
+    p = tw("--report", "--since", "1d", "--state", tmp_path, "--json")
+    assert p.returncode == 0, p.stderr
+    assert report_names(tmp_path) == before
+    assert not os.path.exists(str(db) + "-journal")
+    watchdb.check(db)                                          # the cut table is gone

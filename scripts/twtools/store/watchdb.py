@@ -217,6 +217,7 @@ def check(path, deep_s=CHECK_S):
         raise StateRefused(f"{path} is not a SQLite file")
     if len(head) < 100 or st.st_size % 512:
         raise StateRefused(f"{path} is cut short ({st.st_size} bytes: not whole SQLite pages)")
+    _roll_back_cut_save(path)
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
                               timeout=LOCK_WAIT_S)
@@ -366,6 +367,35 @@ class _Con:
             os.close(self.fd)
 
 
+def _roll_back_cut_save(path):
+    """A save cut short (the watch killed by SIGKILL, the machine down) leaves its rollback
+    journal beside the state, and SQLite must roll it back before the file can be read; a
+    read-only connection cannot, and said "attempt to write a readonly database" (seen: a
+    report right after kill -9 called the state damaged).  So before a read-only opening, a
+    writable connection rolls the journal back, as SQLite does on any writable opening,
+    holding the file alone for that moment.  Without the right to write, or with another
+    process holding the file, nothing is done and the read-only opening says why as before."""
+    journal = path + "-journal"
+    try:
+        if not os.path.isfile(journal) or os.path.getsize(journal) == 0:
+            return
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            con = sqlite3.connect(path, isolation_level=None, timeout=1)
+            try:
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                con.close()
+    except (OSError, sqlite3.Error):
+        pass
+    finally:
+        os.close(fd)
+
+
 def connect(path, read_only=False, wait=LOCK_WAIT_S):
     """A connection, waiting while another process (the watch, during its interval's save, or
     a report) holds the file; StateLocked past `wait` seconds."""
@@ -375,6 +405,8 @@ def connect(path, read_only=False, wait=LOCK_WAIT_S):
     if not read_only:
         create(path)
     _regular(path)
+    if read_only:
+        _roll_back_cut_save(path)
     fd = os.open(path, (os.O_RDONLY if read_only else os.O_RDWR) | os.O_CLOEXEC
                  | os.O_NOFOLLOW | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):      # swapped in between: not opened by SQLite
@@ -426,6 +458,7 @@ def upgrade(path):
     if not os.path.lexists(path):
         return None
     _regular(path)
+    _roll_back_cut_save(path)
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
