@@ -206,7 +206,8 @@ def check(path, deep_s=CHECK_S):
     """Raise StateRefused (one line) unless `path` is a state this watch wrote and whole:
     a regular SQLite file, its objects exactly the watch's, its schema this one, quick_check
     passing (for up to deep_s seconds: past that the file is taken as read so far), every
-    value of every row of the kind the watch writes.  Read only; nothing is written."""
+    value of every row of the kind the watch writes.  Read only, but for the rollback of a
+    save cut short (_roll_back_cut_save), which SQLite's next writable opening would do."""
     path = str(path)
     st = _regular(path)
     if st.st_size == 0:
