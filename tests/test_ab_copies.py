@@ -27,13 +27,14 @@ TW = ROOT / "scripts" / "tw"
 
 
 def _rounds(rng, level, n_rounds, batches=4, noise=0.004, slow_share=0.5):
-    """n_rounds processes of one file whose placement puts its floor at `level`: each round's
-    batches scatter a little above it, and half the rounds meet a slow host (+5..30%)."""
-    out = []
-    for _ in range(n_rounds):
-        host = 1 + (rng.uniform(0.05, 0.3) if rng.random() < slow_share else 0)
-        out.append(list(level * host * (1 + np.abs(rng.normal(0, noise, batches)))))
-    return out
+    """n_rounds processes whose placement puts each one's floor at `level` (one level for
+    all, or one per round): each round's batches scatter a little above it, and half the
+    rounds meet a slow host (+5..30%).  Drawn as one array: a coverage test below draws
+    80 000 rounds."""
+    level = np.broadcast_to(np.asarray(level, dtype=float), (n_rounds,))
+    host = 1 + np.where(rng.random(n_rounds) < slow_share, rng.uniform(0.05, 0.3, n_rounds), 0.0)
+    batch = 1 + np.abs(rng.normal(0, noise, (n_rounds, batches)))
+    return ((level * host)[:, None] * batch).tolist()
 
 
 def _aa(rng, copies, rounds, placement=0.007, grouped=True):
@@ -41,8 +42,9 @@ def _aa(rng, copies, rounds, placement=0.007, grouped=True):
     1 + N(0, placement); round r from copy r % copies.  Returns the B/A summary."""
     a_lv = 100 * (1 + rng.normal(0, placement, copies))
     b_lv = 100 * (1 + rng.normal(0, placement, copies))
-    a = [_rounds(rng, a_lv[r % copies], 1)[0] for r in range(rounds)]
-    b = [_rounds(rng, b_lv[r % copies], 1)[0] for r in range(rounds)]
+    copy_of = np.arange(rounds) % copies
+    a = _rounds(rng, a_lv[copy_of], rounds)
+    b = _rounds(rng, b_lv[copy_of], rounds)
     if grouped:
         return stats.grouped_ratio([[b[r] for r in range(g, rounds, copies)] for g in range(copies)],
                                    [[a[r] for r in range(g, rounds, copies)] for g in range(copies)])
