@@ -1,5 +1,7 @@
 """The verdict: decided from the data by explicit rules, inconclusive when cells are unusable."""
 import copy
+import functools
+import pickle
 import sys
 from pathlib import Path
 
@@ -11,7 +13,15 @@ FIX = ROOT / "tests" / "fixtures"
 
 
 def data(name="results-fixture"):
-    return results.load(FIX / name)
+    """The fixture as results.load reads it: a fresh copy each call, which a test may change.
+    It is loaded once per process (about 0.3 s, and this file asks 15 times); the copy is a
+    pickle's round trip, which keeps nothing shared with the next caller's."""
+    return pickle.loads(_loaded(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded(name):
+    return pickle.dumps(results.load(FIX / name), pickle.HIGHEST_PROTOCOL)
 
 
 def ref_row(platform="server-linux-2.6-ext4", real=20.58, sys_s=0.02, loops=512):
@@ -86,7 +96,7 @@ def test_missing_reference_is_inconclusive():
 
 
 def test_unsupported_int80_is_inconclusive():
-    d = copy.deepcopy(data())
+    d = data()
     for c in d["percall"]["cells"]:
         if c["variant"] == "32-int80":
             c.clear()
@@ -155,7 +165,7 @@ def test_unstable_cells_never_support():
 def _today_data(price, int80, fast, release=None):
     """The fixture with a cpuid cell priced at `price` and 32-int80 and the 32-bit fast path
     forged to these undisturbed figures (each with a 2% half-width)."""
-    d = copy.deepcopy(data())
+    d = data()
     cells = d["percall"]["cells"]
     base = next(c for c in cells if c["variant"] == "64-syscall" and c["op"] == "null" and c["shape"] == "ret")
     cells.append(dict(copy.deepcopy(base), op="cpuid"))
