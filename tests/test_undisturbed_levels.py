@@ -146,7 +146,8 @@ def test_the_bench_self_check_counts_misses_against_chance_and_says_when_short()
     from twtools.analyse import selfcheck
     docs = [json.loads(lzma.decompress((PAIR / f"run{n}-percall.json.xz").read_bytes()))
             for n in (1, 2)]
-    f = selfcheck.figures([(d, percall.analyse(d)) for d in docs])
+    analysed = [percall.analyse(d) for d in docs]
+    f = selfcheck.figures(list(zip(docs, analysed)))
     u = f["undisturbed"]
     assert u["overlap_share"] >= 0.95 and u["zero_width"] == [] and f["short"] == []
     assert u["expected_misses"] == pytest.approx(selfcheck.MISS_BY_CHANCE * 122, abs=0.01)
@@ -156,5 +157,5 @@ def test_the_bench_self_check_counts_misses_against_chance_and_says_when_short()
         if c["bits"] == 32:
             for rd in c.get("rounds") or []:
                 rd["samples_ns"] = [x * 1.03 for x in rd["samples_ns"]]
-    f = selfcheck.figures([(docs[0], percall.analyse(docs[0])), (slow, percall.analyse(slow))])
+    f = selfcheck.figures([(docs[0], analysed[0]), (slow, percall.analyse(slow))])
     assert f["short"] and "chance gives about" in f["short"][0], f["short"]
