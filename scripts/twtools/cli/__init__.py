@@ -226,19 +226,10 @@ def _preflight(name, args):
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with its error line escaped for the terminal: it quotes the bad value, which
-    may be a file name holding control characters."""
-
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(ui.EXIT_USAGE, escape.terminal(f"{self.prog}: error: {message}") + "\n")
-
-
 def top_parser():
     """tw's own parser and its (empty) subparsers action: main() adds each command's name,
     cli.manual each command's whole parser."""
-    parser = _Parser(
+    parser = ui.ArgumentParser(
         prog="tw", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="timewrite: compare, trace and explain how programs enter the Linux kernel.")
     parser.add_argument("--debug", action="store_true",
@@ -275,7 +266,7 @@ def main(argv=None):
     previous = proc.install_signal_handlers()
     try:
         module = importlib.import_module(f"twtools.{COMMANDS[name][0]}")
-        cmd = _Parser(prog=f"tw {name}", description=COMMANDS[name][1],
+        cmd = ui.ArgumentParser(prog=f"tw {name}", description=COMMANDS[name][1],
                                       epilog=EPILOG,
                                       formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(cmd, name)

@@ -106,9 +106,10 @@ STAGES = [
 ]
 
 
-class MeasuredWith(str):
+def measured_with(stage):
     """What a stage returns when another stage measured it: meta.json's stages then say so
     (measured_with), and its own seconds are none of the measuring's."""
+    return {"measured_with": stage}
 
 
 def _together(wanted):
@@ -138,7 +139,7 @@ def _together(wanted):
         if not state.get("done"):
             raise RuntimeError("the seed sweep, which measures it, did not run")
         ui.progress("tlpi-sweep: measured with the seed sweep, their rounds taking turns")
-        return MeasuredWith("seed-sweep")
+        return measured_with("seed-sweep")
     return [(n, both if n == "seed-sweep" else tlpi if n == "tlpi-sweep" else f)
             for n, f in wanted]
 
@@ -357,8 +358,8 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
                     rec["deadline_s"] = round(kw["deadline"] - t0, 1)
                 got = stage(out, mode, **kw)
                 meta["stages"][name] = dict(rec, ok=True, seconds=round(time.monotonic() - ts, 2))
-                if isinstance(got, MeasuredWith):
-                    meta["stages"][name]["measured_with"] = str(got)
+                if isinstance(got, dict) and "measured_with" in got:
+                    meta["stages"][name]["measured_with"] = got["measured_with"]
             except Exception as e:  # recorded, reported, and the run goes on
                 detail = traceback.format_exc(limit=3)
                 meta["stages"][name] = {"ok": False, "seconds": round(time.monotonic() - ts, 2),

@@ -2,6 +2,7 @@
 of expected failures with their exit statuses, commands quoted so that they can be pasted,
 and the value of a blind figure.  Every line printed here goes through core.escape.terminal
 (say()): the messages name files and hosts, which can hold control characters."""
+import argparse
 import shlex
 import signal
 import sys
@@ -34,6 +35,16 @@ EXIT_STATUSES = [
           "temporary files removed, the results directory marked interrupted"),
     (EXIT_PIPE, "the reader of stdout went away (`tw ... | head`); nothing is printed"),
 ]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with its error line escaped for the terminal (it quotes the bad value, which
+    may be a file name holding control characters) and exit status EXIT_USAGE: the parser of
+    tw and of each of its commands."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, escape.terminal(f"{self.prog}: error: {message}") + "\n")
 
 
 class UserError(Exception):
