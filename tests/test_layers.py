@@ -11,6 +11,7 @@ stage summarising its own samples, a page reaching into a runner) that brings ba
 structure removed.  Every import of every module is read with ast, lazy ones inside
 functions included."""
 import ast
+import functools
 import re
 
 import pytest
@@ -28,12 +29,23 @@ ALLOWED = {"core": {"core"}, "store": {"core", "store"}, "machine": {"core", "st
                    "drivers", "cli"}}
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(text):
+    return ast.parse(text)
+
+
+def parsed(path):
+    """The module's syntax tree, parsed once per text: four checks below each read all of the
+    package's modules (ast.walk only reads a tree)."""
+    return _parsed(path.read_text())
+
+
 def imports_of(path):
     """The twtools layers a module imports, from its absolute and relative imports."""
     layer = path.relative_to(PKG).parts[0]
     depth = len(path.relative_to(PKG).parts) - 1       # packages below twtools/<layer>/
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 if (node.module or "").startswith("twtools."):
@@ -85,7 +97,7 @@ COMMAND_FUNCTIONS = ("add_arguments", "main")
 
 def command_functions(path):
     """The names of the top-level functions of a module that make it a command."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     return sorted(n.name for n in tree.body
                   if isinstance(n, ast.FunctionDef) and n.name in COMMAND_FUNCTIONS)
 
@@ -135,7 +147,7 @@ def import_graph(pkg=PKG):
     for m, p in mods.items():
         here = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
         edges = set()
-        for node in ast.walk(ast.parse(p.read_text())):
+        for node in ast.walk(parsed(p)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -286,7 +298,7 @@ def test_the_definition_checker_sees_a_name_out_of_place(tmp_path):
 
 
 def classes_in(path):
-    return {(path.name, n.name) for n in ast.walk(ast.parse(path.read_text()))
+    return {(path.name, n.name) for n in ast.walk(parsed(path))
             if isinstance(n, ast.ClassDef)}
 
 
