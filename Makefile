@@ -237,13 +237,17 @@ CHECK_JOBS ?= 2
 # (tests/conftest.py, CHECK_TIER), without building the variants or tracing, for
 # the edit-test loop.  `make test`: every test, after building everything; CI
 # runs it (.ci/run).
+# The test runs keep Python's bytecode even where PYTHONDONTWRITEBYTECODE is set: pytest then
+# keeps each test file as it rewrote it for its asserts (tests/__pycache__, ignored by git) instead
+# of rewriting all of them in every worker, every run (make check: 32 s against 36 s here).
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
 check: deps
 	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
-	$(VPY) -m pytest -n $(CHECK_JOBS) -m check tests $(PYTEST_ARGS)
+	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) -m check tests $(PYTEST_ARGS)
 
 test: test-deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
-	$(VPY) -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
+	$(TEST_ENV) $(VPY) -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 
 report: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
