@@ -24,8 +24,6 @@ interval could have detected: its larger half-width, in percent.
 """
 import math
 
-from scipy import stats as sstats
-
 from . import stats
 from .percall import figure, ratio_of
 
@@ -74,6 +72,14 @@ def chance_allows(tests, alpha=0.05, level=0.95):
     return tests
 
 
+def _norm_sf(x):
+    """The standard normal's survival function.  scipy.stats is imported here, not with the
+    module: it takes half a second or more, and every `tw bench`, `tw ab` and `tw compare`
+    imports this module, most of them (and every mistyped command line) without a p-value."""
+    from scipy import stats as sstats
+    return float(sstats.norm.sf(x))
+
+
 def p_value(ratio):
     """The two-sided p-value of B/A = 1 that the ratio's 95% interval implies, on the log
     scale (the interval's half-width there is z standard errors); None when it cannot be had."""
@@ -81,10 +87,10 @@ def p_value(ratio):
     if not m or m <= 0 or not lo or lo <= 0 or not hi or hi <= lo:
         if m and lo is not None and hi is not None and hi > lo:
             se = (hi - lo) / 2 / stats.Z
-            return float(2 * sstats.norm.sf(abs(m - 1) / se))
+            return 2 * _norm_sf(abs(m - 1) / se)
         return None
     se = (math.log(hi) - math.log(lo)) / 2 / stats.Z
-    return float(2 * sstats.norm.sf(abs(math.log(m)) / se))
+    return 2 * _norm_sf(abs(math.log(m)) / se)
 
 
 def adjust(decisions, fdr=FDR):
