@@ -267,8 +267,8 @@ def main(argv=None):
     try:
         module = importlib.import_module(f"twtools.{COMMANDS[name][0]}")
         cmd = ui.ArgumentParser(prog=f"tw {name}", description=COMMANDS[name][1],
-                                      epilog=EPILOG,
-                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(cmd, name)
         args = cmd.parse_args(argv[1:])
         root = _preflight(name, args)
