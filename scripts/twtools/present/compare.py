@@ -28,7 +28,7 @@ from ..core import escape, files, ui
 from ..core.fmt import fmt
 from . import document
 from .document import Doc, export
-from .report import fmt_cell, fmt_s
+from .report import fmt_cell, fmt_s, plots_module
 
 # What an earlier comparison leaves in OUT: such a directory may be written again.
 OUTPUTS = ("compare.md", "compare.html", "plots")
@@ -69,13 +69,6 @@ class ResultSet:
         pc = self.data.get("percall") or {}
         return {(c["variant"], c.get("size")): c for c in pc.get("cells", [])
                 if c.get("op") == op and c.get("shape", "ret") == shape}
-
-
-def _plots():
-    """The plots module, imported when the page's plot is drawn: matplotlib takes about 0.4 s to
-    import, which `tw compare` paid before it could refuse a mistyped command line."""
-    from . import plots
-    return plots
 
 
 def _plot_label(label):
@@ -382,7 +375,7 @@ def _build(sets, dirs, out, seed_reference, formats):
                    "relative to each run's 64-bit syscall", "typical (median), as measured",
                    "drift alone could explain"], drows)
     pdir = out / "plots"
-    doc.plot(_plots().plot_compare_percall([(_plot_label(s.label), s.data.get("percall")) for s in real], pdir, "null"),
+    doc.plot(plots_module().plot_compare_percall([(_plot_label(s.label), s.data.get("percall")) for s in real], pdir, "null"),
              "Per-call cost (null) in each results set: undisturbed figure, 95% intervals")
 
     doc.h(2, "Seed sweep at 256 B")

@@ -30,10 +30,10 @@ STAGE_OF = {"fingerprint": ["doctor"], "variants": ["variants", "run"], "percall
 
 
 
-def _plots():
+def plots_module():
     """The plots module, imported when the first plot is drawn: matplotlib takes about 0.4 s to
-    import, and every command that imports this module (tw report, tw run) paid it before it
-    could even refuse a mistyped command line."""
+    import, and every command that imports this module or present.compare (tw report, tw run,
+    tw compare) paid it before it could even refuse a mistyped command line."""
     from . import plots
     return plots
 
@@ -239,7 +239,7 @@ def sec_matrix(doc, data, pdir):
     if why:
         doc.p("Not measured here: " + "; ".join(f"{k}: {outside(v)}" for k, v in sorted(why.items()))
               + ".")
-    doc.plot(_plots().plot_percall(pc, pdir), "Per-call cost by mechanism on one log scale: "
+    doc.plot(plots_module().plot_percall(pc, pdir), "Per-call cost by mechanism on one log scale: "
              "undisturbed (dot) and typical (circle), 95% intervals; red = unstable")
 
 
@@ -321,7 +321,7 @@ def sec_host(doc, data, pdir):
         if h.get("never_quiet"):
             q.append(f"The host was never quiet: {h['never_quiet_why']}.")
         doc.p(" ".join(q))
-    doc.plot(_plots().plot_host(h, pdir), "The reference cell over the run: each dot a batch; "
+    doc.plot(plots_module().plot_host(h, pdir), "The reference cell over the run: each dot a batch; "
              "orange above the slow-state line; below, each probe's state (fast or slow)")
 
 
@@ -731,21 +731,21 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
     _sweep_table(doc, sw, "Seed sweep", key="wait_s", unit="ms", scale=1e3)
-    doc.plot(_plots().plot_sweep_per_byte(sw, pdir), "Real time per byte vs BUFFSIZE, async and sync (log axes)")
-    doc.plot(_plots().plot_acc(sw, pdir, seed_ref),
+    doc.plot(plots_module().plot_sweep_per_byte(sw, pdir), "Real time per byte vs BUFFSIZE, async and sync (log axes)")
+    doc.plot(plots_module().plot_acc(sw, pdir, seed_ref),
              "acc = (t_sync − t_async)/t_sync per BUFFSIZE; grey dashed lines are the seed's platforms (theirs)")
     accrows = []
     for v in sorted({r["variant"] for r in sw.get("runs", [])}):
         s = next((r for r in sw["runs"] if r["variant"] == v and r["mode"] == "sync"), None)
         a = next((r for r in sw["runs"] if r["variant"] == v and r["mode"] == "async"), None)
         if s and a and s.get("rows") and a.get("rows"):
-            accrows.append([v] + [f"{x:.2f}" for _, x in _plots().acc_series(s["rows"], a["rows"])])
+            accrows.append([v] + [f"{x:.2f}" for _, x in plots_module().acc_series(s["rows"], a["rows"])])
     sizes = sorted({row["buffsize"] for r in sw.get("runs", []) for row in r.get("rows", [])})
     if accrows:
         doc.table(["variant"] + [str(s) for s in sizes], accrows)
     doc.h(3, "Fit T(size) = a_mech + b·size and the knee")
     _stage_fits(doc, sw)
-    doc.plot(_plots().plot_fit(sw, pdir), "Per-call write cost with the fitted lines (async) and the knee")
+    doc.plot(plots_module().plot_fit(sw, pdir), "Per-call write cost with the fitted lines (async) and the knee")
 
 
 def _stage_fits(doc, sw):
@@ -823,7 +823,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
     doc.h(2, "TLPI sweep (Table 13-2)")
     if missing(doc, data, "sweep_tlpi"):
         if tlpi_ref:
-            doc.plot(_plots().plot_tlpi(None, pdir, tlpi_ref), "TLPI Table 13-2 (theirs) only")
+            doc.plot(plots_module().plot_tlpi(None, pdir, tlpi_ref), "TLPI Table 13-2 (theirs) only")
         return
     sw = data["sweep_tlpi"]
     doc.p(f"{sw.get('input_bytes')} bytes per pass here (TLPI wrote far more; compare shapes, "
@@ -838,7 +838,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
                    for r in tlpi_ref])
     else:
         doc.p(f"TLPI's table is absent ({seedref.where(seedref.TLPI)}).")
-    doc.plot(_plots().plot_tlpi(sw, pdir, tlpi_ref), "Time relative to the largest buffer: this machine vs TLPI (theirs)")
+    doc.plot(plots_module().plot_tlpi(sw, pdir, tlpi_ref), "Time relative to the largest buffer: this machine vs TLPI (theirs)")
 
 
 def sec_writev(doc, data):
@@ -918,7 +918,7 @@ def sec_attribution(doc, data, pdir):
           + (f"Inconsistent: {', '.join(bad)} — do not read their parts as a decomposition. " if bad else
              "Every row with all parts known adds up. ")
           + (f"Not checkable (a part is blind): {', '.join(unk)}." if unk else ""))
-    doc.plot(_plots().plot_attribution({"rows": rows}, pdir),
+    doc.plot(plots_module().plot_attribution({"rows": rows}, pdir),
              "Where a call's time goes, per mechanism (stacked medians; for O_SYNC writes the "
              "body is split into kernel CPU work and waiting for the device)")
 
@@ -932,7 +932,7 @@ def sec_latency(doc, data, pdir):
               [[r["variant"], r["mode"], r.get("buffsize"), r.get("count"),
                 *(f"{(r.get('percentiles') or {}).get(p):.0f}" if (r.get("percentiles") or {}).get(p) is not None
                   else "unknown" for p in ("p50", "p90", "p99")), outside(r.get("why"))] for r in runs])
-    doc.plot(_plots().plot_latency(data["latency"], pdir), "Write latency histograms (log2 bins), sync vs async")
+    doc.plot(plots_module().plot_latency(data["latency"], pdir), "Write latency histograms (log2 bins), sync vs async")
 
 
 def sec_observer(doc, data):
@@ -992,7 +992,7 @@ def sec_seed_beside(doc, data, pdir, seed_ref):
     doc.p(f"BUFFSIZE {small} B. The seed's times come from `times()` with 10 ms ticks and one run per row; "
           "their platforms used different inputs (calls column).")
     doc.table(["platform", "mode", "BUFFSIZE", "calls", "user s", "sys s", "real s", "µs per call"], rows)
-    doc.plot(_plots().plot_seed_beside(sw, pdir, seed_ref),
+    doc.plot(plots_module().plot_seed_beside(sw, pdir, seed_ref),
              "Real time per write call: seed platforms (dashed, theirs) beside this machine")
 
 
