@@ -136,6 +136,9 @@ def test_a_run_without_a_cpuid_cell_has_no_price_and_no_fit():
     for _machine, run in runs:
         doc = atlas._percall_xz(run)
         fp = json.loads((run / "fingerprint.json").read_text())
+        # The model reads only the cells that return (causes._find); each cell is analysed on
+        # its own, so the jmp and inline cells are left out of the analysis, not the test.
+        doc["cells"] = [cell for cell in doc["cells"] if (cell.get("shape") or "ret") == "ret"]
         c = causes.compute_from(percall.analyse(doc), fp)
         if any(cell["op"] == "cpuid" for cell in doc["cells"]):
             # A run measured since: the price and the fit are figures with intervals.
