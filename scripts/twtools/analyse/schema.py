@@ -117,11 +117,27 @@ def _scalar_ok(spec):
     return _OK[spec]
 
 
+# Specs are module constants read on every load of a stage file: what the checks derive from
+# one (an object's fields, fits()'s test) is derived once and kept by the spec's identity,
+# with the spec itself, so an identity is never reused by another spec.
+_DERIVED = {}
+
+
+def _once(kind, spec, make):
+    hit = _DERIVED.get((kind, id(spec)))
+    if hit is None or hit[0] is not spec:
+        hit = _DERIVED[(kind, id(spec))] = (spec, make(spec))
+    return hit[1]
+
+
 def _fields(spec):
-    """[(key, spec, must be present)] of an object spec's listed keys ("!key": must be
-    present), without "*" and "__check__"."""
-    return [(key.lstrip("!"), sub, key.startswith("!")) for key, sub in spec.items()
-            if key not in ("*", "__check__")]
+    """([(key, spec, must be present)], {listed keys}) of an object spec's listed keys
+    ("!key": must be present), without "*" and "__check__"."""
+    def make(spec):
+        fields = [(key.lstrip("!"), sub, key.startswith("!")) for key, sub in spec.items()
+                  if key not in ("*", "__check__")]
+        return fields, frozenset(key for key, _, _ in fields)
+    return _once("fields", spec, make)
 
 
 def check(spec, v, path=""):
@@ -134,40 +150,52 @@ def fits(spec, v):
     """Whether v fits spec, by check()'s rules, with no path built: a stage file is almost
     always sound and holds hundreds of thousands of values, so the walk that names where a
     value does not fit (_check_at) runs only when this says one does not."""
+    return _test(spec)(v)
+
+
+def _test(spec):
+    """fits()'s test of spec as one function of the value, made once per spec: the spec's
+    form is looked at when the test is made, not at every value."""
+    return _once("test", spec, _make_test)
+
+
+def _make_test(spec):
     if isinstance(spec, str):
         if spec.endswith("?"):
-            if v is None:
-                return True
-            spec = spec[:-1]
-        return _OK[spec](v)
+            ok = _OK[spec[:-1]]
+            return lambda v: v is None or ok(v)
+        return _OK[spec]
     if isinstance(spec, list):
-        if not isinstance(v, list):
-            return False
-        ok = _scalar_ok(spec[0])
-        if ok is not None:
-            return all(map(ok, v))
-        return all(fits(spec[0], x) for x in v)
+        item = _test(spec[0])
+        return lambda v: isinstance(v, list) and all(map(item, v))
     if isinstance(spec, tuple) and spec[0] == "opt":
-        return v is None or fits(spec[1], v)
+        sub = _test(spec[1])
+        return lambda v: v is None or sub(v)
     if isinstance(spec, tuple) and spec[0] == "enum":
-        return isinstance(v, str) and v in spec[1:]
+        names = spec[1:]
+        return lambda v: isinstance(v, str) and v in names
     if isinstance(spec, tuple) and spec[0] == "or":
-        return any(fits(s, v) for s in spec[1:])
+        subs = [_test(s) for s in spec[1:]]
+        return lambda v: any(sub(v) for sub in subs)
     if isinstance(spec, dict):
-        if not isinstance(v, dict):
-            return False
-        fields = _fields(spec)
-        for key, sub, need in fields:
-            if key not in v:
-                if need:
-                    return False
-                continue
-            if not fits(sub, v[key]):
+        fields, listed = _fields(spec)
+        tests = [(key, _test(sub), need) for key, sub, need in fields]
+        rest = _test(spec["*"]) if "*" in spec else None
+        rule = spec.get("__check__")
+
+        def obj(v):
+            if not isinstance(v, dict):
                 return False
-        listed = {key for key, _, _ in fields}
-        if "*" in spec and not all(fits(spec["*"], x) for k, x in v.items() if k not in listed):
-            return False
-        return not ("__check__" in spec and spec["__check__"](v))
+            for key, sub, need in tests:
+                if key in v:
+                    if not sub(v[key]):
+                        return False
+                elif need:
+                    return False
+            if rest is not None and not all(rest(x) for k, x in v.items() if k not in listed):
+                return False
+            return rule is None or not rule(v)
+        return obj
     raise TypeError(f"bad spec {spec!r}")
 
 
@@ -206,8 +234,7 @@ def _check_at(spec, v, path=""):
     elif isinstance(spec, dict):
         if not isinstance(v, dict):
             raise Invalid(path, f"expected an object, found {_show(v)}")
-        fields = _fields(spec)
-        listed = {key for key, _, _ in fields}
+        fields, listed = _fields(spec)
         for key, sub, need in fields:
             here = f"{path}.{key}" if path else key
             if key not in v:
