@@ -172,9 +172,10 @@ def test_a_run_without_probes_keeps_the_old_figure():
 def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     need_supported("syscost", "64-syscall")
     out = tmp_path / "b"
-    p = run([sys.executable, TW, "bench", "--variants", "64-syscall", "--ops", "null,getppid",
-             "--shapes", "ret", "--rounds", "4", "--target", "0.01%", "--budget", "3s",
-             "--out", out], text=True, timeout=300)
+    p = run([sys.executable, TW, "bench", "--variants", "64-syscall",
+             "--ops", "null,getppid,write-file", "--sizes", "64", "--shapes", "ret",
+             "--rounds", "4", "--target", "0.01%", "--budget", "3s", "--out", out],
+            text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads((out / "percall.json").read_text())
     hs = doc["host_state"]
@@ -189,6 +190,11 @@ def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     assert [r["copy"] for r in cell["rounds"]] == [r["round"] % 4 for r in cell["rounds"]]
     # every probe that opened a chunk or closed a round is one of the reference's rounds
     assert len(ref["rounds"]) == sum(1 for x in hs["probes"] if x["in_cell"])
+    # a cell the target judges is measured every round until it meets it (0.01%: never); one
+    # it does not judge (a write to a file) stops at the mode's rounds, leaving them the time
+    assert len(cell["rounds"]) == hs["rounds"]
+    wf = next(c for c in doc["cells"] if c["op"] == "write-file")
+    assert wf["op"] not in percall.FAST_OPS and len(wf["rounds"]) == min(4, hs["rounds"])
     assert "target ±0.01%" in p.stderr and "the budget of 3 s ended first" in p.stderr
 
 

@@ -166,7 +166,8 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     target    keep adding rounds past the mode's until should_stop(doc) says so or the budget
               (required then) is spent; should_stop(doc) -> (stop, progress text) is the
               analysis' judgement (this layer does not analyse)
-    skip      skip(cell key) -> True for cells that need no more rounds (target met)
+    skip      skip(cell key, past the mode's rounds) -> True for a cell that needs no more
+              rounds (its target met, or no target to meet once the mode's rounds are done)
     deadline  a time.monotonic() by which the matrix ends (tw run's share of its budget for
               the bench): no round starts that would end past it, once MIN_ROUNDS are done,
               and no waiting for a quiet host spends the time those rounds need
@@ -363,7 +364,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                         f"report's time for the bench ({host['deadline_s']:.0f} s) is spent")
             break
         order = [k for k, c in state.items() if c["supported"] and k != ref_key
-                 and not (skip and skip(k))]
+                 and not (skip and skip(k, rnd >= params["rounds"]))]
         random.Random(rnd).shuffle(order)
         t_round = time.monotonic()
         waited_round = 0.0
