@@ -196,6 +196,8 @@ def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     wf = next(c for c in doc["cells"] if c["op"] == "write-file")
     assert wf["op"] not in percall.FAST_OPS and len(wf["rounds"]) == min(4, hs["rounds"])
     assert "target ±0.01%" in p.stderr and "the budget of 3 s ended first" in p.stderr
+    assert f"cells the target does not judge: 1, with the mode's {min(4, hs['rounds'])} " \
+        "rounds" in p.stderr
 
 
 def test_one_lucky_probe_does_not_set_the_bar():

@@ -119,6 +119,11 @@ def main(args, name):
                 f"{100 * (analysed['host'].get('fast_share') or 0):.0f}% of probes; "
                 + ("stopped at the target" if doc["host_state"]["stopped"] == "target" else
                    f"the budget of {budget:.0f} s ended first") + ")")
+        others = sum(1 for c in doc["cells"] if c["supported"] and c["op"] not in percall.FAST_OPS)
+        if others:
+            line += (f"; cells the target does not judge: {others}, with the mode's "
+                     f"{min(doc['params']['rounds'], doc['params']['rounds_mode'])} rounds "
+                     "as without --target")
         ui.progress(line)
     if args.json:
         print(json.dumps(analysed, indent=1))
