@@ -283,8 +283,13 @@ def sec_host(doc, data, pdir):
                      "left out of each round's value).")
     else:
         parts.append(f"Steal time and involuntary switches: unknown ({h.get('why_counters')}).")
-    parts.append("The undisturbed figures above do not depend on how often this happened; the "
-                 "typical ones do, and a rerun at another moment will move them.")
+    parts.append("The undisturbed figures above depend far less on how often this happened than "
+                 "the typical ones, which a rerun at another moment will move. But the host's fast "
+                 "level itself can move between runs, and no interval of one run sees that: on an "
+                 "Intel KVM guest, two default runs three minutes apart met fast levels 7–10% apart "
+                 "(docs/syscost.md). Between runs, compare the ratios to the "
+                 "reference: each process is taken against the reference process beside it, "
+                 "and those held.")
     doc.p(" ".join(parts))
     if h.get("fast_share") is not None:
         q = [f"What the host allowed: of {h['probes']} probes (the reference's processes, run "
