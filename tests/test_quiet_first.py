@@ -13,6 +13,7 @@ The synthetic documents below have a known fast state; the live run checks the s
 what tw bench records, never its figures (the host's noise decides those).
 """
 import json
+import re
 import sys
 
 import numpy as np
@@ -198,6 +199,9 @@ def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     assert "target ±0.01%" in p.stderr and "the budget of 3 s ended first" in p.stderr
     assert f"cells the target does not judge: 1, with the mode's {min(4, hs['rounds'])} " \
         "rounds" in p.stderr
+    # the level the fast state sat at, so that two runs' levels can be set side by side
+    assert re.search(r"of probes at a level of [0-9.]+ ns; ", p.stderr), p.stderr[-600:]
+    assert "between runs, compare the ratios" in p.stderr
 
 
 def test_one_lucky_probe_does_not_set_the_bar():

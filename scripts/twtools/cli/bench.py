@@ -116,7 +116,9 @@ def main(args, name):
         line = (f"bench: target ±{100 * target:g}%: {met['met']} of {met['cells']} fast cells "
                 f"within it after {time.monotonic() - t0:.0f} s "
                 f"({doc['params']['rounds']} rounds; host fast in "
-                f"{100 * (analysed['host'].get('fast_share') or 0):.0f}% of probes; "
+                f"{100 * (analysed['host'].get('fast_share') or 0):.0f}% of probes"
+                + (f" at a level of {analysed['host']['fast_level_ns']:.1f} ns"
+                   if analysed["host"].get("fast_level_ns") else "") + "; "
                 + ("stopped at the target" if doc["host_state"]["stopped"] == "target" else
                    f"the budget of {budget:.0f} s ended first") + ")")
         others = sum(1 for c in doc["cells"] if c["supported"] and c["op"] not in percall.FAST_OPS)
@@ -125,6 +127,12 @@ def main(args, name):
                      f"{min(doc['params']['rounds'], doc['params']['rounds_mode'])} rounds "
                      "as without --target")
         ui.progress(line)
+        # The figures in ns are this host's at the level the run met, which moved 10% between
+        # two such runs beside the neighbour (docs/syscost.md); the ratios held.
+        ref = analysed["reference"]
+        ui.progress(f"bench: between runs, compare the ratios to the reference (the column "
+                    f"\"x {ref['variant']} {ref['op']}\"): a figure in ns carries the host's "
+                    "level during the run")
     if args.json:
         print(json.dumps(analysed, indent=1))
     else:
