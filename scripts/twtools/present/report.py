@@ -230,7 +230,9 @@ def sec_matrix(doc, data, pdir):
     doc.p(f"ns per call, undisturbed [95%] · × {ref['variant']} {ref['op']} · typical:")
     doc.table(["mechanism"] + [f"{op}" + (f" {size} B" if size else "") for op, size in ops], rows)
     doc.p("The undisturbed cost is what this hardware and kernel charge when the host leaves the "
-          "CPU alone: it reproduces run to run, and comparisons rest on it. The typical cost is "
+          "CPU alone, at the level the host's fast state sat at during this run; between runs, "
+          f"compare the ratios to {ref['variant']} {ref['op']}, which hold where that level "
+          "moves. The typical cost is "
           "the median a program met during this run, the host's other tenants included "
           "(\"This host during the run\", below). † leads with the typical cost (the cell "
           "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
