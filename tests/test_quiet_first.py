@@ -243,3 +243,26 @@ def test_a_difference_is_paired_within_quiet_rounds():
 def test_too_few_quiet_pairs_give_no_paired_figure():
     d = _two_mechanisms(0.0, n_rounds=30, fast_rounds={4, 17})
     assert percall.pair_undisturbed(d, "64-int80", "64-syscall", how="diff") is None
+
+
+def test_two_bench_directories_are_compared_by_their_ratios(build, tmp_path):
+    # Two --target runs beside the neighbour were each within ±1% and 10-14% apart in ns, the
+    # host's level having moved; their ratios to the reference held.  So tw bench's directory
+    # is one tw compare reads (meta.json, as tw run writes for the bench stage alone), and the
+    # comparison carries each cell's relative figure beside the absolute one.
+    need_supported("syscost", "64-syscall")
+    outs = []
+    for n in (1, 2):
+        out = tmp_path / f"b{n}"
+        p = run([sys.executable, TW, "bench", "--variants", "64-syscall", "--ops", "null,getppid",
+                 "--shapes", "ret", "--rounds", "4", "--out", out], text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["schema"] == "timewrite-results/1" and meta["state"] == "complete"
+        assert meta["stages"]["bench"]["ok"] and meta["stages_wanted"] == ["bench"]
+        outs.append(out)
+    p = run([sys.executable, TW, "compare", "--json", *outs], text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout)
+    cell = next(d for d in got["decisions"] if d["op"] == "getppid")
+    assert cell["absolute"]["decision"] and cell["relative"]["decision"]

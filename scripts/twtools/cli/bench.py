@@ -1,11 +1,14 @@
 """`tw bench`: measure the per-call matrix, then analyse and print it."""
+import datetime as dt
 import json
+import os
 import socket
+import sys
 import time
 from pathlib import Path
 
 from ..analyse import peers as peers_analysis, percall, selfcheck as check
-from ..core import files, paths, ui
+from ..core import files, paths, ui, version
 from ..machine import registry
 from ..measure import bench, peers
 from ..present import percall as present, selfcheck as present_selfcheck
@@ -111,6 +114,7 @@ def main(args, name):
                            quiet_first=getattr(args, "quiet_first", True),
                            should_stop=judge, skip=skip)
     analysed = percall.analyse(doc)
+    write_meta(out, args.mode, doc)
     if target is not None:
         met = percall.target_status(analysed, target)
         line = (f"bench: target ±{100 * target:g}%: {met['met']} of {met['cells']} fast cells "
@@ -150,6 +154,18 @@ def main(args, name):
     if not analysed["measured"]:
         raise ui.UserError("no cell could be measured", "see tw doctor", code=ui.EXIT_FAILED)
     return 0
+
+
+def write_meta(out, mode, doc):
+    """meta.json for the matrix's directory, as tw run writes it for a run of the bench stage
+    alone, so that `tw compare` and `tw report` read the directory: two --target runs are
+    set side by side by their ratios, which hold where the figures in ns move with the host."""
+    files.write_json(Path(out) / "meta.json", {
+        "schema": "timewrite-results/1", "state": "complete",
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "version": version.get(), "host": socket.gethostname(), "pid": os.getpid(),
+        "mode": mode, "argv": list(sys.argv), "stages_wanted": ["bench"],
+        "stages": {"bench": {"ok": True, "seconds": round(doc["wall_s"], 2)}}})
 
 
 # --target's default budget: ten minutes (issue 42's example).
