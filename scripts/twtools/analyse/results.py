@@ -19,13 +19,15 @@ The state of the run (complete, failed, interrupted, in progress) comes from met
 run_state() says it in one line for the top of a report, and stage_problem() says why a
 stage's figures must not be used, for whoever draws conclusions from them.
 """
+import datetime as dt
 import json
 import math
 import os
 import socket
+import sys
 from pathlib import Path
 
-from ..core import files
+from ..core import files, version
 from ..core.ui import DataError
 from . import attribution, causes, census, diagnose, latency, legs, observer, percall, schema, sweeps, \
     tracers
@@ -235,6 +237,23 @@ def analyse(raw):
 
 def load(results_dir):
     return analyse(read(results_dir))
+
+
+# ---- writing: the head of meta.json -------------------------------------------------------
+
+def now_utc():
+    """The time meta.json records (created_utc, finished_utc): UTC, to the second."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_meta(mode, stages_wanted, state, argv=None):
+    """The head of a results directory's meta.json, as tw run starts it and tw bench writes it
+    for the bench stage alone: the schema, the state, who wrote it and when, the stages
+    wanted, and none recorded yet."""
+    return {"schema": f"{RESULTS_SCHEMA}/1", "state": state, "created_utc": now_utc(),
+            "version": version.get(), "host": socket.gethostname(), "pid": os.getpid(),
+            "mode": mode, "argv": list(argv if argv is not None else sys.argv),
+            "stages_wanted": list(stages_wanted), "stages": {}}
 
 
 # ---- the state of the run -----------------------------------------------------------------

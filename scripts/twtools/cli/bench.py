@@ -1,14 +1,11 @@
 """`tw bench`: measure the per-call matrix, then analyse and print it."""
-import datetime as dt
 import json
-import os
 import socket
-import sys
 import time
 from pathlib import Path
 
-from ..analyse import peers as peers_analysis, percall, selfcheck as check
-from ..core import files, paths, ui, version
+from ..analyse import peers as peers_analysis, percall, results, selfcheck as check
+from ..core import files, paths, ui
 from ..machine import registry
 from ..measure import bench, peers
 from ..present import percall as present, selfcheck as present_selfcheck
@@ -160,12 +157,10 @@ def write_meta(out, mode, doc):
     """meta.json for the matrix's directory, as tw run writes it for a run of the bench stage
     alone, so that `tw compare` and `tw report` read the directory: two --target runs are
     set side by side by their ratios, which hold where the figures in ns move with the host."""
-    files.write_json(Path(out) / "meta.json", {
-        "schema": "timewrite-results/1", "state": "complete",
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "version": version.get(), "host": socket.gethostname(), "pid": os.getpid(),
-        "mode": mode, "argv": list(sys.argv), "stages_wanted": ["bench"],
-        "stages": {"bench": {"ok": True, "seconds": round(doc["wall_s"], 2)}}})
+    stage = results.STAGE_OF["percall"]
+    meta = results.new_meta(mode, [stage], "complete")
+    meta["stages"][stage] = {"ok": True, "seconds": round(doc["wall_s"], 2)}
+    files.write_json(Path(out) / "meta.json", meta)
 
 
 # --target's default budget: ten minutes (issue 42's example).

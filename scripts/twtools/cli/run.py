@@ -25,7 +25,6 @@ A results directory is a transaction:
     scratch and temporary files (the stages' `finally` blocks, then clean_scratch here),
     records the state, and exits 128 + the signal's number with one line.
 """
-import datetime as dt
 import errno
 import importlib
 import json
@@ -294,10 +293,6 @@ def describe_error(e):
     return f"{type(e).__name__}: {e}"
 
 
-def _now():
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def repeat_command(mode, only, report, setting):
     """The command that measures what this run measures, to paste from the checkout: its
     mode, stages and setting (not where it wrote).  The whole default run is `make report`;
@@ -328,11 +323,8 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     check_latest(link)
     out = prepare_out(out, force) if out else new_results_dir()
     wanted = _together([s for s in STAGES if not only or s[0] in only])
-    from ..core import version
-    meta = {"schema": "timewrite-results/1", "state": "in-progress", "created_utc": _now(),
-            "version": version.get(), "host": socket.gethostname(), "pid": os.getpid(), "mode": mode,
-            "argv": list(argv if argv is not None else sys.argv),
-            "stages_wanted": [s[0] for s in wanted], "stages": {}}
+    from ..analyse import results
+    meta = results.new_meta(mode, [s[0] for s in wanted], "in-progress", argv)
     from ..machine import speculation
     meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
     meta["command"] = repeat_command(mode, only, report, setting)
@@ -381,7 +373,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
         current = None
         failed = [k for k, v in meta["stages"].items() if not v["ok"]]
         meta["state"] = "failed" if failed else "complete"
-        meta["finished_utc"] = _now()
+        meta["finished_utc"] = results.now_utc()
         files.write_json(out / "meta.json", meta)
         merge(out)
     except ui.Interrupted as e:
@@ -390,7 +382,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
             meta["stages"][current] = {"ok": False, "interrupted": True,
                                        "seconds": round(time.monotonic() - ts, 2),
                                        "error": f"interrupted by {e.name}"}
-        meta.update(state="interrupted", signal=e.name, finished_utc=_now(),
+        meta.update(state="interrupted", signal=e.name, finished_utc=results.now_utc(),
                     duration_s=round(time.monotonic() - t0, 2))
         clean_scratch(out)
         saved = _save_meta(out, meta)
@@ -404,7 +396,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     except BaseException as e:
         # The run cannot go on (a full disk, a bug): say so in meta.json if the disk lets us.
         meta.update(state="aborted", error=(meta["stages"].get(current) or {}).get("error")
-                    or describe_error(e), finished_utc=_now())
+                    or describe_error(e), finished_utc=results.now_utc())
         clean_scratch(out)
         _save_meta(out, meta)
         raise
