@@ -15,11 +15,10 @@
  * pair while the write cells moved 0.65-1.19% as a whole, and 0.6-1.5% in
  * the other, with the cells: either the write path or the core can move.
  *
- * The loop: x = x * K + C, each step needing the last, in a register the
- * compiler is told it cannot see into (the empty asm), so it neither
- * vectorises nor folds the chain.  It touches no memory, so its time is the
- * core's multiply-add latency times n: a measure of the core's clock and of
- * what shares the core (an SMT sibling), not of caches or memory.
+ * The loop is chain.h's, the one syscost times before every batch: its
+ * time is the core's multiply-add latency times n, a measure of the core's
+ * clock and of what shares the core (an SMT sibling), not of caches or
+ * memory.
  *
  * Timing: CLOCK_MONOTONIC_RAW around each batch.  The default batch is tens
  * of microseconds, short against a timer tick, so most batches run
@@ -35,6 +34,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "chain.h"
 #include "json_out.h"
 #include "tw_cli.h"
 
@@ -79,24 +79,12 @@ now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* One batch.  The result is returned so that the chain has a use. */
-static uint64_t
-chain(long n, uint64_t x)
-{
-	long i;
-
-	for (i = 0; i < n; i++) {
-		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-		__asm__ volatile("" : "+r"(x));
-	}
-	return x;
-}
-
 int
 main(int argc, char *argv[])
 {
 	long batches = 20, iterations = 100000, b;
-	uint64_t x = 1, t0;
+	unsigned long x = 1;
+	uint64_t t0;
 	double *ns;
 	int ch;
 

@@ -8,6 +8,7 @@
 
 #include "json_out.h"
 #include "ops.h"
+#include "chain.h"
 #include "output.h"
 #include "tw_cli.h"
 #include "tw_stats.h"
@@ -79,7 +80,9 @@ print_json(const struct opts *o, const struct run *r)
 	    r->cpu, r->calls, r->empty_calls, o->batches, o->max_redo, r->redone, o->warmup_ms);
 	json_arrays(r->measured, 4, "loop_ns_per_call", r->loop_ns,
 	    "samples_ns", r->samples_ns, "raw_ns", r->raw_ns,
-	    "offcpu_ns_per_call", r->offcpu_ns, (char *)NULL);
+	    "offcpu_ns_per_call", r->offcpu_ns,
+	    "chain_ns_per_step", r->chain_ns, (char *)NULL);
+	printf(",\"chain_cycles_per_step\":%d", CHAIN_CYCLES);
 	printf(",\"offcpu_bracket_ns\":%.1f,", r->bracket_ns);
 	json_int_array("nivcsw", r->nivcsw, r->measured);
 	putchar(',');

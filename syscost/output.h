@@ -21,6 +21,7 @@ struct run {
 	double loop_med;		/* the empty loop's median ns per call, subtracted */
 	double bracket_ns;		/* CPU time of the bracket around a window */
 	double *loop_ns, *raw_ns, *samples_ns, *offcpu_ns;
+	double *chain_ns;		/* per batch: ns per step of chain.h's chain */
 	long long *nivcsw, *steal, *irqs;
 	int have_steal, have_irqs;
 	unsigned char *disturbed;

@@ -125,6 +125,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "clock.h"
 #include "cpu.h"
 #include "disturb.h"
@@ -497,6 +498,39 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 }
 
 /*
+ * ns per step of chain.h's multiply-add chain, timed on the batches' clock
+ * just before a batch: the core's clock at that moment (CHAIN_CYCLES cycles a
+ * step), so that the analysis can tell a host that slowed the core's clock
+ * from one whose neighbours got in the way.  CHAIN_STEPS steps take 4-7 us
+ * at 2-3.5 GHz: short against the 0.5-1 ms batch beside it.  The two clock
+ * readings around it (fenced: some tens of cycles) are taken off, their
+ * fastest of 16 empty brackets, so that 4 / (ns per step) is the clock in GHz.
+ */
+#define CHAIN_STEPS 4096
+
+static unsigned long chain_sink;
+
+static double
+chain_step_ns(void)
+{
+	static uint64_t bracket = UINT64_MAX;
+	uint64_t t0, t1;
+	int i;
+
+	for (i = 0; i < 16 && (i > 0 || bracket == UINT64_MAX); i++) {
+		t0 = clk_begin();
+		t1 = clk_end();
+		if (t1 - t0 < bracket)
+			bracket = t1 - t0;
+	}
+	t0 = clk_begin();
+	chain_sink = chain(CHAIN_STEPS, chain_sink | 1);
+	t1 = clk_end();
+	t1 -= t1 - t0 > bracket ? bracket : 0;
+	return ticks_to_ns(t1 - t0) / CHAIN_STEPS;
+}
+
+/*
  * The warm-up, then the batches, each with its empty loop, its off-CPU time
  * and its disturbance counters, and one more batch for each disturbed one
  * while --max-redo allows; then the samples, the empty loop subtracted.
@@ -524,6 +558,7 @@ measure(const struct opts *o, struct run *r, const char *what)
 
 	nmax = o->batches + o->max_redo;
 	r->loop_ns = tw_xcalloc(nmax, sizeof(double));
+	r->chain_ns = tw_xcalloc(nmax, sizeof(double));
 	r->raw_ns = tw_xcalloc(nmax, sizeof(double));
 	r->samples_ns = tw_xcalloc(nmax, sizeof(double));
 	r->offcpu_ns = tw_xcalloc(nmax, sizeof(double));
@@ -541,6 +576,7 @@ measure(const struct opts *o, struct run *r, const char *what)
 
 		r->loop_ns[k] = ticks_to_ns(timed(1, r->empty_calls, NULL)) /
 		    (double)r->empty_calls;
+		r->chain_ns[k] = chain_step_ns();
 		/*
 		 * Off-CPU time: the timed window minus the CPU time spent in it.
 		 * CLOCK_THREAD_CPUTIME_ID is the scheduler's exact run time (user

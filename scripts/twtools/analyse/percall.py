@@ -34,9 +34,10 @@ import bisect
 import math
 
 from ..machine import registry
-from . import sequential, stats
+from . import coreclock, sequential, stats
 
-ANALYSIS = "percall/5"   # 5: a gated figure is the mean of the fast state's floors (gated_q)
+ANALYSIS = "percall/6"   # 6: the undisturbed figures at the run's fastest core clock (coreclock)
+# 5: a gated figure is the mean of the fast state's floors (gated_q)
 # A cell is unstable when its estimate is (stats.unstable), or when more than this share of
 # its batches were disturbed: then the rest may be the lucky ones.
 DISTURBED_UNSTABLE = 0.5
@@ -112,6 +113,15 @@ def _floor_of(rd):
     return min(v) if v else None
 
 
+def clocked(doc, rd, top=None):
+    """A process's usable batch values brought to the run's fastest core clock
+    (coreclock.factor: the host moves the core's clock in steps, and the undisturbed figures
+    are at one clock), or as measured when the run did not time the clock."""
+    f = coreclock.factor(doc, rd, top)
+    v = usable(rd)[0]
+    return v if f == 1.0 else [x * f for x in v]
+
+
 def host_probes(doc):
     """[(t_s, floor, fast)] of the run's host probes in time order, and the fast state's level
     (the LEVEL_RANK-th fastest floor): the
@@ -120,10 +130,14 @@ def host_probes(doc):
     cell's own processes.  ([], None) when there is none with a time."""
     hs = (doc or {}).get("host_state") or {}
     pts = []
+    top = coreclock.top(doc)
     if isinstance(hs.get("probes"), list) and hs["probes"]:
         for pr in hs["probes"]:
-            t, f = pr.get("t_s"), pr.get("floor_ns")
+            t, f, st = pr.get("t_s"), pr.get("floor_ns"), pr.get("chain_ns")
             if isinstance(t, (int, float)) and isinstance(f, (int, float)) and f > 0:
+                # at the run's fastest clock, so a probe at a lower clock is not a slow one
+                if top and isinstance(st, (int, float)) and st > 0:
+                    f = f * top / st
                 pts.append((float(t), float(f)))
     else:
         ref = (doc or {}).get("reference") or {}
@@ -132,7 +146,8 @@ def host_probes(doc):
                     (ref.get("variant"), ref.get("op", "null"), ref.get("shape", "ret")):
                 rounds, _ = rounds_of(doc, c)
                 for rd in rounds:
-                    t, f = rd.get("t_s"), _floor_of(rd)
+                    v = clocked(doc, rd, top)
+                    t, f = rd.get("t_s"), (min(v) if v else None)
                     if isinstance(t, (int, float)) and f:
                         pts.append((float(t), float(f)))
     if not pts:
@@ -191,6 +206,10 @@ def cell_summary(doc, cell, probes=None):
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
+    # The undisturbed figures at the run's fastest core clock; the typical one as measured.
+    top = coreclock.top(doc)
+    if top:
+        vals = [clocked(doc, rd, top) for rd in rounds]
     gated = None
     target = ((doc or {}).get("host_state") or {}).get("target")
     if probes:
@@ -411,7 +430,10 @@ def analyse(doc):
     nb = sum((c.get("disturbed") or {}).get("of", 0) for c in cells)
     nd = sum((c.get("disturbed") or {}).get("batches", 0) for c in cells)
     counted = any((c.get("disturbed") or {}).get("counted") for c in cells)
-    return {"analysis": ANALYSIS, "reference": {"variant": rkey[0], "op": rkey[1], "shape": rkey[3]},
+    clock = coreclock.summary(doc)
+    for c in cells:
+        c["undisturbed_cycles"] = _cycles(c, clock)
+    return {"analysis": ANALYSIS, "core_clock": clock, "reference": {"variant": rkey[0], "op": rkey[1], "shape": rkey[3]},
             "cells": cells, "penalties": penalties,
             "disturbance": {"batches": nb, "disturbed": nd if counted else None,
                             "policy": "disturbed batches are left out of each round's value "
@@ -426,13 +448,24 @@ def analyse(doc):
             "source": "legacy flat samples" if legacy else "raw rounds"}
 
 
+def _cycles(c, clock):
+    """A cell's undisturbed figure in the core's cycles ({value, ci_low, ci_high}), from its
+    figure at the run's fastest clock; None when the run has no clock or the cell no figure."""
+    k = clock.get("cycles_per_ns")
+    if not k or c.get("undisturbed_ns") is None or c.get("undisturbed_ci_low") is None:
+        return None
+    return {"value": c["undisturbed_ns"] * k, "ci_low": c["undisturbed_ci_low"] * k,
+            "ci_high": c["undisturbed_ci_high"] * k}
+
+
 def _ref_by_round(doc, ref):
     """{round: [(t_s, usable batch values)]} of the reference cell's processes: what each
     cell is paired with, read once per analysis."""
     rr, _ = rounds_of(doc, ref)
     by_round = {}
+    top = coreclock.top(doc)
     for r in rr:
-        v = usable(r)[0]
+        v = clocked(doc, r, top)
         if v:
             by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
     return by_round
@@ -446,9 +479,10 @@ def _to_reference(doc, cell, ref, by_round=None):
     rc, _ = rounds_of(doc, cell)
     by_round = _ref_by_round(doc, ref) if by_round is None else by_round
     pa, pb = [], []
+    top = coreclock.top(doc)
     for r in rc:
         refs = by_round.get(r.get("round"))
-        v = usable(r)[0]
+        v = clocked(doc, r, top)
         if not refs or not v:
             continue
         t = r.get("t_s")
@@ -472,8 +506,9 @@ def _undisturbed_to_reference(doc, cell, ref, probes=None, by_round=None):
     rc, _ = rounds_of(doc, cell)
     by_round = _ref_by_round(doc, ref) if by_round is None else by_round
     pa, pb, quiet = [], [], []
+    top = coreclock.top(doc)
     for r in rc:
-        v, refs = usable(r)[0], by_round.get(r.get("round"))
+        v, refs = clocked(doc, r, top), by_round.get(r.get("round"))
         if v and refs:
             t = r.get("t_s")
             near = min(refs, key=lambda x: abs(x[0] - t)) if t is not None and \
@@ -711,8 +746,9 @@ def _quiet_by_round(doc, a, b):
     pairs = _round_pairs(doc, a, b)
     quiet = [(r, o) for r, o in pairs if not has_probes or (
         host_label(probes, r.get("t_s")) is True and host_label(probes, o.get("t_s")) is True)]
-    return ([usable(r)[0] for r, _ in quiet], [usable(o)[0] for _, o in quiet], len(quiet),
-            len(pairs))
+    top = coreclock.top(doc)
+    return ([clocked(doc, r, top) for r, _ in quiet], [clocked(doc, o, top) for _, o in quiet],
+            len(quiet), len(pairs))
 
 
 def pair_undisturbed(doc, a, b, op="null", shape="ret", how="ratio"):

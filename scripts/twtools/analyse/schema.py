@@ -384,7 +384,7 @@ VARIANTS = [{"!name": "variant", "bits": "int?", "abi": "str?", "mechanism": "st
 ROUND = {"round": "int?", "t_s": "num?", "calls_per_batch": "int?", "cpu": "int?",
          "sched": "str?", "samples_ns": ["num"], "loop_ns": ["num"], "raw_ns": ["num"],
          "offcpu_ns": ["num"], "nivcsw": ["num?"], "steal_ticks": ["num?"], "irqs": ["num?"],
-         "disturbed": ["any"]}
+         "disturbed": ["any"], "chain_ns": ["posnum"]}
 PERCALL_CELL = {"!variant": "variant", "!op": "str", "size": "int?", "shape": "str?",
                 "supported": "bool?", "status": "str?", "reason": "str?", "errors": STRS,
                 "calls_per_batch": "int?", "bits": "int?", "abi": "str?", "mechanism": "str?",

@@ -119,7 +119,9 @@ def main(args, name):
                 f"({doc['params']['rounds']} rounds; host fast in "
                 f"{100 * (analysed['host'].get('fast_share') or 0):.0f}% of probes"
                 + (f" at a level of {analysed['host']['fast_level_ns']:.1f} ns"
-                   if analysed["host"].get("fast_level_ns") else "") + "; "
+                   if analysed["host"].get("fast_level_ns") else "")
+                + (f", core clock up to {analysed['core_clock']['ghz']:.2f} GHz"
+                   if (analysed.get("core_clock") or {}).get("ghz") else "") + "; "
                 + ("stopped at the target" if doc["host_state"]["stopped"] == "target" else
                    f"the budget of {budget:.0f} s ended first") + ")")
         others = sum(1 for c in doc["cells"] if c["supported"] and c["op"] not in percall.FAST_OPS)
@@ -128,12 +130,12 @@ def main(args, name):
                      f"{min(doc['params']['rounds'], doc['params']['rounds_mode'])} rounds "
                      "as without --target")
         ui.progress(line)
-        # The figures in ns are this host's at the level the run met, which moved 10% between
-        # two such runs beside the neighbour (docs/syscost.md); the ratios held.
+        # The figures in ns are at the fastest core clock the run met, which moved 10% between
+        # two such runs beside the neighbour (docs/syscost.md); the cycles and the ratios held.
         ref = analysed["reference"]
-        ui.progress(f"bench: between runs, compare the ratios to the reference (the column "
-                    f"\"x {ref['variant']} {ref['op']}\"): a figure in ns carries the host's "
-                    "level during the run")
+        ui.progress("bench: between runs, compare cycles (--json: undisturbed_cycles; tw compare) "
+                    f"or the ratios to the reference (the column \"x {ref['variant']} "
+                    f"{ref['op']}\"): a figure in ns carries the core clock the host gave")
     if args.json:
         print(json.dumps(analysed, indent=1))
     else:

@@ -245,6 +245,7 @@ def decisions_json(real):
                     "variant": r["variant"], "op": r["op"],
                     "size": r["size"], "shape": "ret", "no_decision": r["why"],
                     "figure": cmp.get("figure"), "figure_why": cmp.get("why_figure"),
+                    "unit": cmp.get("unit"),
                     "absolute": one(cmp.get("absolute")), "relative": one(cmp.get("relative")),
                     "typical": one(cmp.get("typical")), "drift_pct": cmp.get("drift_pct"),
                     "machine_shift_pct": cmp.get("machine_shift_pct")})

@@ -229,10 +229,16 @@ def sec_matrix(doc, data, pdir):
         rows.append(line)
     doc.p(f"ns per call, undisturbed [95%] · × {ref['variant']} {ref['op']} · typical:")
     doc.table(["mechanism"] + [f"{op}" + (f" {size} B" if size else "") for op, size in ops], rows)
+    clock = pc.get("core_clock") or {}
+    at = (f"at the fastest clock the host gave the core in this run, {clock['ghz']:.2f} GHz "
+          "(timed by a chain of multiply-adds before every batch); between runs, compare "
+          f"cycles (`undisturbed_cycles`, and `tw compare`'s absolute column) or the ratios to "
+          f"{ref['variant']} {ref['op']}: the host moves the core's clock in steps, and a figure "
+          "in ns moves with it" if clock.get("ghz") else
+          "at the level the host's fast state sat at during this run; between runs, compare "
+          f"the ratios to {ref['variant']} {ref['op']}, which hold where that level moves")
     doc.p("The undisturbed cost is what this hardware and kernel charge when the host leaves the "
-          "CPU alone, at the level the host's fast state sat at during this run; between runs, "
-          f"compare the ratios to {ref['variant']} {ref['op']}, which hold where that level "
-          "moves. The typical cost is "
+          f"CPU alone, {at}. The typical cost is "
           "the median a program met during this run, the host's other tenants included "
           "(\"This host during the run\", below). † leads with the typical cost (the cell "
           "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
@@ -285,13 +291,27 @@ def sec_host(doc, data, pdir):
                      "left out of each round's value).")
     else:
         parts.append(f"Steal time and involuntary switches: unknown ({h.get('why_counters')}).")
-    parts.append("The undisturbed figures above depend far less on how often this happened than "
-                 "the typical ones, which a rerun at another moment will move. But the host's fast "
-                 "level itself can move between runs, and no interval of one run sees that: on an "
-                 "Intel KVM guest, two default runs three minutes apart met fast levels 7–10% apart "
-                 "(docs/syscost.md). Between runs, compare the ratios to the "
-                 "reference: each process is taken against the reference process beside it, "
-                 "and those held.")
+    clock = pc.get("core_clock") or {}
+    if clock.get("ghz"):
+        lv = clock.get("levels") or []
+        parts.append(
+            "The undisturbed figures above depend far less on how often this happened than the "
+            "typical ones, which a rerun at another moment will move. The host also moves the "
+            "core's clock, in steps that last minutes: syscost timed a chain of multiply-adds "
+            "(4 cycles a step) before every batch, and the processes ran at "
+            + ", ".join(f"{x['ghz']:.2f} GHz ({100 * x['share']:.0f}%)" for x in lv[:6])
+            + (f" and {len(lv) - 6} more level(s)" if len(lv) > 6 else "")
+            + f". Every undisturbed figure is taken at the fastest, {clock['ghz']:.2f} GHz; "
+            "a run that meets another top clock gives other figures in ns, and the same cycles "
+            "(docs/syscost.md, \"The core's clock\").")
+    else:
+        parts.append("The undisturbed figures above depend far less on how often this happened "
+                     "than the typical ones, which a rerun at another moment will move. But the "
+                     "host's fast level itself can move between runs, and no interval of one run "
+                     "sees that: on an Intel KVM guest, two default runs three minutes apart met "
+                     "fast levels 7–10% apart (docs/syscost.md). Between runs, compare the ratios "
+                     "to the reference: each process is taken against the reference process "
+                     "beside it, and those held.")
     doc.p(" ".join(parts))
     if h.get("fast_share") is not None:
         q = [f"What the host allowed: of {h['probes']} probes (the reference's processes, run "

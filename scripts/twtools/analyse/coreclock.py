@@ -1,0 +1,128 @@
+"""The core's clock over a bench run, from syscost's multiply-add chain (issue 42).
+
+A KVM host moves a guest core's clock in steps that last a minute or more.  On the Intel Xeon
+guest of 2026-11-27 (family 6, model 207) the reference cell's fastest floor sat at 89.5,
+99.0, 102.7 and 106.6 ns in turn within one run, 3.7% a step, and syscost's chain, timed
+before every batch, sat at 4 / 3.1, 2.8, 2.7 and 2.6 GHz at the same moments: the reference
+in chain steps stayed at 69.3 throughout.  So a figure in ns carries the clock the host gave
+the core while it ran, a fast state at a lower clock looks like a slow state, and two runs
+minutes apart differ by whole steps, which no interval of one run can see.
+
+syscost times chain.h's chain of dependent multiply-adds (CHAIN_CYCLES cycles a step) just
+before every batch; bench keeps it per batch as `chain_ns`.  Here:
+
+  step_of(rd)   a process's clock: the fastest of its batches' chain steps, in ns;
+  top(doc)      the run's fastest clock: the LEVEL_RANK-th fastest process's step over every
+                cell and probe (one lucky reading must not set it), or None when any measured
+                process lacks the chain (a run from before it, or a mix);
+  factor(doc, rd)  top / step_of(rd): what brings a process's figures to the run's fastest
+                clock (1.0 when the run has none);
+  summary(doc)  the clock in GHz (CHAIN_CYCLES / step), the clocks the processes ran at, and
+                the cycles per ns that turn a figure at the top clock into cycles.
+
+The undisturbed figures (analyse/percall.py) are computed from batch values brought to the
+top clock, so they say what a call costs when the host leaves the core alone and runs it at
+the fastest clock it gave in this run, and the fast/slow label of the host's probes compares
+chain steps: a lower clock is not a disturbance.  The typical figures are left as measured,
+at whatever clock the host gave: that is what a program met.  Figures in cycles (ns at the
+top clock times its GHz) are what two runs compare: they do not move with the clock."""
+import math
+
+CHAIN_CYCLES = 4        # syscost/chain.h: one imul (3 cycles) and one add (1) a step
+LEVEL_RANK = 3          # as percall.LEVEL_RANK and measure/bench.py: the 3rd fastest
+# Clock levels closer than this are one level (a step is 3.5-4% at 2.5-3 GHz in 100 MHz
+# steps; a process's reading moves by well under 0.5%).
+LEVEL_GAP = 0.015
+
+_CACHE = {}
+
+
+def step_of(rd):
+    """A process's chain step (ns per step of the multiply-add chain): its fastest batch's."""
+    vals = [v for v in (rd or {}).get("chain_ns") or []
+            if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    return min(vals) if vals else None
+
+
+def _steps(doc):
+    """Every measured process's step, or None when any measured process has none."""
+    out = []
+    for c in (doc or {}).get("cells") or []:
+        if not c.get("supported"):
+            continue
+        for rd in c.get("rounds") or []:
+            if not rd.get("samples_ns"):
+                continue
+            s = step_of(rd)
+            if s is None:
+                return None
+            out.append(s)
+    for pr in ((doc or {}).get("host_state") or {}).get("probes") or []:
+        s = pr.get("chain_ns")
+        if isinstance(s, (int, float)) and s > 0:
+            out.append(float(s))
+    return out or None
+
+
+def _sig(doc):
+    return (sum(len(c.get("rounds") or []) for c in (doc or {}).get("cells") or []),
+            len(((doc or {}).get("host_state") or {}).get("probes") or []))
+
+
+def top(doc):
+    """The run's fastest clock as ns per chain step, or None (see the module's text)."""
+    if not doc:
+        return None
+    hit = _CACHE.get(id(doc))
+    sig = _sig(doc)
+    if hit is not None and hit[0] is doc and hit[1] == sig:
+        return hit[2]
+    steps = _steps(doc)
+    val = sorted(steps)[min(LEVEL_RANK, len(steps)) - 1] if steps else None
+    if len(_CACHE) > 8:
+        _CACHE.clear()
+    _CACHE[id(doc)] = (doc, sig, val)
+    return val
+
+
+def factor(doc, rd, top_step=None):
+    """What brings a process's batch values to the run's fastest clock: top / its step."""
+    t = top(doc) if top_step is None else top_step
+    s = step_of(rd) if t else None
+    return t / s if t and s else 1.0
+
+
+def ghz(step):
+    return CHAIN_CYCLES / step if step else None
+
+
+def levels(steps):
+    """[(GHz, share of processes)] of the clock levels the processes ran at, fastest first:
+    steps sorted and cut where two neighbours are more than LEVEL_GAP apart."""
+    if not steps:
+        return []
+    s = sorted(steps)
+    groups, cur = [], [s[0]]
+    for x in s[1:]:
+        if x > cur[-1] * (1 + LEVEL_GAP):
+            groups.append(cur)
+            cur = [x]
+        else:
+            cur.append(x)
+    groups.append(cur)
+    n = len(s)
+    return [(ghz(sorted(g)[len(g) // 2]), len(g) / n) for g in groups]
+
+
+def summary(doc):
+    """{ghz, step_ns, cycles_per_ns, cycles_per_step, levels: [{ghz, share}], processes} of
+    the run's core clock, or {why} when the run has none."""
+    steps = _steps(doc)
+    t = top(doc)
+    if not steps or t is None:
+        return {"ghz": None, "why": "syscost did not time the core's clock in this run (a "
+                                    "run from before it): its figures in ns are at whatever "
+                                    "clock the host gave, and no figure in cycles is given"}
+    return {"ghz": round(ghz(t), 4), "step_ns": t, "cycles_per_ns": ghz(t),
+            "cycles_per_step": CHAIN_CYCLES, "processes": len(steps),
+            "levels": [{"ghz": round(g, 3), "share": round(sh, 4)} for g, sh in levels(steps)]}
