@@ -64,6 +64,7 @@ CHECK_TIER = (
     "test_fleet_readiness.py",
     "test_ab_copies.py",
     "test_quiet_first.py",
+    "test_coreclock.py",
     "test_sequential.py",
     "test_sequential_coverage.py",
     "test_schema_paths.py",

@@ -12,9 +12,10 @@ syscost times chain.h's chain of dependent multiply-adds (CHAIN_CYCLES cycles a 
 before every batch; bench keeps it per batch as `chain_ns`.  Here:
 
   step_of(rd)   a process's clock: the fastest of its batches' chain steps, in ns;
-  top(doc)      the run's fastest clock: the LEVEL_RANK-th fastest process's step over every
-                cell and probe (one lucky reading must not set it), or None when any measured
-                process lacks the chain (a run from before it, or a mix);
+  top(doc)      the run's top clock: the step the fastest TOP_SHARE (1%) of its processes
+                reached, over every cell and probe (a clock a few processes met for a moment
+                must not set it), or None when any measured process lacks the chain (a run
+                from before it, or a mix);
   factor(doc, rd)  top / step_of(rd): what brings a process's figures to the run's fastest
                 clock (1.0 when the run has none);
   summary(doc)  the clock in GHz (CHAIN_CYCLES / step), the clocks the processes ran at, and
@@ -22,17 +23,24 @@ before every batch; bench keeps it per batch as `chain_ns`.  Here:
 
 The undisturbed figures (analyse/percall.py) are computed from batch values brought to the
 top clock, so they say what a call costs when the host leaves the core alone and runs it at
-the fastest clock it gave in this run, and the fast/slow label of the host's probes compares
+the top clock of the run (the one its fastest 1% of processes reached), and the fast/slow label of the host's probes compares
 chain steps: a lower clock is not a disturbance.  The typical figures are left as measured,
 at whatever clock the host gave: that is what a program met.  Figures in cycles (ns at the
 top clock times its GHz) are what two runs compare: they do not move with the clock."""
 import math
 
 CHAIN_CYCLES = 4        # syscost/chain.h: one imul (3 cycles) and one add (1) a step
-LEVEL_RANK = 3          # as percall.LEVEL_RANK and measure/bench.py: the 3rd fastest
-# Clock levels closer than this are one level (a step is 3.5-4% at 2.5-3 GHz in 100 MHz
-# steps; a process's reading moves by well under 0.5%).
-LEVEL_GAP = 0.015
+LEVEL_RANK = 3          # as percall.LEVEL_RANK and measure/bench.py: never the fastest one
+# The run's top clock is the one the fastest TOP_SHARE of its processes reached: beside the
+# neighbour the host gave 3.0 GHz to 3 of 4576 processes for a tenth of a second, 2.8 GHz to
+# 2% and 2.6 GHz to 97%; figures taken at a clock three processes saw would move with whether
+# a rerun draws such a moment.
+TOP_SHARE = 0.01
+# The clocks the processes ran at are said to a tenth of a GHz, each with its share (those
+# under LEVEL_SHOWN are counted together): a reading taken while the clock changed lands
+# between two steps, so the steps are not cut from the readings themselves.
+LEVEL_GHZ = 0.1
+LEVEL_SHOWN = 0.01
 
 _CACHE = {}
 
@@ -70,7 +78,7 @@ def _sig(doc):
 
 
 def top(doc):
-    """The run's fastest clock as ns per chain step, or None (see the module's text)."""
+    """The run's top clock as ns per chain step, or None (see the module's text)."""
     if not doc:
         return None
     hit = _CACHE.get(id(doc))
@@ -78,7 +86,10 @@ def top(doc):
     if hit is not None and hit[0] is doc and hit[1] == sig:
         return hit[2]
     steps = _steps(doc)
-    val = sorted(steps)[min(LEVEL_RANK, len(steps)) - 1] if steps else None
+    val = None
+    if steps:
+        rank = max(LEVEL_RANK, math.ceil(TOP_SHARE * len(steps)))
+        val = sorted(steps)[min(rank, len(steps)) - 1]
     if len(_CACHE) > 8:
         _CACHE.clear()
     _CACHE[id(doc)] = (doc, sig, val)
@@ -86,7 +97,7 @@ def top(doc):
 
 
 def factor(doc, rd, top_step=None):
-    """What brings a process's batch values to the run's fastest clock: top / its step."""
+    """What brings a process's batch values to the run's top clock: top / its step."""
     t = top(doc) if top_step is None else top_step
     s = step_of(rd) if t else None
     return t / s if t and s else 1.0
@@ -97,21 +108,18 @@ def ghz(step):
 
 
 def levels(steps):
-    """[(GHz, share of processes)] of the clock levels the processes ran at, fastest first:
-    steps sorted and cut where two neighbours are more than LEVEL_GAP apart."""
+    """[(GHz, share of processes)] of the clocks the processes ran at, to LEVEL_GHZ, fastest
+    first, those with at least LEVEL_SHOWN of them; the rest as one (None, share)."""
     if not steps:
         return []
-    s = sorted(steps)
-    groups, cur = [], [s[0]]
-    for x in s[1:]:
-        if x > cur[-1] * (1 + LEVEL_GAP):
-            groups.append(cur)
-            cur = [x]
-        else:
-            cur.append(x)
-    groups.append(cur)
-    n = len(s)
-    return [(ghz(sorted(g)[len(g) // 2]), len(g) / n) for g in groups]
+    n = len(steps)
+    count = {}
+    for x in steps:
+        g = round(round(ghz(x) / LEVEL_GHZ) * LEVEL_GHZ, 3)
+        count[g] = count.get(g, 0) + 1
+    shown = [(g, k / n) for g, k in sorted(count.items(), reverse=True) if k / n >= LEVEL_SHOWN]
+    rest = 1 - sum(sh for _, sh in shown)
+    return shown + ([(None, rest)] if rest > 1e-9 else [])
 
 
 def summary(doc):
@@ -125,4 +133,4 @@ def summary(doc):
                                     "clock the host gave, and no figure in cycles is given"}
     return {"ghz": round(ghz(t), 4), "step_ns": t, "cycles_per_ns": ghz(t),
             "cycles_per_step": CHAIN_CYCLES, "processes": len(steps),
-            "levels": [{"ghz": round(g, 3), "share": round(sh, 4)} for g, sh in levels(steps)]}
+            "levels": [{"ghz": g, "share": round(sh, 4)} for g, sh in levels(steps)]}

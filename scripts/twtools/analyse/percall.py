@@ -36,7 +36,7 @@ import math
 from ..machine import registry
 from . import coreclock, sequential, stats
 
-ANALYSIS = "percall/6"   # 6: the undisturbed figures at the run's fastest core clock (coreclock)
+ANALYSIS = "percall/6"   # 6: the undisturbed figures at the run's top core clock (coreclock)
 # 5: a gated figure is the mean of the fast state's floors (gated_q)
 # A cell is unstable when its estimate is (stats.unstable), or when more than this share of
 # its batches were disturbed: then the rest may be the lucky ones.
@@ -114,7 +114,7 @@ def _floor_of(rd):
 
 
 def clocked(doc, rd, top=None):
-    """A process's usable batch values brought to the run's fastest core clock
+    """A process's usable batch values brought to the run's top core clock
     (coreclock.factor: the host moves the core's clock in steps, and the undisturbed figures
     are at one clock), or as measured when the run did not time the clock."""
     f = coreclock.factor(doc, rd, top)
@@ -135,7 +135,7 @@ def host_probes(doc):
         for pr in hs["probes"]:
             t, f, st = pr.get("t_s"), pr.get("floor_ns"), pr.get("chain_ns")
             if isinstance(t, (int, float)) and isinstance(f, (int, float)) and f > 0:
-                # at the run's fastest clock, so a probe at a lower clock is not a slow one
+                # at the run's top clock, so a probe at a lower clock is not a slow one
                 if top and isinstance(st, (int, float)) and st > 0:
                     f = f * top / st
                 pts.append((float(t), float(f)))
@@ -206,7 +206,7 @@ def cell_summary(doc, cell, probes=None):
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
-    # The undisturbed figures at the run's fastest core clock; the typical one as measured.
+    # The undisturbed figures at the run's top core clock; the typical one as measured.
     top = coreclock.top(doc)
     if top:
         vals = [clocked(doc, rd, top) for rd in rounds]
@@ -450,7 +450,7 @@ def analyse(doc):
 
 def _cycles(c, clock):
     """A cell's undisturbed figure in the core's cycles ({value, ci_low, ci_high}), from its
-    figure at the run's fastest clock; None when the run has no clock or the cell no figure."""
+    figure at the run's top clock; None when the run has no clock or the cell no figure."""
     k = clock.get("cycles_per_ns")
     if not k or c.get("undisturbed_ns") is None or c.get("undisturbed_ci_low") is None:
         return None

@@ -130,7 +130,7 @@ def main(args, name):
                      f"{min(doc['params']['rounds'], doc['params']['rounds_mode'])} rounds "
                      "as without --target")
         ui.progress(line)
-        # The figures in ns are at the fastest core clock the run met, which moved 10% between
+        # The figures in ns are at the top core clock the run met, which moved 10% between
         # two such runs beside the neighbour (docs/syscost.md); the cycles and the ratios held.
         ref = analysed["reference"]
         ui.progress("bench: between runs, compare cycles (--json: undisturbed_cycles; tw compare) "

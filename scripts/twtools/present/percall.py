@@ -66,6 +66,15 @@ def format_table(doc, analysed):
                      + (f"{100 * host['interference_share_median']:.0f}%" if
                         host.get("interference_share_median") is not None else "unknown")
                      + " of the typical cost)")
+    clock = analysed.get("core_clock") or {}
+    if clock.get("ghz"):
+        lines.append(f"(undisturbed figures at the run's top core clock, {clock['ghz']:.2f} GHz, "
+                     "the one its fastest 1% of processes reached; the host gave "
+                     + ", ".join((f"{x['ghz']:.1f} GHz" if x["ghz"] else "other clocks")
+                                 + f" to {100 * x['share']:.0f}%"
+                                 for x in (clock.get("levels") or []))
+                     + " of the processes; between runs compare cycles (--json: "
+                     "undisturbed_cycles) or the ratios)")
     lines.append("(† the typical figure leads: the cell measures waiting, or has no trustworthy "
                  "floor; ratios are of the leading figure)")
     lines.append(f"(intervals: over {pm.get('rounds')} process runs, host drift folded in; "
