@@ -199,9 +199,11 @@ def test_bench_records_probes_and_stops_at_its_budget(build, tmp_path):
     assert "target ±0.01%" in p.stderr and "the budget of 3 s ended first" in p.stderr
     assert f"cells the target does not judge: 1, with the mode's {min(4, hs['rounds'])} " \
         "rounds" in p.stderr
-    # the level the fast state sat at, so that two runs' levels can be set side by side
-    assert re.search(r"of probes at a level of [0-9.]+ ns; ", p.stderr), p.stderr[-600:]
-    assert "between runs, compare the ratios" in p.stderr
+    # the level the fast state sat at and the core clock its figures are at, so that two
+    # runs can be set side by side; and what to compare between runs
+    assert re.search(r"of probes at a level of [0-9.]+ ns, core clock up to [0-9.]+ GHz; ",
+                     p.stderr), p.stderr[-600:]
+    assert "between runs, compare cycles" in p.stderr
 
 
 def test_one_lucky_probe_does_not_set_the_bar():
@@ -266,3 +268,27 @@ def test_two_bench_directories_are_compared_by_their_ratios(build, tmp_path):
     got = json.loads(p.stdout)
     cell = next(d for d in got["decisions"] if d["op"] == "getppid")
     assert cell["absolute"]["decision"] and cell["relative"]["decision"]
+
+
+def test_a_slow_moment_measures_the_cells_the_quiet_is_not_for():
+    # The queue the probe's answer picks: fast -> the quiet cells, slow -> the others; slow
+    # with no others left -> None (wait); the quiet cells are exactly what the targets judge.
+    from twtools.measure import bench
+    assert bench.QUIET_OPS == percall.FAST_OPS
+    quiet = [("64-syscall", "null", None, "ret")] * 8
+    other = [("64-syscall", "write-file", 256, "ret")] * 7
+    qs = [list(quiet), list(other)]
+    assert bench.next_chunk(qs, False) == other[:bench.REF_EVERY]
+    assert bench.next_chunk(qs, True) == quiet[:bench.REF_EVERY]
+    assert bench.next_chunk(qs, None) == quiet[bench.REF_EVERY:]      # unknown: as fast
+    assert bench.next_chunk(qs, False) == other[bench.REF_EVERY:]
+    assert qs == [[], []]
+    qs = [list(quiet), []]
+    assert bench.next_chunk(qs, False) is None and len(qs[0]) == 8   # nothing taken: wait
+    # fast with the quiet cells done: the others, so no round ends with cells unmeasured
+    qs = [[], list(other)]
+    assert bench.next_chunk(qs, True) == other[:bench.REF_EVERY]
+    # one queue (not quiet first): in order, whatever the host
+    qs = [list(other)]
+    assert bench.next_chunk(qs, False) is None
+    assert bench.next_chunk(qs, True) == other[:bench.REF_EVERY]

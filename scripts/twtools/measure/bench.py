@@ -49,6 +49,11 @@ HOST_TOL = 0.10
 # itself seldom reaches (seen: one such probe made the matrix wait 45 s for nothing).
 LEVEL_RANK = 3
 WAIT_S = 0.05
+# The calls the quiet moments are for: their undisturbed figure leads and is what the
+# precision targets judge (analyse.percall.FAST_OPS; tests/test_quiet_first.py holds the two
+# equal).  The other cells (the writes to a file, the clocks, cpuid) are measured while the
+# host is slow, when there are any left in the round.
+QUIET_OPS = ("null", "getppid", "write-devnull")
 # A deadline (tw run's share of its time) never cuts a matrix below this many rounds: the
 # undisturbed figure's drift term needs 8 (analyse/stats.UNDISTURBED_MIN_ROUNDS).
 MIN_ROUNDS = 8
@@ -85,6 +90,22 @@ MODES = {
 }
 # write-sync waits for the device (~0.05-4 ms per call): fewer, single-call batches.
 SYNC_BATCHES = {"quick": 2, "default": 3, "long": 5}
+
+
+def next_chunk(queues, fast):
+    """The next REF_EVERY cells to measure, taken off the front of their queue: [quiet cells,
+    other cells] (or one queue), the first non-empty one when the host is fast (or its state
+    unknown), the second when it is slow; None when it is slow and the second is empty (then
+    the caller waits for a quiet moment while its budget allows, and asks again as fast)."""
+    if fast is False:
+        if len(queues) < 2 or not queues[1]:
+            return None
+        q = queues[1]
+    else:
+        q = next((q for q in queues if q), [])
+    chunk = q[:REF_EVERY]
+    del q[:REF_EVERY]
+    return chunk
 
 
 def reference():
@@ -377,14 +398,26 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         random.Random(rnd).shuffle(order)
         t_round = time.monotonic()
         waited_round = 0.0
-        chunks = [order[i:i + REF_EVERY] for i in range(0, len(order), REF_EVERY)] or [[]]
-        for ci, chunk in enumerate(chunks):
+        # Quiet first: the cells whose undisturbed figure the quiet moments are for (QUIET_OPS)
+        # wait in one queue, the rest in another, each in the round's shuffled order.  A probe
+        # that finds the host fast takes the next chunk of the first; one that finds it slow
+        # takes the next chunk of the second, whose cells lead with their typical figure or
+        # are not what the quiet is for, and waits only when that queue is empty.
+        queues = ([[k for k in order if k[1] in QUIET_OPS],
+                   [k for k in order if k[1] not in QUIET_OPS]] if quiet else [list(order)])
+        first = True
+        while first or any(queues):
+            first = False
+            chunk = None
             if ref_key is not None:
-                # The probe before each chunk: while the host is slow and the budget has slack
-                # beyond the work left, wait for its fast state instead of measuring in the slow
-                # one.  Only the probe that opens the chunk counts as a reference round.
+                # The probe before each chunk: while the host is slow, nothing is left to
+                # measure in the slow state and the budget has slack beyond the work left,
+                # wait for its fast state.  Only the probe that opens the chunk counts as a
+                # reference round.
                 rd, fast = host_probe(rnd, record=False)
-                while quiet and fast is False and budget_s is not None and measured:
+                chunk = next_chunk(queues, fast) if quiet else None
+                while quiet and chunk is None and fast is False and budget_s is not None \
+                        and measured:
                     # the rounds left at the mean measuring time so far: the fastest round
                     # is an optimist's estimate, and the budget was overrun by 11% with it
                     per = sum(measured) / len(measured)
@@ -399,6 +432,8 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                 if rd is not None:
                     state[ref_key]["rounds"].append(rd)
                     host["probes"][-1]["in_cell"] = True
+            if chunk is None:
+                chunk = next_chunk(queues, True)
             for key in chunk:
                 run_one(key, rnd)
         if ref_key is not None:
