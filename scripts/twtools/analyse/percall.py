@@ -624,13 +624,15 @@ def quiet(doc, cells):
     wall = (doc or {}).get("wall_s")
     rounds = ((doc or {}).get("params") or {}).get("rounds")
     round_s = wall / rounds if isinstance(wall, (int, float)) and rounds else None
-    per, wide, bound = [], [], 0
+    per, per_fast, wide, bound = [], [], [], 0
     for c in cells:
         u = c.get("undisturbed") or {}
         g = u.get("host")
         if not c.get("supported") or not g:
             continue
         per.append(g["fast_processes"])
+        if c.get("op") in FAST_OPS:
+            per_fast.append(g["fast_processes"])
         hu = _half_rel(u)
         if c.get("op") in FAST_OPS and c.get("primary") == "undisturbed" and hu is not None \
                 and hu > PROJECT_TARGET and round_s and out["fast_share"] > 0:
@@ -646,6 +648,12 @@ def quiet(doc, cells):
         per.sort()
         out["fast_processes_median"] = per[len(per) // 2]
         out["fast_processes_min"] = per[0]
+    if per_fast:
+        # the fast cells alone: the matrix gives them the host's fast moments and the other
+        # cells its slow ones (measure/bench.py, next_chunk), so the two medians differ
+        per_fast.sort()
+        out["fast_processes_median_fast_cells"] = per_fast[len(per_fast) // 2]
+        out["fast_processes_min_fast_cells"] = per_fast[0]
     if wide:
         wide.sort()
         out["projection_s_median"] = wide[len(wide) // 2]

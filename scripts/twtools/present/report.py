@@ -326,7 +326,12 @@ def sec_host(doc, data, pdir):
             q.append("Each undisturbed figure rests on the processes that ran between two fast "
                      f"probes (the mean of their floors within "
                      f"{100 * percall.sequential.SCREEN:.0f}% of the lowest): "
-                     f"{h.get('fast_processes_median', 0)} in the median cell (at least "
+                     + (f"{h['fast_processes_median_fast_cells']} in the median fast cell "
+                        f"(null, getppid, write-devnull; at least "
+                        f"{h['fast_processes_min_fast_cells']}), which the matrix measures in "
+                        "the host's fast moments first, and "
+                        if h.get("fast_processes_median_fast_cells") is not None else "")
+                     + f"{h.get('fast_processes_median', 0)} in the median cell (at least "
                      f"{h.get('fast_processes_min', 0)}); a cell with fewer than "
                      f"{percall.GATED_MIN} has no undisturbed figure and leads with its typical "
                      "one.")
