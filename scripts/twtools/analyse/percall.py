@@ -557,9 +557,12 @@ def host_state(doc, ref_raw, ref_cell, cells):
     floor_ = ref_cell["undisturbed_ns"]
     rounds, _ = rounds_of(doc, ref_raw)
     slow = total = 0
+    # at the run's top core clock, as the undisturbed figure: a batch at a lower clock is not
+    # one the other tenants slowed (the clock over the run is clock_series)
+    top = coreclock.top(doc)
     for r in rounds:
         t = r.get("t_s")
-        for v in usable(r)[0]:
+        for v in clocked(doc, r, top):
             if v is None:
                 continue
             out["series"].append([t, v])
@@ -589,6 +592,11 @@ def quiet(doc, cells):
     out = {"probes": len(probes), "fast_probes": n_fast, "fast_share": n_fast / len(probes),
            "fast_tol": HOST_TOL, "fast_level_ns": best, "level_rank": LEVEL_RANK,
            "probe_series": [[round(t, 3), round(f, 2), bool(k)] for t, f, k in probes],
+           # the core's clock at each probe, in GHz (analyse/coreclock.py), when it was timed
+           "clock_series": [[round(float(p["t_s"]), 3), round(coreclock.ghz(p["chain_ns"]), 3)]
+                            for p in hs.get("probes") or []
+                            if isinstance(p.get("t_s"), (int, float))
+                            and isinstance(p.get("chain_ns"), (int, float)) and p["chain_ns"] > 0],
            "quiet_first": bool(hs.get("quiet_first")), "waited_s": hs.get("waited_s"),
            "budget_s": hs.get("budget_s"), "target": hs.get("target"),
            "stopped": hs.get("stopped"), "gated": bool(hs.get("probes")),

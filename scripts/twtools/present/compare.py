@@ -198,6 +198,7 @@ def all_decisions(real):
     for r in rows:
         cmp, why = r["cmp"], r["why"]
         r["figure_text"] = "—" if not cmp else cmp["figure"] + (
+            " in cycles" if cmp.get("unit") == "cycles" else "") + (
             f" ({cmp['why_figure']})" if cmp.get("why_figure") else "")
         r["absolute_text"] = f"no decision: {why}" if why else _decision_text(cmp["absolute"])
         r["relative_text"] = "—" if why else _decision_text(cmp["relative"])
@@ -354,7 +355,10 @@ def _build(sets, dirs, out, seed_reference, formats):
         doc.p(f"Each set B against {base.label} (A), on each cell's primary figure (the "
               "undisturbed cost, or the typical one where the floor cannot be trusted: the "
               "figure column says which and why): B/A, 95% interval by quadrature of the two "
-              "cells' intervals (each holds its run's drift); relative: the same for each cell "
+              "cells' intervals (each holds its run's drift), of the undisturbed cost in the "
+              "core's cycles when both runs timed the core's clock (the host moves the clock "
+              "in steps, and a figure in ns with it; the figure column says \"in cycles\"), "
+              "else in ns; relative: the same for each cell "
               "divided by its own run's 64-bit syscall null, which a machine-wide change of "
               "speed does not move. A call is made only when the interval excludes 0 and the "
               "call survives the Benjamini-Hochberg correction over every decision against the "

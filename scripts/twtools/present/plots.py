@@ -122,9 +122,17 @@ def plot_host(host, outdir):
     if not pts or ref is None:
         return None
     probes = host.get("probe_series") or []
+    clock = host.get("clock_series") or []
     if probes:
-        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 4), sharex=True,
-                                      gridspec_kw={"height_ratios": [3, 1]})
+        if clock:
+            fig, (ax, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 5), sharex=True,
+                                               gridspec_kw={"height_ratios": [3, 1, 1.2]})
+            ax3.plot([c[0] for c in clock], [c[1] for c in clock], ".", ms=2, color="tab:purple")
+            ax3.set_ylabel("core GHz")
+        else:
+            fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 4), sharex=True,
+                                          gridspec_kw={"height_ratios": [3, 1]})
+            ax3 = None
         pt = [p[0] for p in probes]
         ax2.scatter(pt, [1 if p[2] else 0 for p in probes], s=6,
                     c=["tab:green" if p[2] else "tab:red" for p in probes])
@@ -133,7 +141,7 @@ def plot_host(host, outdir):
         ax2.set_ylabel("probe")
     else:
         fig, ax = plt.subplots(figsize=(8, 3))
-        ax2 = None
+        ax2 = ax3 = None
     ts, vs = zip(*pts)
     slow = ref * (1 + host.get("slow_margin", 0.1))
     ax.scatter(ts, vs, s=4, c=["tab:orange" if v > slow else "tab:blue" for v in vs])
@@ -142,7 +150,7 @@ def plot_host(host, outdir):
                label=f"slow state above {slow:.1f} ns")
     hi = float(np.percentile(vs, 99)) if len(vs) > 10 else max(vs)
     ax.set_ylim(min(vs) * 0.97, max(hi * 1.05, slow * 1.1))
-    (ax2 or ax).set_xlabel("seconds into the matrix")
+    (ax3 or ax2 or ax).set_xlabel("seconds into the matrix")
     ax.set_ylabel("ns per call")
     ax.set_title("The reference cell (64-bit syscall, null) over the run: each dot a batch")
     _legend(ax, fontsize=7)

@@ -355,8 +355,11 @@ def sec_host(doc, data, pdir):
         if h.get("never_quiet"):
             q.append(f"The host was never quiet: {h['never_quiet_why']}.")
         doc.p(" ".join(q))
-    doc.plot(plots_module().plot_host(h, pdir), "The reference cell over the run: each dot a batch; "
-             "orange above the slow-state line; below, each probe's state (fast or slow)")
+    doc.plot(plots_module().plot_host(h, pdir), "The reference cell over the run: each dot a batch"
+             + (" at the run's top core clock" if h.get("clock_series") else "")
+             + "; orange above the slow-state line; below, each probe's state (fast or slow)"
+             + ("; at the bottom, the core's clock at each probe (GHz)"
+                if h.get("clock_series") else ""))
 
 
 def _short(c):
