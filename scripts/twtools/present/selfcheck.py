@@ -17,7 +17,8 @@ def lines(f):
            f"    fast cells with a 95% half-width <= {T['undisturbed_half_width']:.0%}: "
            f"{pct(u.get('fast_half_width_share'))} (target >= {T['fast_share']:.0%}); median "
            f"half-width {pct(u.get('fast_half_width_median'))}",
-           f"    intervals that overlap between the runs: {pct(u.get('overlap_share'))} "
+           f"    intervals ({u.get('unit', 'ns')}) that overlap between the runs: "
+           f"{pct(u.get('overlap_share'))} "
            f"(target >= {T['undisturbed_overlap']:.0%}): {u.get('misses', '?')} miss, chance alone "
            f"gives about {u.get('expected_misses', '?')}; intervals of zero width: "
            f"{len(u.get('zero_width') or [])}",
