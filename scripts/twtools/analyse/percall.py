@@ -301,7 +301,9 @@ def cell_summary(doc, cell, probes=None):
         why = typ_why
     else:
         if u.get("few_rounds"):
-            why.append(f"only {u['n_rounds']} rounds: the jackknife's own spread is uncertain")
+            why.append(f"only {u['n_rounds']} "
+                       + ("processes that met the host's fast state" if gated and gated.get("used")
+                          else "rounds") + ": the jackknife's own spread is uncertain")
         hu = _half_rel(u)
         if hu is not None and hu > stats.UNSTABLE_REL:
             why.append(f"undisturbed interval ±{100 * hu:.0f}%")
