@@ -65,3 +65,19 @@ class Host:
         floors = np.where(fast, fast_floor, slow_floor)
         labels = fast ^ (rng.random((runs, rounds)) < self.mislabel)
         return floors, labels, fast
+
+
+def percall_doc(probes, ref_rounds, cell_rounds, wall_s, n_rounds, target=None):
+    """A quiet-first percall.json document of two 64-bit syscall cells, the reference (null)
+    and getppid, from their rounds and the host's probes, as tw bench writes it."""
+    base = {"variant": "64-syscall", "bits": 64, "abi": "x86_64", "mechanism": "syscall",
+            "size": None, "shape": "ret", "supported": True, "status": "works",
+            "reason": None, "calls_per_batch": 10000}
+    return {"schema": "timewrite-percall/2", "clock": "tsc", "tsc_hz": 2e9, "cpu": 1,
+            "params": {"batches": 2, "rounds": n_rounds},
+            "reference": {"variant": "64-syscall", "op": "null", "shape": "ret"},
+            "wall_s": wall_s, "host_state": {"probes": probes, "quiet_first": True,
+                                             "waited_s": 0.0, "budget_s": 10.0,
+                                             "target": target, "stopped": None},
+            "cells": [dict(base, op="null", rounds=ref_rounds),
+                      dict(base, op="getppid", rounds=cell_rounds)]}

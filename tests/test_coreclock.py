@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import pytest
 
+import hostsim
 from conftest import ROOT, need_supported, run
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -46,34 +47,23 @@ def _doc(clocks, seed=1, per_level=30, slow_share=0.3, chain=True):
                 if chain:
                     out["chain_ns"] = [step * (1 + abs(rng.normal(0, 0.0005))), step * 1.002]
                 return out
-            pr = rd(REF_CYCLES)
-            ref_rounds.append(pr)
-            probe = {"t_s": pr["t_s"], "round": r, "floor_ns": pr["samples_ns"][0],
-                     "fast": k == 1.0, "in_cell": True}
-            if chain:
-                probe["chain_ns"] = min(pr["chain_ns"])
-            probes.append(probe)
-            t += 0.01
-            cell_rounds.append(rd(CELL_CYCLES))
-            t += 0.01
-            pr2 = rd(REF_CYCLES)
-            probe = {"t_s": pr2["t_s"], "round": r, "floor_ns": pr2["samples_ns"][0],
-                     "fast": k == 1.0, "in_cell": False}
-            if chain:
-                probe["chain_ns"] = min(pr2["chain_ns"])
-            probes.append(probe)
-            t += 0.01
+            # the probe that opens the chunk (one of the reference's rounds), the cell's
+            # process, and a probe after it
+            for role in ("opening", "cell", "after"):
+                x = rd(CELL_CYCLES if role == "cell" else REF_CYCLES)
+                if role == "cell":
+                    cell_rounds.append(x)
+                else:
+                    if role == "opening":
+                        ref_rounds.append(x)
+                    probe = {"t_s": x["t_s"], "round": r, "floor_ns": x["samples_ns"][0],
+                             "fast": k == 1.0, "in_cell": role == "opening"}
+                    if chain:
+                        probe["chain_ns"] = min(x["chain_ns"])
+                    probes.append(probe)
+                t += 0.01
             r += 1
-    base = {"variant": "64-syscall", "bits": 64, "abi": "x86_64", "mechanism": "syscall",
-            "size": None, "shape": "ret", "supported": True, "status": "works",
-            "reason": None, "calls_per_batch": 10000}
-    return {"schema": "timewrite-percall/2", "clock": "tsc", "tsc_hz": 2e9, "cpu": 1,
-            "params": {"batches": 2, "rounds": r},
-            "reference": {"variant": "64-syscall", "op": "null", "shape": "ret"},
-            "wall_s": t, "host_state": {"probes": probes, "quiet_first": True, "waited_s": 0.0,
-                                        "budget_s": 10.0, "target": None, "stopped": None},
-            "cells": [dict(base, op="null", rounds=ref_rounds),
-                      dict(base, op="getppid", rounds=cell_rounds)]}
+    return hostsim.percall_doc(probes, ref_rounds, cell_rounds, t, r)
 
 
 def _cell(a, op="getppid"):

@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+import hostsim
 from conftest import ROOT, need_supported, run
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -54,16 +55,7 @@ def _doc(fast_share, n_rounds=40, seed=1, fast_ns=100.0, slow=1.4, target=None,
         probes.append({"t_s": round(t, 3), "round": r, "floor_ns": pf2, "fast": fast,
                        "in_cell": False})
         t += 0.01
-    base = {"variant": "64-syscall", "bits": 64, "abi": "x86_64", "mechanism": "syscall",
-            "size": None, "shape": "ret", "supported": True, "status": "works",
-            "reason": None, "calls_per_batch": 10000}
-    return {"schema": "timewrite-percall/2", "clock": "tsc", "tsc_hz": 2e9, "cpu": 1,
-            "params": {"batches": 2, "rounds": n_rounds},
-            "reference": {"variant": "64-syscall", "op": "null", "shape": "ret"},
-            "wall_s": t, "host_state": {"probes": probes, "quiet_first": True, "waited_s": 0.0,
-                                        "budget_s": 10.0, "target": target, "stopped": None},
-            "cells": [dict(base, op="null", rounds=ref_rounds),
-                      dict(base, op="getppid", rounds=cell_rounds)]}
+    return hostsim.percall_doc(probes, ref_rounds, cell_rounds, t, n_rounds, target)
 
 
 def _cell(a, op="getppid"):
