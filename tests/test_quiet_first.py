@@ -29,10 +29,11 @@ TW = ROOT / "scripts" / "tw"
 
 
 def _doc(fast_share, n_rounds=40, seed=1, fast_ns=100.0, slow=1.4, target=None,
-         fast_rounds=None, levels=(0.0,)):
+         fast_rounds=None, levels=(0.0,), mislabel=0.0):
     """A quiet-first percall document: a reference and one other cell, the host in its fast
     state in bursts covering about fast_share of the run (or exactly in fast_rounds); a probe
-    before and after each of the cell's processes.  Each of the cell's processes draws one of
+    before and after each of the cell's processes, which runs slow anyway in a share
+    `mislabel` of its fast rounds.  Each of the cell's processes draws one of
     `levels` (shares above fast_ns, equally likely), as a process draws its layout level."""
     rng = np.random.default_rng(seed)
     t, probes, ref_rounds, cell_rounds = 0.0, [], [], []
@@ -48,7 +49,9 @@ def _doc(fast_share, n_rounds=40, seed=1, fast_ns=100.0, slow=1.4, target=None,
                        "in_cell": True})
         ref_rounds.append({"round": r, "t_s": round(t, 3), "samples_ns": [pf, pf * 1.01]})
         t += 0.01
-        v = fast_ns * k * (1 + levels[rng.integers(len(levels))] + abs(rng.normal(0, 0.003)))
+        # a mislabel: the cell's process ran slow between two fast probes
+        km = slow if fast and rng.random() < mislabel else k
+        v = fast_ns * km * (1 + levels[rng.integers(len(levels))] + abs(rng.normal(0, 0.003)))
         cell_rounds.append({"round": r, "t_s": round(t, 3), "samples_ns": [v, v * 1.01]})
         t += 0.01
         pf2 = 50.0 * k * (1 + abs(rng.normal(0, 0.003)))
@@ -102,6 +105,37 @@ def test_the_gated_figure_is_the_fast_states_mean_and_covers_a_rerun():
             agree.append(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
     assert len(agree) >= 150
     assert sum(agree) >= 0.95 * len(agree), f"{sum(agree)} of {len(agree)} reruns agree"
+
+
+def test_mislabelled_slow_processes_neither_move_nor_widen_the_gated_figure():
+    """Beside the neighbour a third of the processes labelled fast ran slow (a default report:
+    15 fast-labelled, 10 within 0.7% of each other, the rest 10-40% up), and the interval over
+    all of them, each half-sample re-taking its fastest share, came out at 2.5%.  The screen
+    keeps them out of the mean and out of the interval: with a third mislabelled the intervals
+    are about as wide as with none (the old interval: 13 times as wide), and two runs agree
+    as often as two runs without mislabels do."""
+    lv = (0.0, 0.01, 0.02, 0.03)
+    widths, agree = {0.0: [], 0.33: []}, {0.0: [], 0.33: []}
+    for seed in range(100):
+        for mis in widths:
+            got = []
+            for rerun in (0, 1):
+                d = _doc(0.4, n_rounds=32, seed=5000 + 2 * seed + rerun, levels=lv,
+                         mislabel=mis)
+                u = _cell(percall.analyse(d))["undisturbed"]
+                if u["host"]["used"]:
+                    got.append(u)
+                    widths[mis].append((u["ci_high"] - u["ci_low"]) / 2 / u["value"])
+            if len(got) == 2:
+                a, b = got
+                agree[mis].append(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
+    assert len(agree[0.33]) >= 75
+    # as often as without mislabels, to within 2 pairs in 100 (both runs of a pair draw their
+    # own levels, so neither reaches 100%)
+    assert np.mean(agree[0.33]) >= np.mean(agree[0.0]) - 0.02, \
+        {m: f"{sum(a)} of {len(a)}" for m, a in agree.items()}
+    med = {m: float(np.median(w)) for m, w in widths.items()}
+    assert med[0.33] < 1.5 * med[0.0], med
 
 
 def test_labels_follow_the_probes_around_a_process():
