@@ -146,15 +146,6 @@ def drift_share(a, b):
                             if b and b.get("median") else 0.0) / a["median"]
 
 
-def _cycles(cell, which):
-    """A cell's undisturbed figure in cycles, shaped as percall.figure's, or None."""
-    cy = (cell or {}).get("undisturbed_cycles") if which == "undisturbed" else None
-    if not cy or cy.get("ci_low") is None:
-        return None
-    return {"median": cy["value"], "ci_low": cy["ci_low"], "ci_high": cy["ci_high"],
-            "figure": "undisturbed"}
-
-
 def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=None):
     """The comparison of one cell in two runs on one figure (`which`: 'undisturbed',
     'typical', or None for the cell's primary one): absolute and relative to each run's
@@ -181,11 +172,12 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
     # Both runs timed the core's clock (analyse/coreclock.py): the absolute decision is on
     # cycles, which do not move when the host runs the core at another clock (a step is 3.7%,
     # and two runs minutes apart met clocks 10% apart).
-    ca, cb = _cycles(a_cell, which), _cycles(b_cell, which)
+    ca, cb = (figure(a_cell, "cycles"), figure(b_cell, "cycles")) if which == "undisturbed" \
+        else (None, None)
     out["unit"] = "ns"
     if ca and cb:
         fa, fb, out["unit"] = ca, cb, "cycles"
-        ra_ref, rb_ref = _cycles(a_ref, which), _cycles(b_ref, which)
+        ra_ref, rb_ref = figure(a_ref, "cycles"), figure(b_ref, "cycles")
     if same_host and ra_ref and rb_ref and ra_ref.get("median") and rb_ref.get("median"):
         shift = 100 * (rb_ref["median"] / ra_ref["median"] - 1)
         out["machine_shift_pct"] = shift

@@ -77,14 +77,13 @@ def _sig(doc):
             len(((doc or {}).get("host_state") or {}).get("probes") or []))
 
 
-def top(doc):
-    """The run's top clock as ns per chain step, or None (see the module's text)."""
-    if not doc:
-        return None
+def _read(doc):
+    """(every process's step or None, the top step or None), read once per document and kept
+    while the document holds the same rounds and probes (tw bench analyses a growing one)."""
     hit = _CACHE.get(id(doc))
     sig = _sig(doc)
     if hit is not None and hit[0] is doc and hit[1] == sig:
-        return hit[2]
+        return hit[2], hit[3]
     steps = _steps(doc)
     val = None
     if steps:
@@ -92,8 +91,13 @@ def top(doc):
         val = sorted(steps)[min(rank, len(steps)) - 1]
     if len(_CACHE) > 8:
         _CACHE.clear()
-    _CACHE[id(doc)] = (doc, sig, val)
-    return val
+    _CACHE[id(doc)] = (doc, sig, steps, val)
+    return steps, val
+
+
+def top(doc):
+    """The run's top clock as ns per chain step, or None (see the module's text)."""
+    return _read(doc)[1] if doc else None
 
 
 def factor(doc, rd, top_step=None):
@@ -125,8 +129,7 @@ def levels(steps):
 def summary(doc):
     """{ghz, step_ns, cycles_per_ns, cycles_per_step, levels: [{ghz, share}], processes} of
     the run's core clock, or {why} when the run has none."""
-    steps = _steps(doc)
-    t = top(doc)
+    steps, t = _read(doc) if doc else (None, None)
     if not steps or t is None:
         return {"ghz": None, "why": "syscost did not time the core's clock in this run (a "
                                     "run from before it): its figures in ns are at whatever "

@@ -241,9 +241,10 @@ def cell_summary(doc, cell, probes=None):
             gated["used"] = True
         elif len(fast) >= GATED_MIN:
             q = gated_q(fast_floors)
+            # fast_floors are the floors of these processes, in this order
             with_floor = [i for i in fast if len(vals[i])]
-            lo = min(fast_floors) if fast_floors else None
-            near = [i for i in with_floor if lo and min(vals[i]) <= lo * (1 + sequential.SCREEN)]
+            lo = min(fast_floors, default=0.0)
+            near = [i for i, f in zip(with_floor, fast_floors) if f <= lo * (1 + sequential.SCREEN)]
             if q > stats.UNDISTURBED_Q and len(near) >= GATED_MIN:
                 # The screen first, then the mean of what it kept with the interval over those
                 # processes (q=1): the jackknife's half-samples of all the fast-labelled
@@ -405,10 +406,18 @@ def _interference(s, u):
 
 def figure(c, which=None):
     """The summary-like {median, ci_low, ci_high} of a cell's figure: `which` is 'undisturbed',
+    'cycles' (the undisturbed figure in the core's cycles, when the run timed the clock),
     'typical', or None for the cell's primary one.  None when it has no value."""
     which = which or (c or {}).get("primary") or "typical"
     if not c or not c.get("supported"):
         return None
+    if which == "cycles":
+        cy = c.get("undisturbed_cycles")
+        if not cy or cy.get("ci_low") is None:
+            return None
+        return {"median": cy["value"], "ci_low": cy["ci_low"], "ci_high": cy["ci_high"],
+                "n": (c.get("undisturbed") or {}).get("n_rounds"),
+                "unstable": c.get("unstable"), "figure": "undisturbed"}
     if which == "undisturbed":
         if c.get("undisturbed_ns") is None or c.get("undisturbed_ci_low") is None:
             return None

@@ -18,16 +18,6 @@ def _u(c):
     return percall.figure(c, "undisturbed")
 
 
-def _uc(c):
-    """The undisturbed figure in the core's cycles when the run timed the clock, else in ns:
-    two runs minutes apart met top clocks 7% apart, and a figure in ns moves with the clock
-    (analyse/coreclock.py)."""
-    cy = c.get("undisturbed_cycles")
-    if cy and cy.get("ci_low") is not None:
-        return {"median": cy["value"], "ci_low": cy["ci_low"], "ci_high": cy["ci_high"]}
-    return _u(c)
-
-
 def undisturbed_figures(pairs, a1, a2):
     """The undisturbed figure's claims against the rerun: fast cells' half-widths, interval
     overlap over every cell, the fast cells' move between the runs, and what a comparison of
@@ -42,8 +32,11 @@ def undisturbed_figures(pairs, a1, a2):
                 fast_hw.append(stats.half_width_rel(u))
     units = set()
     for x, y in pairs:
+        # in the core's cycles when both runs timed the clock: two runs minutes apart met top
+        # clocks 7% apart, and a figure in ns moves with the clock (analyse/coreclock.py)
         cycles = bool(x.get("undisturbed_cycles")) and bool(y.get("undisturbed_cycles"))
-        ux, uy = (_uc(x), _uc(y)) if cycles else (_u(x), _u(y))
+        ux, uy = (percall.figure(x, "cycles"), percall.figure(y, "cycles")) if cycles \
+            else (_u(x), _u(y))
         if not (ux and uy):
             continue
         units.add("cycles" if cycles else "ns")

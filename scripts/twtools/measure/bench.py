@@ -405,9 +405,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         # are not what the quiet is for, and waits only when that queue is empty.
         queues = ([[k for k in order if k[1] in QUIET_OPS],
                    [k for k in order if k[1] not in QUIET_OPS]] if quiet else [list(order)])
-        first = True
-        while first or any(queues):
-            first = False
+        while True:             # at least once: a round of no cells still probes
             chunk = None
             if ref_key is not None:
                 # The probe before each chunk: while the host is slow, nothing is left to
@@ -436,6 +434,8 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                 chunk = next_chunk(queues, True)
             for key in chunk:
                 run_one(key, rnd)
+            if not any(queues):
+                break
         if ref_key is not None:
             rd, _ = host_probe(rnd, record=True)       # the round's closing probe
         host["waited_s"] += waited_round

@@ -141,9 +141,7 @@ class Server:
             return False
         try:
             return not c.sock.recv(1, socket.MSG_PEEK)
-        except (BlockingIOError, InterruptedError):
-            return True
-        except OSError:
+        except OSError:         # nothing waiting (EAGAIN), or the connection is gone
             return True
 
     def _drop(self, c):
