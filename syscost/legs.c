@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "cpu.h"
 #include "json_out.h"
 #include "tw_cli.h"
@@ -117,6 +118,40 @@ stamp(void)
 }
 
 /*
+ * ns per step of chain.h's multiply-add chain, on the stamps' own clock, just
+ * before a batch: the core's clock at that moment (CHAIN_CYCLES cycles a step).
+ * A KVM host moves a guest core's clock in steps of 3.7%, and a leg in ns
+ * moves with it; the analysis brings every batch to one clock with this, as
+ * syscost's batches are (docs/syscost.md, "The core's clock").  CHAIN_STEPS
+ * steps take 5-8 us at 2-3.5 GHz; the two stamps around them, their fastest
+ * of 16 empty pairs, are taken off.
+ */
+#define CHAIN_STEPS 16384
+
+static unsigned long chain_sink;
+
+static double
+chain_step_ns(void)
+{
+	static uint64_t bracket = UINT64_MAX;
+	uint64_t t0, t1;
+	int i;
+
+	if (bracket == UINT64_MAX)	/* once per process */
+		for (i = 0; i < 16; i++) {
+			t0 = stamp();
+			t1 = stamp();
+			if (t1 - t0 < bracket)
+				bracket = t1 - t0;
+		}
+	t0 = stamp();
+	chain_sink = chain(CHAIN_STEPS, chain_sink | 1);
+	t1 = stamp();
+	t1 -= t1 - t0 > bracket ? bracket : 0;
+	return (double)(t1 - t0) / CHAIN_STEPS;
+}
+
+/*
  * n calls of fn, each between two stamps, into before[] and after[]; the
  * number of results other than -ENOSYS comes back.
  */
@@ -158,7 +193,7 @@ main(int argc, char **argv)
 	int ch, jmp = 0, probe_only = 0;
 	call3_fn fn;
 	long long *before, *after, scratch[2];
-	double *empty;
+	double *empty, *chain_ns;
 
 	while ((ch = tw_getopt(argc, argv, ":h", longopts, OPT_HELP, help)) != -1) {
 		switch (ch) {
@@ -209,6 +244,7 @@ main(int argc, char **argv)
 	before = tw_xcalloc(n, sizeof(*before));
 	after = tw_xcalloc(n, sizeof(*after));
 	empty = tw_xcalloc(batches, sizeof(*empty));
+	chain_ns = tw_xcalloc(batches, sizeof(*chain_ns));
 
 	/* The warm-up: the very calls, through the same stub, unstamped by the tracer's count. */
 	for (i = 0; i < warmup; i++)
@@ -224,6 +260,7 @@ main(int argc, char **argv)
 			sum += scratch[1] - scratch[0];
 		}
 		empty[k] = (double)sum / (double)calls;
+		chain_ns[k] = chain_step_ns();
 		bad += stamped(fn, calls, before + k * calls, after + k * calls);
 	}
 	if (bad != 0)
@@ -238,6 +275,8 @@ main(int argc, char **argv)
 	    (long)getpid(), cpu, TW_NR_invalid, jmp ? "jmp" : "ret", calls, batches, warmup);
 	printf(", ");
 	json_array("empty_ns", empty, batches, 2);
+	printf(", \"chain_cycles_per_step\": %d, ", CHAIN_CYCLES);
+	json_array("chain_ns_per_step", chain_ns, batches, 4);
 	printf(", ");
 	json_int_array("before_ns", before, n);
 	printf(", ");

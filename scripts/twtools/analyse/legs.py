@@ -28,7 +28,7 @@ own cost (the empty bracket: two stamps around an empty call, no kernel entry).
 import math
 
 from ..machine import registry
-from . import stats
+from . import coreclock, sequential, stats
 
 LEGS = ("in", "body", "out")
 KEEP = ("value", "ci_low", "ci_high")
@@ -110,11 +110,22 @@ def diff(a, b, **extra):
     return dict({"value": v, "ci_low": v - h, "ci_high": v + h}, **extra)
 
 
-def variant(v):
+def _is_blocked(v):
+    return any("block" in r for r in (v.get("traced") or []) + (v.get("untraced") or []))
+
+
+def variant(v, top=None, target=None):
     """One mechanism's legs from its raw entry in legs.json: {legs: {in, body, out}, total,
-    untraced_total, tracer_ns, bracket_ns, calls} or {why}."""
+    untraced_total, tracer_ns, bracket_ns, calls} or {why}.  A file measured in blocks
+    (legs/2) takes _blocked's way: top, the run's top clock (ns per chain step, or None);
+    target, a --target run's relative half-width."""
     if v.get("status") != "measured":
         return {"why": v.get("why") or "not measured"}
+    if _is_blocked(v):
+        sides, why = _sides(v, top)
+        if why:
+            return {"why": why}
+        return _blocked(v, sides, traced_fast([sides]), target)
     traced = v.get("traced") or []
     if not traced:
         return {"why": "no traced process"}
@@ -144,6 +155,157 @@ def variant(v):
     return out
 
 
+# The host's fast state, told apart on each side by its own processes.  The traced processes
+# of a block (bpftrace attached, every mechanism once within a few ms) meet the same moment and
+# the same tracer: beside a noisy host their floors moved together by 40% from block to block,
+# every mechanism alike, while the untraced twins, a quarter of a second away and far less
+# sensitive to what the host does to memory, moved differently.  So a block is fast for the
+# traced side when the median over the mechanisms of (its floor / that mechanism's lowest) is
+# within BLOCK_SCREEN: the traced path's fast state spreads wider than a null call's (its
+# floors in the fast blocks were 0-13% above their lowest, median 2-9%).  An untraced process
+# is fast when its floor is within sequential.SCREEN of its mechanism's lowest, as the matrix's
+# gate.  At least GATED_MIN such blocks give an undisturbed figure (as analyse.percall's gate).
+BLOCK_SCREEN = 0.10
+GATED_MIN = 3
+
+
+def _clock_factor(rec, top):
+    """What brings a process's values to the run's top clock (analyse.coreclock.factor)."""
+    s = coreclock.step_of(rec) if top else None
+    return top / s if top and s else 1.0
+
+
+def _means(rec, values, f):
+    return [x * f for x in batch_means(values, rec["calls"])]
+
+
+def _side(rec, top, traced):
+    """One process's batch means at the top clock: {total, in, body, out (traced), floor} or
+    (None, why)."""
+    f = _clock_factor(rec, top)
+    out = {"total": _means(rec, [a - b for a, b in zip(rec["after"], rec["before"])], f),
+           "empty": [x * f for x in rec.get("empty_ns") or []]}
+    if traced:
+        legs, why = join(rec)
+        if why:
+            return None, why
+        for k in LEGS:
+            out[k] = _means(rec, legs[k], f)
+    out["floor"] = min(out["total"]) if out["total"] else None
+    return out, None
+
+
+def _screen(floors):
+    """The keys of floors ({key: floor}) within sequential.SCREEN of their lowest."""
+    lo = min(floors.values(), default=None)
+    return [k for k, x in floors.items() if lo is not None and x <= lo * (1 + sequential.SCREEN)]
+
+
+def _gated(series, target, what, screen=BLOCK_SCREEN):
+    """The figure of one quantity over the kept blocks: series is [(block, [batch values])] in
+    block order.  Without a target, stats.undisturbed over those processes (each one's floor,
+    q=1: the screen has already left the slow ones out); with one, Stein's two-stage interval
+    over their floors in block order (analyse/sequential.py), which decided when to stop.
+    screen: the rule's own (values that far above its first stage's lowest are set aside):
+    BLOCK_SCREEN for the traced side, whose fast state spreads that wide, sequential.SCREEN
+    for the untraced."""
+    if len(series) < GATED_MIN:
+        return {"value": None, "ci_low": None, "ci_high": None, "n_rounds": len(series),
+                "why": f"unknown: {what} met the host's fast state in {len(series)} block(s), "
+                       f"at least {GATED_MIN} are needed"}
+    if target:
+        seq = sequential.progress([min(v) for _, v in series], target, screen=screen)
+        iv = seq["interval"]
+        if iv["value"] is not None:
+            return {"value": iv["value"], "ci_low": iv["ci_low"], "ci_high": iv["ci_high"],
+                    "n_rounds": iv["n"], "n": iv["n"], "sequential": {
+                        "met": iv["met"], "need_n": iv["need_n"], "screened": iv["screened"],
+                        "target": target}}
+        # the rule's first stage is not complete: the figure without it, not yet met
+        return dict(_u([v for _, v in series]), sequential={
+            "met": False, "need_n": iv["need_n"], "target": target, "why": iv.get("why")})
+    return _u([v for _, v in series])
+
+
+def _sides(v, top):
+    """{block: {"traced": side, "untraced": side}} of one mechanism (_side), or (None, why)."""
+    sides = {}
+    for kind, traced in (("untraced", False), ("traced", True)):
+        for rec in v.get(kind) or []:
+            got, why = _side(rec, top, traced)
+            if why:
+                return None, why
+            if got["floor"] is not None:
+                sides.setdefault(rec.get("block"), {})[kind] = got
+    return sides, None
+
+
+def traced_fast(all_sides):
+    """The blocks whose traced side met the host's fast state (BLOCK_SCREEN), from every
+    mechanism's sides: the median over mechanisms of floor / that mechanism's lowest."""
+    ratios = {}
+    for sides in all_sides:
+        fl = {b: x["traced"]["floor"] for b, x in sides.items() if "traced" in x}
+        lo = min(fl.values(), default=None)
+        for b, f in fl.items():
+            ratios.setdefault(b, []).append(f / lo)
+    out = set()
+    for b, r in ratios.items():
+        r = sorted(r)
+        m = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2
+        if m <= 1 + BLOCK_SCREEN:
+            out.add(b)
+    return out
+
+
+def _blocked(v, sides, fast_blocks, target):
+    """A mechanism's legs from blocks (measure/legs.py): the traced processes of the blocks
+    that met the host's fast state (traced_fast) give the legs and the traced total; the
+    untraced ones within sequential.SCREEN of their lowest give the untraced total; the
+    tracer's cost is the twins' difference block by block where both sides were fast in at
+    least GATED_MIN blocks, else the two figures' difference."""
+    blocks = sorted(b for b, x in sides.items() if "traced" in x and "untraced" in x)
+    if not blocks:
+        return {"why": "no block holds both a traced and an untraced process"}
+    kb = [b for b in blocks if b in fast_blocks]
+    ub = set(_screen({b: sides[b]["untraced"]["floor"] for b in blocks}))
+    out = {"legs": {k: _gated([(b, sides[b]["traced"][k]) for b in kb], target, f"the {k} leg")
+                    for k in LEGS},
+           "total": _gated([(b, sides[b]["traced"]["total"]) for b in kb], target,
+                           "the traced total"),
+           "untraced_total": _gated([(b, sides[b]["untraced"]["total"]) for b in blocks
+                                     if b in ub], target, "the untraced total",
+                                    sequential.SCREEN),
+           "calls": sum(len(r["before"]) for r in v.get("traced") or []),
+           "processes": len(v.get("traced") or []),
+           "shape": (v.get("traced") or [{}])[0].get("shape")}
+    both = [b for b in kb if b in ub]
+    if len(both) >= GATED_MIN:
+        t = _gated([(b, [sides[b]["traced"]["floor"] - sides[b]["untraced"]["floor"]])
+                    for b in both], target, "the tracer's cost")
+        t.update(paired=True, blocks=len(both))
+    else:
+        t = diff(out["total"], out["untraced_total"]) or {
+            "value": None, "ci_low": None, "ci_high": None,
+            "why": "unknown: the traced or the untraced total has no figure"}
+        if target and t.get("value") is not None:
+            # no rule of its own: judged met when both sides are
+            t["sequential"] = {"met": all((out[k].get("sequential") or {}).get("met")
+                                          for k in ("total", "untraced_total"))}
+        t["paired"] = False
+    out["tracer_ns"] = t
+    out["bracket_ns"] = _u([s[k]["empty"] for s in sides.values() for k in s if s[k]["empty"]])
+    for k, what in (("bracket_ns", "the empty bracket (two stamps around no call)"),
+                    ("total", "the traced total"), ("untraced_total", "the untraced total")):
+        out[k] = _not_negative(out[k], what)
+    out["host"] = {"blocks": len(blocks), "fast_blocks": len(kb), "untraced_fast": len(ub),
+                   "block_screen": BLOCK_SCREEN, "screen": sequential.SCREEN,
+                   "floors": {str(b): [round(sides[b]["untraced"]["floor"], 2),
+                                       round(sides[b]["traced"]["floor"], 2)] for b in blocks}}
+    out["_floors"] = {b: {k: min(sides[b]["traced"][k]) for k in LEGS} for b in kb}
+    return out
+
+
 def baseline(variant_name, have):
     """The mechanism an int 0x80 variant's legs are held against (as analyse.causes holds its
     cost): the 64-bit syscall for 64-bit code, the first 32-bit fast path with legs (then
@@ -160,18 +322,78 @@ def baseline(variant_name, have):
     return None
 
 
+def _top(raw):
+    """The run's top clock (analyse.coreclock: the step its fastest 1% of processes, never
+    the fastest three, reached), or None when any process lacks the chain (a file from before
+    it): then every figure stays as measured."""
+    steps = []
+    for v in (raw.get("variants") or {}).values():
+        for rec in (v.get("traced") or []) + (v.get("untraced") or []):
+            s = coreclock.step_of(rec)
+            if s is None:
+                return None, []
+            steps.append(s)
+    if not steps:
+        return None, []
+    rank = max(coreclock.LEVEL_RANK, math.ceil(coreclock.TOP_SHARE * len(steps)))
+    return sorted(steps)[min(rank, len(steps)) - 1], steps
+
+
+def _paired(mine, base, leg, target):
+    """mine's leg less base's, block by block over the blocks both kept (one moment of the
+    host for both), or None when fewer than GATED_MIN blocks are common."""
+    a, b = mine.get("_floors") or {}, base.get("_floors") or {}
+    common = [k for k in sorted(a) if k in b]
+    if len(common) < GATED_MIN:
+        return None
+    # never Stein's rule: a difference may be near zero or below it, and no target judges it
+    d = _gated([(k, [a[k][leg] - b[k][leg]]) for k in common], None, f"the {leg} leg")
+    if d.get("value") is None:
+        return None
+    return dict({x: d[x] for x in KEEP}, paired=True, blocks=len(common),
+                **({"sequential": d["sequential"]} if "sequential" in d else {}))
+
+
 def analyse(raw):
     """The legs document from legs.json (None when there is none)."""
     if not raw:
         return None
+    top, steps = _top(raw)
+    target = raw.get("target") if isinstance(raw.get("target"), (int, float)) else None
     out = {"why": raw.get("why"), "clock": raw.get("clock"), "variants": {}, "differences": {},
            "method": "per leg: batch means of the joined calls, then the undisturbed figure "
                      "(analyse.stats.undisturbed) over the processes; differences carry the "
                      "delta method's interval"}
+    if raw.get("blocks"):
+        out["method"] = ("per leg: batch means of the joined calls at the run's top core clock; "
+                         "each block's untraced process labels the host's state, and the traced "
+                         f"processes of the blocks within {100 * sequential.SCREEN:.0f}% of the "
+                         "lowest untraced floor (and of their own lowest) give the undisturbed "
+                         "figure; the tracer's cost and int 0x80 less its baseline are paired "
+                         "differences, block by block"
+                         + ("; --target: Stein's two-stage interval" if target else ""))
+        out.update(blocks=raw.get("blocks"), target=target, stopped=raw.get("stopped"),
+                   seconds=raw.get("seconds"))
+    if top:
+        out["core_clock"] = {"ghz": round(coreclock.ghz(top), 4), "step_ns": top,
+                             "levels": [{"ghz": g, "share": round(sh, 4)}
+                                        for g, sh in coreclock.levels(steps)]}
     known = set(registry.names())
+    sides = {}
     for name, v in (raw.get("variants") or {}).items():
-        out["variants"][name] = variant(v) if name in known else \
-            {"why": f"{name} is not in this checkout's variants/registry"}
+        if name in known and v.get("status") == "measured" and _is_blocked(v):
+            sides[name] = _sides(v, top)
+    fast = traced_fast([x for x, why in sides.values() if not why])
+    if sides:
+        out["fast_blocks"] = sorted(fast)
+    for name, v in (raw.get("variants") or {}).items():
+        if name not in known:
+            out["variants"][name] = {"why": f"{name} is not in this checkout's variants/registry"}
+        elif name in sides:
+            got, why = sides[name]
+            out["variants"][name] = {"why": why} if why else _blocked(v, got, fast, target)
+        else:
+            out["variants"][name] = variant(v, top, target)
     have = {k for k, v in out["variants"].items() if v.get("legs")}
     for name in sorted(have):
         b = baseline(name, have)
@@ -180,10 +402,41 @@ def analyse(raw):
         mine, base = out["variants"][name], out["variants"][b]
         d = {"baseline": b}
         for k in LEGS:
-            d[k] = diff(mine["legs"][k], base["legs"][k])
+            d[k] = _paired(mine, base, k, target) or diff(mine["legs"][k], base["legs"][k])
         d["tracer"] = diff(mine["tracer_ns"], base["tracer_ns"])
         out["differences"][name] = d
+    for v in out["variants"].values():
+        v.pop("_floors", None)
     return out
+
+
+def target_status(doc, target):
+    """{met, judged, missing, more_fast_blocks}: of every measured mechanism's legs, totals and
+    tracer's cost, how many have an interval within target of their figure (a --target run's
+    stopping rule's own judgement: Stein's `met`), which do not yet, and how many more blocks
+    of the host's fast state the rule still asks for (the most any figure needs)."""
+    met, judged, missing, more, first = 0, 0, [], 0, 0
+    for name, v in sorted(((doc or {}).get("variants") or {}).items()):
+        if not v.get("legs"):
+            continue
+        figs = [(f"{name} {k}", v["legs"][k]) for k in LEGS] + [
+            (f"{name} {k}", v[k]) for k in ("total", "untraced_total", "tracer_ns")]
+        for what, x in figs:
+            judged += 1
+            ok = bool((x.get("sequential") or {}).get("met")) if target else (
+                x.get("value") and x.get("ci_low") is not None
+                and half(x) <= target * abs(x["value"]))
+            if ok:
+                met += 1
+            else:
+                missing.append(what)
+                sq = x.get("sequential") or {}
+                if sq.get("why"):          # the rule's first stage is not complete
+                    first += 1
+                elif sq.get("need_n"):
+                    more = max(more, sq["need_n"] - (x.get("n_rounds") or 0))
+    return {"met": met, "judged": judged, "missing": missing, "more_fast_blocks": more,
+            "first_stage_incomplete": first}
 
 
 def brief(doc, variant_name):
@@ -194,11 +447,17 @@ def brief(doc, variant_name):
         return None
     if not v.get("legs"):
         return {"value": None, "why": v.get("why")}
-    out = {k: {x: v["legs"][k].get(x) for x in KEEP} for k in LEGS}
-    for k in ("tracer_ns", "bracket_ns", "total", "untraced_total"):
-        out[k] = {x: v[k].get(x) for x in KEEP}
-        if v[k].get("why"):
-            out[k]["why"] = v[k]["why"]
+    out = {}
+    for k in LEGS + ("tracer_ns", "bracket_ns", "total", "untraced_total"):
+        x = v["legs"][k] if k in LEGS else v[k]
+        out[k] = {f: x.get(f) for f in KEEP}
+        if x.get("why"):
+            out[k]["why"] = x["why"]
+    if v.get("host"):
+        # a file measured in blocks: how many met the host's fast state, and the clock
+        out["host"] = {k: v["host"][k] for k in ("blocks", "fast_blocks", "untraced_fast")}
+        out["host"]["core_ghz"] = (doc.get("core_clock") or {}).get("ghz")
+        out["tracer_paired"] = bool(v["tracer_ns"].get("paired"))
     return out
 
 

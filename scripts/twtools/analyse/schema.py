@@ -560,13 +560,16 @@ LEGS_REC = {"!pid": "int", "cpu": "int?", "shape": ("opt", ("enum", "ret", "jmp"
             "start_s": "num?", "!calls": "posint", "!batches": "posint", "!warmup": "count",
             "clock": "str?", "!empty_ns": ["num"], "!before": ["int"], "!after": ["int"],
             "enter": ["int?"], "exit": ["int?"], "kernel_calls": "count?", "kernel_exits": "count?",
+            "block": "count?", "chain_ns": ["num"], "chain_cycles_per_step": "posint?",
             "__check__": lambda r: None if len(r["before"]) == len(r["after"]) ==
             r["calls"] * r["batches"] and all(len(r.get(k) or []) in (0, len(r["before"]))
                                               for k in ("enter", "exit")) else
             "stamp lists whose lengths are not calls x batches"}
 LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posint?",
         "calls": "posint?", "warmup": "count?", "why": "str?", "attached_s": "num?",
-        "shape": ("opt", ("enum", "ret", "jmp")),
+        "shape": ("opt", ("enum", "ret", "jmp")), "blocks": "count?", "mode": "str?",
+        "target": "num?", "budget_s": "num?", "stopped": "str?", "seconds": "num?",
+        "attach_s": ["num"],
         "!variants": {"*": {"!status": ("enum", "measured", "unsupported"), "why": "str?",
                             "!traced": [LEGS_REC], "!untraced": [LEGS_REC]},
                       "__check__": lambda o: next((f"{k!r} is not a variant name" for k in o
@@ -590,7 +593,7 @@ STAGES = {
     "latency": ("timewrite-latency", 1, LATENCY),
     "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
     "census": ("timewrite-census", 2, CENSUS),
-    "legs": ("timewrite-legs", 1, LEGS),
+    "legs": ("timewrite-legs", 2, LEGS),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

@@ -42,6 +42,12 @@ def add_arguments(p, name):
         p.add_argument("--shape", choices=("ret", "jmp"), default="ret",
                        help="the stub returns by ret, as libc's wrappers (default), or leaves by "
                             "an indirect jump, which no return prediction follows")
+        p.add_argument("--target", metavar="PCT", type=options.checked(options.percent),
+                       help="keep adding blocks past the mode's until every leg, total and "
+                            "tracer's cost is within PCT (e.g. 2%%) by Stein's two-stage rule "
+                            "over the blocks that met the host's fast state, or --budget ends")
+        p.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
+                       help="with --target, when to stop trying (90s, 10m, 1h; default 10m)")
     if name == "sweep":
         p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
                        default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
@@ -54,6 +60,54 @@ def add_arguments(p, name):
         p.add_argument("--reps", type=options.int_range(1, 100000), metavar="N",
                        help="override the mode's repetitions (for seed and tlpi: the runs "
                             "of timewrite per cell, each timing its passes)")
+
+
+# --target's default budget, as tw bench's: ten minutes.
+LEGS_TARGET_BUDGET_S = 600.0
+
+
+def legs_judge(target):
+    """measure.legs's judge for --target: (met, the progress line's words) of the document so
+    far: figures within the target, the blocks that met the host's fast state, and the time the
+    rule's plan still asks for at the fast share seen so far."""
+    from ..analyse import sequential
+
+    def judge(doc, per_block):
+        a = a_legs.analyse(doc)
+        st = a_legs.target_status(a, target)
+        fast = len(a.get("fast_blocks") or [])
+        words = (f": {st['met']} of {st['judged']} figures within ±{100 * target:g}%, "
+                 f"{fast} of {doc['blocks']} blocks in the host's fast state")
+        if st["first_stage_incomplete"]:
+            words += (f"; {st['first_stage_incomplete']} still in the rule's first stage "
+                      f"({sequential.N0_MIN} fast values)")
+        elif st["more_fast_blocks"] and fast:
+            left = st["more_fast_blocks"] * doc["blocks"] / fast * per_block
+            words += f", about {left:.0f} s left at that share"
+        return st["met"] == st["judged"] and st["judged"] > 0, words
+    return judge
+
+
+def legs_summary(raw, analysed):
+    """tw legs's closing line: the blocks, how many met the host's fast state, the clock, and
+    with --target how many figures reached it and why the stage stopped."""
+    fast = analysed.get("fast_blocks")
+    line = f"legs: {raw.get('blocks', 0)} blocks in {raw.get('seconds', 0):.0f} s"
+    if fast is not None:
+        line += f", {len(fast)} met the host's fast state (bpftrace attached)"
+    clk = analysed.get("core_clock")
+    if clk:
+        line += f"; core clock up to {clk['ghz']:.2f} GHz, figures at that clock"
+    t = raw.get("target")
+    if t:
+        st = a_legs.target_status(analysed, t)
+        line += (f"; target ±{100 * t:g}%: {st['met']} of {st['judged']} figures within it ("
+                 + ("stopped at the target" if raw.get("stopped") == "target" else
+                    f"the budget of {raw.get('budget_s') or 0:.0f} s ended first") + ")")
+        if st["missing"]:
+            line += ": not yet " + ", ".join(st["missing"][:6]) + (
+                f" and {len(st['missing']) - 6} more" if len(st["missing"]) > 6 else "")
+    return line
 
 
 SELFCHECK_STAGES = "doctor,variants,seed-sweep,tlpi-sweep"
@@ -86,6 +140,9 @@ def selfcheck(args, out):
 
 
 def main(args, name):
+    if name == "legs" and args.budget is not None and args.target is None:
+        raise ui.UserError("--budget is the time a --target run may take",
+                           "give --target PCT with it")
     out = _out(args, name)
     out.mkdir(parents=True, exist_ok=True)
     shown = []
@@ -111,13 +168,19 @@ def main(args, name):
     elif name == "observer":
         shown.append(tables.observer(a_observer.analyse(observer.observe(out, args.mode, args.variants))))
     elif name == "legs":
-        raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape)
+        budget = args.budget if args.budget is not None else (
+            LEGS_TARGET_BUDGET_S if args.target is not None else None)
+        raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape,
+                         target=args.target, budget_s=budget,
+                         judge=legs_judge(args.target) if args.target is not None else None)
         if raw.get("why"):
             raise ui.UserError(f"not measured: {raw['why']}",
                                "run as root with bpftrace installed" if legs.why_not() else
                                "give --variants that enter by a system call (`tw doctor` says "
                                "which work here)", code=ui.EXIT_FAILED)
-        shown.append(tables.legs(a_legs.analyse(raw)))
+        analysed = a_legs.analyse(raw)
+        shown.append(tables.legs(analysed))
+        ui.progress(legs_summary(raw, analysed))
     elif name == "attribute":
         raw_pc = files.read_json(out / "percall.json")
         if raw_pc is None:

@@ -138,15 +138,32 @@ def kill_group(p, grace=GRACE_S):
         time.sleep(0.02)
 
 
-def interrupt(p, timeout):
+# bpftrace 0.17 can miss a SIGINT: its handler only sets a flag, which its event loop reads
+# before it blocks in epoll_wait, so a signal that lands between the two leaves it waiting for
+# events that never come (seen once in about a hundred stops, as tw legs stops it in every
+# block; it sat in do_epoll_wait with the signal handled and none pending).  A second SIGINT
+# ends the wait.  So interrupt(again=True) repeats it every REINTERRUPT_S: for bpftrace, whose
+# output goes to a file (-o), where a write is never cut short by a signal.  tw watch's own
+# loader is not asked twice.
+REINTERRUPT_S = 1.0
+
+
+def interrupt(p, timeout, again=False):
     """SIGINT to a child started in its own session (bpftrace prints its maps and detaches on
-    it), then up to `timeout` seconds for it to exit; past that, kill_group."""
-    if p.poll() is None:
-        p.send_signal(signal.SIGINT)
+    it), with again every REINTERRUPT_S while it runs, up to `timeout` seconds for it to exit;
+    past that, kill_group."""
+    end = time.monotonic() + timeout
+    sent = False
+    while p.poll() is None:
+        if again or not sent:
+            p.send_signal(signal.SIGINT)
+            sent = True
         try:
-            p.wait(timeout=timeout)
+            p.wait(timeout=max(0.0, min(REINTERRUPT_S, end - time.monotonic())))
         except subprocess.TimeoutExpired:
-            kill_group(p, grace=0.5)
+            if time.monotonic() >= end:
+                kill_group(p, grace=0.5)
+                return
 
 
 def kill_all():

@@ -89,7 +89,7 @@ def spawn_attached(argv, out, errp, what, env=None):
 def _stop(bt, out, err):
     """SIGINT, so that bpftrace's END prints the maps; its output's text."""
     try:
-        proc.interrupt(bt, 120)
+        proc.interrupt(bt, 120, again=True)
     finally:
         err.close()
     return out.read_text() if out.exists() else ""

@@ -4,18 +4,28 @@ For every mechanism that enters by a system call (registry seen-as "syscall") an
 build/legs-<variant> stamps each call in user space, just before its entry and just after its
 return, on CLOCK_MONOTONIC read through the vDSO; traces/legs.bt stamps the same calls at
 raw_syscalls:sys_enter and sys_exit on bpf_ktime_get_ns(), the same clock (docs/legs.md says
-why the pair agrees).  Rounds are processes, the mechanisms taking turns in each round, as the
-per-call matrix does.
+why the pair agrees).  Each program also times the core's clock before every batch (chain.h),
+so that the analysis takes the host's clock steps out.
 
-The tracer's own cost lands inside the legs, so the same programs also run untraced, half
-their rounds before bpftrace attaches and half after it is stopped (a drift over the stage
-falls on both sides alike): traced total - untraced total is the tracer's cost per call.
+The measurement is in blocks.  In each, every mechanism runs once untraced, bpftrace attaches,
+every mechanism runs once traced, and bpftrace stops (untraced first in even blocks, last in
+odd ones).  So each traced process has an untraced twin from the same moment of the host,
+a fraction of a second away: the tracer's own cost, which lands inside the legs, is the traced
+total less the twin's, a pair at a time, and the host's state (its neighbours, its clock),
+which changes over seconds, cancels from it (issue 42, item 5).  A noisy host's slow moments
+cost the traced calls far more than the untraced (the tracer touches maps in memory): beside
+a neighbour the traced total moved 40% between the host's states.  analyse.legs labels each
+block by its untraced processes and keeps the ones that met the host's fast state.
+
+The mode fixes the number of blocks; --target (tw legs) adds blocks until every figure is
+within it or --budget ends; tw run's deadline ends the stage early on a slow host.
 
 legs.json keeps raw stamps only (analyse.legs joins and checks them): per process, each
 stamp as ns after that process's first user stamp (absolute CLOCK_MONOTONIC values grow with
 the uptime past what a stage file may hold).
 
-    stage(out, mode)   measure, write legs.json; RuntimeError when tracing cannot run here
+    stage(out, mode, ..., target, budget_s, deadline)
+                       measure, write legs.json; RuntimeError when tracing cannot run here
                        (the stage is then recorded as failed with the reason)
 """
 import json
@@ -27,11 +37,23 @@ from ..core import files, paths, proc, ui
 from ..machine import probe, registry
 from . import census
 
-SCHEMA = "timewrite-legs/1"
+SCHEMA = "timewrite-legs/2"
 SCRIPT = "legs.bt"
-# rounds (processes per mechanism, traced; as many untraced), batches per process, calls per batch
-PLAN = {"quick": (4, 5, 100), "default": (8, 10, 100), "long": (16, 20, 100)}
+# blocks (each: one process per mechanism untraced and one traced, in one moment), batches per
+# process, calls per batch.  A block takes about 0.7 s on the 2-core guests (bpftrace attaches
+# and stops in about 0.25 s each), so the default's 40 blocks are about 28 s, when tw run's
+# deadline allows them.
+PLAN = {"quick": (4, 5, 100), "default": (40, 10, 100), "long": (96, 10, 100)}
 WARMUP = 2000
+# A deadline (tw run's share of its time) or a --target never stops the stage before this many
+# blocks: the undisturbed figure needs three processes of the host's fast state, and Stein's
+# first stage (analyse/sequential.py) needs twelve.
+MIN_BLOCKS = 4
+# A --target run judges its figures (the whole analysis, which grows with the blocks) once
+# MIN_BLOCKS are in hand and then whenever the blocks have grown by CHECK_GROWTH since the
+# last judgement, and at least every CHECK_MAX blocks.
+CHECK_GROWTH = 0.1
+CHECK_MAX = 8
 
 
 def why_not():
@@ -64,11 +86,15 @@ def _one(variant, batches, calls, warmup, shape="ret"):
         raise RuntimeError(f"{prog.name} exited {p.returncode}: {msg[-1] if msg else 'no message'}")
     d = json.loads(p.stdout)
     base = d["before_ns"][0]
-    return {"pid": d["pid"], "cpu": d["cpu"], "shape": d["shape"], "start_s": round(t, 3),
-            "calls": d["calls"], "batches": d["batches"], "warmup": d["warmup"],
-            "clock": d["clock"], "empty_ns": d["empty_ns"],
-            "before": [x - base for x in d["before_ns"]],
-            "after": [x - base for x in d["after_ns"]], "_base": base}
+    rec = {"pid": d["pid"], "cpu": d["cpu"], "shape": d["shape"], "start_s": round(t, 3),
+           "calls": d["calls"], "batches": d["batches"], "warmup": d["warmup"],
+           "clock": d["clock"], "empty_ns": d["empty_ns"],
+           "before": [x - base for x in d["before_ns"]],
+           "after": [x - base for x in d["after_ns"]], "_base": base}
+    if d.get("chain_ns_per_step"):
+        rec["chain_ns"] = d["chain_ns_per_step"]
+        rec["chain_cycles_per_step"] = d.get("chain_cycles_per_step")
+    return rec
 
 
 def attach_kernel_stamps(rec, maps):
@@ -85,15 +111,62 @@ def attach_kernel_stamps(rec, maps):
     return rec
 
 
-def measure(variants=None, mode="default", shape="ret"):
+def _block(b, names, doc, batches, calls, shape, tmp):
+    """Block b: each mechanism once untraced and once traced, one moment of the host for both
+    (bpftrace attaches and stops in about 0.25 s each; the host's quiet bursts last seconds),
+    so that the tracer's cost is a paired difference, traced less untraced in one block
+    (issue 42, item 5).  Even blocks run the untraced processes first, odd ones last, so that
+    neither side always meets the later moment; the mechanisms' order turns by one a block."""
+    k = b % len(names)
+    order = names[k:] + names[:k]
+
+    def untraced():
+        for v in order:
+            doc["variants"][v]["untraced"].append(
+                dict(_strip(_one(v, batches, calls, WARMUP, shape)), block=b))
+
+    if b % 2 == 0:
+        untraced()
+    keys = max(4096, 2 * batches * calls * len(names))
+    t0 = time.monotonic()
+    bt, out, err = census._start(paths.TRACES / SCRIPT, tmp, keys=keys, arg=WARMUP,
+                                 out_name=f"legs-{b}.ndjson")
+    doc["attach_s"].append(round(time.monotonic() - t0, 3))
+    traced = []
+    try:
+        for v in order:
+            traced.append((v, _one(v, batches, calls, WARMUP, shape)))
+        time.sleep(0.05)
+    finally:
+        text = census._stop(bt, out, err)
+    from ..machine.tracers import bpftrace
+    maps = bpftrace.parse_json(text)
+    for v, rec in traced:
+        doc["variants"][v]["traced"].append(dict(attach_kernel_stamps(rec, maps), block=b))
+    if b % 2 == 1:
+        untraced()
+
+
+def measure(variants=None, mode="default", shape="ret", target=None, budget_s=None,
+            deadline=None, judge=None):
     """The legs.json document (raw stamps), or one with 'why' when tracing cannot run.  shape:
     the stub returns by ret (as libc's wrappers, and the cost model's cells) or leaves by an
-    indirect jump (jmp: no return-stack prediction after the kernel returns)."""
-    rounds, batches, calls = PLAN.get(mode, PLAN["default"])
+    indirect jump (jmp: no return-stack prediction after the kernel returns).
+
+    Blocks of one untraced and one traced process per mechanism (_block), the mode's number of
+    them (PLAN), or with target (a relative half-width, tw legs --target): blocks until
+    judge(doc, seconds per block) says (met, words for the progress line) that every figure is
+    within it (cli.stages.legs_judge: analyse.legs.target_status, Stein's two-stage rule over
+    the blocks that met the host's fast state; the measuring layer does not analyse), or
+    budget_s ends.
+    deadline: a time.monotonic() by which the stage ends (tw run's share of the report's time),
+    never before MIN_BLOCKS blocks."""
+    blocks, batches, calls = PLAN.get(mode, PLAN["default"])
     doc = {"schema": SCHEMA, "clock": "CLOCK_MONOTONIC: the vDSO in user space, "
                                       "bpf_ktime_get_ns() in the kernel",
-           "script": SCRIPT, "rounds": rounds, "batches": batches, "calls": calls,
-           "warmup": WARMUP, "shape": shape, "variants": {}, "why": why_not()}
+           "script": SCRIPT, "mode": mode, "blocks": 0, "batches": batches, "calls": calls,
+           "warmup": WARMUP, "shape": shape, "target": target, "budget_s": budget_s,
+           "stopped": None, "attach_s": [], "variants": {}, "why": why_not()}
     if doc["why"]:
         return doc
     names = []
@@ -108,32 +181,38 @@ def measure(variants=None, mode="default", shape="ret"):
     if not names:
         doc["why"] = "no mechanism that enters by a system call works here"
         return doc
-    first = rounds // 2
-    for r in range(first):
-        for v in names:
-            doc["variants"][v]["untraced"].append(_strip(_one(v, batches, calls, WARMUP, shape)))
-    keys = max(4096, 2 * rounds * batches * calls * len(names))
+    t0 = time.monotonic()
+    took = []
+    most = blocks if judge is None else 100000
+    judged_at = 0
     with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
-        ui.progress(f"legs: attaching bpftrace ({SCRIPT}) for {len(names)} mechanisms")
-        bt, out, err = census._start(paths.TRACES / SCRIPT, tmp, keys=keys, arg=WARMUP,
-                                     out_name="legs.ndjson")
-        traced = []
-        try:
-            t0 = time.monotonic()
-            for r in range(rounds):
-                for v in names:
-                    traced.append((v, _one(v, batches, calls, WARMUP, shape)))
-            time.sleep(0.2)
-            doc["attached_s"] = round(time.monotonic() - t0, 2)
-        finally:
-            text = census._stop(bt, out, err)
-    from ..machine.tracers import bpftrace
-    maps = bpftrace.parse_json(text)
-    for v, rec in traced:
-        doc["variants"][v]["traced"].append(attach_kernel_stamps(rec, maps))
-    for r in range(rounds - first):
-        for v in names:
-            doc["variants"][v]["untraced"].append(_strip(_one(v, batches, calls, WARMUP, shape)))
+        b = 0
+        while b < most:
+            if proc.next_round_past(deadline, took, b, MIN_BLOCKS):
+                doc["stopped"] = "deadline"
+                break
+            t = time.monotonic()
+            _block(b, names, doc, batches, calls, shape, tmp)
+            took.append(time.monotonic() - t)
+            b += 1
+            doc["blocks"] = b
+            elapsed = time.monotonic() - t0
+            line = f"legs: block {b}{'' if target else '/' + str(blocks)} ({elapsed:.1f} s)"
+            if judge is not None and b >= MIN_BLOCKS and (
+                    b - judged_at >= min(CHECK_MAX, max(1, CHECK_GROWTH * judged_at))):
+                judged_at = b
+                met, words = judge(doc, sum(took) / len(took))
+                line += words
+                if met:
+                    doc["stopped"] = "target"
+                    ui.progress(line)
+                    break
+            if target is not None and budget_s is not None and elapsed >= budget_s:
+                doc["stopped"] = "budget"
+                ui.progress(line + f"; the budget of {budget_s:.0f} s ended")
+                break
+            ui.progress(line)
+    doc["seconds"] = round(time.monotonic() - t0, 2)
     return doc
 
 
@@ -142,11 +221,12 @@ def _strip(rec):
     return rec
 
 
-def stage(out, mode="default", variants=None, shape="ret"):
+def stage(out, mode="default", variants=None, shape="ret", target=None, budget_s=None,
+          deadline=None, judge=None):
     """tw run's legs stage: legs.json in out.  Where tracing cannot run (not root, no
     bpftrace) the file says why and the stage passes, as the report's unknowns do; a tracer
     that fails to attach, or a program that fails, fails the stage."""
-    doc = measure(variants, mode, shape)
+    doc = measure(variants, mode, shape, target, budget_s, deadline, judge)
     files.write_json(Path(out) / "legs.json", doc)
     if doc["why"]:
         ui.progress(f"legs: not measured: {doc['why']}")

@@ -116,7 +116,7 @@ def raw_events(mechs, tmp):
             pids[p.pid] = m
         time.sleep(0.5)            # the last events reach bpftrace's output
     finally:
-        proc.interrupt(bt, 30)
+        proc.interrupt(bt, 30, again=True)
     got = {}
     for line in out.read_text().split("\n"):
         parts = line.split()

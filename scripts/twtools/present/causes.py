@@ -153,6 +153,20 @@ def legs_section(doc, c):
           "− the same program's untraced total, shown) and of the two stamps' (the empty bracket: "
           "two stamps around an empty call); differences between mechanisms cancel as much of it "
           "as is equal.  Each leg is the undisturbed figure of its batch means (95% intervals).")
+    host = next((m["legs"]["host"] for _, m in mechanisms(c)
+                 if (m.get("legs") or {}).get("host")), None)
+    if host:
+        clk = (f" at the top core clock the host gave, {host['core_ghz']:.2f} GHz"
+               if host.get("core_ghz") else "")
+        doc.p(f"Measured in {host['blocks']} blocks, each one moment of the host: every "
+              "mechanism once untraced, then once traced while bpftrace was attached.  The "
+              f"traced side met the host's fast state in {host['fast_blocks']} of them, and the "
+              "legs and traced totals rest on those (a block where every mechanism's traced "
+              "calls ran more than 10% above their lowest is left out); the untraced totals on "
+              f"the untraced processes within 5% of their lowest{clk}.  The tracer's cost is the "
+              "twins' difference block by block, and int 0x80 less its baseline is taken within "
+              "each block, so the host's state at that moment cancels from both.  `tw legs "
+              "--target 5%` measures until each figure is that precise.")
     doc.table(["variant", "way in", "body", "way out", "traced total", "untraced total",
                "tracer's cost", "stamps' bracket"], rows)
     if whys:
