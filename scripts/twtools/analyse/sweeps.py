@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import fits, stats
+from . import fits, sequential, stats
 
 ANALYSIS = "sweeps/5"
 
@@ -40,14 +40,56 @@ def _by_round(rnd, *series):
     return out
 
 
-def _undisturbed(row, nspc):
+def _undisturbed(row, nspc, target=None):
     """The undisturbed ns per call of one row: its passes grouped by the run they came from
     (samples.round), the mean of the fastest passes with the jackknife over runs
-    (stats.undisturbed, as every per-call cell)."""
+    (stats.undisturbed, as every per-call cell).  target (tw sweep --target): the figure of the
+    rule that decided when to stop, Stein's two-stage interval over the runs' floors in run
+    order (analyse/sequential.py, its screen leaving out the runs that met the host's slow
+    state), with `sequential: {met, need_n}`; until its first stage is complete, the figure
+    above, not met."""
     rnd = (row.get("samples") or {}).get("round")
     if not rnd or len(rnd) != nspc.size:
         return None
-    return stats.undisturbed(_by_round(rnd, nspc)[0])
+    runs = _by_round(rnd, nspc)[0]
+    if not target:
+        return stats.undisturbed(runs)
+    seq = sequential.progress([min(r) for r in runs if r], target)
+    iv = seq["interval"]
+    if iv["value"] is None:
+        return dict(stats.undisturbed(runs), sequential={
+            "met": False, "need_n": iv["need_n"], "target": target, "why": iv.get("why")})
+    return {"value": iv["value"], "ci_low": iv["ci_low"], "ci_high": iv["ci_high"],
+            "n_rounds": len(runs), "n": int(nspc.size), "q": None,
+            "method": "sequential (tw sweep --target): the mean of the runs' floors within "
+                      f"{100 * sequential.SCREEN:.0f}% of the first stage's lowest, Stein's "
+                      "two-stage interval",
+            "sequential": {"met": iv["met"], "need_n": iv["need_n"], "n": iv["n"],
+                           "screened": iv["screened"], "target": target}}
+
+
+def target_status(analysed, target):
+    """{met, judged, missing, more_runs, first_stage_incomplete} of an analysed sweep's async
+    rows against a --target: how many are within it by the rule's own judgement (Stein's
+    `met`), which are not yet, the most runs any planned row still needs, and how many rows'
+    first stage is not complete."""
+    met, judged, missing, more, first = 0, 0, [], 0, 0
+    for run in (analysed or {}).get("runs") or []:
+        if run.get("mode") != "async" or not run.get("supported"):
+            continue
+        for row in run.get("rows") or []:
+            sq = (row.get("undisturbed") or {}).get("sequential") or {}
+            judged += 1
+            if sq.get("met"):
+                met += 1
+                continue
+            missing.append(f"{run.get('variant')} {row.get('buffsize')} B")
+            if sq.get("why"):
+                first += 1
+            elif sq.get("need_n"):
+                more = max(more, sq["need_n"] - sq.get("n", 0))
+    return {"met": met, "judged": judged, "missing": missing, "more_runs": more,
+            "first_stage_incomplete": first}
 
 
 def lead(row, mode):
@@ -92,7 +134,8 @@ def sweep(obj):
                 row[k] = stats.summarize(v)
             if rnd is not None:
                 row["samples"]["round"] = rnd
-            und = _undisturbed({"samples": {"round": rnd}}, nspc)
+            und = _undisturbed({"samples": {"round": rnd}}, nspc,
+                               out.get("target") if run.get("mode") == "async" else None)
             if und is not None:
                 row["undisturbed"] = und
                 row["undisturbed_ns"], row["undisturbed_ci_low"], row["undisturbed_ci_high"] = \

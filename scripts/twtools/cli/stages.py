@@ -57,6 +57,13 @@ def add_arguments(p, name):
                             "run2), and how their cells reproduce, each figure beside its target")
         p.add_argument("--json", action="store_true", help="with --selfcheck: print the figures "
                                                            "as JSON")
+        p.add_argument("--target", metavar="PCT", type=options.checked(options.percent),
+                       help="the seed and TLPI sweeps: keep adding runs past the mode's until "
+                            "every async cell's undisturbed half-width is within PCT (e.g. 2%%) "
+                            "by Stein's two-stage rule, or --budget ends")
+        p.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
+                       help="with --target, when each sweep stops trying (90s, 10m, 1h; "
+                            "default 10m)")
         p.add_argument("--reps", type=options.int_range(1, 100000), metavar="N",
                        help="override the mode's repetitions (for seed and tlpi: the runs "
                             "of timewrite per cell, each timing its passes)")
@@ -84,6 +91,26 @@ def legs_judge(target):
         elif st["more_fast_blocks"] and fast:
             left = st["more_fast_blocks"] * doc["blocks"] / fast * per_block
             words += f", about {left:.0f} s left at that share"
+        return st["met"] == st["judged"] and st["judged"] > 0, words
+    return judge
+
+
+def sweep_judge(target):
+    """measure.sweep's judge for --target: (met, the progress line's words) of a sweep so far:
+    its async cells within the target (analyse.sweeps.target_status), and what the rule's plan
+    still asks for."""
+    from ..analyse import sequential
+
+    def judge(obj):
+        st = sweeps.target_status(sweeps.sweep(obj), target)
+        words = f": {st['met']} of {st['judged']} async cells within ±{100 * target:g}%"
+        if st["first_stage_incomplete"]:
+            words += (f"; {st['first_stage_incomplete']} still in the rule's first stage "
+                      f"({sequential.N0_MIN} runs within {100 * sequential.SCREEN:.0f}% of "
+                      "their lowest)")
+        elif st["more_runs"] and obj.get("rounds_done"):
+            per = obj["seconds"] / obj["rounds_done"]
+            words += f", about {st['more_runs'] * per:.0f} s left"
         return st["met"] == st["judged"] and st["judged"] > 0, words
     return judge
 
@@ -140,9 +167,13 @@ def selfcheck(args, out):
 
 
 def main(args, name):
-    if name == "legs" and args.budget is not None and args.target is None:
+    if name in ("legs", "sweep") and args.budget is not None and args.target is None:
         raise ui.UserError("--budget is the time a --target run may take",
                            "give --target PCT with it")
+    if name == "sweep" and args.target is not None and (
+            args.selfcheck or not {"seed", "tlpi"} & set(args.only)):
+        raise ui.UserError("--target is for the seed and TLPI sweeps, measured here",
+                           "give --only seed, tlpi or both, without --selfcheck")
     out = _out(args, name)
     out.mkdir(parents=True, exist_ok=True)
     shown = []
@@ -156,11 +187,26 @@ def main(args, name):
             if s in ("seed", "tlpi"):
                 # the seed and TLPI sweeps repeat runs of their program, each of many passes
                 kw = {"rounds": args.reps, "variants": args.variants}
+                if args.target is not None:
+                    kw.update(target=args.target, budget_s=args.budget or LEGS_TARGET_BUDGET_S,
+                              judge=sweep_judge(args.target))
             raw = fn(out, mode=args.mode, **kw)
             ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
             if stem.startswith("sweep_"):
                 a = sweeps.sweep(raw)
                 shown += [tables.sweep(a, stem), tables.fits(a, stem)]
+                if args.target is not None:
+                    st = sweeps.target_status(a, args.target)
+                    ui.progress(f"{s}: target ±{100 * args.target:g}%: {st['met']} of "
+                                f"{st['judged']} async cells within it after "
+                                f"{raw.get('rounds_done')} runs a cell in {raw['seconds']:.0f} s ("
+                                + ("stopped at the target" if raw.get("stopped") == "target"
+                                   else f"the budget of {raw.get('budget_s') or 0:.0f} s ended "
+                                        "first") + ")"
+                                + (": not yet " + ", ".join(st["missing"][:5])
+                                   + (f" and {len(st['missing']) - 5} more"
+                                      if len(st["missing"]) > 5 else "")
+                                   if st["missing"] else ""))
             else:
                 shown.append(getattr(tables, stem)(getattr(sweeps, stem)(raw)))
     elif name == "trace":

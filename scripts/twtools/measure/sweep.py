@@ -202,12 +202,33 @@ def _plan(modes, rounds, batches, sync_reps):
     return out
 
 
-def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label):
-    """Rounds of runs over (variant, mode), as plan says; returns the sweep dict."""
+def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None,
+           budget_s=None, judge=None):
+    """Rounds of runs over (variant, mode), as plan says; returns the sweep dict.
+
+    target (tw sweep --target, a relative half-width): past the plan's rounds, more rounds of
+    the async runs until judge(the sweep dict so far) says (met, words for the progress line)
+    that every async cell is within it (cli.stages.sweep_judge: Stein's two-stage rule,
+    analyse.sweeps.target_status; this layer does not analyse), or budget_s seconds end.  The
+    O_SYNC runs keep the plan's rounds: they lead with their typical figure."""
     with _scratch(out_dir) as scratch:
         sw = _Rounds(out_dir, stem, variants, plan, parts, input_bytes, label, scratch)
-        for r in range(sw.rounds):
+        sw.target, sw.budget_s = target, budget_s
+        r = 0
+        while True:
+            if r >= sw.rounds:
+                if judge is None:
+                    break
+                met, words = judge(sw.snapshot())
+                if met or (budget_s is not None and time.monotonic() - sw.t0 >= budget_s):
+                    sw.stopped = "target" if met else "budget"
+                    ui.progress(f"{label}: after {r} rounds{words}"
+                                + ("" if met else f"; the budget of {budget_s:.0f} s ended"))
+                    break
+                ui.progress(f"{label}: round {r}{words}")
+                sw.open_async = True
             sw.round(r)
+            r += 1
         return sw.result()
 
 
@@ -227,6 +248,8 @@ class _Rounds:
         self.rounds = max(r for r, _ in plan.values())
         self.runs, self.cells, self.clock = {}, [], {}
         self.done, self.stopped = 0, None     # rounds run; why fewer than planned
+        self.open_async = False               # --target: async rounds past the plan's
+        self.target = self.budget_s = None
         for v in variants:
             for m in plan:
                 key = (v["name"], m)
@@ -243,15 +266,17 @@ class _Rounds:
         k = r % len(self.cells) if self.cells else 0
         for key in self.cells[k:] + self.cells[:k]:
             run = self.runs[key]
-            if not run["supported"] or r >= self.plan[key[1]][0]:
+            if not run["supported"] or (r >= self.plan[key[1]][0]
+                                        and not (self.open_async and key[1] == "async")):
                 continue
             for sizes, batches in self.parts:
                 if not self._part(run, key, r, sizes, batches or self.plan[key[1]][1]):
                     break
         self._clock(r)
         self.done = r + 1
-        ui.progress(f"{self.label}: round {r + 1}/{self.rounds} done "
-                    f"({time.monotonic() - self.t0:.1f} s)")
+        if not self.open_async:
+            ui.progress(f"{self.label}: round {r + 1}/{self.rounds} done "
+                        f"({time.monotonic() - self.t0:.1f} s)")
 
     def _part(self, run, key, r, sizes, batches):
         """One timewrite run of (variant, mode) key over `sizes`, its passes added to the run's
@@ -304,6 +329,16 @@ class _Rounds:
         c.setdefault("batch_ns", []).extend(res["batch_ns"])
         c.setdefault("round", []).extend([r] * len(res["batch_ns"]))
 
+    def snapshot(self):
+        """The sweep dict of the rounds so far, for a judge to read at once while the sweep
+        goes on (result() takes the runs' raw samples: it is given copies of the runs)."""
+        keep = self.runs
+        self.runs = {k: dict(r) for k, r in keep.items()}
+        try:
+            return self.result()
+        finally:
+            self.runs = keep
+
     def result(self, interleaved_with=None):
         out_runs = []
         for key in self.runs:
@@ -331,6 +366,7 @@ class _Rounds:
                 "rounds_by_mode": {m: a for m, (a, b) in plan.items()},
                 "batches_by_mode": {m: b for m, (a, b) in plan.items()},
                 "rounds": self.rounds, "interleave": interleave,
+                "target": self.target, "budget_s": self.budget_s,
                 "rounds_done": self.done, "stopped": self.stopped,
                 "parts": [{"sizes": sz or "timewrite's own", "batches": b or "batches_by_mode"}
                           for sz, b in self.parts],
@@ -454,17 +490,21 @@ def _tlpi_export(out_dir, mode, obj):
 
 
 def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None):
-    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072."""
+               input_bytes=None, target=None, budget_s=None, judge=None):
+    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072.  target,
+    budget_s, judge: _sweep's."""
     spec = _seed_setup(mode, variants, rounds, batches, input_bytes)
-    return _seed_export(out_dir, mode, _sweep(out_dir, *spec))
+    return _seed_export(out_dir, mode, _sweep(out_dir, *spec, target=target, budget_s=budget_s,
+                                              judge=judge))
 
 
 def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None):
-    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536."""
+               input_bytes=None, target=None, budget_s=None, judge=None):
+    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536.  target, budget_s,
+    judge: _sweep's."""
     spec = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
-    return _tlpi_export(out_dir, mode, _sweep(out_dir, *spec))
+    return _tlpi_export(out_dir, mode, _sweep(out_dir, *spec, target=target, budget_s=budget_s,
+                                              judge=judge))
 
 
 def seed_and_tlpi(out_dir, mode="default", deadline=None):
