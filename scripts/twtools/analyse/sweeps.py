@@ -68,11 +68,24 @@ def _undisturbed(row, nspc, target=None):
                            "screened": iv["screened"], "target": target}}
 
 
+def _run_floors(row):
+    """The floor (fastest pass) of each run of an analysed row, in ns per call."""
+    rnd, v = (row.get("samples") or {}).get("round"), (row.get("samples") or {}).get("ns_per_call")
+    if not rnd or not v:
+        return []
+    fl = {}
+    for r, x in zip(rnd, v):
+        fl[r] = min(fl.get(r, math.inf), x)
+    return list(fl.values())
+
+
 def target_status(analysed, target):
     """{met, judged, missing, more_runs, first_stage_incomplete} of an analysed sweep's async
     rows against a --target: how many are within it by the rule's own judgement (Stein's
-    `met`), which are not yet, the most runs any planned row still needs, and how many rows'
-    first stage is not complete."""
+    `met`), which are not yet, the most runs any row still needs (a planned row: its plan's;
+    one whose first stage is not complete: the runs that, at the share of its runs within the
+    screen so far, would complete it, a lower bound), and how many rows' first stage is not
+    complete."""
     met, judged, missing, more, first = 0, 0, [], 0, 0
     for run in (analysed or {}).get("runs") or []:
         if run.get("mode") != "async" or not run.get("supported"):
@@ -86,6 +99,12 @@ def target_status(analysed, target):
             missing.append(f"{run.get('variant')} {row.get('buffsize')} B")
             if sq.get("why"):
                 first += 1
+                fl = _run_floors(row)
+                if fl:
+                    lo = min(fl)
+                    near = sum(1 for x in fl if x <= lo * (1 + sequential.SCREEN))
+                    # runs at the fast share this row showed until its first stage is whole
+                    more = max(more, math.ceil((sequential.N0_MIN - near) * len(fl) / near))
             elif sq.get("need_n"):
                 more = max(more, sq["need_n"] - sq.get("n", 0))
     return {"met": met, "judged": judged, "missing": missing, "more_runs": more,

@@ -108,9 +108,10 @@ def sweep_judge(target):
             words += (f"; {st['first_stage_incomplete']} still in the rule's first stage "
                       f"({sequential.N0_MIN} runs within {100 * sequential.SCREEN:.0f}% of "
                       "their lowest)")
-        elif st["more_runs"] and obj.get("rounds_done"):
+        if st["more_runs"] and obj.get("rounds_done"):
             per = obj["seconds"] / obj["rounds_done"]
-            words += f", about {st['more_runs'] * per:.0f} s left"
+            words += (f", {'at least ' if st['first_stage_incomplete'] else 'about '}"
+                      f"{st['more_runs'] * per:.0f} s more at the fast share seen")
         return st["met"] == st["judged"] and st["judged"] > 0, words
     return judge
 
@@ -203,6 +204,10 @@ def main(args, name):
                                 + ("stopped at the target" if raw.get("stopped") == "target"
                                    else f"the budget of {raw.get('budget_s') or 0:.0f} s ended "
                                         "first") + ")"
+                                + (f"; at the fast share seen, at least "
+                                   f"{st['more_runs'] * raw['seconds'] / raw['rounds_done']:.0f}"
+                                   " s more" if st["missing"] and st["more_runs"]
+                                   and raw.get("rounds_done") else "")
                                 + (": not yet " + ", ".join(st["missing"][:5])
                                    + (f" and {len(st['missing']) - 5} more"
                                       if len(st["missing"]) > 5 else "")
