@@ -74,9 +74,11 @@ def batch_means(x, n):
     return [sum(x[i:i + n]) / n for i in range(0, len(x) - n + 1, n)] if n > 0 else []
 
 
-def _u(rounds):
-    """The undisturbed figure of a cell's rounds, reduced to what the documents keep."""
-    u = stats.undisturbed(rounds)
+def _u(rounds, q=stats.UNDISTURBED_Q):
+    """The undisturbed figure of a cell's rounds, reduced to what the documents keep.  q: the
+    share of the fastest processes' floors it averages (1: all of them, for processes a screen
+    has already kept)."""
+    u = stats.undisturbed(rounds, q=q)
     out = {k: u.get(k) for k in KEEP}
     out.update(n_rounds=u.get("n_rounds"), n=u.get("n"))
     if u.get("few_rounds"):
@@ -222,9 +224,9 @@ def _gated(series, target, what, screen=BLOCK_SCREEN):
                         "met": iv["met"], "need_n": iv["need_n"], "screened": iv["screened"],
                         "target": target}}
         # the rule's first stage is not complete: the figure without it, not yet met
-        return dict(_u([v for _, v in series]), sequential={
+        return dict(_u([v for _, v in series], q=1.0), sequential={
             "met": False, "need_n": iv["need_n"], "target": target, "why": iv.get("why")})
-    return _u([v for _, v in series])
+    return _u([v for _, v in series], q=1.0)
 
 
 def _sides(v, top):
