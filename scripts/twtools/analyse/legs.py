@@ -169,6 +169,12 @@ def variant(v, top=None, target=None):
 # gate.  At least GATED_MIN such blocks give an undisturbed figure (as analyse.percall's gate).
 BLOCK_SCREEN = 0.10
 GATED_MIN = 3
+# The tracer's cost is paired, twin with twin, when at least PAIRED_MIN blocks met the fast
+# state on both sides; else it is the two figures' difference.  On a noisy host the twins
+# rarely meet it together (3-5 blocks of 24-40: the untraced side's state is its own), and a
+# mean of 3-4 differences carries Student's t of 2-3 degrees of freedom, ±13-90% where the
+# figures' difference gave ±2-3%.
+PAIRED_MIN = 8
 
 
 def _clock_factor(rec, top):
@@ -203,14 +209,20 @@ def _screen(floors):
     return [k for k, x in floors.items() if lo is not None and x <= lo * (1 + sequential.SCREEN)]
 
 
-def _gated(series, target, what, screen=BLOCK_SCREEN):
+def _gated(series, target, what, screen=BLOCK_SCREEN, own=True):
     """The figure of one quantity over the kept blocks: series is [(block, [batch values])] in
     block order.  Without a target, stats.undisturbed over those processes (each one's floor,
     q=1: the screen has already left the slow ones out); with one, Stein's two-stage interval
     over their floors in block order (analyse/sequential.py), which decided when to stop.
     screen: the rule's own (values that far above its first stage's lowest are set aside):
     BLOCK_SCREEN for the traced side, whose fast state spreads that wide, sequential.SCREEN
-    for the untraced."""
+    for the untraced.  own: a block whose floor of this quantity lies more than `screen`
+    above the lowest is left out first: a block can meet the fast state for most mechanisms
+    and not for this one, or not on this leg (64-syscall's way in at 145 ns in a block where
+    its others were 118-122).  Not for a difference, which has no floor to screen."""
+    if own and series:
+        lo = min(min(v) for _, v in series)
+        series = [(b, v) for b, v in series if min(v) <= lo * (1 + screen)]
     if len(series) < GATED_MIN:
         return {"value": None, "ci_low": None, "ci_high": None, "n_rounds": len(series),
                 "why": f"unknown: {what} met the host's fast state in {len(series)} block(s), "
@@ -265,7 +277,7 @@ def _blocked(v, sides, fast_blocks, target):
     that met the host's fast state (traced_fast) give the legs and the traced total; the
     untraced ones within sequential.SCREEN of their lowest give the untraced total; the
     tracer's cost is the twins' difference block by block where both sides were fast in at
-    least GATED_MIN blocks, else the two figures' difference."""
+    least PAIRED_MIN blocks, else the two figures' difference."""
     blocks = sorted(b for b, x in sides.items() if "traced" in x and "untraced" in x)
     if not blocks:
         return {"why": "no block holds both a traced and an untraced process"}
@@ -282,9 +294,9 @@ def _blocked(v, sides, fast_blocks, target):
            "processes": len(v.get("traced") or []),
            "shape": (v.get("traced") or [{}])[0].get("shape")}
     both = [b for b in kb if b in ub]
-    if len(both) >= GATED_MIN:
+    if len(both) >= PAIRED_MIN:
         t = _gated([(b, [sides[b]["traced"]["floor"] - sides[b]["untraced"]["floor"]])
-                    for b in both], target, "the tracer's cost")
+                    for b in both], target, "the tracer's cost", own=False)
         t.update(paired=True, blocks=len(both))
     else:
         t = diff(out["total"], out["untraced_total"]) or {
@@ -349,7 +361,8 @@ def _paired(mine, base, leg, target):
     if len(common) < GATED_MIN:
         return None
     # never Stein's rule: a difference may be near zero or below it, and no target judges it
-    d = _gated([(k, [a[k][leg] - b[k][leg]]) for k in common], None, f"the {leg} leg")
+    d = _gated([(k, [a[k][leg] - b[k][leg]]) for k in common], None, f"the {leg} leg",
+               own=False)
     if d.get("value") is None:
         return None
     return dict({x: d[x] for x in KEEP}, paired=True, blocks=len(common),

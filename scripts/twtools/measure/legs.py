@@ -42,8 +42,8 @@ SCRIPT = "legs.bt"
 # blocks (each: one process per mechanism untraced and one traced, in one moment), batches per
 # process, calls per batch.  A block takes about 0.7 s on the 2-core guests (bpftrace attaches
 # and stops in about 0.25 s each), so the default's 24 blocks are about 17 s, when tw run's
-# deadline allows them.  legs.json keeps every stamp: about 0.35 MB a block for 7 mechanisms,
-# so --long's 64 blocks stay inside the 64 MB a stage file may be with 9 mechanisms.
+# deadline allows them.  legs.json keeps every stamp: about 0.6 MB a block for 7 mechanisms,
+# so --long's 64 blocks (39 MB) stay inside the 64 MB a stage file may be.
 PLAN = {"quick": (4, 5, 100), "default": (24, 10, 100), "long": (64, 10, 100)}
 WARMUP = 2000
 # A deadline (tw run's share of its time) or a --target never stops the stage before this many

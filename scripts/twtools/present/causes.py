@@ -158,15 +158,21 @@ def legs_section(doc, c):
     if host:
         clk = (f" at the top core clock the host gave, {host['core_ghz']:.2f} GHz"
                if host.get("core_ghz") else "")
+        paired = [name for name, m in mechanisms(c) if (m.get("legs") or {}).get("tracer_paired")]
         doc.p(f"Measured in {host['blocks']} blocks, each one moment of the host: every "
               "mechanism once untraced, then once traced while bpftrace was attached.  The "
               f"traced side met the host's fast state in {host['fast_blocks']} of them, and the "
-              "legs and traced totals rest on those (a block where every mechanism's traced "
-              "calls ran more than 10% above their lowest is left out); the untraced totals on "
-              f"the untraced processes within 5% of their lowest{clk}.  The tracer's cost is the "
-              "twins' difference block by block, and int 0x80 less its baseline is taken within "
-              "each block, so the host's state at that moment cancels from both.  `tw legs "
-              "--target 5%` measures until each figure is that precise.")
+              "legs and traced totals rest on those (a block where the mechanisms' traced calls "
+              "ran more than 10% above their lowest is left out, and so is a mechanism's leg "
+              "more than 10% above its own lowest); the untraced totals on the untraced "
+              f"processes within 5% of their lowest{clk}.  int 0x80 less its baseline is taken "
+              "within each block, so the host's state at that moment cancels.  The tracer's "
+              "cost is the twins' difference block by block where at least 8 blocks met the "
+              "fast state on both sides"
+              + (f" ({', '.join(paired)})" if paired and len(paired) < len(list(mechanisms(c)))
+                 else "" if paired else " (none here)")
+              + ", else the two totals' difference.  `tw legs --target 5%` measures until "
+                "each figure is that precise.")
     doc.table(["variant", "way in", "body", "way out", "traced total", "untraced total",
                "tracer's cost", "stamps' bracket"], rows)
     if whys:
