@@ -24,6 +24,8 @@
 #ifndef SYSCOST_CHAIN_H
 #define SYSCOST_CHAIN_H
 
+#include <stdint.h>
+
 #define CHAIN_CYCLES 4
 
 static inline unsigned long
@@ -37,6 +39,35 @@ chain(long n, unsigned long x)
 		__asm__ volatile("" : "+r"(x));
 	}
 	return x;
+}
+
+/*
+ * The clock ticks `steps` steps of the chain take between two reads of a
+ * clock, begin() and end(), less the reads' own cost: *bracket holds their
+ * fastest of 16 empty pairs, measured on the first call (UINT64_MAX until
+ * then), so that CHAIN_CYCLES / (ns per step) is the core's clock.  *sink
+ * carries the chain's value from call to call, so no call is dead code.
+ * syscost reads its batches' clock (the TSC, fenced) and legs the vDSO's
+ * CLOCK_MONOTONIC: each passes its own, inlined where this is.
+ */
+static inline uint64_t
+chain_ticks(long steps, uint64_t (*begin)(void), uint64_t (*end)(void),
+    uint64_t *bracket, unsigned long *sink)
+{
+	uint64_t t0, t1;
+	int i;
+
+	if (*bracket == UINT64_MAX)
+		for (i = 0; i < 16; i++) {
+			t0 = begin();
+			t1 = end();
+			if (t1 - t0 < *bracket)
+				*bracket = t1 - t0;
+		}
+	t0 = begin();
+	*sink = chain(steps, *sink | 1);
+	t1 = end();
+	return t1 - t0 > *bracket ? t1 - t0 - *bracket : t1 - t0;
 }
 
 #endif

@@ -134,21 +134,9 @@ static double
 chain_step_ns(void)
 {
 	static uint64_t bracket = UINT64_MAX;
-	uint64_t t0, t1;
-	int i;
 
-	if (bracket == UINT64_MAX)	/* once per process */
-		for (i = 0; i < 16; i++) {
-			t0 = stamp();
-			t1 = stamp();
-			if (t1 - t0 < bracket)
-				bracket = t1 - t0;
-		}
-	t0 = stamp();
-	chain_sink = chain(CHAIN_STEPS, chain_sink | 1);
-	t1 = stamp();
-	t1 -= t1 - t0 > bracket ? bracket : 0;
-	return (double)(t1 - t0) / CHAIN_STEPS;
+	return (double)chain_ticks(CHAIN_STEPS, stamp, stamp, &bracket, &chain_sink) /
+	    CHAIN_STEPS;
 }
 
 /*

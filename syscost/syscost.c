@@ -514,21 +514,9 @@ static double
 chain_step_ns(void)
 {
 	static uint64_t bracket = UINT64_MAX;
-	uint64_t t0, t1;
-	int i;
 
-	if (bracket == UINT64_MAX)	/* once per process */
-		for (i = 0; i < 16; i++) {
-			t0 = clk_begin();
-			t1 = clk_end();
-			if (t1 - t0 < bracket)
-				bracket = t1 - t0;
-		}
-	t0 = clk_begin();
-	chain_sink = chain(CHAIN_STEPS, chain_sink | 1);
-	t1 = clk_end();
-	t1 -= t1 - t0 > bracket ? bracket : 0;
-	return ticks_to_ns(t1 - t0) / CHAIN_STEPS;
+	return ticks_to_ns(chain_ticks(CHAIN_STEPS, clk_begin, clk_end, &bracket,
+	    &chain_sink)) / CHAIN_STEPS;
 }
 
 /*
