@@ -157,7 +157,7 @@ def test_tw_legs_target_adds_blocks_and_says_how_far_it_got(build, tmp_path):
     import sys
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "legs", "--quick",
                         "--variants", "64-syscall,64-int80", "--target", "50%", "--budget",
-                        "15s", "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                        "6s", "--out", str(tmp_path / "o")], capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr
     raw = files.read_json(tmp_path / "o" / "legs.json")
