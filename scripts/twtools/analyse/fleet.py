@@ -159,8 +159,12 @@ def _round_values(where, rounds):
 
 def undisturbed(doc, cell, where, interval=True):
     """{value, ci_low, ci_high, estimator} of one raw cell: issue 17's undisturbed cost,
-    computed exactly as percall.cell_summary computes undisturbed_ns (stats.undisturbed over
-    the same usable batches and round times), with its interval.  A checkout whose stats has
+    stats.undisturbed over the same usable batches and round times as percall.cell_summary,
+    with its interval.  It is the ungated figure: percall.cell_summary, for a run with host
+    probes (tw bench's quiet-first matrix, issue 42), keeps only the processes that met the
+    host's fast state and brings them to the run's top core clock first; the fleet does not
+    yet (its digests stay a cheap pass over validated numbers), so on a noisy host its figure
+    is the fastest fifth of every process, as before issue 42.  A checkout whose stats has
     no undisturbed estimate falls back to the k-best floor (floor_ns), without an interval."""
     rounds, _legacy = percall.rounds_of(doc, cell)
     vals, times = _round_values(where, rounds)
