@@ -171,3 +171,13 @@ def test_a_file_from_before_blocks_is_read_as_before():
     assert "fast_blocks" not in doc and "core_clock" not in doc
     s = doc["variants"]["64-syscall"]
     assert "host" not in s and s["legs"]["in"]["value"] == pytest.approx(120, rel=1e-3)
+
+
+def test_the_table_gives_each_figure_in_cycles_of_the_top_clock():
+    from twtools.present import tables
+    t = tables.legs(legs.analyse(blocked_doc(low_clock={0, 1})))
+    cols = t.headers
+    rows = [dict(zip(cols, r)) for r in t.rows]
+    r = next(r for r in rows if r["variant"] == "64-syscall" and r["figure"] == "in")
+    assert float(r["cycles"]) == pytest.approx(120 * 2.8, rel=1e-3)
+    assert "2.80 GHz" in t.caption and "compare cycles" in t.caption

@@ -204,21 +204,29 @@ def crosscheck(tr):
 
 def legs(lg):
     """Each mechanism's legs (analyse.legs), one figure a row: way in, body, way out, the
-    totals, the tracer's and the stamps' cost, and int 0x80's legs less its baseline's."""
-    t = Table("legs", ["variant", "figure", "value_ns", "ci_low", "ci_high", "why"],
+    totals, the tracer's and the stamps' cost, and int 0x80's legs less its baseline's; with
+    each figure in cycles of the run's top core clock where the run timed it (the unit in
+    which two runs compare: the host moves the clock between them)."""
+    ghz = ((lg or {}).get("core_clock") or {}).get("ghz")
+    t = Table("legs", ["variant", "figure", "value_ns", "ci_low", "ci_high", "cycles", "why"],
               caption="ns per null call, undisturbed [95%]: in = sys_enter - user stamp before, "
                       "body = sys_exit - sys_enter, out = user stamp after - sys_exit; every leg "
-                      "holds part of the tracer's cost (tracer = traced - untraced total)")
+                      "holds part of the tracer's cost (tracer = traced - untraced total)"
+                      + (f"; at the run's top core clock, {ghz:.2f} GHz, and in its cycles "
+                         "(value_ns x GHz; the interval scales alike): between runs, compare "
+                         "cycles" if ghz else "; this run did not time the core's clock"))
     names = {"legs": ("in", "body", "out"), "": ("total", "untraced_total", "tracer_ns",
                                                  "bracket_ns")}
 
     def row(v, fig, x):
         x = x or {}
-        t.rows.append([v, fig, _n(x.get("value")), _n(x.get("ci_low")), _n(x.get("ci_high")),
-                       x.get("why") if x.get("value") is None else None])
+        val = x.get("value")
+        t.rows.append([v, fig, _n(val), _n(x.get("ci_low")), _n(x.get("ci_high")),
+                       _n(val * ghz) if ghz and val is not None else None,
+                       x.get("why") if val is None else None])
     for v, m in ((lg or {}).get("variants") or {}).items():
         if not m.get("legs"):
-            t.rows.append([v, None, None, None, None, m.get("why")])
+            t.rows.append([v, None, None, None, None, None, m.get("why")])
             continue
         for k in names["legs"]:
             row(v, k, m["legs"][k])
