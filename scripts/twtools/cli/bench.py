@@ -53,15 +53,13 @@ def add_arguments(parser, name):
                         help="where write-file/write-sync write (default: the --out directory)")
     parser.add_argument("--accuracy", action="store_true",
                         help="also run perf bench syscall basic and print accuracy/precision figures")
-    parser.add_argument("--target", metavar="PCT", type=options.checked(options.percent),
-                        help="keep measuring past the mode's rounds until every fast cell's "
-                             "undisturbed half-width is within PCT (e.g. 1%%), or --budget ends; "
-                             "cells that reach it are left alone")
-    parser.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
-                        help="the matrix's time budget (90s, 10m, 1h): with --target, when to "
-                             "stop trying (default 10m); without, how long it may wait for the "
-                             "host's quiet moments (default: 1.1 times what its rounds take "
-                             "on a quiet host; --long: twice)")
+    options.add_target_arguments(
+        parser, "keep measuring past the mode's rounds until every fast cell's undisturbed "
+                "half-width is within PCT (e.g. 1%%), or --budget ends; cells that reach it are "
+                "left alone",
+        "the matrix's time budget (90s, 10m, 1h): with --target, when to stop trying (default "
+        "10m); without, how long it may wait for the host's quiet moments (default: 1.1 times "
+        "what its rounds take on a quiet host; --long: twice)")
     parser.add_argument("--no-quiet-first", dest="quiet_first", action="store_false",
                         help="measure at once whatever the host's state, instead of waiting "
                              "for its fast state while the budget allows (a --target run never "
@@ -101,7 +99,7 @@ def main(args, name):
     target = getattr(args, "target", None)
     budget = getattr(args, "budget", None)
     if target is not None and budget is None:
-        budget = TARGET_BUDGET_S
+        budget = options.TARGET_BUDGET_S
     judge, skip = target_rule(target) if target is not None else (None, None)
     t0 = time.monotonic()
     doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
@@ -163,10 +161,6 @@ def write_meta(out, mode, doc):
     meta = results.new_meta(mode, [stage], "complete")
     meta["stages"][stage] = {"ok": True, "seconds": round(doc["wall_s"], 2)}
     files.write_json(Path(out) / "meta.json", meta)
-
-
-# --target's default budget: ten minutes (issue 42's example).
-TARGET_BUDGET_S = 600.0
 
 
 def target_rule(target):

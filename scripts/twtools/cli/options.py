@@ -135,6 +135,17 @@ def duration(text):
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+# --target's default budget in every command that has one: ten minutes (issue 42's example).
+TARGET_BUDGET_S = 600.0
+
+
+def add_target_arguments(parser, target_help, budget_help):
+    """--target PCT (a relative half-width, `percent`) and --budget TIME (`duration`), as tw
+    bench, tw legs and tw sweep take them, each with its command's words."""
+    parser.add_argument("--target", metavar="PCT", type=checked(percent), help=target_help)
+    parser.add_argument("--budget", metavar="TIME", type=checked(duration), help=budget_help)
+
+
 def percent(text):
     """A relative precision from '1%' or '0.01' (between 0.01% and 50%)."""
     import re

@@ -42,12 +42,11 @@ def add_arguments(p, name):
         p.add_argument("--shape", choices=("ret", "jmp"), default="ret",
                        help="the stub returns by ret, as libc's wrappers (default), or leaves by "
                             "an indirect jump, which no return prediction follows")
-        p.add_argument("--target", metavar="PCT", type=options.checked(options.percent),
-                       help="keep adding blocks past the mode's until every leg, total and "
-                            "tracer's cost is within PCT (e.g. 2%%) by Stein's two-stage rule "
-                            "over the blocks that met the host's fast state, or --budget ends")
-        p.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
-                       help="with --target, when to stop trying (90s, 10m, 1h; default 10m)")
+        options.add_target_arguments(
+            p, "keep adding blocks past the mode's until every leg, total and tracer's cost is "
+               "within PCT (e.g. 2%%) by Stein's two-stage rule over the blocks that met the "
+               "host's fast state, or --budget ends",
+            "with --target, when to stop trying (90s, 10m, 1h; default 10m)")
     if name == "sweep":
         p.add_argument("--only", metavar="LIST", type=options.names_of(SWEEPS, "sweep"),
                        default=list(SWEEPS), help="comma list of: seed, tlpi, writev, stdio (default: all)")
@@ -57,20 +56,14 @@ def add_arguments(p, name):
                             "run2), and how their cells reproduce, each figure beside its target")
         p.add_argument("--json", action="store_true", help="with --selfcheck: print the figures "
                                                            "as JSON")
-        p.add_argument("--target", metavar="PCT", type=options.checked(options.percent),
-                       help="the seed and TLPI sweeps: keep adding runs past the mode's until "
-                            "every async cell's undisturbed half-width is within PCT (e.g. 2%%) "
-                            "by Stein's two-stage rule, or --budget ends")
-        p.add_argument("--budget", metavar="TIME", type=options.checked(options.duration),
-                       help="with --target, when each sweep stops trying (90s, 10m, 1h; "
-                            "default 10m)")
+        options.add_target_arguments(
+            p, "the seed and TLPI sweeps: keep adding runs past the mode's until every async "
+               "cell's undisturbed half-width is within PCT (e.g. 2%%) by Stein's two-stage "
+               "rule, or --budget ends",
+            "with --target, when each sweep stops trying (90s, 10m, 1h; default 10m)")
         p.add_argument("--reps", type=options.int_range(1, 100000), metavar="N",
                        help="override the mode's repetitions (for seed and tlpi: the runs "
                             "of timewrite per cell, each timing its passes)")
-
-
-# --target's default budget, as tw bench's: ten minutes.
-LEGS_TARGET_BUDGET_S = 600.0
 
 
 def legs_judge(target):
@@ -130,12 +123,22 @@ def legs_summary(raw, analysed):
     if t:
         st = a_legs.target_status(analysed, t)
         line += (f"; target ±{100 * t:g}%: {st['met']} of {st['judged']} figures within it ("
-                 + ("stopped at the target" if raw.get("stopped") == "target" else
-                    f"the budget of {raw.get('budget_s') or 0:.0f} s ended first") + ")")
-        if st["missing"]:
-            line += ": not yet " + ", ".join(st["missing"][:6]) + (
-                f" and {len(st['missing']) - 6} more" if len(st["missing"]) > 6 else "")
+                 + _why_stopped(raw) + ")" + _not_yet(st["missing"], 6))
     return line
+
+
+def _why_stopped(raw):
+    """Why a --target run (a legs or sweep stage file) stopped, in the closing line's words."""
+    return ("stopped at the target" if raw.get("stopped") == "target" else
+            f"the budget of {raw.get('budget_s') or 0:.0f} s ended first")
+
+
+def _not_yet(missing, shown):
+    """': not yet a, b and N more' of the figures a --target run did not bring within it."""
+    if not missing:
+        return ""
+    return ": not yet " + ", ".join(missing[:shown]) + (
+        f" and {len(missing) - shown} more" if len(missing) > shown else "")
 
 
 SELFCHECK_STAGES = "doctor,variants,seed-sweep,tlpi-sweep"
@@ -189,7 +192,7 @@ def main(args, name):
                 # the seed and TLPI sweeps repeat runs of their program, each of many passes
                 kw = {"rounds": args.reps, "variants": args.variants}
                 if args.target is not None:
-                    kw.update(target=args.target, budget_s=args.budget or LEGS_TARGET_BUDGET_S,
+                    kw.update(target=args.target, budget_s=args.budget or options.TARGET_BUDGET_S,
                               judge=sweep_judge(args.target))
             raw = fn(out, mode=args.mode, **kw)
             ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
@@ -201,17 +204,12 @@ def main(args, name):
                     ui.progress(f"{s}: target ±{100 * args.target:g}%: {st['met']} of "
                                 f"{st['judged']} async cells within it after "
                                 f"{raw.get('rounds_done')} runs a cell in {raw['seconds']:.0f} s ("
-                                + ("stopped at the target" if raw.get("stopped") == "target"
-                                   else f"the budget of {raw.get('budget_s') or 0:.0f} s ended "
-                                        "first") + ")"
+                                + _why_stopped(raw) + ")"
                                 + (f"; at the fast share seen, at least "
                                    f"{st['more_runs'] * raw['seconds'] / raw['rounds_done']:.0f}"
                                    " s more" if st["missing"] and st["more_runs"]
                                    and raw.get("rounds_done") else "")
-                                + (": not yet " + ", ".join(st["missing"][:5])
-                                   + (f" and {len(st['missing']) - 5} more"
-                                      if len(st["missing"]) > 5 else "")
-                                   if st["missing"] else ""))
+                                + _not_yet(st["missing"], 5))
             else:
                 shown.append(getattr(tables, stem)(getattr(sweeps, stem)(raw)))
     elif name == "trace":
@@ -220,7 +218,7 @@ def main(args, name):
         shown.append(tables.observer(a_observer.analyse(observer.observe(out, args.mode, args.variants))))
     elif name == "legs":
         budget = args.budget if args.budget is not None else (
-            LEGS_TARGET_BUDGET_S if args.target is not None else None)
+            options.TARGET_BUDGET_S if args.target is not None else None)
         raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape,
                          target=args.target, budget_s=budget,
                          judge=legs_judge(args.target) if args.target is not None else None)
