@@ -85,14 +85,20 @@ def _read(doc):
     if hit is not None and hit[0] is doc and hit[1] == sig:
         return hit[2], hit[3]
     steps = _steps(doc)
-    val = None
-    if steps:
-        rank = max(LEVEL_RANK, math.ceil(TOP_SHARE * len(steps)))
-        val = sorted(steps)[min(rank, len(steps)) - 1]
+    val = top_of(steps)
     if len(_CACHE) > 8:
         _CACHE.clear()
     _CACHE[id(doc)] = (doc, sig, steps, val)
     return steps, val
+
+
+def top_of(steps):
+    """The top clock of a run's processes' steps (the one its fastest TOP_SHARE reached, never
+    the fastest LEVEL_RANK - 1), or None when there are none: the matrix's and the legs'."""
+    if not steps:
+        return None
+    rank = max(LEVEL_RANK, math.ceil(TOP_SHARE * len(steps)))
+    return sorted(steps)[min(rank, len(steps)) - 1]
 
 
 def top(doc):

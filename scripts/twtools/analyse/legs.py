@@ -26,6 +26,7 @@ own cost (the empty bracket: two stamps around an empty call, no kernel entry).
     analyse(raw)         the document: {why, variants: {V: ...}, differences: {V: ...}}
 """
 import math
+import statistics
 
 from ..machine import registry
 from . import coreclock, sequential, stats
@@ -177,12 +178,6 @@ GATED_MIN = 3
 PAIRED_MIN = 8
 
 
-def _clock_factor(rec, top):
-    """What brings a process's values to the run's top clock (analyse.coreclock.factor)."""
-    s = coreclock.step_of(rec) if top else None
-    return top / s if top and s else 1.0
-
-
 def _means(rec, values, f):
     return [x * f for x in batch_means(values, rec["calls"])]
 
@@ -190,7 +185,7 @@ def _means(rec, values, f):
 def _side(rec, top, traced):
     """One process's batch means at the top clock: {total, in, body, out (traced), floor} or
     (None, why)."""
-    f = _clock_factor(rec, top)
+    f = coreclock.factor(None, rec, top)
     out = {"total": _means(rec, [a - b for a, b in zip(rec["after"], rec["before"])], f),
            "empty": [x * f for x in rec.get("empty_ns") or []]}
     if traced:
@@ -263,13 +258,7 @@ def traced_fast(all_sides):
         lo = min(fl.values(), default=None)
         for b, f in fl.items():
             ratios.setdefault(b, []).append(f / lo)
-    out = set()
-    for b, r in ratios.items():
-        r = sorted(r)
-        m = r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2
-        if m <= 1 + BLOCK_SCREEN:
-            out.add(b)
-    return out
+    return {b for b, r in ratios.items() if statistics.median(r) <= 1 + BLOCK_SCREEN}
 
 
 def _blocked(v, sides, fast_blocks, target):
@@ -347,26 +336,22 @@ def _top(raw):
             if s is None:
                 return None, []
             steps.append(s)
-    if not steps:
-        return None, []
-    rank = max(coreclock.LEVEL_RANK, math.ceil(coreclock.TOP_SHARE * len(steps)))
-    return sorted(steps)[min(rank, len(steps)) - 1], steps
+    return coreclock.top_of(steps), steps
 
 
-def _paired(mine, base, leg, target):
+def _paired(mine, base, leg):
     """mine's leg less base's, block by block over the blocks both kept (one moment of the
-    host for both), or None when fewer than GATED_MIN blocks are common."""
+    host for both), or None when fewer than GATED_MIN blocks are common.  Never Stein's rule:
+    a difference may be near zero or below it, and no target judges it."""
     a, b = mine.get("_floors") or {}, base.get("_floors") or {}
     common = [k for k in sorted(a) if k in b]
     if len(common) < GATED_MIN:
         return None
-    # never Stein's rule: a difference may be near zero or below it, and no target judges it
     d = _gated([(k, [a[k][leg] - b[k][leg]]) for k in common], None, f"the {leg} leg",
                own=False)
     if d.get("value") is None:
         return None
-    return dict({x: d[x] for x in KEEP}, paired=True, blocks=len(common),
-                **({"sequential": d["sequential"]} if "sequential" in d else {}))
+    return dict({x: d[x] for x in KEEP}, paired=True, blocks=len(common))
 
 
 def analyse(raw):
@@ -381,11 +366,12 @@ def analyse(raw):
                      "delta method's interval"}
     if raw.get("blocks"):
         out["method"] = ("per leg: batch means of the joined calls at the run's top core clock; "
-                         "each block's untraced process labels the host's state, and the traced "
-                         f"processes of the blocks within {100 * sequential.SCREEN:.0f}% of the "
-                         "lowest untraced floor (and of their own lowest) give the undisturbed "
-                         "figure; the tracer's cost and int 0x80 less its baseline are paired "
-                         "differences, block by block"
+                         "the traced side's figures over the blocks where the mechanisms' traced "
+                         f"floors were within {100 * BLOCK_SCREEN:.0f}% of their lowest (median "
+                         "over mechanisms, then each leg's own), the untraced totals over the "
+                         f"processes within {100 * sequential.SCREEN:.0f}% of theirs; int 0x80 "
+                         "less its baseline paired block by block, the tracer's cost too where "
+                         f"{PAIRED_MIN} blocks met the fast state on both sides"
                          + ("; --target: Stein's two-stage interval" if target else ""))
         out.update(blocks=raw.get("blocks"), target=target, stopped=raw.get("stopped"),
                    seconds=raw.get("seconds"))
@@ -417,7 +403,7 @@ def analyse(raw):
         mine, base = out["variants"][name], out["variants"][b]
         d = {"baseline": b}
         for k in LEGS:
-            d[k] = _paired(mine, base, k, target) or diff(mine["legs"][k], base["legs"][k])
+            d[k] = _paired(mine, base, k) or diff(mine["legs"][k], base["legs"][k])
         d["tracer"] = diff(mine["tracer_ns"], base["tracer_ns"])
         out["differences"][name] = d
     for v in out["variants"].values():
@@ -426,10 +412,11 @@ def analyse(raw):
 
 
 def target_status(doc, target):
-    """{met, judged, missing, more_fast_blocks}: of every measured mechanism's legs, totals and
-    tracer's cost, how many have an interval within target of their figure (a --target run's
-    stopping rule's own judgement: Stein's `met`), which do not yet, and how many more blocks
-    of the host's fast state the rule still asks for (the most any figure needs)."""
+    """{met, judged, missing, more_fast_blocks, first_stage_incomplete}: of every measured
+    mechanism's legs, totals and tracer's cost, how many have an interval within target of
+    their figure (a --target run's stopping rule's own judgement: Stein's `met`), which do not
+    yet, how many more blocks of the host's fast state the rule still asks for (the most any
+    planned figure needs), and for how many the rule's first stage is not complete."""
     met, judged, missing, more, first = 0, 0, [], 0, 0
     for name, v in sorted(((doc or {}).get("variants") or {}).items()):
         if not v.get("legs"):

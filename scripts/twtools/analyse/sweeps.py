@@ -68,17 +68,6 @@ def _undisturbed(row, nspc, target=None):
                            "screened": iv["screened"], "target": target}}
 
 
-def _run_floors(row):
-    """The floor (fastest pass) of each run of an analysed row, in ns per call."""
-    rnd, v = (row.get("samples") or {}).get("round"), (row.get("samples") or {}).get("ns_per_call")
-    if not rnd or not v:
-        return []
-    fl = {}
-    for r, x in zip(rnd, v):
-        fl[r] = min(fl.get(r, math.inf), x)
-    return list(fl.values())
-
-
 def target_status(analysed, target):
     """{met, judged, missing, more_runs, first_stage_incomplete} of an analysed sweep's async
     rows against a --target: how many are within it by the rule's own judgement (Stein's
@@ -99,7 +88,7 @@ def target_status(analysed, target):
             missing.append(f"{run.get('variant')} {row.get('buffsize')} B")
             if sq.get("why"):
                 first += 1
-                fl = _run_floors(row)
+                fl = [min(v) for v in (_round_groups(row) or {}).values()]
                 if fl:
                     lo = min(fl)
                     near = sum(1 for x in fl if x <= lo * (1 + sequential.SCREEN))

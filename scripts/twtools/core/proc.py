@@ -140,7 +140,7 @@ def kill_group(p, grace=GRACE_S):
 
 # bpftrace 0.17 can miss a SIGINT: its handler only sets a flag, which its event loop reads
 # before it blocks in epoll_wait, so a signal that lands between the two leaves it waiting for
-# events that never come (seen once in about a hundred stops, as tw legs stops it in every
+# events that never come (seen twice in about 340 stops, as tw legs stops it in every
 # block; it sat in do_epoll_wait with the signal handled and none pending).  A second SIGINT
 # ends the wait.  So interrupt(again=True) repeats it every REINTERRUPT_S: for bpftrace, whose
 # output goes to a file (-o), where a write is never cut short by a signal.  tw watch's own

@@ -9,13 +9,14 @@ so that the analysis takes the host's clock steps out.
 
 The measurement is in blocks.  In each, every mechanism runs once untraced, bpftrace attaches,
 every mechanism runs once traced, and bpftrace stops (untraced first in even blocks, last in
-odd ones).  So each traced process has an untraced twin from the same moment of the host,
-a fraction of a second away: the tracer's own cost, which lands inside the legs, is the traced
-total less the twin's, a pair at a time, and the host's state (its neighbours, its clock),
-which changes over seconds, cancels from it (issue 42, item 5).  A noisy host's slow moments
-cost the traced calls far more than the untraced (the tracer touches maps in memory): beside
-a neighbour the traced total moved 40% between the host's states.  analyse.legs labels each
-block by its untraced processes and keeps the ones that met the host's fast state.
+odd ones).  So each traced process has an untraced twin from the same moment of the host, a
+fraction of a second away, and every mechanism's traced process in a block meets the same
+moment and the same tracer: int 0x80 less its baseline is taken within a block, and so is the
+tracer's cost (the traced total less the twin's) where enough blocks allow (issue 42, item 5).
+A noisy host's slow moments cost the traced calls far more than the untraced (the tracer
+touches maps in memory): beside a neighbour the traced total moved 40% between the host's
+states, every mechanism alike, while the twins moved differently.  So analyse.legs labels
+each side by its own processes and keeps what met the host's fast state.
 
 The mode fixes the number of blocks; --target (tw legs) adds blocks until every figure is
 within it or --budget ends; tw run's deadline ends the stage early on a slow host.
@@ -115,8 +116,7 @@ def attach_kernel_stamps(rec, maps):
 def _block(b, names, doc, batches, calls, shape, tmp):
     """Block b: each mechanism once untraced and once traced, one moment of the host for both
     (bpftrace attaches and stops in about 0.25 s each; the host's quiet bursts last seconds),
-    so that the tracer's cost is a paired difference, traced less untraced in one block
-    (issue 42, item 5).  Even blocks run the untraced processes first, odd ones last, so that
+    so that differences can be paired within a block (issue 42, item 5).  Even blocks run the untraced processes first, odd ones last, so that
     neither side always meets the later moment; the mechanisms' order turns by one a block."""
     k = b % len(names)
     order = names[k:] + names[:k]
