@@ -208,7 +208,8 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
                     doc["stopped"] = "target"
                     ui.progress(line)
                     break
-            if target is not None and budget_s is not None and elapsed >= budget_s:
+            if target is not None and budget_s is not None and elapsed >= budget_s \
+                    and b >= MIN_BLOCKS:
                 doc["stopped"] = "budget"
                 ui.progress(line + f"; the budget of {budget_s:.0f} s ended")
                 break
