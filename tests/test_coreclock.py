@@ -137,9 +137,11 @@ def test_syscost_times_the_clock_before_every_batch(build):
     steps = out["chain_ns_per_step"]
     assert len(steps) == len(out["samples_ns"]) >= 3
     assert out["chain_cycles_per_step"] == coreclock.CHAIN_CYCLES
-    # a clock an x86 core can have (0.2-10 GHz): catches a step in the wrong unit
-    for s in steps:
-        assert 0.2 < coreclock.CHAIN_CYCLES / s < 10, steps
+    # A clock an x86 core can have (0.2-10 GHz) catches a step in the wrong unit. It is held
+    # for the fastest batch, the one coreclock.step_of takes: a chain the host interrupted
+    # reads far slower (a legs process's did, on an AMD EPYC guest).
+    assert all(s > 0 for s in steps)
+    assert 0.2 < coreclock.CHAIN_CYCLES / coreclock.step_of({"chain_ns": steps}) < 10, steps
 
 
 def test_a_clock_a_few_processes_met_for_a_moment_does_not_set_the_top():

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, need_root, need_supported, need_tool  # noqa: F401
 
-from twtools.analyse import legs as a_legs, results, schema
+from twtools.analyse import coreclock, legs as a_legs, results, schema
 from twtools.core import files
 from twtools.measure import legs as m_legs
 
@@ -66,7 +66,11 @@ def test_every_block_pairs_twins_and_times_the_core_clock(stage):
             assert sorted(r["block"] for r in v[kind]) == list(range(on_disk["blocks"])), (name, kind)
             for r in v[kind]:
                 assert len(r["chain_ns"]) == r["batches"] and r["chain_cycles_per_step"] == 4
-                assert all(0.2 < 4 / s < 10 for s in r["chain_ns"])   # 0.2-10 GHz
+                assert all(s > 0 for s in r["chain_ns"])
+                # A process's clock is its fastest batch's chain (coreclock.step_of). A chain
+                # the host interrupted reads far slower: below 0.2 GHz once, on an AMD EPYC
+                # guest. Only the fastest is taken, so only it is held to 0.2-10 GHz.
+                assert 0.2 < 4 / coreclock.step_of(r) < 10, (name, kind, r["chain_ns"])
 
 
 @pytest.mark.root
