@@ -16,6 +16,15 @@ def test_plan_waits_for_the_first_stage():
     assert iv["value"] is None and not iv["met"]
 
 
+def test_a_first_stage_the_screen_kept_short_says_how_many_it_kept():
+    # 29 fast-labelled values, only 8 within the screen of the lowest: "29 fast value(s), the
+    # first stage needs 12" read as a contradiction in a report
+    vals = [100.0] * 8 + [130.0] * 21
+    p = sequential.plan(vals, TARGET)
+    assert not p["ready"] and p["why"] == ("29 fast value(s), 8 of them within 5% of the "
+                                           "lowest; the first stage needs 12")
+
+
 def test_one_level_never_gives_a_zero_width_interval():
     vals = [100.0] * 40
     p = sequential.plan(vals, TARGET)

@@ -136,8 +136,13 @@ def plan(first_stage_values, target_rel, confidence=stats.CONFIDENCE, n0_min=N0_
             "resolution": resolution, "screen": screen, "n0_min": n0_min}
     fs = _first_stage(vals, n0_min, screen)
     if fs is None:
-        return dict(base, ready=False, need_n=n0_min, n0=None, first_stage=None,
-                    why=f"{int(vals.size)} fast value(s), the first stage needs {n0_min}")
+        inside = int((vals <= float(vals.min()) * (1 + screen)).sum()) \
+            if vals.size and screen is not None else int(vals.size)
+        why = (f"{int(vals.size)} fast value(s), the first stage needs {n0_min}"
+               if inside == vals.size else
+               f"{int(vals.size)} fast value(s), {inside} of them within {100 * screen:.0f}% "
+               f"of the lowest; the first stage needs {n0_min}")
+        return dict(base, ready=False, need_n=n0_min, n0=None, first_stage=None, why=why)
     k, kept, ceiling = fs
     x = vals[:k][kept]
     n0 = int(x.size)

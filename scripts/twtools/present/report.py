@@ -346,9 +346,9 @@ def sec_host(doc, data, pdir):
                      + ".")
         if h.get("projected_cells"):
             q.append(f"{h['projected_cells']} fast cells are still wider than ±1%: at this fast "
-                     f"share, ±1% would need about {_dur(h['projection_s_median'])} more for the "
-                     f"median one and {_dur(h['projection_s_max'])} for the widest "
-                     "(`tw bench --target 1%`)"
+                     f"share, `tw bench --target 1%` would take about "
+                     f"{_dur(h['projection_s_median'])} of measuring for the median one and "
+                     f"{_dur(h['projection_s_max'])} for the widest"
                      + (f"; for {h['projection_lower_bounds']} of them too few fast processes "
                         "ran to plan, and their time is a lower bound" if
                         h.get("projection_lower_bounds") else "") + ".")
@@ -435,7 +435,7 @@ def host_line(pc):
     return (f"**This host was noisy**: it was in its fast state in {100 * h['fast_share']:.0f}% "
             f"of the run's probes; " + "; ".join(parts)
             + (f"; ±1% would take this host {'at least' if h.get('projection_lower_bounds') else 'about'} "
-               f"{_dur(proj)} more of measuring at that share" if proj else "")
+               f"{_dur(proj)} of measuring at that share" if proj else "")
             + ": `tw bench --target 1% --budget 30m` measures until then (\"This host during "
             "the run\").")
 
