@@ -424,6 +424,19 @@ def _verdict(variant, m, pred):
                     "work the model does not know"}
 
 
+def exits_paid(doc, variant):
+    """The VM exits a call of `variant` pays here, for taking an exit's price out of a
+    comparison (analyse/compare.between_runs): the number the kernel's facts predict, when
+    it is not zero and this run's own fit agrees with it (the verdict holds); else None.  A
+    host that virtualises the APIC read (APICv, AVIC) fits 0 where 1 is predicted, and then
+    no exit's price is taken out."""
+    m = ((doc or {}).get("mechanisms") or {}).get(variant) or {}
+    n = (m.get("predicted_exits") or {}).get("value")
+    if not n or not (m.get("verdict") or {}).get("holds"):
+        return None
+    return n
+
+
 def compute_from(analysed, fp, legs=None):
     """The timewrite-causes/1 document from an analysed percall (analyse.percall.analyse's
     result, or its cells list), a fingerprint (None when there is none) and the analysed legs

@@ -6,7 +6,7 @@ the intervals fare against a rerun on this one.  Both figures of every cell are 
 undisturbed cost (what compares machines) and the typical one (the median).
 """
 from ..machine import registry
-from . import compare, percall, stats
+from . import causes, compare, percall, stats
 
 TARGETS = {"overlap": 0.90, "undisturbed_overlap": 0.95, "fast_half_width": 0.02,
            "fast_share": 0.90, "ratio_repro": 0.02,
@@ -18,10 +18,13 @@ def _u(c):
     return percall.figure(c, "undisturbed")
 
 
-def undisturbed_figures(pairs, a1, a2):
+def undisturbed_figures(pairs, a1, a2, fp=None):
     """The undisturbed figure's claims against the rerun: fast cells' half-widths, interval
     overlap over every cell, the fast cells' move between the runs, and what a comparison of
-    the two runs calls on it (Benjamini-Hochberg)."""
+    the two runs calls on it (Benjamini-Hochberg), as `tw compare` decides it: with the
+    machine's facts (fp), a cell that pays VM exits at the first run's exit price."""
+    paid = causes.compute_from(a2, fp) if fp else None
+    x1, x2 = percall.find(a1, "64-syscall", "cpuid"), percall.find(a2, "64-syscall", "cpuid")
     fast_hw, overlap, moves, decisions, zero = [], [], [], [], []
     for i, a in enumerate((a1, a2), 1):
         for c in a["cells"]:
@@ -43,8 +46,9 @@ def undisturbed_figures(pairs, a1, a2):
         overlap.append(_overlap(ux, uy))
         if x["op"] in percall.FAST_OPS:
             moves.append(abs(uy["median"] / ux["median"] - 1))
-        decisions.append(compare.between_runs(x, y, _ref(a1, x), _ref(a2, x),
-                                              same_host=True)["absolute"])
+        decisions.append(compare.between_runs(
+            x, y, _ref(a1, x), _ref(a2, x), same_host=True, a_exit=x1, b_exit=x2,
+            exits=causes.exits_paid(paid, x["variant"]))["absolute"])
     fam = compare.adjust([d for d in decisions if d])
     misses = len(overlap) - sum(overlap)
     return {"misses": misses, "expected_misses": round(MISS_BY_CHANCE * len(overlap), 2),
@@ -110,8 +114,9 @@ def _int80_ratio(doc):
     return None
 
 
-def figures(runs):
-    """runs: [(percall.json document, its analysis)] of two back-to-back runs."""
+def figures(runs, fp=None):
+    """runs: [(percall.json document, its analysis)] of two back-to-back runs; fp: the
+    machine's fingerprint, when known."""
     (d1, a1), (d2, a2) = runs
     c2 = {percall.key(c): c for c in a2["cells"]}
     pairs = [(c, c2.get(percall.key(c))) for c in a1["cells"]]
@@ -125,7 +130,7 @@ def figures(runs):
                 fast.append({"abs": stats.half_width_rel(c),
                              "ratio": stats.half_width_rel(c["ratio"]) if c.get("ratio") else None})
     r1, r2 = _int80_ratio(d1), _int80_ratio(d2)
-    out = {"cells_compared": len(pairs), "undisturbed": undisturbed_figures(pairs, a1, a2),
+    out = {"cells_compared": len(pairs), "undisturbed": undisturbed_figures(pairs, a1, a2, fp),
            "overlap_share": sum(absolute) / len(absolute) if absolute else None,
            "overlap_share_ratio": sum(ratio) / len(ratio) if ratio else None,
            "fast_within_target": (sum(1 for f in fast if f["abs"] is not None and f["abs"] <= TARGETS["fast_half_width"])

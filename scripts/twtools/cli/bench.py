@@ -109,7 +109,7 @@ def main(args, name):
                            quiet_first=getattr(args, "quiet_first", True),
                            should_stop=judge, skip=skip)
     analysed = percall.analyse(doc)
-    write_meta(out, args.mode, doc)
+    write_meta(out, args.mode, doc, facts(out)[1])
     if target is not None:
         met = percall.target_status(analysed, target)
         line = (f"bench: target ±{100 * target:g}%: {met['met']} of {met['cells']} fast cells "
@@ -153,12 +153,27 @@ def main(args, name):
     return 0
 
 
-def write_meta(out, mode, doc):
+def facts(out):
+    """(the machine's fingerprint, the seconds it took), written beside the matrix
+    (fingerprint.json, tw run's doctor stage): `tw compare` reads from it whether int 0x80 pays a VM exit here, to
+    decide two runs' int 0x80 cells at one exit price (analyse/compare.between_runs)."""
+    from ..machine import doctor
+    t = time.monotonic()
+    fp = doctor.fingerprint(Path(out) / "fingerprint.json", fs_path=str(out))
+    return fp, time.monotonic() - t
+
+
+def write_meta(out, mode, doc, facts_s=None):
     """meta.json for the matrix's directory, as tw run writes it for a run of the bench stage
-    alone, so that `tw compare` and `tw report` read the directory: two --target runs are
-    set side by side by their ratios, which hold where the figures in ns move with the host."""
+    (and the doctor's, when facts_s says it ran) alone, so that `tw compare` and `tw report`
+    read the directory: two --target runs are set side by side by their ratios, which hold
+    where the figures in ns move with the host."""
     stage = results.STAGE_OF["percall"]
-    meta = results.new_meta(mode, [stage], "complete")
+    stages = ([results.STAGE_OF["fingerprint"]] if facts_s is not None else []) + [stage]
+    meta = results.new_meta(mode, stages, "complete")
+    if facts_s is not None:
+        meta["stages"][results.STAGE_OF["fingerprint"]] = {"ok": True,
+                                                           "seconds": round(facts_s, 2)}
     meta["stages"][stage] = {"ok": True, "seconds": round(doc["wall_s"], 2)}
     files.write_json(Path(out) / "meta.json", meta)
 
@@ -209,6 +224,6 @@ def selfcheck(args, out, sizes):
                                accuracy=True, clock=args.clock, realtime=args.realtime,
                                shapes=args.shapes)
         runs.append((doc, percall.analyse(doc)))
-    f = check.figures(runs)
+    f = check.figures(runs, facts(out)[0])
     return options.selfcheck_end("bench", out / "selfcheck.json", f, present_selfcheck.lines,
                                  f["short"], "and each run's percall.json", args.json)

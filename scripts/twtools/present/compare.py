@@ -23,7 +23,7 @@ The rebuild line is quoted for a POSIX shell, so it can be pasted whatever the n
 """
 from pathlib import Path
 
-from ..analyse import compare as decide, percall, results, seedref, verdict as verdict_mod
+from ..analyse import causes, compare as decide, percall, results, seedref, verdict as verdict_mod
 from ..core import escape, files, ui
 from ..core.fmt import fmt
 from . import document
@@ -170,6 +170,11 @@ def _reference(op, key):
     return "null", REF_KEY
 
 
+def _exit_cell(s):
+    """The cell that prices one VM exit in a set (64-syscall cpuid, analyse/causes.py)."""
+    return s.cells("cpuid").get(REF_KEY)
+
+
 def all_decisions(real):
     """Every decision of the comparison: {rows: [...], families: {B label: adjust() summary}}.
     Each row is one cell of one B set against A; its decisions are made first, then corrected
@@ -189,7 +194,8 @@ def all_decisions(real):
                 rop, rkey = _reference(op, k)
                 cmp = None if why else decide.between_runs(
                     a, b, base.cells(rop).get(rkey), s.cells(rop).get(rkey),
-                    same_host=same_host)
+                    same_host=same_host, a_exit=_exit_cell(base), b_exit=_exit_cell(s),
+                    exits=causes.exits_paid(s.data.get("causes"), k[0]))
                 if cmp:
                     fam += [d for d in (cmp["absolute"], cmp["relative"]) if d]
                 rows.append({"op": op, "variant": k[0], "size": k[1], "B": s.label, "A": base.label,
@@ -237,6 +243,8 @@ def decisions_json(real):
                 "p": x.get("p"), "q": x.get("q"), "b_over_a": r.get("median"),
                 "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
                 "decision_uncorrected": x.get("decision_uncorrected", x.get("decision")),
+                "at_a_exit_price": bool(x.get("at_a_exit_price")),
+                "as_measured": x.get("as_measured"),
                 "sentence": x.get("sentence")}
 
     out = []
@@ -249,7 +257,9 @@ def decisions_json(real):
                     "unit": cmp.get("unit"),
                     "absolute": one(cmp.get("absolute")), "relative": one(cmp.get("relative")),
                     "typical": one(cmp.get("typical")), "drift_pct": cmp.get("drift_pct"),
-                    "machine_shift_pct": cmp.get("machine_shift_pct")})
+                    "machine_shift_pct": cmp.get("machine_shift_pct"),
+                    "exit_shift_pct": cmp.get("exit_shift_pct"),
+                    "exits_per_call": cmp.get("exits_per_call")})
     return {"schema": "timewrite-compare/1", "sets": [document.plain(s.label) for s in real],
             "families": {document.plain(k): v for k, v in d["families"].items()},
             "decisions": out}
