@@ -27,7 +27,9 @@ view shows (`tw fleet --op`, every cell with `--op all`) and the reference cell;
 cells carry the same point figure (the pooled lower-tail mean) without one.  A checkout
 whose stats has no undisturbed estimate falls back to the k-best floor (`floor_ns`) and
 every output says "floor (no interval)".  No interval is ever invented: figures without one
-say so, and a ratio of two such figures has none either.
+say so, and a ratio of two such figures has none either.  A run with host probes (tw bench's
+quiet-first matrix, issue 42) gets percall's own gated figure (percall.undisturbed_of), with
+its interval, after its probes and clock chains are checked (probes(), _round_values()).
 """
 import itertools
 import math
@@ -39,9 +41,9 @@ import orjson
 from ..core import files
 from ..core.ui import DataError
 from ..store import fleetdb
-from . import causes, percall, schema, stats
+from . import causes, coreclock, percall, schema, stats
 
-ANALYSIS = "fleet/3"
+ANALYSIS = "fleet/4"
 # The operations whose cells always get an interval: the cost model's (analyse/causes.py:
 # the exit price, the null calls, and gettimeofday for the exception path's premium).
 CAUSE_OPS = ("cpuid", "null", "gettimeofday")
@@ -120,6 +122,17 @@ def _no_duplicate_keys(path, raw):
 
 
 NUMBER = {float, int}
+# ns per step of syscost's clock chain (coreclock): 4 cycles, 0.4-20 ns on a core of 0.2-10
+# GHz; a step far beyond moves every figure it scales, so it is no measurement.
+MAX_STEP_NS = 1000.0
+
+
+def _check_chain(steps, where):
+    """A round's clock chain (coreclock: ns per step, one a batch), or a DataError."""
+    if steps is not None and (not isinstance(steps, list) or not all(
+            type(x) in NUMBER and math.isfinite(x) and 0 < x < MAX_STEP_NS for x in steps)):
+        raise DataError(f"percall.json: {where}.chain_ns: expected the core clock's ns per "
+                        f"chain step, each above 0 and below {MAX_STEP_NS:g}")
 
 
 def _round_values(where, rounds):
@@ -138,6 +151,7 @@ def _round_values(where, rounds):
         if not isinstance(vals, list) or not set(map(type, vals)) <= NUMBER:
             raise DataError(f"percall.json: {where}.rounds[{i}].samples_ns: expected a list "
                             "of numbers")
+        _check_chain(rd.get("chain_ns"), f"{where}.rounds[{i}]")
         dist = rd.get("disturbed")
         if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
             vals = list(itertools.compress(vals, [not d for d in dist]))
@@ -157,17 +171,57 @@ def _round_values(where, rounds):
     return [a[e - n:e] for n, e in zip(lens, ends)], times
 
 
-def undisturbed(doc, cell, where, interval=True):
+def probes(doc):
+    """The host's probes of a quiet-first run (tw bench since issue 42: percall.host_probes),
+    each checked as a batch value is, or None for a run without them.  A probe's floor labels
+    which processes met the host's fast state, so a hostile one must cost its host one line,
+    not move a figure."""
+    hs = doc.get("host_state")
+    if hs is None:
+        return None
+    got = hs.get("probes") if isinstance(hs, dict) else None
+    if not got:
+        return None
+    if not isinstance(got, list) or len(got) > MAX_CELLS * 1000:
+        raise DataError("percall.json: host_state.probes: expected a list of the run's probes")
+    # the run's top clock, which the probes are brought to, is read from every round's chain
+    for j, c in enumerate(doc.get("cells") or []):
+        for i, rd in enumerate((c.get("rounds") if isinstance(c, dict) else None) or []):
+            if isinstance(rd, dict):
+                _check_chain(rd.get("chain_ns"), f"cells[{j}].rounds[{i}]")
+    for i, pr in enumerate(got):
+        if not isinstance(pr, dict):
+            raise DataError(f"percall.json: host_state.probes[{i}]: expected an object")
+        for k, low, bound in (("t_s", 0.0, MAX_NS), ("floor_ns", None, MAX_NS),
+                              ("chain_ns", None, MAX_STEP_NS)):
+            v = pr.get(k)
+            if v is None and k == "chain_ns":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or not (v >= low if low is not None else v > 0) or not v < bound:
+                raise DataError(f"percall.json: host_state.probes[{i}].{k}: "
+                                f"'{str(v)[:40]}' is not a measurement")
+    return percall.host_probes(doc)[0] or None
+
+
+def undisturbed(doc, cell, where, interval=True, host=None):
     """{value, ci_low, ci_high, estimator} of one raw cell: issue 17's undisturbed cost,
-    stats.undisturbed over the same usable batches and round times as percall.cell_summary,
-    with its interval.  It is the ungated figure: percall.cell_summary, for a run with host
-    probes (tw bench's quiet-first matrix, issue 42), keeps only the processes that met the
-    host's fast state and brings them to the run's top core clock first; the fleet does not
-    yet (its digests stay a cheap pass over validated numbers), so on a noisy host its figure
-    is the fastest fifth of every process, as before issue 42.  A checkout whose stats has
-    no undisturbed estimate falls back to the k-best floor (floor_ns), without an interval."""
+    over the same usable batches and round times as percall.cell_summary, with its interval.
+    host: probes(doc), for a run with host probes (tw bench's quiet-first matrix, issue 42):
+    the figure is then percall's own (percall.undisturbed_of), from the processes that met
+    the host's fast state at the run's top core clock, with its interval whatever `interval`
+    says, and None where too few processes met it (the cell is then left out, never given
+    the slow state's figure).  A checkout whose stats has no undisturbed estimate falls back
+    to the k-best floor (floor_ns), without an interval."""
     rounds, _legacy = percall.rounds_of(doc, cell)
     vals, times = _round_values(where, rounds)
+    if host:
+        top = coreclock.top(doc)
+        if top:
+            vals = [v * coreclock.factor(doc, rd, top) for v, rd in zip(vals, rounds)]
+        u = percall.undisturbed_of(doc, cell, rounds, vals, times, host)
+        return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
+                "estimator": UNDISTURBED[0]}
     if hasattr(stats, "undisturbed"):
         if not interval:
             # The same figure (the lower-tail mean of the rounds' floors is the estimate
@@ -242,6 +296,7 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
         raise DataError(f"percall.json: {len(doc['cells'])} cells, more than the {MAX_CELLS} "
                         "any run measures")
     cells = {}
+    labelled = probes(doc)
     for i, c in enumerate(doc["cells"]):
         if not isinstance(c, dict) or not c.get("supported"):
             continue
@@ -258,7 +313,7 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
         want = interval_ops is None or op in interval_ops or op in CAUSE_OPS or (
             v == (ref0.get("variant") or "64-syscall") and op == (ref0.get("op") or "null")
             and shape == (ref0.get("shape") or "ret"))
-        fig = undisturbed(doc, c, f"cells[{i}]", interval=want)
+        fig = undisturbed(doc, c, f"cells[{i}]", interval=want, host=labelled)
         if fig["value"] is None:
             continue
         name = cell_name(v, op, size, shape)

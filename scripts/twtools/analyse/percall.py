@@ -181,41 +181,14 @@ def host_label(probes, t):
     return all(near)
 
 
-def cell_summary(doc, cell, probes=None):
-    """The analysed cell: the raw cell's identity plus every figure (no raw samples).
-    probes: host_probes(doc)[0], when the run has host probes (tw bench's quiet-first
-    matrix): the undisturbed figure then rests on the processes that met the host's fast
-    state."""
-    ident = {k: cell.get(k) for k in ("variant", "bits", "abi", "mechanism", "op", "size",
-                                       "supported", "status", "reason", "errors")}
-    ident["shape"] = cell.get("shape") or "ret"
-    if ident["status"] is None:
-        ident["status"] = "works" if cell.get("supported") else "unsupported"
-    if not cell.get("supported"):
-        return dict(ident, median=None, ci_low=None, ci_high=None, n=0, unstable=False,
-                    flags=[ident["status"]])
-    rounds, legacy = rounds_of(doc, cell)
-    vals, loops, offs, times = [], [], [], []
-    n_batches = n_disturbed = 0
-    for rd in rounds:
-        v, d = usable(rd)
-        vals.append(v)
-        n_batches += len(rd.get("samples_ns") or [])
-        n_disturbed += d
-        times.append(rd.get("t_s", rd.get("round")))
-        loops.extend(rd.get("loop_ns") or [])
-        offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
-    s = stats.clustered(vals, times if None not in times else None)
-    out = dict(ident, **s)
-    # The undisturbed figures at the run's top core clock; the typical one as measured.
-    top = coreclock.top(doc)
-    if top:
-        vals = [clocked(doc, rd, top) for rd in rounds]
-        # the k-best floor too, which decides whether the floor can be trusted: five fastest
-        # batches of processes at 2.5 and 2.8 GHz disagree by 12% as measured, and six fast
-        # cells of a report beside the neighbour lost their undisturbed figure to that
-        s = dict(s, floor=stats.floor([x for v in vals for x in v]))
-        out["floor"] = s["floor"]
+def undisturbed_of(doc, cell, rounds, vals, times, probes=None):
+    """A cell's undisturbed figure ({value, ci_low, ci_high, ..., host}) from its rounds'
+    usable batch values at the run's top clock (vals, one list a round) and their times:
+    with the run's host probes (host_probes(doc)[0], tw bench's quiet-first matrix) the
+    figure rests on the processes that met the host's fast state, or is None with why when
+    too few did; without, stats.undisturbed over every process.  cell_summary's figure, and
+    the fleet's digest's (analyse/fleet.py), so that the two never disagree."""
+    n_batches = sum(len(rd.get("samples_ns") or []) for rd in rounds)
     gated = None
     target = ((doc or {}).get("host_state") or {}).get("target")
     if probes:
@@ -288,6 +261,46 @@ def cell_summary(doc, cell, probes=None):
     else:
         u = stats.undisturbed(vals, times=times if None not in times else None,
                               resolution=resolution(doc, cell))
+    return u
+
+
+def cell_summary(doc, cell, probes=None):
+    """The analysed cell: the raw cell's identity plus every figure (no raw samples).
+    probes: host_probes(doc)[0], when the run has host probes (tw bench's quiet-first
+    matrix): the undisturbed figure then rests on the processes that met the host's fast
+    state."""
+    ident = {k: cell.get(k) for k in ("variant", "bits", "abi", "mechanism", "op", "size",
+                                       "supported", "status", "reason", "errors")}
+    ident["shape"] = cell.get("shape") or "ret"
+    if ident["status"] is None:
+        ident["status"] = "works" if cell.get("supported") else "unsupported"
+    if not cell.get("supported"):
+        return dict(ident, median=None, ci_low=None, ci_high=None, n=0, unstable=False,
+                    flags=[ident["status"]])
+    rounds, legacy = rounds_of(doc, cell)
+    vals, loops, offs, times = [], [], [], []
+    n_batches = n_disturbed = 0
+    for rd in rounds:
+        v, d = usable(rd)
+        vals.append(v)
+        n_batches += len(rd.get("samples_ns") or [])
+        n_disturbed += d
+        times.append(rd.get("t_s", rd.get("round")))
+        loops.extend(rd.get("loop_ns") or [])
+        offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
+    s = stats.clustered(vals, times if None not in times else None)
+    out = dict(ident, **s)
+    # The undisturbed figures at the run's top core clock; the typical one as measured.
+    top = coreclock.top(doc)
+    if top:
+        vals = [clocked(doc, rd, top) for rd in rounds]
+        # the k-best floor too, which decides whether the floor can be trusted: five fastest
+        # batches of processes at 2.5 and 2.8 GHz disagree by 12% as measured, and six fast
+        # cells of a report beside the neighbour lost their undisturbed figure to that
+        s = dict(s, floor=stats.floor([x for v in vals for x in v]))
+        out["floor"] = s["floor"]
+    u = undisturbed_of(doc, cell, rounds, vals, times, probes)
+    gated = u.get("host")
     out["undisturbed"] = u
     # The old method's figure (before percall/4), to read an old result beside the new.
     out["undisturbed_pooled"] = stats.undisturbed_pooled(

@@ -30,7 +30,7 @@ DIGEST_FILE = "digest.json"
 SCHEMA = "timewrite-digest/1"
 # The method version: bump it whenever a figure the digest carries would be computed
 # differently (fleet.ANALYSIS names the fleet's figure; the integer orders versions).
-METHOD = 3
+METHOD = 4
 METHOD_NAME = f"{fleet.ANALYSIS}+typical/1"
 # A digest larger than this is not one tw wrote (a default run's is about 100 KB).
 MAX_BYTES = 4 << 20

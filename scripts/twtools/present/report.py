@@ -243,13 +243,31 @@ def sec_matrix(doc, data, pdir):
           "the median a program met during this run, the host's other tenants included "
           "(\"This host during the run\", below). † leads with the typical cost (the cell "
           "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
-          "unstable. Every cell with its flags is in the per-call section below.")
+          "unstable. Every cell with its flags is in the per-call section below."
+          + _exit_note(data.get("causes")))
     why = {c["variant"]: outside(c.get("reason")) for c in pc["cells"] if c.get("supported") is False}
     if why:
         doc.p("Not measured here: " + "; ".join(f"{k}: {outside(v)}" for k, v in sorted(why.items()))
               + ".")
     doc.plot(plots_module().plot_percall(pc, pdir), "Per-call cost by mechanism on one log scale: "
              "undisturbed (dot) and typical (circle), 95% intervals; red = unstable")
+
+
+def _exit_note(cz):
+    """A sentence for the matrix when int 0x80 pays VM exits here: its figures carry the
+    host's price of an exit at the moment of the run, which hosts move between runs."""
+    price = (cz or {}).get("exit_price_ns") or {}
+    paying = [v for v in ((cz or {}).get("mechanisms") or {}) if causes_mod.exits_paid(cz, v)]
+    if price.get("value") is None or not paying:
+        return ""
+    names = sorted(paying)
+    names = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    return (f" {names} pay{'s' if len(paying) == 1 else ''} a VM exit a "
+            f"call here, so {'its' if len(paying) == 1 else 'their'} figures carry the host's "
+            f"price of an exit at the time of this run (one cpuid: {price['value']:.0f} ns "
+            f"[{price['ci_low']:.0f}, {price['ci_high']:.0f}]), which hosts move between runs "
+            "(an AMD EPYC guest: 1.2% in three minutes): `tw compare` decides two runs of one "
+            "host at one exit price.")
 
 
 def _matrix_cell(c):
