@@ -148,3 +148,26 @@ def test_the_report_says_int80_carries_the_exit_price_of_its_moment(aa):
     # no exit paid (bare metal, APICv/AVIC, a kernel before 6.7): nothing to say
     assert report._exit_note({"exit_price_ns": {"value": 100.0}, "mechanisms": {}}) == ""
     assert report._exit_note(None) == ""
+
+
+def test_the_bench_selfcheck_says_its_overlap_at_one_exit_price():
+    """tw bench --selfcheck's two runs, as tw compare decides them: the fixture's int 0x80
+    cells miss each other as measured and overlap at the first run's exit price."""
+    from twtools.analyse import selfcheck
+    runs = []
+    for r in ("r1", "r2"):
+        doc = json.loads(lzma.open(AA / f"{r}-percall.json.xz").read())
+        runs.append((doc, percall.analyse(doc)))
+    fp = json.loads((AA / "fingerprint.json").read_text())
+    u = selfcheck.figures(runs, fp)["undisturbed"]
+    assert u["exit_shift_pct"] == pytest.approx(-1.24, abs=0.01)
+    # as measured 2 of the 8 cells miss (the cpuid cell, whose move is the exit's, and 64-int80
+    # getppid); at one exit price only the cpuid cell itself
+    assert u["overlap_share"] == 6 / 8 and u["overlap_share_one_exit_price"] == 7 / 8
+    # one call: the cpuid cell, the exit's own price, which did move (tw compare, whose
+    # operations leave cpuid out, calls none)
+    assert u["compare"]["called"] == 1
+    # without the machine's facts nothing is priced, and it says nothing of it
+    bare = selfcheck.figures(runs)["undisturbed"]
+    assert bare["exit_shift_pct"] is None
+    assert bare["overlap_share_one_exit_price"] == bare["overlap_share"]

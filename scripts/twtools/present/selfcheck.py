@@ -21,7 +21,10 @@ def lines(f):
            f"{pct(u.get('overlap_share'))} "
            f"(target >= {T['undisturbed_overlap']:.0%}): {u.get('misses', '?')} miss, chance alone "
            f"gives about {u.get('expected_misses', '?')}; intervals of zero width: "
-           f"{len(u.get('zero_width') or [])}",
+           f"{len(u.get('zero_width') or [])}"
+           + (f"; at the first run's price of a VM exit (the host moved it "
+              f"{u['exit_shift_pct']:+.1f}%), {pct(u.get('overlap_share_one_exit_price'))}"
+              if u.get("exit_shift_pct") is not None else ""),
            f"    fast cells' move between the runs: median {pct(u.get('fast_move_median'))} "
            f"(target <= {T['undisturbed_move']:.1%}), 90th percentile {pct(u.get('fast_move_p90'))}",
            f"    tw compare of the two runs: {cmpf.get('called', 'unknown')} of {cmpf.get('tests', 0)} "
