@@ -265,9 +265,9 @@ def _exit_note(cz):
     return (f" {names} pay{'s' if len(paying) == 1 else ''} a VM exit a "
             f"call here, so {'its' if len(paying) == 1 else 'their'} figures carry the host's "
             f"price of an exit at the time of this run (one cpuid: {price['value']:.0f} ns "
-            f"[{price['ci_low']:.0f}, {price['ci_high']:.0f}]), which hosts move between runs "
-            "(an AMD EPYC guest: 1.2% in three minutes): `tw compare` decides two runs of one "
-            "host at one exit price.")
+            f"[{price['ci_low']:.0f}, {price['ci_high']:.0f}]), which a host can move between "
+            "runs minutes apart (docs/report.md, \"Comparing machines\"): `tw compare` decides "
+            "two runs of one host at one exit price.")
 
 
 def _matrix_cell(c):
