@@ -25,6 +25,8 @@ def undisturbed_figures(pairs, a1, a2, fp=None):
     machine's facts (fp), a cell that pays VM exits at the first run's exit price."""
     paid = causes.compute_from(a2, fp) if fp else None
     x1, x2 = percall.find(a1, "64-syscall", "cpuid"), percall.find(a2, "64-syscall", "cpuid")
+    # each run's price of one exit, in either unit a pair of cells is compared in
+    price = {u: (percall.figure(x1, u), percall.figure(x2, u)) for u in ("cycles", "undisturbed")}
     fast_hw, overlap, moves, decisions, zero, priced = [], [], [], [], [], []
     for i, a in enumerate((a1, a2), 1):
         for c in a["cells"]:
@@ -47,15 +49,14 @@ def undisturbed_figures(pairs, a1, a2, fp=None):
         # the same at the first run's price of a VM exit, for a cell that pays exits (as
         # tw compare decides it): the host moves that price between runs
         k = causes.exits_paid(paid, x["variant"])
-        xa, xb = (percall.figure(x1, "cycles" if cycles else "undisturbed"),
-                  percall.figure(x2, "cycles" if cycles else "undisturbed"))
+        xa, xb = price["cycles" if cycles else "undisturbed"]
         priced.append(_overlap(ux, compare.at_a_exit_price(uy, xa, xb, k)) if k and xa and xb
                       else overlap[-1])
         if x["op"] in percall.FAST_OPS:
             moves.append(abs(uy["median"] / ux["median"] - 1))
         decisions.append(compare.between_runs(
             x, y, _ref(a1, x), _ref(a2, x), same_host=True, a_exit=x1, b_exit=x2,
-            exits=causes.exits_paid(paid, x["variant"]))["absolute"])
+            exits=k)["absolute"])
     fam = compare.adjust([d for d in decisions if d])
     misses = len(overlap) - sum(overlap)
     return {"misses": misses, "expected_misses": round(MISS_BY_CHANCE * len(overlap), 2),
@@ -68,8 +69,9 @@ def undisturbed_figures(pairs, a1, a2, fp=None):
             "fast_half_width_median": _median(fast_hw),
             "overlap_share": sum(overlap) / len(overlap) if overlap else None,
             "overlap_share_one_exit_price": sum(priced) / len(priced) if priced else None,
-            "exit_shift_pct": 100 * (_u(x2)["median"] / _u(x1)["median"] - 1)
-            if _u(x1) and _u(x2) and paid else None,
+            "exit_shift_pct": 100 * (price["undisturbed"][1]["median"]
+                                     / price["undisturbed"][0]["median"] - 1)
+            if all(price["undisturbed"]) and paid else None,
             "fast_move_median": _median(moves),
             "fast_move_p90": sorted(moves)[int(0.9 * (len(moves) - 1))] if moves else None,
             "compare": fam}

@@ -155,8 +155,9 @@ def main(args, name):
 
 def facts(out):
     """(the machine's fingerprint, the seconds it took), written beside the matrix
-    (fingerprint.json, tw run's doctor stage): `tw compare` reads from it whether int 0x80 pays a VM exit here, to
-    decide two runs' int 0x80 cells at one exit price (analyse/compare.between_runs)."""
+    (fingerprint.json, tw run's doctor stage): `tw compare` reads from it whether int 0x80
+    pays a VM exit here, to decide two runs' int 0x80 cells at one exit price
+    (analyse/compare.between_runs)."""
     from ..machine import doctor
     t = time.monotonic()
     fp = doctor.fingerprint(Path(out) / "fingerprint.json", fs_path=str(out))
