@@ -15,7 +15,7 @@ TW = [sys.executable, str(ROOT / "scripts" / "tw")]
 STAGE_FILES = ["meta.json", "fingerprint.json", "variants.json", "percall.json",
                "sweep_seed.json", "sweep_tlpi.json", "writev.json", "stdio.json",
                "tracers.json", "latency.json", "attribution.json", "observer.json",
-               "census.json", "legs.json", "verdict.json", "results.json"]
+               "census.json", "legs.json", "exitprice.json", "verdict.json", "results.json"]
 
 
 def test_every_stage_succeeds(quick_run):
@@ -68,3 +68,25 @@ def test_verdict_is_one_of_three(quick_run):
     v = json.loads((out / "verdict.json").read_text())
     assert v["verdict"] in ("supported", "refuted", "inconclusive")
     assert v["sentence"] and v["sentence"] in (out / "report.md").read_text()
+
+
+def test_the_run_prices_the_exit_again_at_its_end(quick_run):
+    """The exit-price stage ran last, measured cpuid for real, and the analysis gives the
+    price's move over the run or says why it cannot (analyse/exitdrift.py): never a number
+    from a stage that met no fast state."""
+    out, _ = quick_run
+    from twtools.analyse import results
+    meta = json.loads((out / "meta.json").read_text())
+    assert list(meta["stages"])[-1] == "exit-price"
+    data = results.load(out)
+    raw = data["raw"]["exitprice"]
+    cpuid = [c for c in raw["cells"] if c["op"] == "cpuid"]
+    assert len(cpuid) == 1 and cpuid[0]["rounds"]
+    assert raw["host_state"]["stopped"] in ("target", "budget")
+    ep = data["exitprice"]
+    if ep["move"] is None:
+        assert ep["why"]
+    else:
+        assert ep["why"] is None and ep["end"]["value_ns"] > 0
+        widened = [c for c in data["percall"]["cells"] if c.get("exit_drift")]
+        assert len(widened) == ep["widened"]

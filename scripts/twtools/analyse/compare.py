@@ -24,7 +24,7 @@ interval could have detected: its larger half-width, in percent.
 """
 import math
 
-from . import stats
+from . import exitdrift, stats
 from .percall import figure, ratio_of
 
 # The false discovery rate the Benjamini-Hochberg procedure holds a comparison's calls to.
@@ -208,6 +208,12 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
            "machine_shift_pct": None,
            "why_figure": (a_cell or {}).get("primary_why") or (b_cell or {}).get("primary_why")
            if which == "typical" else None}
+    if same_host and exits and which == "undisturbed" and figure(a_exit, which) \
+            and figure(b_exit, which):
+        # The exit's price is taken out below, at each run's matrix's own moment: the
+        # intervals as measured there, not those widened over the run's later price
+        # (analyse/exitdrift.py), which would count the move twice.
+        a_cell, b_cell = exitdrift.at_moment(a_cell), exitdrift.at_moment(b_cell)
     fa, fb = figure(a_cell, which), figure(b_cell, which)
     ra_ref, rb_ref = figure(a_ref, which), figure(b_ref, which)
     # Both runs timed the core's clock (analyse/coreclock.py): the absolute decision is on

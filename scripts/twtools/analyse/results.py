@@ -29,20 +29,21 @@ from pathlib import Path
 
 from ..core import files, version
 from ..core.ui import DataError
-from . import attribution, causes, census, diagnose, latency, legs, observer, percall, schema, sweeps, \
-    tracers
+from . import attribution, causes, census, diagnose, exitdrift, latency, legs, observer, percall, \
+    schema, sweeps, tracers
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
 STEMS = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
-         "stdio", "tracers", "attribution", "observer", "latency", "diagnose", "census", "legs")
+         "stdio", "tracers", "attribution", "observer", "latency", "diagnose", "census", "legs",
+         "exitprice")
 RESULTS_SCHEMA = "timewrite-results"
 # stage-file stem -> the stage of tw run that writes it (meta.json's stage names)
 STAGE_OF = {"fingerprint": "doctor", "variants": "variants", "percall": "bench",
             "sweep_seed": "seed-sweep", "sweep_tlpi": "tlpi-sweep", "writev": "writev",
             "stdio": "stdio", "tracers": "tracers", "latency": "tracers",
             "attribution": "attribution", "observer": "observer", "diagnose": "field-example",
-            "census": "census", "legs": "legs"}
+            "census": "census", "legs": "legs", "exitprice": "exit-price"}
 # The stages whose files the verdict reads (twtools.analyse.verdict.decide).
 VERDICT_STAGES = ("doctor", "bench", "seed-sweep")
 STATES = ("in-progress", "complete", "failed", "interrupted", "aborted")
@@ -219,6 +220,13 @@ def analyse(raw):
         data["census"] = census.analyse(raw["census"], raw.get("percall"),
                                         "this results directory's per-call matrix" if
                                         raw.get("percall") else "this run has no bench stage")
+    # The exit's price again at the run's end: the cells that pay exits get intervals that
+    # hold its move over the run (analyse/exitdrift.py), after every analysis above has
+    # used the matrix's own moment.
+    data["exitprice"] = exitdrift.analyse(raw.get("exitprice"), data["percall"], data["causes"])
+    if data["exitprice"]:
+        data["exitprice"]["widened"] = exitdrift.widen(data["percall"], data["causes"],
+                                                       data["exitprice"])
     if data["attribution"] and data["attribution"].get("source", "").startswith("stored"):
         from_stored.append(f"attribution: {data['attribution']['source']}")
     nonfinite = []
@@ -227,7 +235,8 @@ def analyse(raw):
             data[stem] = _scrub(data[stem], stem, nonfinite)
     data["analysis"] = {"version": ANALYSIS_VERSION,
                         "methods": {m.__name__.rsplit(".", 1)[1]: m.ANALYSIS for m in
-                                    (percall, sweeps, attribution, observer, latency, tracers)},
+                                    (percall, sweeps, attribution, observer, latency, tracers,
+                                     exitdrift)},
                         "from_stored": from_stored,
                         "schemas": schemas,
                         "legacy": sorted(f"{s}.json" for s, v in schemas.items() if v == "legacy"),

@@ -594,6 +594,8 @@ STAGES = {
     "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
     "census": ("timewrite-census", 2, CENSUS),
     "legs": ("timewrite-legs", 2, LEGS),
+    # the exit-price stage (measure/exitprice.py): the matrix cut to its reference and cpuid
+    "exitprice": ("timewrite-percall", 2, PERCALL),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

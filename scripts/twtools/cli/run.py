@@ -56,9 +56,12 @@ FATAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # is kept after the sweeps, and 25 s more after the matrix for the sweeps' first four rounds.
 # The legs add blocks up to their mode's while they can end 35 s before the budget.  On a
 # quiet host no deadline binds (the matrix takes about 40 s, the sweeps about 25 s, the legs
-# about 17 s).  Only a whole run has it: with --only, a stage runs its mode's work.
+# about 17 s).  The exit-price stage after the legs takes about 1.5 s on a quiet host and at
+# most 8 s (measure.exitprice.BUDGET_S); its deadline keeps the report's 30 s, and the legs
+# keep 3 s more than before for it.  Only a whole run has it: with --only, a stage runs its
+# mode's work.
 RUN_BUDGET_S = {"default": 180}
-RESERVE_S = {"bench": 130, "seed-sweep": 105, "legs": 35}
+RESERVE_S = {"bench": 130, "seed-sweep": 105, "legs": 38, "exit-price": 30}
 
 
 def _call(module, func, **kw):
@@ -90,6 +93,17 @@ def _variants(out, mode):
     return rows
 
 
+def _exit_price(out, mode, deadline=None):
+    """The price of a VM exit again, after every other stage (measure/exitprice.py), judged
+    against this run's matrix (analyse/exitdrift.judge): the exit-paying cells' intervals
+    then hold the price's move over the run."""
+    from ..analyse import exitdrift, percall
+    from ..measure import exitprice
+    doc = files.read_json(out / "percall.json") if (out / "percall.json").exists() else None
+    return exitprice.stage(out, mode, judge=exitdrift.judge(percall.analyse(doc)),
+                           deadline=deadline)
+
+
 # (stage name, callable(out_dir, mode)), in the order they run.
 STAGES = [
     ("doctor", _doctor),
@@ -105,6 +119,7 @@ STAGES = [
     ("field-example", _call("diagnose", "field_example")),
     ("census", _call("census", "stage")),
     ("legs", _call("legs", "stage")),
+    ("exit-price", _exit_price),
 ]
 
 

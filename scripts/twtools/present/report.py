@@ -244,7 +244,7 @@ def sec_matrix(doc, data, pdir):
           "(\"This host during the run\", below). † leads with the typical cost (the cell "
           "measures waiting, or has no trustworthy floor); `*` marks a leading figure that is "
           "unstable. Every cell with its flags is in the per-call section below."
-          + _exit_note(data.get("causes")))
+          + _exit_note(data.get("causes"), data.get("exitprice"), data.get("meta")))
     why = {c["variant"]: outside(c.get("reason")) for c in pc["cells"] if c.get("supported") is False}
     if why:
         doc.p("Not measured here: " + "; ".join(f"{k}: {outside(v)}" for k, v in sorted(why.items()))
@@ -253,21 +253,34 @@ def sec_matrix(doc, data, pdir):
              "undisturbed (dot) and typical (circle), 95% intervals; red = unstable")
 
 
-def _exit_note(cz):
+def _exit_note(cz, ep=None, meta=None):
     """A sentence for the matrix when int 0x80 pays VM exits here: its figures carry the
-    host's price of an exit at the moment of the run, which hosts move between runs."""
+    host's price of an exit at the moment of the matrix, which hosts move over minutes, and
+    its intervals hold the price at the run's end too when the exit-price stage priced it
+    (analyse/exitdrift.py)."""
     price = (cz or {}).get("exit_price_ns") or {}
     paying = [v for v in ((cz or {}).get("mechanisms") or {}) if causes_mod.exits_paid(cz, v)]
     if price.get("value") is None or not paying:
         return ""
     names = sorted(paying)
     names = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-    return (f" {names} pay{'s' if len(paying) == 1 else ''} a VM exit a "
-            f"call here, so {'its' if len(paying) == 1 else 'their'} figures carry the host's "
-            f"price of an exit at the time of this run (one cpuid: {price['value']:.0f} ns "
-            f"[{price['ci_low']:.0f}, {price['ci_high']:.0f}]), which a host can move between "
-            "runs minutes apart (docs/report.md, \"Comparing machines\"): `tw compare` decides "
-            "two runs of one host at one exit price.")
+    head = (f" {names} pay{'s' if len(paying) == 1 else ''} a VM exit a call here, so "
+            f"{'its' if len(paying) == 1 else 'their'} figures carry the host's price of an exit "
+            f"during the matrix (one cpuid: {price['value']:.0f} ns [{price['ci_low']:.0f}, "
+            f"{price['ci_high']:.0f}]), which a host moves over minutes")
+    tail = (" (docs/report.md, \"Comparing machines\"): `tw compare` decides two runs of one "
+            "host at one exit price.")
+    if not ep:
+        return head + tail
+    if ep.get("move") is None:
+        return (head + f"; its price at the run's end is unknown ({ep.get('why')}), so their "
+                "intervals hold the matrix's moment only" + tail)
+    st = (meta or {}).get("stages") or {}
+    names_after = [s for s in st if s not in ("doctor", "variants", "bench")]
+    later = sum(st[s].get("seconds") or 0 for s in names_after if s != "exit-price")
+    return (head + f". At the run's end, {later:.0f} s later, one cpuid cost "
+            f"{price['value'] + ep['move_ns']:.0f} ns at the matrix's clock "
+            f"({ep['move_pct']:+.1f}%), and their intervals hold them at both prices" + tail)
 
 
 def _matrix_cell(c):
