@@ -12,8 +12,8 @@ exit-price stage (measure/exitprice.py) after every other stage, two to three mi
 The run's end is where its rerun begins, so the two prices bracket what a rerun right after
 would pay.  Each cell that pays k exits a call (causes.exits_paid: what the kernel's facts
 predict, when the run's own fit agrees) gets an interval that holds its figure at both: its
-own interval as measured, and the same moved by k times the price's move and widened by k
-times the end price's half-width.  The figure stays the matrix's; `moment` keeps the interval
+own interval as measured, and the figure moved by k times the price's move, its half-widths
+and k times the move's (both prices' in quadrature) added in quadrature.  The figure stays the matrix's; `moment` keeps the interval
 as measured, which `tw compare` uses where it takes the exit's price out itself
 (analyse/compare.between_runs).
 
@@ -23,14 +23,17 @@ as measured, which `tw compare` uses where it takes the exit's price out itself
     widen(bench, causes, summary)    the exit-paying cells' intervals, in place
     at_moment(cell)                  a cell with its intervals as measured
 """
+import math
+
 from . import causes as causes_mod, percall
 
 ANALYSIS = "exitdrift/1"
 # The cpuid processes that met the host's fast state, that the price at the end rests on: a
-# fixed number, not "until the interval looks narrow", which would stop on lucky draws.  With
-# 8 the end price's half-width was 1.1% (3671 ns [3631, 3712] on the AMD guest), which every
-# exit-paying cell's interval takes on; 16 take about 1.5 s on a quiet host.
-FAST_PROCESSES = 16
+# fixed number, not "until the interval looks narrow", which would stop on lucky draws.  The
+# move's uncertainty is every exit-paying cell's on that side: with 8 the end price was
+# +-1.1% on the AMD guest (3671 ns [3631, 3712]), with 16 +-0.7% to +-1.3%; 24 take about
+# 2 s on a quiet host.
+FAST_PROCESSES = 24
 # The stage met the matrix's fast state when its reference (64-bit syscall null) came within
 # this of the matrix's undisturbed reference (the matrix's live rule, measure/bench.HOST_TOL);
 # otherwise its "fast" processes are only the least slow of a slow moment.
@@ -129,13 +132,16 @@ def analyse(raw, bench, cz):
     # in ns at the matrix's top clock, the unit of its figures
     k = (bench.get("core_clock") or {}).get("cycles_per_ns") if unit == "cycles" else 1.0
     out.update(move=move, move_pct=100 * move / b[0], move_ns=move / k,
-               end_half_ns=p["half"] / k, why=None)
+               move_half_ns=math.hypot(b[1], p["half"]) / k, why=None)
     return out
 
 
-def _moved(f, lo, hi, s, h):
-    """f with its interval [lo, hi] keys widened to hold [f[lo] + s - h, f[hi] + s + h]."""
-    return dict(f, **{lo: min(f[lo], f[lo] + s - h), hi: max(f[hi], f[hi] + s + h)})
+def _moved(f, mid, lo, hi, s, h):
+    """f with its interval (keys lo, hi around f[mid]) widened to hold the figure moved by s
+    with the half-widths in quadrature: its own on each side, and h."""
+    m = f[mid] + s
+    return dict(f, **{lo: min(f[lo], m - math.hypot(f[mid] - f[lo], h)),
+                      hi: max(f[hi], m + math.hypot(f[hi] - f[mid], h))})
 
 
 def widen(bench, cz, summary):
@@ -156,21 +162,22 @@ def widen(bench, cz, summary):
         k = causes_mod.exits_paid(cz, c["variant"])
         if not k:
             continue
-        s, h = k * summary["move_ns"], k * summary["end_half_ns"]
+        s, h = k * summary["move_ns"], k * summary["move_half_ns"]
         moment = {x: c.get(x) for x in ("undisturbed", "undisturbed_ci_low", "undisturbed_ci_high",
                                         "undisturbed_cycles", "undisturbed_ratio")}
-        w = _moved(c, "undisturbed_ci_low", "undisturbed_ci_high", s, h)
+        w = _moved(c, "undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high", s, h)
         c["undisturbed_ci_low"], c["undisturbed_ci_high"] = w["undisturbed_ci_low"], \
             w["undisturbed_ci_high"]
         c["undisturbed"] = dict(c["undisturbed"], ci_low=c["undisturbed_ci_low"],
                                 ci_high=c["undisturbed_ci_high"])
         if c.get("undisturbed_cycles") and kc:
-            c["undisturbed_cycles"] = _moved(c["undisturbed_cycles"], "ci_low", "ci_high",
-                                             s * kc, h * kc)
+            c["undisturbed_cycles"] = _moved(c["undisturbed_cycles"], "value", "ci_low",
+                                             "ci_high", s * kc, h * kc)
         r = c.get("undisturbed_ratio")
         if r and r.get("ci_low") is not None and ref_ns:
-            c["undisturbed_ratio"] = _moved(r, "ci_low", "ci_high", s / ref_ns, h / ref_ns)
-        c["exit_drift"] = {"exits": k, "shift_ns": s, "end_half_ns": h, "moment": moment}
+            c["undisturbed_ratio"] = _moved(r, "median", "ci_low", "ci_high", s / ref_ns,
+                                            h / ref_ns)
+        c["exit_drift"] = {"exits": k, "shift_ns": s, "shift_half_ns": h, "moment": moment}
         n += 1
     return n
 
