@@ -10,12 +10,20 @@ the move: it is a factor of the run's moment, and only pricing the exit at anoth
 tw run prices it twice: the matrix's cpuid cell, in the moments of the cells, and the
 exit-price stage (measure/exitprice.py) after every other stage, two to three minutes later.
 The run's end is where its rerun begins, so the two prices bracket what a rerun right after
-would pay.  Each cell that pays k exits a call (causes.exits_paid: what the kernel's facts
-predict, when the run's own fit agrees) gets an interval that holds its figure at both: its
-own interval as measured, and the figure moved by k times the price's move, its half-widths
-and k times the move's (both prices' in quadrature) added in quadrature.  The figure stays the matrix's; `moment` keeps the interval
-as measured, which `tw compare` uses where it takes the exit's price out itself
-(analyse/compare.between_runs).
+would pay.
+
+Only a move the two prices resolve (the interval of their difference excludes zero) widens
+anything.  Each price rests on about twenty processes and is +-0.7-3% on a noisy host (an
+AMD EPYC guest, three default runs), so widening by every unresolved difference took the
+exit-paying cells from +-0.3-0.5% to +-1-3% and the fast cells' median half-width from
+0.64-0.70% to 1.05-1.08%, for moves of +0.06% and +1.4% [-1.9, +4.6] that the reruns'
+intervals held anyway.  The step the stage is for, -1.2% on prices of +-0.2-0.5%, is
+resolved.  Then each cell that pays k exits a call (causes.exits_paid: what the kernel's
+facts predict, when the run's own fit agrees) gets an interval that holds its figure at both
+prices: its own interval as measured, and the figure moved by k times the price's move, its
+half-widths and k times the move's (both prices' in quadrature) added in quadrature.  The
+figure stays the matrix's; `moment` keeps the interval as measured, which `tw compare` uses
+where it takes the exit's price out itself (analyse/compare.between_runs).
 
     judge(bench)                     the stage's stopping rule, against the matrix (analysed)
     end_price(end, bench)            {value_ns, half_ns, cycles..., why} of the stage's price
@@ -131,8 +139,9 @@ def analyse(raw, bench, cz):
     move = p["value"] - b[0]
     # in ns at the matrix's top clock, the unit of its figures
     k = (bench.get("core_clock") or {}).get("cycles_per_ns") if unit == "cycles" else 1.0
-    out.update(move=move, move_pct=100 * move / b[0], move_ns=move / k,
-               move_half_ns=math.hypot(b[1], p["half"]) / k, why=None)
+    half = math.hypot(b[1], p["half"])
+    out.update(move=move, move_pct=100 * move / b[0], move_ns=move / k, move_half_ns=half / k,
+               move_half_pct=100 * half / b[0], resolved=abs(move) > half, why=None)
     return out
 
 
@@ -146,10 +155,10 @@ def _moved(f, mid, lo, hi, s, h):
 
 def widen(bench, cz, summary):
     """Give each cell that pays exits (causes.exits_paid) an interval that holds it at both
-    prices of the exit (summary: analyse()'s, with a move), in place: the undisturbed figure's
-    interval in ns, in cycles and as a ratio to the reference; the interval as measured kept
-    under exit_drift.moment.  Returns the number of cells widened."""
-    if not bench or not summary or summary.get("move") is None:
+    prices of the exit (summary: analyse()'s, with a move its two prices resolve), in place:
+    the undisturbed figure's interval in ns, in cycles and as a ratio to the reference; the
+    interval as measured kept under exit_drift.moment.  Returns the number of cells widened."""
+    if not bench or not summary or summary.get("move") is None or not summary.get("resolved"):
         return 0
     ref = _ref(bench)
     ref_ns = (ref or {}).get("undisturbed_ns")

@@ -278,9 +278,14 @@ def _exit_note(cz, ep=None, meta=None):
     st = (meta or {}).get("stages") or {}
     names_after = [s for s in st if s not in ("doctor", "variants", "bench")]
     later = sum(st[s].get("seconds") or 0 for s in names_after if s != "exit-price")
-    return (head + f". At the run's end, {later:.0f} s later, one cpuid cost "
-            f"{price['value'] + ep['move_ns']:.0f} ns at the matrix's clock "
-            f"({ep['move_pct']:+.1f}%), and their intervals hold them at both prices" + tail)
+    moved = (f". At the run's end, {later:.0f} s later, one cpuid cost "
+             f"{price['value'] + ep['move_ns']:.0f} ns at the matrix's clock "
+             f"({ep['move_pct']:+.1f}% [{ep['move_pct'] - ep['move_half_pct']:+.1f}, "
+             f"{ep['move_pct'] + ep['move_half_pct']:+.1f}])")
+    if not ep.get("resolved"):
+        return (head + moved + ": a move within the two prices' uncertainty, so their intervals "
+                "are the matrix's" + tail)
+    return head + moved + ", and their intervals hold them at both prices" + tail
 
 
 def _matrix_cell(c):
