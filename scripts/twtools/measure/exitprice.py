@@ -30,7 +30,10 @@ STEM = "exitprice"
 # bursts of 3 s) a slow burst can last the budget.
 BUDGET_S = 8.0
 # What a deadline leaves it at least: a run late for its report still prices the exit.
-MIN_S = 2.0
+# Beside the repository's neighbour the fixed stages ran late (attribution 37 s, not 18), the
+# legs got their least and this stage 2 s, which gave no price (fast in too few of its 60
+# rounds); the next run's had it in 1.6 s.  The report took 14 s of its 30 s there.
+MIN_S = 4.0
 TARGET = "the price of a VM exit at the run's end"
 
 
