@@ -173,7 +173,7 @@ def add_arguments(p, name):
                         "its files are deleted first, never merged with the new run's")
     p.add_argument("--only", metavar="STAGES", type=options.names_of([s[0] for s in STAGES], "stage"),
                    help="comma list of stages to run (default: all): "
-                        + ",".join(s[0] for s in STAGES))
+                        + ", ".join(s[0] for s in STAGES))
     p.add_argument("--no-report", action="store_true", help="measure only; run `tw report DIR` later")
     p.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
                    help="measure with a per-process speculation mitigation switched on "
