@@ -181,7 +181,8 @@ def _stack_pad(rnd):
 def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rounds=None,
                cpu=None, file_dir=None, accuracy=False, clock=None, realtime=True,
                shapes=None, judged=None, target=None, budget_s=None, quiet_first=True,
-               should_stop=None, skip=None, copies=COPIES, deadline=None):
+               should_stop=None, skip=None, copies=COPIES, deadline=None, label="bench",
+               round_lines=True):
     """Measure the per-call matrix; write percall.json into out_dir; return the document.
 
     variants  names ('64-syscall', ...) or None for every mechanism of the registry
@@ -201,6 +202,9 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
               analysis' judgement (this layer does not analyse)
     skip      skip(cell key, past the mode's rounds) -> True for a cell that needs no more
               rounds (its target met, or no target to meet once the mode's rounds are done)
+    label     what the progress lines begin with (tw run's exit-price stage runs a cut matrix)
+    round_lines  a progress line each round (the exit-price stage's rounds take 30 ms: it
+              says what it did in one line instead)
     deadline  a time.monotonic() by which the matrix ends (tw run's share of its budget for
               the bench): no round starts that would end past it, once MIN_ROUNDS are done,
               and no waiting for a quiet host spends the time those rounds need
@@ -229,9 +233,9 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     judged = {r["name"]: r for r in (judged or probe.check_all("syscost"))}
     for r in judged.values():
         if r["status"] == "unsupported":
-            ui.progress(f"bench: {r['name']} unsupported: {r['reason']}")
+            ui.progress(f"{label}: {r['name']} unsupported: {r['reason']}")
         elif r["status"] == "broken":
-            ui.warn(f"bench: {r['name']} is broken: {r['reason']}",
+            ui.warn(f"{label}: {r['name']} is broken: {r['reason']}",
                     "its cells are recorded as broken and the run exits non-zero")
     cells = cell_list(mechs, ops, sizes, shapes)
     if ref[0] and not any((m.name, op, shape) == ref for m, op, _, shape in cells) \
@@ -264,14 +268,15 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
         return _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime,
                        target, budget_s, quiet_first, should_stop, skip, params, ref, file_dir,
                        t_start, state, tsc_hz, clk, pinned, perf, ref_key, copied, n_copies,
-                       deadline)
+                       deadline, label, round_lines)
     finally:
         shutil.rmtree(copies_dir, ignore_errors=True)
 
 
 def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime, target,
             budget_s, quiet_first, should_stop, skip, params, ref, file_dir, t_start, state,
-            tsc_hz, clk, pinned, perf, ref_key, copied, n_copies, deadline=None):
+            tsc_hz, clk, pinned, perf, ref_key, copied, n_copies, deadline=None, label="bench",
+            round_lines=True):
     """run_matrix's rounds, the programs' copies made (and removed) by the caller; returns
     the document (and writes percall.json into out_dir)."""
     scheds = set()
@@ -308,7 +313,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                           extra_env=_stack_pad(rnd))
         except SyscostError as e:
             c["errors"].append(str(e))
-            ui.warn(f"bench: {' '.join(str(x) for x in key if x is not None)}: {e}",
+            ui.warn(f"{label}: {' '.join(str(x) for x in key if x is not None)}: {e}",
                     "the cell is reported with the error")
             return None
         if not res["supported"]:
@@ -402,7 +407,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             # tw run's time for the bench is spent: fewer rounds, the intervals wider and
             # honest for it, rather than a report past its time
             host["stopped"] = "deadline"
-            ui.progress(f"bench: stopped after {rnd} of {params['rounds']} rounds: the "
+            ui.progress(f"{label}: stopped after {rnd} of {params['rounds']} rounds: the "
                         f"report's time for the bench ({host['deadline_s']:.0f} s) is spent")
             break
         order = [k for k, c in state.items() if c["supported"] and k != ref_key
@@ -474,7 +479,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         elapsed = time.monotonic() - t_start - perf_s
         pr = host["probes"]
         share = sum(1 for x in pr if x["fast"]) / len(pr) if pr else None
-        msg = (f"bench: round {rnd}{'' if target else '/' + str(params['rounds'])} "
+        msg = (f"{label}: round {rnd}{'' if target else '/' + str(params['rounds'])} "
                f"({time.monotonic() - t_round:.1f} s"
                + (f", {waited_round:.1f} s waiting for a quiet host" if waited_round else "")
                + (f"; host fast in {100 * share:.0f}% of probes so far" if share is not None else "")
@@ -488,13 +493,16 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             msg += f"; {why}"
             if stop:
                 host["stopped"] = "target"
-                ui.progress(msg)
+                if round_lines:
+                    ui.progress(msg)
                 break
         if target is not None and budget_s is not None and elapsed >= budget_s:
             host["stopped"] = "budget"
-            ui.progress(msg + f"; the budget of {budget_s:.0f} s is spent")
+            if round_lines:
+                ui.progress(msg + f"; the budget of {budget_s:.0f} s is spent")
             break
-        ui.progress(msg)
+        if round_lines:
+            ui.progress(msg)
     doc = _doc()
     if out_dir is not None:
         files.write_json(Path(out_dir) / "percall.json", doc)

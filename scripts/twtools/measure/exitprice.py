@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ..core import files, ui
+from ..machine import probe
 from . import bench
 
 STEM = "exitprice"
@@ -44,13 +45,20 @@ def stage(out, mode="default", judge=None, budget_s=BUDGET_S, deadline=None):
     if deadline is not None:
         budget_s = max(MIN_S, min(budget_s, deadline - time.monotonic()))
     ref = bench.reference()
+    # Only the reference's variant is probed: the other variants' support is the matrix's
+    # to say, once.
+    judged = [r for r in probe.check_all("syscost") if r["name"] == ref[0]]
     with tempfile.TemporaryDirectory(prefix="tw-exit-price-") as scratch:
         doc = bench.run_matrix(None, mode=mode, variants=[ref[0]], ops=["cpuid"], shapes=["ret"],
                                file_dir=scratch, target=TARGET, budget_s=budget_s,
-                               should_stop=judge, quiet_first=False)
+                               should_stop=judge, quiet_first=False, judged=judged,
+                               label="exit-price", round_lines=False)
     files.write_json(Path(out) / f"{STEM}.json", doc)
     hs = doc.get("host_state") or {}
-    ui.progress(f"exit-price: {hs.get('rounds')} rounds in {doc.get('wall_s') or 0:.1f} s, "
+    pr = hs.get("probes") or []
+    fast = sum(1 for x in pr if x.get("fast"))
+    ui.progress(f"exit-price: {hs.get('rounds')} rounds in {doc.get('wall_s') or 0:.1f} s "
+                f"(host fast in {fast} of {len(pr)} probes), "
                 + ("the price known" if hs.get("stopped") == "target" else
                    f"stopped by its budget of {budget_s:.0f} s"))
     return doc
