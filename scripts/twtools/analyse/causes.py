@@ -291,15 +291,13 @@ def _premium_part(out, premium):
     if premium.get("value") is None or out.get("predicted_ns") is None:
         out["residual_after_premium_ns"] = None
         return
-    p = (premium["value"], max(premium["value"] - premium["ci_low"],
-                               premium["ci_high"] - premium["value"]))
+    p = (premium["value"], a_legs.half(premium))
     out["parts"].append({"part": "exception-path premium (IDT delivery and iret, over "
                                  "syscall/sysret)", "ns": _interval(*p),
                          "basis": premium["basis"] + " (the vsyscall page's witness)",
                          **KERNEL["vsyscall"]})
     pred, res = out["predicted_ns"], out["residual_ns"]
-    hp = max(pred["value"] - pred["ci_low"], pred["ci_high"] - pred["value"])
-    hr = max(res["value"] - res["ci_low"], res["ci_high"] - res["value"])
+    hp, hr = a_legs.half(pred), a_legs.half(res)
     out["predicted_before_premium_ns"] = pred
     out["residual_before_premium_ns"] = res
     out["predicted_ns"] = _interval(pred["value"] + p[0], math.hypot(hp, p[1]))

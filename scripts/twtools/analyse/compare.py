@@ -146,17 +146,14 @@ def drift_share(a, b):
                             if b and b.get("median") else 0.0) / a["median"]
 
 
-def _half(f):
-    return max(f["median"] - f["ci_low"], f["ci_high"] - f["median"])
-
-
 def at_a_exit_price(fb, xa, xb, k, per=1.0):
     """B's figure at A's price of a VM exit: B - k (xB - xA) / per, where k is the exits B's
     cell pays a call, xA and xB each run's price of one exit (its cpuid cell) and per what B's
     figure is counted in (1 for an absolute figure, B's reference for a ratio to it).  Its
     half-width is B's and the two prices' in quadrature."""
     m = fb["median"] - k * (xb["median"] - xa["median"]) / per
-    h = math.hypot(_half(fb), k * math.hypot(_half(xa), _half(xb)) / per)
+    h = math.hypot(stats.half_width(fb),
+                   k * math.hypot(stats.half_width(xa), stats.half_width(xb)) / per)
     return dict(fb, median=m, ci_low=m - h, ci_high=m + h)
 
 
@@ -208,8 +205,8 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
            "machine_shift_pct": None,
            "why_figure": (a_cell or {}).get("primary_why") or (b_cell or {}).get("primary_why")
            if which == "typical" else None}
-    if same_host and exits and which == "undisturbed" and figure(a_exit, which) \
-            and figure(b_exit, which):
+    pricing = bool(same_host and exits and which == "undisturbed")
+    if pricing and figure(a_exit, which) and figure(b_exit, which):
         # The exit's price is taken out below, at each run's matrix's own moment: the
         # intervals as measured there, not those widened over the run's later price
         # (analyse/exitdrift.py), which would count the move twice.
@@ -230,8 +227,7 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
         out["machine_shift_pct"] = shift
         out["drift_pct"] = max(out["drift_pct"] or 0.0, abs(shift))
     unit = "cycles" if out["unit"] == "cycles" else "undisturbed"
-    xa, xb = (figure(a_exit, unit), figure(b_exit, unit)) \
-        if same_host and exits and which == "undisturbed" else (None, None)
+    xa, xb = (figure(a_exit, unit), figure(b_exit, unit)) if pricing else (None, None)
     priced = bool(xa and xb and xa.get("median") and fa and fb)
     out["exits_per_call"] = exits if priced else None
     out["exit_shift_pct"] = 100 * (xb["median"] / xa["median"] - 1) if priced else None

@@ -33,7 +33,7 @@ where it takes the exit's price out itself (analyse/compare.between_runs).
 """
 import math
 
-from . import causes as causes_mod, percall
+from . import causes as causes_mod, percall, stats
 
 ANALYSIS = "exitdrift/1"
 # The cpuid processes that met the host's fast state, that the price at the end rests on: a
@@ -64,7 +64,7 @@ def _value(c, unit):
     f = percall.figure(c, "cycles" if unit == "cycles" else "undisturbed") if c else None
     if not f or f.get("median") is None:
         return None
-    return f["median"], max(f["median"] - f["ci_low"], f["ci_high"] - f["median"])
+    return f["median"], stats.half_width(f)
 
 
 def _unit(end, bench):
@@ -174,11 +174,9 @@ def widen(bench, cz, summary):
         s, h = k * summary["move_ns"], k * summary["move_half_ns"]
         moment = {x: c.get(x) for x in ("undisturbed", "undisturbed_ci_low", "undisturbed_ci_high",
                                         "undisturbed_cycles", "undisturbed_ratio")}
-        w = _moved(c, "undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high", s, h)
-        c["undisturbed_ci_low"], c["undisturbed_ci_high"] = w["undisturbed_ci_low"], \
-            w["undisturbed_ci_high"]
-        c["undisturbed"] = dict(c["undisturbed"], ci_low=c["undisturbed_ci_low"],
-                                ci_high=c["undisturbed_ci_high"])
+        c["undisturbed"] = _moved(c["undisturbed"], "value", "ci_low", "ci_high", s, h)
+        c["undisturbed_ci_low"], c["undisturbed_ci_high"] = c["undisturbed"]["ci_low"], \
+            c["undisturbed"]["ci_high"]
         if c.get("undisturbed_cycles") and kc:
             c["undisturbed_cycles"] = _moved(c["undisturbed_cycles"], "value", "ci_low",
                                              "ci_high", s * kc, h * kc)

@@ -101,7 +101,7 @@ def _not_negative(x, what):
 
 
 def half(x):
-    return max(x["value"] - x["ci_low"], x["ci_high"] - x["value"])
+    return stats.half_width(x, "value")
 
 
 def diff(a, b, **extra):

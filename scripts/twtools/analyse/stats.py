@@ -292,6 +292,12 @@ def paired(a_rounds, b_rounds, how="ratio"):
     return s
 
 
+def half_width(s, mid="median"):
+    """The larger of an interval's two halves around its figure (s[mid]): what a delta-method
+    sum or difference adds in quadrature."""
+    return max(s[mid] - s["ci_low"], s["ci_high"] - s[mid])
+
+
 def half_width_rel(s):
     """CI half-width relative to the median, or None."""
     if not s or s.get("median") in (None, 0) or s.get("ci_low") is None:
