@@ -156,7 +156,7 @@ def test_the_report_says_both_prices_or_why_not(runs):
     assert "3600 ns" in s and "(-1.2% [" in s and "hold them at both prices" in s
     held = dict(r1["exitprice"], resolved=False)
     s = report._exit_note(r1["causes"], held, r1["raw"]["meta"])
-    assert "within the two prices' uncertainty" in s and "hold them" not in s
+    assert "within the two prices' uncertainty" in s and "hold them at both prices as measured" in s
     unknown = dict(r1["exitprice"], move=None, why="only 3 of its cpuid processes met it")
     s = report._exit_note(r1["causes"], unknown, r1["raw"]["meta"])
     assert "unknown (only 3 of its cpuid processes met it)" in s
@@ -164,13 +164,25 @@ def test_the_report_says_both_prices_or_why_not(runs):
     assert "tw compare" in report._exit_note(r2["causes"], None)
 
 
-def test_a_move_the_prices_do_not_resolve_widens_nothing(runs):
-    # Each price rests on about twenty processes, +-0.7-3% on a noisy host: widening by a
-    # difference within that took the fast cells' median half-width from 0.7% to 1.1% on the
-    # AMD guest, for moves the reruns' intervals held anyway.
+def test_a_move_the_prices_do_not_resolve_widens_by_the_move_alone(runs):
+    # Widening only on a resolved move missed real ones (an end price +0.71% +-0.71%, the
+    # rerun's +1.1%: two int 0x80 cells missed it); widening by the move's uncertainty too,
+    # +-0.7-3% on a noisy host, took the fast cells' median half-width from 0.7% to 1.1% for
+    # moves that were nothing.  So an unresolved move widens by itself, and only towards it.
     r1, _ = runs
     ep = dict(r1["exitprice"], move_half_ns=60.0, resolved=False)
     bench = r1["raw"]["percall"]
+    plain = {percall.key(c): c for c in percall.analyse(bench)["cells"]}
     a = percall.analyse(bench)
-    assert exitdrift.widen(a, r1["causes"], ep) == 0
-    assert not any(c.get("exit_drift") for c in a["cells"])
+    n = exitdrift.widen(a, r1["causes"], ep)
+    widened = [c for c in a["cells"] if c.get("exit_drift")]
+    assert n == len(widened) > 0 and {c["variant"] for c in widened} == set(PAYING)
+    for c in a["cells"]:
+        p = plain[percall.key(c)]
+        if not c.get("exit_drift"):
+            assert c == p
+            continue
+        s = c["exit_drift"]["shift_ns"]
+        assert s == pytest.approx(ep["move_ns"]) and s < 0
+        assert c["undisturbed_ci_high"] == p["undisturbed_ci_high"]
+        assert c["undisturbed_ci_low"] == pytest.approx(p["undisturbed_ci_low"] + s)

@@ -12,20 +12,26 @@ exit-price stage (measure/exitprice.py) after every other stage, two to three mi
 The run's end is where its rerun begins, so the two prices bracket what a rerun right after
 would pay.
 
-Only a move the two prices resolve (the interval of their difference excludes zero) widens
-anything.  Each price rests on about twenty processes and is +-0.7-3% on a noisy host (an
-AMD EPYC guest, three default runs), so widening by every unresolved difference took the
-exit-paying cells from +-0.3-0.5% to +-1-3% and the fast cells' median half-width from
-0.64-0.70% to 1.05-1.08%, for moves of +0.06% and +1.4% [-1.9, +4.6] that the reruns'
-intervals held anyway.  The step the stage is for, -1.2% on prices of +-0.2-0.5%, is
-resolved.  Then each cell that pays k exits a call (causes.exits_paid: what the kernel's
-facts predict, when the run's own fit agrees) gets an interval that holds its figure at both
-prices: its own interval as measured, and the figure moved by k times the price's move, its
-half-widths and k times the move's (both prices' in quadrature) added in quadrature.  The
-figure stays the matrix's; `moment` keeps the interval as measured, which `tw compare` uses
-where it takes the exit's price out itself (analyse/compare.between_runs).
+Each cell that pays k exits a call (causes.exits_paid: what the kernel's facts predict, when
+the run's own fit agrees) gets an interval that holds its figure at both prices: its own
+interval as measured, and the same interval moved by k times the price's move.  The move is
+taken as the two prices give it, resolved or not, and its own uncertainty is not added:
+  - Widening only where the two prices resolved a move (their difference's interval excludes
+    zero) widened nothing in eight default pairs on an AMD EPYC guest (family 25, model 17),
+    and missed moves that were real: one run's end price was +0.71% +-0.71% above its
+    matrix's, its rerun's matrix +1.1%, and two of its int 0x80 cells missed the rerun's
+    (45 of 48 fast cells overlapped; 45 again in another pair, +0.93% +-1.66% within the run).
+  - Adding the move's uncertainty (both prices' halves in quadrature, +-0.7-3% there) made
+    the widening that size whether anything moved or not: the fast cells' median half-width
+    went to 1.05-1.47% in runs where it had been 0.53-0.70%.
+  - Moved by the move as measured, replayed on those eight pairs: 47 or 48 of 48 fast cells
+    overlapped in each, and the median half-width rose by 0-0.4 points (0.64% to 1.08% in
+    the run whose end price was +-3.3%, which is why the stage now asks STAGE_PROCESSES).
+The figure stays the matrix's; `moment` keeps the interval as measured, which `tw compare`
+uses where it takes the exit's price out itself (analyse/compare.between_runs).  `resolved`
+is still said: whether the two prices' intervals tell the move from nothing.
 
-    judge(bench)                     the stage's stopping rule, against the matrix (analysed)
+    judge(bench, mode)               the stage's stopping rule, against the matrix (analysed)
     end_price(end, bench)            {value_ns, half_ns, cycles..., why} of the stage's price
     analyse(raw, bench, causes)      exitprice's analysed summary (None without the stage)
     widen(bench, causes, summary)    the exit-paying cells' intervals, in place
@@ -35,13 +41,16 @@ import math
 
 from . import causes as causes_mod, percall, stats
 
-ANALYSIS = "exitdrift/1"
+ANALYSIS = "exitdrift/2"   # 2: every known move widens, by itself (1: a resolved one, with its half)
 # The cpuid processes that met the host's fast state, that the price at the end rests on: a
 # fixed number, not "until the interval looks narrow", which would stop on lucky draws.  The
-# move's uncertainty is every exit-paying cell's on that side: with 8 the end price was
-# +-1.1% on the AMD guest (3671 ns [3631, 3712]), with 16 +-0.7% to +-1.3%; 24 take about
-# 2 s on a quiet host.
+# stage asks STAGE_PROCESSES; a stage its budget stopped gives a price from FAST_PROCESSES.
+# The move's error is every exit-paying cell's widening: with 8 the end price was +-1.1% on
+# the AMD guest (3671 ns [3631, 3712]), with 16 +-0.7% to +-1.3%, with 24 +-0.2-1.9% (eight
+# runs; the matrix's own, from 23-31, +-0.25-0.8%).  24 take 0.7-2.6 s there, beside the
+# neighbour too, so 64 take about 2-7 s of the stage's 8.  A --quick run asks the least.
 FAST_PROCESSES = 24
+STAGE_PROCESSES = {"quick": FAST_PROCESSES, "default": 64, "long": 64}
 # The stage met the matrix's fast state when its reference (64-bit syscall null) came within
 # this of the matrix's undisturbed reference (the matrix's live rule, measure/bench.HOST_TOL);
 # otherwise its "fast" processes are only the least slow of a slow moment.
@@ -74,20 +83,22 @@ def _unit(end, bench):
     return "cycles" if both else "ns"
 
 
-def end_price(end, bench):
+def end_price(end, bench, need=None):
     """The stage's price of one exit ({value, half, unit, value_ns, half_ns, fast_processes,
-    why: None}), or {value: None, why} when it is not known: too few of its cpuid processes
-    met the host's fast state, or its fast state was not the matrix's."""
+    why: None}), or {value: None, why} when it is not known: fewer than `need` (default
+    FAST_PROCESSES) of its cpuid processes met the host's fast state, or its fast state was
+    not the matrix's."""
+    need = FAST_PROCESSES if need is None else need
     c = _cpuid(end)
     if c is None or not c.get("supported"):
         return {"value": None, "why": "the stage measured no cpuid cell"
                 + (f" ({c.get('reason')})" if c and c.get("reason") else "")}
     u = c.get("undisturbed") or {}
     n = (u.get("host") or {}).get("fast_processes") or 0
-    if n < FAST_PROCESSES or u.get("value") is None:
+    if n < need or u.get("value") is None:
         return {"value": None, "fast_processes": n,
                 "why": f"only {n} of its cpuid processes met the host's fast state "
-                       f"({FAST_PROCESSES} are needed)"}
+                       f"({need} are needed)"}
     unit = _unit(end, bench)
     er, br = _value(_ref(end), unit), _value(_ref(bench), unit)
     if er and br and er[0] > br[0] * (1 + HOST_TOL):
@@ -102,11 +113,14 @@ def end_price(end, bench):
     return out
 
 
-def judge(bench):
+def judge(bench, mode="default"):
     """The exit-price stage's stopping rule (measure/exitprice.stage's judge) against the
-    analysed matrix: (stop, why) of a stage document."""
+    analysed matrix: (stop, why) of a stage document: the mode's STAGE_PROCESSES fast cpuid
+    processes."""
+    need = STAGE_PROCESSES.get(mode, FAST_PROCESSES)
+
     def j(doc):
-        p = end_price(percall.analyse(doc), bench)
+        p = end_price(percall.analyse(doc), bench, need=need)
         if p["value"] is not None:
             return True, f"{p['fast_processes']} cpuid processes met the host's fast state"
         return False, p["why"]
@@ -145,20 +159,18 @@ def analyse(raw, bench, cz):
     return out
 
 
-def _moved(f, mid, lo, hi, s, h):
-    """f with its interval (keys lo, hi around f[mid]) widened to hold the figure moved by s
-    with the half-widths in quadrature: its own on each side, and h."""
-    m = f[mid] + s
-    return dict(f, **{lo: min(f[lo], m - math.hypot(f[mid] - f[lo], h)),
-                      hi: max(f[hi], m + math.hypot(f[hi] - f[mid], h))})
+def _moved(f, mid, lo, hi, s):
+    """f with its interval (keys lo, hi around f[mid]) widened to hold the same interval moved
+    by s."""
+    return dict(f, **{lo: min(f[lo], f[lo] + s), hi: max(f[hi], f[hi] + s)})
 
 
 def widen(bench, cz, summary):
     """Give each cell that pays exits (causes.exits_paid) an interval that holds it at both
-    prices of the exit (summary: analyse()'s, with a move its two prices resolve), in place:
-    the undisturbed figure's interval in ns, in cycles and as a ratio to the reference; the
+    prices of the exit (summary: analyse()'s, with the move between them), in place: the
+    undisturbed figure's interval in ns, in cycles and as a ratio to the reference; the
     interval as measured kept under exit_drift.moment.  Returns the number of cells widened."""
-    if not bench or not summary or summary.get("move") is None or not summary.get("resolved"):
+    if not bench or not summary or summary.get("move") is None:
         return 0
     ref = _ref(bench)
     ref_ns = (ref or {}).get("undisturbed_ns")
@@ -171,20 +183,19 @@ def widen(bench, cz, summary):
         k = causes_mod.exits_paid(cz, c["variant"])
         if not k:
             continue
-        s, h = k * summary["move_ns"], k * summary["move_half_ns"]
+        s = k * summary["move_ns"]
         moment = {x: c.get(x) for x in ("undisturbed", "undisturbed_ci_low", "undisturbed_ci_high",
                                         "undisturbed_cycles", "undisturbed_ratio")}
-        c["undisturbed"] = _moved(c["undisturbed"], "value", "ci_low", "ci_high", s, h)
+        c["undisturbed"] = _moved(c["undisturbed"], "value", "ci_low", "ci_high", s)
         c["undisturbed_ci_low"], c["undisturbed_ci_high"] = c["undisturbed"]["ci_low"], \
             c["undisturbed"]["ci_high"]
         if c.get("undisturbed_cycles") and kc:
             c["undisturbed_cycles"] = _moved(c["undisturbed_cycles"], "value", "ci_low",
-                                             "ci_high", s * kc, h * kc)
+                                             "ci_high", s * kc)
         r = c.get("undisturbed_ratio")
         if r and r.get("ci_low") is not None and ref_ns:
-            c["undisturbed_ratio"] = _moved(r, "median", "ci_low", "ci_high", s / ref_ns,
-                                            h / ref_ns)
-        c["exit_drift"] = {"exits": k, "shift_ns": s, "shift_half_ns": h, "moment": moment}
+            c["undisturbed_ratio"] = _moved(r, "median", "ci_low", "ci_high", s / ref_ns)
+        c["exit_drift"] = {"exits": k, "shift_ns": s, "moment": moment}
         n += 1
     return n
 

@@ -100,7 +100,7 @@ def _exit_price(out, mode, deadline=None):
     from ..analyse import exitdrift, percall
     from ..measure import exitprice
     doc = files.read_json(out / "percall.json") if (out / "percall.json").exists() else None
-    return exitprice.stage(out, mode, judge=exitdrift.judge(percall.analyse(doc)),
+    return exitprice.stage(out, mode, judge=exitdrift.judge(percall.analyse(doc), mode),
                            deadline=deadline)
 
 

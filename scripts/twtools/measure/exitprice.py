@@ -26,9 +26,10 @@ from ..machine import probe
 from . import bench
 
 STEM = "exitprice"
-# The stage's time on a host that never lets it stop sooner: a quiet host gives the judge its
-# processes in about a second; beside the repository's neighbour (tw neighbour, 80% noisy in
-# bursts of 3 s) a slow burst can last the budget.
+# The stage's time on a host that never lets it stop sooner: the judge asks 64 fast cpuid
+# processes (analyse/exitdrift.STAGE_PROCESSES), 2-7 s on an AMD EPYC guest, quiet or beside
+# the repository's neighbour (tw neighbour, 80% noisy in bursts of 3 s), where a slow burst
+# can last the budget; the analysis prices the exit from 24 when the budget stops it.
 BUDGET_S = 8.0
 # What a deadline leaves it at least: a run late for its report still prices the exit.
 # Beside the repository's neighbour the fixed stages ran late (attribution 37 s, not 18), the

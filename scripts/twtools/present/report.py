@@ -283,8 +283,8 @@ def _exit_note(cz, ep=None, meta=None):
              f"({ep['move_pct']:+.1f}% [{ep['move_pct'] - ep['move_half_pct']:+.1f}, "
              f"{ep['move_pct'] + ep['move_half_pct']:+.1f}])")
     if not ep.get("resolved"):
-        return (head + moved + ": a move within the two prices' uncertainty, so their intervals "
-                "are the matrix's" + tail)
+        return (head + moved + ", a move within the two prices' uncertainty; their intervals "
+                "hold them at both prices as measured" + tail)
     return head + moved + ", and their intervals hold them at both prices" + tail
 
 
