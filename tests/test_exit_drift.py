@@ -57,8 +57,8 @@ def _dir(tmp, run, stage=None):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("drift")
-    # The stage asks 24 fast cpuid processes of its own; the recorded rerun's matrix, which
-    # stands for it here, has 16.
+    # The stage asks 64 fast cpuid processes of its own and prices the exit from 24 when its
+    # budget ends; the recorded rerun's matrix, which stands for it here, has 16.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(exitdrift, "FAST_PROCESSES", 16)
         r1 = results.load(_dir(tmp, "r1", _stage_of(_doc("r2"))))
