@@ -50,7 +50,7 @@ import math
 import re
 
 from ..machine import registry
-from . import legs as a_legs
+from . import legs as a_legs, percall
 
 SCHEMA = "timewrite-causes/1"
 MODEL = "causes/1"
@@ -203,8 +203,7 @@ def _find(cells, variant, op, shape="ret"):
 def exit_price(cells, fp=None):
     """The price of one VM exit here: the cpuid cell's undisturbed figure with its interval,
     or {value: None, why}.  On bare metal the same figure is the instruction itself."""
-    c = next((c for c in cells or [] if c.get("op") == "cpuid" and (c.get("shape") or "ret") == "ret"),
-             None)
+    c = percall.exit_cell(cells)
     if c is None:
         return {"value": None, "ci_low": None, "ci_high": None,
                 "why": "unknown: these results have no cpuid cell (measured before the cpuid "

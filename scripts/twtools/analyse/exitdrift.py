@@ -57,11 +57,6 @@ STAGE_PROCESSES = {"quick": FAST_PROCESSES, "default": 64, "long": 64}
 HOST_TOL = 0.10
 
 
-def _cpuid(analysed):
-    ref = (analysed or {}).get("reference") or {}
-    return percall.find(analysed, ref.get("variant"), "cpuid") if analysed else None
-
-
 def _ref(analysed):
     ref = (analysed or {}).get("reference") or {}
     return percall.find(analysed, ref.get("variant"), ref.get("op") or "null",
@@ -89,7 +84,7 @@ def end_price(end, bench, need=None):
     FAST_PROCESSES) of its cpuid processes met the host's fast state, or its fast state was
     not the matrix's."""
     need = FAST_PROCESSES if need is None else need
-    c = _cpuid(end)
+    c = percall.exit_cell(end)
     if c is None or not c.get("supported"):
         return {"value": None, "why": "the stage measured no cpuid cell"
                 + (f" ({c.get('reason')})" if c and c.get("reason") else "")}
@@ -138,7 +133,7 @@ def analyse(raw, bench, cz):
     end = percall.analyse(raw)
     p = end_price(end, bench)
     unit = _unit(end, bench)
-    b = _value(_cpuid(bench), unit)
+    b = _value(percall.exit_cell(bench), unit)
     out = {"analysis": ANALYSIS, "unit": unit, "end": p, "move": None, "why": p["why"],
            "rounds": (raw.get("host_state") or {}).get("rounds"),
            "seconds": raw.get("wall_s"),

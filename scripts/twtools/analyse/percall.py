@@ -757,6 +757,15 @@ def _paired(doc, a, b, how):
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
 
+def exit_cell(analysed):
+    """The cell that prices one VM exit (cpuid ret: one exit and back on a guest, the
+    instruction itself on bare metal; only the 64-bit syscall variant has it, variants/
+    registry) of an analysed or raw matrix, or of its cells list; None without one."""
+    cells = analysed.get("cells") if isinstance(analysed, dict) else analysed
+    return next((c for c in cells or [] if c.get("op") == "cpuid"
+                 and (c.get("shape") or "ret") == "ret"), None)
+
+
 def find(analysed, variant, op, size=None, shape="ret"):
     """The analysed cell, or None."""
     for c in (analysed or {}).get("cells", []):

@@ -24,7 +24,7 @@ def undisturbed_figures(pairs, a1, a2, fp=None):
     the two runs calls on it (Benjamini-Hochberg), as `tw compare` decides it: with the
     machine's facts (fp), a cell that pays VM exits at the first run's exit price."""
     paid = causes.compute_from(a2, fp) if fp else None
-    x1, x2 = percall.find(a1, "64-syscall", "cpuid"), percall.find(a2, "64-syscall", "cpuid")
+    x1, x2 = percall.exit_cell(a1), percall.exit_cell(a2)
     # each run's price of one exit, in either unit a pair of cells is compared in
     price = {u: (percall.figure(x1, u), percall.figure(x2, u)) for u in ("cycles", "undisturbed")}
     fast_hw, overlap, moves, decisions, zero, priced = [], [], [], [], [], []
