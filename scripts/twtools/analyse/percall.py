@@ -56,6 +56,9 @@ SLOW_STATE = 0.10
 # its typical one, and says why).
 HOST_TOL = 0.10
 GATED_MIN = 3
+# The reason a cell's undisturbed interval is wide when its fast processes sit in two states
+# (two_states); tw bench --target measures until it has the lower one (analyse/sequential.py).
+TWO_STATES = "two states in its fast processes"
 # A gated figure is the mean of the fast state's floors: the fast-labelled processes' floors
 # within sequential.SCREEN of the lowest of them (never fewer than stats.UNDISTURBED_Q of
 # them), the estimand of the sequential rule too.  The gate has already left the slow state
@@ -170,6 +173,29 @@ def gated_q(fast_floors):
     return max(stats.UNDISTURBED_Q, near / len(fl))
 
 
+def two_states(fast_floors):
+    """{lower_ns, lower_processes, upper_ns, upper_processes, fast_processes} when a cell's
+    fast-state floors sit in two states more than sequential.SCREEN apart, the upper one (within
+    SCREEN of their median) the commoner, or None; a floor of a process whose best batch
+    straddled the switch lies between the two and counts in neither.  Seen on an AMD EPYC guest (family 25, model 17): each inline cell of
+    the 64-bit syscall ran at one cost in most batches and at its jmp shape's in a few, batch
+    by batch (getppid 156 or 119 ns, write-devnull 188 or 138, null 97 or 85).  Where the lower
+    state met fewer than a fifth of the fast processes, the mean of their fastest fifth mixes
+    the two and its interval spans them (+-7-57%): honest, and this says why."""
+    fl = sorted(f for f in fast_floors if f > 0)
+    if not fl:
+        return None
+    cut = fl[0] * (1 + sequential.SCREEN)
+    med = fl[len(fl) // 2]
+    near = [f for f in fl if f <= cut]
+    up = [f for f in fl if f > cut and abs(f / med - 1) <= sequential.SCREEN]
+    if med <= cut or len(up) < GATED_MIN or len(up) <= len(near):
+        return None
+    return {"lower_ns": sum(near) / len(near), "lower_processes": len(near),
+            "upper_ns": up[len(up) // 2], "upper_processes": len(up),
+            "fast_processes": len(fl)}
+
+
 def host_label(probes, t):
     """Whether a process that started at t met the host's fast state: the probes just before
     and just after it were both fast (the one there is, at either end of the run); None when
@@ -241,6 +267,9 @@ def undisturbed_of(doc, cell, rounds, vals, times, probes=None):
                         f"the {round(q * len(fast_floors))} of the {len(fast_floors)} "
                         f"processes that met the host's fast state within "
                         f"{100 * sequential.SCREEN:.0f}% of their lowest floor")
+                states = two_states(fast_floors)
+                if states:
+                    u["states"] = states
             gated["used"], gated["q"] = True, q
         else:
             # Too few quiet moments for this cell: the fastest processes of every state would
@@ -343,7 +372,13 @@ def cell_summary(doc, cell, probes=None):
                        + ("processes that met the host's fast state" if gated and gated.get("used")
                           else "rounds") + ": the jackknife's own spread is uncertain")
         hu = _half_rel(u)
-        if hu is not None and hu > stats.UNSTABLE_REL:
+        st = u.get("states")
+        if hu is not None and hu > stats.UNSTABLE_REL and st:
+            # no "; " inside: the report splits the reasons on it
+            why.append(f"{TWO_STATES}, {st['lower_ns']:.0f} ns in {st['lower_processes']} of "
+                       f"{st['fast_processes']} and {st['upper_ns']:.0f} ns in "
+                       f"{st['upper_processes']} (undisturbed interval ±{100 * hu:.0f}%)")
+        elif hu is not None and hu > stats.UNSTABLE_REL:
             why.append(f"undisturbed interval ±{100 * hu:.0f}%")
 
     out["interference"] = _interference(s, u)

@@ -665,6 +665,8 @@ def sec_percall(doc, data, pdir):
             if c.get("supported") and c.get("unstable") and c.get("median") is not None:
                 for why in (c.get("unstable_why") or "no value").split("; "):
                     key = why.split(":")[0] if why.startswith("only") else \
+                        f"{why.split(',')[0]} (`tw bench --target` measures the lower)" \
+                        if why.startswith(percall.TWO_STATES) else \
                         "an interval wider than ±10% of the median" if why.startswith("interval") else \
                         "an undisturbed interval wider than ±10%" if why.startswith("undisturbed interval") else why
                     causes.setdefault(key, []).append(f"{c['variant']} {c['op']}"
