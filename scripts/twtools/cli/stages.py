@@ -101,6 +101,9 @@ def sweep_judge(target):
             words += (f"; {st['first_stage_incomplete']} still in the rule's first stage "
                       f"({sequential.N0_MIN} runs within {100 * sequential.SCREEN:.0f}% of "
                       "their lowest)")
+        if st["wide"]:
+            words += (f"; {st['wide']} with runs enough whose interval, the host's drift over "
+                      "the sweep in it, is still wider")
         if st["more_runs"] and obj.get("rounds_done"):
             per = obj["seconds"] / obj["rounds_done"]
             words += (f", {'at least ' if st['first_stage_incomplete'] else 'about '}"
