@@ -154,9 +154,8 @@ def analyse(raw, bench, cz):
     return out
 
 
-def _moved(f, mid, lo, hi, s):
-    """f with its interval (keys lo, hi around f[mid]) widened to hold the same interval moved
-    by s."""
+def _moved(f, lo, hi, s):
+    """f with its interval (keys lo, hi) widened to hold the same interval moved by s."""
     return dict(f, **{lo: min(f[lo], f[lo] + s), hi: max(f[hi], f[hi] + s)})
 
 
@@ -181,15 +180,15 @@ def widen(bench, cz, summary):
         s = k * summary["move_ns"]
         moment = {x: c.get(x) for x in ("undisturbed", "undisturbed_ci_low", "undisturbed_ci_high",
                                         "undisturbed_cycles", "undisturbed_ratio")}
-        c["undisturbed"] = _moved(c["undisturbed"], "value", "ci_low", "ci_high", s)
+        c["undisturbed"] = _moved(c["undisturbed"], "ci_low", "ci_high", s)
         c["undisturbed_ci_low"], c["undisturbed_ci_high"] = c["undisturbed"]["ci_low"], \
             c["undisturbed"]["ci_high"]
         if c.get("undisturbed_cycles") and kc:
-            c["undisturbed_cycles"] = _moved(c["undisturbed_cycles"], "value", "ci_low",
-                                             "ci_high", s * kc)
+            c["undisturbed_cycles"] = _moved(c["undisturbed_cycles"], "ci_low", "ci_high",
+                                             s * kc)
         r = c.get("undisturbed_ratio")
         if r and r.get("ci_low") is not None and ref_ns:
-            c["undisturbed_ratio"] = _moved(r, "median", "ci_low", "ci_high", s / ref_ns)
+            c["undisturbed_ratio"] = _moved(r, "ci_low", "ci_high", s / ref_ns)
         c["exit_drift"] = {"exits": k, "shift_ns": s, "moment": moment}
         n += 1
     return n
