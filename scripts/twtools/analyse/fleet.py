@@ -135,6 +135,13 @@ def _check_chain(steps, where):
                         f"chain step, each above 0 and below {MAX_STEP_NS:g}")
 
 
+# A batch's value is its time per call less the empty loop's, so a call that costs about
+# nothing (the 64-bit vDSO's time(), ~1 ns) can come out a little below zero: -0.14 ns on an
+# AMD EPYC guest, whose digest that made "not a measurement", so a fleet lost the run.  A value
+# may go below zero by the loop cost its batch subtracted, never by more than this.
+MAX_LOOP_NS = 10.0
+
+
 def _round_values(where, rounds):
     """([usable batch values of each round as a float array], [each round's time]): as
     percall.cell_summary gathers them (percall.usable(): without the disturbed batches, or
@@ -143,7 +150,7 @@ def _round_values(where, rounds):
     then cut back into rounds: per-round numpy calls were most of the cost."""
     if not isinstance(rounds, list):
         raise DataError(f"percall.json: {where}.rounds: expected a list")
-    flat, lens, times = [], [], []
+    flat, lows, lens, times = [], [], [], []
     for i, rd in enumerate(rounds):
         if not isinstance(rd, dict):
             raise DataError(f"percall.json: {where}.rounds[{i}]: expected an object")
@@ -152,20 +159,29 @@ def _round_values(where, rounds):
             raise DataError(f"percall.json: {where}.rounds[{i}].samples_ns: expected a list "
                             "of numbers")
         _check_chain(rd.get("chain_ns"), f"{where}.rounds[{i}]")
+        loops = rd.get("loop_ns")
+        loops = [min(max(x, 0.0), MAX_LOOP_NS) if type(x) in NUMBER and math.isfinite(x) else 0.0
+                 for x in loops] if isinstance(loops, list) and len(loops) == len(vals) \
+            else [0.0] * len(vals)
         dist = rd.get("disturbed")
         if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
-            vals = list(itertools.compress(vals, [not d for d in dist]))
+            keep = [not d for d in dist]
+            vals = list(itertools.compress(vals, keep))
+            loops = list(itertools.compress(loops, keep))
         flat.extend(vals)
+        lows.extend(loops)
         lens.append(len(vals))
         t = rd.get("t_s", rd.get("round"))
         times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
     a = np.asarray(flat, dtype=float)
     if a.size:
-        # A cost per call is never negative: a -100 ns machine is not one (issue 25, class 7).
-        ok = np.isfinite(a) & (a >= 0) & (a < MAX_NS)
+        # A cost per call is never negative beyond the loop cost its batch subtracted: a
+        # -100 ns machine is not one (issue 25, class 7).
+        ok = np.isfinite(a) & (a >= -np.asarray(lows, dtype=float)) & (a < MAX_NS)
         if not ok.all():
             raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
-                            f"measurement (from 0 to {MAX_NS:g} ns)")
+                            f"measurement (from 0, less the empty loop's cost, to "
+                            f"{MAX_NS:g} ns)")
     # Slices of one array, cut by hand: np.split costs 60 us a call, a tenth of a digest.
     ends = itertools.accumulate(lens)
     return [a[e - n:e] for n, e in zip(lens, ends)], times
