@@ -23,7 +23,7 @@ import hostsim
 from conftest import ROOT, need_supported, run
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from twtools.analyse import causes, percall, results  # noqa: E402
+from twtools.analyse import causes, percall, results, stats  # noqa: E402
 from twtools.present import report  # noqa: E402
 
 TW = ROOT / "scripts" / "tw"
@@ -189,7 +189,7 @@ def test_a_cell_still_wider_than_one_percent_is_never_said_to_need_no_time():
     a = percall.analyse(_doc(0.3, seed=2, levels=(0.0, 0.01, 0.02, 0.03)))
     u = _cell(a)["undisturbed"]
     pj = u["projection"]
-    assert percall._half_rel(u) > 0.01 and pj["n"] >= pj["need_n"] and pj["more_seconds"] == 0
+    assert stats.half_width_rel(u, "value") > 0.01 and pj["n"] >= pj["need_n"] and pj["more_seconds"] == 0
     assert pj["seconds"] == pytest.approx(pj["need_n"] / pj["fast_share"] * pj["proc_s"])
     assert a["host"]["projection_s_median"] == pj["seconds"] > 0
 

@@ -177,9 +177,9 @@ def two_states(fast_floors):
     """{lower_ns, lower_processes, upper_ns, upper_processes, fast_processes} when a cell's
     fast-state floors sit in two states more than sequential.SCREEN apart, the upper one (within
     SCREEN of their median) the commoner, or None; a floor of a process whose best batch
-    straddled the switch lies between the two and counts in neither.  Seen on an AMD EPYC guest (family 25, model 17): each inline cell of
-    the 64-bit syscall ran at one cost in most batches and at its jmp shape's in a few, batch
-    by batch (getppid 156 or 119 ns, write-devnull 188 or 138, null 97 or 85).  Where the lower
+    straddled the switch lies between the two and counts in neither.  Seen on an AMD EPYC
+    guest (family 25, model 17): each inline cell of the 64-bit syscall ran at one cost in
+    most batches and at its jmp shape's in a few, batch by batch (getppid 156 or 119 ns, write-devnull 188 or 138, null 97 or 85).  Where the lower
     state met fewer than a fifth of the fast processes, the mean of their fastest fifth mixes
     the two and its interval spans them (+-7-57%): honest, and this says why."""
     fl = sorted(f for f in fast_floors if f > 0)
@@ -371,15 +371,14 @@ def cell_summary(doc, cell, probes=None):
             why.append(f"only {u['n_rounds']} "
                        + ("processes that met the host's fast state" if gated and gated.get("used")
                           else "rounds") + ": the jackknife's own spread is uncertain")
-        hu = _half_rel(u)
+        hu = stats.half_width_rel(u, "value")
         st = u.get("states")
-        if hu is not None and hu > stats.UNSTABLE_REL and st:
+        if hu is not None and hu > stats.UNSTABLE_REL:
             # no "; " inside: the report splits the reasons on it
             why.append(f"{TWO_STATES}, {st['lower_ns']:.0f} ns in {st['lower_processes']} of "
                        f"{st['fast_processes']} and {st['upper_ns']:.0f} ns in "
-                       f"{st['upper_processes']} (undisturbed interval ±{100 * hu:.0f}%)")
-        elif hu is not None and hu > stats.UNSTABLE_REL:
-            why.append(f"undisturbed interval ±{100 * hu:.0f}%")
+                       f"{st['upper_processes']} (undisturbed interval ±{100 * hu:.0f}%)" if st
+                       else f"undisturbed interval ±{100 * hu:.0f}%")
 
     out["interference"] = _interference(s, u)
     fl = s.get("floor") or {}
@@ -406,13 +405,6 @@ def resolution(doc, cell):
     tick = 1e9 / hz if doc.get("clock") == "tsc" and isinstance(hz, (int, float)) and hz > 0 \
         else 1.0 if doc.get("clock") == "monotonic" else None
     return tick / calls if tick else None
-
-
-def _half_rel(u):
-    v, lo, hi = (u or {}).get("value"), (u or {}).get("ci_low"), (u or {}).get("ci_high")
-    if v in (None, 0) or lo is None or hi is None:
-        return None
-    return (hi - lo) / 2 / abs(v)
 
 
 # Operations that measure waiting: their fastest batches are the device's luckiest moments.
@@ -735,7 +727,7 @@ def quiet(doc, cells):
         per.append(g["fast_processes"])
         if c.get("op") in FAST_OPS:
             per_fast.append(g["fast_processes"])
-        hu = _half_rel(u)
+        hu = stats.half_width_rel(u, "value")
         if c.get("op") in FAST_OPS and c.get("primary") == "undisturbed" and hu is not None \
                 and hu > PROJECT_TARGET and round_s and out["fast_share"] > 0:
             # analyse/sequential.py's projection: the fast processes ±1% needs by the rule

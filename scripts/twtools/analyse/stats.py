@@ -298,11 +298,11 @@ def half_width(s, mid="median"):
     return max(s[mid] - s["ci_low"], s["ci_high"] - s[mid])
 
 
-def half_width_rel(s):
-    """CI half-width relative to the median, or None."""
-    if not s or s.get("median") in (None, 0) or s.get("ci_low") is None:
+def half_width_rel(s, mid="median"):
+    """CI half-width relative to the figure (s[mid]), or None."""
+    if not s or s.get(mid) in (None, 0) or s.get("ci_low") is None or s.get("ci_high") is None:
         return None
-    return (s["ci_high"] - s["ci_low"]) / 2 / abs(s["median"])
+    return (s["ci_high"] - s["ci_low"]) / 2 / abs(s[mid])
 
 
 def diff_summary(a, b):

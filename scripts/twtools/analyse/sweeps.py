@@ -68,8 +68,7 @@ def _undisturbed(row, nspc, target=None):
     if iv["value"] is None:
         return dict(u, sequential={
             "met": False, "need_n": iv["need_n"], "target": target, "why": iv.get("why")})
-    h = (u["ci_high"] - u["ci_low"]) / 2 / u["value"] \
-        if u.get("ci_low") is not None and u.get("value") else None
+    h = stats.half_width_rel(u, "value")
     met = bool(iv["met"]) and h is not None and h <= target
     return dict(u, method=u.get("method", stats.METHOD) + "; the runs' number decided by "
                 "Stein's two-stage rule (tw sweep --target)",
