@@ -54,8 +54,9 @@ def undisturbed_figures(pairs, a1, a2, fp=None):
                       else overlap[-1])
         if x["op"] in percall.FAST_OPS:
             moves.append(abs(uy["median"] / ux["median"] - 1))
+        which = compare.figure_of(x, y)
         decisions.append(compare.between_runs(
-            x, y, _ref(a1, x), _ref(a2, x), same_host=True, a_exit=x1, b_exit=x2,
+            x, y, _ref(a1, x, which), _ref(a2, x, which), same_host=True, a_exit=x1, b_exit=x2,
             exits=k)["absolute"])
     fam = compare.adjust([d for d in decisions if d])
     misses = len(overlap) - sum(overlap)
@@ -97,14 +98,12 @@ def shortfalls(f):
     return short
 
 
-def _ref(analysed, cell):
+def _ref(analysed, cell, which="undisturbed"):
     """The cell of one run whose move between the two runs measures the host's (both runs are
-    one host): the 64-bit syscall's null call, or for a cell that measures waiting its write
-    of the same size, as `tw compare` takes it (present.compare._reference)."""
-    if cell["op"] in percall.WAITING_OPS:
-        return percall.find(analysed, "64-syscall", cell["op"], cell.get("size"),
-                            cell.get("shape") or "ret")
-    return percall.find(analysed, "64-syscall", "null")
+    one host), as `tw compare` takes it (compare.reference_of)."""
+    v, op, size = compare.reference_of(cell["op"], cell.get("size"), which)
+    shape = (cell.get("shape") or "ret") if op == cell["op"] else "ret"
+    return percall.find(analysed, v, op, size, shape)
 
 
 def _overlap(a, b):

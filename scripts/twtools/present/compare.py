@@ -160,14 +160,11 @@ def _why_no_decision(a, b, base, s):
     return why
 
 
-def _reference(op, key):
+def _reference(op, key, which="undisturbed"):
     """(op, key) of the cell whose move between two runs of one host measures the host's own
-    move for this cell: the 64-bit syscall's null call (the CPU), or for a cell that measures
-    waiting (write-sync) the 64-bit syscall's write of the same size (the device, which moves
-    between runs by more than the CPU: an A/A pair once saw every O_SYNC cell 11% faster)."""
-    if op in percall.WAITING_OPS:
-        return op, (REF_KEY[0], key[1])
-    return "null", REF_KEY
+    move for this cell (analyse/compare.reference_of)."""
+    v, rop, size = decide.reference_of(op, key[1], which)
+    return rop, (v, size)
 
 
 def _exit_cell(s):
@@ -191,7 +188,7 @@ def all_decisions(real):
             for k in _keys(real, op):
                 a, b = base.cells(op).get(k), s.cells(op).get(k)
                 why = _why_no_decision(a, b, base, s)
-                rop, rkey = _reference(op, k)
+                rop, rkey = _reference(op, k, decide.figure_of(a, b))
                 cmp = None if why else decide.between_runs(
                     a, b, base.cells(rop).get(rkey), s.cells(rop).get(rkey),
                     same_host=same_host, a_exit=_exit_cell(base), b_exit=_exit_cell(s),
