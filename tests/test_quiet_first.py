@@ -314,7 +314,14 @@ def test_two_bench_directories_are_compared_by_their_ratios(build, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout)
     cell = next(d for d in got["decisions"] if d["op"] == "getppid" and d["variant"] == "64-syscall")
-    assert cell["absolute"]["decision"] and cell["relative"]["decision"]
+    if cell["figure"] == "typical":
+        # a noisy host can leave it no trustworthy floor in 8 rounds; decided on its typical
+        # figure, it is its own reference (the same call on the 64-bit syscall, which met
+        # the same noise): no relative figure, and no absolute call beyond its own move
+        assert cell["relative"] is None
+        assert cell["absolute"]["decision"] in ("no difference detected", "within drift")
+    else:
+        assert cell["absolute"]["decision"] and cell["relative"]["decision"]
     assert cell["exits_per_call"] is None
     data = [results.load(o) for o in outs]
     paid = causes.exits_paid(data[1]["causes"], "64-int80")

@@ -56,7 +56,8 @@ def add_arguments(parser, name):
     options.add_target_arguments(
         parser, "keep measuring past the mode's rounds until every fast cell's undisturbed "
                 "half-width is within PCT (e.g. 1%%), or --budget ends; cells that reach it are "
-                "left alone",
+                "left alone; then the price of a VM exit again (up to 8 s), whose move the "
+                "exit-paying cells' intervals hold",
         "the matrix's time budget (90s, 10m, 1h): with --target, when to stop trying (default "
         "10m); without, how long it may wait for the host's quiet moments (default: 1.1 times "
         "what its rounds take on a quiet host; --long: twice)")
@@ -109,7 +110,8 @@ def main(args, name):
                            quiet_first=getattr(args, "quiet_first", True),
                            should_stop=judge, skip=skip)
     analysed = percall.analyse(doc)
-    write_meta(out, args.mode, doc, facts(out)[1])
+    fp, facts_s = facts(out)
+    exit_doc = None
     if target is not None:
         met = percall.target_status(analysed, target)
         line = (f"bench: target ±{100 * target:g}%: {met['met']} of {met['cells']} fast cells "
@@ -128,12 +130,15 @@ def main(args, name):
                      f"{min(doc['params']['rounds'], doc['params']['rounds_mode'])} rounds "
                      "as without --target")
         ui.progress(line)
+        exit_doc = exit_price(out, args.mode, analysed, fp)
+        hold_exit_move(analysed, fp, exit_doc)
         # The figures in ns are at the top core clock the run met, which moved 10% between
         # two such runs beside the neighbour (docs/syscost.md); the cycles and the ratios held.
         ref = analysed["reference"]
         ui.progress("bench: between runs, compare cycles (--json: undisturbed_cycles; tw compare) "
                     f"or the ratios to the reference (the column \"x {ref['variant']} "
                     f"{ref['op']}\"): a figure in ns carries the core clock the host gave")
+    write_meta(out, args.mode, doc, facts_s, exit_doc)
     if args.json:
         print(json.dumps(analysed, indent=1))
     else:
@@ -164,18 +169,67 @@ def facts(out):
     return fp, time.monotonic() - t
 
 
-def write_meta(out, mode, doc, facts_s=None):
+def exit_price(out, mode, analysed, fp):
+    """The price of a VM exit again, after a --target matrix, as tw run's exit-price stage
+    prices it after its others (measure/exitprice.py, judged by analyse/exitdrift.judge):
+    exitprice.json, or None when the matrix priced no exit (no cpuid cell).
+
+    A --target run takes minutes and its intervals are +-1% or narrower, while the host moves
+    the exit's price over minutes: two `tw bench --target 1%` runs beside the neighbour on an
+    AMD EPYC guest (family 25, model 17) each had 48 of 48 fast cells within +-1%, and three
+    of their int 0x80 cells moved -1.3% to -1.6% from one run to the next, outside both
+    intervals."""
+    from ..analyse import exitdrift
+    from ..measure import exitprice
+    x = percall.exit_cell(analysed)
+    if not (x and x.get("supported")):
+        return None
+    ui.progress("bench: the price of a VM exit again, at the run's end (as tw run's exit-price "
+                "stage)")
+    return exitprice.stage(out, mode, judge=exitdrift.judge(analysed, mode))
+
+
+def hold_exit_move(analysed, fp, exit_doc):
+    """The exit-paying cells' intervals widened in place to hold the exit's move between the
+    matrix and exit_doc (analyse/exitdrift.widen, as results.load does for the directory),
+    with a line that says so; the number of cells widened."""
+    if not exit_doc:
+        return 0
+    from ..analyse import causes, exitdrift
+    cz = causes.compute_from(analysed, fp)
+    s = exitdrift.analyse(exit_doc, analysed, cz)
+    if s and not s.get("paying"):
+        ui.progress("bench: no measured variant pays VM exits here (the kernel's facts and "
+                    "this run's fit), so no interval carries the exit's price")
+        return 0
+    if not s or s.get("move") is None:
+        ui.progress(f"bench: the exit's price at the end is unknown ({(s or {}).get('why')}); "
+                    "the intervals hold the matrix's moment only")
+        return 0
+    n = exitdrift.widen(analysed, cz, s)
+    lo, hi = s["move_pct"] - s["move_half_pct"], s["move_pct"] + s["move_half_pct"]
+    ui.progress(f"bench: one exit cost {s['move_pct']:+.2f}% [{lo:+.2f}, {hi:+.2f}] at the end "
+                f"against the matrix; the {n} cells that pay exits have intervals that hold "
+                "both prices (tw compare decides them at one price)")
+    return n
+
+
+def write_meta(out, mode, doc, facts_s=None, exit_doc=None):
     """meta.json for the matrix's directory, as tw run writes it for a run of the bench stage
-    (and the doctor's, when facts_s says it ran) alone, so that `tw compare` and `tw report`
-    read the directory: two --target runs are set side by side by their ratios, which hold
-    where the figures in ns move with the host."""
+    (and the doctor's, when facts_s says it ran, and the exit-price stage's, when exit_doc)
+    alone, so that `tw compare` and `tw report` read the directory: two --target runs are set
+    side by side by their ratios, which hold where the figures in ns move with the host."""
     stage = results.STAGE_OF["percall"]
-    stages = ([results.STAGE_OF["fingerprint"]] if facts_s is not None else []) + [stage]
+    stages = ([results.STAGE_OF["fingerprint"]] if facts_s is not None else []) + [stage] + (
+        [results.STAGE_OF["exitprice"]] if exit_doc else [])
     meta = results.new_meta(mode, stages, "complete")
     if facts_s is not None:
         meta["stages"][results.STAGE_OF["fingerprint"]] = {"ok": True,
                                                            "seconds": round(facts_s, 2)}
     meta["stages"][stage] = {"ok": True, "seconds": round(doc["wall_s"], 2)}
+    if exit_doc:
+        meta["stages"][results.STAGE_OF["exitprice"]] = {"ok": True,
+                                                         "seconds": round(exit_doc["wall_s"], 2)}
     files.write_json(Path(out) / "meta.json", meta)
 
 
