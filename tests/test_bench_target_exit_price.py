@@ -41,11 +41,12 @@ def test_a_target_run_prices_the_exit_at_its_end(build, tmp_path):
     assert ep is not None and ep["rounds"] == raw["host_state"]["rounds"]
     m = re.search(r"the (\d+) cells that pay exits have intervals that hold both prices",
                   p.stderr)
-    if ep.get("move") is None:
+    if not ep["paying"]:
+        # this run's fit did not agree with the kernel's facts (4 rounds of a noisy host)
+        assert "no measured variant pays VM exits here" in p.stderr and m is None
+    elif ep.get("move") is None:
         # the stage never met the matrix's fast state: said, and nothing widened
         assert "the exit's price at the end is unknown" in p.stderr and m is None
-    elif not ep["paying"]:
-        assert "no measured variant pays VM exits here" in p.stderr and m is None
     else:
         # what the run printed is what the directory's analysis does
         assert m and int(m.group(1)) == ep["widened"] > 0, p.stderr[-1500:]

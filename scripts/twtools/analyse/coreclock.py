@@ -17,7 +17,8 @@ before every batch; bench keeps it per batch as `chain_ns`.  Here:
                 must not set it), or None when any measured process lacks the chain (a run
                 from before it, or a mix);
   factor(doc, rd)  top / step_of(rd): what brings a process's figures to the run's fastest
-                clock (1.0 when the run has none);
+                clock (1.0 when the run has none, or when its step is slower than the top
+                and no clock the host gave: core/clocksteps.given);
   summary(doc)  the clock in GHz (CHAIN_CYCLES / step), the clocks the processes ran at, and
                 the cycles per ns that turn a figure at the top clock into cycles.
 
@@ -29,18 +30,13 @@ at whatever clock the host gave: that is what a program met.  Figures in cycles 
 top clock times its GHz) are what two runs compare: they do not move with the clock."""
 import math
 
-CHAIN_CYCLES = 4        # syscost/chain.h: one imul (3 cycles) and one add (1) a step
-LEVEL_RANK = 3          # as percall.LEVEL_RANK and measure/bench.py: never the fastest one
+from ..core.clocksteps import CHAIN_CYCLES, LEVEL_RANK, LEVEL_SHOWN, ghz, given, given_levels
+
 # The run's top clock is the one the fastest TOP_SHARE of its processes reached: beside the
 # neighbour the host gave 3.0 GHz to 3 of 4576 processes for a tenth of a second, 2.8 GHz to
 # 2% and 2.6 GHz to 97%; figures taken at a clock three processes saw would move with whether
 # a rerun draws such a moment.
 TOP_SHARE = 0.01
-# The clocks the processes ran at are said to a tenth of a GHz, each with its share (those
-# under LEVEL_SHOWN are counted together): a reading taken while the clock changed lands
-# between two steps, so the steps are not cut from the readings themselves.
-LEVEL_GHZ = 0.1
-LEVEL_SHOWN = 0.01
 
 _CACHE = {}
 
@@ -80,16 +76,34 @@ def _sig(doc):
 def _read(doc):
     """(every process's step or None, the top step or None), read once per document and kept
     while the document holds the same rounds and probes (tw bench analyses a growing one)."""
+    return _cached(doc)[:2]
+
+
+def _cached(doc):
+    """(steps, top step, the clocks the host gave: given_levels(steps)), cached as _read."""
     hit = _CACHE.get(id(doc))
     sig = _sig(doc)
     if hit is not None and hit[0] is doc and hit[1] == sig:
-        return hit[2], hit[3]
+        return hit[2]
     steps = _steps(doc)
-    val = top_of(steps)
+    val = (steps, top_of(steps), given_levels(steps))
     if len(_CACHE) > 8:
         _CACHE.clear()
-    _CACHE[id(doc)] = (doc, sig, steps, val)
-    return steps, val
+    _CACHE[id(doc)] = (doc, sig, val)
+    return val
+
+
+def scale(doc, step, top_step=None):
+    """top / step: what brings a value taken at a chain step to the run's top clock, or 1.0
+    when the run has no clock, or the step is slower than the top and no clock the host gave
+    (given(): the value is left as measured, as slow as it was)."""
+    cached = _cached(doc) if doc else None
+    t = top_step if top_step is not None else (cached[1] if cached else None)
+    if not t or not step:
+        return 1.0
+    if cached and step > t and not given(step, *cached[2]):
+        return 1.0
+    return t / step
 
 
 def top_of(steps):
@@ -107,14 +121,8 @@ def top(doc):
 
 
 def factor(doc, rd, top_step=None):
-    """What brings a process's batch values to the run's top clock: top / its step."""
-    t = top(doc) if top_step is None else top_step
-    s = step_of(rd) if t else None
-    return t / s if t and s else 1.0
-
-
-def ghz(step):
-    return CHAIN_CYCLES / step if step else None
+    """What brings a process's batch values to the run's top clock: scale() of its step."""
+    return scale(doc, step_of(rd), top_step)
 
 
 def levels(steps):
@@ -122,11 +130,7 @@ def levels(steps):
     first, those with at least LEVEL_SHOWN of them; the rest as one (None, share)."""
     if not steps:
         return []
-    n = len(steps)
-    count = {}
-    for x in steps:
-        g = round(round(ghz(x) / LEVEL_GHZ) * LEVEL_GHZ, 3)
-        count[g] = count.get(g, 0) + 1
+    count, n = given_levels(steps)
     shown = [(g, k / n) for g, k in sorted(count.items(), reverse=True) if k / n >= LEVEL_SHOWN]
     rest = 1 - sum(sh for _, sh in shown)
     return shown + ([(None, rest)] if rest > 1e-9 else [])

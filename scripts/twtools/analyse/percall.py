@@ -139,9 +139,10 @@ def host_probes(doc):
         for pr in hs["probes"]:
             t, f, st = pr.get("t_s"), pr.get("floor_ns"), pr.get("chain_ns")
             if isinstance(t, (int, float)) and isinstance(f, (int, float)) and f > 0:
-                # at the run's top clock, so a probe at a lower clock is not a slow one
+                # at the run's top clock, so a probe at a lower clock is not a slow one (a
+                # chain the host slowed with the call is no clock: coreclock.given)
                 if top and isinstance(st, (int, float)) and st > 0:
-                    f = f * top / st
+                    f = f * coreclock.scale(doc, st, top)
                 pts.append((float(t), float(f)))
     else:
         ref = (doc or {}).get("reference") or {}

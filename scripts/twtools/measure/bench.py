@@ -22,7 +22,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..core import files, proc, ui
+from ..core import clocksteps, files, proc, ui
 from ..machine import probe, registry
 from .syscost import SyscostError, calibrate, make_copies, measure, perf_bench_once
 
@@ -291,6 +291,7 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0,
             "deadline_s": round(deadline - t_start, 1) if deadline is not None else None}
     lows = []                # the LEVEL_RANK fastest probe floors so far
+    clocks = {"levels": {}, "top": None}   # the probes' chain steps so far (core/clocksteps)
 
     sched_why = None        # why a run did not get SCHED_FIFO, the last one's
 
@@ -350,8 +351,20 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         # moves it in steps of about 4% that last minutes, and a probe at a lower clock is not
         # a disturbed one.  So the live rule compares floors in chain steps (cycles / 4), not
         # in ns, when syscost timed the chain.
+        # A chain the host slowed along with the call is no clock (clocksteps.given): such a
+        # probe's floor in chain steps reads below the fast state's, and once three had set
+        # the level no later probe was fast.  Until its level is one the host gave, a probe
+        # is taken at the fastest clock seen.
         chain = [v for v in rd.get("chain_ns") or [] if isinstance(v, (int, float)) and v > 0]
-        cost = f / min(chain) if chain else f
+        if chain:
+            step = min(chain)
+            lv, seen = clocksteps.level_of(step), clocks["levels"]
+            seen[lv] = seen.get(lv, 0) + 1
+            top = clocks["top"] = min(clocks["top"] or step, step)
+            given = step <= top or clocksteps.given(step, seen, sum(seen.values()))
+            cost = f / (step if given else top)
+        else:
+            cost = f
         lows.append(cost)
         lows.sort()
         del lows[LEVEL_RANK:]
