@@ -59,3 +59,15 @@ def test_a_clock_the_host_gave_still_counts():
     # a probe at a lower clock the host gave is brought to the top clock: not a slow one
     pts, level = percall.host_probes(d)
     assert level == pytest.approx(100.0) and all(f for _, _, f in pts)
+
+
+def test_the_legs_take_the_same_rule_without_a_document():
+    # tw run's legs stage brings its processes to the top clock with no percall document: the
+    # clocks the host gave come from its own processes' steps (analyse/legs.py)
+    top = 4 / 3.7
+    at = clocksteps.given_levels([top] * 297 + [4 / 2.8] * 3)
+    assert coreclock.factor(None, {"chain_ns": [4 / 2.8]}, top, at) == pytest.approx(2.8 / 3.7)
+    at = clocksteps.given_levels([top] * 299 + [4 / 2.6])
+    assert coreclock.factor(None, {"chain_ns": [4 / 2.6]}, top, at) == 1.0
+    # a process faster than the top is brought down to it, as before
+    assert coreclock.factor(None, {"chain_ns": [4 / 3.8]}, top, at) == pytest.approx(3.8 / 3.7)

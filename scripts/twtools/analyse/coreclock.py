@@ -93,15 +93,18 @@ def _cached(doc):
     return val
 
 
-def scale(doc, step, top_step=None):
+def scale(doc, step, top_step=None, given_at=None):
     """top / step: what brings a value taken at a chain step to the run's top clock, or 1.0
     when the run has no clock, or the step is slower than the top and no clock the host gave
-    (given(): the value is left as measured, as slow as it was)."""
+    (core/clocksteps.given over the document's processes, or given_at: given_levels() of a
+    run's steps where there is no document): the value is left as measured, as slow as it
+    was."""
     cached = _cached(doc) if doc else None
     t = top_step if top_step is not None else (cached[1] if cached else None)
     if not t or not step:
         return 1.0
-    if cached and step > t and not given(step, *cached[2]):
+    at = cached[2] if cached else given_at
+    if at and step > t and not given(step, *at):
         return 1.0
     return t / step
 
@@ -120,9 +123,9 @@ def top(doc):
     return _read(doc)[1] if doc else None
 
 
-def factor(doc, rd, top_step=None):
+def factor(doc, rd, top_step=None, given_at=None):
     """What brings a process's batch values to the run's top clock: scale() of its step."""
-    return scale(doc, step_of(rd), top_step)
+    return scale(doc, step_of(rd), top_step, given_at)
 
 
 def levels(steps):

@@ -117,15 +117,16 @@ def _is_blocked(v):
     return any("block" in r for r in (v.get("traced") or []) + (v.get("untraced") or []))
 
 
-def variant(v, top=None, target=None):
+def variant(v, top=None, target=None, given_at=None):
     """One mechanism's legs from its raw entry in legs.json: {legs: {in, body, out}, total,
     untraced_total, tracer_ns, bracket_ns, calls} or {why}.  A file measured in blocks
     (legs/2) takes _blocked's way: top, the run's top clock (ns per chain step, or None);
-    target, a --target run's relative half-width."""
+    target, a --target run's relative half-width; given_at, the clocks the host gave the run's
+    processes (coreclock.given_levels)."""
     if v.get("status") != "measured":
         return {"why": v.get("why") or "not measured"}
     if _is_blocked(v):
-        sides, why = _sides(v, top)
+        sides, why = _sides(v, top, given_at)
         if why:
             return {"why": why}
         return _blocked(v, sides, traced_fast([sides]), target)
@@ -182,10 +183,11 @@ def _means(rec, values, f):
     return [x * f for x in batch_means(values, rec["calls"])]
 
 
-def _side(rec, top, traced):
+def _side(rec, top, traced, given_at=None):
     """One process's batch means at the top clock: {total, in, body, out (traced), floor} or
-    (None, why)."""
-    f = coreclock.factor(None, rec, top)
+    (None, why).  A chain the host slowed along with the call is no clock (given_at:
+    core/clocksteps.given)."""
+    f = coreclock.factor(None, rec, top, given_at)
     out = {"total": _means(rec, [a - b for a, b in zip(rec["after"], rec["before"])], f),
            "empty": [x * f for x in rec.get("empty_ns") or []]}
     if traced:
@@ -236,12 +238,12 @@ def _gated(series, target, what, screen=BLOCK_SCREEN, own=True):
     return _u([v for _, v in series], q=1.0)
 
 
-def _sides(v, top):
+def _sides(v, top, given_at=None):
     """{block: {"traced": side, "untraced": side}} of one mechanism (_side), or (None, why)."""
     sides = {}
     for kind, traced in (("untraced", False), ("traced", True)):
         for rec in v.get(kind) or []:
-            got, why = _side(rec, top, traced)
+            got, why = _side(rec, top, traced, given_at)
             if why:
                 return None, why
             if got["floor"] is not None:
@@ -359,6 +361,7 @@ def analyse(raw):
     if not raw:
         return None
     top, steps = _top(raw)
+    given_at = coreclock.given_levels(steps) if top else None
     target = raw.get("target") if isinstance(raw.get("target"), (int, float)) else None
     out = {"why": raw.get("why"), "clock": raw.get("clock"), "variants": {}, "differences": {},
            "method": "per leg: batch means of the joined calls, then the undisturbed figure "
@@ -383,7 +386,7 @@ def analyse(raw):
     sides = {}
     for name, v in (raw.get("variants") or {}).items():
         if name in known and v.get("status") == "measured" and _is_blocked(v):
-            sides[name] = _sides(v, top)
+            sides[name] = _sides(v, top, given_at)
     fast = traced_fast([x for x, why in sides.values() if not why])
     if sides:
         out["fast_blocks"] = sorted(fast)
@@ -394,7 +397,7 @@ def analyse(raw):
             got, why = sides[name]
             out["variants"][name] = {"why": why} if why else _blocked(v, got, fast, target)
         else:
-            out["variants"][name] = variant(v, top, target)
+            out["variants"][name] = variant(v, top, target, given_at)
     have = {k for k, v in out["variants"].items() if v.get("legs")}
     for name in sorted(have):
         b = baseline(name, have)
