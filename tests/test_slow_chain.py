@@ -66,8 +66,8 @@ def test_the_legs_take_the_same_rule_without_a_document():
     # clocks the host gave come from its own processes' steps (analyse/legs.py)
     top = 4 / 3.7
     at = clocksteps.given_levels([top] * 297 + [4 / 2.8] * 3)
-    assert coreclock.factor(None, {"chain_ns": [4 / 2.8]}, top, at) == pytest.approx(2.8 / 3.7)
+    assert coreclock.factor(None, {"chain_ns": [4 / 2.8]}, (top, at)) == pytest.approx(2.8 / 3.7)
     at = clocksteps.given_levels([top] * 299 + [4 / 2.6])
-    assert coreclock.factor(None, {"chain_ns": [4 / 2.6]}, top, at) == 1.0
+    assert coreclock.factor(None, {"chain_ns": [4 / 2.6]}, (top, at)) == 1.0
     # a process faster than the top is brought down to it, as before
-    assert coreclock.factor(None, {"chain_ns": [4 / 3.8]}, top, at) == pytest.approx(3.8 / 3.7)
+    assert coreclock.factor(None, {"chain_ns": [4 / 3.8]}, (top, at)) == pytest.approx(3.8 / 3.7)

@@ -16,6 +16,7 @@ before every batch; bench keeps it per batch as `chain_ns`.  Here:
                 reached, over every cell and probe (a clock a few processes met for a moment
                 must not set it), or None when any measured process lacks the chain (a run
                 from before it, or a mix);
+  clock(doc)    (top, the clocks the host gave), read once for the processes of a run;
   factor(doc, rd)  top / step_of(rd): what brings a process's figures to the run's fastest
                 clock (1.0 when the run has none, or when its step is slower than the top
                 and no clock the host gave: core/clocksteps.given);
@@ -93,17 +94,24 @@ def _cached(doc):
     return val
 
 
-def scale(doc, step, top_step=None, given_at=None):
-    """top / step: what brings a value taken at a chain step to the run's top clock, or 1.0
-    when the run has no clock, or the step is slower than the top and no clock the host gave
-    (core/clocksteps.given over the document's processes, or given_at: given_levels() of a
-    run's steps where there is no document): the value is left as measured, as slow as it
-    was."""
-    cached = _cached(doc) if doc else None
-    t = top_step if top_step is not None else (cached[1] if cached else None)
+def clock(doc):
+    """(the run's top step, the clocks the host gave its processes: given_levels()), or (None,
+    None) when the run has no clock: read once, for the many processes a caller brings to the
+    top clock (factor, scale)."""
+    if not doc:
+        return None, None
+    _, t, at = _cached(doc)
+    return t, at
+
+
+def scale(step, clk):
+    """top / step: what brings a value taken at a chain step to the run's top clock (clk:
+    clock()'s pair), or 1.0 when the run has no clock, or the step is slower than the top and
+    no clock the host gave (core/clocksteps.given): such a value is left as measured, as slow
+    as it was."""
+    t, at = clk
     if not t or not step:
         return 1.0
-    at = cached[2] if cached else given_at
     if at and step > t and not given(step, *at):
         return 1.0
     return t / step
@@ -123,9 +131,10 @@ def top(doc):
     return _read(doc)[1] if doc else None
 
 
-def factor(doc, rd, top_step=None, given_at=None):
-    """What brings a process's batch values to the run's top clock: scale() of its step."""
-    return scale(doc, step_of(rd), top_step, given_at)
+def factor(doc, rd, clk=None):
+    """What brings a process's batch values to the run's top clock: scale() of its step, at
+    clk (clock()'s pair; the document's when None)."""
+    return scale(step_of(rd), clk or clock(doc))
 
 
 def levels(steps):

@@ -232,9 +232,9 @@ def undisturbed(doc, cell, where, interval=True, host=None):
     rounds, _legacy = percall.rounds_of(doc, cell)
     vals, times = _round_values(where, rounds)
     if host:
-        top = coreclock.top(doc)
-        if top:
-            vals = [v * coreclock.factor(doc, rd, top) for v, rd in zip(vals, rounds)]
+        clk = coreclock.clock(doc)
+        if clk[0]:
+            vals = [v * coreclock.factor(doc, rd, clk) for v, rd in zip(vals, rounds)]
         u = percall.undisturbed_of(doc, cell, rounds, vals, times, host)
         return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
                 "estimator": UNDISTURBED[0]}

@@ -187,7 +187,7 @@ def _side(rec, top, traced, given_at=None):
     """One process's batch means at the top clock: {total, in, body, out (traced), floor} or
     (None, why).  A chain the host slowed along with the call is no clock (given_at:
     core/clocksteps.given)."""
-    f = coreclock.factor(None, rec, top, given_at)
+    f = coreclock.factor(None, rec, (top, given_at))
     out = {"total": _means(rec, [a - b for a, b in zip(rec["after"], rec["before"])], f),
            "empty": [x * f for x in rec.get("empty_ns") or []]}
     if traced:

@@ -117,11 +117,12 @@ def _floor_of(rd):
     return min(v) if v else None
 
 
-def clocked(doc, rd, top=None):
+def clocked(doc, rd, clk=None):
     """A process's usable batch values brought to the run's top core clock
     (coreclock.factor: the host moves the core's clock in steps, and the undisturbed figures
-    are at one clock), or as measured when the run did not time the clock."""
-    f = coreclock.factor(doc, rd, top)
+    are at one clock), or as measured when the run did not time the clock.  clk:
+    coreclock.clock(doc), read once by a caller that brings many processes."""
+    f = coreclock.factor(doc, rd, clk)
     v = usable(rd)[0]
     return v if f == 1.0 else [x * f for x in v]
 
@@ -134,15 +135,15 @@ def host_probes(doc):
     cell's own processes.  ([], None) when there is none with a time."""
     hs = (doc or {}).get("host_state") or {}
     pts = []
-    top = coreclock.top(doc)
+    clk = coreclock.clock(doc)
     if isinstance(hs.get("probes"), list) and hs["probes"]:
         for pr in hs["probes"]:
             t, f, st = pr.get("t_s"), pr.get("floor_ns"), pr.get("chain_ns")
             if isinstance(t, (int, float)) and isinstance(f, (int, float)) and f > 0:
                 # at the run's top clock, so a probe at a lower clock is not a slow one (a
                 # chain the host slowed with the call is no clock: coreclock.given)
-                if top and isinstance(st, (int, float)) and st > 0:
-                    f = f * coreclock.scale(doc, st, top)
+                if clk[0] and isinstance(st, (int, float)) and st > 0:
+                    f = f * coreclock.scale(st, clk)
                 pts.append((float(t), float(f)))
     else:
         ref = (doc or {}).get("reference") or {}
@@ -151,7 +152,7 @@ def host_probes(doc):
                     (ref.get("variant"), ref.get("op", "null"), ref.get("shape", "ret")):
                 rounds, _ = rounds_of(doc, c)
                 for rd in rounds:
-                    v = clocked(doc, rd, top)
+                    v = clocked(doc, rd, clk)
                     t, f = rd.get("t_s"), (min(v) if v else None)
                     if isinstance(t, (int, float)) and f:
                         pts.append((float(t), float(f)))
@@ -321,9 +322,9 @@ def cell_summary(doc, cell, probes=None):
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
     # The undisturbed figures at the run's top core clock; the typical one as measured.
-    top = coreclock.top(doc)
-    if top:
-        vals = [clocked(doc, rd, top) for rd in rounds]
+    clk = coreclock.clock(doc)
+    if clk[0]:
+        vals = [clocked(doc, rd, clk) for rd in rounds]
         # the k-best floor too, which decides whether the floor can be trusted: five fastest
         # batches of processes at 2.5 and 2.8 GHz disagree by 12% as measured, and six fast
         # cells of a report beside the neighbour lost their undisturbed figure to that
@@ -550,9 +551,9 @@ def _ref_by_round(doc, ref):
     cell is paired with, read once per analysis."""
     rr, _ = rounds_of(doc, ref)
     by_round = {}
-    top = coreclock.top(doc)
+    clk = coreclock.clock(doc)
     for r in rr:
-        v = clocked(doc, r, top)
+        v = clocked(doc, r, clk)
         if v:
             by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
     return by_round
@@ -566,10 +567,10 @@ def _to_reference(doc, cell, ref, by_round=None):
     rc, _ = rounds_of(doc, cell)
     by_round = _ref_by_round(doc, ref) if by_round is None else by_round
     pa, pb = [], []
-    top = coreclock.top(doc)
+    clk = coreclock.clock(doc)
     for r in rc:
         refs = by_round.get(r.get("round"))
-        v = clocked(doc, r, top)
+        v = clocked(doc, r, clk)
         if not refs or not v:
             continue
         t = r.get("t_s")
@@ -593,9 +594,9 @@ def _undisturbed_to_reference(doc, cell, ref, probes=None, by_round=None):
     rc, _ = rounds_of(doc, cell)
     by_round = _ref_by_round(doc, ref) if by_round is None else by_round
     pa, pb, quiet = [], [], []
-    top = coreclock.top(doc)
+    clk = coreclock.clock(doc)
     for r in rc:
-        v, refs = clocked(doc, r, top), by_round.get(r.get("round"))
+        v, refs = clocked(doc, r, clk), by_round.get(r.get("round"))
         if v and refs:
             t = r.get("t_s")
             near = min(refs, key=lambda x: abs(x[0] - t)) if t is not None and \
@@ -646,10 +647,10 @@ def host_state(doc, ref_raw, ref_cell, cells):
     slow = total = 0
     # at the run's top core clock, as the undisturbed figure: a batch at a lower clock is not
     # one the other tenants slowed (the clock over the run is clock_series)
-    top = coreclock.top(doc)
+    clk = coreclock.clock(doc)
     for r in rounds:
         t = r.get("t_s")
-        for v in clocked(doc, r, top):
+        for v in clocked(doc, r, clk):
             if v is None:
                 continue
             out["series"].append([t, v])
@@ -862,8 +863,8 @@ def _quiet_by_round(doc, a, b):
     pairs = _round_pairs(doc, a, b)
     quiet = [(r, o) for r, o in pairs if not has_probes or (
         host_label(probes, r.get("t_s")) is True and host_label(probes, o.get("t_s")) is True)]
-    top = coreclock.top(doc)
-    return ([clocked(doc, r, top) for r, _ in quiet], [clocked(doc, o, top) for _, o in quiet],
+    clk = coreclock.clock(doc)
+    return ([clocked(doc, r, clk) for r, _ in quiet], [clocked(doc, o, clk) for _, o in quiet],
             len(quiet), len(pairs))
 
 
