@@ -35,6 +35,7 @@ is still said: whether the two prices' intervals tell the move from nothing.
     end_price(end, bench)            {value_ns, half_ns, cycles..., why} of the stage's price
     analyse(raw, bench, causes)      exitprice's analysed summary (None without the stage)
     widen(bench, causes, summary)    the exit-paying cells' intervals, in place
+    hold(raw, bench, causes)         analyse() then widen(), with `widened`
     at_moment(cell)                  a cell with its intervals as measured
 """
 import math
@@ -192,6 +193,16 @@ def widen(bench, cz, summary):
         c["exit_drift"] = {"exits": k, "shift_ns": s, "moment": moment}
         n += 1
     return n
+
+
+def hold(raw, bench, cz):
+    """analyse()'s summary with the exit-paying cells of bench widened in place to hold the
+    move (widen; `widened`: how many), as results.load and tw bench --target both take it;
+    None when there is no exit-price stage."""
+    s = analyse(raw, bench, cz)
+    if s:
+        s["widened"] = widen(bench, cz, s)
+    return s
 
 
 def at_moment(c):

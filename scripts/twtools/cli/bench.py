@@ -191,13 +191,12 @@ def exit_price(out, mode, analysed, fp):
 
 def hold_exit_move(analysed, fp, exit_doc):
     """The exit-paying cells' intervals widened in place to hold the exit's move between the
-    matrix and exit_doc (analyse/exitdrift.widen, as results.load does for the directory),
+    matrix and exit_doc (analyse/exitdrift.hold, as results.load does for the directory),
     with a line that says so; the number of cells widened."""
     if not exit_doc:
         return 0
     from ..analyse import causes, exitdrift
-    cz = causes.compute_from(analysed, fp)
-    s = exitdrift.analyse(exit_doc, analysed, cz)
+    s = exitdrift.hold(exit_doc, analysed, causes.compute_from(analysed, fp))
     if s and not s.get("paying"):
         ui.progress("bench: no measured variant pays VM exits here (the kernel's facts and "
                     "this run's fit), so no interval carries the exit's price")
@@ -206,7 +205,7 @@ def hold_exit_move(analysed, fp, exit_doc):
         ui.progress(f"bench: the exit's price at the end is unknown ({(s or {}).get('why')}); "
                     "the intervals hold the matrix's moment only")
         return 0
-    n = exitdrift.widen(analysed, cz, s)
+    n = s["widened"]
     lo, hi = s["move_pct"] - s["move_half_pct"], s["move_pct"] + s["move_half_pct"]
     ui.progress(f"bench: one exit cost {s['move_pct']:+.2f}% [{lo:+.2f}, {hi:+.2f}] at the end "
                 f"against the matrix; the {n} cells that pay exits have intervals that hold "
