@@ -24,8 +24,7 @@ interval could have detected: its larger half-width, in percent.
 """
 import math
 
-from . import exitdrift, stats
-from . import percall
+from . import exitdrift, percall, stats
 from .percall import figure, ratio_of
 
 # The false discovery rate the Benjamini-Hochberg procedure holds a comparison's calls to.
