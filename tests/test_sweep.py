@@ -288,20 +288,36 @@ def test_interleaved_rounds_spread_the_short_sweep_over_the_long_one():
     assert log[-1][0] == "seed" and log[0][0] == "seed" and tl[0] <= 2
 
 
-def test_tw_run_measures_both_sweeps_together(quick_run):
-    # Both sweeps wanted: one stage measures both, their rounds taking turns, and each file
-    # says so; the TLPI stage is recorded as done, in no time of its own.  The test run's one
-    # `tw run --quick` (conftest.quick_run) wants every stage, so both sweeps.
+def test_tw_run_measures_both_sweeps_together_in_two_sessions(quick_run):
+    # Both sweeps wanted: their rounds take turns, in two sessions: the seed-sweep stage
+    # measures the first half of both, the tlpi-sweep stage, moved to just before the legs, the
+    # rest (cli/run._together; a copy-bound row moves with the host's memory in states that
+    # last tens of seconds).  The test run's one `tw run --quick` (conftest.quick_run) wants
+    # every stage, so both sweeps.
     out, p = quick_run
     assert p.returncode == 0, p.stderr[-2000:]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["stages"]["seed-sweep"]["ok"] and meta["stages"]["tlpi-sweep"]["ok"]
     assert meta["stages"]["tlpi-sweep"]["measured_with"] == "seed-sweep"
+    assert meta["stages"]["tlpi-sweep"]["session"] == 2
     assert "measured_with" not in meta["stages"]["seed-sweep"]
+    order = list(meta["stages"])
+    assert order.index("tlpi-sweep") == order.index("legs") - 1
+    assert order.index("tlpi-sweep") > order.index("census") > order.index("seed-sweep")
     for stem, other in (("sweep_seed", "TLPI"), ("sweep_tlpi", "seed")):
         d = json.loads((out / f"{stem}.json").read_text())
         assert f"took turns with those of the {other} sweep" in d["interleave"]
-    assert "measured with the seed sweep" in p.stderr
+        ss = d["sessions"]
+        assert d["sessions_planned"] == 2 and len(ss) == 2
+        # the two sessions hold every round once, in order, the second a stage or more later
+        assert ss[0]["rounds"][0] == 0 and ss[0]["rounds"][1] == ss[1]["rounds"][0]
+        assert ss[1]["rounds"][1] == d["rounds_done"] == d["rounds"]
+        assert ss[1]["start_s"] > ss[0]["start_s"] + ss[0]["seconds"]
+        rounds = {r for run in d["runs"] if run["supported"] for row in run["rows"]
+                  for r in row["samples"]["round"]}
+        assert rounds == set(range(d["rounds"]))
+    assert "first session done" in p.stderr and "the second session of both sweeps" in p.stderr
+    assert not (out / sweep.SESSIONS_SCRATCH).exists() and not (out / sweep.SCRATCH).exists()
     lines = [ln for ln in p.stderr.splitlines() if "sweep: round" in ln and "done" in ln]
     assert lines[0].startswith("tw: seed sweep") and any("TLPI sweep" in ln for ln in lines[:3])
 

@@ -347,7 +347,7 @@ BLIND = {"!value": "num?", "why": "str?"}
 STRS = ["str"]
 
 STAGE = {"ok": "bool?", "seconds": "num?", "error": "str?", "traceback": "str?", "errno": "str?",
-         "interrupted": "bool?", "measured_with": "str?"}
+         "interrupted": "bool?", "measured_with": "str?", "session": "int?"}
 META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?", "version": "str?",
         "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
         "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),
@@ -419,7 +419,12 @@ SWEEP_ROW = {"!buffsize": "posint", "calls": "posint?", "calls_expected": "int?"
 SWEEP_RUN = {"!variant": "variant", "mode": "str?", "bits": "int?", "mechanism": "str?",
              "supported": "bool?", "reason": "str?", "rows": [SWEEP_ROW]}
 SWEEP = {"runs": [SWEEP_RUN], "input_bytes": "int?", "mode": "str?", "sizes": ["int"],
-         "reps": "int?", "fstype": "str?"}
+         "reps": "int?", "fstype": "str?", "sessions_planned": "int?",
+         # measure.sweep.Together's sessions: the rounds [first, end) each measured
+         "sessions": ("opt", [{"!rounds": ["count"], "start_s": "num?", "seconds": "num?",
+                               "__check__": lambda r: None if len(r["rounds"]) == 2 and
+                               r["rounds"][0] <= r["rounds"][1] else
+                               "rounds is not [first, end)"}])}
 
 WRITEV_ROW = {"!bits": "int", "supported": "bool?", "reason": "str?", "n_buffers": "posint?",
               "size": "posint?", "bytes": "int?", "iov_max": "int?", "write_calls": "posnum?",

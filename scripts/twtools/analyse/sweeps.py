@@ -12,7 +12,7 @@ import numpy as np
 
 from . import fits, sequential, stats
 
-ANALYSIS = "sweeps/5"
+ANALYSIS = "sweeps/6"   # 6: a row's interval holds its move between the sweep's sessions
 
 
 def _arr(row, key):
@@ -40,7 +40,45 @@ def _by_round(rnd, *series):
     return out
 
 
-def _undisturbed(row, nspc, target=None):
+# A session's figure counts toward the sessions' term with at least this many rounds.
+SESSION_MIN_ROUNDS = 2
+
+
+def _across_sessions(u, keys, runs, sessions):
+    """u (stats.undisturbed of all the runs) with its interval widened by the figure's move
+    between the sweep's sessions (measure.sweep.Together: tw run measures half the rounds
+    after the matrix and half a minute or more later): each session's own figure, the largest
+    difference between two of them less what their jackknife errors explain, in quadrature
+    (term 'sessions'; `sessions` keeps each figure and its rounds).
+
+    Why: a copy-bound row moves with the host's memory in states that last tens of seconds.
+    The rounds of one moment all share its state, so neither their spread nor the drift
+    between the run's halves sees it, and a rerun in another state misses (29 of 70 async rows
+    of one pair on the AMD EPYC guest, by 10-15%, on intervals of +-1-3%).  Two sessions a
+    minute apart are two draws of that state; their difference is what a rerun may move."""
+    if u.get("value") is None or u.get("ci_low") is None or not sessions or len(sessions) < 2:
+        return u
+    figs = []
+    for r0, r1 in sessions:
+        part = [runs[i] for i, k in enumerate(keys) if r0 <= k < r1]
+        if len(part) >= SESSION_MIN_ROUNDS:
+            f = stats.undisturbed(part)
+            if f.get("value") is not None and f.get("se") is not None:
+                figs.append((f["value"], f["se"], len(part)))
+    if len(figs) < 2:
+        return u
+    term = max(math.sqrt(max(0.0, (a[0] - b[0]) ** 2 - a[1] ** 2 - b[1] ** 2))
+               for i, a in enumerate(figs) for b in figs[i + 1:])
+    out = dict(u, sessions={"figures": [x[0] for x in figs], "n_rounds": [x[2] for x in figs],
+                            "term": term})
+    if term > 0:
+        e = u["value"]
+        h = math.hypot(max(e - u["ci_low"], u["ci_high"] - e), term)
+        out.update(ci_low=e - h, ci_high=e + h, terms=list(u.get("terms") or []) + ["sessions"])
+    return out
+
+
+def _undisturbed(row, nspc, target=None, sessions=None):
     """The undisturbed ns per call of one row: its passes grouped by the run they came from
     (samples.round), the mean of the fastest passes with the jackknife over runs
     (stats.undisturbed, as every per-call cell).  target (tw sweep --target): the same figure
@@ -60,7 +98,7 @@ def _undisturbed(row, nspc, target=None):
     if not rnd or len(rnd) != nspc.size:
         return None
     runs = _by_round(rnd, nspc)[0]
-    u = stats.undisturbed(runs)
+    u = _across_sessions(stats.undisturbed(runs), sorted(set(rnd)), runs, sessions)
     if not target:
         return u
     seq = sequential.progress([min(r) for r in runs if r], target)
@@ -141,6 +179,7 @@ def sweep(obj):
     if not obj:
         return None
     out = copy.deepcopy(obj)
+    sessions = [tuple(x["rounds"]) for x in out.get("sessions") or [] if x.get("rounds")]
     for run in out.get("runs", []):
         for row in run.get("rows") or []:
             u, s, r = (_arr(row, k) for k in ("user_s", "sys_s", "real_s"))
@@ -156,7 +195,8 @@ def sweep(obj):
             if rnd is not None:
                 row["samples"]["round"] = rnd
             und = _undisturbed({"samples": {"round": rnd}}, nspc,
-                               out.get("target") if run.get("mode") == "async" else None)
+                               out.get("target") if run.get("mode") == "async" else None,
+                               sessions)
             if und is not None:
                 row["undisturbed"] = und
                 row["undisturbed_ns"], row["undisturbed_ci_low"], row["undisturbed_ci_high"] = \

@@ -59,9 +59,11 @@ FATAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # about 17 s).  The exit-price stage after the legs takes about 1.5 s on a quiet host and at
 # most 8 s (measure.exitprice.BUDGET_S); its deadline keeps the report's 30 s, and the legs
 # keep 3 s more than before for it.  Only a whole run has it: with --only, a stage runs its
-# mode's work.
+# mode's work.  The sweeps run in two sessions (_together): the first takes half the time to
+# the seed-sweep stage's deadline, the second (the tlpi-sweep stage, before the legs) as long
+# again at most, and keeps 50 s for the legs' usual 12-17 s and what follows them.
 RUN_BUDGET_S = {"default": 180}
-RESERVE_S = {"bench": 130, "seed-sweep": 105, "legs": 38, "exit-price": 30}
+RESERVE_S = {"bench": 130, "seed-sweep": 105, "tlpi-sweep": 50, "legs": 38, "exit-price": 30}
 
 
 def _call(module, func, **kw):
@@ -129,36 +131,78 @@ def measured_with(stage):
     return {"measured_with": stage}
 
 
+# The sweeps' second session (measure.sweep.Together) runs before the first of these stages
+# the run has, a minute or more after the first; the first session takes this share of their
+# rounds, and of their time to its deadline.
+SECOND_SESSION_BEFORE = ("legs", "exit-price")
+FIRST_SHARE = 0.5
+
+
 def _together(wanted):
     """The stages to run, with the seed and TLPI sweeps measured together when both are
-    wanted: the seed-sweep stage then runs both, their rounds taking turns
-    (measure.sweep.seed_and_tlpi), and the tlpi-sweep stage only says so, or fails as the
-    pair did.  The seed sweep's 20 s of rounds then spread over both sweeps' minute: the
-    host's fast state moves over minutes, and a figure taken in 20 s sees one moment of it."""
+    wanted: their rounds take turns (measure.sweep.Together), so that the seed sweep's short
+    rounds spread over both sweeps' time.  When other stages lie between the sweeps and the
+    legs (a whole run), the seed-sweep stage measures the first half of both sweeps' rounds
+    and the tlpi-sweep stage, moved to just before the legs, the rest: two moments a minute
+    or more apart, because a copy-bound row moves with the host's memory in states that last
+    tens of seconds, which one moment cannot see.  Without stages between them one session
+    measures both, and the tlpi-sweep stage only says so.  Either way the tlpi-sweep stage
+    fails as the seed-sweep stage did."""
     names = [n for n, _ in wanted]
     if "seed-sweep" not in names or "tlpi-sweep" not in names:
         return wanted
+    later = next((n for n in SECOND_SESSION_BEFORE if n in names), None)
+    split = bool(later) and any(n != "tlpi-sweep" for n in
+                                names[names.index("seed-sweep") + 1:names.index(later)])
     state = {}
 
-    def both(out, mode, deadline=None):
+    def first(out, mode, deadline=None):
         from ..measure import sweep
+        both = None
         try:
-            sweep.seed_and_tlpi(out, mode=mode, deadline=deadline)
+            both = sweep.Together(out, mode, sessions=2 if split else 1)
+            if split:
+                both.session(None if deadline is None else
+                             time.monotonic() + (deadline - time.monotonic()) * FIRST_SHARE,
+                             share=FIRST_SHARE)
+                state["together"], state["first_s"] = both, both.seconds
+            else:
+                both.session(deadline)
         except Exception as e:
             state["failed"] = e
             raise
+        finally:
+            if both is not None and "together" not in state:
+                both.close()
         state["done"] = True
 
-    def tlpi(out, mode):
+    def second(out, mode, deadline=None):
         if "failed" in state:
             raise RuntimeError(f"measured with the seed sweep, which failed: "
                                f"{describe_error(state['failed'])}")
         if not state.get("done"):
             raise RuntimeError("the seed sweep, which measures it, did not run")
-        ui.progress("tlpi-sweep: measured with the seed sweep, their rounds taking turns")
-        return measured_with("seed-sweep")
-    return [(n, both if n == "seed-sweep" else tlpi if n == "tlpi-sweep" else f)
-            for n, f in wanted]
+        both = state.pop("together", None)
+        if both is None:
+            ui.progress("tlpi-sweep: measured with the seed sweep, their rounds taking turns")
+            return measured_with("seed-sweep")
+        ui.progress("tlpi-sweep: the second session of both sweeps")
+        try:
+            # no longer than the first took: the legs after it adapt to what is left
+            if deadline is not None:
+                deadline = min(deadline, time.monotonic() + state["first_s"])
+            both.session(deadline)
+        finally:
+            both.close()
+        return dict(measured_with("seed-sweep"), session=2)
+
+    out = [(n, first if n == "seed-sweep" else second if n == "tlpi-sweep" else f)
+           for n, f in wanted]
+    if split:
+        tl = next(x for x in out if x[0] == "tlpi-sweep")
+        out.remove(tl)
+        out.insert(next(i for i, x in enumerate(out) if x[0] == later), tl)
+    return out
 
 
 def add_arguments(p, name):
@@ -285,7 +329,8 @@ def clean_scratch(out):
     """Remove what an interrupted or failed stage can leave in the results directory: the
     sweeps' scratch directory and half-written temporary files (.NAME.PID.tmp)."""
     from ..measure import sweep
-    shutil.rmtree(Path(out) / sweep.SCRATCH, ignore_errors=True)
+    for d in (sweep.SCRATCH, sweep.SESSIONS_SCRATCH):
+        shutil.rmtree(Path(out) / d, ignore_errors=True)
     for t in Path(out).glob(f".*.{os.getpid()}.tmp"):
         try:
             t.unlink()
@@ -368,8 +413,9 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
                     rec["deadline_s"] = round(kw["deadline"] - t0, 1)
                 got = stage(out, mode, **kw)
                 meta["stages"][name] = dict(rec, ok=True, seconds=round(time.monotonic() - ts, 2))
-                if isinstance(got, dict) and "measured_with" in got:
-                    meta["stages"][name]["measured_with"] = got["measured_with"]
+                for k in ("measured_with", "session"):
+                    if isinstance(got, dict) and k in got:
+                        meta["stages"][name][k] = got[k]
             except Exception as e:  # recorded, reported, and the run goes on
                 detail = traceback.format_exc(limit=3)
                 meta["stages"][name] = {"ok": False, "seconds": round(time.monotonic() - ts, 2),

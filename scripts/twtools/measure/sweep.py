@@ -122,6 +122,9 @@ def fstype(path):
 
 
 SCRATCH = ".sweep-scratch"
+# Together's, apart: its sessions outlive the stages between them, whose own scratch
+# directory (SCRATCH) goes when each ends.
+SESSIONS_SCRATCH = ".sweeps-sessions-scratch"
 
 
 @contextlib.contextmanager
@@ -250,6 +253,7 @@ class _Rounds:
         self.done, self.stopped = 0, None     # rounds run; why fewer than planned
         self.open_async = False               # --target: async rounds past the plan's
         self.target = self.budget_s = None
+        self.sessions, self.sessions_planned = [], 1   # Together's sessions; none alone
         for v in variants:
             for m in plan:
                 key = (v["name"], m)
@@ -329,13 +333,13 @@ class _Rounds:
         c.setdefault("batch_ns", []).extend(res["batch_ns"])
         c.setdefault("round", []).extend([r] * len(res["batch_ns"]))
 
-    def snapshot(self):
+    def snapshot(self, interleaved_with=None):
         """The sweep dict of the rounds so far, for a judge to read at once while the sweep
         goes on (result() takes the runs' raw samples: it is given copies of the runs)."""
         keep = self.runs
         self.runs = {k: dict(r) for k, r in keep.items()}
         try:
-            return self.result()
+            return self.result(interleaved_with)
         finally:
             self.runs = keep
 
@@ -371,7 +375,10 @@ class _Rounds:
                 "parts": [{"sizes": sz or "timewrite's own", "batches": b or "batches_by_mode"}
                           for sz, b in self.parts],
                 "outfile_dir": str(Path(self.out_dir).resolve()), "fstype": self.fs[0],
-                "fstype_mount": self.fs[1], "seconds": round(time.monotonic() - self.t0, 2),
+                "fstype_mount": self.fs[1],
+                "seconds": round(sum(x["seconds"] for x in self.sessions), 2) if self.sessions
+                else round(time.monotonic() - self.t0, 2),
+                "sessions": self.sessions, "sessions_planned": self.sessions_planned,
                 "host_clock": dict(self.clock, supported=self.clock.get("supported", True),
                                    batches=CLOCK_BATCHES, program="hostclock"),
                 "runs": out_runs}
@@ -414,6 +421,36 @@ def _hostclock(timeout=60):
 MIN_ROUNDS = 4
 
 
+def _order(a, b):
+    """Both sweeps' rounds in the order they take turns: round r of R at (r + 0.5) / R of its
+    own sweep, as [(place, which, r)] with which 0 for a and 1 for b."""
+    return sorted([((r + 0.5) / a.rounds, 0, r) for r in range(a.rounds)]
+                  + [((r + 0.5) / b.rounds, 1, r) for r in range(b.rounds)])
+
+
+class _Turns:
+    """Two _Rounds taking turns (_order), run in one session or several: a session runs the
+    order on from where the last one stopped."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+        self.order, self.pos, self.took = _order(a, b), 0, ([], [])
+
+    def session(self, deadline=None, share=1.0):
+        """Run turns until `share` of the order is done, or no round fits before deadline (once
+        each sweep has MIN_ROUNDS); 'deadline' when the deadline stopped it, else None."""
+        end = len(self.order) if share >= 1 else max(self.pos, math.ceil(len(self.order) * share))
+        while self.pos < end:
+            _, which, r = self.order[self.pos]
+            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS):
+                return "deadline"
+            t = time.monotonic()
+            (self.a, self.b)[which].round(r)
+            self.took[which].append(time.monotonic() - t)
+            self.pos += 1
+        return None
+
+
 def _interleaved(a, b, deadline=None):
     """Run two _Rounds taking turns: each round placed at its share of its own sweep
     (round r of R at (r + 0.5) / R), both sweeps' rounds in that order.  The seed sweep's
@@ -424,21 +461,16 @@ def _interleaved(a, b, deadline=None):
     deadline: a time.monotonic() by which both end: once each has MIN_ROUNDS, no round starts
     that its sweep's mean round so far says would end past it (said in each result's
     `stopped`, the rounds done in `rounds_done`)."""
-    order = sorted([((r + 0.5) / a.rounds, 0, r) for r in range(a.rounds)]
-                   + [((r + 0.5) / b.rounds, 1, r) for r in range(b.rounds)])
-    took = ([], [])
-    for _, which, r in order:
-        sw = (a, b)[which]
-        if proc.next_round_past(deadline, took[which], r, MIN_ROUNDS):
-            for x in (a, b):
-                x.stopped = "deadline"
-            ui.progress(f"sweeps: stopped at the report's time for them: the seed sweep after "
-                        f"{a.done} of {a.rounds} rounds, the TLPI sweep after {b.done} of "
-                        f"{b.rounds}")
-            break
-        t = time.monotonic()
-        sw.round(r)
-        took[which].append(time.monotonic() - t)
+    if _Turns(a, b).session(deadline) == "deadline":
+        _stopped_at_deadline(a, b)
+
+
+def _stopped_at_deadline(a, b):
+    for x in (a, b):
+        x.stopped = "deadline"
+    ui.progress(f"sweeps: stopped at the report's time for them: the seed sweep after "
+                f"{a.done} of {a.rounds} rounds, the TLPI sweep after {b.done} of "
+                f"{b.rounds}")
 
 
 def _pick_variants(names=None, program="timewrite"):
@@ -508,17 +540,78 @@ def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
 
 
 def seed_and_tlpi(out_dir, mode="default", deadline=None):
-    """Both sweeps at once, their rounds taking turns (_interleaved): what `tw run` does
-    when it runs both, so that the seed sweep's short rounds spread over the TLPI sweep's
-    time.  Writes sweep_seed.json and sweep_tlpi.json; returns both.  deadline: as
-    _interleaved's."""
-    seed, tlpi = _seed_setup(mode), _tlpi_setup(mode)
-    with _scratch(out_dir) as scratch:
-        a = _Rounds(out_dir, *seed, scratch)
-        b = _Rounds(out_dir, *tlpi, scratch)
-        _interleaved(a, b, deadline)
-        ra, rb = a.result(interleaved_with="the TLPI sweep"), b.result(interleaved_with="the seed sweep")
-    return _seed_export(out_dir, mode, ra), _tlpi_export(out_dir, mode, rb)
+    """Both sweeps at once, their rounds taking turns (_interleaved), in one session: what
+    `tw run` does when it runs both with no other stage between their sessions (Together).
+    Writes sweep_seed.json and sweep_tlpi.json; returns both.  deadline: as _interleaved's."""
+    both = Together(out_dir, mode, sessions=1)
+    try:
+        return both.session(deadline)
+    finally:
+        both.close()
+
+
+class Together:
+    """The seed and TLPI sweeps measured at once, their rounds taking turns, in sessions at
+    different moments of a run: `tw run` measures the first half of their rounds after the
+    matrix and the rest later, before the legs.
+
+    Why two moments: a copy-bound row (a write of 8 KiB or more, whose time is the copy into
+    the page cache) moves with the host's memory, in states that last tens of seconds.  On
+    the AMD EPYC guest (family 25, model 17) one default run's seed sweep met a state in which
+    every row of 8 KiB or more cost 10-15% more, in each of its 11 rounds, and the rows of 4 KiB
+    or less at most 1.3% more; the next run, three minutes later, met the fast state, and 29 of 70
+    async rows missed their rerun on intervals of +-1-3%.  The writev stage of the first run,
+    40 s after its sweep, wrote 8 KiB at its rerun's cost already (within 2%).  A sweep measured at one moment cannot
+    see a state that holds the whole moment; measured at two, a minute apart, its rows carry
+    both (analyse/sweeps.py, "sessions").
+
+    session(deadline, share)  run turns until share of them (the last session: all), or
+                              the deadline; write both files (the rounds so far), return both
+    close()                   remove the scratch directory"""
+
+    def __init__(self, out_dir, mode="default", sessions=2):
+        self.out_dir, self.mode = out_dir, mode
+        self.scratch = Path(out_dir) / SESSIONS_SCRATCH
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            self.a = _Rounds(out_dir, *_seed_setup(mode), self.scratch)
+            self.b = _Rounds(out_dir, *_tlpi_setup(mode), self.scratch)
+        except BaseException:
+            self.close()
+            raise
+        for x in (self.a, self.b):
+            x.sessions_planned = sessions
+        self.turns = _Turns(self.a, self.b)
+        self.t0 = time.monotonic()
+
+    def session(self, deadline=None, share=0.5):
+        """One session: the turns on from the last session's, until `share` of all of them are
+        done (the last session: until every one is) or the deadline.  Both files are written
+        with every round so far, so that a run cut later still has this session's."""
+        last = len(self.a.sessions) + 1 >= self.a.sessions_planned
+        start, first = time.monotonic(), (self.a.done, self.b.done)
+        stopped = self.turns.session(deadline, 1.0 if last else share)
+        took = time.monotonic() - start
+        for x, r0 in zip((self.a, self.b), first):
+            x.sessions.append({"rounds": [r0, x.done], "start_s": round(start - self.t0, 2),
+                               "seconds": round(took, 2)})
+        if stopped and last:
+            _stopped_at_deadline(self.a, self.b)
+        elif not last:
+            ui.progress(f"sweeps: first session done in {took:.1f} s (the seed sweep's rounds "
+                        f"1-{self.a.done}, the TLPI sweep's 1-{self.b.done}); the rest later "
+                        "in the run, at another moment of the host's memory")
+        ra = self.a.snapshot(interleaved_with="the TLPI sweep")
+        rb = self.b.snapshot(interleaved_with="the seed sweep")
+        return _seed_export(self.out_dir, self.mode, ra), _tlpi_export(self.out_dir, self.mode, rb)
+
+    @property
+    def seconds(self):
+        """The last session's seconds."""
+        return self.a.sessions[-1]["seconds"] if self.a.sessions else 0.0
+
+    def close(self):
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 # --- wvbench ----------------------------------------------------------------------

@@ -193,8 +193,15 @@ def sec_provenance(doc, data, results_dir):
     if st:
         doc.table(["stage", "ok", "seconds", "error"],
                   [[outside(k), "yes" if v.get("ok") else "**no**",
-                    f"with {outside(v['measured_with'])}" if v.get("measured_with") else
-                    v.get("seconds"), outside(v.get("error"))] for k, v in st.items()])
+                    _stage_seconds(v), outside(v.get("error"))] for k, v in st.items()])
+
+
+def _stage_seconds(v):
+    """A stage's seconds, or which stage measured it (cli/run: the sweeps' second session is
+    the tlpi-sweep stage's own time)."""
+    if v.get("session"):
+        return f"{v.get('seconds')} (session {v['session']} of {outside(v.get('measured_with'))})"
+    return f"with {outside(v['measured_with'])}" if v.get("measured_with") else v.get("seconds")
 
 
 MATRIX_OPS = [("null", None), ("getppid", None), ("write-devnull", 1), ("write-file", 256),
@@ -774,6 +781,33 @@ def _stopped_early(doc, sw):
               "rounds allow.")
 
 
+def _sessions(doc, sw):
+    """One line when a sweep was measured in sessions at two moments of the run
+    (measure.sweep.Together) and what the move between them did to its async rows' intervals
+    (analyse.sweeps._across_sessions)."""
+    ss = [x for x in sw.get("sessions") or [] if x.get("rounds")]
+    if len(ss) < 2:
+        return
+    rows = [row for run in sw.get("runs") or [] if run.get("mode") == "async"
+            for row in run.get("rows") or [] if (row.get("undisturbed") or {}).get("sessions")]
+    moved = [row for row in rows if "sessions" in (row["undisturbed"].get("terms") or [])]
+    big = max((row["undisturbed"]["sessions"]["term"] / row["undisturbed"]["value"]
+               for row in moved), default=None)
+    parts = ", ".join((f"rounds {x['rounds'][0] + 1}-{x['rounds'][1]}"
+                       if x['rounds'][1] - x['rounds'][0] > 1 else f"round {x['rounds'][1]}")
+                      + f" ({x['seconds']:.0f} s)" for x in ss)
+    doc.p(f"Its rounds were measured in {len(ss)} sessions of this run, "
+          f"{ss[-1]['start_s'] - ss[0]['start_s']:.0f} s apart: {parts}. A copy-bound row moves "
+          "with the host's memory in states that last tens of seconds, which rounds of one "
+          "moment all share; so each async row's interval holds its move between the sessions. "
+          + (f"Here no move is in them: a session needs {sweeps.SESSION_MIN_ROUNDS} rounds for a "
+             "figure of its own." if not rows else
+             f"{len(moved)} of the {len(rows)} async rows with rounds in both moved more than "
+             f"their sampling error explains, by up to {100 * big:.1f}%." if moved else
+             f"None of the {len(rows)} async rows with rounds in both moved more than their "
+             "sampling error explains."))
+
+
 def _host_clock(doc, sw):
     """One line on the host's own speed during a sweep (analyse.sweeps.host_clock): a
     figure in ns moves with it, and it is measured apart from every cell."""
@@ -803,6 +837,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
     doc.p(f"{sw.get('input_bytes')} bytes per pass, {sw.get('reps')} repetitions, output on "
           f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
     _stopped_early(doc, sw)
+    _sessions(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
     _sweep_table(doc, sw, "Seed sweep", key="wait_s", unit="ms", scale=1e3)
@@ -904,6 +939,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
     doc.p(f"{sw.get('input_bytes')} bytes per pass here (TLPI wrote far more; compare shapes, "
           "not absolute seconds).")
     _stopped_early(doc, sw)
+    _sessions(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "TLPI sweep")
     if tlpi_ref:
