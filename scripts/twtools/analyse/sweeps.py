@@ -47,15 +47,19 @@ SESSION_MIN_ROUNDS = 2
 def _across_sessions(u, keys, runs, sessions):
     """u (stats.undisturbed of all the runs) with its interval widened by the figure's move
     between the sweep's sessions (measure.sweep.Together: tw run measures half the rounds
-    after the matrix and half a minute or more later): each session's own figure, the largest
-    difference between two of them less what their jackknife errors explain, in quadrature
-    (term 'sessions'; `sessions` keeps each figure and its rounds).
+    after the matrix and the rest a minute or more later): each session's own figure, the
+    largest difference between two of them less what their jackknife errors explain (term
+    'sessions'; `sessions` keeps each figure, its rounds and the term).
 
     Why: a copy-bound row moves with the host's memory in states that last tens of seconds.
     The rounds of one moment all share its state, so neither their spread nor the drift
     between the run's halves sees it, and a rerun in another state misses (29 of 70 async rows
     of one pair on the AMD EPYC guest, by 10-15%, on intervals of +-1-3%).  Two sessions a
-    minute apart are two draws of that state; their difference is what a rerun may move."""
+    minute apart are two draws of that state; their difference is what a rerun may move.
+
+    The halves' drift (stats) measures the same move, from the halves of the rounds (about the
+    sessions), doubled as a trend over the run: the interval takes the larger of the two, in
+    quadrature with the sampling and blocks terms, never both."""
     if u.get("value") is None or u.get("ci_low") is None or not sessions or len(sessions) < 2:
         return u
     figs = []
@@ -71,10 +75,13 @@ def _across_sessions(u, keys, runs, sessions):
                for i, a in enumerate(figs) for b in figs[i + 1:])
     out = dict(u, sessions={"figures": [x[0] for x in figs], "n_rounds": [x[2] for x in figs],
                             "term": term})
-    if term > 0:
-        e = u["value"]
-        h = math.hypot(max(e - u["ci_low"], u["ci_high"] - e), term)
-        out.update(ci_low=e - h, ci_high=e + h, terms=list(u.get("terms") or []) + ["sessions"])
+    if term <= (u.get("drift") or 0.0):
+        return out
+    e, blocks = u["value"], u.get("blocks") or 0.0
+    h = math.hypot(e - u["ci_stat_low"], stats.Z * blocks, term)
+    h = max(h, u.get("level_spacing") or 0.0, u.get("resolution") or 0.0)
+    out.update(ci_low=e - h, ci_high=e + h,
+               terms=["sampling"] + (["blocks"] if blocks else []) + ["sessions"])
     return out
 
 

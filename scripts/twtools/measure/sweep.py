@@ -125,6 +125,9 @@ SCRATCH = ".sweep-scratch"
 # Together's, apart: its sessions outlive the stages between them, whose own scratch
 # directory (SCRATCH) goes when each ends.
 SESSIONS_SCRATCH = ".sweeps-sessions-scratch"
+# A session before the last runs each sweep this many rounds at least, past its deadline if
+# need be: the analysis gives a session's figure from 2 rounds (analyse.sweeps, the same).
+SESSION_MIN_ROUNDS = 2
 
 
 @contextlib.contextmanager
@@ -436,13 +439,16 @@ class _Turns:
         self.a, self.b = a, b
         self.order, self.pos, self.took = _order(a, b), 0, ([], [])
 
-    def session(self, deadline=None, share=1.0):
+    def session(self, deadline=None, share=1.0, each=0):
         """Run turns until `share` of the order is done, or no round fits before deadline (once
-        each sweep has MIN_ROUNDS); 'deadline' when the deadline stopped it, else None."""
+        each sweep has MIN_ROUNDS, and `each` rounds in this session); 'deadline' when the
+        deadline stopped it, else None."""
         end = len(self.order) if share >= 1 else max(self.pos, math.ceil(len(self.order) * share))
+        first = (self.a.done, self.b.done)
         while self.pos < end:
             _, which, r = self.order[self.pos]
-            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS):
+            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS) and all(
+                    x.done - f >= each for x, f in zip((self.a, self.b), first)):
                 return "deadline"
             t = time.monotonic()
             (self.a, self.b)[which].round(r)
@@ -590,7 +596,9 @@ class Together:
         with every round so far, so that a run cut later still has this session's."""
         last = len(self.a.sessions) + 1 >= self.a.sessions_planned
         start, first = time.monotonic(), (self.a.done, self.b.done)
-        stopped = self.turns.session(deadline, 1.0 if last else share)
+        # a session before the last gives each sweep rounds enough for a figure of its own
+        stopped = self.turns.session(deadline, 1.0 if last else share,
+                                     0 if last else SESSION_MIN_ROUNDS)
         took = time.monotonic() - start
         for x, r0 in zip((self.a, self.b), first):
             x.sessions.append({"rounds": [r0, x.done], "start_s": round(start - self.t0, 2),
