@@ -596,9 +596,11 @@ class Together:
         with every round so far, so that a run cut later still has this session's."""
         last = len(self.a.sessions) + 1 >= self.a.sessions_planned
         start, first = time.monotonic(), (self.a.done, self.b.done)
-        # a session before the last gives each sweep rounds enough for a figure of its own
+        # each of two sessions gives each sweep rounds enough for a figure of its own, past
+        # its deadline if need be (beside a noisy neighbour the stages between them ran 10 s
+        # late and left the second none)
         stopped = self.turns.session(deadline, 1.0 if last else share,
-                                     0 if last else SESSION_MIN_ROUNDS)
+                                     SESSION_MIN_ROUNDS if self.a.sessions_planned > 1 else 0)
         took = time.monotonic() - start
         for x, r0 in zip((self.a, self.b), first):
             x.sessions.append({"rounds": [r0, x.done], "start_s": round(start - self.t0, 2),
