@@ -54,7 +54,7 @@ def _across_sessions(u, keys, runs, sessions):
     Why: a copy-bound row moves with the host's memory in states that last tens of seconds.
     The rounds of one moment all share its state, so neither their spread nor the drift
     between the run's halves sees it, and a rerun in another state misses (29 of 70 async rows
-    of one pair on the AMD EPYC guest, by 10-15%, on intervals of +-1-3%).  Two sessions a
+    of one pair on the AMD EPYC guest, by 3-19%, on intervals of +-1-3%).  Two sessions a
     minute apart are two draws of that state; their difference is what a rerun may move.
 
     The halves' drift (stats) measures the same move, from the halves of the rounds (about the

@@ -444,11 +444,11 @@ class _Turns:
         each sweep has MIN_ROUNDS, and `each` rounds in this session); 'deadline' when the
         deadline stopped it, else None."""
         end = len(self.order) if share >= 1 else max(self.pos, math.ceil(len(self.order) * share))
-        first = (self.a.done, self.b.done)
+        first = (self.a.done, self.b.done) if each else None
         while self.pos < end:
             _, which, r = self.order[self.pos]
-            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS) and all(
-                    x.done - f >= each for x, f in zip((self.a, self.b), first)):
+            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS) and (not each or all(
+                    x.done - f >= each for x, f in zip((self.a, self.b), first))):
                 return "deadline"
             t = time.monotonic()
             (self.a, self.b)[which].round(r)
@@ -564,12 +564,13 @@ class Together:
     Why two moments: a copy-bound row (a write of 8 KiB or more, whose time is the copy into
     the page cache) moves with the host's memory, in states that last tens of seconds.  On
     the AMD EPYC guest (family 25, model 17) one default run's seed sweep met a state in which
-    every row of 8 KiB or more cost 10-15% more, in each of its 11 rounds, and the rows of 4 KiB
-    or less at most 1.3% more; the next run, three minutes later, met the fast state, and 29 of 70
-    async rows missed their rerun on intervals of +-1-3%.  The writev stage of the first run,
-    40 s after its sweep, wrote 8 KiB at its rerun's cost already (within 2%).  A sweep measured at one moment cannot
-    see a state that holds the whole moment; measured at two, a minute apart, its rows carry
-    both (analyse/sweeps.py, "sessions").
+    every row of 8 KiB or more cost 3-19% more (the int 0x80 rows, whose VM exit dilutes it,
+    least), in each of its 11 rounds, and the rows of 4 KiB or less at most 1.3% more; the
+    next run, three minutes later, met the fast state, and 29 of 70 async rows missed their
+    rerun on intervals of +-1-3%.  The writev stage of the first run, 40 s after its sweep,
+    wrote 8 KiB at its rerun's cost already (within 2%).  A sweep measured at one moment
+    cannot see a state that holds the whole moment; measured at two, a minute apart, its rows
+    carry both (analyse/sweeps.py, "sessions").
 
     session(deadline, share)  run turns until share of them (the last session: all), or
                               the deadline; write both files (the rounds so far), return both

@@ -793,9 +793,9 @@ def _sessions(doc, sw):
     moved = [row for row in rows if "sessions" in (row["undisturbed"].get("terms") or [])]
     big = max((row["undisturbed"]["sessions"]["term"] / row["undisturbed"]["value"]
                for row in moved), default=None)
-    parts = ", ".join((f"rounds {x['rounds'][0] + 1}-{x['rounds'][1]}"
-                       if x['rounds'][1] - x['rounds'][0] > 1 else f"round {x['rounds'][1]}")
-                      + f" ({x['seconds']:.0f} s)" for x in ss)
+    def rounds(a, b):
+        return f"rounds {a + 1}-{b}" if b - a > 1 else f"round {b}" if b > a else "no round"
+    parts = ", ".join(f"{rounds(*x['rounds'])} ({x['seconds']:.0f} s)" for x in ss)
     doc.p(f"Its rounds were measured in {len(ss)} sessions of this run, "
           f"{ss[-1]['start_s'] - ss[0]['start_s']:.0f} s apart: {parts}. A copy-bound row moves "
           "with the host's memory in states that last tens of seconds, which rounds of one "
