@@ -13,9 +13,18 @@ The run's end is where its rerun begins, so the two prices bracket what a rerun 
 would pay.
 
 Each cell that pays k exits a call (causes.exits_paid: what the kernel's facts predict, when
-the run's own fit agrees) gets an interval that holds its figure at both prices: its own
-interval as measured, and the same interval moved by k times the price's move.  The move is
-taken as the two prices give it, resolved or not, and its own uncertainty is not added:
+the run's own fit agrees) gets an interval that holds its figure at both prices and at the
+price as far the other way: its own interval as measured, widened on each side by k times the
+price's move.  The move is taken as the two prices give it, resolved or not, and its own
+uncertainty is not added:
+  - On each side, not only towards the move: the move within a run does not say which way the
+    next run's price goes.  In fifteen recorded default pairs on the AMD EPYC guest the
+    rerun's matrix price lay the other way from the first run's end in twelve.  In one
+    (2026-11-28, beside the neighbour) the end price was 0.68% below the matrix's and the
+    rerun's int 0x80 cells 0.6% to 0.9% above, and six of them missed it (40 of 48 fast cells
+    overlapped; 46 widened on each side).  Replayed on eighteen pairs, widening on each side
+    held 46 to 48 of 48 in every pair, where towards the move held 40 to 48, and the fast
+    cells' median half-width rose by 0-0.4 points (at most to 1.81%).
   - Widening only where the two prices resolved a move (their difference's interval excludes
     zero) widened nothing in eight default pairs on an AMD EPYC guest (family 25, model 17),
     and missed moves that were real: one run's end price was +0.71% +-0.71% above its
@@ -42,7 +51,7 @@ import math
 
 from . import causes as causes_mod, percall, stats
 
-ANALYSIS = "exitdrift/2"   # 2: every known move widens, by itself (1: a resolved one, with its half)
+ANALYSIS = "exitdrift/3"   # 3: on each side; 2: towards the move, by itself; 1: a resolved one, with its half
 # The cpuid processes that met the host's fast state, that the price at the end rests on: a
 # fixed number, not "until the interval looks narrow", which would stop on lucky draws.  The
 # stage asks STAGE_PROCESSES; a stage its budget stopped gives a price from FAST_PROCESSES.
@@ -156,13 +165,15 @@ def analyse(raw, bench, cz):
 
 
 def _moved(f, lo, hi, s):
-    """f with its interval (keys lo, hi) widened to hold the same interval moved by s."""
-    return dict(f, **{lo: min(f[lo], f[lo] + s), hi: max(f[hi], f[hi] + s)})
+    """f with its interval (keys lo, hi) widened by |s| on each side: it holds the same
+    interval moved by s, and by -s (the module's docstring)."""
+    return dict(f, **{lo: f[lo] - abs(s), hi: f[hi] + abs(s)})
 
 
 def widen(bench, cz, summary):
     """Give each cell that pays exits (causes.exits_paid) an interval that holds it at both
-    prices of the exit (summary: analyse()'s, with the move between them), in place: the
+    prices of the exit and as far the other way (summary: analyse()'s, with the move between
+    them; _moved), in place: the
     undisturbed figure's interval in ns, in cycles and as a ratio to the reference; the
     interval as measured kept under exit_drift.moment.  Returns the number of cells widened."""
     if not bench or not summary or summary.get("move") is None:

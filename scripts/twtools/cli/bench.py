@@ -209,7 +209,7 @@ def hold_exit_move(analysed, fp, exit_doc):
     lo, hi = s["move_pct"] - s["move_half_pct"], s["move_pct"] + s["move_half_pct"]
     ui.progress(f"bench: one exit cost {s['move_pct']:+.2f}% [{lo:+.2f}, {hi:+.2f}] at the end "
                 f"against the matrix; the {n} cells that pay exits have intervals that hold "
-                "both prices (tw compare decides them at one price)")
+                "both prices and as far the other way (tw compare decides them at one price)")
     return n
 
 
