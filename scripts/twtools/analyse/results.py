@@ -223,7 +223,8 @@ def analyse(raw):
     # The exit's price again at the run's end: the cells that pay exits get intervals that
     # hold its move over the run (analyse/exitdrift.py), after every analysis above has
     # used the matrix's own moment.
-    data["exitprice"] = exitdrift.hold(raw.get("exitprice"), data["percall"], data["causes"])
+    data["exitprice"] = exitdrift.hold(raw.get("exitprice"), data["percall"], data["causes"],
+                                       [data[x] for x in ("sweep_seed", "sweep_tlpi") if data[x]])
     if data["attribution"] and data["attribution"].get("source", "").startswith("stored"):
         from_stored.append(f"attribution: {data['attribution']['source']}")
     nonfinite = []

@@ -810,6 +810,21 @@ def _sessions(doc, sw):
              "sampling error explains."))
 
 
+def _exit_rows(doc, sw):
+    """One line when the sweep's rows that pay VM exits hold the exit's move over the run
+    (analyse.exitdrift.widen_sweep)."""
+    rows = [(run["variant"], row["undisturbed"]["exit_drift"]) for run in sw.get("runs") or []
+            for row in run.get("rows") or []
+            if (row.get("undisturbed") or {}).get("exit_drift")]
+    if not rows:
+        return
+    names = sorted({v for v, _ in rows})
+    sh = max(abs(d["shift_ns"]) for _, d in rows)
+    doc.p(f"The {len(rows)} async rows of {' and '.join(names)} pay a VM exit a call; like the "
+          "matrix's cells their intervals hold the exit's move over the run, widened by it "
+          f"(±{sh:.0f} ns a call) on each side.")
+
+
 def _host_clock(doc, sw):
     """One line on the host's own speed during a sweep (analyse.sweeps.host_clock): a
     figure in ns moves with it, and it is measured apart from every cell."""
@@ -840,6 +855,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
           f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
     _stopped_early(doc, sw)
     _sessions(doc, sw)
+    _exit_rows(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
     _sweep_table(doc, sw, "Seed sweep", key="wait_s", unit="ms", scale=1e3)
@@ -942,6 +958,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
           "not absolute seconds).")
     _stopped_early(doc, sw)
     _sessions(doc, sw)
+    _exit_rows(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "TLPI sweep")
     if tlpi_ref:
