@@ -49,7 +49,7 @@ def test_a_matrix_without_a_deadline_runs_its_rounds(build, tmp_path):
 
 
 class _Sweep:
-    """The part of measure.sweep._Rounds that _interleaved drives: its rounds, run in turn.
+    """The part of measure.sweep._Rounds that _Turns drives: its rounds, run in turn.
     A round sleeps `each` seconds (the scheduling is what is under test here; the sweeps'
     own runs are tested in test_sweep.py)."""
 
@@ -66,8 +66,7 @@ class _Sweep:
 def test_interleaved_sweeps_stop_at_the_deadline_each_after_its_minimum():
     log = []
     a, b = _Sweep(36, 0.01, log, "seed"), _Sweep(12, 0.03, log, "tlpi")
-    sweep._interleaved(a, b, deadline=time.monotonic() + 0.25)
-    assert a.stopped == b.stopped == "deadline"
+    assert sweep._Turns(a, b).session(deadline=time.monotonic() + 0.25) == "deadline"
     assert sweep.MIN_ROUNDS <= a.done < 36 and sweep.MIN_ROUNDS <= b.done < 12
     # each ran its rounds in order, with no gap
     assert [r for n, r in log if n == "seed"] == list(range(a.done))
@@ -77,8 +76,8 @@ def test_interleaved_sweeps_stop_at_the_deadline_each_after_its_minimum():
 def test_interleaved_sweeps_without_a_deadline_run_every_round():
     log = []
     a, b = _Sweep(6, 0.0, log, "seed"), _Sweep(3, 0.0, log, "tlpi")
-    sweep._interleaved(a, b)
-    assert a.done == 6 and b.done == 3 and a.stopped is b.stopped is None
+    assert sweep._Turns(a, b).session() is None
+    assert a.done == 6 and b.done == 3
 
 
 

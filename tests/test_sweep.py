@@ -280,7 +280,7 @@ def test_interleaved_rounds_spread_the_short_sweep_over_the_long_one():
     # 24 seed rounds and 8 TLPI rounds: three seed rounds to each TLPI round, each sweep's
     # rounds in order, and the seed sweep still running in the last TLPI round's turn.
     log = []
-    sweep._interleaved(_Log("seed", 24, log), _Log("tlpi", 8, log))
+    sweep._Turns(_Log("seed", 24, log), _Log("tlpi", 8, log)).session()
     assert [r for n, r in log if n == "seed"] == list(range(24))
     assert [r for n, r in log if n == "tlpi"] == list(range(8))
     tl = [i for i, (n, _) in enumerate(log) if n == "tlpi"]

@@ -433,7 +433,14 @@ def _order(a, b):
 
 class _Turns:
     """Two _Rounds taking turns (_order), run in one session or several: a session runs the
-    order on from where the last one stopped."""
+    order on from where the last one stopped.  The seed sweep's short rounds then spread over
+    the TLPI sweep's long ones instead of all running in its first 20 s: the host's fast state
+    moves over minutes, and a figure taken in 20 s sees one moment of it (docs/sweeps.md, "How
+    the sweeps reproduce").
+
+    A deadline (a time.monotonic(), tw run's share of its time) stops a session once each
+    sweep has MIN_ROUNDS: no round starts that its sweep's mean round so far says would end
+    past it (Together says so in each result's `stopped`, the rounds done in `rounds_done`)."""
 
     def __init__(self, a, b):
         self.a, self.b = a, b
@@ -455,20 +462,6 @@ class _Turns:
             self.took[which].append(time.monotonic() - t)
             self.pos += 1
         return None
-
-
-def _interleaved(a, b, deadline=None):
-    """Run two _Rounds taking turns: each round placed at its share of its own sweep
-    (round r of R at (r + 0.5) / R), both sweeps' rounds in that order.  The seed sweep's
-    24 short rounds then spread over the TLPI sweep's 8 long ones instead of all running in
-    the first 20 s: the host's fast state moves over minutes, and a figure taken in 20 s
-    sees one moment of it (docs/sweeps.md, "How the sweeps reproduce").
-
-    deadline: a time.monotonic() by which both end: once each has MIN_ROUNDS, no round starts
-    that its sweep's mean round so far says would end past it (said in each result's
-    `stopped`, the rounds done in `rounds_done`)."""
-    if _Turns(a, b).session(deadline) == "deadline":
-        _stopped_at_deadline(a, b)
 
 
 def _stopped_at_deadline(a, b):
@@ -543,17 +536,6 @@ def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
     spec = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
     return _tlpi_export(out_dir, mode, _sweep(out_dir, *spec, target=target, budget_s=budget_s,
                                               judge=judge))
-
-
-def seed_and_tlpi(out_dir, mode="default", deadline=None):
-    """Both sweeps at once, their rounds taking turns (_interleaved), in one session: what
-    `tw run` does when it runs both with no other stage between their sessions (Together).
-    Writes sweep_seed.json and sweep_tlpi.json; returns both.  deadline: as _interleaved's."""
-    both = Together(out_dir, mode, sessions=1)
-    try:
-        return both.session(deadline)
-    finally:
-        both.close()
 
 
 class Together:

@@ -776,7 +776,7 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
 
 
 def _stopped_early(doc, sw):
-    """One line when a sweep stopped at the report's time for it (measure.sweep._interleaved)."""
+    """One line when a sweep stopped at the report's time for it (measure.sweep.Together)."""
     if sw.get("stopped") == "deadline":
         doc.p(f"This sweep stopped after {sw.get('rounds_done')} of its {sw.get('rounds')} "
               "rounds, at the report's time for the sweeps: its intervals are as wide as those "
