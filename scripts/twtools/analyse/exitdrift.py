@@ -220,11 +220,13 @@ def widen_sweep(sweep, cz, summary):
     n = 0
     for run in sweep.get("runs") or []:
         k = causes_mod.exits_paid(cz, run.get("variant")) if run.get("mode") == "async" else 0
-        for row in (run.get("rows") or []) if k else []:
+        if not k:
+            continue
+        sh = k * summary["move_ns"]
+        for row in run.get("rows") or []:
             u = row.get("undisturbed")
             if not u or u.get("ci_low") is None or row.get("figure") != "undisturbed":
                 continue
-            sh = k * summary["move_ns"]
             row["undisturbed"] = dict(_moved(u, "ci_low", "ci_high", sh), exit_drift={
                 "exits": k, "shift_ns": sh, "moment": [u["ci_low"], u["ci_high"]]})
             row["undisturbed_ci_low"] = row["undisturbed"]["ci_low"]

@@ -167,7 +167,7 @@ def _together(wanted):
                 both.session(None if deadline is None else
                              time.monotonic() + (deadline - time.monotonic()) * FIRST_SHARE,
                              share=FIRST_SHARE)
-                state["together"], state["first_s"] = both, both.seconds
+                state["together"] = both
             else:
                 both.session(deadline)
         except Exception as e:
@@ -192,7 +192,7 @@ def _together(wanted):
         try:
             # no longer than the first took: the legs after it adapt to what is left
             if deadline is not None:
-                deadline = min(deadline, time.monotonic() + state["first_s"])
+                deadline = min(deadline, time.monotonic() + both.seconds)
             both.session(deadline)
         finally:
             both.close()

@@ -464,14 +464,6 @@ class _Turns:
         return None
 
 
-def _stopped_at_deadline(a, b):
-    for x in (a, b):
-        x.stopped = "deadline"
-    ui.progress(f"sweeps: stopped at the report's time for them: the seed sweep after "
-                f"{a.done} of {a.rounds} rounds, the TLPI sweep after {b.done} of "
-                f"{b.rounds}")
-
-
 def _pick_variants(names=None, program="timewrite"):
     allv = probe.check_all(program)
     if names is None:
@@ -589,7 +581,10 @@ class Together:
             x.sessions.append({"rounds": [r0, x.done], "start_s": round(start - self.t0, 2),
                                "seconds": round(took, 2)})
         if stopped and last:
-            _stopped_at_deadline(self.a, self.b)
+            self.a.stopped = self.b.stopped = "deadline"
+            ui.progress(f"sweeps: stopped at the report's time for them: the seed sweep after "
+                        f"{self.a.done} of {self.a.rounds} rounds, the TLPI sweep after "
+                        f"{self.b.done} of {self.b.rounds}")
         elif not last:
             ui.progress(f"sweeps: first session done in {took:.1f} s (the seed sweep's rounds "
                         f"1-{self.a.done}, the TLPI sweep's 1-{self.b.done}); the rest later "
