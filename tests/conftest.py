@@ -7,6 +7,7 @@ work here and does not fails every test that needs it.  In CI (root, every packa
 installed) the only expected skips are mechanisms the machine cannot have."""
 import functools
 import gc
+import lzma
 import os
 import re
 import shutil
@@ -300,3 +301,16 @@ def run(cmd, **kw):
 # builds it only for the mechanisms whose operations include write-file.
 VARIANTS = [v["name"] for v in registry.variants()]
 WRITE_VARIANTS = [m.name for m in registry.mechanisms() if "write-file" in m.ops]
+
+
+def recorded_run(fixture, tmp, run, stems=("percall",)):
+    """A results directory tmp/run made from a pair of recorded runs in tests/fixtures: each
+    stem's <run>-<stem>.json.xz as <stem>.json, <run>-meta.json, and the pair's
+    fingerprint.json, for a test that replays the two runs of one machine."""
+    d = tmp / run
+    d.mkdir()
+    for stem in stems:
+        (d / f"{stem}.json").write_bytes(lzma.open(fixture / f"{run}-{stem}.json.xz").read())
+    shutil.copy(fixture / f"{run}-meta.json", d / "meta.json")
+    shutil.copy(fixture / "fingerprint.json", d / "fingerprint.json")
+    return d

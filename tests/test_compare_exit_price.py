@@ -12,11 +12,10 @@ difference check that one beyond the exit's move is still called.
 """
 import json
 import lzma
-import shutil
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, recorded_run
 from twtools.analyse import causes, compare as decide, percall
 from twtools.present import compare
 
@@ -24,19 +23,10 @@ AA = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm" / "aa-runs"
 INT80 = [(v, op) for v in ("64-int80", "32-int80") for op in ("null", "getppid")]
 
 
-def _dir(tmp, run):
-    d = tmp / run
-    d.mkdir()
-    (d / "percall.json").write_bytes(lzma.open(AA / f"{run}-percall.json.xz").read())
-    shutil.copy(AA / f"{run}-meta.json", d / "meta.json")
-    shutil.copy(AA / "fingerprint.json", d / "fingerprint.json")
-    return d
-
-
 @pytest.fixture(scope="module")
 def aa(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("aa")
-    sets = [compare.ResultSet.from_dir(_dir(tmp, r)) for r in ("r1", "r2")]
+    sets = [compare.ResultSet.from_dir(recorded_run(AA, tmp, r)) for r in ("r1", "r2")]
     return sets, compare.decisions_json(sets)
 
 

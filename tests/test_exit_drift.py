@@ -21,7 +21,7 @@ import shutil
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, recorded_run
 from twtools.analyse import compare as decide, exitdrift, percall, results
 from twtools.present import report
 
@@ -194,23 +194,14 @@ def test_a_move_the_prices_do_not_resolve_widens_by_the_move_alone(runs):
 TURNS = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm" / "exit-move-turns"
 
 
-def _turns_dir(tmp, run):
-    d = tmp / run
-    d.mkdir()
-    (d / "percall.json").write_text(lzma.open(TURNS / f"{run}-percall.json.xz", "rt").read())
-    shutil.copy(TURNS / f"{run}-meta.json", d / "meta.json")
-    shutil.copy(TURNS / "fingerprint.json", d / "fingerprint.json")
-    if run == "r1":
-        (d / "exitprice.json").write_text(lzma.open(TURNS / "r1-exitprice.json.xz", "rt").read())
-    return d
-
-
 def test_a_rerun_whose_price_went_the_other_way_is_held(tmp_path):
     # Two default runs beside the neighbour (tests/fixtures/.../exit-move-turns): the first's
     # end price lay 0.68% below its matrix's, and the rerun's int 0x80 cells 0.6-0.9% above the
     # first's.  Widened towards the move only, two of the four kept here missed; widened on
     # each side, every one holds the rerun.
-    r1, r2 = (results.load(_turns_dir(tmp_path, r)) for r in ("r1", "r2"))
+    # the first run's exit-price stage is kept, whose move widened its cells
+    r1 = results.load(recorded_run(TURNS, tmp_path, "r1", ("percall", "exitprice")))
+    r2 = results.load(recorded_run(TURNS, tmp_path, "r2"))
     ep = r1["exitprice"]
     assert ep["move_pct"] < -0.5 and ep["widened"] == 4
     a, b = _fast(r1), _fast(r2)

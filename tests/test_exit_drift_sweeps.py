@@ -11,31 +11,20 @@ whose price went the other way would still be missed.
 """
 import json
 import lzma
-import shutil
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, recorded_run
 from twtools.analyse import exitdrift, results, sweeps
 
 FIX = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm" / "exit-move-sweep"
 SMALL = (1, 8, 16, 32)
 
 
-def _dir(tmp, run):
-    d = tmp / run
-    d.mkdir()
-    for stem in ("percall", "exitprice", "sweep_tlpi"):
-        (d / f"{stem}.json").write_text(lzma.open(FIX / f"{run}-{stem}.json.xz", "rt").read())
-    shutil.copy(FIX / f"{run}-meta.json", d / "meta.json")
-    shutil.copy(FIX / "fingerprint.json", d / "fingerprint.json")
-    return d
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweepdrift")
-    return [(results.load(_dir(tmp, r)),
+    return [(results.load(recorded_run(FIX, tmp, r, ("percall", "exitprice", "sweep_tlpi"))),
              sweeps.sweep(json.loads(lzma.open(FIX / f"{r}-sweep_tlpi.json.xz", "rt").read())))
             for r in ("r1", "r2")]
 
