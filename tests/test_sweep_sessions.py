@@ -96,7 +96,7 @@ def test_a_row_holds_both_sessions_figures():
             figs = (_row(fa, v, size)["value"], _row(fb, v, size)["value"])
             assert "sessions" in u["terms"], (v, size)
             assert u["ci_low"] <= min(figs) and u["ci_high"] >= max(figs), (v, size, u, figs)
-            assert len(u["sessions"]["figures"]) == 2
+            assert len(u["sessions"]["figures"]) == 2 and u["sessions"]["resolved"]
             nb = _row(blind, v, size)
             assert "sessions" not in nb and "drift" not in nb["terms"]
             assert nb["ci_high"] < max(figs) or nb["ci_low"] > min(figs), (v, size)
@@ -110,7 +110,7 @@ def test_sessions_that_agree_add_nothing():
     blind = sweeps.sweep(_joined(r2, r2, sessions=False))
     for size in (256, 4096, 65536):
         u, nb = _row(both, "64-syscall", size), _row(blind, "64-syscall", size)
-        assert u["sessions"]["term"] == 0
+        assert u["sessions"]["term"] == 0 and not u["sessions"]["resolved"]
         assert "sessions" not in u["terms"]
         assert (u["ci_low"], u["ci_high"]) == (nb["ci_low"], nb["ci_high"])
 
@@ -209,3 +209,20 @@ def test_a_first_session_gives_each_sweep_two_rounds_before_its_deadline():
         assert turns.session(time.monotonic() - 1, share=0.5, each=each) == "deadline"
         assert a.done == sweep.MIN_ROUNDS + (each > 0) and b.done == least
     assert sweep.SESSION_MIN_ROUNDS == sweeps.SESSION_MIN_ROUNDS
+
+
+def test_the_report_counts_the_rows_that_moved_beside_chance():
+    # Many rows are judged at once: the line says how many moved beyond their sampling errors
+    # at the 95% level and what chance alone gives (5% of them), not the rows whose term is
+    # above zero, which a third of rows that did not move have.
+    from twtools.present import document, report
+    r1, r2 = _runs()
+    doc = sweeps.sweep(_joined(_cut(r1, range(4)), _cut(r2, range(12, 15))))
+    d = document.Doc()
+    report._sessions(d, doc)
+    text = repr(d.blocks)
+    rows = [x for r in doc["runs"] if r["mode"] == "async" for x in r["rows"]]
+    moved = sum(x["undisturbed"]["sessions"]["resolved"] for x in rows)
+    assert 0 < moved < len(rows)
+    assert f"{moved} of the {len(rows)} async rows" in text
+    assert f"chance alone gives about {0.05 * len(rows):.1f}" in text

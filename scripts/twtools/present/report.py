@@ -792,9 +792,10 @@ def _sessions(doc, sw):
         return
     rows = [row for run in sw.get("runs") or [] if run.get("mode") == "async"
             for row in run.get("rows") or [] if (row.get("undisturbed") or {}).get("sessions")]
-    moved = [row for row in rows if "sessions" in (row["undisturbed"].get("terms") or [])]
-    big = max((row["undisturbed"]["sessions"]["term"] / row["undisturbed"]["value"]
-               for row in moved), default=None)
+    moved = [row["undisturbed"] for row in rows if row["undisturbed"]["sessions"]["resolved"]]
+    big = max(((max(u["sessions"]["figures"]) - min(u["sessions"]["figures"])) / u["value"]
+               for u in moved), default=None)
+    chance = f"chance alone gives about {0.05 * len(rows):.1f}"
     def rounds(a, b):
         return f"rounds {a + 1}-{b}" if b - a > 1 else f"round {b}" if b > a else "no round"
     parts = ", ".join(f"{rounds(*x['rounds'])} ({x['seconds']:.0f} s)" for x in ss)
@@ -805,9 +806,10 @@ def _sessions(doc, sw):
           + (f"Here no move is in them: a session needs {sweeps.SESSION_MIN_ROUNDS} rounds for a "
              "figure of its own." if not rows else
              f"{len(moved)} of the {len(rows)} async rows with rounds in both moved more than "
-             f"their sampling error explains, by up to {100 * big:.1f}%." if moved else
+             f"their sampling errors explain at the 95% level ({chance}), by up to "
+             f"{100 * big:.1f}%." if moved else
              f"None of the {len(rows)} async rows with rounds in both moved more than their "
-             "sampling error explains."))
+             f"sampling errors explain at the 95% level ({chance})."))
 
 
 def _exit_rows(doc, sw):
