@@ -512,7 +512,7 @@ def int80_summary(doc):
     return doc.get("exit_price_ns"), None
 
 
-def today(doc, analysed=None):
+def today(doc, analysed=None, fp=None, typical=False):
     """What int 0x80 costs here against the fast path, and its measured cause: the figures of
     the report's first-screen sentence (present.causes.today_sentence) and of the first
     finding.  None when no int 0x80 cell has a cost here.
@@ -532,6 +532,10 @@ def today(doc, analysed=None):
       exits_per_call, exit_price   as in the mechanism's entry
       residual_ns              what the exits leave to int 0x80's own path (before the
                                exception path's premium); residual_after_premium_ns after it
+      figure                   'undisturbed', or with typical=True (the report's first
+                               screen) 'typical' when a cell it needs has no undisturbed
+                               figure: today_typical's, from the typical figures (fp: the
+                               fingerprint, for the prediction)
     """
     price, m = int80_summary(doc)
     if m is None:
@@ -540,6 +544,14 @@ def today(doc, analysed=None):
             if got and got.get("measured_ns"):
                 m = dict(got, variant=v)
                 break
+    if typical and analysed and (m is None or "baseline" not in m
+                                 or (price or {}).get("value") is None):
+        # The host gave too few quiet moments for an undisturbed figure of a cell the
+        # sentence needs: the finding from the typical figures, said as such (issue 62:
+        # never silence)
+        typ = today_typical(analysed, fp)
+        if typ is not None:
+            return typ
     if m is None or "baseline" not in m:
         return None
     pred = m.get("predicted_exits") or {}
@@ -572,4 +584,87 @@ def today(doc, analysed=None):
             # measured, is a part of that path (residual_after_premium_ns what it leaves)
             "residual_ns": m.get("residual_before_premium_ns") or m.get("residual_ns"),
             "residual_after_premium_ns": m.get("residual_after_premium_ns"),
-            "holds": holds}
+            "holds": holds, "figure": "undisturbed"}
+
+
+def _typ(c):
+    """(value, half-width) of a cell's typical figure (the median over its processes, with
+    the run's drift in its interval), or None."""
+    if not c or not c.get("supported") or c.get("median") is None:
+        return None
+    v, lo, hi = c["median"], c.get("ci_low"), c.get("ci_high")
+    if lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
+        return None
+    return v, max(v - lo, hi - v)
+
+
+def _target_time(analysed, cells):
+    """How long `tw bench --target 1%` would take this host for the undisturbed figures of
+    these cells, at the fast share the run showed (analyse/sequential.projection, the rule it
+    stops on): {seconds, lower_bound} of the slowest, or None when the host was never fast."""
+    from . import sequential
+    h = (analysed or {}).get("host") or {}
+    share, per = h.get("fast_share"), h.get("round_s")
+    if not share or not per:
+        return None
+    worst = None
+    for c in cells:
+        g = ((c or {}).get("undisturbed") or {}).get("host") or {}
+        pj = sequential.projection(g.get("fast_floors") or [], share, per, percall.PROJECT_TARGET)
+        if pj.get("seconds") is not None and (worst is None or pj["seconds"] > worst["seconds"]):
+            worst = {"seconds": pj["seconds"], "lower_bound": bool(pj.get("why"))}
+    return worst
+
+
+def today_typical(analysed, fp=None):
+    """today()'s figures from the cells' typical figures, for a run whose host allowed no
+    undisturbed figure of a cell the sentence rests on (the exit's price, int 0x80's null call
+    or the fast path it is held against): int 0x80 against the fast path and the reference,
+    the exits per call fitted at the typical cpuid's price, each marked typical, with how
+    long `tw bench --target 1%` would take for the undisturbed figures (target_s).  The
+    typical figures carry the host's noise at its moment, every side alike; the fit says
+    whether the exits per call still come out whole.  None when a cell has no figure."""
+    cells = (analysed or {}).get("cells") or []
+    cpu = percall.exit_cell(cells)
+    for v in (registry.find(32, "int80"), registry.find(64, "int80")):
+        c = _find(cells, v, "null")
+        meas = _typ(c)
+        if meas is None:
+            continue
+        if registry.get(v).bits == 32:
+            base = next((b for b in (_find(cells, x, "null") for x in
+                                     registry.fast32() + [registry.find(32, "libc")])
+                         if _typ(b)), None)
+        else:
+            base = _find(cells, registry.find(64, "syscall"), "null")
+        bfig = _typ(base)
+        if bfig is None:
+            continue
+        pred = predict(fp, v)
+        n = pred.get("value")
+        p = _typ(cpu)
+        d = _diff(meas, bfig)
+        e = _interval(*_fit(d, p)) if p and p[0] > 0 else None
+        holds = None
+        if e is not None and n is not None:
+            holds = n - WHOLE_EXIT < e["ci_low"] and e["ci_high"] < n + WHOLE_EXIT
+        kind = ("unknown" if n is None else "no-exit" if n == 0 else
+                "price-unknown" if p is None else "exit" if holds else "misfit")
+        r = c.get("ratio") or {}
+        residual = _interval(*_diff(meas, (n * p[0], n * p[1]))) if p and n else None
+        price = _interval(*p, cell=f"{cpu['variant']} cpuid ret", guest=guest(fp)) if p else None
+        return {"variant": v, "op": "null", "baseline": base["variant"],
+                "reference": ((analysed or {}).get("reference") or {}).get("variant"),
+                "measured_ns": _interval(*meas), "minus_baseline_ns": _interval(*d),
+                "times_reference": ({"value": r["median"], "ci_low": r.get("ci_low"),
+                                     "ci_high": r.get("ci_high")}
+                                    if r.get("median") is not None else None),
+                "kind": kind, "predicted": n, "why": pred.get("why"),
+                "facts": pred.get("facts") or [], "exits_per_call": e, "exit_price": price,
+                "price_why": None if p else "unknown: the cpuid cell has no figure",
+                "residual_ns": residual, "residual_after_premium_ns": None, "holds": holds,
+                "figure": "typical",
+                "typical_why": [f"{x['variant']} {x['op']}" for x in (c, base, cpu)
+                                if x and x.get("undisturbed_ns") is None],
+                "target_s": _target_time(analysed, [c, base, cpu])}
+    return None

@@ -533,7 +533,9 @@ def analyse(doc):
             "host": host_state(doc, ref_pair[1] if ref_pair else None,
                                ref_pair[0] if ref_pair else None, cells),
             "measured": sum(1 for c in cells if c.get("supported") and c.get("median") is not None),
-            "source": "legacy flat samples" if legacy else "raw rounds"}
+            "source": "legacy flat samples" if legacy else "raw rounds",
+            # a matrix a signal cut: its rounds so far, kept (measure/bench.py)
+            "interrupted": doc.get("interrupted")}
 
 
 def _cycles(c, clock):
@@ -720,6 +722,7 @@ def quiet(doc, cells):
     wall = (doc or {}).get("wall_s")
     rounds = ((doc or {}).get("params") or {}).get("rounds")
     round_s = wall / rounds if isinstance(wall, (int, float)) and rounds else None
+    out["round_s"] = round_s
     per, per_fast, wide, bound = [], [], [], 0
     for c in cells:
         u = c.get("undisturbed") or {}
@@ -766,10 +769,15 @@ def quiet(doc, cells):
 
 
 def _round_pairs(doc, a, b):
-    """[(round of a, round of b)]: the raw rounds of cells a and b, matched by round number,
-    for the rounds both have, in a's order."""
+    """[(round of a, round of b)]: the raw processes of cells a and b, matched by round
+    number, for the rounds both have, in a's order; or, where both cells
+    are the headline's (measure/bench.py), by the quiet burst that measured both (`burst`):
+    a round may then hold several blocks, each one moment of the host for both sides."""
     ra, _ = rounds_of(doc, a)
     rb, _ = rounds_of(doc, b)
+    by_burst_b = {r["burst"]: r for r in rb if isinstance(r.get("burst"), int)}
+    if by_burst_b and any(isinstance(r.get("burst"), int) for r in ra):
+        return [(r, by_burst_b[r["burst"]]) for r in ra if r.get("burst") in by_burst_b]
     by_round_b = {r.get("round"): r for r in rb}
     return [(r, by_round_b[r.get("round")]) for r in ra if r.get("round") in by_round_b]
 

@@ -285,7 +285,11 @@ def run_state(data):
 
       {state: complete|failed|interrupted|in-progress|aborted|legacy, finished: bool,
        completed: [stages ok], failed: {stage: error}, not_run: [stages wanted, not recorded],
-       interrupted_stage, headline}
+       interrupted_stage, kept: {stage: the file it kept}, headline}
+
+    A stage a signal cut may have kept its raw rounds so far (`kept` in its meta.json entry:
+    tw bench's matrix, tw sweep's and tw legs' rounds, tw run's stage that was measuring):
+    the report shows them, marked interrupted, and `tw compare` decides on a kept matrix.
 
     headline is None for a complete run (and for a legacy meta.json without a state, whose
     stages table says what ran); otherwise one sentence for the first line of a report, saying
@@ -297,18 +301,23 @@ def run_state(data):
     failed = {k: v.get("error") or "no error recorded" for k, v in stages.items()
               if not v.get("ok") and not v.get("interrupted")}
     cut = next((k for k, v in stages.items() if v.get("interrupted")), None)
+    kept = {k: v["kept"] for k, v in stages.items() if v.get("interrupted") and v.get("kept")}
     wanted = meta.get("stages_wanted") or list(stages)
     not_run = [s for s in wanted if s not in stages]
     state = meta.get("state")
     out = {"state": state or "legacy", "finished": state in ("complete", "failed", None),
            "completed": completed, "failed": failed, "not_run": not_run,
-           "interrupted_stage": cut, "headline": None}
+           "interrupted_stage": cut, "kept": kept, "headline": None}
     done = f"completed: {', '.join(completed) or 'none'}"
     nothing = "no section, figure or verdict is drawn from the stages that did not complete"
     if state == "interrupted":
         sig = meta.get("signal") or "a signal"
         out["headline"] = (f"This run was interrupted by {sig}" + (f" during stage {cut}" if cut else "")
-                           + f" and is incomplete ({done}); {nothing}.")
+                           + f" and is incomplete ({done})"
+                           + (f"; the rounds stage {cut} measured before the signal are kept "
+                              f"({kept[cut]}) and shown, marked interrupted; no verdict is "
+                              "drawn from the run, and no section or figure from the stages "
+                              "that did not run." if cut in kept else f"; {nothing}."))
     elif state == "in-progress":
         alive = _alive(meta.get("pid"), meta.get("host"))
         who = (f"process {meta.get('pid')} on {meta.get('host')} is still measuring" if alive else
@@ -331,12 +340,13 @@ def run_state(data):
 def stage_problem(data, stem):
     """None when the figures of a stage file may be used; else why not ('stage bench was
     interrupted', 'stage tracers failed: ENOSPC ...', 'stage bench did not run', 'percall.json
-    is absent').  For whoever draws a conclusion (the verdict, a comparison's decisions)."""
+    is absent').  A stage a signal cut that kept its rounds so far (`kept`) may be used: its
+    figures rest on the rounds it measured, and the run's headline says so.  For whoever draws a conclusion (the verdict, a comparison's decisions)."""
     stage = STAGE_OF.get(stem, stem)
     st = ((data.get("meta") or {}).get("stages") or {}).get(stage)
     present = (data.get("raw") or data).get(stem) is not None
     if st is not None and st.get("interrupted"):
-        return f"stage {stage} was interrupted"
+        return None if st.get("kept") and present else f"stage {stage} was interrupted"
     if st is not None and not st.get("ok"):
         return f"stage {stage} failed: {st.get('error') or 'no error recorded'}"
     if not present:

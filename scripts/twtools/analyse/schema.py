@@ -347,7 +347,8 @@ BLIND = {"!value": "num?", "why": "str?"}
 STRS = ["str"]
 
 STAGE = {"ok": "bool?", "seconds": "num?", "error": "str?", "traceback": "str?", "errno": "str?",
-         "interrupted": "bool?", "measured_with": "str?", "session": "int?"}
+         "interrupted": "bool?", "measured_with": "str?", "session": "int?", "kept": "str?",
+         "deadline_s": "num?"}
 META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?", "version": "str?",
         "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
         "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),

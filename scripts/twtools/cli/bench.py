@@ -103,12 +103,16 @@ def main(args, name):
         budget = options.TARGET_BUDGET_S
     judge, skip = target_rule(target) if target is not None else (None, None)
     t0 = time.monotonic()
-    doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
-                           sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
-                           accuracy=args.accuracy, clock=args.clock, realtime=args.realtime,
-                           shapes=args.shapes, target=target, budget_s=budget,
-                           quiet_first=getattr(args, "quiet_first", True),
-                           should_stop=judge, skip=skip)
+    try:
+        doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
+                               sizes=sizes, rounds=args.rounds, cpu=args.cpu,
+                               file_dir=args.dir, accuracy=args.accuracy, clock=args.clock,
+                               realtime=args.realtime, shapes=args.shapes, target=target,
+                               budget_s=budget, quiet_first=getattr(args, "quiet_first", True),
+                               should_stop=judge, skip=skip)
+    except ui.Interrupted as e:
+        interrupted(out, args.mode, e, time.monotonic() - t0)
+        raise
     analysed = percall.analyse(doc)
     fp, facts_s = facts(out)
     exit_doc = None
@@ -156,6 +160,29 @@ def main(args, name):
     if not analysed["measured"]:
         raise ui.UserError("no cell could be measured", "see tw doctor", code=ui.EXIT_FAILED)
     return 0
+
+
+def interrupted(out, mode, e, seconds):
+    """meta.json for a matrix a signal cut (measure.bench keeps its rounds so far in
+    percall.json, marked interrupted): the run's state "interrupted", the bench stage cut with
+    what it kept, and the one line tw prints, which says where the rounds are and how to read
+    them (the README's exit statuses: "the results directory marked interrupted")."""
+    stage = results.STAGE_OF["percall"]
+    meta = results.new_meta(mode, [stage], "interrupted")
+    kept = (Path(out) / "percall.json").exists()
+    meta["stages"][stage] = {"ok": False, "interrupted": True, "seconds": round(seconds, 2),
+                             "error": f"interrupted by {e.name}"}
+    if kept:
+        meta["stages"][stage]["kept"] = "percall.json"
+    meta.update(signal=e.name, finished_utc=results.now_utc())
+    try:
+        files.write_json(Path(out) / "meta.json", meta)
+    except OSError:
+        pass
+    e.message = (f"interrupted by {e.name}; {out} is marked interrupted"
+                 + ("; percall.json keeps the rounds measured so far: "
+                    + ui.command_line(["scripts/tw", "report", str(out)]) + " reads them"
+                    if kept else " (no round was measured)"))
 
 
 def facts(out):

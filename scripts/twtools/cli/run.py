@@ -448,6 +448,12 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
             meta["stages"][current] = {"ok": False, "interrupted": True,
                                        "seconds": round(time.monotonic() - ts, 2),
                                        "error": f"interrupted by {e.name}"}
+            # the rounds the stage measured before the signal, where it keeps them (the
+            # matrix, the sweeps, the legs: measure/ writes them marked interrupted)
+            kept = [f"{stem}.json" for stem, st in results.STAGE_OF.items()
+                    if st == current and (out / f"{stem}.json").exists()]
+            if kept:
+                meta["stages"][current]["kept"] = ", ".join(kept)
         meta.update(state="interrupted", signal=e.name, finished_utc=results.now_utc(),
                     duration_s=round(time.monotonic() - t0, 2))
         clean_scratch(out)

@@ -144,6 +144,46 @@ def _not_yet(missing, shown):
         f" and {len(missing) - shown} more" if len(missing) > shown else "")
 
 
+# tw run's stage of each sweep (meta.json names stages as tw run does)
+SWEEP_STAGE = {"seed": "seed-sweep", "tlpi": "tlpi-sweep", "writev": "writev", "stdio": "stdio"}
+
+
+def write_meta(out, mode, wanted, ran, cut=None, e=None, seconds=None):
+    """meta.json for what a stage command measured (tw sweep, tw legs), as tw run writes it for
+    its stages, so that `tw report` and `tw compare` read the directory: `ran` {stage:
+    seconds} of the stages done; with cut and e (ui.Interrupted), the stage a signal cut, its
+    seconds and the file that keeps its rounds so far, when it wrote one (measure/ marks it
+    interrupted).  Returns the kept file's name, or None."""
+    from ..analyse import results
+    meta = results.new_meta(mode, wanted, "interrupted" if cut else
+                            "complete" if set(ran) >= set(wanted) else "in-progress")
+    for st, secs in ran.items():
+        meta["stages"][st] = {"ok": True, "seconds": round(secs, 2)}
+    kept = None
+    if cut:
+        kept = next((f"{stem}.json" for stem, st in results.STAGE_OF.items()
+                     if st == cut and (Path(out) / f"{stem}.json").exists()), None)
+        meta["stages"][cut] = {"ok": False, "interrupted": True, "seconds": round(seconds, 2),
+                               "error": f"interrupted by {e.name}"}
+        if kept:
+            meta["stages"][cut]["kept"] = kept
+        meta.update(signal=e.name, finished_utc=results.now_utc())
+    try:
+        files.write_json(Path(out) / "meta.json", meta)
+    except OSError:
+        if not cut:
+            raise
+    return kept
+
+
+def interrupted_line(e, out, cut, kept):
+    """The one line tw prints for a stage command a signal cut, saying what it kept."""
+    e.message = (f"interrupted by {e.name} during {cut}; {out} is marked interrupted"
+                 + (f"; {kept} keeps the rounds measured so far: "
+                    + ui.command_line(["scripts/tw", "report", str(out)]) + " reads them"
+                    if kept else " (no whole round was measured)"))
+
+
 SELFCHECK_STAGES = "doctor,variants,seed-sweep,tlpi-sweep"
 
 
@@ -187,6 +227,8 @@ def main(args, name):
     if name == "sweep" and args.selfcheck:
         return selfcheck(args, out)
     if name == "sweep":
+        wanted = [SWEEP_STAGE[s] for s in args.only]
+        ran = {}
         for s in args.only:
             fn, stem = SWEEPS[s]
             t0 = time.monotonic()
@@ -197,7 +239,14 @@ def main(args, name):
                 if args.target is not None:
                     kw.update(target=args.target, budget_s=args.budget or options.TARGET_BUDGET_S,
                               judge=sweep_judge(args.target))
-            raw = fn(out, mode=args.mode, **kw)
+            try:
+                raw = fn(out, mode=args.mode, **kw)
+            except ui.Interrupted as e:
+                interrupted_line(e, out, SWEEP_STAGE[s], write_meta(
+                    out, args.mode, wanted, ran, SWEEP_STAGE[s], e, time.monotonic() - t0))
+                raise
+            ran[SWEEP_STAGE[s]] = time.monotonic() - t0
+            write_meta(out, args.mode, wanted, ran)
             ui.progress(f"{s}: {time.monotonic() - t0:.1f} s")
             if stem.startswith("sweep_"):
                 a = sweeps.sweep(raw)
@@ -222,9 +271,16 @@ def main(args, name):
     elif name == "legs":
         budget = args.budget if args.budget is not None else (
             options.TARGET_BUDGET_S if args.target is not None else None)
-        raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape,
-                         target=args.target, budget_s=budget,
-                         judge=legs_judge(args.target) if args.target is not None else None)
+        t0 = time.monotonic()
+        try:
+            raw = legs.stage(out, mode=args.mode, variants=args.variants, shape=args.shape,
+                             target=args.target, budget_s=budget,
+                             judge=legs_judge(args.target) if args.target is not None else None)
+        except ui.Interrupted as e:
+            interrupted_line(e, out, "legs", write_meta(out, args.mode, ["legs"], {}, "legs", e,
+                                                        time.monotonic() - t0))
+            raise
+        write_meta(out, args.mode, ["legs"], {"legs": time.monotonic() - t0})
         if raw.get("why"):
             raise ui.UserError(f"not measured: {raw['why']}",
                                "run as root with bpftrace installed" if legs.why_not() else

@@ -149,7 +149,7 @@ def _block(b, names, doc, batches, calls, shape, tmp):
 
 
 def measure(variants=None, mode="default", shape="ret", target=None, budget_s=None,
-            deadline=None, judge=None):
+            deadline=None, judge=None, keep=None):
     """The legs.json document (raw stamps), or one with 'why' when tracing cannot run.  shape:
     the stub returns by ret (as libc's wrappers, and the cost model's cells) or leaves by an
     indirect jump (jmp: no return-stack prediction after the kernel returns).
@@ -161,7 +161,9 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
     the blocks that met the host's fast state; the measuring layer does not analyse), or
     budget_s ends.
     deadline: a time.monotonic() by which the stage ends (tw run's share of the report's time),
-    never before MIN_BLOCKS blocks."""
+    never before MIN_BLOCKS blocks.
+    keep(doc): called with the whole blocks so far, marked interrupted, when a signal cuts the
+    stage (the signal then goes on up): a --target run stopped at minute 9 keeps its blocks."""
     blocks, batches, calls = PLAN.get(mode, PLAN["default"])
     doc = {"schema": SCHEMA, "clock": "CLOCK_MONOTONIC: the vDSO in user space, "
                                       "bpf_ktime_get_ns() in the kernel",
@@ -186,34 +188,46 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
     took = []
     most = blocks if judge is None else 100000
     judged_at = 0
-    with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
-        b = 0
-        while b < most:
-            if proc.next_round_past(deadline, took, b, MIN_BLOCKS):
-                doc["stopped"] = "deadline"
-                break
-            t = time.monotonic()
-            _block(b, names, doc, batches, calls, shape, tmp)
-            took.append(time.monotonic() - t)
-            b += 1
-            doc["blocks"] = b
-            elapsed = time.monotonic() - t0
-            line = f"legs: block {b}{'' if target else '/' + str(blocks)} ({elapsed:.1f} s)"
-            if judge is not None and b >= MIN_BLOCKS and (
-                    b - judged_at >= min(CHECK_MAX, max(1, CHECK_GROWTH * judged_at))):
-                judged_at = b
-                met, words = judge(doc, sum(took) / len(took))
-                line += words
-                if met:
-                    doc["stopped"] = "target"
-                    ui.progress(line)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
+            b = 0
+            while b < most:
+                if proc.next_round_past(deadline, took, b, MIN_BLOCKS):
+                    doc["stopped"] = "deadline"
                     break
-            if target is not None and budget_s is not None and elapsed >= budget_s \
-                    and b >= MIN_BLOCKS:
-                doc["stopped"] = "budget"
-                ui.progress(line + f"; the budget of {budget_s:.0f} s ended")
-                break
-            ui.progress(line)
+                t = time.monotonic()
+                _block(b, names, doc, batches, calls, shape, tmp)
+                took.append(time.monotonic() - t)
+                b += 1
+                doc["blocks"] = b
+                elapsed = time.monotonic() - t0
+                line = f"legs: block {b}{'' if target else '/' + str(blocks)} ({elapsed:.1f} s)"
+                if judge is not None and b >= MIN_BLOCKS and (
+                        b - judged_at >= min(CHECK_MAX, max(1, CHECK_GROWTH * judged_at))):
+                    judged_at = b
+                    met, words = judge(doc, sum(took) / len(took))
+                    line += words
+                    if met:
+                        doc["stopped"] = "target"
+                        ui.progress(line)
+                        break
+                if target is not None and budget_s is not None and elapsed >= budget_s \
+                        and b >= MIN_BLOCKS:
+                    doc["stopped"] = "budget"
+                    ui.progress(line + f"; the budget of {budget_s:.0f} s ended")
+                    break
+                ui.progress(line)
+    except ui.Interrupted as e:
+        # only whole blocks: a cut block may hold one side of its twins
+        done = doc["blocks"]
+        for v in doc["variants"].values():
+            for side in ("traced", "untraced"):
+                v[side] = [r for r in v[side] if r.get("block", 0) < done]
+        doc.update(stopped="interrupted", seconds=round(time.monotonic() - t0, 2),
+                   interrupted={"signal": e.name, "blocks": done})
+        if keep is not None and done:
+            keep(doc)
+        raise
     doc["seconds"] = round(time.monotonic() - t0, 2)
     return doc
 
@@ -228,7 +242,8 @@ def stage(out, mode="default", variants=None, shape="ret", target=None, budget_s
     """tw run's legs stage: legs.json in out.  Where tracing cannot run (not root, no
     bpftrace) the file says why and the stage passes, as the report's unknowns do; a tracer
     that fails to attach, or a program that fails, fails the stage."""
-    doc = measure(variants, mode, shape, target, budget_s, deadline, judge)
+    doc = measure(variants, mode, shape, target, budget_s, deadline, judge,
+                  keep=lambda d: files.write_json(Path(out) / "legs.json", d))
     files.write_json(Path(out) / "legs.json", doc)
     if doc["why"]:
         ui.progress(f"legs: not measured: {doc['why']}")

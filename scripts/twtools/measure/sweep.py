@@ -208,34 +208,55 @@ def _plan(modes, rounds, batches, sync_reps):
     return out
 
 
+def interrupted(obj, e):
+    """A sweep dict of the rounds a signal cut it at, marked so (tw report says so)."""
+    obj["interrupted"] = {"signal": e.name, "rounds": obj.get("rounds_done")}
+    obj["stopped"] = "interrupted"
+    return obj
+
+
 def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None,
-           budget_s=None, judge=None):
+           budget_s=None, judge=None, keep=None):
     """Rounds of runs over (variant, mode), as plan says; returns the sweep dict.
 
     target (tw sweep --target, a relative half-width): past the plan's rounds, more rounds of
     the async runs until judge(the sweep dict so far) says (met, words for the progress line)
     that every async cell is within it (cli.stages.sweep_judge: Stein's two-stage rule,
     analyse.sweeps.target_status; this layer does not analyse), or budget_s seconds end.  The
-    O_SYNC runs keep the plan's rounds: they lead with their typical figure."""
+    O_SYNC runs keep the plan's rounds: they lead with their typical figure.
+
+    keep(the sweep dict): called with the rounds so far, marked interrupted, when a signal
+    cuts the sweep (the signal then goes on up), so that they are not lost."""
     with _scratch(out_dir) as scratch:
         sw = _Rounds(out_dir, stem, variants, plan, parts, input_bytes, label, scratch)
         sw.target, sw.budget_s = target, budget_s
-        r = 0
-        while True:
-            if r >= sw.rounds:
-                if judge is None:
-                    break
-                met, words = judge(sw.snapshot())
-                if met or (budget_s is not None and time.monotonic() - sw.t0 >= budget_s):
-                    sw.stopped = "target" if met else "budget"
-                    ui.progress(f"{label}: after {r} rounds{words}"
-                                + ("" if met else f"; the budget of {budget_s:.0f} s ended"))
-                    break
-                ui.progress(f"{label}: round {r}{words}")
-                sw.open_async = True
-            sw.round(r)
-            r += 1
-        return sw.result()
+        try:
+            return _sweep_rounds(sw, label, judge, budget_s)
+        except ui.Interrupted as e:
+            if keep is not None and sw.done:
+                keep(interrupted(sw.result(), e))
+            raise
+
+
+def _sweep_rounds(sw, label, judge, budget_s):
+    """_sweep's rounds: the plan's, then with a judge more until it says met or the budget
+    ends; the sweep dict."""
+    r = 0
+    while True:
+        if r >= sw.rounds:
+            if judge is None:
+                break
+            met, words = judge(sw.snapshot())
+            if met or (budget_s is not None and time.monotonic() - sw.t0 >= budget_s):
+                sw.stopped = "target" if met else "budget"
+                ui.progress(f"{label}: after {r} rounds{words}"
+                            + ("" if met else f"; the budget of {budget_s:.0f} s ended"))
+                break
+            ui.progress(f"{label}: round {r}{words}")
+            sw.open_async = True
+        sw.round(r)
+        r += 1
+    return sw.result()
 
 
 class _Rounds:
@@ -517,8 +538,9 @@ def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
     """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072.  target,
     budget_s, judge: _sweep's."""
     spec = _seed_setup(mode, variants, rounds, batches, input_bytes)
-    return _seed_export(out_dir, mode, _sweep(out_dir, *spec, target=target, budget_s=budget_s,
-                                              judge=judge))
+    return _seed_export(out_dir, mode, _sweep(
+        out_dir, *spec, target=target, budget_s=budget_s, judge=judge,
+        keep=lambda obj: _seed_export(out_dir, mode, obj)))
 
 
 def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
@@ -526,8 +548,9 @@ def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
     """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536.  target, budget_s,
     judge: _sweep's."""
     spec = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
-    return _tlpi_export(out_dir, mode, _sweep(out_dir, *spec, target=target, budget_s=budget_s,
-                                              judge=judge))
+    return _tlpi_export(out_dir, mode, _sweep(
+        out_dir, *spec, target=target, budget_s=budget_s, judge=judge,
+        keep=lambda obj: _tlpi_export(out_dir, mode, obj)))
 
 
 class Together:
@@ -574,8 +597,22 @@ class Together:
         # each of two sessions gives each sweep rounds enough for a figure of its own, past
         # its deadline if need be (beside a noisy neighbour the stages between them ran 10 s
         # late and left the second none)
-        stopped = self.turns.session(deadline, 1.0 if last else share,
-                                     SESSION_MIN_ROUNDS if self.a.sessions_planned > 1 else 0)
+        try:
+            stopped = self.turns.session(deadline, 1.0 if last else share,
+                                         SESSION_MIN_ROUNDS if self.a.sessions_planned > 1
+                                         else 0)
+        except ui.Interrupted as e:
+            # the rounds of both sweeps so far, this session's too, kept and marked
+            took = time.monotonic() - start
+            for x, r0 in zip((self.a, self.b), first):
+                x.sessions.append({"rounds": [r0, x.done], "start_s": round(start - self.t0, 2),
+                                   "seconds": round(took, 2)})
+            for x, export_, other in ((self.a, _seed_export, "the TLPI sweep"),
+                                      (self.b, _tlpi_export, "the seed sweep")):
+                if x.done:
+                    export_(self.out_dir, self.mode,
+                            interrupted(x.snapshot(interleaved_with=other), e))
+            raise
         took = time.monotonic() - start
         for x, r0 in zip((self.a, self.b), first):
             x.sessions.append({"rounds": [r0, x.done], "start_s": round(start - self.t0, 2),

@@ -254,4 +254,26 @@ def today_sentence(t):
                  f"per call here, but its price is {why}")
     else:
         cause = f"whether it pays a VM exit is {outside(t.get('why') or 'unknown')}"
+    if t.get("figure") == "typical":
+        # issue 62: a host too noisy for an undisturbed figure still gets the finding, from
+        # what was measured, said as typical, with the time the undisturbed one would take
+        ts = t.get("target_s")
+        return (f"**Here, today** (typical figures: the host gave "
+                + (", ".join(t.get("typical_why") or []) or "these cells")
+                + " too few quiet moments for an undisturbed one): " + f"{costs}, {more}: {cause}."
+                + (f" `tw bench --target 1%` would take this host "
+                   f"{'at least' if ts.get('lower_bound') else 'about'} {dur(ts['seconds'])} "
+                   "for the undisturbed figures." if ts else "")
+                + f" Part by part: \"{SECTION}\".")
     return (f"**Here, today:** {costs}, {more}: {cause}. Part by part: \"{SECTION}\".")
+
+
+def dur(s):
+    """Seconds as the report says a duration: s, min or h ("unknown" for None)."""
+    if s is None:
+        return "unknown"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"

@@ -56,8 +56,13 @@ class ResultSet:
         s = cls(document.outside(label), data, path=d)
         s.state = results.run_state(data)
         # Why no per-call decision may rest on this set (None when one may).
-        s.unusable = (s.state["headline"] if not s.state["finished"] else None) or \
-            results.stage_problem(data, "percall")
+        # A run that did not finish may still hold its whole matrix, or the rounds a signal
+        # cut it at (kept, marked interrupted): decisions rest on those, and the run's
+        # headline above the tables says what it is.
+        matrix = results.STAGE_OF["percall"]
+        whole = matrix in s.state["completed"] or matrix in s.state["kept"]
+        s.unusable = results.stage_problem(data, "percall") or \
+            (s.state["headline"] if not s.state["finished"] and not whole else None)
         return s
 
     @classmethod

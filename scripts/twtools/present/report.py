@@ -380,6 +380,13 @@ def sec_host(doc, data, pdir):
                      f"{h.get('fast_processes_min', 0)}); a cell with fewer than "
                      f"{percall.GATED_MIN} has no undisturbed figure and leads with its typical "
                      "one.")
+        cut = pc.get("interrupted") or {}
+        if cut:
+            q.append(f"The matrix was interrupted by {outside(cut.get('signal') or 'a signal')} "
+                     f"after {cut.get('rounds')} whole rounds"
+                     + ("" if h.get("target") else f" of its {h.get('rounds_mode')}")
+                     + ": its figures rest on the rounds measured before the signal, kept in "
+                     "percall.json.")
         if h.get("stopped") == "deadline":
             q.append(f"The matrix stopped after {h.get('rounds')} of its "
                      f"{h.get('rounds_mode')} rounds, at the report's time "
@@ -434,7 +441,8 @@ def sec_verdict(doc, v, data=None):
     # Under the verdict on the seed's server, what holds on this machine today and why: the
     # int 0x80 cost against the fast path with its measured cause (analyse/causes.py).
     today = present_causes.today_sentence(
-        causes_mod.today((data or {}).get("causes"), (data or {}).get("percall")))
+        causes_mod.today((data or {}).get("causes"), (data or {}).get("percall"),
+                         (data or {}).get("fingerprint"), typical=True))
     if today:
         doc.p(today)
     noisy = host_line((data or {}).get("percall"))
@@ -485,14 +493,7 @@ def host_line(pc):
             "the run\").")
 
 
-def _dur(s):
-    if s is None:
-        return "unknown"
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
+_dur = present_causes.dur
 
 
 def sec_verdict_detail(doc, v):
@@ -776,7 +777,13 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
 
 
 def _stopped_early(doc, sw):
-    """One line when a sweep stopped at the report's time for it (measure.sweep.Together)."""
+    """One line when a sweep stopped at the report's time for it (measure.sweep.Together), or
+    a signal cut it (its rounds so far kept)."""
+    cut = sw.get("interrupted") or {}
+    if cut:
+        doc.p(f"This sweep was interrupted by {outside(cut.get('signal') or 'a signal')} after "
+              f"{cut.get('rounds')} of its {sw.get('rounds')} rounds: its figures rest on the "
+              "rounds measured before the signal, kept in its file.")
     if sw.get("stopped") == "deadline":
         doc.p(f"This sweep stopped after {sw.get('rounds_done')} of its {sw.get('rounds')} "
               "rounds, at the report's time for the sweeps: its intervals are as wide as those "
