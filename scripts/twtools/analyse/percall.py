@@ -56,8 +56,8 @@ SLOW_STATE = 0.10
 # its typical one, and says why).
 HOST_TOL = 0.10
 GATED_MIN = 3
-# The reason a cell's undisturbed interval is wide when its fast processes sit in two states
-# (two_states); tw bench --target measures until it has the lower one (analyse/sequential.py).
+# What a cell whose fast processes sit at two levels says (two_states): each level's figure
+# and count, and that its figure is the level more of them drew.
 TWO_STATES = "two states in its fast processes"
 # A gated figure is the mean of the fast state's floors: the fast-labelled processes' floors
 # within sequential.SCREEN of the lowest of them (never fewer than stats.UNDISTURBED_Q of
@@ -175,27 +175,69 @@ def gated_q(fast_floors):
     return max(stats.UNDISTURBED_Q, near / len(fl))
 
 
-def two_states(fast_floors):
-    """{lower_ns, lower_processes, upper_ns, upper_processes, fast_processes} when a cell's
-    fast-state floors sit in two states more than sequential.SCREEN apart, the upper one (within
-    SCREEN of their median) the commoner, or None; a floor of a process whose best batch
-    straddled the switch lies between the two and counts in neither.  Seen on an AMD EPYC
-    guest (family 25, model 17): each inline cell of the 64-bit syscall ran at one cost in
-    most batches and at its jmp shape's in a few, batch by batch (getppid 156 or 119 ns, write-devnull 188 or 138, null 97 or 85).  Where the lower
-    state met fewer than a fifth of the fast processes, the mean of their fastest fifth mixes
-    the two and its interval spans them (+-7-57%): honest, and this says why."""
+def two_states(fast_floors, all_floors=None):
+    """A cell whose fast processes sit at two levels further apart than their layout levels,
+    or None: {lower_ns, lower_processes, lower_fast, upper_ns, upper_fast, fast_processes,
+    processes, cut_ns, upper_top_ns}.
+
+    The lower level is the floors within sequential.SCREEN of the lowest, in two processes
+    at least among all the cell's (all_floors; the fast ones alone when not given); the upper
+    one the fast floors above it within twice that of their median, two at least; the gap
+    between them must be wider than the SCREEN and than twice either level's own spread.  A
+    process between the two (its best batch straddled a switch) counts in neither.  On a noisy
+    host two upper fast processes can also be slow ones the probes around them did not see:
+    the report says both.
+
+    Seen on AMD EPYC guests: on family 25 model 17 each inline cell of the 64-bit syscall ran
+    at one cost in most batches and at its jmp shape's in a few (getppid 156 or 119 ns); on
+    family 25 model 1 (issue 62) 64-syscall getppid inline ran whole processes at 183 or at
+    140 ns, the lower in 4-6 of 32 processes in each of two back-to-back runs, in any of the
+    four copies of the program and at any of the rounds' stack pads, and the runs' fast
+    processes drew 0 and 3 of 5 of it: 183.5 ns [183.0, 183.9] then 139.8 [135.1, 144.5], two
+    intervals that miss each other."""
     fl = sorted(f for f in fast_floors if f > 0)
-    if not fl:
+    al = sorted(f for f in (fast_floors if all_floors is None else all_floors) if f > 0)
+    if not fl or not al:
         return None
-    cut = fl[0] * (1 + sequential.SCREEN)
-    med = fl[len(fl) // 2]
-    near = [f for f in fl if f <= cut]
-    up = [f for f in fl if f > cut and abs(f / med - 1) <= sequential.SCREEN]
-    if med <= cut or len(up) < GATED_MIN or len(up) <= len(near):
+    cut = al[0] * (1 + sequential.SCREEN)
+    low = [f for f in al if f <= cut]
+    up_fast = [f for f in fl if f > cut]
+    if len(low) < 2 or len(up_fast) < 2:
         return None
-    return {"lower_ns": sum(near) / len(near), "lower_processes": len(near),
-            "upper_ns": up[len(up) // 2], "upper_processes": len(up),
-            "fast_processes": len(fl)}
+    med = up_fast[len(up_fast) // 2]
+    upper = [f for f in up_fast if abs(f / med - 1) <= 2 * sequential.SCREEN]
+    if len(upper) < 2:
+        return None
+    gap = upper[0] / low[-1] - 1
+    spread = max(upper[-1] / upper[0] - 1, low[-1] / low[0] - 1)
+    if gap <= max(sequential.SCREEN, 2 * spread):
+        return None
+    lower_fast = sum(1 for f in fl if f <= cut)
+    return {"lower_ns": sum(low) / len(low), "lower_processes": len(low),
+            "lower_fast": lower_fast, "upper_ns": upper[len(upper) // 2],
+            "upper_fast": len(upper), "fast_processes": len(fl), "processes": len(al), "cut_ns": cut,
+            "upper_top_ns": upper[-1]}
+
+
+def _levels(doc, cell, states, fast, fast_floors, vals, times):
+    """two_states' result with each level's own figure (lower_figure, upper_figure: {value,
+    ci_low, ci_high, n_rounds}) over the fast processes at that level, and which level the
+    cell's figure (the screen's: the lowest level any fast process drew) is: tw compare
+    decides level against level (analyse/compare.same_state)."""
+    with_floor = [i for i in fast if len(vals[i])]
+    lo_cut = min(fast_floors) * (1 + sequential.SCREEN)
+    for side in ("lower", "upper"):
+        pick = [i for i, f in zip(with_floor, fast_floors)
+                if (f <= min(lo_cut, states["cut_ns"]) if side == "lower" else
+                    states["cut_ns"] < f <= states["upper_top_ns"])]
+        if pick:
+            f = stats.undisturbed([vals[i] for i in pick], q=1.0,
+                                  times=[times[i] for i in pick] if None not in times else None,
+                                  resolution=resolution(doc, cell))
+            states[f"{side}_figure"] = {k: f.get(k) for k in ("value", "ci_low", "ci_high",
+                                                               "n_rounds")}
+    states["figure"] = "lower" if states["lower_fast"] else "upper"
+    return states
 
 
 def host_label(probes, t):
@@ -269,10 +311,10 @@ def undisturbed_of(doc, cell, rounds, vals, times, probes=None):
                         f"the {round(q * len(fast_floors))} of the {len(fast_floors)} "
                         f"processes that met the host's fast state within "
                         f"{100 * sequential.SCREEN:.0f}% of their lowest floor")
-                states = two_states(fast_floors)
-                if states:
-                    u["states"] = states
             gated["used"], gated["q"] = True, q
+            states = two_states(fast_floors, [float(min(v)) for v in vals if len(v)])
+            if states:
+                u["states"] = _levels(doc, cell, states, fast, fast_floors, vals, times)
         else:
             # Too few quiet moments for this cell: the fastest processes of every state would
             # be a slow state passed off as undisturbed, and one that moves with how many fast
@@ -374,13 +416,19 @@ def cell_summary(doc, cell, probes=None):
                        + ("processes that met the host's fast state" if gated and gated.get("used")
                           else "rounds") + ": the jackknife's own spread is uncertain")
         hu = stats.half_width_rel(u, "value")
-        st = u.get("states")
         if hu is not None and hu > stats.UNSTABLE_REL:
-            # no "; " inside: the report splits the reasons on it
-            why.append(f"{TWO_STATES}, {st['lower_ns']:.0f} ns in {st['lower_processes']} of "
-                       f"{st['fast_processes']} and {st['upper_ns']:.0f} ns in "
-                       f"{st['upper_processes']} (undisturbed interval ±{100 * hu:.0f}%)" if st
-                       else f"undisturbed interval ±{100 * hu:.0f}%")
+            why.append(f"undisturbed interval ±{100 * hu:.0f}%")
+    st = u.get("states")
+    if st:
+        # said in the cell whatever its width: each state's figure, how many of the cell's
+        # processes drew it (and of its fast ones), and which the figure is (no "; " inside:
+        # the report splits reasons on it)
+        out["states_why"] = (
+            f"{TWO_STATES}, {st['lower_ns']:.0f} ns in {st['lower_fast']} of its "
+            f"{st['fast_processes']} fast processes ({st['lower_processes']} of all "
+            f"{st['processes']}) and {st['upper_ns']:.0f} ns in {st['upper_fast']}: the figure "
+            f"is the {st['figure']} level's, each level's is beside it, and tw compare decides "
+            "level against level (the upper may also be slow processes the probes did not see)")
 
     out["interference"] = _interference(s, u)
     fl = s.get("floor") or {}

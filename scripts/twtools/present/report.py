@@ -675,8 +675,6 @@ def sec_percall(doc, data, pdir):
             if c.get("supported") and c.get("unstable") and c.get("median") is not None:
                 for why in (c.get("unstable_why") or "no value").split("; "):
                     key = why.split(":")[0] if why.startswith("only") else \
-                        f"{why.split(',')[0]} (`tw bench --target` measures the lower)" \
-                        if why.startswith(percall.TWO_STATES) else \
                         "an interval wider than ±10% of the median" if why.startswith("interval") else \
                         "an undisturbed interval wider than ±10%" if why.startswith("undisturbed interval") else why
                     causes.setdefault(key, []).append(f"{c['variant']} {c['op']}"
@@ -685,6 +683,22 @@ def sec_percall(doc, data, pdir):
         doc.warn(f"{len(shaky)} of {pc['measured']} per-call cells have an unstable leading figure: "
                  + "; ".join(f"{len(v)} with {k} ({', '.join(v[:6])}{', …' if len(v) > 6 else ''})"
                              for k, v in causes.items()) + f". {RERUN_BENCH}", inline=True)
+    two = [c for c in pc.get("cells", []) if c.get("supported") and c.get("states_why")]
+    if two:
+        # issue 62: said in the cell, each level's figure and count, and which one leads
+        def lv(c):
+            st = c["undisturbed"]["states"]
+            return (f"{c['variant']} {c['op']}" + (f" {c['size']} B" if c.get("size") else "")
+                    + (f" {c['shape']}" if c.get("shape") != "ret" else "")
+                    + f": {st['lower_ns']:.0f} ns in {st['lower_fast']} of "
+                    f"{st['fast_processes']} fast processes, {st['upper_ns']:.0f} ns in "
+                    f"{st['upper_fast']} (leads: the {st['figure']})")
+        doc.p(f"{len(two)} cell{'s' if len(two) > 1 else ''} whose fast processes sit at two "
+              "levels further apart than their layout levels, each leading with the level "
+              "more of them drew: " + "; ".join(lv(c) for c in two) + ". A rerun may draw the "
+              "other level more often; `tw compare` decides level against level. Where the "
+              "upper level rests on two or three processes it may also be slow processes the "
+              "host probes around them did not see.")
     pens = [p for p in pc.get("penalties", []) if p.get("penalty_ns")]
     doc.h(3, "The return after the call")
     if pens:
