@@ -93,7 +93,7 @@ SERIAL = frozenset({
     "test_attribution.py", "test_bench.py", "test_census.py", "test_census_images.py",
     "test_diagnose.py", "test_entry_counts.py", "test_faults_concurrent.py",
     "test_faults_disk.py", "test_faults_quoting.py", "test_faults_signals.py",
-    "test_interrupt_keeps.py",
+    "test_interrupt_keeps.py", "test_headline_first.py",
     "test_legs_live.py", "test_lesson.py", "test_neighbour.py", "test_run_quick.py",
     "test_speculation.py", "test_stub_frames.py", "test_sweep.py", "test_sweep_target.py",
     "test_syscall_numbers.py",
