@@ -62,7 +62,7 @@ def test_no_undisturbed_price_still_gives_the_finding_marked_typical():
     assert "64-syscall cpuid" in t["typical_why"]
     assert t["target_s"] and t["target_s"]["seconds"] > 0
     s = plain(present_causes.today_sentence(t))
-    assert s.startswith("**Here, today** (typical figures: the host gave"), s
+    assert s.startswith("**Here, today** (typical figures: too few processes of "), s
     assert "one VM exit per call" in s and f"one exit costs {p['value']:.0f} ns" in s, s
     assert "`tw bench --target 1%` would take this host" in s, s
 

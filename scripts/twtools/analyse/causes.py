@@ -545,7 +545,8 @@ def today(doc, analysed=None, fp=None, typical=False):
                 m = dict(got, variant=v)
                 break
     if typical and analysed and (m is None or "baseline" not in m
-                                 or (price or {}).get("value") is None):
+                                 or (price or {}).get("value") is None) \
+            and _typ(percall.exit_cell(analysed)) is not None:
         # The host gave too few quiet moments for an undisturbed figure of a cell the
         # sentence needs: the finding from the typical figures, said as such (issue 62:
         # never silence)

@@ -353,6 +353,7 @@ META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
         "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
         "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),
         "pid": "int?", "signal": "str?", "finished_utc": "str?", "error": "str?",
+        "report_s": "num?", "total_s": "num?", "budget_s": "num?",
         "setting": ("opt", {"speculation": "str?", "status": ("opt", {"*": "any"})})}
 
 FINGERPRINT = {

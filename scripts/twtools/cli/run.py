@@ -483,8 +483,13 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
         from ..present import report as rep
         ui.progress("writing the report ...")
         try:
+            t_rep = time.monotonic()
             with files.confined(out):
                 path = rep.build_report(out)
+            # the report's own seconds beside the stages' (issue 62: where the time goes)
+            meta["report_s"] = round(time.monotonic() - t_rep, 2)
+            meta["total_s"] = round(time.monotonic() - t0, 2)
+            _save_meta(out, meta)
             merge(out)  # the report adds verdict.json
         except ui.Interrupted as e:
             e.message = (f"interrupted by {e.name} while writing the report; the measurements "

@@ -258,9 +258,10 @@ def today_sentence(t):
         # issue 62: a host too noisy for an undisturbed figure still gets the finding, from
         # what was measured, said as typical, with the time the undisturbed one would take
         ts = t.get("target_s")
-        return (f"**Here, today** (typical figures: the host gave "
+        return (f"**Here, today** (typical figures: too few processes of "
                 + (", ".join(t.get("typical_why") or []) or "these cells")
-                + " too few quiet moments for an undisturbed one): " + f"{costs}, {more}: {cause}."
+                + " met the host's fast state for an undisturbed one): "
+                + f"{costs}, {more}: {cause}."
                 + (f" `tw bench --target 1%` would take this host "
                    f"{'at least' if ts.get('lower_bound') else 'about'} {dur(ts['seconds'])} "
                    "for the undisturbed figures." if ts else "")

@@ -811,11 +811,20 @@ def _sessions(doc, sw):
     ss = [x for x in sw.get("sessions") or [] if x.get("rounds")]
     if len(ss) < 2:
         return
-    rows = [row for run in sw.get("runs") or [] if run.get("mode") == "async"
-            for row in run.get("rows") or [] if (row.get("undisturbed") or {}).get("sessions")]
+    named = [(run.get("variant"), row) for run in sw.get("runs") or []
+             if run.get("mode") == "async" for row in run.get("rows") or []
+             if (row.get("undisturbed") or {}).get("sessions")]
+    rows = [row for _, row in named]
     moved = [row["undisturbed"] for row in rows if row["undisturbed"]["sessions"]["resolved"]]
     big = max(((max(u["sessions"]["figures"]) - min(u["sessions"]["figures"])) / u["value"]
                for u in moved), default=None)
+    # which rows moved, and by how much, the largest first (issue 62)
+    which = sorted(((f[-1] / f[0] - 1, v, row.get("buffsize")) for v, row in named
+                    for f in [row["undisturbed"]["sessions"]["figures"]]
+                    if row["undisturbed"]["sessions"]["resolved"] and f[0]),
+                   key=lambda x: -abs(x[0]))
+    shown = ", ".join(f"{outside(v)} {b} B {100 * m:+.1f}%" for m, v, b in which[:8]) + (
+        f" and {len(which) - 8} more" if len(which) > 8 else "")
     chance = f"chance alone gives about {0.05 * len(rows):.1f}"
     def rounds(a, b):
         return f"rounds {a + 1}-{b}" if b - a > 1 else f"round {b}" if b > a else "no round"
@@ -828,7 +837,9 @@ def _sessions(doc, sw):
              "figure of its own." if not rows else
              f"{len(moved)} of the {len(rows)} async rows with rounds in both moved more than "
              f"their sampling errors explain at the 95% level ({chance}), by up to "
-             f"{100 * big:.1f}%." if moved else
+             f"{100 * big:.1f}% (second session against the first: {shown}). `vs_ref`, each "
+             "row over the other mechanisms at its size in the same rounds, cancels the move "
+             "they share and carries no such term." if moved else
              f"None of the {len(rows)} async rows with rounds in both moved more than their "
              f"sampling errors explain at the 95% level ({chance})."))
 
