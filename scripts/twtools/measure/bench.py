@@ -295,11 +295,23 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
     copied, copies_dir = make_copies(
         {v: probe.binary("syscost", v) for v in sorted({k[0] for k, c in state.items()
                                                         if c["supported"]})}, n_copies)
+    so_far = {}
     try:
         return _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime,
                        target, budget_s, quiet_first, should_stop, skip, params, ref, file_dir,
                        t_start, state, tsc_hz, clk, pinned, perf, ref_key, copied, n_copies,
-                       deadline, label, round_lines)
+                       deadline, label, round_lines, so_far)
+    except ui.Interrupted as e:
+        # A signal (Ctrl-C, SIGTERM): the rounds so far are kept, marked interrupted, so that
+        # a run stopped at minute 9 of 10 keeps 9 minutes of measuring (tw report and tw
+        # compare read them and say so); the signal then goes on up.
+        if out_dir is not None and "doc" in so_far and any(c["rounds"] for c in state.values()):
+            doc = so_far["doc"]()
+            doc["host_state"]["stopped"] = "interrupted"
+            doc["interrupted"] = {"signal": e.name, "rounds": doc["params"]["rounds"],
+                                  "after_s": round(time.monotonic() - t_start, 2)}
+            files.write_json(Path(out_dir) / "percall.json", doc)
+        raise
     finally:
         shutil.rmtree(copies_dir, ignore_errors=True)
 
@@ -307,9 +319,10 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
 def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime, target,
             budget_s, quiet_first, should_stop, skip, params, ref, file_dir, t_start, state,
             tsc_hz, clk, pinned, perf, ref_key, copied, n_copies, deadline=None, label="bench",
-            round_lines=True):
+            round_lines=True, so_far=None):
     """run_matrix's rounds, the programs' copies made (and removed) by the caller; returns
-    the document (and writes percall.json into out_dir)."""
+    the document (and writes percall.json into out_dir).  so_far["doc"]: how to build the
+    document of what was measured so far, for the caller to keep when a signal cuts it."""
     scheds = set()
     perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
     # A target run never waits: it stops at a number of fast-state processes, not of rounds,
@@ -453,141 +466,131 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
                "host_state": dict(host, probes=list(host["probes"]))}
         return doc
 
+    if so_far is not None:
+        so_far["doc"] = _doc
     measured = []           # each round's measuring time (waiting left out)
     judged_at = [0.0]       # when should_stop last judged
     max_rounds = params["rounds"] if target is None else 10000
-    try:
-        rnd = 0
-        while rnd < max_rounds:
-            if proc.next_round_past(deadline, measured, rnd, MIN_ROUNDS):
-                # tw run's time for the bench is spent: fewer rounds, the intervals wider and
-                # honest for it, rather than a report past its time
-                host["stopped"] = "deadline"
-                ui.progress(f"{label}: stopped after {rnd} of {params['rounds']} rounds: the "
-                            f"report's time for the bench ({host['deadline_s']:.0f} s) is spent")
-                break
-            order = [k for k, c in state.items() if c["supported"] and k != ref_key
-                     and not (skip and skip(k, rnd >= params["rounds"]))]
-            random.Random(rnd).shuffle(order)
-            t_round = time.monotonic()
-            waited_round = 0.0
-            # Quiet first: the cells whose undisturbed figure the quiet moments are for (QUIET_OPS)
-            # wait in one queue, the rest in another, each in the round's shuffled order.  A probe
-            # that finds the host fast takes the next chunk of the first; one that finds it slow
-            # takes the next chunk of the second, whose cells lead with their typical figure or
-            # are not what the quiet is for, and waits only when that queue is empty.
-            queues = ([[k for k in order if _quiet(k)], [k for k in order if not _quiet(k)]]
-                      if quiet else [list(order)])
-            # the headline's cells first among those the quiet moments are for, as one block
-            queues[0].sort(key=lambda k: head.index(k) if k in head_fast else len(head))
-            repeats = 0
-            while True:             # at least once: a round of no cells still probes
-                chunk = None
-                if ref_key is not None:
-                    # The probe before each chunk: while the host is slow, nothing is left to
-                    # measure in the slow state and the budget has slack beyond the work left,
-                    # wait for its fast state.  Only the probe that opens the chunk counts as a
-                    # reference round.
-                    rd, fast = host_probe(rnd, record=False)
-                    if quiet and fast and head and repeats < HEADLINE_REPEATS \
-                            and min(head_fast.values()) < HEADLINE_FAST \
-                            and not any(k in head_fast for k in queues[0]) and any(queues):
-                        # a fast probe, the headline's block measured already this round and its
-                        # cells still short of fast processes: the block again, first
-                        chunk = list(head)
-                        repeats += 1
-                    else:
-                        chunk = next_chunk(queues, fast) if quiet else None
-                    while quiet and chunk is None and fast is False and budget_s is not None \
-                            and measured:
-                        # the rounds left at the mean measuring time so far: the fastest round
-                        # is an optimist's estimate, and the budget was overrun by 11% with it
-                        per = sum(measured) / len(measured)
-                        left = per * (max(params["rounds"] - rnd, 1) if target is None else 1)
-                        elapsed = time.monotonic() - t_start - perf_s
-                        if elapsed + left + WAIT_S > budget_s:
-                            break
-                        t_wait = time.monotonic()
-                        time.sleep(WAIT_S)
-                        rd, fast = host_probe(rnd, record=False)
-                        waited_round += time.monotonic() - t_wait
-                    if rd is not None:
-                        state[ref_key]["rounds"].append(rd)
-                        host["probes"][-1]["in_cell"] = True
-                if chunk is None:
-                    chunk = next_chunk(queues, True)
-                burst = None
-                if any(k in head_fast for k in chunk):
-                    live["bursts"] += 1
-                    burst = live["bursts"]
-                for key in chunk:
-                    rd = run_one(key, rnd)
-                    if rd is not None and burst is not None and key in head_fast:
-                        rd["burst"] = burst
-                        live["pending"].append(key)
-                if not any(queues):
-                    break
+    rnd = 0
+    while rnd < max_rounds:
+        if proc.next_round_past(deadline, measured, rnd, MIN_ROUNDS):
+            # tw run's time for the bench is spent: fewer rounds, the intervals wider and
+            # honest for it, rather than a report past its time
+            host["stopped"] = "deadline"
+            ui.progress(f"{label}: stopped after {rnd} of {params['rounds']} rounds: the "
+                        f"report's time for the bench ({host['deadline_s']:.0f} s) is spent")
+            break
+        order = [k for k, c in state.items() if c["supported"] and k != ref_key
+                 and not (skip and skip(k, rnd >= params["rounds"]))]
+        random.Random(rnd).shuffle(order)
+        t_round = time.monotonic()
+        waited_round = 0.0
+        # Quiet first: the cells whose undisturbed figure the quiet moments are for (QUIET_OPS)
+        # wait in one queue, the rest in another, each in the round's shuffled order.  A probe
+        # that finds the host fast takes the next chunk of the first; one that finds it slow
+        # takes the next chunk of the second, whose cells lead with their typical figure or
+        # are not what the quiet is for, and waits only when that queue is empty.
+        queues = ([[k for k in order if _quiet(k)], [k for k in order if not _quiet(k)]]
+                  if quiet else [list(order)])
+        # the headline's cells first among those the quiet moments are for, as one block
+        queues[0].sort(key=lambda k: head.index(k) if k in head_fast else len(head))
+        repeats = 0
+        while True:             # at least once: a round of no cells still probes
+            chunk = None
             if ref_key is not None:
-                rd, _ = host_probe(rnd, record=True)       # the round's closing probe
-            host["waited_s"] += waited_round
-            measuring = time.monotonic() - t_round - waited_round
-            measured.append(measuring)
-            if rnd == min(1, params["rounds"] - 1) and host["budget_s"] is None and target is None:
-                budget_s = BUDGET_FACTOR.get(mode, 1.0) * min(measured) * params["rounds"]
-                if deadline is not None:
-                    # waiting must not spend the rounds' own time: within the deadline, the
-                    # rounds left at their pace come first
-                    budget_s = min(budget_s, deadline - t_start)
-                host["budget_s"] = budget_s
-            if accuracy:
-                t_perf = time.monotonic()
-                ns, why = perf_bench_once(params["perf_loops"], cpu=pinned, realtime=realtime)
-                perf_s += time.monotonic() - t_perf
-                if ns is None:
-                    perf["why"] = why
+                # The probe before each chunk: while the host is slow, nothing is left to
+                # measure in the slow state and the budget has slack beyond the work left,
+                # wait for its fast state.  Only the probe that opens the chunk counts as a
+                # reference round.
+                rd, fast = host_probe(rnd, record=False)
+                if quiet and fast and head and repeats < HEADLINE_REPEATS \
+                        and min(head_fast.values()) < HEADLINE_FAST \
+                        and not any(k in head_fast for k in queues[0]) and any(queues):
+                    # a fast probe, the headline's block measured already this round and its
+                    # cells still short of fast processes: the block again, first
+                    chunk = list(head)
+                    repeats += 1
                 else:
-                    perf["samples"].append(ns)
-                    perf["rounds"].append(rnd)
-            rnd += 1
-            host["rounds"] = rnd
-            elapsed = time.monotonic() - t_start - perf_s
-            pr = host["probes"]
-            share = sum(1 for x in pr if x["fast"]) / len(pr) if pr else None
-            msg = (f"{label}: round {rnd}{'' if target else '/' + str(params['rounds'])} "
-                   f"({time.monotonic() - t_round:.1f} s"
-                   + (f", {waited_round:.1f} s waiting for a quiet host" if waited_round else "")
-                   + (f"; host fast in {100 * share:.0f}% of probes so far" if share is not None else "")
-                   + ")")
-            # The target's judgement from the fourth round on (the stopping rule's plan depends on
-            # its first stage alone, so judging often costs no coverage), at most once per tenth
-            # of the time so far: analysing the matrix takes a second or so.
-            if should_stop is not None and rnd >= 4 and elapsed - judged_at[0] >= 0.1 * elapsed:
-                judged_at[0] = elapsed
-                stop, why = should_stop(_doc())
-                msg += f"; {why}"
-                if stop:
-                    host["stopped"] = "target"
-                    if round_lines:
-                        ui.progress(msg)
-                    break
-            if target is not None and budget_s is not None and elapsed >= budget_s:
-                host["stopped"] = "budget"
-                if round_lines:
-                    ui.progress(msg + f"; the budget of {budget_s:.0f} s is spent")
+                    chunk = next_chunk(queues, fast) if quiet else None
+                while quiet and chunk is None and fast is False and budget_s is not None \
+                        and measured:
+                    # the rounds left at the mean measuring time so far: the fastest round
+                    # is an optimist's estimate, and the budget was overrun by 11% with it
+                    per = sum(measured) / len(measured)
+                    left = per * (max(params["rounds"] - rnd, 1) if target is None else 1)
+                    elapsed = time.monotonic() - t_start - perf_s
+                    if elapsed + left + WAIT_S > budget_s:
+                        break
+                    t_wait = time.monotonic()
+                    time.sleep(WAIT_S)
+                    rd, fast = host_probe(rnd, record=False)
+                    waited_round += time.monotonic() - t_wait
+                if rd is not None:
+                    state[ref_key]["rounds"].append(rd)
+                    host["probes"][-1]["in_cell"] = True
+            if chunk is None:
+                chunk = next_chunk(queues, True)
+            burst = None
+            if any(k in head_fast for k in chunk):
+                live["bursts"] += 1
+                burst = live["bursts"]
+            for key in chunk:
+                rd = run_one(key, rnd)
+                if rd is not None and burst is not None and key in head_fast:
+                    rd["burst"] = burst
+                    live["pending"].append(key)
+            if not any(queues):
                 break
+        if ref_key is not None:
+            rd, _ = host_probe(rnd, record=True)       # the round's closing probe
+        host["waited_s"] += waited_round
+        measuring = time.monotonic() - t_round - waited_round
+        measured.append(measuring)
+        if rnd == min(1, params["rounds"] - 1) and host["budget_s"] is None and target is None:
+            budget_s = BUDGET_FACTOR.get(mode, 1.0) * min(measured) * params["rounds"]
+            if deadline is not None:
+                # waiting must not spend the rounds' own time: within the deadline, the
+                # rounds left at their pace come first
+                budget_s = min(budget_s, deadline - t_start)
+            host["budget_s"] = budget_s
+        if accuracy:
+            t_perf = time.monotonic()
+            ns, why = perf_bench_once(params["perf_loops"], cpu=pinned, realtime=realtime)
+            perf_s += time.monotonic() - t_perf
+            if ns is None:
+                perf["why"] = why
+            else:
+                perf["samples"].append(ns)
+                perf["rounds"].append(rnd)
+        rnd += 1
+        host["rounds"] = rnd
+        elapsed = time.monotonic() - t_start - perf_s
+        pr = host["probes"]
+        share = sum(1 for x in pr if x["fast"]) / len(pr) if pr else None
+        msg = (f"{label}: round {rnd}{'' if target else '/' + str(params['rounds'])} "
+               f"({time.monotonic() - t_round:.1f} s"
+               + (f", {waited_round:.1f} s waiting for a quiet host" if waited_round else "")
+               + (f"; host fast in {100 * share:.0f}% of probes so far" if share is not None else "")
+               + ")")
+        # The target's judgement from the fourth round on (the stopping rule's plan depends on
+        # its first stage alone, so judging often costs no coverage), at most once per tenth
+        # of the time so far: analysing the matrix takes a second or so.
+        if should_stop is not None and rnd >= 4 and elapsed - judged_at[0] >= 0.1 * elapsed:
+            judged_at[0] = elapsed
+            stop, why = should_stop(_doc())
+            msg += f"; {why}"
+            if stop:
+                host["stopped"] = "target"
+                if round_lines:
+                    ui.progress(msg)
+                break
+        if target is not None and budget_s is not None and elapsed >= budget_s:
+            host["stopped"] = "budget"
             if round_lines:
-                ui.progress(msg)
-    except ui.Interrupted as e:
-        # A signal (Ctrl-C, SIGTERM): the rounds so far are kept, marked interrupted, so that
-        # a run stopped at minute 9 of 10 keeps 9 minutes of measuring (tw report and tw
-        # compare read them and say so); the signal then goes on up.
-        host["stopped"] = "interrupted"
-        doc = _doc()
-        doc["interrupted"] = {"signal": e.name, "rounds": host["rounds"],
-                              "after_s": round(time.monotonic() - t_start, 2)}
-        if out_dir is not None and any(c["rounds"] for c in state.values()):
-            files.write_json(Path(out_dir) / "percall.json", doc)
-        raise
+                ui.progress(msg + f"; the budget of {budget_s:.0f} s is spent")
+            break
+        if round_lines:
+            ui.progress(msg)
     doc = _doc()
     if out_dir is not None:
         files.write_json(Path(out_dir) / "percall.json", doc)
