@@ -92,6 +92,8 @@ WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(ca
 # here, by clang for the BPF target and against libbpf, for any x86-64 kernel with BTF (CO-RE:
 # watch/kernel.h says why no vmlinux.h).  The UAPI headers' asm/ lives in the multiarch folder.
 WATCH_BINARIES := $(BUILD)/watchbpf $(BUILD)/watch/exec.bpf.o $(BUILD)/watch/window.bpf.o
+# tw ab --wall tracer:raw_syscalls's program and its loader (walls/tracer*.c), built the same way.
+WALL_BINARIES := $(BUILD)/tracerbpf $(BUILD)/walls/tracer.bpf.o
 BPF_CLANG ?= clang
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall \
 	-I/usr/include/$(shell $(CC) -print-multiarch 2>/dev/null) -Iwatch
@@ -99,7 +101,8 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(addprefix $(BUILD)/legs-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
-            $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES)
+            $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES) \
+            $(WALL_BINARIES)
 
 .PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb \
 	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
@@ -123,7 +126,7 @@ list-write-variants:
 # clock, disturbance counters, speculation control, output and CPU pinning
 # (syscost/*.c); legs shares the pinning.
 OWN_OBJS_timewrite := timewrite
-OWN_OBJS_syscost   := syscost ops options clock disturb speculation output cpu
+OWN_OBJS_syscost   := syscost ops options clock disturb speculation wall output cpu
 OWN_OBJS_legs      := legs cpu
 SHARED_OBJS := probe json_out tw_cli tw_stats
 link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
@@ -170,6 +173,12 @@ $(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h watch/maps.h
 	@mkdir -p $(@D)
 	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
 $(BUILD)/watchbpf: watch/watchbpf.c watch/maps.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
+$(BUILD)/walls/%.bpf.o: walls/%.bpf.c walls/tracer.h watch/kernel.h
+	@mkdir -p $(@D)
+	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
+$(BUILD)/tracerbpf: walls/tracerbpf.c walls/tracer.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
 

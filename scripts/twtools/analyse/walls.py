@@ -1,0 +1,211 @@
+"""Why a wall costs what `tw ab --wall` measured: per cell, the path the call takes through it.
+
+The chain is the kernel's (Linux 6.x, kernel/entry/common.c, kernel/seccomp.c,
+kernel/auditsc.c, kernel/trace/trace_syscalls.c):
+
+  any wall   a SYSCALL_WORK flag on the task sends the call from the entry's fast path into
+             syscall_trace_enter() and, on the way out, syscall_exit_work();
+  seccomp    SYSCALL_WORK_SECCOMP: __secure_computing() fills struct seccomp_data (number,
+             arch, instruction pointer, six arguments), then seccomp_cache_check_allow()
+             looks the number up in the bitmap of the call's arch (native x86-64, or the
+             compat i386 one for int 0x80 from 64-bit code and for 32-bit code) and, where
+             the bit is clear, runs every filter of the stack (seccomp_run_filters);
+  audit      SYSCALL_WORK_SYSCALL_AUDIT, given at fork to every task once audit has been
+             enabled in the boot (audit_alloc): __audit_syscall_entry() fills the task's
+             context, __audit_syscall_exit() runs audit_filter_syscall() over the exit rules
+             of this arch that name this call, and resets the context;
+  tracer     SYSCALL_WORK_SYSCALL_TRACEPOINT, set on every task while a program is attached
+             to raw_syscalls (syscall_regfunc): trace_sys_enter() and trace_sys_exit() run
+             the attached programs.
+
+The numbers come from this run: the filter's instructions from the program run in user space
+on the call's seccomp_data (analyse.seccompsim), the cache from the kernel's own rule for it,
+the flags from bpftrace's read of each process (measure.walls.work_flags), the rules from the
+rules file.
+"""
+from ..machine import registry, seccomp, seccompsim
+
+
+def _abi(variant):
+    return registry.get(variant).abi
+
+
+def seccomp_chain(prog, times, variant, op, kernel_release=None):
+    """The seccomp part of a cell's path: {'arch', 'nr', 'action', 'cached', 'instructions',
+    'reads', 'text'}, or None where the call has no number in its table."""
+    c = seccomp.cell_call(_abi(variant), op)
+    if c is None:
+        return None
+    name, nr, arch, args = c
+    progs = [prog] * times
+    ret, n, read = seccompsim.run_stack(progs, nr, arch, args)
+    has_cache = seccomp.kernel_has_cache(kernel_release)
+    cached = has_cache and seccompsim.cached(progs, nr, arch, table_has_nr=name is not None)
+    compat = arch == seccomp.AUDIT_ARCH_I386
+    how = ("int 0x80 from 64-bit code, checked as i386" if variant == "64-int80" else
+           "a 32-bit call, checked as i386" if compat else "a native call, checked as x86_64")
+    if cached:
+        path = (f"the {'compat' if compat else 'native'} cache bitmap allows {nr} "
+                f"({name}) whatever its arguments: no filter runs")
+    elif not has_cache:
+        path = f"this kernel has no seccomp cache (before 5.11): {n} filter instructions run"
+    else:
+        why = ("its number is in no table, so no bitmap holds it" if name is None else
+               "a rule inspects " + ", ".join(r for r in sorted(read) if r.startswith("args"))
+               if any(r.startswith("args") for r in read) else
+               "the filter does not allow it on number and arch alone")
+        path = (f"not cached ({why}): {n} filter instruction{'s' if n != 1 else ''} run"
+                + (f" over {times} filters" if times > 1 else ""))
+    text = (f"SECCOMP flag -> syscall_trace_enter -> seccomp_data filled; {how} (nr {nr}); "
+            f"{path}; answer: {seccomp.action_name(ret)}")
+    return {"arch": seccomp.ARCH_NAMES[arch], "nr": nr, "action": seccomp.action_name(ret),
+            "cached": cached, "instructions": 0 if cached else n, "instructions_run_if_not":
+            n, "reads": sorted(read), "text": text}
+
+
+def audit_chain(rules, variant, op):
+    """The audit part of a cell's path: how many of the exit rules name this call."""
+    abi = _abi(variant)
+    name = seccomp.OP_CALL.get(op)
+    arch_word = "b64" if abi == "x86_64" else "b32"
+    exit_rules = [r for r in rules if r and r[0] in ("-a", "-A") and "exit" in r[1]]
+    naming = 0
+    for r in exit_rules:
+        sys_words = [r[i + 1] for i, w in enumerate(r[:-1]) if w == "-S"]
+        arches = [r[i + 1].split("=", 1)[1] for i, w in enumerate(r[:-1])
+                  if w == "-F" and r[i + 1].startswith("arch=")]
+        if arches and arch_word not in arches:
+            continue
+        if not sys_words or "all" in sys_words or (name and name in
+                                                   ",".join(sys_words).split(",")):
+            naming += 1
+    watches = sum(1 for r in rules if r and r[0] == "-w")
+    text = ("SYSCALL_AUDIT flag (audit context given at fork) -> __audit_syscall_entry fills "
+            "the context; __audit_syscall_exit -> audit_filter_syscall: "
+            f"{naming} of {len(exit_rules)} exit rule(s) name this call for {arch_word}"
+            + (f", {watches} watch(es) (on file calls, not this one)" if watches else "")
+            + "; context reset")
+    return {"rules_naming": naming, "exit_rules": len(exit_rules), "watches": watches,
+            "text": text}
+
+
+TRACER_TEXT = ("SYSCALL_TRACEPOINT flag on every task while attached -> trace_sys_enter runs "
+               "the program (a per-CPU count, a hash update of the thread's start) -> the call "
+               "-> trace_sys_exit runs the other (a hash lookup and delete, a histogram slot)")
+
+
+def explain_rows(rows, doc, program=None):
+    """Each row of compare.ab(doc) gets 'why' (one line) and 'chain' (the numbers), from the
+    wall doc['wall'] describes; program: the seccomp filter's bytes (wall-seccomp.bpf)."""
+    w = ((doc or {}).get("wall") or {}).get("up") or {}
+    kind = w.get("kind")
+    prog = seccompsim.parse(program) if program else None
+    rules = [r.split() for r in (w.get("rules") or [])]
+    for r in rows:
+        c = None
+        if kind == "seccomp" and prog is not None:
+            c = seccomp_chain(prog, int(w.get("times") or 1), r["variant"], r["op"],
+                              doc.get("kernel"))
+        elif kind == "audit":
+            c = audit_chain(rules, r["variant"], r["op"])
+        elif kind == "tracer":
+            c = {"text": TRACER_TEXT}
+        r["chain"] = c
+        r["why"] = c["text"] if c else None
+    return rows
+
+
+def host_lines(doc):
+    """What the run put up and took down, in lines for the terminal and the JSON's caller."""
+    w = (doc or {}).get("wall") or {}
+    up, down, ev = w.get("up") or {}, w.get("down") or {}, w.get("evidence") or {}
+    out = []
+    kind = up.get("kind")
+    if kind == "seccomp":
+        out.append(f"wall: {up.get('spec')}: {up.get('source')}, {up.get('instructions')} BPF "
+                   f"instructions, installed {up.get('times')} time(s) in each B process")
+        for n in (up.get("notes") or [])[:5]:
+            out.append(f"  note: {n}")
+    elif kind == "audit":
+        out.append(f"wall: {up.get('spec')}: {len(up.get('rules') or [])} rule(s) added; audit "
+                   f"was {'on' if up.get('enabled_before') == 1 else 'off'} before"
+                   + ("; turned on for the run" if up.get("turned_on") else ""))
+        out.append(f"  {up.get('separation')}")
+        if down:
+            out.append("  the host's audit rules after the run are "
+                       + ("as before" if down.get("restored") else
+                          "NOT as before: " + "; ".join(down.get("errors") or ["they differ"])))
+            if down.get("left_behind"):
+                out.append(f"  left behind: {down['left_behind']}")
+    elif kind == "tracer":
+        out.append(f"wall: {up.get('spec')}: {up.get('program')} on {up.get('attach')}")
+        if down.get("calls_seen") is not None:
+            out.append(f"  the tracer counted {down['calls_seen']} system calls of the machine "
+                       f"over its {down.get('attaches')} attaches")
+    st = ev.get("b_status")
+    if st:
+        out.append("  B's processes: " + ", ".join(f"{k} {v}" for k, v in sorted(st.items())))
+    if ev.get("a") is not None:
+        out.append(f"  work flags at their first call (bpftrace): A {', '.join(ev['a']) or 'none'}"
+                   f"; B {', '.join(ev['b']) or 'none'}")
+    elif ev.get("why"):
+        out.append(f"  work flags: unknown ({ev['why']})")
+    return out
+
+
+# ---- the architecture hole ----------------------------------------------------------------
+
+# The ways in whose calls seccomp checks as i386: int 0x80 from 64-bit code (the kernel sets
+# TS_COMPAT, so syscall_get_arch() says I386 and the number is read from the i386 table), and
+# every 32-bit one.  A 64-bit `syscall` or libc call is checked as x86_64.
+I386_WAYS = ("64-int80", "32-int80", "32-syscall", "32-sysenter", "32-vdso", "32-libc")
+X86_64_WAYS = ("64-syscall", "64-libc")
+# The x86-64 table's numbers to look through: libseccomp names every one it knows below this.
+X86_64_TABLE_MAX = 1024
+
+
+def arch_hole(progs):
+    """The calls the filter stack denies when made natively (x86_64, by their x86-64 number)
+    but allows when made by their i386 number as an i386 call: what int 0x80 from 64-bit
+    code (or any 32-bit code) can still do.  A filter that checks numbers without checking
+    the architecture has this hole; libseccomp's filters check the architecture first.
+    {'denied': n, 'holes': [{'name', 'nr_x86_64', 'nr_i386', 'x86_64', 'i386'}],
+    'no_i386': [names denied natively that i386 has no number for]}."""
+    x64, i386 = seccomp.AUDIT_ARCH_X86_64, seccomp.AUDIT_ARCH_I386
+    denied, holes, missing = 0, [], []
+    for nr in range(X86_64_TABLE_MAX):
+        name = seccomp.name_of(nr, x64)
+        if not name:
+            continue
+        r64 = seccompsim.run_stack(progs, nr, x64)[0]
+        if r64 & seccomp.RET_ACTION_FULL in (seccomp.RET_ALLOW, seccomp.RET_LOG):
+            continue
+        denied += 1
+        nr32 = seccomp.resolve(name, i386)
+        if nr32 is None:
+            missing.append(name)
+            continue
+        r32 = seccompsim.run_stack(progs, nr32, i386)[0]
+        if r32 & seccomp.RET_ACTION_FULL in (seccomp.RET_ALLOW, seccomp.RET_LOG):
+            holes.append({"name": name, "nr_x86_64": nr, "nr_i386": nr32,
+                          "x86_64": seccomp.action_name(r64), "i386": seccomp.action_name(r32)})
+    return {"denied": denied, "holes": holes, "no_i386": missing}
+
+
+def hole_lines(spec, hole):
+    """arch_hole's answer in lines, per way in."""
+    n = len(hole["holes"])
+    if not hole["denied"]:
+        return [f"{spec}: it denies no x86-64 call, so it has no hole to find"]
+    out = [f"{spec}: of the {hole['denied']} calls it denies by their x86-64 number, "
+           + (f"{n} can still be made by their i386 number" if n else
+              "none can be made by its i386 number: it checks the architecture")]
+    if n:
+        eg = ", ".join(f"{h['name']} (i386 {h['nr_i386']}: {h['i386']})"
+                       for h in hole["holes"][:6])
+        out.append(f"  through {', '.join(I386_WAYS[:1])} (int 0x80 from 64-bit code) and "
+                   f"every 32-bit way in ({', '.join(I386_WAYS[1:])}): {eg}"
+                   + (", ..." if n > 6 else ""))
+        out.append(f"  not through {' or '.join(X86_64_WAYS)}: checked as x86_64, they are "
+                   "denied")
+    return out
