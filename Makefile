@@ -13,6 +13,8 @@
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
 #   make bench-factors   what a run holds fixed (CPU, environment, path, ASLR, layout), each varied
+#   make bench-walls     tw ab --wall against walls/seccomp_ab.c, an independent libseccomp
+#                        program, and a name-only profile against a one-instruction filter
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands the rows variants/rows.awk reads from it.  Objects are built
@@ -105,7 +107,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(WALL_BINARIES)
 
 .PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb \
-	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
+	check test report bench bench-ab bench-fleet bench-sweeps bench-factors bench-walls clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -313,6 +315,15 @@ bench-sweeps: deps
 bench-factors: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/bench_factors.py --out $(BUILD)/bench-factors-$$$$
+
+# tw ab --wall's own check (scripts/bench_walls.py; twtools/drivers/wallbench.py): root for
+# the seccomp filters is not needed, libseccomp-dev is (make test installs it).
+$(BUILD)/seccomp_ab: walls/seccomp_ab.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lseccomp
+bench-walls: deps
+	@$(MAKE) --no-print-directory all venv $(BUILD)/seccomp_ab TW_DEPS_CHECKED=1
+	$(VPY) scripts/bench_walls.py --out $(BUILD)/bench-walls-$$$$
 
 clean:
 	rm -rf $(BUILD) build-layout

@@ -8,21 +8,21 @@
 #            and Debian's argparse-manpage
 #   report   build + what measuring needs: python3 with a venv that has pip, strace,
 #            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing;
-#            libseccomp2 (tw ab --wall compiles seccomp profiles with it) and bpftool
-#            (which programs are attached to raw_syscalls: every process pays for them)
+#            libseccomp2 (tw ab --wall compiles seccomp profiles with it), libseccomp-dev
+#            (make bench-walls' own libseccomp program) and bpftool (which programs are
+#            attached to raw_syscalls: every process pays for them)
 #   test     report + what only the tests need: chromium (the report in a real
 #            browser), golang-go (a Go GOARCH=386 program) and openssh-server (the
 #            fleet playbook's loopback test starts its own sshd on 127.0.0.1) and
 #            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1), and what
 #            `make deb` needs and lintian (tests/test_deb.py checks the package with it);
-#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root);
-#            libseccomp-dev (make bench-walls' own libseccomp program) and auditctl for
-#            the audit wall's tests.  auditctl comes with Debian's auditd package, whose
-#            install would enable auditd for the next boot, and once auditd has run, audit
-#            makes every process pay on every call until reboot (docs/walls.md): so the
-#            test step does not install auditd, it unpacks the package's files into
-#            build/auditd (apt-get download, dpkg-deb -x) and installs only its library,
-#            libauparse0.  A machine that has auditctl already uses its own.
+#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root); and
+#            auditctl for the audit wall's tests.  auditctl comes with Debian's auditd
+#            package, whose install would enable auditd for the next boot, and once auditd
+#            has run, audit makes every process pay on every call until reboot
+#            (docs/walls.md): so the test step does not install auditd, it unpacks the
+#            package's files into build/auditd (apt-get download, dpkg-deb -x) and installs
+#            only its library, libauparse0.  A machine with auditctl uses its own.
 #
 # Each check tries the capability (cc -m32 links, `python3 -m venv` gives a venv
 # whose pip runs), not only the presence of a command, because that is what
@@ -104,7 +104,8 @@ check() {
 	need strace strace -V
 	need bpftrace bpftrace --version
 	need libseccomp2 sh -c "ldconfig -p | grep -q 'libseccomp.so.2 '"
-	need bpftool sh -c 'command -v bpftool || test -x /usr/sbin/bpftool' 
+	need bpftool sh -c 'command -v bpftool || test -x /usr/sbin/bpftool'
+	need libseccomp-dev test -e /usr/include/seccomp.h
 	need procps ps -p $$
 	need util-linux taskset -p $$
 	if [ "$distro" = ubuntu ]; then
@@ -126,7 +127,6 @@ check() {
 	# tests/test_watch_live.py runs its own Prometheus on 127.0.0.1 to scrape tw watch.
 	need prometheus test -x /usr/bin/prometheus
 	need lintian lintian --version
-	need libseccomp-dev test -e /usr/include/seccomp.h
 	need libauparse0 sh -c "ldconfig -p | grep -q 'libauparse.so.0 '"
 	if [ -n "${TW_DEB_TEST-}" ]; then
 		need debootstrap debootstrap --version   # tests/test_deb.py's clean Debian 12 root
