@@ -94,12 +94,17 @@ TRACER_TEXT = ("SYSCALL_TRACEPOINT flag on every task while attached -> trace_sy
                "-> trace_sys_exit runs the other (a hash lookup and delete, a histogram slot)")
 
 
-def explain_rows(rows, doc, program=None):
+def explain_rows(rows, doc):
     """Each row of compare.ab(doc) gets 'why' (one line) and 'chain' (the numbers), from the
-    wall doc['wall'] describes; program: the seccomp filter's bytes (wall-seccomp.bpf)."""
+    wall doc['wall'] describes (a seccomp wall's program is kept in it, as hex)."""
     w = ((doc or {}).get("wall") or {}).get("up") or {}
     kind = w.get("kind")
-    prog = seccompsim.parse(program) if program else None
+    prog = None
+    if kind == "seccomp" and isinstance(w.get("program_hex"), str):
+        try:
+            prog = seccompsim.parse(bytes.fromhex(w["program_hex"]))
+        except (ValueError, seccompsim.BadFilter):
+            prog = None
     rules = [r.split() for r in (w.get("rules") or [])]
     for r in rows:
         c = None
@@ -108,6 +113,12 @@ def explain_rows(rows, doc, program=None):
                               doc.get("kernel"))
         elif kind == "audit":
             c = audit_chain(rules, r["variant"], r["op"])
+            ev = (doc.get("wall") or {}).get("evidence") or {}
+            if ev.get("b") is not None and "SYSCALL_AUDIT" not in ev["b"]:
+                c = {"rules_naming": None, "exit_rules": c["exit_rules"], "text":
+                     "no SYSCALL_AUDIT flag on B's processes (read at their exit_group): audit "
+                     "was never enabled in this boot, or a task rule says never, so a new "
+                     "process gets no audit context and the call takes no audit path"}
         elif kind == "tracer":
             c = {"text": TRACER_TEXT}
         r["chain"] = c
@@ -209,3 +220,33 @@ def hole_lines(spec, hole):
         out.append(f"  not through {' or '.join(X86_64_WAYS)}: checked as x86_64, they are "
                    "denied")
     return out
+
+
+# ---- tw run's walls stage ------------------------------------------------------------------
+
+def analyse(doc):
+    """walls.json analysed: {'walls': [{'spec', 'kind', 'rows', 'why', 'lines'}], 'host',
+    'headline': {(variant, op): row} of the container profile, 'audit_why'}."""
+    from . import compare
+    if not doc:
+        return None
+    out = {"walls": [], "host": doc.get("host") or {}, "full": doc.get("full"),
+           "audit_why": doc.get("audit_why"), "headline": {}}
+    for w in doc.get("walls") or []:
+        entry = {"spec": w.get("spec"), "why": w.get("why"), "rows": [], "lines": [],
+                 "kind": (w.get("spec") or "").split(":")[0]}
+        if w.get("ab"):
+            rows = explain_rows(compare.ab(w["ab"]), w["ab"])
+            entry["rows"], entry["lines"] = rows, host_lines(w["ab"])
+            if w.get("spec") == "seccomp:container":
+                out["headline"] = {(r["variant"], r["op"]): r for r in rows}
+        out["walls"].append(entry)
+    return out
+
+
+def added(row):
+    """(added ns, low, high) of a row, or None when it has no added figure."""
+    a = (row or {}).get("added") or {}
+    if a.get("median") is None:
+        return None
+    return a["median"], a["ci_low"], a["ci_high"]

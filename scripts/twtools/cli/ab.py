@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..analyse import compare
 from ..core import files, paths, ui
-from ..machine import probe, registry
+from ..machine import registry
 from ..measure import ab, walls
 from ..present import export
 from . import options
@@ -25,12 +25,7 @@ from . import options
 ROUNDS = {"quick": 24, "default": 200, "long": 800}
 # A/A runs of --selfcheck: 20 give chance (5% a run) one call on average, at most 3 in 95%.
 SELFCHECK_RUNS = 20
-# --wall's cells by default: every way in that enters the kernel (the vDSO's own 32-bit
-# entry included), and the calls the issue of walls is about: a null call, getppid, a
-# one-byte write to /dev/null and a 256-byte write to a file.
-WALL_VARIANTS = ("64-syscall", "64-int80", "32-int80", "32-syscall", "32-sysenter", "32-vdso",
-                 "64-libc", "32-libc")
-WALL_OPS = ("null", "getppid", "write-devnull", "write-file")
+WALL_VARIANTS, WALL_OPS, wall_variants = walls.WALL_VARIANTS, walls.WALL_OPS, walls.wall_variants
 
 
 def _wall_spec(text):
@@ -39,11 +34,6 @@ def _wall_spec(text):
         return walls.parse(text)["spec"]
     except walls.WallError as e:
         raise options.argparse.ArgumentTypeError(e.line()) from None
-
-
-def wall_variants():
-    """WALL_VARIANTS that work here (their syscost --probe), in that order."""
-    return [v for v in WALL_VARIANTS if v in registry.names() and probe.check("syscost", v)[0]]
 
 
 def add_arguments(p, name):
@@ -175,8 +165,7 @@ def main(args, name):
     rows = compare.ab(doc)
     if wall is not None:
         from ..analyse import walls as wall_analysis
-        bpf = out / "wall-seccomp.bpf"
-        wall_analysis.explain_rows(rows, doc, bpf.read_bytes() if bpf.is_file() else None)
+        wall_analysis.explain_rows(rows, doc)
     cols = ["variant", "op", "shape", "figure", "decision", "B/A", "ci_low", "ci_high",
             "typical B/A", "rounds"]
     if wall is not None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..core import files, ui
 from ..machine import hostwalls, probe, registry, seccomp
-from . import walls
+from . import workflags
 from .syscost import SyscostError, calibrate, make_copies, measure
 from .trace import tmp_dir
 
@@ -136,7 +136,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
 
 def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime):
     """What the kernel put on one A process and one B process of the first cell B could run:
-    their SYSCALL_WORK flags, read by bpftrace at their first call (walls.work_flags), and
+    their SYSCALL_WORK flags, read by bpftrace at their exit_group (workflags.work_flags), and
     B's seccomp lines of /proc/self/status as syscost printed them.  {'cell', 'a', 'b',
     'why'}: a and b are lists of flag names, or None with why."""
     cell = next((c for c in cells if data[(c, b["label"])]["rounds"]), None)
@@ -150,7 +150,7 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
     # (syscall_trace_enter returns before the tracepoint when seccomp says skip).
     nr = seccomp.resolve("exit_group", seccomp.ABI_ARCH[registry.get(variant).abi])
     with tempfile.TemporaryDirectory(prefix="tw-ab-evidence-", dir=tmp_dir()) as tmp:
-        flags, (ra, rb), why = walls.work_flags(binary.name, nr, [
+        flags, (ra, rb), why = workflags.work_flags(binary.name, nr, [
             lambda: _run(a, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz, binary),
             lambda: _run(b, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz,
                          binary if same_build else copied[(b["label"], variant)][0], wall)],
@@ -161,7 +161,7 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
     pa, pb = (ra or {}).get("pid"), (rb or {}).get("pid")
     if flags is not None:
         if pa in flags and pb in flags:
-            out["a"], out["b"] = walls.work_names(flags[pa]), walls.work_names(flags[pb])
+            out["a"], out["b"] = workflags.work_names(flags[pa]), workflags.work_names(flags[pb])
             out["a_bits"], out["b_bits"] = flags[pa], flags[pb]
         else:
             out["why"] = (f"bpftrace did not see {'A' if pa not in flags else 'B'}'s process "

@@ -43,10 +43,7 @@ import hashlib
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 from ..core import files, paths, proc, ui
@@ -58,16 +55,23 @@ PROFILES = WALLS / "profiles"
 AUDIT_RULES = WALLS / "audit"
 TRACER_OBJ = paths.BUILD / "walls" / "tracer.bpf.o"
 TRACER_LOADER = paths.BUILD / "tracerbpf"
-# tw run's walls stage and `tw ab --wall standard`: one wall of each kind.
+# tw run's walls stage: one wall of each kind.
 STANDARD = ("seccomp:allow", "seccomp:container", "audit:compliance", "tracer:raw_syscalls")
+# tw ab --wall's cells by default, and tw run --walls': every way in that enters the kernel
+# (the vDSO's own 32-bit entry included) that works here, a null call, getppid, a one-byte
+# write to /dev/null and a 256-byte write to a file.
+WALL_VARIANTS = ("64-syscall", "64-int80", "32-int80", "32-syscall", "32-sysenter", "32-vdso",
+                 "64-libc", "32-libc")
+WALL_OPS = ("null", "getppid", "write-devnull", "write-file")
+
+
+def wall_variants():
+    """WALL_VARIANTS that work here (their syscost --probe), in that order."""
+    from ..machine import probe, registry
+    return [v for v in WALL_VARIANTS if v in registry.names() and probe.check("syscost", v)[0]]
 SPEC_HELP = ("seccomp:allow | seccomp:container | seccomp:args | seccomp:FILE (an OCI "
              "profile) | seccomp:stack:N[:PROFILE] | seccomp:bpf:FILE | audit:compliance | "
              "audit:FILE | audit:context | tracer:raw_syscalls")
-# SYSCALL_WORK_* bits (include/linux/thread_info.h, enum syscall_work_bit): what sends a call
-# off the fast path at entry (syscall_trace_enter) and into the exit work.
-WORK_BITS = {1: "SECCOMP", 2: "SYSCALL_TRACEPOINT", 4: "SYSCALL_TRACE", 8: "SYSCALL_EMU",
-             16: "SYSCALL_AUDIT", 32: "SYSCALL_USER_DISPATCH", 64: "SYSCALL_EXIT_TRAP"}
-
 
 class WallError(ui.UserError):
     """The wall cannot go up here: the message says why, in one line."""
@@ -148,7 +152,7 @@ class SeccompWall:
                 "instructions": len(self.prog), "times": self.times,
                 "sha256_16": _bytes_name(self.program), "notes": self.notes,
                 "file": self.file.name if self.file else None,
-                "profile": self.profile}
+                "program_hex": self.program.hex()}
 
     def before(self, variant, op, abi):
         """(extra syscost args, command wrapper, None) for one B run, or (None, None, the
@@ -405,56 +409,62 @@ def make(spec, enable_audit=False):
     return AuditWall(s, enable=enable_audit)
 
 
-# ---- evidence: the work flags of A's and B's processes ------------------------------------
+# ---- tw run's walls stage ------------------------------------------------------------------
 
-WORK_SCRIPT = r"""
-tracepoint:raw_syscalls:sys_enter /comm == str($1) && args->id == $2 && @seen[pid] == 0/
-{
-	@seen[pid] = 1;
-	printf("%d %d\n", pid, curtask->thread_info.syscall_work);
-}
-BEGIN { printf("ready\n"); }
-END { clear(@seen); }
-"""
+SCHEMA = "timewrite-walls/1"
+# The first screen's line: what the container profile adds to the 64-bit syscall and to
+# int 0x80, the two ends of the matrix.  A few seconds in every mode.
+HEADLINE_WALL = "seccomp:container"
+HEADLINE_CELLS = (("64-syscall", "getppid"), ("32-int80", "getppid"))
+ROUNDS = {"quick": 16, "default": 24, "long": 64}
+COPIES = 8
 
 
-def work_flags(comm, nr, runs, tmp):
-    """The SYSCALL_WORK flags of the processes named comm, read by bpftrace at their first call
-    of number nr (the caller's exit_group: made once the wall is up), while runs (callables)
-    run one after another: ({pid: bits}, [what each run returned], None), or (None, [...],
-    why not) (curtask->thread_info.syscall_work).  bpftrace's own tracepoint sets
-    SYSCALL_TRACEPOINT on every task while it is attached: the caller leaves that bit out."""
-    from . import diagnose
-    from .census import why_not as census_why_not
-    why = census_why_not()
-    if why:
-        return None, [r() for r in runs], why
-    script = Path(tmp) / "work.bt"
-    script.write_text(WORK_SCRIPT)
-    out = Path(tmp) / "work.ndjson"
-    try:
-        bt, err = diagnose.spawn_attached(["bpftrace", "-f", "json", "-o", str(out),
-                                           str(script), comm[:15], str(nr)], out,
-                                          Path(tmp) / "work.err", "bpftrace")
-    except diagnose.DiagnoseError as e:
-        return None, [r() for r in runs], str(e)
-    try:
-        results = [r() for r in runs]
-        time.sleep(0.2)
-    finally:
-        proc.interrupt(bt, 30, again=True)
-        err.close()
-    from ..machine.tracers.base import json_lines
-    flags = {}
-    for o in json_lines(out.read_text() if out.exists() else ""):
-        if o.get("type") == "printf":
-            parts = str(o.get("data", "")).split()
-            if len(parts) == 2 and all(p.isdigit() for p in parts):
-                flags[int(parts[0])] = int(parts[1])
-    return flags, results, None
+def standard_specs(audit_on):
+    """STANDARD, with the audit wall as the host allows without consent: the compliance rules
+    where audit is on, else audit:context (what the host's own state costs a new process)."""
+    return [s if s != "audit:compliance" or audit_on else "audit:context" for s in STANDARD]
 
 
-def work_names(bits, drop=2):
-    """The SYSCALL_WORK flags set in bits, by name (SYSCALL_TRACEPOINT left out: the probe
-    that read them sets it)."""
-    return [n for b, n in sorted(WORK_BITS.items()) if bits & b and not b & drop]
+def stage(out, mode="default", full=False, variants=None, progress=ui.progress):
+    """tw run's walls stage: walls.json in out, each wall's tw ab run (raw rounds, the
+    wall's program and facts) and the host's own walls (audit's state, tracers on
+    raw_syscalls).  full: every standard wall over every way in (tw run --walls); else the
+    container profile on the headline's two cells."""
+    from . import ab
+    from ..machine import registry
+    audit = audit_status()
+    host = {"audit": audit, "tracers": dict(zip(("rows", "why"),
+                                               hostwalls.raw_syscalls_tracers()))}
+    if full:
+        specs = standard_specs(audit.get("enabled") == 1)
+        cells = [(v, op) for v in (variants or wall_variants()) for op in WALL_OPS
+                 if op in registry.get(v).ops]
+    else:
+        specs = [HEADLINE_WALL]
+        cells = [c for c in HEADLINE_CELLS if c[0] in (variants or [c[0] for c in
+                                                                   HEADLINE_CELLS])]
+    doc = {"schema": SCHEMA, "mode": mode, "full": full, "host": host, "walls": []}
+    rounds = ROUNDS.get(mode, ROUNDS["default"])
+    for spec in specs:
+        progress(f"walls: {spec}, {len(cells)} cells, {rounds} rounds")
+        entry = {"spec": spec, "ab": None, "why": None}
+        try:
+            wall = make(spec)
+            sub = Path(out) / "walls" / spec.replace(":", "-")
+            sub.mkdir(parents=True, exist_ok=True)
+            entry["ab"] = ab.run_ab(sub, ab.side("A (bare)"), ab.side(f"B (behind {spec})"),
+                                    sorted({v for v, _ in cells}, key=[c[0] for c in
+                                                                       cells].index),
+                                    sorted({op for _, op in cells}), rounds=rounds,
+                                    copies=COPIES, wall=wall)
+        except WallError as e:
+            entry["why"] = e.line()
+        doc["walls"].append(entry)
+    if full and not any(s.startswith("audit:compliance") for s in specs):
+        doc["audit_why"] = ("audit is off here: the compliance rules run only with it on, and "
+                            "turning it on makes every process started later in this boot pay "
+                            "until reboot; `tw ab --wall audit:compliance --enable-audit` "
+                            "measures them with consent")
+    files.write_json(Path(out) / "walls.json", doc)
+    return doc
