@@ -19,7 +19,7 @@ kernel/auditsc.c, kernel/trace/trace_syscalls.c):
              the attached programs.
 
 The numbers come from this run: the filter's instructions from the program run in user space
-on the call's seccomp_data (analyse.seccompsim), the cache from the kernel's own rule for it,
+on the call's seccomp_data (machine.seccompsim), the cache from the kernel's own rule for it,
 the flags from bpftrace's read of each process (measure.walls.work_flags), the rules from the
 rules file.
 """
@@ -250,3 +250,72 @@ def added(row):
     if a.get("median") is None:
         return None
     return a["median"], a["ci_low"], a["ci_high"]
+
+
+# ---- tw explain --wall --------------------------------------------------------------------
+
+EXPLAIN_OPS = ("null", "getppid", "write-devnull")
+
+
+def profile_blueprint(name):
+    """A blueprint (as measure.walls.blueprint gives) of one of the project's OCI profiles,
+    walls/profiles/NAME.json, compiled here: for the lesson, which measures nothing."""
+    from ..core import paths
+    path = paths.ROOT / "walls" / "profiles" / f"{name}.json"
+    prog, notes = seccomp.compile_profile(seccomp.load_profile(path))
+    return {"kind": "seccomp", "spec": f"seccomp:{name}", "program": prog, "times": 1,
+            "rules": [], "source": f"walls/profiles/{name}.json", "notes": notes}
+
+
+def explain(bp, variants, measured=None, kernel_release=None):
+    """Every way in through one wall (measure.walls.blueprint), for a null call, getppid and a
+    write: the path with the numbers (seccomp_chain, audit_chain, the tracer's), and what
+    this machine measured behind that wall where a results directory has it (measured:
+    analyse() of its walls.json).  For a seccomp wall, also the architecture hole."""
+    rows = {}
+    for w in (measured or {}).get("walls") or []:
+        if w.get("spec") == bp["spec"]:
+            rows = {(r["variant"], r["op"]): r for r in w.get("rows") or []}
+    prog = seccompsim.parse(bp["program"]) if bp.get("program") else None
+    out = {"spec": bp["spec"], "kind": bp["kind"], "source": bp.get("source"),
+           "instructions": len(prog) if prog else None, "times": bp.get("times"),
+           "cache": seccomp.kernel_has_cache(kernel_release), "paths": []}
+    for v in variants:
+        for op in EXPLAIN_OPS:
+            if op not in registry.get(v).ops:
+                continue
+            if bp["kind"] == "seccomp":
+                c = seccomp_chain(prog, bp["times"], v, op, kernel_release)
+            elif bp["kind"] == "audit":
+                c = audit_chain(bp["rules"], v, op)
+            else:
+                c = {"text": TRACER_TEXT}
+            m = added(rows.get((v, op)))
+            out["paths"].append({"variant": v, "op": op, "chain": c,
+                                 "measured": None if m is None else
+                                 {"added_ns": m[0], "ci_low": m[1], "ci_high": m[2]}})
+    if prog is not None:
+        out["hole"] = arch_hole([prog] * bp["times"])
+    return out
+
+
+def explain_lines(e, esc=str):
+    """explain()'s answer as text."""
+    head = f"Behind {esc(e['spec'])}" + (f" ({esc(e['source'])}" + (
+        f", {e['instructions']} BPF instructions" if e.get("instructions") else "") +
+        (f", {e['times']} times over" if (e.get("times") or 1) > 1 else "") + ")"
+        if e.get("source") else "") + ":"
+    out = [head]
+    if e["kind"] == "seccomp":
+        out.append("  seccomp's constant-action cache (Linux 5.11+): "
+                   + ("this kernel has it" if e["cache"] else "this kernel has none"))
+    for p in e["paths"]:
+        m = p["measured"]
+        cost = (f"measured here: {m['added_ns']:+.1f} ns [{m['ci_low']:+.1f}, "
+                f"{m['ci_high']:+.1f}] a call" if m else
+                f"not measured here (tw ab --wall {e['spec']})")
+        out.append(f"  {p['variant']} {p['op']}: {esc(p['chain']['text']) if p['chain'] else 'no number in its table'}"
+                   f"; {cost}")
+    if e.get("hole") is not None:
+        out += ["  " + esc(x) for x in hole_lines(e["spec"], e["hole"])]
+    return out

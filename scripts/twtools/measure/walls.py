@@ -12,6 +12,8 @@ A wall is one of:
   seccomp:stack:N[:PROFILE]   the profile (container by default) N times over
   seccomp:bpf:FILE            a filter already compiled: raw BPF instructions (as
                               seccomp_export_bpf writes them, or a hand-written filter)
+  seccomp:numbers-only        a hand-written filter that denies getppid and mount by their
+                              x86-64 numbers without checking the architecture: the hole
   audit:compliance            walls/audit/compliance.rules, the project's audit rule set
   audit:FILE                  auditctl rule lines (-a, -A, -w), loaded for the run
   audit:context               no rule added: what audit costs a process started now, as the
@@ -70,7 +72,8 @@ def wall_variants():
     from ..machine import probe, registry
     return [v for v in WALL_VARIANTS if v in registry.names() and probe.check("syscost", v)[0]]
 SPEC_HELP = ("seccomp:allow | seccomp:container | seccomp:args | seccomp:FILE (an OCI "
-             "profile) | seccomp:stack:N[:PROFILE] | seccomp:bpf:FILE | audit:compliance | "
+             "profile) | seccomp:stack:N[:PROFILE] | seccomp:bpf:FILE | seccomp:numbers-only | "
+             "audit:compliance | "
              "audit:FILE | audit:context | tracer:raw_syscalls")
 
 class WallError(ui.UserError):
@@ -116,6 +119,10 @@ class SeccompWall:
             self.times, what = int(n), what or "container"
         if what == "allow":
             self.program, self.source = seccomp.ALLOW_ALL, "one instruction: return ALLOW"
+        elif what == "numbers-only":
+            self.program = seccomp.NUMBERS_ONLY
+            self.source = ("getppid and mount denied by their x86-64 numbers, the architecture "
+                           "unchecked: the hole, for teaching")
         elif what.startswith("bpf:"):
             path = Path(what[len("bpf:"):])
             try:
@@ -397,6 +404,25 @@ class AuditWall:
                 "audit was turned on for the run: every process started since pays for its "
                 "audit context until reboot, unless a task rule says never "
                 "(auditctl -a never,task)"}
+
+
+def blueprint(spec):
+    """What a wall is, without putting it up or asking the machine anything (tw explain
+    --wall): {'kind', 'spec', 'program' (a seccomp filter's bytes), 'times', 'rules' (audit's,
+    as word lists), 'source', 'notes'}."""
+    s = parse(spec)
+    out = {"kind": s["kind"], "spec": s["spec"], "program": None, "times": 1, "rules": [],
+           "source": None, "notes": []}
+    if s["kind"] == "seccomp":
+        w = SeccompWall(s)
+        out.update(program=w.program, times=w.times, source=w.source, notes=w.notes)
+    elif s["kind"] == "audit" and s["what"] != "context":
+        path = AUDIT_RULES / f"{s['what']}.rules" if (AUDIT_RULES / f"{s['what']}.rules").is_file() \
+            and re.fullmatch(r"[a-z][a-z0-9-]*", s["what"]) else Path(s["what"])
+        out.update(rules=read_rules(path), source=paths.shown(path))
+    elif s["kind"] == "tracer":
+        out["source"] = "walls/tracer.bpf.c"
+    return out
 
 
 def make(spec, enable_audit=False):
