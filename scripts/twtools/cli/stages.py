@@ -31,7 +31,8 @@ def add_arguments(p, name):
     quick = {"sweep": "small inputs, few reps (all four sweeps in ~15 s)",
              "trace": "a 23-write workload", "attribute": "3 traced runs per cell",
              "observer": "5 batches per run",
-             "legs": "4 processes per mechanism, 5 batches of 100 calls"}[name]
+             "legs": "8 blocks of the headline's mechanisms (the 64-bit syscall, the int "
+                     "0x80s, the 32-bit fast entries), 5 batches of 100 calls"}[name]
     options.add_mode_arguments(p, quick, "more repetitions for tighter intervals")
     p.add_argument("--out", metavar="DIR", type=options.fresh_dir, help="results directory (default: a new one under results/)")
     p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
