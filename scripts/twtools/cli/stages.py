@@ -29,8 +29,8 @@ def _out(args, stage):
 
 def add_arguments(p, name):
     quick = {"sweep": "small inputs, few reps (all four sweeps in ~15 s)",
-             "trace": "a 23-write workload", "attribute": "3 traced runs per cell",
-             "observer": "5 batches per run",
+             "trace": "a 23-write workload", "attribute": "2 traced runs per cell",
+             "observer": "5 batches per run, the headline's mechanisms alone",
              "legs": "8 blocks of the headline's mechanisms (the 64-bit syscall, the int "
                      "0x80s, the 32-bit fast entries), 5 batches of 100 calls"}[name]
     options.add_mode_arguments(p, quick, "more repetitions for tighter intervals")
