@@ -166,6 +166,8 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
             lambda: _run(b, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz,
                          binary if same_build else copied[(b["label"], variant)][0], wall)],
             tmp)
+    if hasattr(wall, "release"):
+        wall.release()
     out = {"cell": list(cell), "why": why, "a": None, "b": None, "probe": "bpftrace at "
            "raw_syscalls:sys_enter of exit_group, curtask->thread_info.syscall_work; the "
            "probe's own SYSCALL_TRACEPOINT left out"}
@@ -190,8 +192,17 @@ def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cp
         for rnd in range(rounds):
             order = [(c, s) for c in cells for s in (a, b)]
             random.Random(rnd).shuffle(order)
+            if getattr(wall, "grouped", False) and not wall_both:
+                # A wall whose going up and down costs more than a run (the tracer: each
+                # attach and detach waits for the kernel's RCU) is put up once a round: B's
+                # runs together, A's together, each side first every other round, so that a
+                # drift within the round lands on both alike.
+                sides = (b, a) if rnd % 2 else (a, b)
+                order = [x for side in sides for x in order if x[1] is side]
             for c, s in order:
                 d = data[(c, s["label"])]
+                if s is a and wall is not None and hasattr(wall, "release"):
+                    wall.release()
                 if d["reason"]:
                     continue
                 g = rnd % k
@@ -211,6 +222,8 @@ def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cp
                                     "t_s": round(time.monotonic() - t0, 3),
                                     "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
                                     "speculation": r.get("speculation"), "wall": r.get("wall")})
+            if wall is not None and hasattr(wall, "release"):
+                wall.release()
             done = rnd + 1
             now = time.monotonic()
             if rnd + 1 == rounds or now - shown >= PROGRESS_S:
