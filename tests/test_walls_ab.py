@@ -83,7 +83,7 @@ def test_tracer_wall_is_up_for_b_only_and_comes_down(build, tmp_path):
     p, out = tw_ab(tmp_path, "--wall", "tracer:raw_syscalls", *SMALL)
     assert p.returncode == 0, p.stderr
     down = ab_json(out)["wall"]["down"]
-    assert down["attaches"] == 5          # once per B run: 4 rounds of one cell, 1 for evidence
+    assert down["attaches"] == 5          # once a round for its B runs: 4 rounds, 1 for evidence
     assert down["calls_seen"] > 0
     assert _ours_on_raw_syscalls() == []
 

@@ -160,8 +160,18 @@ def main(args, name):
     out.mkdir(parents=True, exist_ok=True)
     rounds = args.rounds or ROUNDS[args.mode]
     ui.progress(f"ab: {a['label']} against {b['label']}, {rounds} rounds, into {out}")
-    doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
-                    cpu=args.cpu, copies=args.copies, wall=wall)
+    stopped = None
+    try:
+        doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
+                        cpu=args.cpu, copies=args.copies, wall=wall)
+    except ui.Interrupted as e:
+        # What was measured is in ab.json, marked interrupted: its decisions are printed too.
+        if getattr(e, "partial", None) is None:
+            raise
+        stopped, doc = e, e.partial
+        ui.warn(f"ab: interrupted by {e.name} after {doc['rounds_done']} of {rounds} rounds; "
+                f"{out}/ab.json keeps them, marked interrupted",
+                "the decisions below rest on those rounds only")
     rows = compare.ab(doc)
     if wall is not None:
         from ..analyse import walls as wall_analysis
@@ -212,4 +222,8 @@ def main(args, name):
             print(line)
         else:
             ui.progress(f"ab: {line}")
+    if stopped is not None:
+        stopped.message = (f"interrupted by {stopped.name} after {doc['rounds_done']} of "
+                           f"{rounds} rounds; {out}/ab.json keeps them, marked interrupted")
+        raise stopped       # exit 128 + the signal, as every interrupted command does
     return 1 if all(r["decision"] == "unknown" for r in rows) else 0

@@ -104,7 +104,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
         for s_ in ((a,) if same_build else (a, b)):
             sources[(s_["label"], v)] = _binary(s_, v) or probe.binary("syscost", v)
     copied, top = make_copies(sources, k)
-    facts = None
+    facts, doc, stopped = None, None, None
     # What every process paid during the run, A and B alike: programs on raw_syscalls that
     # are not this run's own (the tracer wall's loader is started after this look).
     host_before = hostwalls.raw_syscalls_tracers()
@@ -116,6 +116,13 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
         if wall is not None and not wall_both:
             facts["evidence"] = _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz,
                                           cpu, realtime)
+    except ui.Interrupted as e:
+        # the rounds so far, marked interrupted (_rounds made them): kept, below
+        stopped, doc = e, getattr(e, "partial", None) or doc
+        if doc is None:
+            raise
+        if doc.get("interrupted") is None:      # the rounds had all run: evidence was cut
+            doc.update(interrupted=e.name)
     finally:
         try:
             if wall is not None:
@@ -123,14 +130,18 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
                 facts["down"] = wall.down()
         finally:
             shutil.rmtree(top, ignore_errors=True)
-    own = {getattr(getattr(wall, "p", None), "pid", None)}
-    after = hostwalls.raw_syscalls_tracers(exclude=own)
-    doc["host_tracers"] = {"before": host_before[0], "after": after[0],
-                           "why": host_before[1] or after[1]}
+    if stopped is None:
+        own = {getattr(getattr(wall, "p", None), "pid", None)}
+        after = hostwalls.raw_syscalls_tracers(exclude=own)
+        doc["host_tracers"] = {"before": host_before[0], "after": after[0],
+                               "why": host_before[1] or after[1]}
     if wall is not None:
         doc["wall"] = facts
     if out_dir is not None:
         files.write_json(Path(out_dir) / "ab.json", doc)
+    if stopped is not None:
+        stopped.partial = doc
+        raise stopped
     return doc
 
 
@@ -155,6 +166,8 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
             lambda: _run(b, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz,
                          binary if same_build else copied[(b["label"], variant)][0], wall)],
             tmp)
+    if hasattr(wall, "release"):
+        wall.release()
     out = {"cell": list(cell), "why": why, "a": None, "b": None, "probe": "bpftrace at "
            "raw_syscalls:sys_enter of exit_group, curtask->thread_info.syscall_work; the "
            "probe's own SYSCALL_TRACEPOINT left out"}
@@ -174,41 +187,67 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
 def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cpu, realtime,
             tsc_hz, k, copied, same_build, wall=None, wall_both=False):
     t0 = shown = time.monotonic()
-    for rnd in range(rounds):
-        order = [(c, s) for c in cells for s in (a, b)]
-        random.Random(rnd).shuffle(order)
-        for c, s in order:
-            d = data[(c, s["label"])]
-            if d["reason"]:
-                continue
-            g = rnd % k
-            binary = copied[((a if same_build else s)["label"], c[0])][g]
-            try:
-                r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz, binary,
-                         wall if s is b or wall_both else None)
-            except SyscostError as e:
-                d["reason"] = str(e)
-                ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}", "that cell is reported without a decision")
-                continue
-            if not r["supported"]:
-                d["reason"] = r["reason"]
-                continue
-            d["rounds"].append({"round": rnd, "copy": g, "t_s": round(time.monotonic() - t0, 3),
-                                "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
-                                "speculation": r.get("speculation"),
-                                "wall": r.get("wall")})
-        now = time.monotonic()
-        if rnd + 1 == rounds or now - shown >= PROGRESS_S:
-            # a line a second at most: the default run has 200 rounds of about 25 ms
-            ui.progress(f"ab: round {rnd + 1}/{rounds} ({now - t0:.1f} s)")
-            shown = now
-    doc = {"schema": SCHEMA, "kernel": platform.release(), "a": a, "b": b,
-           "wall_both": wall_both, "rounds": rounds,
-           "batches": batches,
-           "batch_ms": batch_ms, "wall_s": round(time.monotonic() - t0, 2),
-           "tsc_hz": tsc_hz, "cpu": cpu, "copies": k,
-           "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
-                      "a": data[(c, a["label"])], "b": data[(c, b["label"])]} for c in cells]}
-    if out_dir is not None:
-        files.write_json(Path(out_dir) / "ab.json", doc)
-    return doc
+    done = 0
+    try:
+        for rnd in range(rounds):
+            order = [(c, s) for c in cells for s in (a, b)]
+            random.Random(rnd).shuffle(order)
+            if getattr(wall, "grouped", False) and not wall_both:
+                # A wall whose going up and down costs more than a run (the tracer: each
+                # attach and detach waits for the kernel's RCU) is put up once a round: B's
+                # runs together, A's together, each side first every other round, so that a
+                # drift within the round lands on both alike.
+                sides = (b, a) if rnd % 2 else (a, b)
+                order = [x for side in sides for x in order if x[1] is side]
+            for c, s in order:
+                d = data[(c, s["label"])]
+                if s is a and wall is not None and hasattr(wall, "release"):
+                    wall.release()
+                if d["reason"]:
+                    continue
+                g = rnd % k
+                binary = copied[((a if same_build else s)["label"], c[0])][g]
+                try:
+                    r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz, binary,
+                             wall if s is b or wall_both else None)
+                except SyscostError as e:
+                    d["reason"] = str(e)
+                    ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}",
+                            "that cell is reported without a decision")
+                    continue
+                if not r["supported"]:
+                    d["reason"] = r["reason"]
+                    continue
+                d["rounds"].append({"round": rnd, "copy": g,
+                                    "t_s": round(time.monotonic() - t0, 3),
+                                    "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
+                                    "speculation": r.get("speculation"), "wall": r.get("wall")})
+            if wall is not None and hasattr(wall, "release"):
+                wall.release()
+            done = rnd + 1
+            now = time.monotonic()
+            if rnd + 1 == rounds or now - shown >= PROGRESS_S:
+                # a line a second at most: the default run has 200 rounds of about 25 ms
+                ui.progress(f"ab: round {rnd + 1}/{rounds} ({now - t0:.1f} s)")
+                shown = now
+    except ui.Interrupted as e:
+        # An interrupted run keeps what it measured: every round so far (a round cut in two
+        # keeps the side that ran; the decision uses the rounds both sides have), marked.
+        e.partial = _document(a, b, cells, data, rounds, batches, batch_ms, t0, tsc_hz, cpu, k,
+                              wall_both, done, e.name)
+        raise
+    return _document(a, b, cells, data, rounds, batches, batch_ms, t0, tsc_hz, cpu, k,
+                     wall_both, done, None)
+
+
+def _document(a, b, cells, data, rounds, batches, batch_ms, t0, tsc_hz, cpu, k, wall_both,
+              done, interrupted):
+    """ab.json's document: every round kept raw; interrupted: the signal's name when the run
+    was cut short after `done` whole rounds (None for a whole run)."""
+    return {"schema": SCHEMA, "kernel": platform.release(), "a": a, "b": b,
+            "wall_both": wall_both, "rounds": rounds, "rounds_done": done,
+            "interrupted": interrupted, "batches": batches, "batch_ms": batch_ms,
+            "wall_s": round(time.monotonic() - t0, 2), "tsc_hz": tsc_hz, "cpu": cpu,
+            "copies": k,
+            "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
+                       "a": data[(c, a["label"])], "b": data[(c, b["label"])]} for c in cells]}

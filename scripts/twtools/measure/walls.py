@@ -28,7 +28,9 @@ How each goes up for B only:
   invalid number), syscost checks for that answer (--errno), from the filter run in user
   space (analyse.seccompsim).
 - tracer: attaching a raw_syscalls program slows every process on the machine, so the
-  loader attaches it just before each B run and detaches it just after.
+  loader attaches it for B's runs only: once a round, before all of B's runs of the round,
+  and detaches it before A's (each attach and detach waits for the kernel, longer than a
+  run); which side goes first turns round by round.
 - audit: the rules are loaded for the whole run; what separates A from B is the audit
   context a process gets at fork (audit_alloc: once audit has ever been enabled in the boot,
   every new task gets it unless a task rule says never).  A rule `-A never,task -F pid=TW`
@@ -193,11 +195,16 @@ class SeccompWall:
 
 class TracerWall:
     kind = "tracer"
+    # Each attach and detach waits for the kernel (tracepoint registration, an RCU grace
+    # period): about 0.1 s here, more than a run.  So the tracer goes up once a round, for all
+    # of B's runs of it, and comes down before A's (measure.ab._rounds, grouped).
+    grouped = True
 
     def __init__(self, spec):
         self.spec = spec["spec"]
         self.p = None
         self.attaches = 0
+        self.attached = False
         if not proc.is_root():
             raise WallError(f"--wall {self.spec}: attaching a BPF program needs root")
         for f in (TRACER_LOADER, TRACER_OBJ):
@@ -228,20 +235,34 @@ class TracerWall:
 
     def describe(self):
         return {"kind": "tracer", "spec": self.spec, "program": "walls/tracer.bpf.c",
-                "attach": "raw_syscalls:sys_enter and sys_exit, for each B run only"}
+                "attach": "raw_syscalls:sys_enter and sys_exit, for B's runs only: attached "
+                          "once a round for all of them, detached before A's"}
 
     def before(self, variant, op, abi):
-        self._say("attach", "attached")
-        self.attaches += 1
+        if not self.attached:
+            self._say("attach", "attached")
+            self.attaches += 1
+            self.attached = True
         return [], None, None
 
     def after(self):
-        self._say("detach", "detached")
+        pass
+
+    def release(self):
+        """Detach, if attached: before A's runs, at a round's end, at the end."""
+        if self.attached:
+            self._say("detach", "detached")
+            self.attached = False
 
     def down(self):
         """Close the loader's input: it detaches (if it had not) and prints what it counted."""
         if self.p is None:
             return {}
+        if self.attached and self.p.poll() is None:
+            try:
+                self.release()
+            except WallError:
+                pass            # closing its input below detaches it too
         try:
             out, err = self.p.communicate(timeout=30)
         except subprocess.TimeoutExpired:
