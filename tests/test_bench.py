@@ -61,6 +61,11 @@ def test_quick_run_writes_raw_rounds(build, quick):
             if (c["variant"], c["op"], c["shape"]) == (ref["variant"], ref["op"], ref["shape"]):
                 # the reference runs several times a round, so every cell has one close by
                 assert sorted(set(rounds)) == list(range(R)) and len(rounds) > R
+            elif bench.headline(percall.key(c)):
+                # the headline's block runs again while few of its processes met the fast
+                # state (issue 62): a round holds one block at least, at most 1 + repeats
+                assert sorted(set(rounds)) == list(range(R)) and rounds == sorted(rounds)
+                assert len(rounds) <= R * (1 + bench.HEADLINE_REPEATS)
             else:
                 assert rounds == list(range(R))
             times = [r["t_s"] for r in c["rounds"]]
@@ -96,7 +101,9 @@ def test_analysis_of_the_run(build, quick):
             continue
         is_ref = (c["variant"], c["op"], c["shape"]) == ("64-syscall", "null", "ret")
         R = bench.MODES["quick"]["rounds"]
-        assert SUMMARY <= set(c) and (c["n_rounds"] > R if is_ref else c["n_rounds"] == R)
+        # the reference runs several times a round, and so may the headline's block (issue 62)
+        assert SUMMARY <= set(c) and (c["n_rounds"] > R if is_ref else c["n_rounds"] >= R
+                                      if bench.headline(percall.key(c)) else c["n_rounds"] == R)
         assert c["ci_low"] <= c["median"] <= c["ci_high"]
         assert c["ci_stat_low"] <= c["median"] <= c["ci_stat_high"]
         assert c["ratio"]["median"] > 0 and 0 < c["loop_ns"]["median"] < 100
