@@ -692,13 +692,22 @@ def sec_percall(doc, data, pdir):
                     + (f" {c['shape']}" if c.get("shape") != "ret" else "")
                     + f": {st['lower_ns']:.0f} ns in {st['lower_fast']} of "
                     f"{st['fast_processes']} fast processes, {st['upper_ns']:.0f} ns in "
-                    f"{st['upper_fast']} (leads: the {st['figure']})")
+                    f"{st['upper_fast']}" + ("" if st["figure"] == "lower" else
+                                             " (leads: the upper, no fast process drew the "
+                                             "lower)"))
+        # an upper level of two processes may be slow ones the probes did not see: counted
+        # apart, so that the paragraph names the cells whose two levels are well sampled
+        firm = [c for c in two if c["undisturbed"]["states"]["upper_fast"] >= percall.GATED_MIN]
+        thin = len(two) - len(firm)
         doc.p(f"{len(two)} cell{'s' if len(two) > 1 else ''} whose fast processes sit at two "
-              "levels further apart than their layout levels, each leading with the level "
-              "more of them drew: " + "; ".join(lv(c) for c in two) + ". A rerun may draw the "
-              "other level more often; `tw compare` decides level against level. Where the "
-              "upper level rests on two or three processes it may also be slow processes the "
-              "host probes around them did not see.")
+              "levels further apart than their layout levels, each leading with its lower "
+              "level, each level's figure beside it (percall.json's analysis, "
+              "`undisturbed.states`)"
+              + (": " + "; ".join(lv(c) for c in firm) if firm else "")
+              + (f"; in {thin} more the upper level rests on two processes, which may also be "
+                 "slow ones the host probes around them did not see" if thin else "")
+              + ". A rerun may draw the other level more often; `tw compare` decides level "
+                "against level.")
     pens = [p for p in pc.get("penalties", []) if p.get("penalty_ns")]
     doc.h(3, "The return after the call")
     if pens:
