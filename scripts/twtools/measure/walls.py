@@ -35,9 +35,9 @@ How each goes up for B only:
   context a process gets at fork (audit_alloc: once audit has ever been enabled in the boot,
   every new task gets it unless a task rule says never).  A rule `-A never,task -F pid=TW`
   matches the tasks tw itself forks (at fork the child still carries its parent's tgid), so
-  A's syscost, forked by tw, has no context; B's is forked by an intermediate `sh`, which
-  tw forks, so it is created under the sh's pid, and gets what every other process on the
-  host gets.  Audit must be on (enabled 1) for the rules to run: where it is off, only
+  A's syscost, which a `sh` forked by tw execs in place, has no context; B's is forked by such
+  a `sh`, so it is created under the sh's pid, and gets what every other process on the host
+  gets.  Both start from the same shell with the same environment.  Audit must be on (enabled 1) for the rules to run: where it is off, only
   --enable-audit turns it on, since that leaves every process started later in this boot
   paying until reboot (docs/walls.md).  Every rule added is deleted at the end, the enabled
   flag set back, and the list of rules checked to be as it was; a guard process in its own
@@ -387,12 +387,19 @@ class AuditWall:
         return {"kind": "audit", "spec": self.spec, "rules": [shlex.join(w) for w in self.rules],
                 "enabled_before": st.get("enabled"), "rules_before": st.get("rules"),
                 "turned_on": self.turned_on,
-                "separation": f"-A never,task -F pid={os.getpid()}: A's processes, forked "
-                              "by tw, get no audit context; B's are forked by an intermediate "
-                              "sh and get what the host gives every new process"}
+                "separation": f"-A never,task -F pid={os.getpid()}: A's processes (a sh forked "
+                              "by tw execs them) get no audit context; B's are forked by such "
+                              "a sh and get what the host gives every new process"}
 
     def before(self, variant, op, abi):
         return [], (lambda cmd: ["/bin/sh", "-c", '"$@"; exit $?', "sh"] + cmd), None
+
+    @staticmethod
+    def bare_wrapper(cmd):
+        """A's program through the same sh, which execs it in the task tw forked (matched by
+        the never rule) instead of forking it: the two sides' programs then start alike, from
+        the same shell with the same environment, but for who forked them."""
+        return ["/bin/sh", "-c", 'exec "$@"', "sh"] + cmd
 
     def after(self):
         pass
