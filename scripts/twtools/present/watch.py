@@ -115,13 +115,14 @@ class Collector:
     def _rest(self, s):
         from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                             HistogramMetricFamily)
-        folded = CounterMetricFamily("timewrite_folded", "Execs counted under program=\"other\": "
-                                     "past the cap on programs (reason=cap), or dropped from a "
-                                     "full kernel map and known only from the exec total "
-                                     "(reason=map_full)", labels=["reason"])
-        for (k,), v in _rows(s["folded"].items(), _label):
+        folded = CounterMetricFamily("timewrite_folded", "Execs counted under program=\"other\", "
+                                     "by bitness: past the cap on programs (reason=cap), or "
+                                     "dropped from a full kernel map and known only from the "
+                                     "kernel's exec total of that bitness (reason=map_full)",
+                                     labels=["reason", "bits"])
+        for (k, b), v in _rows(s["folded"].items(), _label, _bits):
             if _num(v) is not None and v >= 0:
-                folded.add_metric([k], v)
+                folded.add_metric([k, b], v)
         yield folded
         progs = GaugeMetricFamily("timewrite_programs", "Programs known to the watch, by bitness",
                                   labels=["bits"])
@@ -255,6 +256,13 @@ def format_text(doc):
         lines.append(f"  the watch's state begins {_utc(cov['started'])}: nothing before it is known")
     lines.append(f"  {cov.get('windows', 0)} windows, {_n(cov.get('window_seconds', 0))} s of "
                  "per-call tracing in the period; execs counted all the time")
+    full = doc.get("map_full") or {}
+    fi, fe = full.get("intervals") or {}, full.get("execs") or {}
+    if any(fi.values()):
+        lines.append(f"  the kernel's exec map filled in the period: {fi.get('64', 0)} interval(s) "
+                     f"dropped {fe.get('64', 0)} 64-bit exec(s), {fi.get('32', 0)} dropped "
+                     f"{fe.get('32', 0)} 32-bit exec(s) (counted, not named), from "
+                     f"{_utc(full.get('first'))} to {_utc(full.get('last'))}")
     stop = doc["stop"]
     if not stop:
         lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
