@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..core import escape
 from . import elf
+from .seccomp import status as seccomp_status
 from .vdso32 import classify_vdso32
 
 PTRACE_TRACEME, PTRACE_CONT, PTRACE_SETOPTIONS = 0, 7, 0x4200
@@ -265,9 +266,11 @@ def read(pid, vdso=True):
 
 def snapshot(generation=False):
     """Every process /proc lists now: [{pid, start, comm, exe, dev, ino, bits, needs_ia32,
-    why}] (and gen with generation=True: tw watch finds a file by it); start is in clock
-    ticks since boot (start_ticks); comm and exe as escape.name keeps them; dev, ino and gen
-    the executable file's (exe_generation; None when unreadable).  Kernel threads (no executable; PF_KTHREAD) are
+    why, seccomp, seccomp_filters}] (and gen with generation=True: tw watch finds a file by
+    it); seccomp is /proc/PID/status's mode (0 none, 1 strict, 2 filter:
+    machine.seccomp.status); start is in clock ticks since boot (start_ticks); comm and exe as
+    escape.name keeps them; dev, ino and gen the executable file's (exe_generation; None when
+    unreadable).  Kernel threads (no executable; PF_KTHREAD) are
     left out.  Without root, another user's executable cannot be read: its bitness is None and
     why says so."""
     out = []
@@ -277,6 +280,8 @@ def snapshot(generation=False):
         pid = int(name)
         row = {"pid": pid, "start": start_ticks(pid), "comm": comm(pid), "exe": None,
                "dev": None, "ino": None, "bits": None, "needs_ia32": None, "why": None}
+        sc = seccomp_status(pid) or {}
+        row["seccomp"], row["seccomp_filters"] = sc.get("mode"), sc.get("filters")
         try:
             row["exe"] = exe_name(pid)
             try:
