@@ -161,7 +161,7 @@ def test_ab_runs_each_side_from_its_copies_and_removes_them(build, tmp_path):
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     doc = json.loads((out / "ab.json").read_text())
-    assert doc["schema"] == "timewrite-ab/2" and doc["copies"] == 3
+    assert doc["schema"] == ab.SCHEMA and doc["copies"] == 3
     (cell,) = doc["cells"]
     assert [r["copy"] for r in cell["a"]["rounds"]] == [0, 1, 2, 0, 1, 2]
     assert [r["copy"] for r in cell["b"]["rounds"]] == [0, 1, 2, 0, 1, 2]
