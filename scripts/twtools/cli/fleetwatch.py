@@ -38,7 +38,7 @@ def main(args):
             print(f"{head}, {_utc(h['since'])} to {_utc(h['until'])}"
                   + (f" (watched since {_utc(h['started'])})" if h.get("started") and h["started"] > (h["since"] or 0) else ""))
             for p in h["programs"]:
-                print(f"    {escape.controls(p['program'])} ({escape.terminal(p['why'])}): "
+                print(f"    {escape.shown_name(p['program'])} ({escape.terminal(p['why'])}): "
                       f"{p['execs']} exec(s), last seen {_utc(p['last_seen'])}"
                       + (f"; paths {', '.join(escape.terminal(x) for x in p['paths'])}"
                          if p["paths"] else ""))

@@ -8,7 +8,7 @@ escaped by prometheus_client's text exposition (backslash, double quote and newl
 format requires); other control characters are legal in a label value and pass through as
 UTF-8.  A program name arrives here as core.escape.name keeps it (build/watchbpf and
 machine.process write it so): a byte that is not UTF-8 as a backslash, x and two hex digits, a
-backslash doubled; the report shows it with escape.controls, which leaves those alone.
+backslash doubled; the report shows it with escape.shown_name, which leaves those alone.
 """
 import json
 import math
@@ -271,9 +271,9 @@ def format_text(doc):
         lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
                      f"stopped {len(stop)} program(s):")
     for s in stop:
-        lines.append(f"  {escape.controls(s['program'])}  ({s['why']})")
+        lines.append(f"  {escape.shown_name(s['program'])}  ({s['why']})")
         if s.get("started_as") is not None and s["started_as"] != s["program"]:
-            lines.append(f"    started as {escape.controls(s['started_as'])}")
+            lines.append(f"    started as {escape.shown_name(s['started_as'])}")
         if s.get("dev") is not None and s.get("ino") is not None:
             lines.append(f"    file: device {os.major(s['dev'])}:{os.minor(s['dev'])}, inode {s['ino']}")
         if s.get("note"):
