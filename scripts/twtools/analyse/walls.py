@@ -157,8 +157,11 @@ def host_lines(doc):
     if st:
         out.append("  B's processes: " + ", ".join(f"{k} {v}" for k, v in sorted(st.items())))
     if ev.get("a") is not None:
-        out.append(f"  work flags at their first call (bpftrace): A {', '.join(ev['a']) or 'none'}"
-                   f"; B {', '.join(ev['b']) or 'none'}")
+        out.append(f"  work flags at their exit_group (bpftrace): A {', '.join(ev['a']) or 'none'}"
+                   f"; B {', '.join(ev['b']) or 'none'}"
+                   + (" (a tracer's own flag, SYSCALL_TRACEPOINT, is set on every task while "
+                      "bpftrace reads them, and so is not shown: the tracer's count above is its "
+                      "evidence)" if kind == "tracer" else ""))
     elif ev.get("why"):
         out.append(f"  work flags: unknown ({ev['why']})")
     return out
