@@ -80,10 +80,12 @@ def _ours_on_raw_syscalls():
 def test_tracer_wall_is_up_for_b_only_and_comes_down(build, tmp_path):
     need_root()
     need_tool("bpftool")
-    p, out = tw_ab(tmp_path, "--wall", "tracer:raw_syscalls", *SMALL)
+    p, out = tw_ab(tmp_path, "--wall", "tracer:raw_syscalls", "--variants", "64-syscall",
+                   "--ops", "null,getppid", "--rounds", "4", "--copies", "2")
     assert p.returncode == 0, p.stderr
     down = ab_json(out)["wall"]["down"]
-    assert down["attaches"] == 5          # once a round for its B runs: 4 rounds, 1 for evidence
+    # once a round for its two B runs (4 rounds), and once for the evidence's B run
+    assert down["attaches"] == 5
     assert down["calls_seen"] > 0
     assert _ours_on_raw_syscalls() == []
 

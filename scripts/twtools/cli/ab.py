@@ -49,14 +49,14 @@ def add_arguments(p, name):
                         "behind it")
     g.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
                    help="B: syscost with this per-process speculation mitigation switched on (prctl)")
-    g.add_argument("--build-b", metavar="DIR", type=options.writable_dir,
+    g.add_argument("--build-b", metavar="DIR", type=options.readable_dir,
                    help="B: syscost-<variant> from another build directory")
     g.add_argument("--selfcheck", metavar="N", nargs="?", const=SELFCHECK_RUNS,
                    type=options.int_range(1, 1000),
                    help=f"the tool's own check: N A/A runs (default {SELFCHECK_RUNS}), A against "
                         "byte-identical fresh copies of itself; prints how many called a "
                         "difference against how many chance allows, exit 1 when more")
-    p.add_argument("--build-a", metavar="DIR", type=options.writable_dir,
+    p.add_argument("--build-a", metavar="DIR", type=options.readable_dir,
                    help="A: syscost-<variant> from this build directory instead of this "
                         "tree's (with --build-b: two builds, neither of them this one)")
     p.add_argument("--enable-audit", action="store_true",

@@ -48,11 +48,13 @@ def _binary(s, variant):
 
 
 def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None,
-         binary=None, wall=None):
+         binary=None, wall=None, bare=None):
     """One syscost run of side s; behind the wall when one is given (side B's): the wall goes
-    up just before and down just after, or the run is refused with the wall's reason."""
+    up just before and down just after, or the run is refused with the wall's reason.  bare:
+    the wall of a run that stays in front of it (side A's), whose bare_wrapper, if it has
+    one, starts A's program the way B's is started but for the wall."""
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
-    wrapper = None
+    wrapper = getattr(bare, "bare_wrapper", None)
     if wall is not None:
         more, wrapper, why = wall.before(variant, op, registry.get(variant).abi)
         if why:
@@ -162,7 +164,8 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
     nr = seccomp.resolve("exit_group", seccomp.ABI_ARCH[registry.get(variant).abi])
     with tempfile.TemporaryDirectory(prefix="tw-ab-evidence-", dir=tmp_dir()) as tmp:
         flags, (ra, rb), why = workflags.work_flags(binary.name, nr, [
-            lambda: _run(a, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz, binary),
+            lambda: _run(a, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz, binary,
+                         bare=wall),
             lambda: _run(b, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz,
                          binary if same_build else copied[(b["label"], variant)][0], wall)],
             tmp)
@@ -209,7 +212,8 @@ def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cp
                 binary = copied[((a if same_build else s)["label"], c[0])][g]
                 try:
                     r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz, binary,
-                             wall if s is b or wall_both else None)
+                             wall if s is b or wall_both else None,
+                             bare=wall if s is a and not wall_both else None)
                 except SyscostError as e:
                     d["reason"] = str(e)
                     ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}",

@@ -200,8 +200,8 @@ def walls_text(d, esc=escape.terminal):
             line += f" Audit's state: unknown ({esc(a['why'])})."
         out.append(line)
     if w.get("tracers"):
-        who = ", ".join(sorted({f"{t['pid']} {esc(t.get('comm') or '?')}" if t["pid"] else
-                                esc(t["comm"]) for t in w["tracers"]}))
+        who = ", ".join(sorted({f"{t['pid']} {esc(t.get('comm') or '?')}" if t.get("pid")
+                                else esc(t.get("comm") or "?") for t in w["tracers"]}))
         out.append(f"Programs on raw_syscalls before this census attached: {who}. Every call of "
                    "every process pays for them. " + _group_line(
                        w["tracer_all"], ("made calls in the window",) * 2, esc))
