@@ -221,6 +221,7 @@ DEB_DIR := $(BUILD)/deb
 deb:
 	$(DEPS) deb
 	@$(MAKE) --no-print-directory $(VENV)/.stamp TW_DEPS_CHECKED=1
+	@mkdir -p $(BUILD)
 	@SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
 	packaging/build-deb.sh $(DEB_DIR) "$$(cd scripts && ../$(VPY) -m twtools.core.version)" \
 		$(abspath $(VPY)) >$(DEB_DIR).path && \
