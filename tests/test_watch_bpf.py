@@ -11,9 +11,11 @@ no tracefs); build/watchbpf not built fails.
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -103,17 +105,32 @@ def test_exec_counts_a_hostile_name_and_a_full_phase(tmp_path):
     p = subprocess.Popen([LOADER, "exec", BUILD / "watch" / "exec.bpf.o", "--own", "1",
                           "--interval", "3", "--keys", "16"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = queue.Queue()
     try:
         assert "Counting" in p.stdout.readline()
+        reader = threading.Thread(target=lambda: [seen.put(x) for x in p.stdout], daemon=True)
+        reader.start()
         sh = tmp_path / "run.sh"
         sh.write_bytes(b"\n".join([b"'" + hostile + b"'"] * 2 + [os.fsencode(m) for m in many]) + b"\n")
         subprocess.run(["/bin/sh", str(sh)], check=True)
-        time.sleep(4)                                # past one interval: the phase flips
+        # past one interval, the phase flipped: its records, up to the keyless count that holds
+        # every exec run above (read as they come; 120 s is a hang guard)
+        got, n = [], 0
+        while n < 42:
+            line = seen.get(timeout=120)
+            got.append(line)
+            r = json.loads(line) if line.strip() else {}
+            n += sum(v for k, v in (r.get("data") or {}).items()
+                     if r.get("type") == "map" and k.startswith("@n"))
     finally:
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        p.wait(timeout=60)
+    reader.join(timeout=60)
+    err = p.stderr.read()
     assert p.returncode == 0, err
-    recs = _lines(out)
+    while not seen.empty():
+        got.append(seen.get())
+    recs = _lines("".join(got))
     execs, n = {}, 0
     for r in recs:
         for name, val in (r["data"].items() if r["type"] == "map" else ()):
