@@ -314,3 +314,19 @@ def recorded_run(fixture, tmp, run, stems=("percall",)):
     shutil.copy(fixture / f"{run}-meta.json", d / "meta.json")
     shutil.copy(fixture / "fingerprint.json", d / "fingerprint.json")
     return d
+
+
+def wait_exec(pid, path, guard_s=60):
+    """Waits until process pid runs the program at path (its exec done: /proc/PID/exe), where
+    a short sleep after starting it was a guess on a loaded machine; guard_s is a hang guard."""
+    import time
+    want = os.path.realpath(path)
+    end = time.monotonic() + guard_s
+    while True:
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == want:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < end, f"process {pid} never ran {path}"
+        time.sleep(0.01)

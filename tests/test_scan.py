@@ -230,6 +230,29 @@ def test_bad_usage_is_one_line(args, msg):
     assert p.returncode in (2, 4) and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
+def _group(pgid):
+    """The live processes of process group pgid (zombies left out), from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(f[2]) == pgid and f[0] != "Z":
+                out.append(int(d))
+    return out
+
+
+def _ignores_sigint(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            ign = next(x for x in f if x.startswith("SigIgn:")).split()[1]
+    except (OSError, StopIteration):
+        return False
+    return bool(int(ign, 16) & (1 << (2 - 1)))           # SIGINT is signal 2
+
+
 def test_interrupt_stops_the_workers():
     """SIGINT to a running scan with worker processes: exit 130 at once, one line, and no
     worker left behind (the whole of /usr takes far longer than the wait)."""
@@ -238,8 +261,12 @@ def test_interrupt_stops_the_workers():
     p = subprocess.Popen([str(TW), "scan", "--bench", "--jobs", "2", "/usr"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
-    time.sleep(3)
-    assert p.poll() is None, p.communicate()
+    # its two workers at work, each having left SIGINT to tw (SigIgn), not a sleep; 60 s is
+    # a hang guard
+    end = time.monotonic() + 60
+    while sum(_ignores_sigint(w) for w in _group(p.pid) if w != p.pid) < 2:
+        assert p.poll() is None and time.monotonic() < end, p.communicate()
+        time.sleep(0.05)
     os.killpg(p.pid, signal.SIGINT)
     try:
         out, err = p.communicate(timeout=30)
@@ -247,6 +274,9 @@ def test_interrupt_stops_the_workers():
         os.killpg(p.pid, signal.SIGKILL)
         pytest.fail("tw scan did not stop within 30 s of SIGINT")
     assert p.returncode == 130 and "interrupted by SIGINT" in err and "Traceback" not in err, err
-    time.sleep(0.5)
+    # nothing of its process group is left (a worker still exiting gets a hang guard's time)
+    end = time.monotonic() + 60
+    while _group(p.pid) and time.monotonic() < end:
+        time.sleep(0.05)
     with pytest.raises(ProcessLookupError):
-        os.killpg(p.pid, 0)         # nothing of its process group is left
+        os.killpg(p.pid, 0)
