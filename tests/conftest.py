@@ -91,6 +91,7 @@ CHECK_TIER = (
 SERIAL = frozenset({
     "test_ab_copies.py", "test_ab_hostile_build.py", "test_ab_selfcheck.py",
     "test_attribution.py", "test_bench.py", "test_census.py", "test_census_images.py",
+    "test_deb_systemd.py",
     "test_diagnose.py", "test_entry_counts.py", "test_faults_concurrent.py",
     "test_faults_disk.py", "test_faults_quoting.py", "test_faults_signals.py",
     "test_legs_live.py", "test_lesson.py", "test_neighbour.py", "test_run_quick.py",
