@@ -13,6 +13,8 @@
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
 #   make bench-factors   what a run holds fixed (CPU, environment, path, ASLR, layout), each varied
+#   make bench-walls     tw ab --wall against walls/seccomp_ab.c, an independent libseccomp
+#                        program, and a name-only profile against a one-instruction filter
 #
 # The variants live in variants/registry (the mechanism registry); this file
 # only expands the rows variants/rows.awk reads from it.  Objects are built
@@ -92,6 +94,8 @@ WRITE_VARIANTS := $(foreach r,$(ROWS),$(if $(filter w,$(call row_write,$r)),$(ca
 # here, by clang for the BPF target and against libbpf, for any x86-64 kernel with BTF (CO-RE:
 # watch/kernel.h says why no vmlinux.h).  The UAPI headers' asm/ lives in the multiarch folder.
 WATCH_BINARIES := $(BUILD)/watchbpf $(BUILD)/watch/exec.bpf.o $(BUILD)/watch/window.bpf.o
+# tw ab --wall tracer:raw_syscalls's program and its loader (walls/tracer*.c), built the same way.
+WALL_BINARIES := $(BUILD)/tracerbpf $(BUILD)/walls/tracer.bpf.o
 BPF_CLANG ?= clang
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_x86 -Wall \
 	-I/usr/include/$(shell $(CC) -print-multiarch 2>/dev/null) -Iwatch
@@ -99,10 +103,11 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(addprefix $(BUILD)/syscost-,$(VARIANTS)) \
             $(addprefix $(BUILD)/legs-,$(VARIANTS)) \
             $(foreach p,$(LIBC_PROGRAMS),$(BUILD)/$p-64 $(BUILD)/$p-32) \
-            $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES)
+            $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES) \
+            $(WALL_BINARIES)
 
 .PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb \
-	check test report bench bench-ab bench-fleet bench-sweeps bench-factors clean distclean
+	check test report bench bench-ab bench-fleet bench-sweeps bench-factors bench-walls clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -123,7 +128,7 @@ list-write-variants:
 # clock, disturbance counters, speculation control, output and CPU pinning
 # (syscost/*.c); legs shares the pinning.
 OWN_OBJS_timewrite := timewrite
-OWN_OBJS_syscost   := syscost ops options clock disturb speculation output cpu
+OWN_OBJS_syscost   := syscost ops options clock disturb speculation wall output cpu
 OWN_OBJS_legs      := legs cpu
 SHARED_OBJS := probe json_out tw_cli tw_stats
 link_objs = $(foreach o,$(OWN_OBJS_$2) $(SHARED_OBJS),$(OBJ)/$(call row_flav,$1)/$o.o) \
@@ -170,6 +175,12 @@ $(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h watch/maps.h
 	@mkdir -p $(@D)
 	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
 $(BUILD)/watchbpf: watch/watchbpf.c watch/maps.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
+$(BUILD)/walls/%.bpf.o: walls/%.bpf.c walls/tracer.h watch/kernel.h
+	@mkdir -p $(@D)
+	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
+$(BUILD)/tracerbpf: walls/tracerbpf.c walls/tracer.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
 
@@ -305,6 +316,15 @@ bench-sweeps: deps
 bench-factors: deps
 	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
 	$(VPY) scripts/bench_factors.py --out $(BUILD)/bench-factors-$$$$
+
+# tw ab --wall's own check (scripts/bench_walls.py; twtools/drivers/wallbench.py): root for
+# the seccomp filters is not needed, libseccomp-dev is (make test installs it).
+$(BUILD)/seccomp_ab: walls/seccomp_ab.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lseccomp
+bench-walls: deps
+	@$(MAKE) --no-print-directory all venv $(BUILD)/seccomp_ab TW_DEPS_CHECKED=1
+	$(VPY) scripts/bench_walls.py --out $(BUILD)/bench-walls-$$$$
 
 clean:
 	rm -rf $(BUILD) build-layout

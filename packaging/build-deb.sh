@@ -39,7 +39,7 @@ make --no-print-directory -s -j2 TW_DEPS_CHECKED=1 BUILD="$bin" \
 
 # --- the tree ----------------------------------------------------------------------------
 rm -rf "$root"
-mkdir -p "$lib/build/watch" "$root/usr/bin" "$root/DEBIAN"
+mkdir -p "$lib/build/watch" "$lib/build/walls" "$root/usr/bin" "$root/DEBIAN"
 
 # The toolkit's Python, without caches; tw itself runs Debian's python3.
 (cd scripts && find twtools -name '*.py' -print0 | sort -z |
@@ -50,8 +50,9 @@ ln -s ../lib/$pkg/scripts/tw "$root/usr/bin/tw"
 printf '%s\n' "$version" >"$lib/VERSION"
 
 # What tw reads beside its code: the registry, the bpftrace tools, the stubs' sources (tw
-# explain prints their header comments), the seed's numbers and the atlas.
-for d in variants traces asm timewrite syscost data; do
+# explain prints their header comments), the seed's numbers and the atlas, and the walls'
+# profiles and rules (tw ab --wall, tw explain --wall).
+for d in variants traces asm timewrite syscost data walls; do
 	git ls-files -z -- "$d" | xargs -0 -I{} install -D -m 0644 {} "$lib/{}"
 done
 
@@ -70,9 +71,10 @@ for f in "$bin"/*; do
 done
 ln -s timewrite-64-libc "$lib/build/timewrite"
 # The BPF objects keep their BTF (.BTF, .BTF.ext: CO-RE relocates with it); DWARF goes.
-for f in "$bin"/watch/*.bpf.o; do
-	llvm-strip --strip-debug -o "$lib/build/watch/$(basename "$f")" "$f"
-	chmod 0644 "$lib/build/watch/$(basename "$f")"
+for f in "$bin"/watch/*.bpf.o "$bin"/walls/*.bpf.o; do
+	d=$(basename "$(dirname "$f")")
+	llvm-strip --strip-debug -o "$lib/build/$d/$(basename "$f")" "$f"
+	chmod 0644 "$lib/build/$d/$(basename "$f")"
 done
 
 # The man page and bash completion, from the argparse parsers (twtools.cli.manual).

@@ -7,14 +7,24 @@
 #            drawn from the parsers, which import numpy), llvm-strip (the BPF objects' DWARF)
 #            and Debian's argparse-manpage
 #   report   build + what measuring needs: python3 with a venv that has pip, strace,
-#            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing
+#            perf, bpftrace, taskset, ps, and tracefs mounted at /sys/kernel/tracing;
+#            libseccomp2 (tw ab --wall compiles seccomp profiles with it), libseccomp-dev
+#            (make bench-walls' own libseccomp program) and bpftool (which programs are
+#            attached to raw_syscalls: every process pays for them)
 #   test     report + what only the tests need: chromium (the report in a real
 #            browser), golang-go (a Go GOARCH=386 program) and openssh-server (the
 #            fleet playbook's loopback test starts its own sshd on 127.0.0.1) and
 #            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1), and what
 #            `make deb` needs and lintian (tests/test_deb.py checks the package with it);
-#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root), and
-#            systemd-container too with TW_SYSTEMD_TEST=1 (the unit under systemd, in nspawn)
+#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root),
+#            systemd-container too with TW_SYSTEMD_TEST=1 (the unit under systemd, in
+#            nspawn); and
+#            auditctl for the audit wall's tests.  auditctl comes with Debian's auditd
+#            package, whose install would enable auditd for the next boot, and once auditd
+#            has run, audit makes every process pay on every call until reboot
+#            (docs/walls.md): so the test step does not install auditd, it unpacks the
+#            package's files into build/auditd (apt-get download, dpkg-deb -x) and installs
+#            only its library, libauparse0.  A machine with auditctl uses its own.
 #
 # Each check tries the capability (cc -m32 links, `python3 -m venv` gives a venv
 # whose pip runs), not only the presence of a command, because that is what
@@ -95,6 +105,9 @@ check() {
 	[ "$phase" = deb ] && return
 	need strace strace -V
 	need bpftrace bpftrace --version
+	need libseccomp2 sh -c "ldconfig -p | grep -q 'libseccomp.so.2 '"
+	need bpftool sh -c 'command -v bpftool || test -x /usr/sbin/bpftool'
+	need libseccomp-dev test -e /usr/include/seccomp.h
 	need procps ps -p $$
 	need util-linux taskset -p $$
 	if [ "$distro" = ubuntu ]; then
@@ -116,6 +129,7 @@ check() {
 	# tests/test_watch_live.py runs its own Prometheus on 127.0.0.1 to scrape tw watch.
 	need prometheus test -x /usr/bin/prometheus
 	need lintian lintian --version
+	need libauparse0 sh -c "ldconfig -p | grep -q 'libauparse.so.0 '"
 	if [ -n "${TW_DEB_TEST-}" ]; then
 		need debootstrap debootstrap --version   # tests/test_deb.py's clean Debian 12 root
 	fi
@@ -135,8 +149,27 @@ if [ "$phase" != build ] && [ "$phase" != deb ] && [ -d "$TRACEFS" ] && ! tracef
 	mount_tracefs="mount -t tracefs nodev $TRACEFS"
 fi
 
+# auditctl for the tests, unpacked from Debian's auditd package without installing it (above).
+auditctl_present() {
+	command -v auditctl >/dev/null 2>&1 || test -x /sbin/auditctl || test -x /usr/sbin/auditctl ||
+		test -x "$here/build/auditd/sbin/auditctl"
+}
+unpack_auditctl() {
+	[ "$phase" = test ] && ! auditctl_present || return 0
+	if (cd "$tmp" && apt-get download auditd >>"$tmp/auditd.log" 2>&1) &&
+		mkdir -p "$here/build/auditd" && dpkg-deb -x "$tmp"/auditd_*.deb "$here/build/auditd" &&
+		"$here/build/auditd/sbin/auditctl" -v >/dev/null 2>&1; then
+		echo "timewrite: unpacked auditctl from Debian's auditd into build/auditd (not installed: no auditd runs)" >&2
+	else
+		echo "timewrite: could not unpack auditctl from Debian's auditd package (log: $tmp/auditd.log); the audit wall's tests will fail" >&2
+	fi
+}
+
 check
-[ ${#missing[@]} -eq 0 ] && [ -z "$mount_tracefs" ] && exit 0
+if [ ${#missing[@]} -eq 0 ] && [ -z "$mount_tracefs" ]; then
+	unpack_auditctl
+	exit 0
+fi
 
 install="apt-get install -y ${missing[*]-}"
 if [ "$EUID" -ne 0 ]; then
@@ -211,6 +244,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 		exit 1
 	fi
 fi
+unpack_auditctl
 
 if [ -n "$mount_tracefs" ]; then
 	if $mount_tracefs >>"$log" 2>&1; then

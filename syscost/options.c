@@ -25,14 +25,16 @@ enum {
 	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
 	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
 	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
-	OPT_MAX_REDO, OPT_SPECULATION, OPT_HELP
+	OPT_MAX_REDO, OPT_SPECULATION, OPT_SECCOMP, OPT_SECCOMP_TIMES,
+	OPT_ERRNO, OPT_HELP
 };
 
 const char tw_usage[] =
 "usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
 "               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
-"               [--file path] [--format json|table] [--max-redo n] [--op op]\n"
-"               [--realtime] [--shape ret|jmp|inline] [--size n]\n"
+"               [--errno n] [--file path] [--format json|table] [--max-redo n]\n"
+"               [--op op] [--realtime] [--seccomp file] [--seccomp-times n]\n"
+"               [--shape ret|jmp|inline] [--size n]\n"
 "               [--speculation ssbd|indirect-branch|all] [--tsc-hz hz]\n"
 "               [--warmup-ms ms]\n"
 "       syscost --probe";
@@ -68,6 +70,12 @@ help(void)
 "  --realtime         run under SCHED_FIFO when allowed (root/CAP_SYS_NICE)\n"
 "  --speculation S    disable this speculation for the process first (prctl):\n"
 "                     ssbd | indirect-branch | all\n"
+"  --seccomp FILE     put this seccomp filter (raw BPF instructions, as\n"
+"                     seccomp_export_bpf writes them) between the process and\n"
+"                     the kernel before measuring, with no_new_privs set\n"
+"  --seccomp-times N  install it N times over, a stack of filters (default 1)\n"
+"  --errno N          the wall answers the measured call with -N instead of\n"
+"                     the call's own result; the results are checked against it\n"
 "  --format F         json (default) | table\n"
 "  --probe            exit 0 if the mechanism works here, else 77 with the reason\n"
 "  -h, --help         this text\n"
@@ -165,6 +173,9 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		{ "shape", required_argument, NULL, OPT_SHAPE },
 		{ "max-redo", required_argument, NULL, OPT_MAX_REDO },
 		{ "speculation", required_argument, NULL, OPT_SPECULATION },
+		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
+		{ "seccomp-times", required_argument, NULL, OPT_SECCOMP_TIMES },
+		{ "errno", required_argument, NULL, OPT_ERRNO },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -233,6 +244,18 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			o->speculation = specs[tw_word_arg("--speculation",
 			    optarg, spec_words, 3)];
 			break;
+		case OPT_SECCOMP:
+			if (*optarg == '\0')
+				tw_usage_err("--seccomp: empty path");
+			o->seccomp = optarg;
+			break;
+		case OPT_SECCOMP_TIMES:
+			o->seccomp_times = tw_int_arg("--seccomp-times", optarg, 1, 64);
+			break;
+		case OPT_ERRNO:
+			/* MAX_ERRNO: the kernel caps SECCOMP_RET_ERRNO's data there. */
+			o->expect_errno = tw_int_arg("--errno", optarg, 1, 4095);
+			break;
 		case OPT_PROBE:
 			*probe_only = 1;
 			break;
@@ -257,6 +280,11 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		tw_usage_err("--size applies to the write operations only");
 	if (o->file != NULL && o->op != OP_WRITE_FILE && o->op != OP_WRITE_SYNC)
 		tw_usage_err("--file applies to write-file and write-sync only");
+	if (o->seccomp_times != 1 && o->seccomp == NULL)
+		tw_usage_err("--seccomp-times applies with --seccomp only");
+	if (o->expect_errno != 0 && o->seccomp == NULL)
+		tw_usage_err("--errno applies with --seccomp only: only a wall "
+		    "answers a call in its place");
 	if (o->size == -1)
 		o->size = o->op == OP_WRITE_DEVNULL ? 1 : 256;
 	if (o->max_redo == -1)

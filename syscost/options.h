@@ -23,6 +23,9 @@ struct opts {
 	const char *file;
 	int realtime;
 	enum spec speculation;
+	const char *seccomp;	/* --seccomp: a filter file, or NULL */
+	long seccomp_times;	/* installed this many times over */
+	long expect_errno;	/* --errno: the wall answers -N; 0: not asked */
 };
 
 /* argv into o, or exit 2 with a usage error; --probe sets *probe_only. */

@@ -5,11 +5,13 @@
  * print_json: nothing here times anything.
  */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "json_out.h"
 #include "ops.h"
 #include "chain.h"
 #include "output.h"
+#include "wall.h"
 #include "tw_cli.h"
 #include "tw_stats.h"
 #include "tw_syscall.h"
@@ -36,11 +38,15 @@ print_table(const struct opts *o, const struct run *r)
 	tw_flush_stdout();
 }
 
+/* The /proc/self/status lines each part of the JSON reports. */
+static const char *const speculation_keys[] = { "Speculation", NULL };
+static const char *const wall_keys[] = { "Seccomp", "NoNewPrivs", NULL };
+
 void
 print_json(const struct opts *o, const struct run *r)
 {
-	printf("{\"variant\":\"%d-%s\",\"bits\":%d,\"abi\":\"%s\",\"mechanism\":",
-	    (int)sizeof(long) * 8, tw_mechanism, (int)sizeof(long) * 8, ABI_NAME);
+	printf("{\"variant\":\"%d-%s\",\"bits\":%d,\"abi\":\"%s\",\"pid\":%ld,\"mechanism\":",
+	    (int)sizeof(long) * 8, tw_mechanism, (int)sizeof(long) * 8, ABI_NAME, (long)getpid());
 	json_string(tw_mechanism);
 	printf(",\"op\":\"%s\",\"shape\":\"%s\",", op_names[o->op], shape_names[o->shape]);
 	if (!OP_WRITES(o->op))
@@ -73,7 +79,19 @@ print_json(const struct opts *o, const struct run *r)
 	else
 		json_string(spec_names[o->speculation]);
 	printf(",\"status\":");
-	speculation_status_json();
+	status_json(speculation_keys);
+	printf("},\"wall\":{\"seccomp\":");
+	if (o->seccomp == NULL)
+		printf("null");
+	else
+		json_string(o->seccomp);
+	printf(",\"seccomp_times\":%ld,\"errno\":", o->seccomp != NULL ? o->seccomp_times : 0);
+	if (o->expect_errno)
+		printf("%ld", o->expect_errno);
+	else
+		printf("null");
+	printf(",\"status\":");
+	status_json(wall_keys);
 	printf("}");
 	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
 	    "\"batches\":%ld,\"max_redo\":%ld,\"redone\":%ld,\"warmup_ms\":%g,",

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json_out.h"
 #include "speculation.h"
 #include "tw_syscall.h"
 
@@ -57,33 +56,4 @@ speculation_apply(enum spec s)
 			    ctl[i].name);
 		}
 	}
-}
-
-/* {"Speculation_Store_Bypass":"...",...}: the Speculation lines of /proc/self/status. */
-void
-speculation_status_json(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	int n = 0;
-
-	putchar('{');
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		char *colon = strchr(line, ':'), *v;
-
-		if (strncmp(line, "Speculation", 11) != 0 || colon == NULL)
-			continue;
-		*colon = '\0';
-		for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
-			;
-		v[strcspn(v, "\n")] = '\0';
-		if (n++)
-			putchar(',');
-		json_string(line);
-		putchar(':');
-		json_string(v);
-	}
-	if (f != NULL)
-		fclose(f);
-	putchar('}');
 }

@@ -1,8 +1,8 @@
 /*
  * speculation.h: --speculation, a per-process speculation mitigation switched
  * on (prctl PR_SET_SPECULATION_CTRL, PR_SPEC_DISABLE) before measuring, so that
- * one session can alternate it; and the Speculation* lines of
- * /proc/self/status afterwards, which say what was in force.
+ * one session can alternate it.  The Speculation* lines of /proc/self/status
+ * afterwards, which say what was in force, are output.c's (wall.h's status_json).
  */
 #ifndef SYSCOST_SPECULATION_H
 #define SYSCOST_SPECULATION_H
@@ -18,8 +18,5 @@ extern const char *const spec_names[4];
  * (TW_EXIT_UNSUPPORTED) saying why the kernel will not.
  */
 void speculation_apply(enum spec s);
-
-/* {"Speculation_Store_Bypass":"...",...} on stdout. */
-void speculation_status_json(void);
 
 #endif

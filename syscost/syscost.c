@@ -137,6 +137,7 @@
 #include "tw_stats.h"
 #include "tw_syscall.h"
 #include "tw_sysnr.h"
+#include "wall.h"
 
 #define EMPTY_MIN_CALLS	20000L	/* the empty loop runs at least this many */
 #define TIME_WINDOW	3600	/* time: accepted up to this long after the start */
@@ -488,6 +489,16 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 	default:
 		abort();
 	}
+	/*
+	 * The wall goes up last: everything above (the target file's open, the
+	 * results computed from this process's own calls) is set-up, not what is
+	 * measured, and the calibration reads the clock without a system call.
+	 * A wall that answers the call itself (SECCOMP_RET_ERRNO) gives -N.
+	 */
+	if (o->seccomp != NULL)
+		wall_seccomp_install(o->seccomp, o->seccomp_times);
+	if (o->expect_errno != 0)
+		call.lo = call.hi = -o->expect_errno;
 	r->lo = call.lo;
 	r->hi = call.hi;
 	snprintf(what, whatlen, "%s", o->op == OP_NULL ? "syscall(TW_NR_invalid)" :
@@ -629,6 +640,7 @@ main(int argc, char **argv)
 		.batches = 10, .max_redo = -1, .cpu = -2, .clock = -1, .table = 0,
 		.batch_ms = 1, .warmup_ms = 20, .calibrate_ms = 50, .tsc_hz = 0,
 		.file = NULL, .speculation = SPEC_NONE,
+		.seccomp = NULL, .seccomp_times = 1, .expect_errno = 0,
 	};
 	struct run r;
 	int probe_only = 0;

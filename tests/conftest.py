@@ -75,6 +75,7 @@ CHECK_TIER = (
     "test_version.py",
     "test_watch_exits_unknown.py",
     "test_watch_state_upgrade.py",
+    "test_seccomp_sim.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )
@@ -100,7 +101,9 @@ SERIAL = frozenset({
     "test_tracers_live.py", "test_traces_dryrun.py", "test_watch_bpf.py", "test_watch_fleet.py",
     "test_watch_http.py", "test_watch_line_breaks.py", "test_watch_live.py",
     "test_watch_file_identity.py", "test_watch_messages.py", "test_watch_full_disk.py",
-    "test_watch_undecodable_names.py", "test_write_counts.py", "test_wvbench.py",
+    "test_watch_undecodable_names.py", "test_watch_crowds.py", "test_write_counts.py",
+    "test_wvbench.py", "test_walls_ab.py", "test_seccomp_live.py", "test_census_walls.py",
+    "test_ab_interrupted.py",
 })
 
 

@@ -9,10 +9,20 @@ If the copies stop being fresh files, stop being spread over the rounds, or the 
 replicating over them, a placement difference reads as a difference between builds again.
 The figures of live runs are the host's noise and are never asserted here; the statistics are
 checked on synthetic rounds with a known placement spread.
+
+Where the copies go (issue 61): a private folder outside the build tree and the package's files
+(root's `tw ab` of the installed package wrote them into /usr/lib/timewrite/build, dpkg's
+tree, and a read-only build was refused although nothing is written there), named by the
+run's pid and start time so that the next run sweeps what a SIGKILL left behind (8.9 MB for
+--copies 64, for ever), removed whole when a copy fails on a full disk, and never named in a
+message: a broken B build is named as the user's binary.
 """
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +121,7 @@ def test_chance_allows_the_binomial_95th_percentile(tests, allowed):
 def test_copies_are_fresh_files_of_the_same_bytes(tmp_path):
     src = tmp_path / "syscost-64-syscall"
     src.write_bytes(os.urandom(20000))
+    src.chmod(0o4755)                     # set-user-ID: never given to a copy
     d = tmp_path / "not-a-file"
     d.mkdir()
     copied, top = syscost.make_copies({"a": src, "b": d}, 4, where=tmp_path)
@@ -119,30 +130,129 @@ def test_copies_are_fresh_files_of_the_same_bytes(tmp_path):
         assert len(ca) == 4 and len({os.stat(c).st_ino for c in ca}) == 4
         assert all(c.read_bytes() == src.read_bytes() for c in ca)
         assert len({len(str(c)) for c in ca}) == 1
-        assert all(os.access(c, os.X_OK) for c in ca)
+        assert all(os.stat(c).st_mode & 0o7777 == 0o755 for c in ca)
         assert copied["b"] == [d] * 4          # not copied: measure() says what it is
     finally:
         import shutil
         shutil.rmtree(top)
 
 
+def _build_b(build, where):
+    """Another build of syscost-64-syscall: a copy of this one's, in `where`."""
+    where.mkdir(exist_ok=True)
+    (where / "syscost-64-syscall").write_bytes((build / "syscost-64-syscall").read_bytes())
+    (where / "syscost-64-syscall").chmod(0o755)
+    return where
+
+
+def _copies_of(pid):
+    root = syscost.copies_root()
+    return sorted(n for n in os.listdir(root) if n.startswith(f"{syscost.COPIES_PREFIX}{pid}-"))
+
+
 def test_ab_runs_each_side_from_its_copies_and_removes_them(build, tmp_path):
     need_supported("syscost", "64-syscall")
-    other = tmp_path / "build-b"
-    other.mkdir()
-    (other / "syscost-64-syscall").write_bytes((build / "syscost-64-syscall").read_bytes())
-    (other / "syscost-64-syscall").chmod(0o755)
-    before = set(build.glob("ab-copies-*"))
+    other = _build_b(build, tmp_path / "build-b")
+    before = set(os.listdir(build))
     out = tmp_path / "ab"
-    p = run([sys.executable, TW, "ab", "--build-b", other, "--rounds", "6", "--copies", "3",
-             "--ops", "null", "--out", out, "--format", "json"], text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    p = subprocess.Popen([sys.executable, TW, "ab", "--build-b", other, "--rounds", "6",
+                          "--copies", "3", "--ops", "null", "--out", out, "--format", "json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
     doc = json.loads((out / "ab.json").read_text())
-    assert doc["schema"] == "timewrite-ab/2" and doc["copies"] == 3
+    assert doc["schema"] == ab.SCHEMA and doc["copies"] == 3
     (cell,) = doc["cells"]
     assert [r["copy"] for r in cell["a"]["rounds"]] == [0, 1, 2, 0, 1, 2]
     assert [r["copy"] for r in cell["b"]["rounds"]] == [0, 1, 2, 0, 1, 2]
-    assert set(build.glob("ab-copies-*")) == before
+    assert set(os.listdir(build)) == before              # nothing made in the build
+    assert _copies_of(p.pid) == []                        # and its copies removed
+
+
+def test_copies_go_to_a_private_folder_outside_the_build_and_the_package(tmp_path):
+    src = tmp_path / "syscost-64-syscall"
+    src.write_bytes(os.urandom(4096))
+    src.chmod(0o755)
+    copied, top = syscost.make_copies({"a": src}, 2)
+    try:
+        real = os.path.realpath(top)
+        assert os.path.commonpath([real, os.path.realpath(ROOT)]) != os.path.realpath(ROOT)
+        assert os.path.dirname(real) == syscost.copies_root()
+        assert os.stat(top).st_mode & 0o777 == 0o700
+        assert os.path.basename(real).startswith(f"{syscost.COPIES_PREFIX}{os.getpid()}-")
+        assert syscost.shown_program(copied["a"][1]) == str(src)
+    finally:
+        import shutil
+        shutil.rmtree(top)
+
+
+def test_the_copies_of_a_killed_run_are_swept_by_its_pid(build, tmp_path):
+    """tw ab killed with SIGKILL (nothing of it runs to remove its copies): its folder stays,
+    and the next run that copies removes it, by its pid and start time; a folder of a live
+    process is kept, one whose pid a later process took is not."""
+    need_supported("syscost", "64-syscall")
+    other = _build_b(build, tmp_path / "build-b")
+    p = subprocess.Popen([sys.executable, TW, "ab", "--build-b", other, "--rounds", "10000",
+                          "--copies", "4", "--ops", "null", "--out", tmp_path / "ab"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120           # a hang guard only
+        while not _copies_of(p.pid):
+            assert p.poll() is None and time.monotonic() < deadline, "no copies appeared"
+            time.sleep(0.05)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    (left,) = _copies_of(p.pid)
+    root = syscost.copies_root()
+    me = syscost._start_of(os.getpid())
+    live = os.path.join(root, f"{syscost.COPIES_PREFIX}{os.getpid()}-{me}-keep")
+    reused = os.path.join(root, f"{syscost.COPIES_PREFIX}{os.getpid()}-{me + 1}-gone")
+    for d in (live, reused):
+        os.mkdir(d, 0o700)
+    copied, top = syscost.make_copies({"a": build / "syscost-64-syscall"}, 1)
+    try:
+        assert not os.path.exists(os.path.join(root, left))
+        assert os.path.isdir(live) and not os.path.exists(reused)
+    finally:
+        import shutil
+        for d in (live, top):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def test_nothing_stays_after_a_full_disk(build, tmp_path):
+    """Copies into a file system that fills: one line (exit 4) naming the program copied, and
+    no folder left (the partial copies stayed)."""
+    from faults_util import small_fs, tw
+    need_supported("syscost", "64-syscall")
+    with small_fs(tmp_path / "small", 256) as mnt:
+        src = {"a": build / "syscost-64-syscall"}
+        with pytest.raises(OSError) as e:
+            syscost.make_copies(src, 8, where=mnt)
+        assert e.value.errno == 28 and str(build / "syscost-64-syscall") in str(e.value)
+        assert os.listdir(mnt) in ([], ["lost+found"])
+        p = tw("ab", "--speculation", "ssbd", "--rounds", "2", "--copies", "8", "--ops", "null",
+               "--out", tmp_path / "ab", TMPDIR=mnt)
+        assert p.returncode == 4, p.stderr[-2000:]
+        assert "Traceback" not in p.stderr and "No space left" in p.stderr.strip().splitlines()[-1]
+        assert os.listdir(mnt) in ([], ["lost+found"])
+
+
+def test_a_read_only_build_is_accepted(build, tmp_path):
+    """--build-b on a read-only file system: its programs are read and copied elsewhere, so
+    nothing needs to write there (it was refused as "not writable by this user")."""
+    from faults_util import remount, small_fs
+    need_supported("syscost", "64-syscall")
+    with small_fs(tmp_path / "ro", 2048) as mnt:
+        _build_b(build, mnt)
+        remount(mnt, "ro")
+        p = run([sys.executable, TW, "ab", "--build-b", mnt, "--rounds", "2", "--copies", "2",
+                 "--ops", "null", "--out", tmp_path / "ab", "--format", "json"], text=True,
+                timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        (cell,) = json.loads((tmp_path / "ab" / "ab.json").read_text())["cells"]
+        assert len(cell["b"]["rounds"]) == 2
 
 
 def test_selfcheck_prints_calls_against_chance(build, tmp_path):

@@ -4,7 +4,8 @@ Why it can break: tw ab runs the syscost of a build directory the user names, an
 output whole and as it came: a syscost that printed a string or NaN for a figure ended in exit
 70, one that printed 2 GB was read whole (MemoryError at 1.3 GB), and one that was a directory
 read "Permission denied".  Each is now that cell, unusable, in one line, and the other side
-still runs.  The programs here are small shell scripts standing in for a hostile build.
+still runs, named as the user's program (not the temporary copy it ran from).  The programs
+here are small shell scripts standing in for a hostile build.
 """
 import json
 import shutil
@@ -55,6 +56,9 @@ def test_an_unusable_build_is_that_cell_in_one_line(build, tmp_path, kind):
     assert "Traceback" not in p.stderr and "internal error" not in p.stderr
     warned = [ln for ln in p.stderr.splitlines() if "warning: ab:" in ln]
     assert len(warned) == 1 and NEEDLE[kind] in warned[0], p.stderr[-3000:]
+    # named as the user's program, not as the copy it ran from (gone when the line is read)
+    assert str(bad / "syscost-64-syscall") in warned[0], warned[0]
+    assert "tw-copies-" not in p.stderr
     doc = json.loads((tmp_path / "ab" / "ab.json").read_text())
     cell = doc["cells"][0]
     assert NEEDLE[kind] in cell["a"]["reason"] and cell["a"]["rounds"] == []

@@ -85,7 +85,8 @@ def test_ab_build_a_needs_build_b(tmp_path):
 
 def test_ab_refuses_without_a_b_side(tmp_path):
     p = run([sys.executable, TW, "ab", "--out", tmp_path / "x"], text=True)
-    assert p.returncode == 2 and "one of the arguments" in p.stderr
+    assert p.returncode == 2 and "no B to compare A with" in p.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_selfcheck_prints_its_figures(build, tmp_path):

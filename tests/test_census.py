@@ -148,7 +148,7 @@ def test_census_json_is_versioned_and_reanalysable(traced):
     under 'raw' gives the same processes when analysed again."""
     from twtools.analyse import census as analyse
     assert traced["schema"] == analyse.SCHEMA == "timewrite-census-report/1"
-    assert traced["raw"]["schema"] == "timewrite-census/2"
+    assert traced["raw"]["schema"] == "timewrite-census/3"
     again = analyse.analyse(traced["raw"])
     assert [p["pid"] for p in again["processes"]] == [p["pid"] for p in traced["processes"]]
 
@@ -257,7 +257,7 @@ def stage_run(programs, tmp_path_factory):
 
 def test_run_stage_writes_census_and_the_report_shows_it(stage_run, programs):
     raw = json.loads((stage_run / "census.json").read_text())
-    assert raw["schema"] == "timewrite-census/2"
+    assert raw["schema"] == "timewrite-census/3"
     md = (stage_run / "report.md").read_text()
     assert "## The running system: who enters the old ways" in md
     if raw["why_not"]:

@@ -165,7 +165,7 @@ def test_two_hosts_collected_a_closed_port_failed_and_the_lock_held(sshd, tmp_pa
         meta = json.loads((got[0] / "meta.json").read_text())
         assert meta["command"] == "scripts/tw run --quick --only doctor,variants,bench --no-report"
         census = json.loads((got[0] / "census.json").read_text())
-        assert census["schema"] == "timewrite-census/2" and census["snapshot"], census.get("why_not")
+        assert census["schema"] == "timewrite-census/3" and census["snapshot"], census.get("why_not")
         scan = [json.loads(line) for line in (got[0] / "scan.json").read_text().splitlines()
                 if line.strip()]            # tw scan --json: one record per line
         assert scan[0]["record"] == "header" and any(

@@ -5,17 +5,18 @@ Why it can break: a field the kernel's BTF names differently (CO-RE cannot reloc
 the verifier refuses the program: page_fault_user's class was renamed between kernels), a map
 key's layout that the loader reads otherwise than the program writes it, a file name that is
 not UTF-8 or holds quotes and control bytes (a line that is not JSON loses the whole map), a
-full phase that takes the other phase's room.  Skips: those of need_watch (not root, no BTF,
-no tracefs); build/watchbpf not built fails.
+full phase that takes the other phase's room, a key that holds a name again (one file behind
+many links filling the map), one budget for both bitnesses (64-bit programs crowding a 32-bit
+one out), drops counted without their bitness.  Skips: those of need_watch (not root, no BTF,
+no tracefs), 32-bit programs cannot run here (the oracle's fact); build/watchbpf not built
+fails.
 """
 import contextlib
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
@@ -85,76 +86,128 @@ def test_the_loader_says_a_mistake_in_one_line(tmp_path):
 HOSTILE = b'tw-a"b\\c\nd\x1b[31m,e\xff\xc3(\\xfe'
 
 
-def test_exec_counts_a_hostile_name_and_a_full_phase(tmp_path):
-    """One interval: a program whose name holds a quote, a backslash, a newline, an escape, a
-    comma, two bytes that are not UTF-8 and the four characters \\xfe comes out as one JSON key
-    (the bad bytes as \\xff and \\xc3, every backslash doubled), counted twice with its first
-    and last times; 40 distinct programs against a 16-key phase fill it, and the keyless count still has every exec."""
-    need_watch()
-    d = tmp_path / "bin"
-    d.mkdir()
-    true = shutil.which("true")
-    hostile = os.path.join(os.fsencode(d), HOSTILE)
-    os.link(true, hostile)
-    many = []
-    for i in range(40):
-        p = d / f"tw-many-{i}"
-        os.link(true, p)
-        many.append(p)
-    # --own 1: no exec here is a child of init, so none is left out as tw's own.
+@contextlib.contextmanager
+def _exec_loader(*keys):
+    """The exec tracer's loader, counting every exec (--own 1: no exec here is a child of
+    init), its phase flipped only at the stop; yields a list that holds its output records
+    once stopped by SIGINT (which prints both phases)."""
     p = subprocess.Popen([LOADER, "exec", BUILD / "watch" / "exec.bpf.o", "--own", "1",
-                          "--interval", "3", "--keys", "16"], stdout=subprocess.PIPE,
+                          "--interval", "3600", *keys], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
-    seen = queue.Queue()
+    recs = []
     try:
         assert "Counting" in p.stdout.readline()
-        reader = threading.Thread(target=lambda: [seen.put(x) for x in p.stdout], daemon=True)
-        reader.start()
-        sh = tmp_path / "run.sh"
-        sh.write_bytes(b"\n".join([b"'" + hostile + b"'"] * 2 + [os.fsencode(m) for m in many]) + b"\n")
-        subprocess.run(["/bin/sh", str(sh)], check=True)
-        # past one interval, the phase flipped: its records, up to the keyless count that holds
-        # every exec run above (read as they come; 120 s is a hang guard)
-        got, n = [], 0
-        while n < 42:
-            line = seen.get(timeout=120)
-            got.append(line)
-            r = json.loads(line) if line.strip() else {}
-            n += sum(v for k, v in (r.get("data") or {}).items()
-                     if r.get("type") == "map" and k.startswith("@n"))
+        yield recs
     finally:
         p.send_signal(signal.SIGINT)
-        p.wait(timeout=60)
-    reader.join(timeout=60)
-    err = p.stderr.read()
+        out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
-    while not seen.empty():
-        got.append(seen.get())
-    recs = _lines("".join(got))
-    execs, n = {}, 0
+    recs.extend(_lines(out))
+
+
+def _phases(recs):
+    """Both phases' maps merged: {"@exec": {...}, "@started": ..., "@path": ..., "@why": ...,
+    "@n": {"64": n, "32": n}}."""
+    out = {"@n": {"64": 0, "32": 0}}
     for r in recs:
         for name, val in (r["data"].items() if r["type"] == "map" else ()):
-            if name.startswith("@exec"):
-                execs.update(val)
-            elif name.startswith("@n"):
-                n += val
-    # escape.name's text: the bad bytes as \xNN, a backslash doubled (the literal \xfe at the
-    # end stays apart from a byte 0xfe)
-    st = os.stat(true)                    # every name here is a hard link of true: its file
-    want = f"{escape.name(hostile)},{st.st_dev},{st.st_ino},0"
-    assert escape.name_bytes(want.rsplit(",", 3)[0]) == hostile
-    assert execs.get(want) == 2, [k for k in execs if "tw-a" in k]
-    ours = sum(v for k, v in execs.items() if "tw-many-" in k or "tw-a" in k)
-    assert ours < 42 <= n, (ours, n)                 # the phase filled; n counted them all
-    assert len(execs) <= 2 * 16
-    paths = {}
-    for r in recs:
-        for name, val in (r["data"].items() if r["type"] == "map" else ()):
-            if name.startswith("@path"):
-                paths.update(val)
-    # the file's own path, resolved in the kernel from the name it was first run by (a hard
-    # link is the same file, its dentry the link's): absolute, escaped as the name is
-    assert paths.get(f"{st.st_dev},{st.st_ino}") == escape.name(hostile), paths
+            if name[:-1] == "@n":
+                for b in ("64", "32"):
+                    out["@n"][b] += val[b]
+            else:
+                out.setdefault(name[:-1], {}).update(val)
+    return out
+
+
+def _key(path, is32=None):
+    """A file's key as the loader prints it: dev,inode,generation (,bitness)."""
+    from twtools.machine import process
+    st = os.stat(path)
+    k = f"{st.st_dev},{st.st_ino},{process.generation(path)}"
+    return k if is32 is None else f"{k},{1 if is32 else 0}"
+
+
+def _sh(tmp_path, lines):
+    sh = tmp_path / f"run-{time.monotonic_ns()}.sh"
+    sh.write_bytes(b"\n".join(os.fsencode(x) if isinstance(x, (str, os.PathLike)) else x
+                              for x in lines) + b"\n")
+    subprocess.run(["/bin/sh", str(sh)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def test_exec_keys_files_and_keeps_a_hostile_name_as_a_value(tmp_path):
+    """One file whose name holds a quote, a backslash, a newline, an escape, a comma, two bytes
+    that are not UTF-8 and the four characters \\xfe, run twice, comes out as one key (its
+    device, inode, generation and bitness), its name as started and its path as JSON values
+    (the bad bytes as \\xff and \\xc3, every backslash doubled); one 64-bit file behind 40
+    symbolic links, each run once, is one key counted 40 times (keyed by the name as started,
+    it took 40 keys: a symlink farm of 4096 filled the map); a 32-bit program is keyed 32-bit
+    and counted by bitness."""
+    need_watch()
+    from conftest import need_supported
+    need_supported("syscost", "32-int80")
+    d = tmp_path / "bin"
+    d.mkdir()
+    hostile = os.path.join(os.fsencode(d), HOSTILE)
+    shutil.copy(shutil.which("true"), hostile)          # a file of its own
+    target = d / "tw-target"
+    shutil.copy(shutil.which("true"), target)
+    links = [d / f"tw-link-{i}" for i in range(40)]
+    for ln in links:
+        ln.symlink_to(target)
+    p32 = d / "tw-p32"
+    shutil.copy(BUILD / "syscost-32-int80", p32)
+    true = os.path.realpath(shutil.which("true"))
+    with _exec_loader() as recs:
+        _sh(tmp_path, [b"'" + hostile + b"'"] * 2 + links + [p32] * 3 + [true])
+    m = _phases(recs)
+    # the generation the kernel read is the one machine.process reads (i_generation, or the
+    # change time where a file system sets none, as this image's own files have)
+    assert _key(true, False) in m["@exec"], [k for k in m["@exec"] if k.startswith(
+        f"{os.stat(true).st_dev},{os.stat(true).st_ino},")]
+    k = _key(hostile, False)
+    assert m["@exec"].get(k) == 2, [x for x in m["@exec"] if x.startswith(k.split(",")[0])][:5]
+    assert m["@started"][k] == escape.name(hostile)
+    assert escape.name_bytes(m["@started"][k]) == hostile
+    assert m["@path"][k[:-2]] == escape.name(hostile) and m["@why"][k[:-2]] == 0
+    t = _key(target, False)
+    assert m["@exec"][t] == 40 and m["@started"][t] == str(links[-1])
+    assert m["@path"][t[:-2]] == str(target)           # the file's own path, not a link's
+    assert not [x for x in m["@started"].values() if "tw-link-" in x and x != str(links[-1])]
+    q = _key(p32, True)
+    assert m["@exec"][q] == 3 and m["@n"]["32"] >= 3
+
+
+def test_a_full_64bit_budget_leaves_32bit_room_and_drops_are_counted_by_bitness(tmp_path):
+    """16 keys a phase for 64-bit files, 64 for 32-bit ones: 40 distinct 64-bit files fill
+    the first, a 32-bit program run after them still has its key and its 3 execs, and 100
+    distinct 32-bit files past their own budget are counted in the 32-bit exec total, not the
+    64-bit one (a full map's drops were counted as 64-bit: the report then said "nothing would
+    stop")."""
+    need_watch()
+    from conftest import need_supported
+    need_supported("syscost", "32-int80")
+    d = tmp_path / "bin"
+    d.mkdir()
+    many64 = [d / f"tw-64-{i}" for i in range(40)]
+    for x in many64:
+        shutil.copy(shutil.which("true"), x)
+    src32 = BUILD / "syscost-32-int80"
+    p32 = d / "tw-p32"
+    shutil.copy(src32, p32)
+    many32 = [d / f"tw-32-{i}" for i in range(100)]
+    for x in many32:
+        shutil.copy(src32, x)
+    with _exec_loader("--keys", "16", "--keys32", "64") as recs:
+        _sh(tmp_path, many64 + [p32] * 3 + many32)
+    m = _phases(recs)
+    bits = {b: [v for x, v in m["@exec"].items() if x.endswith(f",{1 if b == '32' else 0}")]
+            for b in ("64", "32")}
+    assert len(bits["64"]) <= 2 * 16 and len(bits["32"]) <= 2 * 64
+    assert m["@exec"][_key(p32, True)] == 3              # its own budget: never crowded out
+    assert m["@n"]["64"] - sum(bits["64"]) >= 40 - 16     # the 64-bit drops, counted 64-bit
+    ours32 = sum(m["@exec"].get(_key(x, True), 0) for x in many32)
+    assert ours32 <= 64 and m["@n"]["32"] - sum(bits["32"]) >= 100 - ours32 > 0
 
 
 def test_window_loads_attaches_and_counts_its_own_calls(tmp_path):

@@ -11,13 +11,22 @@ programs started by the names an operator cannot find them by.
     is longer than the kernel's walk takes (1023 bytes) or deeper (48 components), each
     with its note;
   - `tw watch --report` (text and JSON) gives the name each was started by, the file's
-    device and inode, and the note.
+    device and inode, and the note;
+  - a file as it is now: a 64-bit file deleted and its inode number given to a 32-bit one (ext4
+    does, at once, on a fresh file system) is another program, named by its own path, before
+    and after a restart (it was named after the deleted file: the kernel's path map and the
+    state's files were keyed by device and inode alone);
+  - a program run from a memfd (memfd_create + fexecve, as container runtimes do) is named
+    `[memfd:NAME dev M:m inode N]`, two memfds two programs (every one was "/").
 
 Why it can break: a key by the name execve was given (the watch counted `./a.out` once for two
 files and `./prog` and `../c/prog` as two), the kernel's dentry and mount walk (a CO-RE field
 the running kernel names otherwise, a mount crossed wrongly: a path without its mount point's
-part), the device number's encoding between the kernel and stat(2), the deleted check.
-Skips: those of need_watch (not root, no BTF, no tracefs); 32-bit programs cannot run here.
+part), the device number's encoding between the kernel and stat(2), the deleted check, the
+generation read in the kernel (or its change-time stand-in) and by ioctl disagreeing, a walk
+that takes an anonymous file's dentry for a mount's root.
+Skips: those of need_watch (not root, no BTF, no tracefs); 32-bit programs cannot run here;
+no mkfs.ext4 (the reused inode needs a file system of its own).
 """
 import json
 import os
@@ -25,7 +34,9 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ROOT, need_supported, need_watch
+import pytest
+
+from conftest import ROOT, need_supported, need_tool, need_watch
 from test_watch_live import free_port, get, start_watch, stop, wait_for
 
 SRC = ROOT / "build" / "syscost-32-int80"     # any 32-bit file; run without arguments it exits
@@ -99,3 +110,115 @@ def test_programs_are_their_files(tmp_path):
     text = report(state)
     assert f"  {a / 'a.out'}  (32-bit)\n    started as ./a.out\n    file: device " in text, text
     assert f"  {gone}  (32-bit)\n" in text and f"note: deleted before its exec (it was {d / 'gone'})" in text
+
+
+def _named(port, *needles):
+    def ok():
+        text = get(f"http://127.0.0.1:{port}/metrics")
+        return all(n in text for n in needles)
+    return ok
+
+
+@pytest.fixture
+def ext4(tmp_path):
+    """A fresh 8 MB ext4 file system, loop-mounted: its freed inode numbers are given again at
+    once (the lowest free one of its one group)."""
+    need_tool("mkfs.ext4")
+    img, mnt = tmp_path / "fs.img", tmp_path / "fs"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(8 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True, capture_output=True)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True, capture_output=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+        if os.path.ismount(mnt):
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
+def test_a_reused_inode_is_another_program(tmp_path, ext4):
+    need_watch()
+    need_supported("syscost", "32-int80")
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    tool, evil = ext4 / "usr-tool", ext4 / "evil32"
+    shutil.copy(shutil.which("true"), tool)
+    dev, ino = os.stat(tool).st_dev, os.stat(tool).st_ino
+    state = tmp_path / "state"
+    state.mkdir()
+
+    def mine():
+        """The programs of the report on this file system, or named by this inode."""
+        return [p for p in _stop_list(state) if p["program"].startswith(str(ext4))
+                or (p.get("dev"), p.get("ino")) == (dev, ino)]
+    port = free_port()
+    w = start_watch(state, port, "--window", "0", "--interval", "1")
+    try:
+        subprocess.run(["./usr-tool"], cwd=ext4, **quiet)
+        wait_for(_named(port, str(tool)), 60, "usr-tool counted")
+        os.unlink(tool)
+        shutil.copy(SRC, evil)
+        assert os.stat(evil).st_ino == ino, "ext4 gave the new file another inode number"
+        subprocess.run(["./evil32"], cwd=ext4, **quiet)
+        wait_for(_named(port, f'bits="32",program="{evil}"'), 60, "evil32 counted")
+    finally:
+        assert stop(w) == 0
+    # a restart: the saved names are the files', the state's files keyed by generation too
+    w = start_watch(state, port, "--window", "0", "--interval", "1")
+    try:
+        subprocess.run(["./evil32"], cwd=ext4, **quiet)
+        wait_for(lambda: [p["execs"] for p in mine()] == [2], 60, "evil32 counted again")
+    finally:
+        assert stop(w) == 0
+    # (the machine is shared: other people's 32-bit programs are in the report too)
+    assert [(p["program"], p["why"], p["execs"], p["ino"], p["started_as"]) for p in mine()] \
+        == [(str(evil), "32-bit", 2, ino, "./evil32")]
+
+
+def _stop_list(state):
+    return json.loads(report(state, "--json"))["stop"]
+
+
+MEMFD = r"""
+import os, sys
+src = open(sys.argv[1], "rb").read()
+for name in sys.argv[2:]:
+    fd = os.memfd_create(name, 0)
+    os.write(fd, src)
+    st = os.fstat(fd)
+    print(st.st_dev, st.st_ino, flush=True)
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.execve(fd, ["tw-memfd"], {})          # fexecve
+    os.waitpid(pid, 0)
+"""
+
+
+def test_a_program_run_from_a_memfd_is_named_by_its_memfd(tmp_path):
+    need_watch()
+    need_supported("syscost", "32-int80")
+    state = tmp_path / "state"
+    state.mkdir()
+    port = free_port()
+    w = start_watch(state, port, "--window", "0", "--interval", "1")
+    try:
+        # two memfds of one name, one of another: three files, three programs
+        p = subprocess.run([sys.executable, "-c", MEMFD, SRC, "tw-mem", "tw-mem", "tw-other"],
+                           capture_output=True, text=True, timeout=60, check=True)
+        files = [tuple(int(x) for x in ln.split()) for ln in p.stdout.split("\n") if ln]
+        want = {f"[memfd:{n} dev {os.major(d)}:{os.minor(d)} inode {i}]"
+                for n, (d, i) in zip(("tw-mem", "tw-mem", "tw-other"), files)}
+        assert len(want) == 3
+        wait_for(_named(port, *want), 60, "the memfd programs counted")
+    finally:
+        assert stop(w) == 0
+    doc = json.loads(report(state, "--json"))
+    progs = {s["program"]: s for s in doc["stop"]}
+    assert want <= set(progs) and "/" not in progs, sorted(progs)
+    for n in want:
+        assert progs[n]["execs"] == 1 and progs[n]["why"] == "32-bit", progs[n]
+        assert progs[n]["note"].startswith("an anonymous file (memfd_create"), progs[n]

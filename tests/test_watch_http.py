@@ -5,8 +5,9 @@ Why it can break: a server that starts a thread per connection with no cap (prom
 start_http_server: 1000 idle half-open connections made 1004 threads, and the next scrape timed
 out), a client that never finishes its request and holds a slot for ever, a collector that
 raises on one row (a program name stored as a BLOB, an integer name beside text names, a text
-first_seen: every scrape answered 500 for the watch's life), HEAD answered 405, an IPv6
-address printed without its brackets.  The live tests skip for need_watch's facts (not root,
+first_seen: every scrape answered 500 for the watch's life), HEAD answered 405, a request
+whose lines end in a bare LF held until its timeout, an IPv6 address printed without its
+brackets.  The live tests skip for need_watch's facts (not root,
 no BTF or tracefs); the IPv6 one also when this machine has no ::1.
 """
 import gzip
@@ -37,7 +38,7 @@ def _state_with_hostile_rows():
     s.calls[(b"/tmp/blob\xff", True, "compat_int80_text")] = 7
     s.calls[("/usr/bin/ok32", True, "compat_vdso")] = "many"
     s.cost[(7, True, "compat_vdso")] = {"median": "x", "ci_low": 0, "ci_high": 1}
-    s.folded[b"cap"] = 2
+    s.folded[(b"cap", True)] = 2
     s.started = "a while ago"
     return s
 
@@ -112,6 +113,22 @@ def _raw(srv, data, timeout=5):
 ])
 def test_odd_requests_get_a_status_not_a_hang(server, data, code):
     assert _raw(server, data).split(b" ", 2)[1] == code
+
+
+@pytest.mark.parametrize("data", [b"GET /metrics HTTP/1.0\n\n",
+                                  b"GET /metrics HTTP/1.1\nHost: x\nAccept-Encoding: gzip\n\n",
+                                  b"GET /metrics HTTP/1.1\r\nHost: x\n\r\n"],
+                         ids=["bare-LF", "bare-LF-headers", "mixed"])
+def test_a_request_with_bare_lf_line_ends_is_answered(server, data):
+    """`printf 'GET /metrics HTTP/1.0\\n\\n' | nc` ends its lines with a bare LF: it was held
+    until the client's timeout, then closed without an answer."""
+    out = _raw(server, data)
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), out[:200]
+    if b"gzip" in data:
+        assert b"Content-Encoding: gzip" in head and b"timewrite_exec_total" in gzip.decompress(body)
+    else:
+        assert b"timewrite_exec_total" in body
 
 
 def _until(cond, guard_s=30):

@@ -3,7 +3,7 @@ U+2028, U+2029, U+0085 (raw in the loader's UTF-8 JSON), and \\x1c-\\x1e, \\x0b,
 readers of build/watchbpf's and bpftrace's output (tracers.base.json_lines, which tw watch's
 exec tracer, its window, the census, legs and diagnose all read through) must end a line at
 "\\n" only: one such name cut the exec map's line in two, neither half was JSON, and every
-exec of that interval went to program="other", reason=map_full, the 32-bit ones with them.
+exec of that interval went to program="other", reason=map_full.
 
 Why it can break: a parser that goes back to splitlines() or strip() (both treat these
 characters as line ends or white space), a new reader of the loader's output that does not go
@@ -24,36 +24,42 @@ from twtools.measure import watch as mwatch
 BREAKS = ["\u2028", "\u2029", "\u0085", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"]
 
 
-def _loader_line(name, n):
-    """The exec map as build/watchbpf prints it (the name as started, the file's device and
-    inode, the bitness): valid UTF-8 raw, control bytes as \\u00XX."""
-    key = json.dumps(name + ",2049,12,1", ensure_ascii=False)
-    return '{"type": "map", "data": {"@exec0": {' + key + ': ' + str(n) + '}}}'
+def _loader_lines(name, n, ino, phase=0):
+    """One file's exec maps as build/watchbpf prints them (keyed by the file's device, inode,
+    generation and bitness; the name as started and the path as values: valid UTF-8 raw,
+    control bytes as \\u00XX)."""
+    key = f"2049,{ino},7,1"
+    val = json.dumps(name, ensure_ascii=False)
+    return [f'{{"type": "map", "data": {{"@exec{phase}": {{"{key}": {n}}}}}}}',
+            f'{{"type": "map", "data": {{"@started{phase}": {{"{key}": {val}}}}}}}',
+            f'{{"type": "map", "data": {{"@path{phase}": {{"{key[:-2]}": {val}}}}}}}']
 
 
 @pytest.mark.parametrize("sep", BREAKS, ids=[f"U+{ord(c):04X}" for c in BREAKS])
 def test_a_name_with_a_line_break_character_keeps_its_line(sep):
     name = f"/tmp/x{sep}y"
-    text = "\n".join([_loader_line("/opt/old32", 3).replace("@exec0", "@exec1"),
-                      _loader_line(name, 1), '{"type": "map", "data": {"@n0": 4}}', ""])
+    text = "\n".join(_loader_lines("/opt/old32", 3, 13, 1) + _loader_lines(name, 1, 12)
+                     + ['{"type": "map", "data": {"@n0": {"64": 0, "32": 4}}}', ""])
     maps = bpftrace.parse_json(text)
-    assert maps["@exec0"] == {(name, "2049", "12", "1"): 1}
-    assert maps["@exec1"] == {("/opt/old32", "2049", "12", "1"): 3}
+    assert maps["@started0"] == {("2049", "12", "7", "1"): name}
+    assert maps["@path1"] == {("2049", "13", "7"): "/opt/old32"}
     # the exec tracer's reading of one batch: every exec in a key, nothing dropped
     cur = mwatch._batch()
     for o in json_lines(text):
         for k, v in o["data"].items():
             mwatch._fold(cur, k, v)
-    assert cur["execs"][(name, 2049, 12, True)]["n"] == 1
-    assert cur["execs"][("/opt/old32", 2049, 12, True)]["n"] == 3
-    assert cur["n"] == 4
+    assert cur["execs"][(2049, 12, 7, True)] == {"n": 1, "first_ns": None, "last_ns": None,
+                                                 "started": name}
+    assert cur["paths"][(2049, 12, 7)] == name
+    assert cur["execs"][(2049, 13, 7, True)]["n"] == 3
+    assert cur["n"] == {False: 0, True: 4}
 
 
 def test_a_raw_separator_at_the_end_of_a_name_is_kept():
     """A name that ends in U+0085, on a line that ends in \r\n: the line is stripped of
     spaces, tabs and \r only, and the name reads back whole."""
-    (o,) = list(json_lines(_loader_line("/tmp/z\u0085", 1) + "\r\n"))
-    assert list(o["data"]["@exec0"]) == ["/tmp/z\u0085,2049,12,1"]
+    (o,) = list(json_lines(_loader_lines("/tmp/z\u0085", 1, 12)[1] + "\r\n"))
+    assert list(o["data"]["@started0"].values()) == ["/tmp/z\u0085"]
 
 
 def test_the_watch_counts_every_exec_of_an_interval_with_such_a_name(tmp_path):
@@ -93,6 +99,6 @@ def test_the_watch_counts_every_exec_of_an_interval_with_such_a_name(tmp_path):
     assert execs[(str(prog32), "32")] == 3.0, execs
     odd_name = os.fsdecode(odd)
     assert execs.get((odd_name, "64")) == 1.0, [k for k in execs if "x" in k[0][-4:]]
-    folded = {s.labels["reason"]: s.value for s in fams["timewrite_folded"].samples
-              if s.name.endswith("_total")}
-    assert folded.get("map_full", 0) == 0, folded
+    folded = {(s.labels["reason"], s.labels["bits"]): s.value
+              for s in fams["timewrite_folded"].samples if s.name.endswith("_total")}
+    assert folded.get(("map_full", "32"), 0) == folded.get(("map_full", "64"), 0) == 0, folded

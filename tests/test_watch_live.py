@@ -418,16 +418,19 @@ def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_
         assert execs.get((label, "32")) == 1.0, [k for k in execs if "tw-short32" in k[0]]
         ours = {p: v for (p, b), v in execs.items() if p.startswith(str(many))}
         assert all(v == 1.0 for v in ours.values())
-        folded = {s.labels["reason"]: s.value for s in fams["timewrite_folded"].samples
-                  if s.name.endswith("_total")}
+        folded = {(s.labels["reason"], s.labels["bits"]): s.value
+                  for s in fams["timewrite_folded"].samples if s.name.endswith("_total")}
         other = execs[("other", "32")]
         # The machine is shared: other people's programs run too, and past the cap theirs
         # fold into "other" with ours.  So: ours are all there, named once or folded, and
-        # everything under "other" is what the folded counter says.
+        # everything under "other" is what the folded counter says, bitness by bitness.
         assert len(ours) + other >= 2000, (len(ours), other)
-        assert sum(v for (p, b), v in execs.items() if p == "other") == \
-            folded["cap"] + folded["map_full"], (execs.get(("other", "64")), other, folded)
-        assert len(set(execs)) <= 302      # the cap, and "other" (32- and 64-bit)
+        for bits in ("32", "64"):
+            assert execs.get(("other", bits), 0) == \
+                folded[("cap", bits)] + folded[("map_full", bits)], (bits, execs, folded)
+        # the cap of each budget (programs that entered a compat path, and the others), and
+        # "other" (32- and 64-bit)
+        assert len(set(execs)) <= 2 * 300 + 2
         q = 'timewrite_exec_total{bits="32",program=~"(?s).*tw-short32"}'   # (?s): . matches the newline
         res = wait_for(lambda: [r for r in promql(prometheus, q)
                                 if r["metric"]["program"] == label], 30, "the hostile path in Prometheus")
@@ -437,14 +440,15 @@ def test_hostile_path_and_many_programs_through_the_kernel(env, prometheus, tmp_
 
 
 def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
-    """More distinct programs in one interval than the exec maps hold (4096 keys): the
-    kernel's exec total still counts the ones no key could hold, and the watch folds them
-    into "other" as map_full, so that every exec is counted."""
+    """More distinct 32-bit programs in one interval than the exec map's 32-bit budget holds
+    (1024 keys): the kernel's 32-bit exec total still counts the ones no key could hold, and
+    the watch folds them into 32-bit "other" as map_full, so that every exec is counted, as
+    32-bit, and the report says the map filled."""
     from twtools.store import watchdb
     from twtools.measure import watch as mwatch
     state = tmp_path / "state"
     state.mkdir()
-    n = mwatch.EXEC_MAP_KEYS + 400
+    n = mwatch.EXEC_MAP_KEYS32 + 400
     many = tmp_path / "many"
     many.mkdir()
     names = [many / f"tw-q{i:05d}" for i in range(n)]
@@ -454,8 +458,7 @@ def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
                     "--max-programs", "100000")
     try:
         # Sixteen shells at once, each running its share one after another: every program
-        # sleeps 10 ms, and 4496 of them in one line took 45 s of sleeping.  They all fall in
-        # the one interval (--interval 3600) either way.
+        # sleeps 10 ms.  They all fall in the one interval (--interval 3600) either way.
         script = tmp_path / "many.sh"
         script.write_text("".join(
             "(" + "".join(f"'{p}'\n" for p in names[k::16]) + ") &\n" for k in range(16))
@@ -467,13 +470,22 @@ def test_a_full_kernel_map_is_counted_not_lost(env, tmp_path):
     try:
         ours = con.execute("SELECT count(*), sum(execs) FROM programs WHERE program LIKE ?",
                            [f"{many}/%"]).fetchone()
-        other = con.execute("SELECT sum(execs) FROM programs WHERE program = 'other'").fetchone()[0]
-        folded = dict(con.execute("SELECT reason, n FROM folded").fetchall())
+        other = con.execute("SELECT sum(execs) FROM programs WHERE program = 'other' AND is32"
+                            ).fetchone()[0]
+        folded = {r: n for r, n in con.execute("SELECT reason, n FROM folded WHERE is32")}
+        full = con.execute("SELECT sum(intervals), sum(execs) FROM mapfull WHERE is32").fetchone()
     finally:
         con.close()
     assert ours[0] == ours[1] and ours[0] < n, ours          # each named one once; not all fit
     assert folded["map_full"] > 0 and other == folded["map_full"] + folded["cap"], (other, folded)
     assert ours[0] + folded["map_full"] >= n, (ours, folded)  # none lost
+    assert full == (1, folded["map_full"]), full               # one interval, said
+    doc = json.loads(subprocess.run(
+        [sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--json", "--since", "1d",
+         "--state", state], capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert doc["map_full"]["execs"]["32"] == folded["map_full"]
+    unnamed = next(s for s in doc["stop"] if s["program"] == "other")
+    assert unnamed["why"] == "32-bit" and "full exec map" in unnamed["note"], unnamed
 
 
 def _children(pid):

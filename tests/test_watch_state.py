@@ -1,8 +1,10 @@
 """tw watch's state, without tracing: the bounds, the Prometheus exposition, the SQLite file.
 
 Why it can break: a cap that lets memory grow with every new program name (a build farm
-runs 100,000 distinct short-lived programs a day), a folded counter that stops adding up to
-what the kernel counted, a label value that breaks the exposition format (a path may hold a
+runs 100,000 distinct short-lived programs a day), a cap that 64-bit programs fill so that a
+32-bit one is never named again, a folded counter that stops adding up to what the kernel
+counted or counts a 32-bit exec as 64-bit, a cached name given to another file that reuses
+an inode number, an anonymous file named "/", a label value that breaks the exposition format (a path may hold a
 newline, a quote, a backslash, a terminal escape), a state file that loses saved intervals
 when the watch is killed with SIGKILL or restarted, a rotation that leaves the file above its
 cap, a report that forgets a 32-bit program seen before a restart, a state from before
@@ -30,7 +32,16 @@ HOSTILE = ['/tmp/a"b\\c\nd\x1b[31m,e/t"q', "/opt/x\\n literal", "/bin/\u00e9\u00
 
 def batch(names, t_ns=10**9, is32=False, extra_n=0):
     execs = {(n, is32): {"n": 1, "first_ns": t_ns, "last_ns": t_ns} for n in names}
-    return {"execs": execs, "n": len(names) + extra_n}
+    return {"execs": execs, "n": {is32: len(names) + extra_n, not is32: 0}}
+
+
+def _exec(started, ino, path, is32=True, gen=1, why=0):
+    """One exec batch of one file (device 2049, inode ino, generation gen), as the exec tracer
+    gives it."""
+    return {"execs": {(2049, ino, gen, is32): {"n": 1, "first_ns": 10**9, "last_ns": 10**9,
+                                               "started": started}},
+            "paths": {(2049, ino, gen): path}, "why": {(2049, ino, gen): why},
+            "n": {is32: 1, not is32: 0}}
 
 
 def snapshot_of(state, share=None):
@@ -58,7 +69,7 @@ def test_cap_folds_100000_programs_and_counts_them():
     tracemalloc.stop()
     assert len(s.programs) == 200 + 1           # the cap, plus "other"
     assert s.programs[(analyse.OTHER, False)]["execs"] == n - 200
-    assert s.folded["cap"] == n - 200
+    assert s.folded[("cap", False)] == n - 200
     assert sum(r["execs"] for r in s.programs.values()) == n
     assert grown < 2 * 2 ** 20 * traced / n, \
         f"state grew by {grown} bytes for the last {traced} programs past a cap of 200"
@@ -67,7 +78,7 @@ def test_cap_folds_100000_programs_and_counts_them():
 def test_map_full_drops_are_counted_from_the_kernel_total():
     s = analyse.State()
     s.add_batch(batch(["/bin/a", "/bin/b"], extra_n=5), 0.0, 1.0)
-    assert s.folded["map_full"] == 5
+    assert s.folded[("map_full", False)] == 5
     assert s.programs[(analyse.OTHER, False)]["execs"] == 5
     assert sum(r["execs"] for r in s.programs.values()) == 7
 
@@ -124,7 +135,8 @@ def test_saved_state_survives_a_restart_and_the_report_names_it(tmp_path):
     now = time.time()
     s = analyse.State()
     s.started = now - 3600
-    s.add_batch({"execs": {("/opt/old32", True): {"n": 2, "first_ns": 1, "last_ns": 2}}, "n": 2},
+    s.add_batch({"execs": {("/opt/old32", True): {"n": 2, "first_ns": 1, "last_ns": 2}},
+                 "n": {True: 2}},
                 now - 3000, now - 3000)
     s.add_batch(batch(["/bin/ls"]), now - 3000, now - 3000)
     watchdb.save(db, s)
@@ -132,7 +144,8 @@ def test_saved_state_survives_a_restart_and_the_report_names_it(tmp_path):
     assert watchdb.load(db, again)
     assert again.programs[("/opt/old32", True)]["execs"] == 2
     assert again.started == pytest.approx(now - 3600)
-    again.add_batch({"execs": {("/opt/old32", True): {"n": 1, "first_ns": 1, "last_ns": 1}}, "n": 1},
+    again.add_batch({"execs": {("/opt/old32", True): {"n": 1, "first_ns": 1, "last_ns": 1}},
+                     "n": {True: 1}},
                     now - 10, now - 10)
     watchdb.save(db, again)
     con = watchdb.connect(db, read_only=True)
@@ -155,7 +168,7 @@ s = watch.State()
 i = 0
 while True:
     s.add_batch({"execs": {(f"/p{i}", i % 2 == 0): {"n": 1, "first_ns": 1, "last_ns": 1}},
-                 "n": 1}, time.time(), time.time())
+                 "n": {i % 2 == 0: 1}}, time.time(), time.time())
     watchdb.save(sys.argv[1], s)
     print(i, flush=True)
     i += 1
@@ -264,7 +277,7 @@ def test_the_long_lived_watch_holds_neither_duckdb_nor_numpy(tmp_path):
         "from twtools.analyse import watch as a\n"
         "from twtools.store import watchdb\n"
         "s = a.State(); s.add_batch({'execs': {('/bin/x', True): {'n': 1, 'first_ns': 1, "
-        "'last_ns': 1}}, 'n': 1}, 0.0, 1.0)\n"
+        "'last_ns': 1}}, 'n': {True: 1}}, 0.0, 1.0)\n"
         "db = watchdb.path_in(sys.argv[2]); watchdb.save(db, s); watchdb.load(db, a.State())\n"
         "w.report(sys.argv[2], 86400)\n"
         "print(sorted(m for m in ('duckdb', 'numpy', 'scipy') if m in sys.modules))\n")
@@ -297,12 +310,11 @@ def test_a_path_rebuilt_many_times_is_one_program_and_one_file_kept():
     per build: a user rebuilding in a loop grew the watch's memory without bound)."""
     s = analyse.State(max_programs=10)
     for ino in range(1, 5001):
-        b = {"execs": {("./a.out", 2049, ino, True): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
-             "paths": {(2049, ino): "/home/u/a.out"}, "why": {(2049, ino): 0}, "n": 1}
+        b = _exec("./a.out", ino, "/home/u/a.out")
         s.add_batch(b, 0.0, 1.0)
     row = s.programs[("/home/u/a.out", True)]
     assert row["execs"] == 5000 and (row["dev"], row["ino"]) == (2049, 5000)
-    assert s.files == {(2049, 5000): "/home/u/a.out"}
+    assert s.files == {(2049, 5000, 1): "/home/u/a.out"}
 
 
 def test_a_running_program_is_found_by_its_file_in_proc():
@@ -310,19 +322,14 @@ def test_a_running_program_is_found_by_its_file_in_proc():
     name when its file is deleted (/proc then says "... (deleted)", which was a program of its
     own); one never seen at an exec whose file is gone is named by device and inode, noted."""
     s = analyse.State()
-    b = {"execs": {("./x", 2049, 5, True): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
-         "paths": {(2049, 5): "/home/u/x"}, "why": {(2049, 5): 0}, "n": 1}
-    s.add_batch(b, 0.0, 1.0)
-    s.add_snapshot([{"exe": "/home/u/x (deleted)", "dev": 2049, "ino": 5, "needs_ia32": True},
-                    {"exe": "/home/u/y (deleted)", "dev": 2049, "ino": 6, "needs_ia32": True}], 2.0)
+    s.add_batch(_exec("./x", 5, "/home/u/x"), 0.0, 1.0)
+    s.add_snapshot([{"exe": "/home/u/x (deleted)", "dev": 2049, "ino": 5, "gen": 1,
+                     "needs_ia32": True},
+                    {"exe": "/home/u/y (deleted)", "dev": 2049, "ino": 6, "gen": 1,
+                     "needs_ia32": True}], 2.0)
     y = f"[file dev {os.major(2049)}:{os.minor(2049)} inode 6]"
     assert set(s.programs) == {("/home/u/x", True), (y, True)}
     assert s.programs[(y, True)]["note"] == "deleted while it ran (it was /home/u/y)"
-
-
-def _exec(started, ino, path, is32=True):
-    return {"execs": {(started, 2049, ino, is32): {"n": 1, "first_ns": 10**9, "last_ns": 10**9}},
-            "paths": {(2049, ino): path}, "why": {(2049, ino): 0}, "n": 1}
 
 
 def _window_of(name, is32=True):
@@ -354,3 +361,100 @@ def test_a_process_seen_only_inside_a_window_is_its_file():
     s.add_batch(_exec("./tool", 7, "/home/u/tool"), 0.0, 3.0)
     rows, _ = s.add_window(_window_of("./tool", is32=False))
     assert [r["program"] for r in rows] == ["./tool"]
+
+
+# ------------------------------------------------ issue 61: a program is its file, as it is now
+
+def test_a_reused_inode_is_another_file():
+    """ext4 gives a deleted file's inode number to the next file: device and inode alone then
+    named a new 32-bit program after the deleted 64-bit one, in memory, in /proc's snapshots
+    and, saved, after a restart.  The generation tells them apart."""
+    s = analyse.State()
+    s.add_batch(_exec("./usr-tool", 5, "/home/u/usr-tool", is32=False, gen=111), 0.0, 1.0)
+    s.add_batch(_exec("./evil32", 5, "/home/u/evil32", is32=True, gen=222), 0.0, 2.0)
+    assert set(s.programs) == {("/home/u/usr-tool", False), ("/home/u/evil32", True)}
+    # a running process of the new file, seen in /proc: its own name, not the cached one
+    s.add_snapshot([{"exe": "/home/u/evil32", "dev": 2049, "ino": 5, "gen": 222,
+                     "needs_ia32": True}], 3.0)
+    assert ("/home/u/usr-tool", True) not in s.programs
+
+
+def test_a_reused_inode_is_another_file_after_a_restart(tmp_path):
+    db = watchdb.path_in(tmp_path)
+    s = analyse.State()
+    s.add_batch(_exec("./usr-tool", 5, "/home/u/usr-tool", is32=True, gen=111), 0.0, 1.0)
+    watchdb.save(db, s)
+    again = analyse.State()
+    watchdb.load(db, again)
+    assert again.files == {(2049, 5, 111): "/home/u/usr-tool"}
+    # the kernel gives the new file's path: the saved name is the old file's, not its
+    again.add_batch(_exec("./evil32", 5, "/home/u/evil32", gen=222), 0.0, 2.0)
+    assert again.programs[("/home/u/usr-tool", True)]["execs"] == 1
+    assert again.programs[("/home/u/evil32", True)]["execs"] == 1
+
+
+def test_a_memfd_is_named_by_its_memfd_not_slash():
+    """memfd_create + fexecve: the kernel's walk reaches a dentry that is its own parent; the
+    program is named by the memfd's name, device and inode, with a note; two memfds of one
+    name are two programs."""
+    s = analyse.State()
+    for ino in (1029, 1030):
+        s.add_batch(_exec("/proc/self/fd/3", ino, "/memfd:tw-mem", why=analyse.PATH_ANON), 0.0, 1.0)
+    names = {f"[memfd:tw-mem dev {os.major(2049)}:{os.minor(2049)} inode {i}]" for i in (1029, 1030)}
+    assert {p for p, _ in s.programs} == names
+    assert all(r["note"] == analyse.ANON_NOTE for r in s.programs.values())
+
+
+def test_a_full_maps_drops_keep_their_bitness_and_are_reported(tmp_path):
+    """The kernel's exec total by bitness, less what the keys hold: 32-bit drops go to 32-bit
+    "other" (they went to 64-bit "other", and the report said nothing would stop), the
+    folded counter says map_full by bitness, and the state keeps when the map filled."""
+    db = watchdb.path_in(tmp_path)
+    now = time.time()
+    s = analyse.State()
+    b = _exec("./x", 5, "/home/u/x", is32=False)
+    b["n"] = {False: 4, True: 3}            # 3 more 64-bit and 3 32-bit that no key holds
+    s.add_batch(b, now - 10, now - 5)
+    assert s.folded[("map_full", True)] == 3 and s.folded[("map_full", False)] == 3
+    assert s.programs[(analyse.OTHER, True)]["execs"] == 3
+    watchdb.save(db, s)
+    con = watchdb.connect(db, read_only=True)
+    try:
+        full = watchdb.full_since(con, now - 86400)
+        doc = analyse.readiness(watchdb.programs_since(con, now - 86400),
+                                watchdb.paths_since(con, now - 86400), now - 86400, now, full)
+    finally:
+        con.close()
+    assert full["intervals"] == {"64": 1, "32": 1} and full["execs"] == {"64": 3, "32": 3}
+    (other,) = doc["stop"]
+    assert (other["program"], other["why"], other["execs"]) == ("other", "32-bit", 3)
+    assert "3 dropped by the kernel's full exec map" in other["note"]
+    text = present.format_text(dict(doc, host="h"))
+    assert "stopped nothing" not in text and "exec map filled" in text
+
+
+def test_the_caps_keep_a_budget_for_compat_programs(tmp_path):
+    """Past --max-programs of 64-bit programs, a new 32-bit program, and a 64-bit one a window
+    saw entering by int 0x80, are still named (a shared cap folded every one into "other",
+    for good: after a restart the reloaded 64-bit rows filled it again)."""
+    db = watchdb.path_in(tmp_path)
+    s = analyse.State(max_programs=5)
+    s.add_batch(batch([f"/usr/bin/t{i}" for i in range(20)]), 0.0, 1.0)
+    assert s.folded[("cap", False)] == 15
+    s.add_batch(batch(["/opt/new32"], is32=True), 0.0, 2.0)
+    assert s.programs[("/opt/new32", True)]["execs"] == 1
+    rows, _ = s.add_window({"t0": 1.0, "t1": 3.0, "seconds": 2.0, "added_ns": None,
+                            "added_why": "x", "wlat": [],
+                            "programs": [{"program": "/opt/int80-64", "is32": False,
+                                          "stops": None, "paths": {"compat_int80_text": {
+                                              "calls": 4, "ns_per_s": None, "why": "x"}}}]})
+    assert rows[0]["program"] == "/opt/int80-64"
+    watchdb.save(db, s, [({"t0": 1.0, "t1": 3.0, "seconds": 2.0}, rows, [])])
+    again = analyse.State(max_programs=5)
+    watchdb.load(db, again)
+    assert ("/opt/new32", True) in again.programs and ("/opt/int80-64", False) in again.programs
+    assert sum(1 for p, b in again.programs if not b and p != analyse.OTHER) == 6
+    again.add_batch(batch(["/opt/after-restart32"], is32=True), 0.0, 4.0)
+    assert again.programs[("/opt/after-restart32", True)]["execs"] == 1
+    again.add_batch(batch(["/usr/bin/late64"]), 0.0, 5.0)
+    assert ("/usr/bin/late64", False) not in again.programs       # the 64-bit budget is full

@@ -33,7 +33,17 @@ struct mm_struct {
 	unsigned long start_code, end_code; mm_context_t context; struct file *exe_file;
 } CORE;
 struct super_block { u32 s_dev; unsigned long s_flags, s_magic; } CORE;
-struct inode { unsigned short i_mode; u32 i_rdev; unsigned long i_ino; struct super_block *i_sb; } CORE;
+struct inode {
+	unsigned short i_mode; u32 i_rdev; unsigned long i_ino; struct super_block *i_sb;
+	u32 i_generation;
+} CORE;
+/* The inode's change time moved between kernels: i_ctime_sec and i_ctime_nsec (6.11 and
+ * later), __i_ctime (6.6 to 6.10), i_ctime (before): each is a "flavour" of struct inode
+ * (libbpf drops what follows ___), and the program reads whichever the running kernel has. */
+struct timespec64 { long long tv_sec; long tv_nsec; } CORE;
+struct inode___v611 { long long i_ctime_sec; u32 i_ctime_nsec; } CORE;
+struct inode___v66 { struct timespec64 __i_ctime; } CORE;
+struct inode___old { struct timespec64 i_ctime; } CORE;
 /* A file's own path: its dentry chain up to its mount's root, then the mount's mount point in
  * the parent mount, and so on to the root of the mount namespace (exec.bpf.c walks it).  qstr's
  * len sits in an anonymous struct in the kernel: libbpf matches a member through it. */
@@ -43,7 +53,14 @@ struct dentry {
 	struct hlist_bl_node d_hash; struct dentry *d_parent; struct qstr d_name;
 } CORE;
 struct vfsmount { struct dentry *mnt_root; } CORE;
-struct mount { struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt; } CORE;
+struct mount;
+/* A mount in a namespace has mnt_ns; a namespace's own root is mnt_ns->root.  A detached mount
+ * (umount -l) has none, a kernel-internal one (shm_mnt, where a memfd lives) an invalid one. */
+struct mnt_namespace { struct mount *root; } CORE;
+struct mount {
+	struct mount *mnt_parent; struct dentry *mnt_mountpoint; struct vfsmount mnt;
+	struct mnt_namespace *mnt_ns;
+} CORE;
 struct path { struct vfsmount *mnt; struct dentry *dentry; } CORE;
 struct file { unsigned int f_flags; struct inode *f_inode; struct path f_path; } CORE;
 struct fdtable { unsigned int max_fds; struct file **fd; } CORE;

@@ -2,14 +2,17 @@
  * watchbpf	Load tw watch's BPF programs with libbpf and print their maps as NDJSON, in
  *		the shape `bpftrace -f json` prints (so one parser reads both).
  *
- *   watchbpf exec OBJ --own PID --interval S [--keys N]
+ *   watchbpf exec OBJ --own PID --interval S [--keys N] [--keys32 N]
  *	exec.bpf.o, attached until SIGINT or SIGTERM.  Every S seconds: flip the phase, wait
  *	for programs that read the old one, print the old phase's maps (@exec0, @first0,
- *	@last0, @n0 or the same with 1; keys "name as started,dev,inode,bitness", dev as
- *	stat(2)'s st_dev), then each of their files' path resolved in the kernel (@path0:
- *	"dev,inode" -> the absolute path; @why0: "dev,inode" -> 0 resolved, 1 deleted, 2 too
- *	deep, 3 too long, 4 not walked (the LRU map let it go)), delete them, print "interval
- *	done".  At the signal: both phases, then "end".  Output on standard output.
+ *	@last0, @started0 (the name it was last started by) or the same with 1; keys
+ *	"dev,inode,generation,bitness", dev as stat(2)'s st_dev; @n0: the phase's execs by
+ *	bitness, {"64": n, "32": n}), then each of their files' path resolved in the kernel
+ *	(@path0: "dev,inode,generation" -> the absolute path; @why0: the same key -> 0
+ *	resolved, 1 deleted, 2 too deep, 3 too long, 4 not walked (the LRU map let it go), 5 no
+ *	bpf_loop, 6 anonymous (the path is the kernel's name for it, "/memfd:NAME"), 7 in no
+ *	mount namespace), delete them, print "interval done".  At the signal: both phases, then
+ *	"end".  Output on standard output.
  *   watchbpf window OBJ --own PID --out FILE [--keys N]
  *	window.bpf.o, attached until SIGINT or SIGTERM, then detached and every map printed
  *	to FILE (@calls, @exec, @exit, @fork, @vsys; @wlat as a histogram and @wsum).
@@ -43,14 +46,17 @@ typedef __u32 u32;
 typedef __u64 u64;
 
 static const char *USAGE =
-	"usage: watchbpf exec OBJ --own PID --interval S [--keys N]\n"
+	"usage: watchbpf exec OBJ --own PID --interval S [--keys N] [--keys32 N]\n"
 	"       watchbpf window OBJ --own PID --out FILE [--keys N]\n"
 	"Load tw watch's BPF programs (exec.bpf.o, window.bpf.o) and print their maps as NDJSON.\n"
 	"  --own PID      tw's process: its children and theirs are not counted (exec) or are\n"
 	"                 marked own (window)\n"
 	"  --interval S   exec: print and clear the counts every S seconds (1-86400)\n"
 	"  --out FILE     window: where the maps go when SIGINT or SIGTERM ends the window\n"
-	"  --keys N       each map's key limit, preallocated (16-1048576; 4096 exec, 8192 window)\n";
+	"  --keys N       each map's key limit, preallocated (16-1048576; 4096 exec, 8192 window);\n"
+	"                 exec: the keys a phase gives 64-bit files\n"
+	"  --keys32 N     exec: the keys a phase gives 32-bit files, a budget of their own\n"
+	"                 (16-1048576; default a quarter of --keys, at least 16)\n";
 
 static volatile sig_atomic_t stop_sig;
 static void on_signal(int s) { stop_sig = s; }
@@ -208,10 +214,10 @@ static void load(struct bpf_object *obj, const char *path)
 		    cause[0] ? cause : " (it needs root, BTF at /sys/kernel/btf/vmlinux and tracefs)");
 }
 
-static void set_config(struct bpf_object *obj, u32 own, u32 phase, u32 keys)
+static void set_config(struct bpf_object *obj, u32 own, u32 phase, u32 keys, u32 keys32)
 {
 	u32 zero = 0;
-	struct tw_config c = { own, phase, keys, 0 };
+	struct tw_config c = { own, phase, keys, keys32 };
 
 	if (bpf_map_update_elem(map_fd(obj, "config"), &zero, &c, BPF_ANY))
 		die("cannot set the programs' configuration: %s", strerror(errno));
@@ -248,6 +254,18 @@ static dev_t user_dev(u32 kdev)
 	return makedev(kdev >> 20, kdev & ((1U << 20) - 1));
 }
 
+static int same_file(const struct exec_key *a, const struct exec_key *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->gen == b->gen;
+}
+
+/* A file's key as printed: "dev,inode,generation" (and ",bitness" for the counts). */
+static void file_key(FILE *o, const struct exec_key *k)
+{
+	fprintf(o, "%llu,%llu,%llu", (unsigned long long)user_dev(k->dev),
+		(unsigned long long)k->ino, (unsigned long long)k->gen);
+}
+
 /* @path<ph> and @why<ph>: each file of the phase's keys once, its path as the kernel resolved
  * it (the LRU map keeps it while the file runs; a file it let go is said, why 4). */
 static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *keys,
@@ -267,15 +285,15 @@ static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *k
 
 		if (!mine[i])
 			continue;
-		for (j = 0; j < i; j++)		/* a file started by several names: printed once */
-			if (first[j] && keys[j].dev == keys[i].dev && keys[j].ino == keys[i].ino)
+		for (j = 0; j < i; j++)		/* a file run as 32- and 64-bit code: printed once */
+			if (first[j] && same_file(&keys[j], &keys[i]))
 				break;
 		first[i] = j == i;
 	}
 	snprintf(name, sizeof(name), "@path%u", ph);
 	map_open(&pr, "map", name);
 	for (size_t i = 0; i < count; i++) {
-		struct file_id id = { keys[i].dev, 0, keys[i].ino };
+		struct file_id id = { keys[i].dev, 0, keys[i].ino, keys[i].gen };
 
 		if (!first[i])
 			continue;
@@ -285,8 +303,8 @@ static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *k
 		}
 		why[i] = pv.why;
 		key_open(&pr);
-		fprintf(o, "%llu,%llu\": \"", (unsigned long long)user_dev(keys[i].dev),
-			(unsigned long long)keys[i].ino);
+		file_key(o, &keys[i]);
+		fputs("\": \"", o);
 		json_str_bytes(o, pv.buf + pv.off, TW_PATHLEN - pv.off);
 		fputc('"', o);
 	}
@@ -297,8 +315,8 @@ static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *k
 		if (!first[i])
 			continue;
 		key_open(&pr);
-		fprintf(o, "%llu,%llu\": %u", (unsigned long long)user_dev(keys[i].dev),
-			(unsigned long long)keys[i].ino, why[i]);
+		file_key(o, &keys[i]);
+		fprintf(o, "\": %u", why[i]);
 	}
 	map_close(&pr);
 	free(why);
@@ -307,20 +325,20 @@ static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *k
 
 static void print_exec_phase(struct bpf_object *obj, u32 ph, FILE *o)
 {
-	int fd = map_fd(obj, "execs"), nfd = map_fd(obj, "n");
+	int fd = map_fd(obj, "execs"), nfd = map_fd(obj, "n"), kfd = map_fd(obj, "keys");
 	size_t count, i;
 	struct exec_key *keys = keys_of(fd, sizeof(*keys), &count);
 	struct exec_val *vals = calloc(count ? count : 1, sizeof(*vals));
 	char *mine = calloc(count ? count : 1, 1);
-	static const char *names[3] = { "@exec", "@first", "@last" };
+	static const char *names[4] = { "@exec", "@first", "@last", "@started" };
 	struct printer pr = { o, 0 };
-	u64 n = 0;
+	u64 n[2] = { 0, 0 }, zero = 0;
 
 	if (!vals || !mine)
 		die("out of memory");
 	for (i = 0; i < count; i++)
 		mine[i] = keys[i].phase == ph && bpf_map_lookup_elem(fd, &keys[i], &vals[i]) == 0;
-	for (int f = 0; f < 3; f++) {
+	for (int f = 0; f < 4; f++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "%s%u", names[f], ph);
@@ -329,10 +347,16 @@ static void print_exec_phase(struct bpf_object *obj, u32 ph, FILE *o)
 			if (!mine[i])
 				continue;
 			key_open(&pr);
-			json_str_bytes(o, keys[i].file, sizeof(keys[i].file));
-			fprintf(o, ",%llu,%llu,%u\": %llu", (unsigned long long)user_dev(keys[i].dev),
-				(unsigned long long)keys[i].ino, keys[i].is32 ? 1 : 0,
-				f == 0 ? vals[i].n : f == 1 ? vals[i].first_ns : vals[i].last_ns);
+			file_key(o, &keys[i]);
+			fprintf(o, ",%u\": ", keys[i].is32 ? 1 : 0);
+			if (f == 3) {
+				fputc('"', o);
+				json_str_bytes(o, vals[i].started, sizeof(vals[i].started));
+				fputc('"', o);
+			} else {
+				fprintf(o, "%llu", f == 0 ? vals[i].n : f == 1 ? vals[i].first_ns :
+					vals[i].last_ns);
+			}
 		}
 		map_close(&pr);
 	}
@@ -340,13 +364,17 @@ static void print_exec_phase(struct bpf_object *obj, u32 ph, FILE *o)
 	for (i = 0; i < count; i++)
 		if (mine[i])
 			bpf_map_delete_elem(fd, &keys[i]);
-	/* The keyless count: read and zeroed (an exec between the two is the grace's to wait
-	 * out); the phase's keys taken, zeroed now that they are deleted. */
-	bpf_map_lookup_elem(nfd, &ph, &n);
-	u64 zero = 0;
-	bpf_map_update_elem(nfd, &ph, &zero, BPF_ANY);
-	bpf_map_update_elem(map_fd(obj, "keys"), &ph, &zero, BPF_ANY);
-	fprintf(o, "{\"type\": \"map\", \"data\": {\"@n%u\": %llu}}\n", ph, n);
+	/* The keyless counts by bitness: read and zeroed (an exec between the two is the grace's
+	 * to wait out); the phase's keys taken, zeroed now that they are deleted. */
+	for (u32 b = 0; b < 2; b++) {
+		u32 slot = ph * 2 + b;
+
+		bpf_map_lookup_elem(nfd, &slot, &n[b]);
+		bpf_map_update_elem(nfd, &slot, &zero, BPF_ANY);
+		bpf_map_update_elem(kfd, &slot, &zero, BPF_ANY);
+	}
+	fprintf(o, "{\"type\": \"map\", \"data\": {\"@n%u\": {\"64\": %llu, \"32\": %llu}}}\n", ph,
+		n[0], n[1]);
 	free(keys);
 	free(vals);
 	free(mine);
@@ -364,21 +392,26 @@ static void sleep_ns(long ns)
 		;
 }
 
-static int run_exec(const char *path, u32 own, long interval, long keys)
+static int run_exec(const char *path, u32 own, long interval, long keys, long keys32)
 {
-	static const char *const sized[] = { "execs", NULL };
+	static const char *const sized[] = { NULL };
 	struct bpf_object *obj = open_obj(path, keys, sized, 1);
+	struct bpf_map *em = bpf_object__find_map_by_name(obj, "execs");
 	struct bpf_map *pm = bpf_object__find_map_by_name(obj, "paths");
+	long both = keys + keys32;
 
+	/* Both phases' keys of both budgets. */
+	if (!em || bpf_map__set_max_entries(em, 2 * both))
+		die("%s: cannot size map 'execs'", path);
 	/* One path a file, as many as both phases' keys and at least 4096 (an LRU: a file not
 	 * run lately goes; a small --keys still keeps the paths of a busy machine's interval). */
-	if (!pm || bpf_map__set_max_entries(pm, 2 * keys > 4096 ? 2 * keys : 4096))
+	if (!pm || bpf_map__set_max_entries(pm, 2 * both > 4096 ? 2 * both : 4096))
 		die("%s: cannot size map 'paths'", path);
 	int nlinks;
 	u32 phase = 0;
 
 	load(obj, path);
-	set_config(obj, own, phase, keys);
+	set_config(obj, own, phase, keys, keys32);
 	struct bpf_link **links = attach_all(obj, &nlinks);
 	printf_line(stdout, "Counting every exec.");
 
@@ -392,7 +425,7 @@ static int run_exec(const char *path, u32 own, long interval, long keys)
 			break;
 		u32 old = phase;
 		phase ^= 1;
-		set_config(obj, own, phase, keys);
+		set_config(obj, own, phase, keys, keys32);
 		sleep_ns(GRACE_NS);
 		print_exec_phase(obj, old, stdout);
 		printf_line(stdout, "interval done");
@@ -567,7 +600,7 @@ static int run_window(const char *path, u32 own, const char *out, long keys)
 	if (fault && !tracepoint_exists("exceptions/page_fault_user"))
 		bpf_program__set_autoload(fault, false);
 	load(obj, path);
-	set_config(obj, own, 0, keys);
+	set_config(obj, own, 0, keys, 0);
 	u32 me = getpid();
 	u8 yes = 1;
 	bpf_map_update_elem(map_fd(obj, "own"), &me, &yes, BPF_ANY);	/* this loader */
@@ -607,7 +640,7 @@ static long number(const char *opt, const char *v, long lo, long hi)
 
 int main(int argc, char **argv)
 {
-	long own = -1, interval = 0, keys = 0;
+	long own = -1, interval = 0, keys = 0, keys32 = 0;
 	const char *out = NULL;
 
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -628,6 +661,8 @@ int main(int argc, char **argv)
 			interval = number("--interval", v, 1, 86400);
 		else if (!strcmp(argv[i], "--keys"))
 			keys = number("--keys", v, 16, 1 << 20);
+		else if (!strcmp(argv[i], "--keys32") && !window)
+			keys32 = number("--keys32", v, 16, 1 << 20);
 		else if (!strcmp(argv[i], "--out") && window)
 			out = v;
 		else
@@ -652,5 +687,6 @@ int main(int argc, char **argv)
 
 	if (window)
 		return run_window(argv[2], own, out, keys ? keys : 8192);
-	return run_exec(argv[2], own, interval, keys ? keys : 4096);
+	keys = keys ? keys : 4096;
+	return run_exec(argv[2], own, interval, keys, keys32 ? keys32 : keys / 4 > 16 ? keys / 4 : 16);
 }

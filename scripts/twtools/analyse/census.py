@@ -116,6 +116,8 @@ def processes(raw):
             byp[img] = {"pid": pid, "start": st, "gen": gen, "comm": row.get("comm"),
                         "exe": exe, "exe_from": src, "bits": row.get("bits"),
                         "needs_ia32": row.get("needs_ia32"),
+                        "seccomp": (end_row or row).get("seccomp"),
+                        "seccomp_filters": (end_row or row).get("seccomp_filters"),
                         "seen_at_start": gen == 0 and snap(start, pid, st) is not None,
                         "alive_at_end": end_row is not None,
                         "started": img in execs or (gen == 0 and snap(start, pid, st) is None),
@@ -311,7 +313,94 @@ def _sum_intervals(rows):
     return {k: sum(r[k] for r in known) for k in ("median", "ci_low", "ci_high")}
 
 
-def analyse(raw, percall_doc=None, percall_source=None):
+# SYSCALL_WORK flags (include/linux/thread_info.h), as census.bt reads them.
+WORK_SECCOMP, WORK_TRACEPOINT, WORK_AUDIT = 1, 2, 16
+
+
+def _wall_price(walls, spec, abi):
+    """(added ns per call, low, high, the cell it came from) for a call of this ABI behind
+    the wall `spec` as this results directory measured it (walls.json), or None: a native
+    call is priced by the 64-bit syscall's getppid cell, a compat one by 32-bit int 0x80's
+    (then the 64-bit int 0x80's)."""
+    from . import walls as a_walls
+    want = [("64-syscall", "getppid")] if abi == "native" else \
+        [("32-int80", "getppid"), ("64-int80", "getppid")]
+    for w in (walls or {}).get("walls") or []:
+        if w.get("spec") != spec:
+            continue
+        rows = {(r["variant"], r["op"]): r for r in w.get("rows") or []}
+        for cell in want:
+            a = a_walls.added(rows.get(cell))
+            if a:
+                return a + (f"{spec} {cell[0]} {cell[1]}",)
+    return None
+
+
+def walls_of(raw, procs, seconds, walls=None):
+    """Who runs behind which wall here, and what it costs them per second: processes behind
+    a seccomp filter (/proc's Seccomp 2), processes whose calls carry an audit context
+    (SYSCALL_AUDIT, read by census.bt at their calls), and programs on raw_syscalls, which
+    every process pays for.  Priced with this results directory's walls stage where it has
+    the wall (seccomp: the container profile's measured price, since another process's own
+    filter is not read), else unknown with why."""
+    hw = raw.get("host_walls")
+    traced = raw.get("trace") is not None
+    if hw is None and not any("seccomp" in r for r in raw.get("snapshot") or []):
+        return {"why": "this census predates the walls (timewrite-census/2): unknown"}
+    work = {(w["pid"], w.get("start"), w.get("gen") or 0): w["work"]
+            for w in (raw.get("trace") or {}).get("work") or []}
+
+    def rate(p, abi):
+        return sum(g["calls"] for g in p.get("paths") or [] if g["abi"] == abi) / seconds \
+            if seconds and traced else None
+
+    def group(members, spec, what):
+        out = {"processes": len(members), "who": [_brief(p) | {
+            "seccomp_filters": p.get("seccomp_filters")} for p in members[:20]]}
+        if not traced or not seconds:
+            out["why"] = "no call counts (the census could not trace)"
+            return out
+        native = sum(rate(p, "native") or 0 for p in members)
+        compat = sum(rate(p, "compat") or 0 for p in members)
+        out.update(native_calls_per_s=native, compat_calls_per_s=compat)
+        pn, pc = _wall_price(walls, spec, "native"), _wall_price(walls, spec, "compat")
+        out["price"] = {"native": pn, "compat": pc, "as": what}
+        if (pn or not native) and (pc or not compat):
+            lo = sum(r * (p[1] if p else 0) for r, p in ((native, pn), (compat, pc)))
+            hi = sum(r * (p[2] if p else 0) for r, p in ((native, pn), (compat, pc)))
+            mid = sum(r * (p[0] if p else 0) for r, p in ((native, pn), (compat, pc)))
+            out["ns_per_s"] = {"median": mid, "ci_low": lo, "ci_high": hi}
+        else:
+            out["why"] = (f"{spec} was not measured in this results directory (tw run's walls "
+                          f"stage{'; tw run --walls for every wall' if spec != 'seccomp:container' else ''}"
+                          "): their calls' price is unknown")
+        return out
+
+    behind = [p for p in procs if p.get("seccomp") == 2]
+    audited = [p for p in procs
+               if work.get((p["pid"], p.get("start"), p.get("gen") or 0), 0) & WORK_AUDIT]
+    audit = (hw or {}).get("audit") or {}
+    tr = (hw or {}).get("tracers") or {}
+    out = {"seccomp": group(behind, "seccomp:container",
+                            "behind the project's container profile, as measured here (their "
+                            "own filters are not read)"),
+           "audit": group(audited, "audit:compliance" if audit.get("enabled") == 1 else
+                          "audit:context", "with an audit context, as measured here"),
+           "audit_state": audit,
+           "audit_silent": bool(audited) and audit.get("enabled") == 0,
+           "tracers": tr.get("rows"), "tracers_why": tr.get("why"),
+           "work_read": bool(work)}
+    if not work and traced:
+        out["audit"]["why"] = "census.bt read no work flags (an older script)"
+    everyone = [p for p in procs if not p.get("own")]
+    if tr.get("rows"):
+        out["tracer_all"] = group(everyone, "tracer:raw_syscalls",
+                                  "every process: a program on raw_syscalls slows every call of "
+                                  "the machine (priced as the project's tracer, measured here)")
+    return out
+
+
+def analyse(raw, percall_doc=None, percall_source=None, walls=None):
     """The census document (SCHEMA): host, window, processes with paths and prices,
     readiness, tracer cost, and what could not be seen."""
     seconds = raw.get("wall_s") or raw.get("seconds") or None
@@ -375,6 +464,7 @@ def analyse(raw, percall_doc=None, percall_source=None):
                        "int80_exits_per_s": _sum_intervals(i80x) if i80x and None not in i80x else None,
                        "unreadable": [_brief(p) | {"why": p.get("why")} for p in unreadable]},
          "tracer_cost": tracer_cost(raw, procs, seconds) if traced and seconds else None,
+         "walls": walls_of(raw, out_procs, seconds, walls),
          "regs_ok": (raw.get("trace") or {}).get("regs_ok"),
          "maps_full": (raw.get("trace") or {}).get("maps_full") or []}
     return d

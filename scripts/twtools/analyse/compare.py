@@ -346,6 +346,16 @@ def paired_rounds(a_rounds, b_rounds, which="undisturbed", copies=None):
     else:
         r = stats.paired(b_rounds, a_rounds, "ratio")
     out = dict(decide(r), ratio=r, figure=which)
+    if which == "undisturbed":
+        # What B adds per call, in ns (tw ab --wall): the same rounds, the same copies.
+        if copies is None:
+            out["added"] = stats.undisturbed_ratio(b_rounds, a_rounds, how="diff")
+        else:
+            groups = sorted(set(copies))
+            out["added"] = stats.grouped_ratio(
+                [[b_rounds[i] for i in range(n) if copies[i] == g] for g in groups],
+                [[a_rounds[i] for i in range(n) if copies[i] == g] for g in groups], how="diff")
+        out["a"] = stats.undisturbed(a_rounds)
     if which == "undisturbed" and n >= HALVES_MIN_ROUNDS:
         h = n // 2
         halves = [undisturbed(range(h)), undisturbed(range(h, n))]

@@ -30,20 +30,20 @@ from pathlib import Path
 from ..core import files, version
 from ..core.ui import DataError
 from . import attribution, causes, census, diagnose, exitdrift, latency, legs, observer, percall, \
-    schema, sweeps, tracers
+    schema, sweeps, tracers, walls
 
 # Bump when a method changes what a figure means; reports print it.
 ANALYSIS_VERSION = "2"
 STEMS = ("meta", "fingerprint", "variants", "percall", "sweep_seed", "sweep_tlpi", "writev",
          "stdio", "tracers", "attribution", "observer", "latency", "diagnose", "census", "legs",
-         "exitprice")
+         "exitprice", "walls")
 RESULTS_SCHEMA = "timewrite-results"
 # stage-file stem -> the stage of tw run that writes it (meta.json's stage names)
 STAGE_OF = {"fingerprint": "doctor", "variants": "variants", "percall": "bench",
             "sweep_seed": "seed-sweep", "sweep_tlpi": "tlpi-sweep", "writev": "writev",
             "stdio": "stdio", "tracers": "tracers", "latency": "tracers",
             "attribution": "attribution", "observer": "observer", "diagnose": "field-example",
-            "census": "census", "legs": "legs", "exitprice": "exit-price"}
+            "census": "census", "legs": "legs", "exitprice": "exit-price", "walls": "walls"}
 # The stages whose files the verdict reads (twtools.analyse.verdict.decide).
 VERDICT_STAGES = ("doctor", "bench", "seed-sweep")
 STATES = ("in-progress", "complete", "failed", "interrupted", "aborted")
@@ -216,10 +216,14 @@ def analyse(raw):
         data["diagnose"] = dict(fe, diagnosis=diagnose.diagnose(
             fe["raw"], raw.get("percall"), "this results directory's per-call matrix",
             fe.get("overhead")))
+    # What a wall adds here (tw run's walls stage): before the census, which prices the
+    # processes behind walls with it.
+    data["walls"] = walls.analyse(raw.get("walls"))
     if raw.get("census"):
         data["census"] = census.analyse(raw["census"], raw.get("percall"),
                                         "this results directory's per-call matrix" if
-                                        raw.get("percall") else "this run has no bench stage")
+                                        raw.get("percall") else "this run has no bench stage",
+                                        walls=data["walls"])
     # The exit's price again at the run's end: the cells that pay exits get intervals that
     # hold its move over the run (analyse/exitdrift.py), after every analysis above has
     # used the matrix's own moment.

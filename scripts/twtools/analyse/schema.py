@@ -352,7 +352,8 @@ META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
         "argv": ("opt", STRS), "command": "str?", "note": "str?", "duration_s": "num?",
         "stages": ("opt", {"*": STAGE}), "state": "str?", "stages_wanted": ("opt", STRS),
         "pid": "int?", "signal": "str?", "finished_utc": "str?", "error": "str?",
-        "setting": ("opt", {"speculation": "str?", "status": ("opt", {"*": "any"})})}
+        "setting": ("opt", {"speculation": "str?", "status": ("opt", {"*": "any"})}),
+        "walls_full": "bool?"}
 
 FINGERPRINT = {
     "host": "str?", "os": "str?", "virtualization": "str?", "clocksource": "str?",
@@ -526,8 +527,12 @@ DIAGNOSE = {
                          "an overhead without bare and traced samples, or without a why"}),
 }
 
+# The host's own walls (machine/hostwalls.py): audit's state, the programs on raw_syscalls.
+AUDIT_STATE = {"enabled": "count?", "rules": ("opt", ["str"]), "why": "str?"}
+TRACERS_ON = {"rows": ("opt", [{"pid": "int?", "comm": "str?", "tracepoint": "str?",
+                                "prog_id": "int?"}]), "why": "str?"}
 PROC_ROW = {"!pid": "int", "start": "int?", "comm": "str?", "exe": "str?", "bits": "int?",
-            "needs_ia32": "bool?", "why": "str?"}
+            "needs_ia32": "bool?", "why": "str?", "seccomp": "count?", "seccomp_filters": "count?"}
 # A row of census.bt's counts names its process's image: pid, start (clock ticks since boot, as
 # /proc shows it) and gen (execve calls in the window); timewrite-census/1 rows have neither,
 # and are matched by pid.
@@ -554,7 +559,10 @@ CENSUS = {
                       "exit": [("or", "int", {"!pid": "int", "start": "int?"})],
                       "fork": [{"!pid": "int", "!parent": "int", **IMAGE}],
                       "vsyscall": [{"!pid": "int", **IMAGE, "comm": "str?", "!faults": "count"}],
-                      "regs_ok": ("opt", {"*": "int?"}), "maps_full": ["str"]}),
+                      "regs_ok": ("opt", {"*": "int?"}), "maps_full": ["str"],
+                      "work": [{"!pid": "int", **IMAGE, "!work": "count"}]}),
+    # timewrite-census/3: the host's own walls (measure/census.py), audit's state and tracers
+    "host_walls": ("opt", {"audit": ("opt", AUDIT_STATE), "tracers": ("opt", TRACERS_ON)}),
     "overhead": {"*": {"variant": "variant?", "op": "str?", "why": "str?", "bare": ["num"],
                        "traced": ["num"], "order": "str?", "bare_after": "int?"}},
 }
@@ -580,6 +588,29 @@ LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posi
                       "__check__": lambda o: next((f"{k!r} is not a variant name" for k in o
                                                    if not VARIANT_RE.match(k)), None)}}
 
+# walls.json (measure/walls.py's stage): each wall's tw ab document, or why it was not measured.
+AB_SIDE = {"!rounds": [{"!round": "count", "copy": "count?", "t_s": "num?",
+                        "!samples_ns": ["num"], "disturbed": "any", "speculation": "any",
+                        "wall": "any"}], "reason": "str?"}
+WALL_FACTS = {"up": ("opt", {"kind": "str?", "spec": "str?", "source": "str?",
+                             "instructions": "count?", "times": "count?", "notes": ("opt", ["str"]),
+                             "program_hex": "str?", "rules": ("opt", ["str"]),
+                             "enabled_before": "count?", "turned_on": "bool?",
+                             "separation": "str?", "program": "str?", "attach": "str?",
+                             "*": "any"}),
+              "down": ("opt", {"restored": "bool?", "errors": ("opt", ["str"]),
+                               "left_behind": "str?", "calls_seen": "count?",
+                               "attaches": "count?", "*": "any"}),
+              "evidence": ("opt", {"a": ("opt", ["str"]), "b": ("opt", ["str"]), "why": "str?",
+                                   "b_status": ("opt", {"*": "str"}), "*": "any"})}
+WALLS = {"mode": "str?", "full": "bool?", "audit_why": "str?",
+         "host": ("opt", {"audit": ("opt", AUDIT_STATE), "tracers": ("opt", TRACERS_ON)}),
+         "!walls": [{"!spec": "str", "why": "str?",
+                     "ab": ("opt", {"!cells": [{"!variant": "variant", "!op": "str",
+                                               "!shape": "str", "!a": AB_SIDE, "!b": AB_SIDE}],
+                                    "kernel": "str?", "wall": ("opt", WALL_FACTS),
+                                    "*": "any"})}]}
+
 # stem -> (schema family, newest version this checkout reads, spec).  A file without a schema
 # field is the legacy form of its stage (written before schemas were recorded); it is read,
 # and the analysis says so.  variants.json is a bare list and has no schema field.
@@ -597,10 +628,11 @@ STAGES = {
     "observer": ("timewrite-observer", 2, OBSERVER),
     "latency": ("timewrite-latency", 1, LATENCY),
     "diagnose": ("timewrite-diagnose", 1, DIAGNOSE),
-    "census": ("timewrite-census", 2, CENSUS),
+    "census": ("timewrite-census", 3, CENSUS),
     "legs": ("timewrite-legs", 2, LEGS),
     # the exit-price stage (measure/exitprice.py): the matrix cut to its reference and cpuid
     "exitprice": ("timewrite-percall", 2, PERCALL),
+    "walls": ("timewrite-walls", 1, WALLS),
 }
 SCHEMA_RE = re.compile(r"^(timewrite-[a-z0-9_]+)/([0-9]{1,6})$")
 

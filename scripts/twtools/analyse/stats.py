@@ -770,7 +770,7 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
             "unstable": unstable(est, est - h, est + h)}
 
 
-def grouped_ratio(a_groups, b_groups, q=UNDISTURBED_Q, confidence=CONFIDENCE):
+def grouped_ratio(a_groups, b_groups, q=UNDISTURBED_Q, confidence=CONFIDENCE, how="ratio"):
     """a/b of two cells' undisturbed figures when each side ran from several files (copies of
     one binary): a_groups[g] and b_groups[g] are the rounds (lists of batch values) that ran
     from copy g of each side, round i of a group measured in the same moment on both sides.
@@ -784,7 +784,11 @@ def grouped_ratio(a_groups, b_groups, q=UNDISTURBED_Q, confidence=CONFIDENCE):
     the rounds' sampling error and the copies' placement, whatever its size.  'placement' is
     the part of that spread the rounds' own errors (a delete-half jackknife within each group)
     do not explain, as a relative standard deviation of one group's ratio: the between-copy
-    term.  A summary like undisturbed_ratio's, or None below two usable groups."""
+    term.  A summary like undisturbed_ratio's, or None below two usable groups.
+
+    how="diff": a - b instead, each group's difference of its own undisturbed figures, their
+    mean with a Student's t interval over the groups (what a wall adds, in ns); placement_rel
+    is then None."""
     logs, within = [], []
     for ga, gb in zip(a_groups, b_groups):
         pairs = [(_finite(x), _finite(y)) for x, y in zip(ga, gb)]
@@ -792,11 +796,26 @@ def grouped_ratio(a_groups, b_groups, q=UNDISTURBED_Q, confidence=CONFIDENCE):
         if not pairs:
             continue
         est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
-                                  other=_floors([p[1] for p in pairs]))
+                                  other=_floors([p[1] for p in pairs]), how=how)
+        if how == "diff":
+            if est is not None and math.isfinite(est):
+                logs.append(est)
+            continue
         if est is None or not math.isfinite(est) or est <= 0:
             continue
         logs.append(math.log(est))
         within.append((se / est) ** 2 if se is not None else None)
+    if how == "diff":
+        k = len(logs)
+        if k < 2:
+            return None
+        d = np.asarray(logs)
+        est, sd = float(d.mean()), float(d.std(ddof=1))
+        h = _t(k, confidence) * sd / math.sqrt(k)
+        return {"median": est, "ci_low": est - h, "ci_high": est + h, "se": sd / math.sqrt(k),
+                "n_rounds": sum(len(g) for g in a_groups), "n": k, "groups": k, "min": None,
+                "max": None, "cv": None, "group_sd_rel": None, "placement_rel": None,
+                "unstable": unstable(est, est - h, est + h)}
     k = len(logs)
     if k < 2:
         return None

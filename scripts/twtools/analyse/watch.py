@@ -3,17 +3,23 @@ bounded state, priced, and the readiness report drawn from it.
 
   programs   one row per (program, 32-bit or not): execs counted by the kernel, first and
              last seen (an exec, or a sighting in /proc or in a window).  A program is its
-             file: the kernel gives each exec's device and inode and the file's absolute path,
-             resolved from the file's own dentry and mount (exec.bpf.c).  The program is named
-             by that path (the first one seen for the file: a hard link of a known file is
-             that file); where the kernel could not give one (the file deleted before its
-             exec, a path past the walk's bounds) by "[file dev M:m inode N]", with a note
-             saying why.  The name it was started by (execve's argument, maybe relative) is
-             kept beside it as a label (the last one seen), never as its identity.
-  bounds     at most `max_programs` programs and `max_kinds` file-system types: past the cap
-             a new program is folded into "other" (its bitness kept), and `folded` counts
-             what went there, by reason: "cap", or "map_full" (execs the kernel counted in
-             @n that no map key holds: a full kernel map dropped them).
+             file, as it is now: the kernel gives each exec's device, inode and generation (a
+             reused inode number is another file) and the file's absolute path, resolved from
+             the file's own dentry and mount (exec.bpf.c).  The program is named by that path
+             (the first one seen for the file: a hard link of a known file is that file);
+             where the kernel could not give one (the file deleted before its exec, a path
+             past the walk's bounds) by "[file dev M:m inode N]", and an anonymous file (a
+             memfd) by "[memfd:NAME dev M:m inode N]", each with a note saying why.  The name
+             it was started by (execve's argument, maybe relative) is kept beside it as a
+             label (the last one seen), never as its identity.
+  bounds     at most `max_programs` programs of each budget and `max_kinds` file-system types:
+             programs that entered a compat path (32-bit, or a 64-bit one a window saw
+             entering by int 0x80) have a budget of their own, so that no number of 64-bit
+             programs can crowd them out.  Past its budget a new program is folded into
+             "other" (its bitness kept), and `folded` counts what went there, by reason and
+             bitness: "cap", or "map_full" (execs the kernel counted in @n, by bitness, that
+             no map key holds: a full kernel map dropped them; `full` says on which days and
+             in how many intervals).
   windows    per program and entry path, the calls a window counted; per path the excess
              CPU time per second over the fastest path open to the program (analyse.census's
              price, from the per-call matrix, with its 95% interval, or why unknown); write
@@ -173,10 +179,16 @@ def _image_name(raw, w):
     return f"[pid {w['pid']}]"
 
 
-def file_name(dev, ino):
-    """A file the kernel gave no path for, named by its device and inode."""
+def file_name(dev, ino, kind="file"):
+    """A file the kernel gave no path for, named by its device and inode (kind: "file", or
+    the kernel's name for an anonymous one, "memfd:NAME")."""
     import os
-    return f"[file dev {os.major(dev)}:{os.minor(dev)} inode {ino}]"
+    return f"[{kind} dev {os.major(dev)}:{os.minor(dev)} inode {ino}]"
+
+
+PATH_ANON, PATH_DETACHED = 6, 7
+ANON_NOTE = ("an anonymous file (memfd_create, run by fexecve): it has no path; named by the "
+             "kernel's name for it, its device and inode")
 
 
 def path_note(why, path):
@@ -186,6 +198,10 @@ def path_note(why, path):
             3: "its path is longer than the kernel's walk takes (1023 bytes)",
             4: "the kernel's path map let it go before it was read",
             5: "this kernel has no bpf_loop (Linux 5.17): no path walked",
+            PATH_ANON: ANON_NOTE,
+            PATH_DETACHED: (f"its mount is in no mount namespace (detached: umount -l); below "
+                            f"that mount it was {path}" if path else
+                            "its mount is in no mount namespace (detached: umount -l)"),
             }.get(why, "the kernel gave no path")
 
 
@@ -200,9 +216,12 @@ class State:
 
     def __init__(self, max_programs=MAX_PROGRAMS, max_kinds=MAX_KINDS):
         self.max_programs, self.max_kinds = max_programs, max_kinds
-        self.programs = {}       # (program, is32) -> {execs, first, last, dev, ino, note, started}
-        self.files = {}          # (dev, ino) -> program: the file a kept program is
-        self.folded = {"cap": 0, "map_full": 0}
+        # (program, is32) -> {execs, first, last, dev, ino, gen, note, started}
+        self.programs = {}
+        self.files = {}          # (dev, ino, gen) -> program: the file a kept program is
+        self.folded = {(r, b): 0 for r in ("cap", "map_full") for b in (False, True)}
+        self.compat = set()      # (program, False): 64-bit programs a window saw enter by compat
+        self.named = {False: 0, True: 0}   # programs named, per budget (True: compat)
         self.calls = {}          # (program, is32, path) -> calls, summed over windows
         self.cost = {}           # (program, is32, path) -> last window's ns_per_s or None
         self.wlat = {}           # (program, kind, sync) -> {buckets {hi_ns: count}, sum_ns, count}
@@ -212,14 +231,22 @@ class State:
         self.started = None
         self.dirty = set()       # (program, is32) rows changed since the last save
         self.days = {}           # (UTC day, program, is32) -> {execs, first, last}: not yet saved
+        # (UTC day, is32) -> {intervals, execs, first, last}: the exec map's drops, not yet saved
+        self.full = {}
         self.on_disk_only = {}   # is32 -> [programs, execs] in the state file past the cap at load
 
     # ---- bounds
-    def label(self, program, is32):
-        """The program's label: itself if known or room is left, else OTHER."""
+    def compat_budget(self, program, is32):
+        """Whether a program counts in the compat budget: 32-bit, or seen entering by compat."""
+        return bool(is32) or (program, is32) in self.compat
+
+    def label(self, program, is32, compat=False):
+        """The program's label: itself if known or its budget has room, else OTHER.  A program
+        that entered a compat path (32-bit, or compat=True: a window saw it enter by int 0x80)
+        is in the compat budget, which 64-bit-only programs never take."""
         if (program, is32) in self.programs or program == OTHER:
             return program
-        if len(self.programs) < self.max_programs:
+        if self.named[bool(is32 or compat)] < self.max_programs:
             return program
         return OTHER
 
@@ -231,22 +258,32 @@ class State:
             return k
         return "file:other"
 
-    def _see(self, program, is32, t, execs=0, file=None):
-        """file: {dev, ino, note, started} the kernel gave for this exec (None: a sighting)."""
+    def _see(self, program, is32, t, execs=0, file=None, compat=False):
+        """file: {dev, ino, gen, note, started} the kernel gave for this exec (None: a
+        sighting).  compat: a window saw it enter by a compat path."""
         program = utf8(program)
-        name = self.label(program, is32)
+        name = self.label(program, is32, compat)
         if name == OTHER and program != OTHER:
-            self.folded["cap"] += execs
+            self.folded[("cap", bool(is32))] += execs
+        if (name, is32) not in self.programs and name != OTHER:
+            self.named[bool(is32 or compat)] += 1
+        if compat and not is32 and name != OTHER and (name, is32) not in self.compat:
+            if (name, is32) in self.programs:       # named in the 64-bit budget: moved over
+                self.named[False] -= 1
+                self.named[True] += 1
+            self.compat.add((name, is32))
         row = self.programs.setdefault((name, is32), {"execs": 0, "first": t, "last": t})
         if file and name != OTHER:
-            old = (row.get("dev"), row.get("ino"))
+            old = (row.get("dev"), row.get("ino"), row.get("gen"))
             row.update({k: v for k, v in file.items() if v is not None})
             if file.get("dev") is not None:
+                new = (file["dev"], file["ino"], file.get("gen"))
+                row["gen"] = file.get("gen")
                 # One file a program, its newest: a path rebuilt a million times (a new inode
                 # each time) keeps one entry here, so memory stays bounded by the program cap.
-                if old != (file["dev"], file["ino"]) and self.files.get(old) == name:
+                if old != new and self.files.get(old) == name:
                     del self.files[old]
-                self.files[(file["dev"], file["ino"])] = name
+                self.files[new] = name
         row["execs"] += execs
         self.dirty.add((name, is32))
         row["first"] = min(row["first"], t) if row["first"] is not None else t
@@ -262,59 +299,72 @@ class State:
         """One exec batch (measure.watch.ExecTracer); offset turns its monotonic ns into Unix
         seconds; now is when it was read.  Returns the rows changed: {(program, is32)}."""
         changed = set()
-        counted = 0
+        counted = {False: 0, True: 0}
         for key, r in batch["execs"].items():
-            counted += r["n"]
             first = r["first_ns"] / 1e9 + offset if r.get("first_ns") else None
             last = r["last_ns"] / 1e9 + offset if r.get("last_ns") else first
-            prog, is32, file = self.identify(key, batch)
+            prog, is32, file = self.identify(key, r, batch)
+            counted[is32] += r["n"]
             name = self._see(prog, is32, first if first is not None else (last or now), r["n"], file)
             if last is not None and last != first:
                 self._see(name, is32, last, 0)
             changed.add((name, is32))
-        dropped = max(0, int(batch.get("n") or 0) - counted)
-        if dropped:
-            # The kernel counted them (@n) but no key held them: a full map.  Their bitness is
-            # unknown, so they are folded as 64-bit "other" and counted apart.
-            self.folded["map_full"] += dropped
-            self._see(OTHER, False, now, dropped)
-            changed.add((OTHER, False))
+        total = batch.get("n") or {}
+        for is32 in (False, True):
+            dropped = max(0, int(total.get(is32) or 0) - counted[is32])
+            if not dropped:
+                continue
+            # The kernel counted them by bitness (@n) but no key held them: a full map.  They
+            # are counted under "other" of their own bitness, and the day says so.
+            self.folded[("map_full", is32)] += dropped
+            self._see(OTHER, is32, now, dropped)
+            changed.add((OTHER, is32))
+            f = self.full.setdefault((day(now), is32), {"intervals": 0, "execs": 0,
+                                                        "first": now, "last": now})
+            f["intervals"] += 1
+            f["execs"] += dropped
+            f["first"], f["last"] = min(f["first"], now), max(f["last"], now)
         return changed
 
-    def identify(self, key, batch):
-        """(program, is32, file) of one exec key: (started as, dev, ino, is32) from the exec
-        tracer, named by its file (a file known already keeps its name: a hard link or another
-        name for it is the same program); or (name, is32), a name taken as it is."""
+    def identify(self, key, r, batch):
+        """(program, is32, file) of one exec key: (dev, ino, gen, is32) from the exec tracer
+        (r["started"] the name it was last started by), named by its file (a file known already
+        keeps its name: a hard link or another name for it is the same program; a reused inode
+        number is another file, its generation another); or (name, is32), a name taken as it
+        is."""
         if len(key) == 2:
             return key[0], key[1], None
-        started, dev, ino, is32 = key
-        started = utf8(started)
+        dev, ino, gen, is32 = key
+        started = utf8(r["started"]) if r.get("started") is not None else None
         if not dev and not ino:       # no file (never for an ELF or a script's interpreter)
-            return started, is32, {"started": started, "note": "the kernel gave no file"}
-        file = {"dev": dev, "ino": ino, "started": started, "note": None}
-        known = self.files.get((dev, ino))
+            return started or "[no file]", is32, {"started": started,
+                                                  "note": "the kernel gave no file"}
+        file = {"dev": dev, "ino": ino, "gen": gen, "started": started, "note": None}
+        known = self.files.get((dev, ino, gen))
         if known is not None and (known, is32) in self.programs:
             return known, is32, file
-        path = batch.get("paths", {}).get((dev, ino))
-        why = batch.get("why", {}).get((dev, ino), 0 if path else 4)
+        path = batch.get("paths", {}).get((dev, ino, gen))
+        why = batch.get("why", {}).get((dev, ino, gen), 0 if path else 4)
         if why == 0 and path:
             return path, is32, file
         file["note"] = path_note(why, path)
+        if why == PATH_ANON and path and path.strip("/"):
+            return file_name(dev, ino, path[1:] if path.startswith("/") else path), is32, file
         return file_name(dev, ino), is32, file
 
     def add_snapshot(self, rows, t):
         """Processes /proc shows running now: each executable seen at t (execs 0), found by its
-        file (device and inode, when /proc gave them) first, else by its path."""
+        file (device, inode and generation, when /proc gave them) first, else by its path."""
         changed = set()
         for r in rows:
             if not r.get("exe"):
                 continue
-            ident = (r.get("dev"), r.get("ino"))
-            name, file = self.files.get(ident), None
-            if name is None and r["exe"].endswith(" (deleted)") and None not in ident:
+            ident = (r.get("dev"), r.get("ino"), r.get("gen"))
+            name, file = (self.files.get(ident) if None not in ident else None), None
+            if name is None and r["exe"].endswith(" (deleted)") and None not in ident[:2]:
                 # running, its file deleted since, and not seen at its exec: by device and inode
-                name = file_name(*ident)
-                file = {"dev": ident[0], "ino": ident[1],
+                name = file_name(*ident[:2])
+                file = {"dev": ident[0], "ino": ident[1], "gen": ident[2],
                         "note": f"deleted while it ran (it was {r['exe'][:-len(' (deleted)')]})"}
             is32 = bool(r.get("needs_ia32"))
             changed.add((self._see(name or r["exe"], is32, t, 0, file), is32))
@@ -356,7 +406,9 @@ class State:
         rows = []
         by_started = self._by_started(w)
         for p in w["programs"]:
-            name = self._see(self._window_name(p["program"], p["is32"], by_started), p["is32"], t)
+            compat = any(k.startswith("compat") for k in p["paths"])
+            name = self._see(self._window_name(p["program"], p["is32"], by_started), p["is32"], t,
+                             compat=compat)
             for path, q in p["paths"].items():
                 k = (name, p["is32"], path)
                 self.calls[k] = self.calls.get(k, 0) + q["calls"]
@@ -395,14 +447,31 @@ def _file(p):
             "started_as": p.get("started")}
 
 
-def readiness(programs, paths, since_t, now):
+def unnamed_note(execs, full32):
+    """Why a 32-bit "other" row holds execs: how many the kernel's full exec map dropped
+    (full32, from the state's per-day log) and how many went past the program cap."""
+    dropped = min(execs, full32)
+    return (f"{execs} 32-bit exec(s) counted but not named: {dropped} dropped by the kernel's "
+            f"full exec map, {execs - dropped} past the program cap (--max-programs); what "
+            "they were is unknown, and they would have stopped")
+
+
+def readiness(programs, paths, since_t, now, full=None):
     """The report: programs = [{program, is32, execs, first_seen, last_seen}] from the state
     (execs counted within the period where the state keeps them per day); paths = window rows
-    [{program, is32, path, calls, seconds, ns_per_s..., t}] in the period.  Returns
-    {since, until, stop: [...], cost_ns_per_s}.  A count that is not a whole number of at
-    least 0 (a state edited by hand, a value SQLite kept as text) is taken as 0: a negative
-    count of execs is never reported."""
+    [{program, is32, path, calls, seconds, ns_per_s..., t}] in the period; full = the exec
+    map's drops in the period ({intervals: {"64", "32"}, execs: {"64", "32"}, first, last},
+    store.watchdb.full_since, or None).
+    Returns {since, until, stop: [...], map_full}.  32-bit execs the watch counted but could
+    not name (program "other") are listed as a program that would stop, with a note: a full
+    map or a cap never turns "would stop" into "nothing".  A count that is not a whole number
+    of at least 0 (a state edited by hand, a value SQLite kept as text) is taken as 0: a
+    negative count of execs is never reported."""
+    full = full or {"intervals": {"64": 0, "32": 0}, "execs": {"64": 0, "32": 0},
+                    "first": None, "last": None}
     programs = [{**p, "execs": _count(p.get("execs"))} for p in programs]
+    programs = [dict(p, note=unnamed_note(p["execs"], _count(full["execs"].get("32"))))
+                if p["program"] == OTHER and p["is32"] else p for p in programs]
     paths = [{**r, "calls": _count(r.get("calls"))} for r in paths]
     stop = {}
     for p in programs:
@@ -452,7 +521,8 @@ def readiness(programs, paths, since_t, now):
                 q.pop("exits_why", None)
             q["windows"] = len(ns)
     return {"schema": SCHEMA, "since": since_t, "until": now,
-            "stop": sorted(stop.values(), key=lambda s: (-(s["last_seen"] or 0), s["program"]))}
+            "stop": sorted(stop.values(), key=lambda s: (-(s["last_seen"] or 0), s["program"])),
+            "map_full": full}
 
 
 def share(window_s, period_s):

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..analyse import compare
 from ..core import files, paths, ui
 from ..machine import registry
-from ..measure import ab
+from ..measure import ab, walls
 from ..present import export
 from . import options
 
@@ -25,30 +25,50 @@ from . import options
 ROUNDS = {"quick": 24, "default": 200, "long": 800}
 # A/A runs of --selfcheck: 20 give chance (5% a run) one call on average, at most 3 in 95%.
 SELFCHECK_RUNS = 20
+WALL_VARIANTS, WALL_OPS, wall_variants = walls.WALL_VARIANTS, walls.WALL_OPS, walls.wall_variants
+
+
+def _wall_spec(text):
+    """--wall's argument type: the spec parsed (a bad one is a usage error, exit 2)."""
+    try:
+        return walls.parse(text)["spec"]
+    except walls.WallError as e:
+        raise options.argparse.ArgumentTypeError(e.line()) from None
 
 
 def add_arguments(p, name):
     p.description = ("Measure A and B alternately, round by round, and decide whether B is "
                      "slower or faster than A. A is the kernel default with this build; B is "
-                     "the same with --speculation, or another build (--build-b).")
-    g = p.add_mutually_exclusive_group(required=True)
+                     "the same with --speculation, another build (--build-b), or the same "
+                     "binary behind a wall (--wall): a seccomp filter, audit rules or a "
+                     "tracer, with what the wall adds per call in ns.")
+    g = p.add_mutually_exclusive_group()
+    p.add_argument("--wall", metavar="SPEC", type=_wall_spec,
+                   help="B: the same copies behind this wall, put up for B's runs only: "
+                        + walls.SPEC_HELP + " (docs/walls.md); with --selfcheck, both sides "
+                        "behind it")
     g.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
                    help="B: syscost with this per-process speculation mitigation switched on (prctl)")
-    g.add_argument("--build-b", metavar="DIR", type=options.writable_dir,
+    g.add_argument("--build-b", metavar="DIR", type=options.readable_dir,
                    help="B: syscost-<variant> from another build directory")
     g.add_argument("--selfcheck", metavar="N", nargs="?", const=SELFCHECK_RUNS,
                    type=options.int_range(1, 1000),
                    help=f"the tool's own check: N A/A runs (default {SELFCHECK_RUNS}), A against "
                         "byte-identical fresh copies of itself; prints how many called a "
                         "difference against how many chance allows, exit 1 when more")
-    p.add_argument("--build-a", metavar="DIR", type=options.writable_dir,
+    p.add_argument("--build-a", metavar="DIR", type=options.readable_dir,
                    help="A: syscost-<variant> from this build directory instead of this "
                         "tree's (with --build-b: two builds, neither of them this one)")
+    p.add_argument("--enable-audit", action="store_true",
+                   help="with --wall audit:...: where audit is off, turn it on for the run. It "
+                        "stays paid for: every process started later in this boot gets an "
+                        "audit context and pays for it on every call until reboot")
     p.add_argument("--variants", metavar="V,V", type=options.names_of(registry.names(), "variant"),
-                   default=[registry.find(64, "syscall")], help="variants (default: 64-syscall)")
+                   help="variants (default: 64-syscall; with --wall, every way in that works "
+                        "here of " + ", ".join(WALL_VARIANTS) + ")")
     p.add_argument("--ops", metavar="OP,OP", type=options.names_of(
         sorted({o for m in registry.mechanisms() for o in m.ops}), "operation"),
-        default=["null", "getppid"], help="operations (default: null,getppid)")
+        help="operations (default: null,getppid; with --wall " + ",".join(WALL_OPS) + ")")
     p.add_argument("--shapes", metavar="S,S", type=options.names_of(registry.SHAPES, "shape"),
                    default=["ret"], help="loop shapes (default: ret)")
     options.add_mode_arguments(p, f"{ROUNDS['quick']} rounds: a first look",
@@ -69,9 +89,12 @@ def add_arguments(p, name):
 
 def selfcheck(args):
     """N A/A runs: A against fresh copies of its own binary, each run with copies of its own;
-    how many called a difference, against the most that chance gives 95% of the time."""
-    a = ab.side(f"A (build {args.build_a})" if args.build_a else "A (default)", build=args.build_a)
-    b = ab.side(f"A' (copies of {args.build_a or 'this build'})", build=args.build_a)
+    how many called a difference, against the most that chance gives 95% of the time.  With
+    --wall, both sides run behind the wall: the wall's own A/A."""
+    where = f" behind {args.wall}" if args.wall else ""
+    a = ab.side((f"A (build {args.build_a})" if args.build_a else "A (default)") + where,
+                build=args.build_a)
+    b = ab.side(f"A' (copies of {args.build_a or 'this build'}){where}", build=args.build_a)
     rounds = args.rounds or ROUNDS[args.mode]
     base = Path(args.out) if args.out else files.new_directory(
         paths.RESULTS, f"ab-selfcheck-{socket.gethostname()}")
@@ -79,8 +102,10 @@ def selfcheck(args):
     n, called, tests, lines = args.selfcheck, 0, 0, []
     for i in range(n):
         ui.progress(f"ab: self-check, A/A run {i + 1} of {n}")
+        wall = walls.make(args.wall, enable_audit=args.enable_audit) if args.wall else None
         doc = ab.run_ab(base / f"aa-{i + 1:03d}", a, b, args.variants, args.ops, args.shapes,
-                        rounds=rounds, cpu=args.cpu, copies=args.copies)
+                        rounds=rounds, cpu=args.cpu, copies=args.copies, wall=wall,
+                        wall_both=True)
         rows = compare.ab(doc)
         for r in rows:
             if r["decision"] == "unknown":
@@ -100,6 +125,18 @@ def selfcheck(args):
 
 
 def main(args, name):
+    if not (args.wall or args.speculation or args.build_b or args.selfcheck):
+        raise ui.UserError("no B to compare A with: give one of --wall, --speculation, --build-b or "
+                           "--selfcheck")
+    if args.wall and (args.speculation or args.build_b):
+        raise ui.UserError("--wall compares the same build bare and behind the wall",
+                           "leave out --speculation and --build-b")
+    if args.enable_audit and not (args.wall or "").startswith("audit:"):
+        raise ui.UserError("--enable-audit goes with --wall audit:...")
+    if args.variants is None:
+        args.variants = wall_variants() if args.wall else [registry.find(64, "syscall")]
+    if args.ops is None:
+        args.ops = list(WALL_OPS) if args.wall else ["null", "getppid"]
     if args.selfcheck:
         if args.build_b or args.speculation:
             raise ui.UserError("--selfcheck compares A with copies of itself",
@@ -107,31 +144,65 @@ def main(args, name):
         return selfcheck(args)
     if args.build_a and not args.build_b:
         raise ui.UserError("--build-a compares two builds", "give B's with --build-b as well")
+    wall = None
+    if args.wall:
+        if args.build_a:
+            raise ui.UserError("--wall compares this tree's build with itself behind the wall",
+                               "leave out --build-a")
+        wall = walls.make(args.wall, enable_audit=args.enable_audit)
     a = ab.side(f"A (build {args.build_a})", build=args.build_a) if args.build_a else \
-        ab.side("A (default)")
+        ab.side("A (bare)" if wall else "A (default)")
     b = ab.side(f"B (--speculation {args.speculation})" if args.speculation else
+                f"B (behind {args.wall})" if wall else
                 f"B (build {args.build_b})", speculation=args.speculation, build=args.build_b)
     # A new directory of its own unless --out: two runs in one second must not share one.
     out = Path(args.out) if args.out else files.new_directory(paths.RESULTS, f"ab-{socket.gethostname()}")
     out.mkdir(parents=True, exist_ok=True)
     rounds = args.rounds or ROUNDS[args.mode]
     ui.progress(f"ab: {a['label']} against {b['label']}, {rounds} rounds, into {out}")
-    doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
-                    cpu=args.cpu, copies=args.copies)
+    stopped = None
+    try:
+        doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
+                        cpu=args.cpu, copies=args.copies, wall=wall)
+    except ui.Interrupted as e:
+        # What was measured is in ab.json, marked interrupted: its decisions are printed too.
+        if getattr(e, "partial", None) is None:
+            raise
+        stopped, doc = e, e.partial
+        ui.warn(f"ab: interrupted by {e.name} after {doc['rounds_done']} of {rounds} rounds; "
+                f"{out}/ab.json keeps them, marked interrupted",
+                "the decisions below rest on those rounds only")
     rows = compare.ab(doc)
-    t = export.Table("ab", ["variant", "op", "shape", "figure", "decision", "B/A", "ci_low",
-                            "ci_high", "typical B/A", "rounds", "sentence"],
+    if wall is not None:
+        from ..analyse import walls as wall_analysis
+        wall_analysis.explain_rows(rows, doc)
+    cols = ["variant", "op", "shape", "figure", "decision", "B/A", "ci_low", "ci_high",
+            "typical B/A", "rounds"]
+    if wall is not None:
+        cols += ["a_ns", "added_ns", "added_ci_low", "added_ci_high", "why"]
+    t = export.Table("ab", cols + ["sentence"],
                      caption=f"{b['label']} against {a['label']}: B/A of the undisturbed cost "
-                             "(typical for write-sync), rounds paired")
+                             "(typical for write-sync), rounds paired"
+                             + ("; added_ns: what the wall adds per call, B - A, in ns, with "
+                                "its 95% interval" if wall else ""))
     for r in rows:
         ratio = r.get("ratio") or {}
         typ = ((r.get("typical") or {}).get("ratio") or {}).get("median")
-        t.rows.append([r["variant"], r["op"], r["shape"], r.get("figure"), r["decision"],
-                       None if ratio.get("median") is None else round(ratio["median"], 4),
-                       None if ratio.get("ci_low") is None else round(ratio["ci_low"], 4),
-                       None if ratio.get("ci_high") is None else round(ratio["ci_high"], 4),
-                       None if typ is None else round(typ, 4), r.get("rounds"), r["sentence"]])
+        row = [r["variant"], r["op"], r["shape"], r.get("figure"), r["decision"],
+               None if ratio.get("median") is None else round(ratio["median"], 4),
+               None if ratio.get("ci_low") is None else round(ratio["ci_low"], 4),
+               None if ratio.get("ci_high") is None else round(ratio["ci_high"], 4),
+               None if typ is None else round(typ, 4), r.get("rounds")]
+        if wall is not None:
+            added, a_fig = r.get("added") or {}, (r.get("a") or {}).get("value")
+            row += [None if a_fig is None else round(a_fig, 1)] + [
+                None if added.get(k) is None else round(added[k], 1)
+                for k in ("median", "ci_low", "ci_high")] + [r.get("why")]
+        t.rows.append(row + [r["sentence"]])
     print(export.render(t, args.format), end="")
+    if wall is not None:
+        for line in wall_analysis.host_lines(doc):
+            (print if args.format == "text" else ui.progress)(line)
     for r in rows:
         if r.get("moved"):
             x, y = r["halves"]
@@ -151,4 +222,8 @@ def main(args, name):
             print(line)
         else:
             ui.progress(f"ab: {line}")
+    if stopped is not None:
+        stopped.message = (f"interrupted by {stopped.name} after {doc['rounds_done']} of "
+                           f"{rounds} rounds; {out}/ab.json keeps them, marked interrupted")
+        raise stopped       # exit 128 + the signal, as every interrupted command does
     return 1 if all(r["decision"] == "unknown" for r in rows) else 0

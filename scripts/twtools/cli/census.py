@@ -85,7 +85,12 @@ def run(seconds, results=None, measure_here=False):
                 doc, source = matrix.for_variants(vs, results, measure_here)
             except mdiagnose.DiagnoseError as e:
                 raise ui.UserError(str(e))
-    d = analyse.analyse(raw, doc, source)
+    walls, walls_source = (None, None)
+    if raw.get("trace") is not None:
+        walls, walls_source = matrix.walls_for(results[0] if results else None, measure_here)
+    d = analyse.analyse(raw, doc, source, walls=walls)
+    if isinstance(d.get("walls"), dict):
+        d["walls"]["source"] = walls_source
     d["raw"] = raw
     return d
 

@@ -12,13 +12,47 @@ def add_arguments(parser, name):
                         help="results directory whose costs to show (default: results/latest)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--markdown", action="store_true", help="print the Markdown live section")
+    parser.add_argument("--wall", metavar="SPEC",
+                        help="every way in through this wall (tw ab --wall's specs: a seccomp "
+                             "profile, audit rules, the tracer): the path each call takes, the "
+                             "filter's instructions and cache, what this machine measured "
+                             "behind it, and for a seccomp filter the architecture hole")
     parser.add_argument("--update-doc", metavar="FILE",
                         help="replace the live section of FILE (docs/mechanisms.md), between its "
                              f"{explain.BEGIN} and {explain.END} markers; the file is "
                              "replaced whole or not at all, never written through a link")
 
 
+def wall(args):
+    """tw explain --wall SPEC."""
+    import platform
+    from ..analyse import results, walls as a_walls
+    from ..machine import registry
+    from ..measure import walls
+    try:
+        bp = walls.blueprint(args.wall)
+    except walls.WallError as e:
+        raise ui.UserError(e.message, e.hint) from None
+    rdir = args.results or explain.default_results()
+    measured = None
+    if rdir:
+        try:
+            doc = results.read_stage(rdir, "walls")[0]
+        except ui.DataError:
+            doc = None
+        measured = a_walls.analyse(doc) if doc else None
+    variants = [v for v in walls.WALL_VARIANTS if v in registry.names()]
+    e = a_walls.explain(bp, variants, measured, platform.release())
+    if args.json:
+        print(json.dumps(e, indent=1, default=str))
+    else:
+        print("\n".join(a_walls.explain_lines(e, escape.terminal)))
+    return 0
+
+
 def main(args, name):
+    if args.wall:
+        return wall(args)
     rdir = args.results or explain.default_results()
     data, label = explain.costs_from(rdir)
     fp, entries = explain.collect(None, data)

@@ -1,7 +1,8 @@
 """`tw fleet --readiness DIR...`: which hosts of a fleet could boot with ia32_emulation=0, from
 each host's tw watch report (fleet/watch.yml -e tw_watch_action=report collects them):
 the hosts where a 32-bit program (or a 64-bit one entering by int 0x80) ran in the period,
-and which programs; the hosts with no report, and why."""
+and which programs; the hosts with no report, or whose watch did not cover the whole
+period, and why."""
 import json
 import time
 
@@ -10,7 +11,10 @@ from ..core import escape, ui
 
 
 def _utc(t):
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t)) if t else "unknown"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t)) if t else "unknown"
+    except (OverflowError, ValueError, OSError):     # analyse.fleetwatch bounds every time
+        return "unknown"
 
 
 def main(args):
@@ -28,12 +32,13 @@ def main(args):
         for h in doc["hosts"]:
             head = f"  {escape.terminal(h['host'])}: {h['state']}"
             if h["state"] == "unknown":
-                print(f"{head} ({escape.terminal(h['why'])})")
+                period = (f", {_utc(h['since'])} to {_utc(h['until'])}" if h.get("since") else "")
+                print(f"{head}{period} ({escape.terminal(h['why'])})")
                 continue
             print(f"{head}, {_utc(h['since'])} to {_utc(h['until'])}"
                   + (f" (watched since {_utc(h['started'])})" if h.get("started") and h["started"] > (h["since"] or 0) else ""))
             for p in h["programs"]:
-                print(f"    {escape.controls(p['program'])} ({escape.terminal(p['why'])}): "
+                print(f"    {escape.shown_name(p['program'])} ({escape.terminal(p['why'])}): "
                       f"{p['execs']} exec(s), last seen {_utc(p['last_seen'])}"
                       + (f"; paths {', '.join(escape.terminal(x) for x in p['paths'])}"
                          if p["paths"] else ""))

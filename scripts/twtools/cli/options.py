@@ -99,6 +99,15 @@ def writable_dir(text):
     return text
 
 
+def readable_dir(text):
+    """An existing directory this user can read programs from (it may be read-only)."""
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is not an existing directory")
+    if not os.access(text, os.R_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not readable by this user")
+    return text
+
+
 def fresh_dir(text):
     """--out of a measuring command: a new directory, or an empty one.  Never a directory
     that holds anything (its old files would be read as this run's), a file, or a symbolic

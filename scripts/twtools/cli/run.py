@@ -2,7 +2,7 @@
 
 Stages run in order: doctor -> variants -> per-call matrix -> seed sweep -> TLPI
 sweep -> writev/stdio -> tracers -> attribution -> observer effect -> field example ->
-census -> legs -> report.
+walls -> census -> legs -> report.
 Each stage writes its own JSON file (docs/results-schema.md).  A stage that
 fails is recorded in meta.json with its error and the run goes on: the report
 then says which section is missing and why, rather than the whole run dying
@@ -121,6 +121,7 @@ STAGES = [
     ("attribution", _call("attribution", "attribute")),
     ("observer", _call("observer", "observe")),
     ("field-example", _call("diagnose", "field_example")),
+    ("walls", _call("walls", "stage")),
     ("census", _call("census", "stage")),
     ("legs", _call("legs", "stage")),
     ("exit-price", _exit_price),
@@ -221,6 +222,11 @@ def add_arguments(p, name):
                    help="comma list of stages to run (default: all): "
                         + ", ".join(s[0] for s in STAGES))
     p.add_argument("--no-report", action="store_true", help="measure only; run `tw report DIR` later")
+    p.add_argument("--walls", action="store_true",
+                   help="the walls stage measures every standard wall (a one-instruction "
+                        "seccomp filter, the container profile, audit, a tracer on "
+                        "raw_syscalls) on every way in, not only the container profile on the "
+                        "first screen's two cells: about two and a half minutes more")
     p.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
                    help="measure with a per-process speculation mitigation switched on "
                         "(prctl PR_SET_SPECULATION_CTRL, inherited by every program run): "
@@ -358,7 +364,7 @@ def describe_error(e):
     return f"{type(e).__name__}: {e}"
 
 
-def repeat_command(mode, only, report, setting):
+def repeat_command(mode, only, report, setting, walls=False):
     """The command that measures what this run measures, to paste from the checkout: its
     mode, stages and setting (not where it wrote).  The whole default run is `make report`;
     any other is the `tw run` that ran, so that a results directory never claims more than
@@ -366,6 +372,8 @@ def repeat_command(mode, only, report, setting):
     extra = [f"--{mode}"] if mode != "default" else []
     if setting and setting.get("speculation"):
         extra += ["--speculation", setting["speculation"]]
+    if walls:
+        extra.append("--walls")
     if not only and report and not extra:
         return "make report"
     words = ["scripts/tw", "run", *extra]
@@ -376,9 +384,11 @@ def repeat_command(mode, only, report, setting):
     return ui.command_line(words)
 
 
-def run(out=None, mode="default", only=None, report=True, argv=None, setting=None, force=False):
+def run(out=None, mode="default", only=None, report=True, argv=None, setting=None, force=False,
+        walls=False):
     """Measure every stage (or `only` those) into a new results directory; then the report.
-    Returns (report path or the directory, meta)."""
+    walls: the walls stage measures every standard wall (tw run --walls).  Returns (report
+    path or the directory, meta)."""
     # An absolute path from here on: a relative name that starts with '-' must never reach a
     # program's command line, where it would read as an option.
     out = Path(out).absolute() if out else None
@@ -392,7 +402,8 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     meta = results.new_meta(mode, [s[0] for s in wanted], "in-progress", argv)
     from ..machine import speculation
     meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
-    meta["command"] = repeat_command(mode, only, report, setting)
+    meta["command"] = repeat_command(mode, only, report, setting, walls)
+    meta["walls_full"] = walls
     budget = RUN_BUDGET_S.get(mode) if not only else None
     meta["budget_s"] = budget
     t0 = time.monotonic()
@@ -413,6 +424,8 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
                 if budget is not None and name in RESERVE_S:
                     kw["deadline"] = t0 + budget - RESERVE_S[name]
                     rec["deadline_s"] = round(kw["deadline"] - t0, 1)
+                if name == "walls":
+                    kw["full"] = walls
                 got = stage(out, mode, **kw)
                 meta["stages"][name] = dict(rec, ok=True, seconds=round(time.monotonic() - ts, 2))
                 for k in ("measured_with", "session"):
@@ -520,7 +533,7 @@ def main(args, name):
             return 2
         ui.progress(f"speculation mitigation on: {setting['status']}")
     path, meta = run(args.out, args.mode, only, report=not args.no_report, setting=setting,
-                     force=args.force)
+                     force=args.force, walls=args.walls)
     failed = [k for k, v in meta["stages"].items() if not v["ok"]]
     if failed:
         where = Path(path).parent if Path(path).is_file() else path

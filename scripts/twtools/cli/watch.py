@@ -2,8 +2,8 @@
 
   tw watch [--listen ADDR:PORT] [--state DIR] [--results DIR | --measure] [--interval S]
            [--window S] [--window-period S] [--max-programs N] [--max-state-mb N] [--keep-days N]
-           [--state-reset]
-  tw watch --report [--since 30d] [--state DIR] [--json]
+           [--state-reset] [--allow-unsafe-state]
+  tw watch --report [--since 30d] [--state DIR] [--json] [--allow-unsafe-state]
   tw watch --overhead [--rounds N] [--idle-seconds S] [--json]
 
 The service itself (the run loop, the windows, the state's lock and saving, the report) is
@@ -111,6 +111,11 @@ def add_arguments(parser, name):
                         help="start a fresh state: DIR/watch.sqlite is renamed beside itself "
                              "(watch.sqlite.reset-<UTC time>, kept, said) first.  A state the "
                              "watch did not write, or a damaged one, is otherwise refused")
+    parser.add_argument("--allow-unsafe-state", action="store_true",
+                        help="read and write a state folder or file that a user other than "
+                             "root (and the one running tw) owns, or that group or others may "
+                             "write (refused otherwise, as sshd's StrictModes refuses such "
+                             "files: that user could erase or forge the history)")
     parser.add_argument("--for", dest="duration", type=options.checked(_seconds(1, 10 ** 8)),
                         metavar="S", help="stop after S seconds (a trial run; default: until "
                                           "SIGTERM)")
@@ -175,7 +180,7 @@ def main(args, name):
             raise ui.UserError("tw watch --overhead loads BPF programs: run it as root")
         return _overhead(args)
     if args.report:
-        doc = service.report(args.state, args.since)
+        doc = service.report(args.state, args.since, allow_unsafe=args.allow_unsafe_state)
         print(present.to_json(doc) if args.json else present.format_text(doc))
         return ui.EXIT_OK
     if not proc.is_root():

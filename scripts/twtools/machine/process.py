@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..core import escape
 from . import elf
+from .seccomp import status as seccomp_status
 from .vdso32 import classify_vdso32
 
 PTRACE_TRACEME, PTRACE_CONT, PTRACE_SETOPTIONS = 0, 7, 0x4200
@@ -88,6 +89,36 @@ def exe_header(pid):
         return os.read(fd, elf.HEADER_MIN)
     finally:
         os.close(fd)
+
+
+FS_IOC_GETVERSION = 0x80087601      # _IOR('v', 1, long): the inode's i_generation
+GEN_CTIME = 1 << 63                 # watch/maps.h TW_GEN_CTIME
+
+
+def generation(path):
+    """The generation of the file at path (a program's /proc/<pid>/exe, or any file), as
+    watch/exec.bpf.c computes it (maps.h): its i_generation (FS_IOC_GETVERSION), or, where
+    that is 0, its change time in ns with bit 63 set.  None when the file system does not
+    answer the ioctl (tmpfs): then the file cannot be told from another that had its inode
+    number, and no file is found by it.  OSError when it cannot be opened."""
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            buf = fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(8))
+        except OSError:
+            return None
+        gen = int.from_bytes(buf[:4], "little")
+        return gen if gen else os.fstat(fd).st_ctime_ns | GEN_CTIME
+    finally:
+        os.close(fd)
+
+
+def exe_generation(pid):
+    """generation() of a process's executable."""
+    return generation(f"/proc/{pid}/exe")
 
 
 def bits_of(header_bytes):
@@ -233,10 +264,13 @@ def read(pid, vdso=True):
     return out
 
 
-def snapshot():
+def snapshot(generation=False):
     """Every process /proc lists now: [{pid, start, comm, exe, dev, ino, bits, needs_ia32,
-    why}]; start is in clock ticks since boot (start_ticks); comm and exe as escape.name keeps
-    them; dev and ino the executable file's (None when unreadable).  Kernel threads (no executable; PF_KTHREAD) are
+    why, seccomp, seccomp_filters}] (and gen with generation=True: tw watch finds a file by
+    it); seccomp is /proc/PID/status's mode (0 none, 1 strict, 2 filter:
+    machine.seccomp.status); start is in clock ticks since boot (start_ticks); comm and exe as
+    escape.name keeps them; dev, ino and gen the executable file's (exe_generation; None when
+    unreadable).  Kernel threads (no executable; PF_KTHREAD) are
     left out.  Without root, another user's executable cannot be read: its bitness is None and
     why says so."""
     out = []
@@ -246,11 +280,15 @@ def snapshot():
         pid = int(name)
         row = {"pid": pid, "start": start_ticks(pid), "comm": comm(pid), "exe": None,
                "dev": None, "ino": None, "bits": None, "needs_ia32": None, "why": None}
+        sc = seccomp_status(pid) or {}
+        row["seccomp"], row["seccomp_filters"] = sc.get("mode"), sc.get("filters")
         try:
             row["exe"] = exe_name(pid)
             try:
                 st = os.stat(f"/proc/{pid}/exe")
                 row["dev"], row["ino"] = st.st_dev, st.st_ino
+                if generation:
+                    row["gen"] = exe_generation(pid)
             except OSError:
                 pass
         except FileNotFoundError:

@@ -27,14 +27,14 @@ import time
 from pathlib import Path
 
 from ..core import files, paths, proc, ui
-from ..machine import doctor, entrypath, process, registry
+from ..machine import doctor, entrypath, hostwalls, process, registry
 from ..machine.tracers import bpftrace
 from . import diagnose
 from .diagnose import bpftrace_why_not, tracefs
 from .trace import tmp_dir
 
 SCRIPT = "census.bt"
-SCHEMA = "timewrite-census/2"
+SCHEMA = "timewrite-census/3"
 ATTACH_TIMEOUT = diagnose.ATTACH_TIMEOUT   # bpftrace parses BTF before it attaches
 # bpftrace's maps hold 4096 keys by default; a busy machine has more (pid, path) pairs than that
 # in a few seconds.  A full map drops updates silently, so the census makes room and checks.
@@ -135,7 +135,10 @@ def rows(maps, keys=None):
             for k, n in maps.get("@vsys", {}).items() if len(k) >= 4]
     regs = maps.get("@regs_ok", {})
     full = [name for name, m in maps.items() if len(m) >= (keys or MAP_KEYS)]
+    work = [{"pid": int(k[0]), **_image(k), "work": int(v)}
+            for k, v in maps.get("@work", {}).items() if len(k) == 3]
     return {"calls": calls, "nr": nrs, "exec": execs, "exit": exits, "vsyscall": vsys,
+            "work": work,
             "fork": forks, "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
             "maps_full": full}
 
@@ -183,6 +186,11 @@ def run(seconds=5.0, batches=30):
            "script": f"traces/{SCRIPT}", "vsyscall_why": None, "snapshot": process.snapshot(),
            "snapshot_end": None, "trace": None, "overhead": {}, "wall_s": None}
     doc["vdso32"], doc["ia32"] = host_facts()
+    # The walls the host puts up for every process: audit's state, and whatever is on
+    # raw_syscalls before this census's own tracer attaches (measure/walls.py).
+    tracers, twhy = hostwalls.raw_syscalls_tracers()
+    doc["host_walls"] = {"audit": hostwalls.audit_status(),
+                         "tracers": {"rows": tracers, "why": twhy}}
     if doc["why_not"]:
         ui.progress(f"census: {doc['why_not']}: reading /proc only")
         return doc

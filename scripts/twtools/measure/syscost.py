@@ -4,6 +4,7 @@ Every stage that times system calls (the per-call matrix, attribution, the obser
 runs syscost through measure(); the result is syscost's own JSON object (docs/syscost.md),
 raw: nothing here summarises.
 """
+import errno
 import json
 import math
 import os
@@ -23,38 +24,127 @@ class SyscostError(RuntimeError):
     """syscost failed for a reason other than an unsupported mechanism."""
 
 
+COPIES_PREFIX = "tw-copies-"
+# copy's path -> the program it was copied from: messages name the user's program, not a copy
+# in a temporary folder that is gone by the time the message is read.
+_ORIGIN = {}
+
+
+def shown_program(path):
+    """The program a message names: the user's, where `path` is one of make_copies' copies."""
+    return _ORIGIN.get(str(path), str(path))
+
+
+def copies_root():
+    """Where make_copies makes its folder: the first of $TMPDIR (tempfile's choice), /var/tmp,
+    $XDG_RUNTIME_DIR and ~/.cache that exists, this user may write, lets programs run (not
+    mounted noexec, as /tmp often is) and lies outside the checkout or the installed package
+    (paths.ROOT: a build tree is not tw's to fill, and dpkg owns /usr/lib/timewrite).  OSError
+    when none does."""
+    root = os.path.realpath(paths.ROOT)
+    seen = []
+    for c in (tempfile.gettempdir(), "/var/tmp", os.environ.get("XDG_RUNTIME_DIR"),
+              os.path.join(os.path.expanduser("~"), ".cache")):
+        if not c or c in seen:
+            continue
+        seen.append(c)
+        real = os.path.realpath(c)
+        try:
+            if (os.path.isdir(real) and os.access(real, os.W_OK | os.X_OK)
+                    and not os.statvfs(real).f_flag & os.ST_NOEXEC
+                    and os.path.commonpath([real, root]) != root):
+                return real
+        except (OSError, ValueError):
+            continue
+    raise OSError(errno.EACCES, "no folder for the programs' copies: each of "
+                  f"{', '.join(seen)} is missing, not writable, mounted noexec or inside "
+                  f"{root}; set TMPDIR to a folder where programs may run", seen[0])
+
+
+def _start_of(pid):
+    """A process's start time in clock ticks since boot, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def sweep_copies(root):
+    """Remove the copies' folders in root that runs now dead left behind (SIGKILL, a power
+    cut: nothing of theirs ran to remove them): each is named tw-copies-<pid>-<its start
+    time>-..., so a folder whose process is gone, or whose pid a later process took, is its
+    leftover.  Only this user's folders are touched.  Returns how many were removed."""
+    n, me = 0, os.geteuid()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    for e in entries:
+        if not e.name.startswith(COPIES_PREFIX):
+            continue
+        parts = e.name[len(COPIES_PREFIX):].split("-")
+        try:
+            if not e.is_dir(follow_symlinks=False) or e.stat(follow_symlinks=False).st_uid != me:
+                continue
+            pid, start = int(parts[0]), int(parts[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if _start_of(pid) != start:
+            shutil.rmtree(e.path, ignore_errors=True)
+            n += 1
+    return n
+
+
 def make_copies(sources, n, where=None):
     """{key: [path of copy 0, ..., n-1]} for {key: source path}, and the directory holding them
     (remove it when done).  Each copy is a new file written from the source's bytes, so the
     kernel places its pages anew; the copies of every key have paths of one length (a
     program's path is on its stack, and moves where the stack starts).  A source that is not a
     regular file is not copied (its key maps to [source] * n), so measure() says what it is.
-    The copies go beside the build (a directory whose programs run, unlike a noexec /tmp),
-    or into the system's temporary directory when the build is not writable."""
-    base = where or paths.BUILD
-    try:
-        top = Path(tempfile.mkdtemp(prefix="ab-copies-", dir=base))
-    except OSError:
-        top = Path(tempfile.mkdtemp(prefix="ab-copies-"))
+
+    The copies go into a private folder (mode 0700, mkdtemp) under `where`, by default
+    copies_root(): outside the build (which may be read-only, or the package's own files) in
+    a folder where programs may run.  The folder's name holds this process's pid and start
+    time, and each call first removes the folders of runs that died (sweep_copies).  A copy
+    that fails (a full disk) removes the folder and every copy made before it raising.  The
+    copies' messages name their source (shown_program)."""
+    base = where or copies_root()
+    sweep_copies(base)
+    top = Path(tempfile.mkdtemp(prefix=f"{COPIES_PREFIX}{os.getpid()}-{_start_of(os.getpid())}-",
+                                dir=base))
     out = {}
-    for i, (key, src) in enumerate(sources.items()):
-        src = Path(src)
-        try:
-            regular = stat.S_ISREG(os.stat(src).st_mode)
-        except OSError:
-            regular = False
-        if not regular:
-            out[key] = [src] * n
-            continue
-        paths_ = []
-        for g in range(n):
-            d = top / f"{i:02d}-{g:02d}"
-            d.mkdir(exist_ok=True)
-            dst = d / src.name
-            shutil.copyfile(src, dst)
-            os.chmod(dst, 0o755)
-            paths_.append(dst)
-        out[key] = paths_
+    try:
+        for i, (key, src) in enumerate(sources.items()):
+            src = Path(src)
+            try:
+                st = os.stat(src)
+                regular = stat.S_ISREG(st.st_mode)
+            except OSError:
+                regular = False
+            if not regular:
+                out[key] = [src] * n
+                continue
+            paths_ = []
+            for g in range(n):
+                d = top / f"{i:02d}-{g:02d}"
+                d.mkdir(exist_ok=True)
+                dst = d / src.name
+                try:
+                    shutil.copyfile(src, dst)
+                except OSError as e:
+                    raise OSError(e.errno, f"{e.strerror} (copying {src} into {top}: its "
+                                  f"copies go to a temporary folder; set TMPDIR to one with "
+                                  f"room)", str(top)) from None
+                # its source's permissions (a program that is not executable stays so, and
+                # measure() says so), never set-user-ID
+                os.chmod(dst, stat.S_IMODE(st.st_mode) & 0o755)
+                _ORIGIN[str(dst)] = str(src)
+                paths_.append(dst)
+            out[key] = paths_
+    except BaseException:
+        shutil.rmtree(top, ignore_errors=True)
+        raise
     return out, top
 
 
@@ -97,11 +187,12 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     syscost runs through core.proc.run, in its own process group, killed whole on a
     timeout or an interrupt."""
     path = Path(binary) if binary else probe.binary("syscost", variant)
+    name = shown_program(path)          # the user's program, where path is a copy of it
     if binary:
         _check_program(path)
     if not path.exists():
         return {"variant": variant, "op": op, "size": size, "supported": False,
-                "reason": f"{path.name} is not built (run make)", "shape": shape}
+                "reason": f"{Path(name).name} is not built (run make)", "shape": shape}
     cmd = [str(path), "--op", op, "--batches", str(batches)]
     if size is not None and op.startswith("write"):
         cmd += ["--size", str(size)]
@@ -129,13 +220,13 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         p = proc.run(cmd, timeout=timeout, env=env, cwd=str(file_dir) if file_dir else None,
                      limit=MAX_OUTPUT)
     except proc.OutputTooLarge:
-        raise SyscostError(f"{path}: printed more than {MAX_OUTPUT >> 20} MiB, more than any "
+        raise SyscostError(f"{name}: printed more than {MAX_OUTPUT >> 20} MiB, more than any "
                            "syscost run; stopped, and its output is unusable") from None
     except OSError as e:
         return {"variant": variant, "op": op, "size": size, "supported": False,
-                "reason": f"cannot execute {path.name}: {e.strerror}"}
+                "reason": f"cannot execute {name}: {e.strerror}"}
     except subprocess.TimeoutExpired:
-        raise SyscostError(f"{' '.join(cmd)}: no result within {timeout} s")
+        raise SyscostError(f"{_cmd_text(cmd)}: no result within {timeout} s")
     wall = time.monotonic() - t0
     if p.returncode == probe.EXIT_UNSUPPORTED:
         why = p.stderr.strip().splitlines()
@@ -146,23 +237,28 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         e = proc.system_errno(p.stderr)
         if e is not None:
             said = (msg[-1] if msg else "no message").removeprefix(f"{path.name}: ")
-            raise OSError(e, f"{os.strerror(e)} ({path.name} --op {op}: {said})",
+            raise OSError(e, f"{os.strerror(e)} ({Path(name).name} --op {op}: {said})",
                           str(file_dir or os.getcwd()))
-        raise SyscostError(f"{' '.join(cmd)}: exit {p.returncode}: "
+        raise SyscostError(f"{_cmd_text(cmd)}: exit {p.returncode}: "
                            f"{msg[-1] if msg else 'no message'}")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if not lines:
-        raise SyscostError(f"{' '.join(cmd)}: no JSON on stdout")
+        raise SyscostError(f"{_cmd_text(cmd)}: no JSON on stdout")
     try:
         out = json.loads(lines[-1], parse_constant=_no_constant)
     except (json.JSONDecodeError, ValueError, RecursionError) as e:
-        raise SyscostError(f"{path}: its output is unusable: not strict JSON ({e})") from None
+        raise SyscostError(f"{name}: its output is unusable: not strict JSON ({e})") from None
     why = _unusable(out)
     if why:
-        raise SyscostError(f"{path}: its output is unusable: {why}")
+        raise SyscostError(f"{name}: its output is unusable: {why}")
     out.setdefault("shape", shape)
     out.update(supported=True, reason=None, cmd=cmd, stderr=p.stderr, wall_s=wall)
     return out
+
+
+def _cmd_text(cmd):
+    """A command as a message shows it: a copy of a program named by its source."""
+    return " ".join(shown_program(c) for c in cmd)
 
 
 # A syscost run prints a few hundred KB at most (its raw batches); a program that prints far
@@ -219,18 +315,19 @@ def _check_program(path):
     """SyscostError, saying what path is, when another build's syscost is not a program tw can
     run (a directory read 'Permission denied')."""
     import stat
+    name = shown_program(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return
     except OSError as e:
-        raise SyscostError(f"{path}: {e.strerror}") from None
+        raise SyscostError(f"{name}: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise SyscostError(f"{path}: is a directory, not a syscost program")
+        raise SyscostError(f"{name}: is a directory, not a syscost program")
     if not stat.S_ISREG(st.st_mode):
-        raise SyscostError(f"{path}: is not a regular file, not a syscost program")
+        raise SyscostError(f"{name}: is not a regular file, not a syscost program")
     if not os.access(path, os.X_OK):
-        raise SyscostError(f"{path}: is not executable (mode {stat.S_IMODE(st.st_mode):o})")
+        raise SyscostError(f"{name}: is not executable (mode {stat.S_IMODE(st.st_mode):o})")
 
 
 # ---- perf bench ------------------------------------------------------------------

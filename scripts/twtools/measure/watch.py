@@ -2,10 +2,14 @@
 
   exec tracer  watch/exec.bpf.c, attached for the watch's whole life: one program on
                sched:sched_process_exec, counting every exec in a kernel map keyed by the file
-               executed (device and inode), the name it was started by, and bitness; the
-               file's absolute path is resolved in the kernel from its own dentry and mount.  Every interval the loader flips the map's phase and prints the
-               one no program writes to any more (NDJSON on a pipe): one batch.  Nothing is
-               sent to user space per exec, and the system-call path is not touched.
+               executed (device, inode and generation: not by a name, so one file behind many
+               links is one key) and bitness, with the name it was last started by; the file's
+               absolute path is resolved in the kernel from its own dentry and mount.  64-bit
+               and 32-bit files each have a budget of keys of their own, and the execs a full
+               budget drops are counted by bitness.  Every interval the loader flips the map's
+               phase and prints the one no program writes to any more (NDJSON on a pipe): one
+               batch.  Nothing is sent to user space per exec, and the system-call path is not
+               touched.
   window       watch/window.bpf.c, attached for `seconds` only (a duty cycle): census.bt's
                per-image entry-path counts plus write(2) latency histograms.  An attached
                raw_syscalls tracepoint slows every system call of every process, so the window
@@ -39,10 +43,13 @@ LOADER = "watchbpf"
 EXEC_OBJ = "watch/exec.bpf.o"
 WINDOW_OBJ = "watch/window.bpf.o"
 SCHEMA = "timewrite-watch-window/1"
-# The exec map keeps at most this many keys a phase (distinct programs an interval; 208-byte
-# keys, preallocated for two phases: about 2 MB of kernel memory).  A full map drops updates;
-# the keyless count n counts every exec, so the watch knows how many a full map dropped.
+# The exec map keeps at most this many keys a phase for 64-bit files, and EXEC_MAP_KEYS32 for
+# 32-bit ones, each budget its own: distinct files an interval (32-byte keys, 224-byte values,
+# preallocated for two phases: about 3 MB of kernel memory, and the path map 2 x both of 1288
+# bytes, 13 MB).  A full budget drops updates; the keyless count n counts every exec by
+# bitness, so the watch knows how many of each bitness a full map dropped.
 EXEC_MAP_KEYS = 4096
+EXEC_MAP_KEYS32 = 1024
 # A window's maps are keyed by process image (and the write histograms by file kind too), and
 # every map is preallocated to its key limit: the census's 131072 would take 195 MB of kernel
 # memory for each window.  A window lasts seconds; 8192 images in one is a machine starting
@@ -89,9 +96,10 @@ def _error_line(text):
 
 class ExecTracer:
     """`watchbpf exec` running in the background; take() gives the batches printed so far:
-    [{"execs": {(started as, dev, ino, is32): {"n", "first_ns", "last_ns"}}, "paths": {(dev,
-    ino): absolute path}, "why": {(dev, ino): watch/maps.h's PATH_* code}, "n": execs, "final": bool}].
-    Names and paths are text as core.escape.name keeps bytes (the loader writes them so)."""
+    [{"execs": {(dev, ino, gen, is32): {"n", "first_ns", "last_ns", "started"}}, "paths":
+    {(dev, ino, gen): absolute path}, "why": {(dev, ino, gen): watch/maps.h's PATH_* code},
+    "n": {False: 64-bit execs, True: 32-bit execs}, "final": bool}].  Names and paths are text
+    as core.escape.name keeps bytes (the loader writes them so)."""
 
     def __init__(self, interval_s, tmp):
         self.interval = max(1, int(interval_s))
@@ -107,7 +115,8 @@ class ExecTracer:
         with proc.deferred_signals():
             self.loader = subprocess.Popen([str(exe), "exec", str(obj), "--own", str(os.getpid()),
                                         "--interval", str(self.interval),
-                                        "--keys", str(EXEC_MAP_KEYS)],
+                                        "--keys", str(EXEC_MAP_KEYS),
+                                        "--keys32", str(EXEC_MAP_KEYS32)],
                                        stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                        start_new_session=True)
         err.close()
@@ -183,37 +192,46 @@ class ExecTracer:
 
 
 def _batch():
-    return {"execs": {}, "paths": {}, "why": {}, "n": 0}
+    return {"execs": {}, "paths": {}, "why": {}, "n": {False: 0, True: 0}}
+
+
+def _ints(text, n):
+    """n whole numbers from "a,b,c", or None."""
+    parts = text.split(",")
+    return [int(p) for p in parts] if len(parts) == n and all(p.isdigit() for p in parts) else None
 
 
 def _fold(cur, name, val):
     """One printed map into the batch being read."""
     if name in ("@n0", "@n1"):
-        cur["n"] += int(val or 0)
+        if isinstance(val, dict):
+            for bits, is32 in (("64", False), ("32", True)):
+                v = val.get(bits)
+                cur["n"][is32] += v if isinstance(v, int) and v >= 0 else 0
         return
     if not isinstance(val, dict):
         return
     if name[:-1] in ("@path", "@why"):
         for k, v in val.items():
-            dev, _, ino = k.partition(",")
-            if dev.isdigit() and ino.isdigit():
+            f = _ints(k, 3)
+            if f is not None:
                 if name.startswith("@path"):
-                    cur["paths"][(int(dev), int(ino))] = v
+                    cur["paths"][tuple(f)] = v
                 else:
-                    cur["why"][(int(dev), int(ino))] = int(v)
+                    cur["why"][tuple(f)] = int(v)
         return
-    field = {"@exec": "n", "@first": "first_ns", "@last": "last_ns"}.get(name[:-1])
+    field = {"@exec": "n", "@first": "first_ns", "@last": "last_ns",
+             "@started": "started"}.get(name[:-1])
     if field is None:
         return
     for k, v in val.items():
-        # The name as started may hold commas: the file and the bitness are the last fields.
-        parts = k.rsplit(",", 3)
-        if len(parts) != 4 or not (parts[1].isdigit() and parts[2].isdigit()):
+        f = _ints(k, 4)
+        if f is None:
             continue
-        fname, dev, ino, b = parts
-        row = cur["execs"].setdefault((fname, int(dev), int(ino), b == "1"),
-                                      {"n": 0, "first_ns": None, "last_ns": None})
-        row[field] = int(v)
+        dev, ino, gen, b = f
+        row = cur["execs"].setdefault((dev, ino, gen, b == 1),
+                                      {"n": 0, "first_ns": None, "last_ns": None, "started": None})
+        row[field] = v if field == "started" else int(v)
 
 
 def fs_magics():

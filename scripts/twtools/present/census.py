@@ -139,6 +139,79 @@ def tracer_text(d, esc=escape.terminal):
     return s
 
 
+def fmt_ns(x):
+    """A signed ns figure: one decimal below 100 ns."""
+    return f"{x:+.0f}" if abs(x) >= 100 else f"{x:+.1f}"
+
+
+def _per_s(g):
+    c = g.get("ns_per_s")
+    if not c:
+        return None
+    return f"{_g(c['median'] / 1e3)} µs of CPU per second [{_g(c['ci_low'] / 1e3)}, " \
+           f"{_g(c['ci_high'] / 1e3)}]"
+
+
+def _group_line(g, what, esc):
+    """One wall's processes, their calls per second and what the wall costs them; what:
+    (the verb phrase for one process, for several)."""
+    n = g.get("processes") or 0
+    names = ", ".join(f"{p['pid']} {esc(p.get('comm') or '?')}"
+                      + (f" ({p['seccomp_filters']} filters)" if (p.get("seccomp_filters") or 0)
+                         > 1 else "") for p in g["who"][:6])
+    s = f"{n} process{'es' if n != 1 else ''} {what[n != 1]}" + (
+        f": {names}" + (", ..." if n > 6 else "") if n else "")
+    if n and g.get("native_calls_per_s") is not None:
+        s += (f". They made {g['native_calls_per_s']:.0f} native and "
+              f"{g['compat_calls_per_s']:.0f} compat (int 0x80 or 32-bit) calls per second")
+        pn, pc = (g.get("price") or {}).get("native"), (g.get("price") or {}).get("compat")
+        each = "; ".join(f"{k} calls pay {fmt_ns(x[0])} ns [{fmt_ns(x[1])}, {fmt_ns(x[2])}] "
+                         "more each" for k, x in (("native", pn), ("compat", pc)) if x)
+        if each:
+            s += f"; {g['price']['as']}, {each}"
+        cost = _per_s(g)
+        s += f": {cost}" if cost else f"; {esc(g.get('why') or 'their price is unknown')}"
+    return s + "."
+
+
+def walls_text(d, esc=escape.terminal):
+    """Who runs behind a wall on this machine, and what it costs them (analyse.census.walls_of)."""
+    w = d.get("walls")
+    if not w:
+        return []
+    if w.get("why"):
+        return [f"The walls: {esc(w['why'])}."]
+    out = [_group_line(w["seccomp"], ("runs behind a seccomp filter (Seccomp: 2)",
+                                      "run behind seccomp filters (Seccomp: 2)"), esc)]
+    a = w.get("audit_state") or {}
+    if not w.get("work_read"):
+        out.append("Audit: whether processes carry an audit context is unknown: "
+                   + esc(w["audit"].get("why") or "no work flags were read") + ".")
+    else:
+        line = _group_line(w["audit"], ("carries an audit context (SYSCALL_AUDIT on its calls)",
+                                        "carry an audit context (SYSCALL_AUDIT on their calls)"),
+                           esc)
+        if w.get("audit_silent"):
+            line += (" Audit is off now (auditctl -s: enabled 0), yet they pay for it: it was "
+                     "enabled once in this boot, and every process started since gets the "
+                     "context until reboot, unless a task rule says never (auditctl -a "
+                     "never,task).")
+        elif a.get("enabled") is None and a.get("why"):
+            line += f" Audit's state: unknown ({esc(a['why'])})."
+        out.append(line)
+    if w.get("tracers"):
+        who = ", ".join(sorted({f"{t['pid']} {esc(t.get('comm') or '?')}" if t.get("pid")
+                                else esc(t.get("comm") or "?") for t in w["tracers"]}))
+        out.append(f"Programs on raw_syscalls before this census attached: {who}. Every call of "
+                   "every process pays for them. " + _group_line(
+                       w["tracer_all"], ("made calls in the window",) * 2, esc))
+    elif w.get("tracers_why"):
+        out.append(f"Other tracers on raw_syscalls: unknown ({esc(w['tracers_why'])}).")
+    else:
+        out.append("No other program was attached to raw_syscalls.")
+    return out
+
+
 def _ns(s, esc=escape.terminal):
     if not s or s.get("median") is None:
         return f"unknown ({esc((s or {}).get('why'))})"
@@ -193,6 +266,9 @@ def format_text(d):
     t = tracer_text(d, esc)
     if t:
         lines.append(t)
+    walls = walls_text(d, esc)
+    if walls:
+        lines += [""] + walls
     rows = process_rows(d, esc)
     if rows:
         lines += ["", "Processes, most calls first:"]
@@ -224,6 +300,8 @@ def report_section(doc, d, level=2):
     t = tracer_text(d, esc)
     if t:
         doc.p(t)
+    for s in walls_text(d, esc):
+        doc.p(s)
     rows = process_rows(d, esc)
     if rows:
         doc.table(HEADERS, rows)

@@ -198,9 +198,53 @@ def build(ctx):
         for f in ch.get("figures") or []:
             doc.p(outside(f))
         _evidence(doc, ctx, m, e)
+    walls_chapter(doc, ctx, len(mechanisms()) + 1)
     exercises(doc, ctx)
     atlas_section(doc, ctx)
     return doc, svgs
+
+
+def walls_chapter(doc, ctx, n):
+    """The walls: a filter, audit or a tracer between a program and the kernel, each way in
+    through the project's container profile with this kernel's path and this machine's figures,
+    and the architecture hole (analyse.walls)."""
+    import platform
+    from ..analyse import walls as a_walls
+    from ..machine import seccomp, seccompsim
+    doc.h(2, f"{n}. Walls: what stands between a program and the kernel")
+    doc.p("Every way in above has a fast path: the entry code goes straight from the "
+          "instruction to the system call table and back. A process that runs behind a wall "
+          "has a SYSCALL_WORK flag set (SECCOMP for a seccomp filter, SYSCALL_AUDIT for an "
+          "audit context, SYSCALL_TRACEPOINT while any program is attached to raw_syscalls), "
+          "and every one of its calls then goes through syscall_trace_enter() on the way in "
+          "and syscall_exit_work() on the way out. What the wall does there is its own price: "
+          "seccomp fills struct seccomp_data and, unless its cache already allows the call, "
+          "runs the filter; audit fills its context and looks through its rules; a tracer runs "
+          "its programs. Container runtimes put a seccomp profile around every container.")
+    e = a_walls.explain(a_walls.profile_blueprint("container"),
+                        [v for v in ("64-syscall", "64-int80", "32-int80")
+                         if v in registry.names()],
+                        (ctx.get("data") or {}).get("walls"), platform.release())
+    rows = []
+    for p_ in e["paths"]:
+        m = p_["measured"]
+        rows.append([p_["variant"], p_["op"], outside(p_["chain"]["text"]) if p_["chain"] else "—",
+                     f"{m['added_ns']:+.1f} ns [{m['ci_low']:+.1f}, {m['ci_high']:+.1f}]" if m
+                     else "not measured in these results"])
+    doc.p(f"Through the project's container profile (walls/profiles/container.json, "
+          f"{e['instructions']} BPF instructions once libseccomp has compiled it), on this "
+          f"kernel{' (which has seccomp’s cache)' if e['cache'] else ''}:")
+    doc.table(["way in", "call", "its path through the wall", "what the wall adds here"], rows)
+    hole = a_walls.arch_hole([seccompsim.parse(seccomp.NUMBERS_ONLY)])
+    doc.p("The architecture hole. seccomp hands the filter the call's number and its "
+          "architecture: int 0x80 from 64-bit code is an i386 call with an i386 number. A "
+          "filter that compares numbers without loading the architecture first denies the call "
+          "under its x86-64 number only: " + outside(" ".join(
+              x.strip() for x in a_walls.hole_lines("seccomp:numbers-only", hole)))
+          + " libseccomp, and so every container runtime, checks the architecture first.")
+    doc.p(_check("scripts/tw explain --wall seccomp:numbers-only"))
+    doc.p(_check("scripts/tw ab --quick --wall seccomp:container --variants 64-syscall,32-int80 "
+                 "--ops getppid"))
 
 
 def glance(doc, ctx, entries):

@@ -10,7 +10,7 @@ after them timed out.  This server is one thread and one selector:
     still read (each is accepted, in the kernel's order, and the idle ones around it are let
     go); failing that, the oldest one that has not sent a whole request;
   - a connection gets CLIENT_TIMEOUT_S to send its request and read the answer, then is
-    closed;
+    closed; a request's lines may end in CRLF or in a bare LF;
   - a request line longer than MAX_URL is answered 414, a header block longer than
     MAX_HEADERS 431, a request that is not HTTP (a TLS handshake) 400, a method other than
     GET or HEAD 405, a path other than /metrics (or /) 404;
@@ -22,6 +22,7 @@ The exposition is made in this thread, so a slow one delays the others; it is th
 bounded state (analyse.watch.State's caps) that bounds it.
 """
 import gzip
+import re
 import selectors
 import socket
 import threading
@@ -35,6 +36,9 @@ CLIENT_TIMEOUT_S = 10.0
 MAX_URL = 2048
 MAX_HEADERS = 16384
 BACKLOG = 128
+
+# The end of the request's head: an empty line, after CRLF or bare LF line ends.
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 _REASON = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
            414: "URI Too Long", 431: "Request Header Fields Too Large",
@@ -206,10 +210,13 @@ class Server:
 
     # ---- one request
     def _request(self, buf):
-        """The answer's bytes, or None while the request is incomplete."""
-        end = buf.find(b"\r\n\r\n")
-        line_end = buf.find(b"\r\n")
-        first = buf[:line_end if line_end >= 0 else len(buf)]
+        """The answer's bytes, or None while the request is incomplete.  Lines may end in CRLF
+        or in a bare LF (RFC 9112 lets a server take a bare LF as a line end; a client that
+        sends them, `printf 'GET /metrics HTTP/1.0\\n\\n' | nc`, was held until its timeout)."""
+        m = _HEAD_END.search(buf)
+        end = m.start() if m else -1
+        line_end = buf.find(b"\n")
+        first = buf[:line_end if line_end >= 0 else len(buf)].rstrip(b"\r")
         if len(first) > MAX_URL + 32:
             return _answer(414, b"request line too long\n")
         if end < 0:
@@ -221,7 +228,7 @@ class Server:
         if end > MAX_HEADERS:
             return _answer(431, b"headers too long\n")
         try:
-            head = buf[:end].decode("latin-1").split("\r\n")
+            head = [ln.rstrip("\r") for ln in buf[:end].decode("latin-1").split("\n")]
             method, target, version = head[0].split(" ")
         except ValueError:
             return _answer(400, b"not an HTTP request\n")

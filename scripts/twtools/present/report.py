@@ -12,7 +12,7 @@ from pathlib import Path
 from ..analyse import causes as causes_mod, findings, percall, results, seedref, stats, sweeps, verdict as verdict_mod
 from ..core import files, ui
 from ..machine import registry, tracers
-from . import atlas, causes as present_causes
+from . import atlas, causes as present_causes, walls as present_walls
 from . import census as present_census, diagnose as present_diagnose, export as csv_export, \
     tables
 from .document import Doc, export, fmt, outside
@@ -1161,6 +1161,9 @@ def build_doc(results_dir):
     doc = Doc()
     sec_title(doc, data)
     sec_verdict(doc, v, data)
+    walls_line = present_walls.first_line(data.get("walls"))
+    if walls_line:
+        doc.p(walls_line)
     sec_matrix(doc, data, pdir)
     sec_findings(doc, data)
     body = Doc()
@@ -1168,6 +1171,7 @@ def build_doc(results_dir):
     sec_verdict_detail(body, v)
     sec_field_example(body, data)
     present_census.section(body, data)
+    present_walls.section(body, data)
     sec_percall(body, data, pdir)
     present_causes.section(body, data)
     sec_attribution(body, data, pdir)

@@ -8,7 +8,7 @@ escaped by prometheus_client's text exposition (backslash, double quote and newl
 format requires); other control characters are legal in a label value and pass through as
 UTF-8.  A program name arrives here as core.escape.name keeps it (build/watchbpf and
 machine.process write it so): a byte that is not UTF-8 as a backslash, x and two hex digits, a
-backslash doubled; the report shows it with escape.controls, which leaves those alone.
+backslash doubled; the report shows it with escape.shown_name, which leaves those alone.
 """
 import json
 import math
@@ -115,13 +115,14 @@ class Collector:
     def _rest(self, s):
         from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                             HistogramMetricFamily)
-        folded = CounterMetricFamily("timewrite_folded", "Execs counted under program=\"other\": "
-                                     "past the cap on programs (reason=cap), or dropped from a "
-                                     "full kernel map and known only from the exec total "
-                                     "(reason=map_full)", labels=["reason"])
-        for (k,), v in _rows(s["folded"].items(), _label):
+        folded = CounterMetricFamily("timewrite_folded", "Execs counted under program=\"other\", "
+                                     "by bitness: past the cap on programs (reason=cap), or "
+                                     "dropped from a full kernel map and known only from the "
+                                     "kernel's exec total of that bitness (reason=map_full)",
+                                     labels=["reason", "bits"])
+        for (k, b), v in _rows(s["folded"].items(), _label, _bits):
             if _num(v) is not None and v >= 0:
-                folded.add_metric([k], v)
+                folded.add_metric([k, b], v)
         yield folded
         progs = GaugeMetricFamily("timewrite_programs", "Programs known to the watch, by bitness",
                                   labels=["bits"])
@@ -255,6 +256,13 @@ def format_text(doc):
         lines.append(f"  the watch's state begins {_utc(cov['started'])}: nothing before it is known")
     lines.append(f"  {cov.get('windows', 0)} windows, {_n(cov.get('window_seconds', 0))} s of "
                  "per-call tracing in the period; execs counted all the time")
+    full = doc.get("map_full") or {}
+    fi, fe = full.get("intervals") or {}, full.get("execs") or {}
+    if any(fi.values()):
+        lines.append(f"  the kernel's exec map filled in the period: {fi.get('64', 0)} interval(s) "
+                     f"dropped {fe.get('64', 0)} 64-bit exec(s), {fi.get('32', 0)} dropped "
+                     f"{fe.get('32', 0)} 32-bit exec(s) (counted, not named), from "
+                     f"{_utc(full.get('first'))} to {_utc(full.get('last'))}")
     stop = doc["stop"]
     if not stop:
         lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
@@ -263,9 +271,9 @@ def format_text(doc):
         lines.append(f"In the last {_n(days)} days, booting with ia32_emulation=0 would have "
                      f"stopped {len(stop)} program(s):")
     for s in stop:
-        lines.append(f"  {escape.controls(s['program'])}  ({s['why']})")
+        lines.append(f"  {escape.shown_name(s['program'])}  ({s['why']})")
         if s.get("started_as") is not None and s["started_as"] != s["program"]:
-            lines.append(f"    started as {escape.controls(s['started_as'])}")
+            lines.append(f"    started as {escape.shown_name(s['started_as'])}")
         if s.get("dev") is not None and s.get("ino") is not None:
             lines.append(f"    file: device {os.major(s['dev'])}:{os.minor(s['dev'])}, inode {s['ino']}")
         if s.get("note"):

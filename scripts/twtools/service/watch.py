@@ -41,18 +41,52 @@ def url(host, port):
 # ---------------------------------------------------------------- the report
 
 RESET_HINT = "tw watch --state-reset moves it aside (kept) and starts a fresh state"
+NEWER_HINT = ("run the tw that wrote it (a package downgrade keeps the newer state); "
+              "tw watch --state-reset moves it aside (kept) and starts a fresh one")
+TRUST_HINT = ("make root its owner and let only root write it (chown root: DIR; chmod go-w "
+              "DIR), or give --allow-unsafe-state if that user is trusted")
 
 
 def refused(e):
     """A watchdb.StateRefused as the one-line DataError (exit 3) tw prints."""
-    return ui.DataError(f"refused the watch state: {escape.terminal(str(e))}", RESET_HINT)
+    if isinstance(e, watchdb.StateUntrusted):
+        return ui.DataError(f"refused the watch state: {escape.terminal(str(e))}", TRUST_HINT)
+    return ui.DataError(f"refused the watch state: {escape.terminal(str(e))}",
+                        NEWER_HINT if isinstance(e, watchdb.StateNewer) else RESET_HINT)
 
 
-def report(state_dir, since_s, now=None):
+def denied(path, state_dir):
+    """A reader who may not read the state: said as such (the state may well be there)."""
+    try:
+        st = os.stat(state_dir)
+        import grp
+        import pwd
+        try:
+            owner = f"{pwd.getpwuid(st.st_uid).pw_name}:{grp.getgrgid(st.st_gid).gr_name}"
+        except KeyError:
+            owner = f"{st.st_uid}:{st.st_gid}"
+        how = f" (the folder {escape.path(state_dir)} is mode {st.st_mode & 0o7777:04o}, owner {owner})"
+    except OSError:
+        how = ""
+    return ui.UserError(f"permission denied: this user may not read the watch state "
+                        f"{escape.path(path)}{how}",
+                        "run tw watch --report as root, or as a user of the state's group",
+                        code=ui.EXIT_SYSTEM)
+
+
+def report(state_dir, since_s, now=None, allow_unsafe=False):
     db = watchdb.path_in(state_dir)
-    if not os.path.lexists(db):
+    try:
+        if not allow_unsafe:
+            watchdb.check_trust(state_dir)
+        os.lstat(db)
+    except FileNotFoundError:
         raise ui.UserError(f"{escape.path(state_dir)} holds no watch state ({watchdb.FILE})",
                            "start the watch first: tw watch --state DIR")
+    except PermissionError:
+        raise denied(db, state_dir)
+    except watchdb.StateRefused as e:
+        raise refused(e)
     now = now or time.time()
     since_t = now - since_s
     try:
@@ -62,12 +96,15 @@ def report(state_dir, since_s, now=None):
         raise refused(e)
     except watchdb.StateLocked as e:
         raise ui.UserError(str(e), "try again in a moment", code=ui.EXIT_SYSTEM)
+    except PermissionError:
+        raise denied(db, state_dir)
     except Exception as e:       # SQLite's own errors: a damaged or foreign file
         raise ui.DataError(f"{escape.path(db)}: not a readable watch state "
                            f"({escape.terminal(str(e).splitlines()[0][:200])})")
     try:
         progs = watchdb.programs_since(con, since_t)
         pths = watchdb.paths_since(con, since_t)
+        full = watchdb.full_since(con, since_t)
         meta = watchdb.meta(con)
         nwin, wsec = watchdb.windows_since(con, since_t)
     except (watchdb.Error, ValueError, TypeError) as e:
@@ -75,7 +112,7 @@ def report(state_dir, since_s, now=None):
                            f"({escape.terminal(str(e).splitlines()[0][:200])})")
     finally:
         con.close()
-    doc = analyse.readiness(progs, pths, since_t, now)
+    doc = analyse.readiness(progs, pths, since_t, now, full)
     doc["host"] = socket.gethostname()
     doc["coverage"] = {"started": float(meta["started"]) if meta.get("started") else None,
                        "saved": float(meta["saved"]) if meta.get("saved") else None,
@@ -264,6 +301,11 @@ class Watch:
         --state-reset, created whole if there is none, and loaded within the caps."""
         a = self.args
         os.makedirs(a.state, mode=0o750, exist_ok=True)
+        if not getattr(a, "allow_unsafe_state", False):
+            try:
+                watchdb.check_trust(a.state)
+            except watchdb.StateRefused as e:
+                raise refused(e)
         self._lock_state(a.state)
         if getattr(a, "state_reset", False):
             old = watchdb.set_aside(self.db)
@@ -318,7 +360,7 @@ class Watch:
                     raise ui.SystemRefused(f"--listen {a.listen[0]}:{a.listen[1]}: {e.strerror}")
             offset = measure.mono_to_epoch()
             with self.lock:
-                self.state.add_snapshot(process.snapshot(), time.time())
+                self.state.add_snapshot(process.snapshot(generation=True), time.time())
             self.save(bound=False)      # the cap (a VACUUM: a minute on a big file) after ready
             ui.progress(f"watch: counting every exec; state in {escape.path(self.db)}"
                         + (f"; metrics on {url(*a.listen)}" if a.listen else "")
@@ -349,7 +391,7 @@ class Watch:
                             self.state.add_batch(batch, offset, now)
                             if int(now) % 600 < a.interval:
                                 # Long-running processes are seen again now and then.
-                                self.state.add_snapshot(process.snapshot(), now)
+                                self.state.add_snapshot(process.snapshot(generation=True), now)
                     if batch is not None or windows:
                         self.save(windows)
                     if self.hup.is_set():

@@ -10,9 +10,11 @@ DuckDB.
 
 Tables:
   programs  (program, is32) -> execs, first_seen, last_seen (Unix seconds), and the file: dev,
-            ino (its device and inode), note (why it is named by them, or what a row from
-            schema /2 is), started (the name it was last started by: a label): the readiness
-            log.  A program is its file, named by its absolute path (analyse.watch)
+            ino, gen (its device, inode and generation: a reused inode number is another
+            file; gen is stored as a signed 64-bit integer), note (why it is named by them, or
+            what a row from schema /2 is), started (the name it was last started by: a
+            label): the readiness log.  A program is its file, named by its absolute path
+            (analyse.watch)
   days      (day, program, is32) -> execs, first_seen, last_seen that UTC day: what
             `tw watch --report --since 30d` counts within its period
   calls     (program, is32, path) -> calls counted by every window so far
@@ -20,7 +22,9 @@ Tables:
   paths     (window t1, program, is32, path) -> calls, excess CPU ns per second with its
             interval, or why unknown, and why the program would stop
   wlat      (window t1, program, kind, sync, hi_ns) -> writes; wlat_sum the ns they took
-  folded    reason -> count (cap, map_full)
+  folded    (reason, is32) -> count (cap, map_full), by bitness
+  mapfull   (day, is32) -> intervals in which the kernel's exec map dropped execs of that
+            bitness, the execs dropped, first and last time: when and how often it filled
   meta      key -> value (started, intervals, windows, window_seconds, schema)
 
 Crash safety: each interval is one transaction, opened, committed and the file closed again
@@ -37,13 +41,19 @@ file is compacted after each step (VACUUM, itself one transaction): SQLite does 
 freed pages back otherwise.
 Trust: a state the watch did not write, or a damaged one, is refused (check(), StateRefused):
 not a regular file, not SQLite, objects the watch does not create (a trigger, a view, a
-table or column of its own), another schema version, a failed quick_check, or a value the
-watch never writes (execs 'abc', an infinite time, a BLOB name).  A writer checks the file's
+table or column of its own), another schema version (a newer one said as such, StateNewer),
+a failed quick_check, or a value the watch never writes (execs 'abc', an infinite time, a
+BLOB name).  A /2 or /3 state is upgraded only once every row of it passes the same checks.
+A state folder or file that another user owns, or that group or others may write, is refused
+(check_trust(), StateUntrusted, as sshd's StrictModes refuses such files) unless the caller
+allows it: that user could erase or forge the history, or plant a journal that a roll-back
+replays.  A writer checks the file's
 objects again every time it opens it, before it writes, so that no trigger planted in the
 file ever runs.  The file is created whole (built beside it and linked into place), so a full
 disk leaves either no state or a complete empty one.
-Memory: load() keeps at most max_programs programs (the 32-bit ones first, then the most
-recently seen) whatever the file holds; the rest stay on disk, counted.  The report's queries
+Memory: load() keeps at most max_programs programs of each budget (those that entered a
+compat path: 32-bit, or 64-bit with a compat row in calls; and the others), the most recently
+seen first, whatever the file holds; the rest stay on disk, counted.  The report's queries
 select in SQL only what could stop (32-bit, or a compat entry path).
 Every value reaches SQLite as a bound parameter (program names come from the machine).
 """
@@ -54,33 +64,64 @@ import sqlite3
 import stat
 import time
 
-SCHEMA = "timewrite-watch-state/3"
-SCHEMA_2 = "timewrite-watch-state/2"     # upgraded in place at the start (upgrade())
+VERSION = 4
+SCHEMA_PREFIX = "timewrite-watch-state/"
+SCHEMA = f"{SCHEMA_PREFIX}{VERSION}"
+SCHEMA_3 = f"{SCHEMA_PREFIX}3"     # upgraded in place at the start (upgrade())
+SCHEMA_2 = f"{SCHEMA_PREFIX}2"     # the same
+UPGRADES = (2, 3)
 FILE = "watch.sqlite"
+LOCK = "watch.lock"
 LOCK_WAIT_S = 20.0
 Error = sqlite3.Error
 
-SCHEMA_SQL = (
-    """CREATE TABLE IF NOT EXISTS programs (program VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
-        execs BIGINT, first_seen DOUBLE, last_seen DOUBLE, dev BIGINT, ino BIGINT,
-        note VARCHAR, started VARCHAR, PRIMARY KEY (program, is32))""",
-    """CREATE TABLE IF NOT EXISTS days (day VARCHAR NOT NULL, program VARCHAR NOT NULL,
+# Each table as the watch makes it; the older versions' differences in _schema_sql.
+_TABLES = {
+    "programs": """CREATE TABLE IF NOT EXISTS programs (program VARCHAR NOT NULL,
+        is32 BOOLEAN NOT NULL, execs BIGINT, first_seen DOUBLE, last_seen DOUBLE, dev BIGINT,
+        ino BIGINT, note VARCHAR, started VARCHAR, gen BIGINT, PRIMARY KEY (program, is32))""",
+    "days": """CREATE TABLE IF NOT EXISTS days (day VARCHAR NOT NULL, program VARCHAR NOT NULL,
         is32 BOOLEAN NOT NULL, execs BIGINT, first_seen DOUBLE, last_seen DOUBLE,
         PRIMARY KEY (day, program, is32))""",
-    """CREATE TABLE IF NOT EXISTS calls (program VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
+    "calls": """CREATE TABLE IF NOT EXISTS calls (program VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
         path VARCHAR NOT NULL, calls BIGINT, PRIMARY KEY (program, is32, path))""",
-    """CREATE TABLE IF NOT EXISTS windows (t0 DOUBLE, t1 DOUBLE NOT NULL, seconds DOUBLE,
+    "windows": """CREATE TABLE IF NOT EXISTS windows (t0 DOUBLE, t1 DOUBLE NOT NULL, seconds DOUBLE,
         added_ns DOUBLE, added_lo DOUBLE, added_hi DOUBLE, added_why VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS paths (t DOUBLE NOT NULL, seconds DOUBLE, program VARCHAR,
+    "paths": """CREATE TABLE IF NOT EXISTS paths (t DOUBLE NOT NULL, seconds DOUBLE, program VARCHAR,
         is32 BOOLEAN, path VARCHAR, calls BIGINT, ns_per_s DOUBLE, ns_lo DOUBLE, ns_hi DOUBLE,
         why VARCHAR, stops VARCHAR, exits_per_s DOUBLE, exits_lo DOUBLE, exits_hi DOUBLE)""",
-    """CREATE TABLE IF NOT EXISTS wlat (t DOUBLE NOT NULL, program VARCHAR, kind VARCHAR,
+    "wlat": """CREATE TABLE IF NOT EXISTS wlat (t DOUBLE NOT NULL, program VARCHAR, kind VARCHAR,
         sync BOOLEAN, hi_ns DOUBLE, writes BIGINT)""",
-    """CREATE TABLE IF NOT EXISTS wlat_sum (t DOUBLE NOT NULL, program VARCHAR, kind VARCHAR,
+    "wlat_sum": """CREATE TABLE IF NOT EXISTS wlat_sum (t DOUBLE NOT NULL, program VARCHAR, kind VARCHAR,
         sync BOOLEAN, sum_ns DOUBLE)""",
-    """CREATE TABLE IF NOT EXISTS folded (reason VARCHAR PRIMARY KEY, n BIGINT)""",
-    """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
-)
+    "folded": """CREATE TABLE IF NOT EXISTS folded (reason VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
+        n BIGINT, PRIMARY KEY (reason, is32))""",
+    "mapfull": """CREATE TABLE IF NOT EXISTS mapfull (day VARCHAR NOT NULL, is32 BOOLEAN NOT NULL,
+        intervals BIGINT, execs BIGINT, first_seen DOUBLE, last_seen DOUBLE,
+        PRIMARY KEY (day, is32))""",
+    "meta": """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+}
+# Schema /3 and /2's tables, where they differ: /3 had no gen, folded by reason alone and no
+# mapfull; /2 had none of the file's columns either.
+_V3_PROGRAMS = """CREATE TABLE IF NOT EXISTS programs (program VARCHAR NOT NULL,
+        is32 BOOLEAN NOT NULL, execs BIGINT, first_seen DOUBLE, last_seen DOUBLE, dev BIGINT,
+        ino BIGINT, note VARCHAR, started VARCHAR, PRIMARY KEY (program, is32))"""
+_V2_PROGRAMS = """CREATE TABLE IF NOT EXISTS programs (program VARCHAR NOT NULL,
+        is32 BOOLEAN NOT NULL, execs BIGINT, first_seen DOUBLE, last_seen DOUBLE,
+        PRIMARY KEY (program, is32))"""
+_V3_FOLDED = "CREATE TABLE IF NOT EXISTS folded (reason VARCHAR PRIMARY KEY, n BIGINT)"
+
+
+def _schema_sql(version=VERSION):
+    """The CREATE statements of a schema version (4, 3 or 2)."""
+    t = dict(_TABLES)
+    if version < 4:
+        t.update(programs=_V3_PROGRAMS if version == 3 else _V2_PROGRAMS, folded=_V3_FOLDED)
+        del t["mapfull"]
+    return tuple(t.values())
+
+
+SCHEMA_SQL = _schema_sql()
 WINDOW_TABLES = ("windows", "paths", "wlat", "wlat_sum")
 
 
@@ -96,12 +137,21 @@ class StateRefused(ValueError):
     """The file is not a state this watch wrote, or it is damaged: the reason, one line."""
 
 
+class StateNewer(StateRefused):
+    """The state was written by a newer tw (a later schema version): the reason, one line."""
+
+
+class StateUntrusted(StateRefused):
+    """The state folder or a file of it may be changed by another user: the reason, one line."""
+
+
 # What each column holds, as the watch writes it: every row of a file is checked in SQL.
 _T, _TN, _B, _N = "text", "text?", "bool", "count"
 _TIME, _TIMEN, _NUM, _HI, _NN = "time", "time?", "num?", "hi", "count?"
+_IN = "int?"
 COLUMNS = {
     "programs": {"program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN, "last_seen": _TIMEN,
-                 "dev": _NN, "ino": _NN, "note": _TN, "started": _TN},
+                 "dev": _NN, "ino": _NN, "note": _TN, "started": _TN, "gen": _IN},
     "days": {"day": "day", "program": _T, "is32": _B, "execs": _N, "first_seen": _TIMEN,
              "last_seen": _TIMEN},
     "calls": {"program": _T, "is32": _B, "path": _T, "calls": _N},
@@ -112,15 +162,32 @@ COLUMNS = {
               "exits_per_s": _NUM, "exits_lo": _NUM, "exits_hi": _NUM},
     "wlat": {"t": _TIME, "program": _T, "kind": _T, "sync": _B, "hi_ns": _HI, "writes": _N},
     "wlat_sum": {"t": _TIME, "program": _T, "kind": _T, "sync": _B, "sum_ns": _NUM},
-    "folded": {"reason": _T, "n": _N},
+    "folded": {"reason": _T, "is32": _B, "n": _N},
+    "mapfull": {"day": "day", "is32": _B, "intervals": _N, "execs": _N, "first_seen": _TIME,
+                "last_seen": _TIME},
     "meta": {"key": _T, "value": _T},
 }
+
+
+def _columns(version=VERSION):
+    """COLUMNS as a schema version had them."""
+    if version == VERSION:
+        return COLUMNS
+    cols = {t: dict(c) for t, c in COLUMNS.items() if t != "mapfull"}
+    del cols["programs"]["gen"]
+    cols["folded"] = {"reason": _T, "n": _N}
+    if version == 2:
+        for c in V2_DROPPED:
+            del cols["programs"][c]
+    return cols
+
+
 MAX_TEXT = 16384         # bytes: a path is at most 4096, escaped four times over
 _FINITE = "BETWEEN -1e300 AND 1e300"
 
 
 # A kind that may be NULL is its kind or NULL.
-_OR_NULL = {_TN: _T, _NN: _N, _TIMEN: _TIME}
+_OR_NULL = {_TN: _T, _NN: _N, _TIMEN: _TIME, _IN: "int"}
 
 
 # The SQL each other kind's column must satisfy: {c} the column, {num} "it is a number".
@@ -128,6 +195,7 @@ _CONDS = {
     _T: f"(typeof({{c}}) = 'text' AND length(CAST({{c}} AS BLOB)) <= {MAX_TEXT})",
     _B: "(typeof({c}) = 'integer' AND {c} IN (0, 1))",
     _N: "(typeof({c}) = 'integer' AND {c} >= 0)",
+    "int": "(typeof({c}) = 'integer')",
     _TIME: "({num} AND {c} BETWEEN 0 AND 1e11)",
     _NUM: f"({{c}} IS NULL OR ({{num}} AND {{c}} {_FINITE}))",
     _HI: "({num} AND {c} > 0)",
@@ -144,22 +212,22 @@ def _cond(col, kind):
     return _CONDS[kind].format(c=col, num=f"typeof({col}) IN ('integer', 'real')")
 
 
-_expected = None
+_expected = {}
 
 
-def _expected_objects():
-    """sqlite_master's (type, name, tbl_name) and each table's columns, as the watch makes them."""
-    global _expected
-    if _expected is None:
+def _expected_objects(version=VERSION):
+    """sqlite_master's (type, name, tbl_name) and each table's columns, as the watch makes
+    them in a schema version."""
+    if version not in _expected:
         con = sqlite3.connect(":memory:")
-        for sql in SCHEMA_SQL:
+        for sql in _schema_sql(version):
             con.execute(sql)
         objs = set(con.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall())
         cols = {t: [tuple(r[1:3]) for r in con.execute(f"PRAGMA table_info({t})").fetchall()]
-                for t in COLUMNS}
+                for t in _columns(version)}
         con.close()
-        _expected = objs, cols
-    return _expected
+        _expected[version] = objs, cols
+    return _expected[version]
 
 
 # Schema /2's programs table: /3's without the file's columns (added at its end by upgrade()).
@@ -168,12 +236,10 @@ V2_NOTE = ("from state /2: named as it was started (execve's argument, maybe rel
            "/proc showed it, not by its file; no device and inode")
 
 
-def _check_objects(con, v2=False):
+def _check_objects(con, version=VERSION):
     """None, or why the file's objects are not the watch's (a trigger, a view, another table
-    or column): read from sqlite_master before anything is written.  v2: schema /2's."""
-    objs, cols = _expected_objects()
-    if v2:
-        cols = dict(cols, programs=[c for c in cols["programs"] if c[0] not in V2_DROPPED])
+    or column) in a schema version: read from sqlite_master before anything is written."""
+    objs, cols = _expected_objects(version)
     have = set(con.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall())
     extra = sorted(have - objs)
     if extra:
@@ -188,6 +254,52 @@ def _check_objects(con, v2=False):
         if got != want:
             return f"its table {t!r} has other columns than the watch's"
     return None
+
+
+def _version(con):
+    """(version number, schema text) from the file's meta table, or (None, text or None) when
+    it names none this watch knows the form of.  Read in a way a foreign file cannot make fail."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema' AND typeof(value) = "
+                          "'text'").fetchone()
+    except sqlite3.Error:
+        return None, None
+    text = row[0] if row else None
+    if text and text.startswith(SCHEMA_PREFIX) and text[len(SCHEMA_PREFIX):].isdigit() \
+            and len(text) < 64:
+        return int(text[len(SCHEMA_PREFIX):]), text
+    return None, text
+
+
+def _newer(path, text):
+    return StateNewer(f"{path} was written by a newer tw (state schema {text!r}); this tw reads "
+                      f"{SCHEMA} and upgrades /2 and /3, and never writes a newer one")
+
+
+def _check_rows(con, path, version=VERSION):
+    """StateRefused unless every value of every row is of the kind the watch writes (in the
+    schema version given), and every meta value is a number where one is kept."""
+    for t, want in _columns(version).items():
+        conds = " AND ".join(_cond(c, k) for c, k in want.items())
+        row = con.execute(f"SELECT {', '.join(want)} FROM {t} WHERE NOT ({conds}) LIMIT 1"
+                          ).fetchone()
+        if row is not None:
+            c = next((c for c, v in zip(want, row)
+                      if not con.execute(f"SELECT {_cond('?1', want[c])}", [v]).fetchone()[0]),
+                     next(iter(want)))
+            v = row[list(want).index(c)]
+            shown = repr(v)[:60] if not isinstance(v, bytes) else f"a BLOB of {len(v)} bytes"
+            raise StateRefused(f"{path}: a row of {t} holds {c} = {shown}, which the watch "
+                               "never writes")
+    for k, v in con.execute("SELECT key, value FROM meta").fetchall():
+        try:
+            x = (int(v) if k in ("intervals", "windows") else
+                 float(v) if k in ("started", "saved", "window_seconds") else 0)
+            ok = 0 <= x < 1e11
+        except ValueError:
+            ok = False
+        if not ok:
+            raise StateRefused(f"{path}: meta {k} = {v[:60]!r}, which the watch never writes")
 
 
 def _regular(path):
@@ -225,24 +337,19 @@ def check(path, deep_s=CHECK_S):
     except sqlite3.Error as e:
         raise StateRefused(f"{path}: SQLite cannot open it ({_first(e)})") from None
     try:
+        version, found = _version(con)
+        if version is not None and version > VERSION:
+            raise _newer(path, found)
         why = _check_objects(con)
         if why:
-            try:
-                other = con.execute("SELECT value FROM meta WHERE key = 'schema' AND "
-                                    "typeof(value) = 'text'").fetchone()
-            except sqlite3.Error:
-                other = None
-            if other and other[0] == SCHEMA_2 and _check_objects(con, v2=True) is None:
-                raise StateRefused(f"{path} has state schema {SCHEMA_2!r}; this watch reads "
-                                   f"{SCHEMA} (tw watch upgrades a /2 state when it starts)")
+            if version in UPGRADES and _check_objects(con, version) is None:
+                raise StateRefused(f"{path} has state schema {found!r}; this watch reads "
+                                   f"{SCHEMA} (tw watch upgrades a /{version} state when it "
+                                   "starts)")
             raise StateRefused(f"{path} is not a watch state: {why}")
-        m = dict(con.execute("SELECT key, value FROM meta WHERE typeof(key) = 'text' AND "
-                             "typeof(value) = 'text' AND key = 'schema'").fetchall())
-        if m.get("schema") != SCHEMA:
-            found = repr(m["schema"][:80]) if m.get("schema") else "none"
-            raise StateRefused(f"{path} has state schema {found}; this watch reads {SCHEMA}"
-                               + (" (tw watch upgrades a /2 state when it starts)"
-                                  if m.get("schema") == SCHEMA_2 else ""))
+        if found != SCHEMA:
+            raise StateRefused(f"{path} has state schema {repr(found[:80]) if found else 'none'}; "
+                               f"this watch reads {SCHEMA}")
         deadline = time.monotonic() + deep_s
         con.set_progress_handler(lambda: time.monotonic() > deadline, 10000)
         try:
@@ -254,27 +361,7 @@ def check(path, deep_s=CHECK_S):
         con.set_progress_handler(None, 0)
         if bad != "ok":
             raise StateRefused(f"{path} is damaged (SQLite's quick_check: {str(bad)[:160]})")
-        for t, want in COLUMNS.items():
-            conds = " AND ".join(_cond(c, k) for c, k in want.items())
-            row = con.execute(f"SELECT {', '.join(want)} FROM {t} WHERE NOT ({conds}) LIMIT 1"
-                              ).fetchone()
-            if row is not None:
-                c = next((c for c, v in zip(want, row)
-                          if not con.execute(f"SELECT {_cond('?1', want[c])}", [v]).fetchone()[0]),
-                         next(iter(want)))
-                v = row[list(want).index(c)]
-                shown = repr(v)[:60] if not isinstance(v, bytes) else f"a BLOB of {len(v)} bytes"
-                raise StateRefused(f"{path}: a row of {t} holds {c} = {shown}, which the watch "
-                                   "never writes")
-        for k, v in con.execute("SELECT key, value FROM meta").fetchall():
-            try:
-                x = (int(v) if k in ("intervals", "windows") else
-                     float(v) if k in ("started", "saved", "window_seconds") else 0)
-                ok = 0 <= x < 1e11
-            except ValueError:
-                ok = False
-            if not ok:
-                raise StateRefused(f"{path}: meta {k} = {v[:60]!r}, which the watch never writes")
+        _check_rows(con, path)
     except sqlite3.Error as e:
         raise StateRefused(f"{path} is damaged ({_first(e)})") from None
     finally:
@@ -345,6 +432,56 @@ def set_aside(path, now=None):
     if os.path.lexists(path + "-journal"):
         os.rename(path + "-journal", new + "-journal")
     return new
+
+
+def _owner(uid):
+    import pwd
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def check_trust(state_dir, uid=None):
+    """StateUntrusted (one line) unless no user but root and `uid` (this process's effective
+    user by default) can change the state: the folder and every folder above it, and the
+    files in it the watch reads (watch.sqlite, its journal, watch.lock, the old watch.duckdb),
+    owned by root or uid and writable by neither group nor others; a folder above it may be
+    writable by all when it is sticky (/tmp: no one can rename or remove what they do not
+    own there).  As sshd's StrictModes: another user who may write there could erase or
+    forge the history, or plant a journal that the next opening replays.  PermissionError
+    when this user may not look into the folder (the caller says so)."""
+    uid = os.geteuid() if uid is None else uid
+    ok = (0, uid)
+    top = os.path.realpath(str(state_dir))
+
+    def why(p, st, kind):
+        if st.st_uid not in ok:
+            return f"{p} ({kind}) is owned by {_owner(st.st_uid)}, not by root" + (
+                f" or {_owner(uid)}" if uid else "")
+        if st.st_mode & 0o022:
+            return (f"{p} ({kind}) may be written by its group or by others (mode "
+                    f"{stat.S_IMODE(st.st_mode):04o})")
+        return None
+
+    p = top
+    while True:
+        st = os.stat(p)
+        w = why(p, st, "the state folder" if p == top else "a folder above the state")
+        if w and not (p != top and st.st_uid in ok and st.st_mode & stat.S_ISVTX):
+            raise StateUntrusted(f"{w}: another user could change the watch's state")
+        if p == os.path.dirname(p):
+            break
+        p = os.path.dirname(p)
+    for name in (FILE, FILE + "-journal", LOCK, OLD_FILE):
+        f = os.path.join(top, name)
+        try:
+            st = os.lstat(f)
+        except FileNotFoundError:
+            continue
+        w = why(f, st, "a state file")
+        if w:
+            raise StateUntrusted(f"{w}: another user could change the watch's state")
 
 
 def path_in(state_dir):
@@ -449,12 +586,17 @@ def _meta(con):
 
 
 def upgrade(path):
-    """A schema /2 state upgraded to /3 in place, in one transaction; returns what was done as
-    words, or None when the file is not /2 (check() then judges it).  /2 keyed programs by the
-    name they were started by (or /proc's path): its rows are kept, each marked (note V2_NOTE,
-    started = that name), with no device and inode; new execs are counted by file beside them.
-    Written only when the file holds exactly /2's objects (no trigger runs) and passes
-    quick_check."""
+    """A schema /2 or /3 state upgraded to /4 in place, in one transaction; returns what was
+    done as words, or None when the file is neither (check() then judges it).  Nothing is
+    written unless the file holds exactly that version's objects (no trigger runs), passes
+    quick_check and every value of every row is of the kind the watch writes: a damaged old
+    state is refused as it is, never half upgraded and then refused (an older tw could still
+    read it).  /2 keyed programs by the name they were started by (or /proc's path): its rows
+    are kept, each marked (note V2_NOTE, started = that name), with no device and inode.  /3's
+    files had no generation: their rows keep device and inode, gen NULL (such a row's file is
+    never matched by a new exec, whose file is then named by its path again); its folded
+    counts were by reason alone: map_full ones were counted as 64-bit then, and stay so;
+    the cap's 32-bit ones are what its 32-bit "other" row holds."""
     path = str(path)
     if not os.path.lexists(path):
         return None
@@ -474,29 +616,47 @@ def upgrade(path):
         try:
             con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             try:
-                schema = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                version, found = _version(con)
             finally:
                 con.close()
         except sqlite3.Error:
             return None                 # not SQLite, or no meta: check() says why
-        if not schema or schema[0] != SCHEMA_2:
+        if version not in UPGRADES:
             return None
         con = sqlite3.connect(path, isolation_level=None, timeout=LOCK_WAIT_S)
         try:
-            why = _check_objects(con, v2=True)
+            why = _check_objects(con, version)
             if why:
                 raise StateRefused(f"{path} is not a watch state: {why}")
             bad = con.execute("PRAGMA quick_check(1)").fetchone()[0]
             if bad != "ok":
                 raise StateRefused(f"{path} is damaged (SQLite's quick_check: {str(bad)[:160]})")
+            try:
+                _check_rows(con, path, version)
+            except StateRefused as e:
+                raise StateRefused(f"{e}; not upgraded (the file is as it was)") from None
             con.execute("PRAGMA journal_mode = DELETE")
             con.execute("PRAGMA synchronous = FULL")
             con.execute("BEGIN IMMEDIATE")
-            for col, kind in (("dev", "BIGINT"), ("ino", "BIGINT"), ("note", "VARCHAR"),
-                              ("started", "VARCHAR")):
-                con.execute(f"ALTER TABLE programs ADD COLUMN {col} {kind}")
-            n = con.execute("UPDATE programs SET note = ?, started = program WHERE program != ?",
-                            [V2_NOTE, OTHER]).rowcount
+            n = con.execute("SELECT count(*) FROM programs WHERE program != ?",
+                            [OTHER]).fetchone()[0]
+            if version == 2:
+                for col, kind in (("dev", "BIGINT"), ("ino", "BIGINT"), ("note", "VARCHAR"),
+                                  ("started", "VARCHAR")):
+                    con.execute(f"ALTER TABLE programs ADD COLUMN {col} {kind}")
+                con.execute("UPDATE programs SET note = ?, started = program WHERE program != ?",
+                            [V2_NOTE, OTHER])
+            con.execute("ALTER TABLE programs ADD COLUMN gen BIGINT")
+            old = dict(con.execute("SELECT reason, n FROM folded").fetchall())
+            other32 = con.execute("SELECT coalesce(sum(execs), 0) FROM programs WHERE "
+                                  "program = ? AND is32", [OTHER]).fetchone()[0]
+            cap32 = min(old.get("cap", 0), other32)
+            con.execute("DROP TABLE folded")
+            con.execute(_TABLES["folded"])
+            con.execute(_TABLES["mapfull"])
+            _many(con, "INSERT INTO folded VALUES (?, ?, ?)",
+                  [["cap", 0, old.get("cap", 0) - cap32], ["cap", 1, cap32],
+                   ["map_full", 0, old.get("map_full", 0)], ["map_full", 1, 0]])
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", [SCHEMA])
             con.execute("COMMIT")
         except sqlite3.Error as e:
@@ -505,31 +665,55 @@ def upgrade(path):
             con.close()
     finally:
         os.close(fd)
-    return (f"{path} upgraded from {SCHEMA_2} to {SCHEMA}: its {n} program(s) kept, marked as "
-            "named by how they were started (no device and inode); new execs are counted by file")
+    return (f"{path} upgraded from {found} to {SCHEMA}: its {n} program(s) kept"
+            + (", marked as named by how they were started (no device and inode)"
+               if version == 2 else ", their files without a generation (named by path anew "
+               "at their next exec)")
+            + "; new execs are counted by file")
+
+
+def signed64(v):
+    """A generation (maps.h: up to 2^64 - 1, bit 63 marking a change time) as SQLite's signed
+    64-bit integer; None stays None."""
+    return None if v is None else v - (1 << 64) if v >= 1 << 63 else v
+
+
+def unsigned64(v):
+    return None if v is None else v + (1 << 64) if v < 0 else v
 
 
 def load(path, state):
     """The state kept on disk into `state` (analyse.watch.State): programs, folded counts,
     calls, window totals.  Nothing when there is no file yet.  Memory is bounded by the
-    state's caps whatever the file holds: at most state.max_programs programs are read (the
-    32-bit ones first, then the most recently seen; sorted and cut by SQLite), and the rest
-    are counted in state.on_disk_only ({is32: [programs, execs]}); they stay in the file and
-    in the report, and new execs of theirs fold into "other"."""
+    state's caps whatever the file holds: at most state.max_programs programs of each budget
+    are read (those that entered a compat path, 32-bit or a 64-bit one with a compat row in
+    calls, and the others; the most recently seen of each; sorted and cut by SQLite), so that
+    no number of 64-bit programs on disk crowds a 32-bit one out of memory; the rest are
+    counted in state.on_disk_only ({is32: [programs, execs]}); they stay in the file and in
+    the report, and new execs of theirs fold into "other"."""
     if not os.path.lexists(path):
         return False
     con = connect(path)
     try:
         cap = state.max_programs
-        for prog, is32, execs, first, last, dev, ino, note, started in con.execute(
-                """SELECT program, is32, execs, first_seen, last_seen, dev, ino, note, started
-                   FROM programs WHERE program != ?1 ORDER BY is32 DESC, last_seen DESC
-                   LIMIT ?2""", [OTHER, cap]):
-            state.programs[(prog, bool(is32))] = {"execs": int(execs or 0), "first": first,
-                                                  "last": last, "dev": dev, "ino": ino,
-                                                  "note": note, "started": started}
-            if dev is not None and ino is not None:
-                state.files[(dev, ino)] = prog
+        compat = ("(is32 OR EXISTS (SELECT 1 FROM calls c WHERE c.program = programs.program "
+                  "AND c.is32 = programs.is32 AND c.path LIKE 'compat%'))")
+        for in_compat in (True, False):
+            for prog, is32, execs, first, last, dev, ino, gen, note, started in con.execute(
+                    f"""SELECT program, is32, execs, first_seen, last_seen, dev, ino, gen, note,
+                              started FROM programs WHERE program != ?1 AND
+                              {'' if in_compat else 'NOT '}{compat}
+                       ORDER BY last_seen DESC LIMIT ?2""", [OTHER, cap]):
+                gen = unsigned64(gen)
+                state.programs[(prog, bool(is32))] = {"execs": int(execs or 0), "first": first,
+                                                      "last": last, "dev": dev, "ino": ino,
+                                                      "gen": gen, "note": note,
+                                                      "started": started}
+                state.named[in_compat] += 1
+                if in_compat and not is32:
+                    state.compat.add((prog, False))
+                if dev is not None and ino is not None:
+                    state.files[(dev, ino, gen)] = prog
         for prog, is32, execs, first, last in con.execute(
                 "SELECT program, is32, execs, first_seen, last_seen FROM programs WHERE program = ?",
                 [OTHER]):
@@ -545,8 +729,8 @@ def load(path, state):
             left = [n - n_in[bool(is32)][0], int(execs) - n_in[bool(is32)][1]]
             if left[0] > 0:
                 state.on_disk_only[bool(is32)] = left
-        for reason, n in con.execute("SELECT reason, n FROM folded").fetchall():
-            state.folded[reason] = int(n)
+        for reason, is32, n in con.execute("SELECT reason, is32, n FROM folded").fetchall():
+            state.folded[(reason, bool(is32))] = int(n)
         for prog, is32, pth, n in con.execute("SELECT program, is32, path, calls FROM calls"):
             if (prog, bool(is32)) in state.programs:       # streamed: the file may hold millions
                 state.calls[(prog, bool(is32), pth)] = int(n)
@@ -602,9 +786,9 @@ def save(path, state, windows=(), wait=LOCK_WAIT_S):
     State.add_window.  The state's pending days are cleared once committed.  StateLocked when
     another process holds the file for longer than `wait` seconds (tw watch --save-wait)."""
     with _written(path, wait) as con:
-        _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _many(con, "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
               [[p, is32, r["execs"], r["first"], r["last"], r.get("dev"), r.get("ino"),
-                r.get("note"), r.get("started")]
+                r.get("note"), r.get("started"), signed64(r.get("gen"))]
                for (p, is32), r in state.programs.items() if (p, is32) in state.dirty])
         rows = [[d, p, is32, r["execs"], r["first"], r["last"]] for (d, p, is32), r in state.days.items()]
         for i in range(0, len(rows), CHUNK):
@@ -616,8 +800,19 @@ def save(path, state, windows=(), wait=LOCK_WAIT_S):
                     first_seen = min(days.first_seen, excluded.first_seen),
                     last_seen = max(days.last_seen, excluded.last_seen)""",
                 [v for r in part for v in r])
-        _many(con, "INSERT OR REPLACE INTO folded VALUES (?, ?)",
-                        [[k, v] for k, v in state.folded.items()])
+        _many(con, "INSERT OR REPLACE INTO folded VALUES (?, ?, ?)",
+              [[r, b, v] for (r, b), v in state.folded.items()])
+        rows = [[d, b, f["intervals"], f["execs"], f["first"], f["last"]]
+                for (d, b), f in state.full.items()]
+        if rows:
+            con.execute(
+                f"""INSERT INTO mapfull VALUES {', '.join(['(?, ?, ?, ?, ?, ?)'] * len(rows))}
+                    ON CONFLICT (day, is32) DO UPDATE SET
+                    intervals = mapfull.intervals + excluded.intervals,
+                    execs = mapfull.execs + excluded.execs,
+                    first_seen = min(mapfull.first_seen, excluded.first_seen),
+                    last_seen = max(mapfull.last_seen, excluded.last_seen)""",
+                [v for r in rows for v in r])
         _many(con, "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?)",
               [[p, is32, pth, n] for (p, is32, pth), n in state.calls.items()
                if (p, is32) in state.dirty])
@@ -648,6 +843,7 @@ def save(path, state, windows=(), wait=LOCK_WAIT_S):
         _many(con, "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                         [[k, str(v)] for k, v in meta.items()])
     state.days.clear()
+    state.full.clear()
     state.dirty.clear()
 
 
@@ -676,8 +872,9 @@ def bound(path, keep_days, max_bytes, now=None):
         for t in WINDOW_TABLES:
             col = "t1" if t == "windows" else "t"
             n += con.execute(f"DELETE FROM {t} WHERE {col} < ?", [cut]).rowcount
-        n += con.execute("DELETE FROM days WHERE day < ?",
-                         [time.strftime("%Y-%m-%d", time.gmtime(cut))]).rowcount
+        for t in ("days", "mapfull"):
+            n += con.execute(f"DELETE FROM {t} WHERE day < ?",
+                             [time.strftime("%Y-%m-%d", time.gmtime(cut))]).rowcount
         if n:
             done.append(f"{n} rows older than {keep_days:g} days deleted")
     finally:
@@ -814,6 +1011,23 @@ def meta(con):
     return _meta(con)
 
 
+def full_since(con, since_t):
+    """When and how often the kernel's exec map filled in the period (by whole UTC days from
+    since_t's): {intervals: {"64", "32"} (the intervals in which it dropped execs of that
+    bitness), execs: {"64", "32"} (the execs it dropped), first, last}."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(since_t))
+    out = {"intervals": {"64": 0, "32": 0}, "execs": {"64": 0, "32": 0}, "first": None,
+           "last": None}
+    for is32, intervals, execs, first, last in con.execute(
+            "SELECT is32, sum(intervals), sum(execs), min(first_seen), max(last_seen) FROM "
+            "mapfull WHERE day >= ? GROUP BY is32", [day]):
+        out["intervals"]["32" if is32 else "64"] = int(intervals or 0)
+        out["execs"]["32" if is32 else "64"] = int(execs or 0)
+        out["first"] = first if out["first"] is None else min(out["first"], first)
+        out["last"] = last if out["last"] is None else max(out["last"], last)
+    return out
+
+
 def windows_since(con, since_t):
     return con.execute("SELECT count(*), coalesce(sum(seconds), 0) FROM windows WHERE t1 >= ?",
                        [since_t]).fetchone()
@@ -827,7 +1041,9 @@ src = duckdb.connect(old, read_only=True)
 dst = sqlite3.connect(new, isolation_level=None)
 dst.execute("BEGIN IMMEDIATE")
 for t in tables:
-    cur = src.execute(f"SELECT * FROM {t}")
+    # the first version's folded was by reason alone: its counts were 64-bit "other"
+    cur = src.execute("SELECT reason, false AS is32, n FROM folded" if t == "folded" else
+                      f"SELECT * FROM {t}")
     cols = ", ".join(d[0] for d in cur.description)
     rows = cur.fetchall()
     if rows:
