@@ -229,6 +229,20 @@ def join_run_cgroup(group):
             pass
 
 
+def in_serial_cgroup():
+    """A Popen preexec_fn that starts a program in the run's serial cgroup, or None: for a test
+    outside the serial group that starts a live measurement (the fleet playbook's hosts run
+    tw's bench), so that it is not starved in the idle group."""
+    path = run_cgroup(os.getppid(), "serial") if os.environ.get("PYTEST_XDIST_WORKER") else None
+    if not path:
+        return None
+
+    def join():
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    return join
+
+
 def yield_to_the_serial_chain():
     """Lower this worker's priority (and its children's) below the serial group's: nice, and
     where it can, the run's idle cgroup."""
