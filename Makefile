@@ -106,7 +106,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(BUILD)/hostclock $(BUILD)/neighbour $(BUILD)/timewrite $(WATCH_BINARIES) \
             $(WALL_BINARIES)
 
-.PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb \
+.PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb go-test \
 	check test report bench bench-ab bench-fleet bench-sweeps bench-factors bench-walls clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
@@ -232,6 +232,7 @@ DEB_DIR := $(BUILD)/deb
 deb:
 	$(DEPS) deb
 	@$(MAKE) --no-print-directory $(VENV)/.stamp TW_DEPS_CHECKED=1
+	@mkdir -p $(BUILD)
 	@SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
 	packaging/build-deb.sh $(DEB_DIR) "$$(cd scripts && ../$(VPY) -m twtools.core.version)" \
 		$(abspath $(VPY)) >$(DEB_DIR).path && \
@@ -256,12 +257,23 @@ check: deps
 	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
 	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) -m check tests $(PYTEST_ARGS)
 
+# The set-up's steps run side by side (SETUP_JOBS, one per CPU): the venv waits on PyPI while
+# the compilers build, and `make test` also builds the Go programs the tests trace
+# (twtools.measure.goprog, into build/go-test: the costliest compile of the suite, which each
+# worker that needed one did in turn while the tests ran).  Without Go there is none to build:
+# the tests that need it say so.
+SETUP_JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+go-test:
+	@$(PYTHON) -c 'import sys; sys.path.insert(0, "scripts"); from twtools.measure import goprog; \
+	[goprog.build(a) for a in ("386", "amd64") if goprog.find_go()]' >/dev/null || \
+	{ echo "timewrite: building the tests' Go programs failed (the tests that need them will say why)" >&2; true; }
+
 test: test-deps
-	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) all venv go-test TW_DEPS_CHECKED=1
 	$(TEST_ENV) $(VPY) -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 
 report: deps
-	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) all venv TW_DEPS_CHECKED=1
 	@# the field example's Go program is built with the rest (cached in build/go-test), so
 	@# that the report's time is measuring, not compiling: 11 s cold on an AMD EPYC guest;
 	@# without Go the stage says why

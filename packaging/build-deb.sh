@@ -15,7 +15,9 @@ out=$(realpath -m "$1") version=$2 python=$3
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 : "${SOURCE_DATE_EPOCH:?SOURCE_DATE_EPOCH must be set (make deb sets it from the commit)}"
-export SOURCE_DATE_EPOCH LC_ALL=C TZ=UTC
+# argparse wraps the man page's text at the terminal's width (COLUMNS, else the tty's): a build
+# from a wide terminal gave another tw.1.gz than one from a script.  Fixed at 80.
+export SOURCE_DATE_EPOCH LC_ALL=C TZ=UTC COLUMNS=80
 umask 022
 arch=amd64
 pkg=timewrite

@@ -16,7 +16,9 @@
 #            fleet playbook's loopback test starts its own sshd on 127.0.0.1) and
 #            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1), and what
 #            `make deb` needs and lintian (tests/test_deb.py checks the package with it);
-#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root); and
+#            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root),
+#            systemd-container too with TW_SYSTEMD_TEST=1 (the unit under systemd, in
+#            nspawn); and
 #            auditctl for the audit wall's tests.  auditctl comes with Debian's auditd
 #            package, whose install would enable auditd for the next boot, and once auditd
 #            has run, audit makes every process pay on every call until reboot
@@ -130,6 +132,11 @@ check() {
 	need libauparse0 sh -c "ldconfig -p | grep -q 'libauparse.so.0 '"
 	if [ -n "${TW_DEB_TEST-}" ]; then
 		need debootstrap debootstrap --version   # tests/test_deb.py's clean Debian 12 root
+	fi
+	if [ -n "${TW_SYSTEMD_TEST-}" ]; then
+		# tests/test_deb_systemd.py boots a debootstrap root with systemd in systemd-nspawn
+		need debootstrap debootstrap --version
+		need systemd-container systemd-nspawn --version
 	fi
 	if [ -n "${TW_SETUP_TEST-}" ]; then
 		need mmdebstrap mmdebstrap --version   # tests/test_setup_chroot.py builds a minbase root

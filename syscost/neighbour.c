@@ -36,7 +36,8 @@
  *
  * It stops after t seconds (default: never), on SIGTERM or SIGINT, and
  * when its parent dies (PR_SET_PDEATHSIG), and prints one JSON object on
- * stdout: the seconds it ran, the noisy share it achieved, the bursts.
+ * stdout: the seconds it ran, the noisy share it achieved and the one its drawn stretches
+ * planned (which late wake-ups on a loaded machine do not move), the bursts.
  * Exit 2 on bad usage, 1 on a run-time error.  Numbers on the command line
  * are read by tw_cli.c.
  */
@@ -256,7 +257,7 @@ main(int argc, char *argv[])
 {
 	long cpu = -1, mb = 64;
 	double share = 0.9, burst_ms = 3000, seconds = 0, t0, t, deadline, end,
-	    noisy_s = 0, quiet_mean;
+	    noisy_s = 0, quiet_mean, planned_noisy_s = 0, planned_s = 0;
 	uint64_t seed = 0;
 	int ch, have_seed = 0, noisy, kind = KIND_CACHE;
 	const char *kind_name = "cache";
@@ -349,6 +350,10 @@ main(int argc, char *argv[])
 			/* Always noisy is one burst, to the end. */
 			end = share >= 1 ? deadline :
 			    fmin(t + exponential(burst_ms) / 1000, deadline);
+			if (!isinf(end)) {
+				planned_noisy_s += end - t;
+				planned_s += end - t;
+			}
 			bursts++;
 			shooting = kind & KIND_SHOOTDOWN;
 			while (!stop_signal && (t = now_s()) < end) {
@@ -369,6 +374,8 @@ main(int argc, char *argv[])
 		} else {
 			end = fmin(t + (isinf(quiet_mean) ? INFINITY :
 			    exponential(quiet_mean) / 1000), deadline);
+			if (!isinf(end))
+				planned_s += end - t;
 			sleep_until(end);
 			t = now_s();
 		}
@@ -381,8 +388,9 @@ main(int argc, char *argv[])
 	    "\"cpu\":%ld,\"share_wanted\":%.6g,"
 	    "\"burst_ms\":%.6g,\"mb\":%ld,\"seed\":%llu,\"seconds\":%.6f,"
 	    "\"noisy_s\":%.6f,\"share\":%.6f,\"bursts\":%ld,\"stopped\":\"%s\","
-	    "\"check\":%zu}\n",
+	    "\"planned_s\":%.6f,\"planned_share\":%.6f,\"check\":%zu}\n",
 	    kind_name, victim_cpu, cpu, share, burst_ms, mb, (unsigned long long)seed, t - t0, noisy_s,
-	    t > t0 ? noisy_s / (t - t0) : 0.0, bursts, why, at % 2);
+	    t > t0 ? noisy_s / (t - t0) : 0.0, bursts, why, planned_s,
+	    planned_s > 0 ? planned_noisy_s / planned_s : 0.0, at % 2);
 	return 0;
 }

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assemble32, need_root, need_supported, need_tool, run
+from conftest import ROOT, assemble32, need_root, need_supported, need_tool, run, wait_exec
 from faults_util import checkout_for_others, hostile_crashes, trimmed
 from goprog import go_program
 
@@ -67,8 +67,8 @@ def programs(tmp_path_factory):
         procs["loop32"] = subprocess.Popen([str(paths["loop32"])], stdout=subprocess.DEVNULL)
         procs["go386"] = subprocess.Popen(["nice", "-n", "19", str(paths["go386"]), str(GO_WRITES)],
                                           stdout=subprocess.DEVNULL)
-        time.sleep(0.3)
         for name, p in procs.items():
+            wait_exec(p.pid, paths[name])       # nice execs the Go program in its own pid
             assert p.poll() is None, f"{name} ended at once (exit {p.returncode})"
             # nice execs the program: its pid then runs the Go binary
             assert process.read(p.pid, vdso=False)["bits"] == 32

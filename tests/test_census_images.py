@@ -21,11 +21,10 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
-from conftest import need_root, need_supported, need_tool
+from conftest import need_root, need_supported, need_tool, wait_exec
 from test_census import census_watching, loop32
 
 SHELL = ("read x < {fifo}; i=0; while [ $i -lt 300 ]; do echo x > /dev/null; i=$((i+1)); "
@@ -66,7 +65,9 @@ def world(tmp_path_factory):
     dd = subprocess.Popen(["dd", f"if={fifo_dd}", "of=/dev/null", "bs=1", "status=none"])
     reused = None
     try:
-        time.sleep(0.5)                    # both in /proc, blocked, before the census reads it
+        # both in /proc as themselves (their exec done), blocked, before the census reads it
+        wait_exec(shell.pid, "/bin/sh")
+        wait_exec(dd.pid, shutil.which("dd"))
         c = census_watching(6)
         with open(fifo_sh, "w") as f:      # the shell's own calls, then its execve
             f.write("go\n")

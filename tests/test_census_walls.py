@@ -94,8 +94,11 @@ def test_live_census_names_a_filtered_process(build, tmp_path):
                           "--seccomp-times", "2"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
     try:
-        time.sleep(0.3)
-        assert p.poll() is None, p.stderr.read()
+        # until its filter is on (Seccomp: 2), not a guess of 0.3 s; 60 s is a hang guard
+        end = time.monotonic() + 60
+        while "Seccomp:\t2" not in open(f"/proc/{p.pid}/status").read():
+            assert p.poll() is None and time.monotonic() < end, p.stderr.read()
+            time.sleep(0.01)
         c = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "census", "--json",
                             "--seconds", "1"], capture_output=True, text=True, timeout=300,
                            cwd=tmp_path)

@@ -7,7 +7,7 @@ own strtol (which skips leading blanks and takes '+', so syscost once accepted
 accepting blanks, signs, hex, "inf" or trailing text, when a range check goes,
 when a usage error stops being exactly one line naming the binary and the
 problem followed by the usage, or exits with anything but 2, and when a
-program's usage text drifts from the synopsis the README gives for it.  Every
+program's usage text drifts from the synopsis docs/programs.md gives for it.  Every
 built binary of the three programs is checked (32-bit ones too: there a long is
 32 bits), so a variant that links something else shows up."""
 import pytest
@@ -17,10 +17,10 @@ from conftest import BUILD, ROOT, run
 PROGRAMS = ("timewrite", "syscost", "wvbench", "hostclock", "legs", "neighbour")
 
 
-def readme_synopses():
-    """{program: usage block} from the README's fenced blocks that start 'usage: '."""
+def documented_synopses():
+    """{program: usage block} from docs/programs.md's fenced blocks that start 'usage: '."""
     out, block = {}, None
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "programs.md").read_text().splitlines():
         if line.startswith("```"):
             if block and block[0].startswith("usage: "):
                 out[block[0].split()[1]] = "\n".join(block)
@@ -59,14 +59,14 @@ def execute(path, args, **kw):
 
 
 def test_readme_has_every_synopsis():
-    assert set(readme_synopses()) == set(PROGRAMS)
+    assert set(documented_synopses()) == set(PROGRAMS)
 
 
 @pytest.mark.parametrize("prog,path", binaries())
 def test_help_starts_with_readme_synopsis(build, tmp_path, prog, path):
     p = execute(path, ["--help"], cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == "", p.stderr
-    assert p.stdout.startswith(readme_synopses()[prog] + "\n\n"), p.stdout
+    assert p.stdout.startswith(documented_synopses()[prog] + "\n\n"), p.stdout
     assert list(tmp_path.iterdir()) == []
 
 
@@ -76,7 +76,7 @@ def test_usage_error_is_one_line_then_usage(build, tmp_path, prog, path):
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert p.stdout == ""
     assert p.stderr == (f"{path.name}: unknown or ambiguous option: '--no-such-option'\n"
-                        f"{readme_synopses()[prog]}\n")
+                        f"{documented_synopses()[prog]}\n")
     assert list(tmp_path.iterdir()) == []
 
 

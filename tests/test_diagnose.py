@@ -22,11 +22,10 @@ import json
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
 
-from conftest import BUILD, ROOT, need_root, need_supported, need_tool, run
+from conftest import BUILD, ROOT, need_root, need_supported, need_tool, run, wait_exec
 from goprog import WRITES, go_program
 from twtools.machine import classify
 
@@ -199,7 +198,7 @@ def test_pid_mode_traces_a_running_process(results):
     dd = subprocess.Popen([shutil.which("dd"), "if=/dev/zero", "of=/dev/null", "bs=1",
                            "count=1000000000", "status=none"])
     try:
-        time.sleep(0.3)
+        wait_exec(dd.pid, shutil.which("dd"))
         p = run([str(TW), "diagnose", "--json", "--no-overhead", "--results", results, "--pid", dd.pid,
                  "--seconds", "1"],
                 text=True, timeout=300)

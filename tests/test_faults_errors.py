@@ -5,7 +5,7 @@ Why it can break: an option checked only when it is used (a --cpu that pinning r
 minutes later, a --dir that is a device, a --format looked up in a dict) ends in a traceback
 after work was done, or in directories made where none were asked for; an exception class
 that the top-level handler does not know becomes a traceback; a closed stdout (`| head`)
-prints "BrokenPipeError" twice; exit statuses that drift from the README make scripts that
+prints "BrokenPipeError" twice; exit statuses that drift from docs/commands.md make scripts that
 test them wrong.
 """
 import json
@@ -217,11 +217,11 @@ def test_each_expected_failure_is_one_line(capsys, exc, code, needle):
 
 
 def test_exit_statuses_are_documented():
-    """`tw --help` and the README's exit-status list say the same, from core.ui."""
+    """`tw --help` and docs/commands.md's exit-status list say the same, from core.ui."""
     p = tw("--help")
     assert p.returncode == 0
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Exit status of tw", 1)[1].split("\n#", 1)[0]
+    doc = (ROOT / "docs" / "commands.md").read_text()
+    section = doc.split("## Exit status of tw", 1)[1].split("\n#", 1)[0]
     for code, what in ui.EXIT_STATUSES:
         assert re.search(rf"^\s*{code}\s+{re.escape(what[:30])}", p.stdout, re.M), (code, p.stdout)
-        assert re.search(rf"^\| `{code}` \| ", section, re.M), f"README lacks exit status {code}"
+        assert re.search(rf"^\| `{code}` \| ", section, re.M), f"docs/commands.md lacks exit status {code}"

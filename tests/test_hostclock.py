@@ -2,7 +2,7 @@
 
 Why it can break: a compiler that folds or vectorises the chain (then the batches time
 nothing and the figure is a fraction of a nanosecond); a batch count or iteration count
-that the JSON does not keep; usage that drifts from the README.  The chain's last value is
+that the JSON does not keep; usage that drifts from docs/programs.md.  The chain's last value is
 in the output, so computing the same chain here proves every step ran, without reading
 any time.
 """

@@ -4,9 +4,10 @@ and command.
 Why it can break: a neighbour that outlives the test or bench that started it (it would slow
 every later measurement on the machine), one that drifts to the measured CPU, a schedule whose
 noisy share is not the one asked for, an exit line that does not parse, usage that drifts from
-the other programs'.  The share is checked against the schedule's own spread (an alternating
-renewal process with exponential stretches), not against the machine's speed: nothing here
-times the machine.  The runs are short and thrash a small buffer, to stay out of other
+the other programs'.  The share of the stretches as drawn is checked against the schedule's own spread (an
+alternating renewal process with exponential stretches), not against the machine's speed: the
+achieved share also holds the late wake-ups of a loaded machine, and nothing here times the
+machine.  The runs are short and thrash a small buffer, to stay out of other
 measurements' way."""
 import json
 import math
@@ -78,10 +79,16 @@ def test_stays_on_its_cpu_and_exits_on_time(built):
     cpu = min(os.sched_getaffinity(0))
     p = subprocess.Popen([str(PROG), "--share", "1", "--mb", "4", "--seconds", "1"],
                          stdout=subprocess.PIPE, text=True)
-    try:
-        time.sleep(0.3)
+    def allowed():
         with open(f"/proc/{p.pid}/status") as f:
-            allowed = next(x for x in f if x.startswith("Cpus_allowed_list:")).split()[1]
+            return next(x for x in f if x.startswith("Cpus_allowed_list:")).split()[1]
+
+    try:
+        # until it has pinned itself (a hang guard; it runs for its second, then stays a zombie)
+        end = time.monotonic() + 60
+        while allowed() != str(cpu) and time.monotonic() < end:
+            time.sleep(0.02)
+        allowed = allowed()
         seen = set()
         for _ in range(10):
             with open(f"/proc/{p.pid}/stat") as f:
@@ -126,7 +133,7 @@ def test_exits_when_its_parent_dies(built):
         assert not gone(pid, 0.2), "the neighbour stopped before its parent died"
         parent.kill()
         parent.wait(timeout=5)
-        assert gone(pid, 3), "the neighbour outlived its parent"
+        assert gone(pid, 120), "the neighbour outlived its parent"     # 120 s: a hang guard
     finally:
         if not gone(pid, 0):
             os.kill(pid, signal.SIGKILL)
@@ -147,11 +154,18 @@ def test_achieved_share_is_the_schedules(built, share):
             "--seed", 7)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
-    tol = 4 * share_sd(share, burst_ms / 1000, seconds) + 0.02
-    assert abs(d["share"] - share) < tol, (d, tol)
-    # bursts: about seconds / (mean noisy + mean quiet)
+    # The schedule as drawn: a quiet stretch that wakes late on a loaded machine moves the
+    # achieved share (the machine's noise), not the drawn one.
+    planned = d["planned_s"]
+    assert 0 < planned <= d["seconds"] + 1e-6, d
+    tol = 4 * share_sd(share, burst_ms / 1000, planned) + 0.02
+    assert abs(d["planned_share"] - share) < tol, (d, tol)
+    # bursts: about the drawn time / (mean noisy + mean quiet)
     cycle = burst_ms / 1000 / share
-    assert 0.5 * seconds / cycle < d["bursts"] < 1.5 * seconds / cycle + 2
+    assert 0.5 * planned / cycle < d["bursts"] < 1.5 * planned / cycle + 2, d
+    # what was achieved is what was measured: never more noisy time than ran
+    assert 0 <= d["noisy_s"] <= d["seconds"] and d["share"] == pytest.approx(
+        d["noisy_s"] / d["seconds"], abs=1e-5)
     assert d["share_wanted"] == share and d["seed"] == 7 and d["mb"] == 1
 
 
@@ -213,11 +227,20 @@ def test_shootdown_kind_keeps_a_thread_on_the_victim_cpu(built):
     p = subprocess.Popen([str(PROG), "--kind", "shootdown", "--share", "1", "--seconds", "3",
                           "--cpu", str(cpus[0]), "--victim", str(cpus[-1])],
                          stdout=subprocess.PIPE, text=True)
-    try:
-        time.sleep(0.5)
+    def threads():
         tasks = sorted(os.listdir(f"/proc/{p.pid}/task"), key=int)
-        where = {t: int(open(f"/proc/{p.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[36])
-                 for t in tasks}
+        return {t: int(open(f"/proc/{p.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[36])
+                for t in tasks}
+
+    try:
+        # until its second thread has run on the victim (a hang guard: it runs for 3 s)
+        end = time.monotonic() + 60
+        where = threads()
+        while (len(where) < 2 or cpus[-1] not in where.values()) and \
+                time.monotonic() < end:
+            time.sleep(0.02)
+            where = threads()
+        tasks = sorted(where, key=int)
         assert len(tasks) == 2, tasks
         assert where[str(p.pid)] == cpus[0]
         assert [c for t, c in where.items() if t != str(p.pid)] == [cpus[-1]]

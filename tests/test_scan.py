@@ -230,6 +230,20 @@ def test_bad_usage_is_one_line(args, msg):
     assert p.returncode in (2, 4) and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
+def _group(pgid):
+    """The live processes of process group pgid (zombies left out), from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(f[2]) == pgid and f[0] != "Z":
+                out.append(int(d))
+    return out
+
+
 def test_interrupt_stops_the_workers():
     """SIGINT to a running scan with worker processes: exit 130 at once, one line, and no
     worker left behind (the whole of /usr takes far longer than the wait)."""
@@ -238,6 +252,9 @@ def test_interrupt_stops_the_workers():
     p = subprocess.Popen([str(TW), "scan", "--bench", "--jobs", "2", "/usr"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
+    # well into the scan (3 s of the whole of /usr, which takes far longer): a SIGINT at the
+    # moment its workers have just started can kill tw by the signal or leave it hanging (seen
+    # once each in 2026-11-29's runs), which this test does not cover
     time.sleep(3)
     assert p.poll() is None, p.communicate()
     os.killpg(p.pid, signal.SIGINT)
@@ -247,6 +264,9 @@ def test_interrupt_stops_the_workers():
         os.killpg(p.pid, signal.SIGKILL)
         pytest.fail("tw scan did not stop within 30 s of SIGINT")
     assert p.returncode == 130 and "interrupted by SIGINT" in err and "Traceback" not in err, err
-    time.sleep(0.5)
+    # nothing of its process group is left (a worker still exiting gets a hang guard's time)
+    end = time.monotonic() + 60
+    while _group(p.pid) and time.monotonic() < end:
+        time.sleep(0.05)
     with pytest.raises(ProcessLookupError):
-        os.killpg(p.pid, 0)         # nothing of its process group is left
+        os.killpg(p.pid, 0)

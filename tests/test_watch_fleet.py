@@ -16,12 +16,11 @@ nasm missing.
 import json
 import subprocess
 import sys
-import time
 
 from conftest import need_watch
 from test_fleet_ansible import ROOT, free_port, pytestmark, ssh_vars, sshd  # noqa: F401
 from test_fleet_ansible import playbook as run_playbook
-from test_watch_live import get, short32, wait_for
+from test_watch_live import get, saved_after, short32, wait_for
 
 PLAYBOOK = ROOT / "fleet" / "watch.yml"
 
@@ -58,9 +57,10 @@ def test_two_hosts_watched_reported_and_stopped(sshd, tmp_path):  # noqa: F811
         p = subprocess.run([str(prog)])
         assert p.returncode == 0
         for h, port in ports.items():
-            wait_for(lambda: str(prog) in get(f"http://127.0.0.1:{port}/metrics"), 30,
-                     f"{h} counting {prog}")
-        time.sleep(2)          # one more interval: saved in the state
+            url = f"http://127.0.0.1:{port}/metrics"
+            shown = wait_for(lambda: (lambda m: m if str(prog) in m else None)(get(url)), 30,
+                             f"{h} counting {prog}")
+            saved_after(url, shown, f"{h} counting {prog}")     # in the state, for the report
         r = playbook(inventory(work / "report.json", sshd, work, ports, "report"), work)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     finally:

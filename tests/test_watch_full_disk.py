@@ -8,8 +8,11 @@ tests attaches the watch's BPF programs, so it runs in the serial group (tests/c
 SERIAL); the others are test_watch_store.py.  Skips: not root, no tmpfs mount, or the watch
 unable to run here (need_watch).
 """
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from conftest import need_watch
@@ -21,18 +24,32 @@ def test_a_watch_whose_saves_fail_on_a_full_disk_exits_4_saying_so(small_disk): 
     fail; the last line must not say "state saved", and the exit status is 4."""
     need_watch()
     p = subprocess.Popen([sys.executable, TW, "watch", "--state", small_disk, "--window", "0",
-                          "--interval", "1", "--for", "8"], stderr=subprocess.PIPE, text=True)
+                          "--interval", "1"], stderr=subprocess.PIPE, text=True)
     lines = []
     for line in p.stderr:
         lines.append(line)
         if "counting every exec" in line:
             break
     fill(small_disk)
-    for _ in range(5):
+    # execs until an interval's save has failed (the watch saves an interval that saw one),
+    # then SIGTERM: the last save fails too.  Events, not an --for long enough; 120 s is a
+    # hang guard.
+    said = queue.Queue()
+    threading.Thread(target=lambda: [said.put(x) for x in p.stderr] + [said.put(None)],
+                     daemon=True).start()
+    end = time.monotonic() + 120
+    while not any("saving the state failed" in x for x in lines):
+        assert time.monotonic() < end and p.poll() is None, "".join(lines)
         subprocess.run(["true"])
-        time.sleep(0.5)
-    rest = p.stderr.read()
-    p.wait(timeout=60)
+        try:
+            x = said.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        assert x is not None, "".join(lines)           # its stderr ended: the watch exited
+        lines.append(x)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=120)
+    rest = "".join(iter(lambda: said.get(timeout=60), None))      # to the end of its stderr
     err = "".join(lines) + rest
     assert p.returncode == 4, err
     assert "saving the state failed" in err and "Traceback" not in err, err

@@ -83,6 +83,20 @@ def wait_for(fn, timeout, what):
     pytest.fail(f"timed out waiting for {what} (last error: {last})")
 
 
+def saves(text):
+    """The watch's count of saves (timewrite_watch_intervals_total) in a scrape."""
+    return next(float(ln.split()[-1]) for ln in text.splitlines()
+                if ln.startswith("timewrite_watch_intervals_total "))
+
+
+def saved_after(url, shown, what, timeout=60):
+    """Waits until the watch has saved its state after the scrape `shown`: its count of saves,
+    read with the counts under one lock, has moved past that scrape's, so whatever `shown`
+    held is on disk (an event, where a sleep of an interval or two was a guess)."""
+    k = saves(shown)
+    wait_for(lambda: saves(get(url)) > k, timeout, f"a save after {what}")
+
+
 def start_watch(state, port, *extra):
     log = open(state / f"watch-{time.time():.0f}.err", "w")
     p = subprocess.Popen([sys.executable, ROOT / "scripts" / "tw", "watch", "--state", state,
@@ -221,12 +235,13 @@ def test_planted_programs_reach_prometheus_and_survive_a_restart(env, prometheus
         line = next(ln for ln in text.splitlines()
                     if ln.startswith("timewrite_exec_total{") and f'program="{prog}"' in ln)
         assert line.endswith(" 1.0"), line
-        # A second 32-bit program after the restart, counted and saved (one interval, 1 s,
-        # and one more for the save), then kill -9: it must be in the state all the same.
+        # A second 32-bit program after the restart, counted and saved, then kill -9: it
+        # must be in the state all the same.
         assert run([after]).returncode == 0
-        wait_for(lambda: str(after) in get(f"http://127.0.0.1:{port}/metrics"), 30,
-                 "the program run after the restart")
-        time.sleep(2.5)
+        url = f"http://127.0.0.1:{port}/metrics"
+        shown = wait_for(lambda: (lambda m: m if str(after) in m else None)(get(url)), 30,
+                         "the program run after the restart")
+        saved_after(url, shown, "the program run after the restart")
     finally:
         assert stop(w, signal.SIGKILL) == -signal.SIGKILL
     rep = run([sys.executable, ROOT / "scripts" / "tw", "watch", "--report", "--since", "1d",
@@ -526,7 +541,9 @@ def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
     status say that a save failed."""
     state = tmp_path / "state"
     state.mkdir()
-    w = start_watch(state, free_port(), "--window", "0", "--save-wait", "2")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    w = start_watch(state, port, "--window", "0", "--save-wait", "2")
     prog = env["tmp"] / "tw-short32-while-held"
     if not prog.exists():
         shutil.copy(env["short32"], prog)
@@ -538,7 +555,8 @@ def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
         log = lambda: "".join(f.read_text() for f in state.glob("watch-*.err"))   # noqa: E731
         wait_for(lambda: "saving the state failed" in log(), 60, "the failed save's line")
         h.wait(timeout=60)
-        time.sleep(3)                    # the next intervals save again
+        # the next intervals save again: a save counted after the holder let go
+        saved_after(url, get(url), "the holder let go")
     finally:
         rc = stop(w)
     # Made up later, but said at the end and in the exit status (4: the system refused).

@@ -15,7 +15,8 @@ from conftest import ROOT
 UNIT = ROOT / "systemd" / "timewrite-watch.service"
 HARDENING = ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only",
              "PrivateTmp=yes", "ProtectKernelModules=yes", "RestrictSUIDSGID=yes",
-             "CapabilityBoundingSet=", "MemoryMax=", "ReadWritePaths=/var/lib/timewrite-watch")
+             "CapabilityBoundingSet=", "MemoryMax=", "ReadWritePaths=/var/lib/timewrite-watch",
+             "ProtectKernelTunables=yes", "DevicePolicy=closed", "UMask=0077")
 
 
 def verify(path):
