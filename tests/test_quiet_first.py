@@ -282,6 +282,25 @@ def test_a_difference_is_paired_within_quiet_rounds():
     assert 1.97 <= r["median"] <= 2.03, r
 
 
+def test_the_cost_models_difference_is_paired_within_quiet_rounds():
+    # causes.json's int 0x80 less its baseline was once the two cells' own figures' difference,
+    # each resting on its own quiet processes; with the raw matrix at hand it is paired over
+    # the rounds both met the fast state (issue 62, "pair within the bursts").
+    d = _two_mechanisms(0.2, n_rounds=60, seed=6)
+    a = percall.analyse(d)
+    paired = causes.compute_from(a, None, raw=d)["mechanisms"]["64-int80"]["minus_baseline_ns"]
+    dp = percall.pair_undisturbed(d, "64-int80", "64-syscall", how="diff")
+    assert paired["paired"] is True and paired["n_pairs"] == dp["n_pairs"] >= 6
+    assert paired["value"] == pytest.approx(dp["median"])
+    assert paired["ci_high"] - paired["ci_low"] == pytest.approx(dp["ci_high"] - dp["ci_low"])
+    unpaired = causes.compute_from(a, None)["mechanisms"]["64-int80"]["minus_baseline_ns"]
+    assert unpaired["paired"] is False and "n_pairs" not in unpaired
+    # too few quiet pairs: the figures' difference, said to be unpaired
+    d2 = _two_mechanisms(0.0, n_rounds=30, fast_rounds={4, 17})
+    m = causes.compute_from(percall.analyse(d2), None, raw=d2)["mechanisms"].get("64-int80")
+    assert m is None or (m.get("minus_baseline_ns") or {}).get("paired") in (False, None)
+
+
 def test_too_few_quiet_pairs_give_no_paired_figure():
     d = _two_mechanisms(0.0, n_rounds=30, fast_rounds={4, 17})
     assert percall.pair_undisturbed(d, "64-int80", "64-syscall", how="diff") is None

@@ -304,8 +304,24 @@ def _premium_part(out, premium):
                                                                        math.hypot(hr, p[1]))
 
 
-def mechanism(cells, fp, variant, price, premium=None, legs=None):
-    """One mechanism's entry in the document, or None when it has no measured cost here."""
+def _minus_baseline(raw, variant, base, op, meas, bfig):
+    """variant's figure less its baseline's, in ns: paired within the host's quiet moments
+    (percall.pair_undisturbed: the rounds in which both cells' processes met the fast state,
+    measured within one burst where the headline's block ran them) when the raw matrix is at
+    hand and enough rounds had both sides quiet; else the difference of the two figures, whose
+    interval carries each side's own host state.  ((value, half-width), how)."""
+    if raw is not None:
+        d = percall.pair_undisturbed(raw, variant, base, op=op, how="diff")
+        if d is not None and d.get("median") is not None:
+            return ((d["median"], max(d["median"] - d["ci_low"], d["ci_high"] - d["median"])),
+                    {"paired": True, "n_pairs": d["n_pairs"], "of_rounds": d["of_rounds"]})
+    return _diff(meas, bfig), {"paired": False}
+
+
+def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None):
+    """One mechanism's entry in the document, or None when it has no measured cost here.
+    raw: the run's percall.json document, to pair the baseline's difference within the
+    host's quiet moments (None: the two figures' difference)."""
     op = _cost_op(cells, variant)
     if op is None:
         return None
@@ -351,8 +367,8 @@ def mechanism(cells, fp, variant, price, premium=None, legs=None):
         out["parts"].append({"part": "entry and exit path", "ns": _interval(*bfig),
                              "basis": f"measured: {base['variant']} {op}, the path before anything "
                                       f"peculiar to {variant}", **KERNEL[brole]})
-        d = _diff(meas, bfig)
-        out["minus_baseline_ns"] = _interval(*d)
+        d, how = _minus_baseline(raw, variant, base["variant"], op, meas, bfig)
+        out["minus_baseline_ns"] = _interval(*d, **how)
         pv = price.get("value")
         if pv is not None and pv > 0:
             p = (pv, max(pv - price["ci_low"], price["ci_high"] - pv))
@@ -373,7 +389,9 @@ def mechanism(cells, fp, variant, price, premium=None, legs=None):
                                  **(KERNEL["apic_isr"] if role == "int80" else {})})
             predicted = (bfig[0] + exits[0], math.hypot(bfig[1], exits[1]))
             out["predicted_ns"] = _interval(*predicted)
-            out["residual_ns"] = _interval(*_diff(meas, predicted))
+            # what the exits leave of the difference over the baseline (the paired one where
+            # there is one): measured - predicted, whose baseline part cancels
+            out["residual_ns"] = _interval(*_diff(d, exits))
             if role == "int80":
                 _premium_part(out, premium or {"value": None})
     body = _fig(_find(cells, variant, "getppid"))
@@ -434,24 +452,27 @@ def exits_paid(doc, variant):
     return n
 
 
-def compute_from(analysed, fp, legs=None):
+def compute_from(analysed, fp, legs=None, raw=None):
     """The timewrite-causes/1 document from an analysed percall (analyse.percall.analyse's
-    result, or its cells list), a fingerprint (None when there is none) and the analysed legs
-    stage (analyse.legs.analyse's result; None when the run has none)."""
+    result, or its cells list), a fingerprint (None when there is none), the analysed legs
+    stage (analyse.legs.analyse's result; None when the run has none) and the raw
+    percall.json document (None: the differences over each baseline are unpaired)."""
     cells = analysed.get("cells", []) if isinstance(analysed, dict) else (analysed or [])
     price = exit_price(cells, fp)
     premium = exception_premium(cells)
     mechs = {}
     for m in registry.mechanisms():
-        r = mechanism(cells, fp, m.name, price, premium, legs)
+        r = mechanism(cells, fp, m.name, price, premium, legs, raw)
         if r is not None:
             mechs[m.name] = r
     return {"schema": SCHEMA, "model": MODEL, "guest": guest(fp),
             "kernel": ((fp or {}).get("kernel") or {}).get("release"),
             "fred": (fp or {}).get("fred"), "exit_price_ns": price,
             "exception_path_premium_ns": premium, "mechanisms": mechs,
-            "method": "undisturbed figures (analyse.percall); differences and quotients carry "
-                      "the delta method's interval over the cells' 95% intervals"}
+            "method": "undisturbed figures (analyse.percall); a difference over a baseline is "
+                      "paired within the host's quiet rounds where enough had both sides quiet "
+                      "(minus_baseline_ns.paired); other differences and quotients carry the "
+                      "delta method's interval over the cells' 95% intervals"}
 
 
 def from_digest_cells(cells, fp):

@@ -203,7 +203,8 @@ def analyse(raw):
     data["legs"] = legs.analyse(raw.get("legs"))
     # Why each mechanism costs what it does: the cost model over the matrix, the facts and
     # the legs.
-    data["causes"] = causes.compute_from(data["percall"], raw.get("fingerprint"), data["legs"]) \
+    data["causes"] = causes.compute_from(data["percall"], raw.get("fingerprint"), data["legs"],
+                                         raw.get("percall")) \
         if data["percall"] else None
     data["writev"] = sweeps.writev(raw.get("writev"))
     data["stdio"] = sweeps.stdio(raw.get("stdio"))
