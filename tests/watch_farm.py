@@ -128,6 +128,13 @@ def figures(checkout, state, mine32, farm, other32_before=0):
     con = sqlite3.connect(f"file:{os.path.join(state, 'watch.sqlite')}?mode=ro", uri=True)
     try:
         rows = con.execute("SELECT program, is32, execs FROM programs").fetchall()
+        # the compat budget's named programs, whoever's (store/watchdb.py's load: 32-bit, or
+        # seen entering by a compat path): the machine's other 32-bit programs (a test run's
+        # other workers start hundreds) take it as fairly as ours
+        compat_named = con.execute(
+            "SELECT count(*) FROM programs p WHERE program != 'other' AND (is32 OR EXISTS "
+            "(SELECT 1 FROM calls c WHERE c.program = p.program AND c.is32 = p.is32 AND "
+            "c.path LIKE 'compat%'))").fetchone()[0]
         cols = [r[1] for r in con.execute("PRAGMA table_info(folded)")]
         folded = {(r[0] if len(r) == 2 else f"{r[0]}/{'32' if r[1] else '64'}"): r[-1]
                   for r in con.execute(f"SELECT {', '.join(cols)} FROM folded").fetchall()}
@@ -141,6 +148,7 @@ def figures(checkout, state, mine32, farm, other32_before=0):
                          capture_output=True, text=True, timeout=300)
     stop = json.loads(rep.stdout)["stop"] if rep.returncode == 0 else None
     return {"named32": named, "other32_grew": other.get("32", 0) - other32_before,
+            "compat_named": compat_named,
             "other32_everyone": other.get("32", 0),
             "other64_everyone": other.get("64", 0), "farm64_named": farm64, "folded": folded,
             "report_programs": None if stop is None else [s["program"] for s in stop],

@@ -1242,13 +1242,15 @@ OUTPUT_DIRS = ("plots", "tables")
 
 def write_digest(results_dir):
     """DIR/digest.json (analyse/rundigest.py), so that an old directory gets one too; a run
-    whose raw rounds cannot be digested (no bench stage) simply has none."""
+    without a bench stage simply has none, and one whose rounds cannot be digested says why in
+    one line (a fleet collecting it then finds no digest, and the run's own stderr the cause)."""
     from ..analyse import rundigest
     from ..core.ui import DataError
     try:
         rundigest.write(results_dir)
-    except DataError:
-        pass
+    except DataError as e:
+        if not str(e).startswith(("percall.json is absent", "fingerprint.json is absent")):
+            ui.warn(f"no digest.json: {e}", "a fleet collecting this run cannot compare it")
 
 
 def build_report(results_dir, formats=("md", "html")):
