@@ -179,11 +179,12 @@ def predict(fp, variant):
             "facts": facts}
 
 
-def _fig(c):
-    """(value, half-width) of a cell's undisturbed figure, or None."""
-    if not c or not c.get("supported") or c.get("undisturbed_ns") is None:
+def _fig(c, keys=("undisturbed_ns", "undisturbed_ci_low", "undisturbed_ci_high")):
+    """(value, half-width) of a cell's undisturbed figure (or of the figure under keys), or
+    None."""
+    if not c or not c.get("supported") or c.get(keys[0]) is None:
         return None
-    v, lo, hi = c["undisturbed_ns"], c.get("undisturbed_ci_low"), c.get("undisturbed_ci_high")
+    v, lo, hi = c[keys[0]], c.get(keys[1]), c.get(keys[2])
     if lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
         return None
     return v, max(v - lo, hi - v)
@@ -612,12 +613,7 @@ def today(doc, analysed=None, fp=None, typical=False):
 def _typ(c):
     """(value, half-width) of a cell's typical figure (the median over its processes, with
     the run's drift in its interval), or None."""
-    if not c or not c.get("supported") or c.get("median") is None:
-        return None
-    v, lo, hi = c["median"], c.get("ci_low"), c.get("ci_high")
-    if lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
-        return None
-    return v, max(v - lo, hi - v)
+    return _fig(c, ("median", "ci_low", "ci_high"))
 
 
 def _target_time(analysed, cells):

@@ -90,22 +90,22 @@ def allowed_cpu(text):
     return v
 
 
-def writable_dir(text):
-    """An existing directory this user can create files in."""
+def _dir(text, mode, what):
     if not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is not an existing directory")
-    if not os.access(text, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text} is not writable by this user")
+    if not os.access(text, mode | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not {what} by this user")
     return text
+
+
+def writable_dir(text):
+    """An existing directory this user can create files in."""
+    return _dir(text, os.W_OK, "writable")
 
 
 def readable_dir(text):
     """An existing directory this user can read programs from (it may be read-only)."""
-    if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is not an existing directory")
-    if not os.access(text, os.R_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text} is not readable by this user")
-    return text
+    return _dir(text, os.R_OK, "readable")
 
 
 def fresh_dir(text):
