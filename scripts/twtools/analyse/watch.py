@@ -108,18 +108,45 @@ def _summary(v):
     return {k: v[k] for k in ("median", "ci_low", "ci_high")}
 
 
-def window_summary(raw, percall_doc=None, percall_source=None):
+def _walls(d):
+    """The window's walls (analyse.census.walls_of), kept small for the state and /metrics:
+    for seccomp and audit, how many processes, their calls per second by ABI and what the
+    wall adds to them (ns per second, priced with the walls a results directory measured)
+    or why not; audit's state; the other programs on raw_syscalls."""
+    w = d.get("walls") or {}
+    if not w or w.get("why"):
+        return {"why": w.get("why") or "the window read no walls"}
+    out = {}
+    for k in ("seccomp", "audit"):
+        g = w.get(k) or {}
+        out[k] = {"processes": g.get("processes", 0),
+                  "native_calls_per_s": g.get("native_calls_per_s"),
+                  "compat_calls_per_s": g.get("compat_calls_per_s"),
+                  "ns_per_s": g.get("ns_per_s"), "why": g.get("why")}
+    if not w.get("work_read"):
+        out["audit"] = {"processes": None, "native_calls_per_s": None, "compat_calls_per_s": None,
+                        "ns_per_s": None, "why": "unknown: the window does not read the calls' "
+                                                 "work flags (tw census does)"}
+    a = w.get("audit_state") or {}
+    out["audit_enabled"] = a.get("enabled")
+    out["tracers"] = len(w.get("tracers") or [])
+    out["tracers_why"] = w.get("tracers_why")
+    return out
+
+
+def window_summary(raw, percall_doc=None, percall_source=None, walls=None):
     """One window's figures per program: {t0, t1, seconds, added_ns, why_not, blind, programs:
     [{program, is32, stops, paths: {name: {calls, ns_per_s, why, label}}}], wlat: [{program,
     kind, sync, buckets: [{lo_ns, hi_ns, count}], sum_ns}]}.  The census's analysis (and with
     it numpy and scipy) is imported here, not with the module: tw watch runs this in a child
     process, so that the long-lived watch never holds them (docs/watch.md, "What it costs")."""
     from . import census as acensus
-    d = acensus.analyse(raw, percall_doc, percall_source)
+    d = acensus.analyse(raw, percall_doc, percall_source, walls)
     out = {"t0": raw.get("utc_start"), "t1": raw.get("utc_end"), "seconds": d.get("window_s"),
            "why_not": raw.get("why_not"), "blind": d.get("blind") or [],
            "percall_why": d.get("percall_why"), "percall_source": d.get("percall_source"),
-           "added_ns": None, "added_why": None, "programs": [], "wlat": []}
+           "added_ns": None, "added_why": None, "programs": [], "wlat": [],
+           "walls": _walls(d)}
     tc = d.get("tracer_cost") or {}
     added = [a for a in (tc.get("added_ns") or {}).values() if a.get("median") is not None]
     if added:
@@ -134,7 +161,12 @@ def window_summary(raw, percall_doc=None, percall_source=None):
         name = program_of(p)
         images[(p["pid"], p.get("start"), p.get("gen") or 0)] = name
         row = progs.setdefault((name, p.get("bits") == 32), {
-            "program": name, "is32": p.get("bits") == 32, "stops": None, "paths": {}})
+            "program": name, "is32": p.get("bits") == 32, "stops": None, "paths": {},
+            "seccomp_filters": None})
+        if p.get("seccomp") == 2:
+            # behind a seccomp filter (/proc's Seccomp 2), with how many filters: the most
+            # any of its processes had
+            row["seccomp_filters"] = max(row["seccomp_filters"] or 0, p.get("seccomp_filters") or 1)
         if p.get("stops_because"):
             row["stops"] = p["stops_because"]
         for g in p.get("paths") or []:
@@ -225,6 +257,7 @@ class State:
         self.calls = {}          # (program, is32, path) -> calls, summed over windows
         self.cost = {}           # (program, is32, path) -> last window's ns_per_s or None
         self.wlat = {}           # (program, kind, sync) -> {buckets {hi_ns: count}, sum_ns, count}
+        self.seccomp = {}        # (program, is32) -> seccomp filters, in the last window
         self.kinds = set()
         self.windows = {"n": 0, "seconds": 0.0, "last": None, "added_ns": None, "added_why": None}
         self.intervals = 0
@@ -403,12 +436,18 @@ class State:
         self.windows["seconds"] += w.get("seconds") or 0.0
         self.windows["last"] = t
         self.windows["added_ns"], self.windows["added_why"] = w.get("added_ns"), w.get("added_why")
+        self.windows["walls"] = w.get("walls")
+        self.seccomp = {}
         rows = []
         by_started = self._by_started(w)
         for p in w["programs"]:
             compat = any(k.startswith("compat") for k in p["paths"])
             name = self._see(self._window_name(p["program"], p["is32"], by_started), p["is32"], t,
                              compat=compat)
+            if p.get("seccomp_filters"):
+                # the last window's programs behind a filter (bounded: named ones and other)
+                k = (name, p["is32"])
+                self.seccomp[k] = max(self.seccomp.get(k, 0), p["seccomp_filters"])
             for path, q in p["paths"].items():
                 k = (name, p["is32"], path)
                 self.calls[k] = self.calls.get(k, 0) + q["calls"]

@@ -311,6 +311,9 @@ def window(seconds, with_overhead=True, stop=None):
            "trace": None, "overhead": {}, "wall_s": None, "wlat": [],
            "utc_start": time.time(), "utc_end": None}
     doc["vdso32"], doc["ia32"] = census.host_facts()
+    # the walls the host puts up for every process (audit's state, programs on raw_syscalls
+    # other than this window's own), read before the window attaches, as tw census does
+    doc["host_walls"] = census.host_walls()
     if doc["why_not"]:
         return doc
     v = registry.find(64, "syscall")

@@ -83,7 +83,7 @@ class Collector:
         BLOB name, an integer beside text names, a text timestamp in the state made every
         scrape answer 500 for the watch's life): each row is coerced or left out first."""
         s = self.snapshot()
-        for build in (self._programs, self._rest):
+        for build in (self._programs, self._rest, self._walls):
             try:
                 yield from build(s)
             except Exception:              # a family this row breaks: the others still go
@@ -207,6 +207,52 @@ class Collector:
         if _num(s.get("started")) is not None:
             yield GaugeMetricFamily("timewrite_watch_start_timestamp_seconds", "When the state "
                                     "began (survives restarts)", value=s["started"])
+
+
+    def _walls(self, s):
+        """The last window's walls: how many processes ran behind a seccomp filter or with an
+        audit context, their calls per second, and what the wall added to them; the programs
+        behind a filter, with how many filters.  A figure the window could not have is absent,
+        never 0 (an audit count the window cannot read, a price no walls.json gives)."""
+        from prometheus_client.core import GaugeMetricFamily
+        w = (s.get("windows") or {}).get("walls")
+        w = w if isinstance(w, dict) else {}
+        procs = GaugeMetricFamily("timewrite_window_wall_processes", "Processes the last window "
+                                  "saw behind a wall: a seccomp filter (/proc's Seccomp 2), or an "
+                                  "audit context on their calls", labels=["wall"])
+        rate = GaugeMetricFamily("timewrite_window_wall_calls_per_second", "System calls a "
+                                 "second of the processes behind a wall in the last window, by "
+                                 "ABI (compat: int 0x80 and 32-bit code)", labels=["wall", "abi"])
+        cost = GaugeMetricFamily("timewrite_window_wall_added_cpu_ratio", "CPU seconds a second "
+                                 "the wall added to those calls, priced with the walls a results "
+                                 "directory measured (tw run's walls stage; estimate: median, "
+                                 "ci_low, ci_high); absent when unknown",
+                                 labels=["wall", "estimate"])
+        for wall in ("seccomp", "audit"):
+            g = w.get(wall) if isinstance(w.get(wall), dict) else {}
+            if _num(g.get("processes")) is not None:
+                procs.add_metric([wall], g["processes"])
+            for abi in ("native", "compat"):
+                if _num(g.get(f"{abi}_calls_per_s")) is not None:
+                    rate.add_metric([wall, abi], g[f"{abi}_calls_per_s"])
+            ns = g.get("ns_per_s") if isinstance(g.get("ns_per_s"), dict) else {}
+            if ns and all(_num(ns.get(e)) is not None for e in ESTIMATES):
+                for e in ESTIMATES:
+                    cost.add_metric([wall, e], ns[e] / 1e9)
+        yield from (procs, rate, cost)
+        if _num(w.get("audit_enabled")) is not None:
+            yield GaugeMetricFamily("timewrite_audit_enabled", "The kernel's audit flag when the "
+                                    "last window opened (0 off, 1 on, 2 locked); once it has been "
+                                    "on in this boot, every process started since pays audit's "
+                                    "per-call context unless a never,task rule exempts it",
+                                    value=w["audit_enabled"])
+        progs = GaugeMetricFamily("timewrite_program_seccomp_filters", "Seccomp filters on the "
+                                  "program's processes (the most any had) in the last window",
+                                  labels=["program", "bits"])
+        for (prog, bits), n in _rows((s.get("seccomp") or {}).items(), _label, _bits):
+            if _num(n) is not None and n > 0:
+                progs.add_metric([prog, bits], n)
+        yield progs
 
 
 def registry(snapshot):

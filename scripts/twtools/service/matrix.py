@@ -113,25 +113,31 @@ def for_watch(given_dir=None, measure_here=False):
     return doc, "results/latest/percall.json"
 
 
-def walls_for(given_dir=None, measure_here=False):
+def walls_for(given_dir=None, measure_here=False, raw=False):
     """(analysed walls.json, where it came from) that prices the processes behind walls (tw
     census): the given directory's, else a short walls stage measured here with --measure (the
     container profile on the 64-bit syscall and int 0x80, a few seconds), else
-    results/latest's when this host measured it; (None, why) when none is to be had."""
+    results/latest's when this host measured it; (None, why) when none is to be had.  raw: the
+    walls.json document as stored, not analysed (tw watch analyses it in its window's child)."""
     import tempfile
+    latest = paths.RESULTS / "latest"
+    if not given_dir and not measure_here and not (latest / "walls.json").exists():
+        # nothing to read: the analysis (numpy with it) is not imported, so that a watch
+        # without results stays small (docs/watch.md, "What it costs")
+        return None, "no walls measured: no results/latest/walls.json (use --measure)"
     from ..analyse import results, walls
     if given_dir:
         d = given_dir[0] if isinstance(given_dir, tuple) else Path(given_dir)
         doc = results.read_stage(d, "walls")[0]
-        return (walls.analyse(doc), f"{paths.shown(d)}/walls.json") if doc else \
+        return ((doc if raw else walls.analyse(doc)), f"{paths.shown(d)}/walls.json") if doc else \
             (None, f"{paths.shown(d)} has no walls.json (tw run's walls stage)")
     if measure_here:
         from ..measure import trace, walls as mwalls
         with tempfile.TemporaryDirectory(prefix="tw-walls-", dir=trace.tmp_dir()) as tmp:
             doc = mwalls.stage(Path(tmp), mode="quick")
-        return walls.analyse(doc), "measured here just now (--measure): the container profile"
-    latest = paths.RESULTS / "latest"
+        return (doc if raw else walls.analyse(doc)), \
+            "measured here just now (--measure): the container profile"
     doc = results.read_stage(latest, "walls")[0] if latest.exists() else None
     if doc is None:
         return None, "no walls measured: no results/latest/walls.json (use --measure)"
-    return walls.analyse(doc), f"{paths.shown(latest)}/walls.json"
+    return (doc if raw else walls.analyse(doc)), f"{paths.shown(latest)}/walls.json"

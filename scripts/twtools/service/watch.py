@@ -127,11 +127,13 @@ import json, sys
 sys.path.insert(0, sys.argv[3])
 from twtools.analyse import watch
 d = json.load(open(sys.argv[1]))
-json.dump(watch.window_summary(d["raw"], d["percall"], d["source"]), open(sys.argv[2], "w"))
+from twtools.analyse import walls
+w = walls.analyse(d["walls"]) if d.get("walls") else None
+json.dump(watch.window_summary(d["raw"], d["percall"], d["source"], w), open(sys.argv[2], "w"))
 """
 
 
-def summarise_window(raw, percall, source):
+def summarise_window(raw, percall, source, walls=None):
     """analyse.watch.window_summary in a child process: the census's analysis imports numpy
     (about 20 MB), which a Python process does not give back; run once a window (every 20
     minutes by default) in a child, it leaves with it, and the watch itself stays small.  (It
@@ -143,13 +145,38 @@ def summarise_window(raw, percall, source):
     with tempfile.TemporaryDirectory(prefix="tw-window-", dir=tmp_dir()) as tmp:
         src, dst = os.path.join(tmp, "raw.json"), os.path.join(tmp, "window.json")
         with open(src, "w") as f:
-            json.dump({"raw": raw, "percall": percall, "source": source}, f)
+            json.dump({"raw": raw, "percall": percall, "source": source, "walls": walls}, f)
         p = subprocess.run([sys.executable, "-c", _SUMMARISE, src, dst, scripts],
                            capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
             raise RuntimeError((p.stderr.strip().splitlines() or ["no message"])[-1][:300])
         with open(dst) as f:
             return json.load(f)
+
+
+def _walls_for(args):
+    """(analysed walls, source) that price the calls of the processes a window finds behind a
+    wall: --results DIR's walls.json, the container profile measured here with --measure (a
+    few seconds), or results/latest's; (None, why) when there is none, and the window then
+    says how many processes and calls, with the price unknown."""
+    try:
+        return matrix.walls_for(args.results, args.measure, raw=True)
+    except (ui.UserError, ui.DataError, OSError) as e:
+        return None, f"the walls could not be read or measured: {e}"
+
+
+def _walls_line(w, source):
+    """'; N processes behind seccomp filters, C calls/s, +X us of CPU a second (priced ...)',
+    or '' when none was."""
+    g = (w or {}).get("seccomp") or {}
+    if not g.get("processes"):
+        return ""
+    calls = (g.get("native_calls_per_s") or 0) + (g.get("compat_calls_per_s") or 0)
+    ns = g.get("ns_per_s")
+    price = (f", +{ns['median'] / 1e6:.3g} ms of CPU a second [{ns['ci_low'] / 1e6:.3g}, "
+             f"{ns['ci_high'] / 1e6:.3g}] priced as the container profile ({source})"
+             if ns else f", their price unknown ({g.get('why') or source})")
+    return f"; {g['processes']} processes behind seccomp filters, {calls:.0f} calls/s{price}"
 
 
 class Watch:
@@ -165,6 +192,7 @@ class Watch:
         self.window_raw = None
         self.window_error = None
         self.percall, self.percall_source = matrix.for_watch(args.results, args.measure)
+        self.walls, self.walls_source = _walls_for(args)
         self.last_bound = 0.0
         self.failed_saves = 0      # saves that failed over the watch's life
         self.lost_windows = 0      # windows whose rows a failed save lost
@@ -181,7 +209,7 @@ class Watch:
                     "windows": dict(s.windows), "intervals": s.intervals,
                     "max_programs": s.max_programs, "started": s.started,
                     "share": analyse.share(self.args.window, self.args.window_period),
-                    "on_disk_only": dict(s.on_disk_only),
+                    "on_disk_only": dict(s.on_disk_only), "seccomp": dict(s.seccomp),
                     "tracer": self._tracer_memory()}
 
     def _tracer_memory(self):
@@ -252,7 +280,7 @@ class Watch:
             ui.progress(f"watch: the window saw nothing: {escape.terminal((raw or {}).get('why_not'))}")
             return []
         try:
-            w = summarise_window(raw, self.percall, self.percall_source)
+            w = summarise_window(raw, self.percall, self.percall_source, self.walls)
         except RuntimeError as e:
             ui.progress(f"watch: the window's analysis failed: {escape.terminal(str(e))}")
             return []
@@ -261,7 +289,8 @@ class Watch:
         with self.lock:
             rows, lat = self.state.add_window(w)
         ui.progress(f"watch: window {self.state.windows['n']}: {len(w['programs'])} programs, "
-                    f"{sum(r['calls'] for r in rows)} calls in {w['seconds']:.3g} s")
+                    f"{sum(r['calls'] for r in rows)} calls in {w['seconds']:.3g} s"
+                    + _walls_line(w.get("walls"), self.walls_source))
         return [(w, rows, lat)]
 
     def _lock_state(self, state):
@@ -398,6 +427,7 @@ class Watch:
                         self.hup.clear()
                         if not a.measure:
                             self.percall, self.percall_source = matrix.for_watch(a.results)
+                            self.walls, self.walls_source = _walls_for(a)
                         self.save()
                         ui.progress(f"watch: SIGHUP: state saved, per-call matrix re-read "
                                     f"({escape.terminal(self.percall_source)})")
