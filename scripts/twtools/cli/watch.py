@@ -78,11 +78,14 @@ def add_arguments(parser, name):
     parser.add_argument("--state", metavar="DIR", default=DEFAULT_STATE,
                         help=f"where the state is kept (default {DEFAULT_STATE})")
     parser.add_argument("--results", metavar="DIR",
-                        help="price entry paths with DIR/percall.json (default: results/latest "
-                             "if it was measured on this host; else costs are unknown)")
+                        help="price entry paths with DIR/percall.json, and the calls of "
+                             "processes behind seccomp filters with DIR/walls.json (default: "
+                             "results/latest if it was measured on this host; else costs are "
+                             "unknown)")
     parser.add_argument("--measure", action="store_true",
-                        help="measure the per-call costs here at the start (about a minute) "
-                             "instead of reading them from --results or results/latest")
+                        help="measure the per-call costs and the container profile's price "
+                             "here at the start (about a minute) instead of reading them from "
+                             "--results or results/latest")
     parser.add_argument("--interval", type=options.int_range(1, 3600), default=60, metavar="S",
                         help="read the kernel's exec counts and save every S seconds (default 60)")
     parser.add_argument("--window", type=options.checked(_seconds(0, 3600)), default=5.0,
