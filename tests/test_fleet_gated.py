@@ -78,7 +78,17 @@ def test_a_hostile_probe_costs_its_host_one_line(key, value):
     assert "host_state.probes[3]" in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("value", [[0.0], [-1.0], [1e9], ["1.1"], 5])
+def test_a_preempted_batch_of_the_clock_chain_keeps_the_digest():
+    # Under load one batch's chain took 1000 ns and more a step (preempted midway), and
+    # the whole run's digest was refused; the step that scales is the fastest batch's.
+    doc, fp = _recorded()
+    rd = doc["cells"][2]["rounds"][0]
+    rd["chain_ns"] = [1.1] * len(rd.get("chain_ns") or [0, 0]) + [2500.0]
+    assert fleet.digest_doc(doc, fp, {}, "vm")["cells"]
+
+
+@pytest.mark.parametrize("value", [[0.0], [-1.0], [1e9], ["1.1"], 5, [1.1, 0.0],
+                                   [1500.0, 2500.0]])
 def test_a_hostile_clock_chain_costs_its_host_one_line(value):
     doc, fp = _recorded()
     doc["cells"][2]["rounds"][0]["chain_ns"] = value
