@@ -5,14 +5,15 @@ writev, both timings of each paired repetition); here they become summaries, the
 sweep's fits and its knee.  A stage file from before this split carries summaries as well;
 they are ignored and recomputed from the samples beside them.
 """
+import bisect
 import copy
 import math
 
 import numpy as np
 
-from . import fits, sequential, stats
+from . import fits, percall, sequential, stats
 
-ANALYSIS = "sweeps/6"   # 6: a row's interval holds its move between the sweep's sessions
+ANALYSIS = "sweeps/7"   # 7: the figures rest on the runs that met the host's fast state
 
 
 def _arr(row, key):
@@ -90,10 +91,57 @@ def _across_sessions(u, keys, runs, sessions):
     return out
 
 
-def _undisturbed(row, nspc, target=None, sessions=None):
+# The host's state (issue 62): the sweeps run the matrix's probe between their timewrite runs
+# (measure/sweep.py, HostProbes; host_state in the file).  A run met the fast state when the
+# probes just before and just after it were both fast (percall.host_label, the matrix's rule,
+# relabelled here from the whole sweep's probes); a row's undisturbed figure rests on its
+# fast runs when at least HOST_FAST_MIN of them are (the drift term's least rounds), and its
+# vs_ref on the rounds whose cells at that size were all measured within one quiet burst,
+# when at least as many are.  Fewer: the figure over every run, as before, marked with why.
+HOST_FAST_MIN = stats.UNDISTURBED_MIN_ROUNDS
+
+
+def host_labels(obj):
+    """(probes [(t_s, floor, fast)], burst id per probe) of a sweep file's host_state, the
+    probes relabelled by percall.host_probes from the whole sweep; ([], []) without probes (a
+    sweep from before them, or one whose probe failed: host_state.why)."""
+    if not ((obj or {}).get("host_state") or {}).get("probes"):
+        return [], []
+    probes = percall.host_probes(obj)[0]
+    ids, cur, prev = [], 0, False
+    for _, _, fast in probes:
+        if fast and not prev:
+            cur += 1
+        ids.append(cur if fast else None)
+        prev = fast
+    return probes, ids
+
+
+def run_labels(row, probes, ids):
+    """{round: burst id, or None when that run did not meet the host's fast state} of a row's
+    runs (samples.round and samples.t_s, the run's start on the probes' clock): a run is fast
+    when the probes on each side of it were (the one there is, at either end), and its burst
+    is theirs (two fast probes in a row are one burst).  None without probes or run times."""
+    smp = row.get("samples") or {}
+    rnd, ts = smp.get("round"), smp.get("t_s")
+    if not probes or not rnd or not ts or len(rnd) != len(ts):
+        return None
+    out = {}
+    for r, t in zip(rnd, ts):
+        if r in out or not isinstance(t, (int, float)):
+            continue
+        i = bisect.bisect_right(probes, t, key=lambda p: p[0])
+        near = [j for j in (i - 1, i) if 0 <= j < len(probes)]
+        out[r] = ids[near[0]] if all(probes[j][2] for j in near) else None
+    return out
+
+
+def _undisturbed(row, nspc, target=None, sessions=None, labels=None):
     """The undisturbed ns per call of one row: its passes grouped by the run they came from
     (samples.round), the mean of the fastest passes with the jackknife over runs
-    (stats.undisturbed, as every per-call cell).  target (tw sweep --target): the same figure
+    (stats.undisturbed, as every per-call cell).  labels (run_labels): the runs that met the
+    host's fast state alone, when HOST_FAST_MIN or more did; `host` says how many of how many
+    and, when too few did, why the figure is over every run.  target (tw sweep --target): the same figure
     and interval, with `sequential: {met, need_n, n, screened, target, stein}`: Stein's
     two-stage rule over the runs' floors in run order (analyse/sequential.py) says when enough
     runs are in, and the row is met once it says so and the interval above is within the
@@ -110,7 +158,20 @@ def _undisturbed(row, nspc, target=None, sessions=None):
     if not rnd or len(rnd) != nspc.size:
         return None
     runs = _by_round(rnd, nspc)[0]
-    u = _across_sessions(stats.undisturbed(runs), sorted(set(rnd)), runs, sessions)
+    keys = sorted(set(rnd))
+    host = None
+    if labels is not None:
+        fast = [i for i, k in enumerate(keys) if labels.get(k) is not None]
+        host = {"fast_runs": len(fast), "runs": len(keys), "min": HOST_FAST_MIN,
+                "gated": len(fast) >= HOST_FAST_MIN}
+        if host["gated"]:
+            keys, runs = [keys[i] for i in fast], [runs[i] for i in fast]
+        else:
+            host["why"] = (f"{len(fast)} of its {len(keys)} runs met the host's fast state, "
+                           f"fewer than {HOST_FAST_MIN}: the figure is over every run")
+    u = _across_sessions(stats.undisturbed(runs), keys, runs, sessions)
+    if host is not None:
+        u = dict(u, host=host)
     if not target:
         return u
     seq = sequential.progress([min(r) for r in runs if r], target)
@@ -163,6 +224,24 @@ def target_status(analysed, target):
             "first_stage_incomplete": first, "wide": wide}
 
 
+def host_summary(out, probes):
+    """The host's state over an analysed sweep: the probes, the share fast, and how many async
+    rows' undisturbed figures and vs_ref ratios rest on the fast runs (gated) of how many;
+    {why} without probes."""
+    hs = out.get("host_state") or {}
+    if not probes:
+        return {"why": hs.get("why") or "no host probes in this sweep (recorded before them)"}
+    rows = [row for run in out.get("runs") or [] if run.get("mode") == "async"
+            for row in run.get("rows") or []]
+    und = [(row.get("undisturbed") or {}).get("host") for row in rows]
+    vr = [(row.get("vs_ref") or {}).get("host") for row in rows]
+    und, vr = [h for h in und if h], [h for h in vr if h]
+    n_fast = sum(1 for p in probes if p[2])
+    return {"probes": len(probes), "fast_probes": n_fast, "fast_share": n_fast / len(probes),
+            "min_runs": HOST_FAST_MIN,
+            "undisturbed_gated": sum(h["gated"] for h in und), "undisturbed_rows": len(und),
+            "vs_ref_gated": sum(h["gated"] for h in vr), "vs_ref_rows": len(vr)}
+
 def lead(row, mode):
     """(summary {median, ci_low, ci_high, unstable, n, figure}, why typical or None): the
     figure a row leads with.  Async rows lead with the undisturbed figure where their passes
@@ -192,23 +271,28 @@ def sweep(obj):
         return None
     out = copy.deepcopy(obj)
     sessions = [tuple(x["rounds"]) for x in out.get("sessions") or [] if x.get("rounds")]
+    probes, ids = host_labels(out)
     for run in out.get("runs", []):
         for row in run.get("rows") or []:
             u, s, r = (_arr(row, k) for k in ("user_s", "sys_s", "real_s"))
             if r is None:
                 continue
+            labels = run_labels(row, probes, ids)
             wait = r - u - s
             nspc = r / row["calls"] * 1e9
             rnd = (row.get("samples") or {}).get("round")
+            ts = (row.get("samples") or {}).get("t_s")
             row["samples"] = {"user_s": u.tolist(), "sys_s": s.tolist(), "real_s": r.tolist(),
                               "wait_s": wait.tolist(), "ns_per_call": nspc.tolist()}
             for k, v in row["samples"].items():
                 row[k] = stats.summarize(v)
             if rnd is not None:
                 row["samples"]["round"] = rnd
+            if ts is not None:
+                row["samples"]["t_s"] = ts
             und = _undisturbed({"samples": {"round": rnd}}, nspc,
                                out.get("target") if run.get("mode") == "async" else None,
-                               sessions)
+                               sessions, labels if run.get("mode") == "async" else None)
             if und is not None:
                 row["undisturbed"] = und
                 row["undisturbed_ns"], row["undisturbed_ci_low"], row["undisturbed_ci_high"] = \
@@ -217,7 +301,8 @@ def sweep(obj):
             row["figure"] = row["lead"]["figure"]
     fitted = fits.fit_linear(out.get("runs", []), out.get("page_size") or fits.PAGE)
     out["fits"] = fitted
-    out["vs_ref_of"] = vs_ref(out.get("runs", []))
+    out["vs_ref_of"] = vs_ref(out.get("runs", []), probes, ids)
+    out["host"] = host_summary(out, probes)
     if out["vs_ref_of"]:
         out["fits_vs_ref"], out["knee_vs_ref"] = excess_vs_ref(
             out.get("runs", []), out.get("page_size") or fits.PAGE)
@@ -260,11 +345,17 @@ VS_REF_BLOCKS = 4
 VS_REF_BLOCK_MIN = 3          # rounds a stretch needs (the TLPI sweep's 12 rounds give 3)
 
 
-def vs_ref(runs):
+def vs_ref(runs, probes=(), ids=()):
     """Each async row's undisturbed figure over the geometric mean of every async mechanism's
     at the same size, of the same rounds (stats.undisturbed_over_gmean), as row['vs_ref']
-    {value, ci_low, ci_high, n_rounds, terms}, with row['vs_ref_of'] naming it; returns the
-    sweep's name for it, or None when it has fewer than two async mechanisms measured by round.
+    {value, ci_low, ci_high, n_rounds, terms, host}, with row['vs_ref_of'] naming it; returns
+    the sweep's name for it, or None when it has fewer than two async mechanisms measured by
+    round.
+
+    With the host's probes (host_labels): of the rounds in which every cell at that size met
+    the host's fast state within one quiet burst (the row and its reference measured in one
+    quiet moment, paired there), when HOST_FAST_MIN or more; else of every round, `host`
+    saying why.
 
     The interval: the jackknife's, and in quadrature the mechanism's own move within the run
     (the 'mechanism' term): what moves one way into the kernel and not the others (the host's
@@ -287,10 +378,25 @@ def vs_ref(runs):
         keys = sorted(set.intersection(*[set(c[2]) for c in good])) if len(good) >= 2 else []
         res = stats.undisturbed_over_gmean([[c[2][k] for k in keys] for c in good]) \
             if len(keys) >= 2 else None
+        lead_res, host = res, None
+        labels = [run_labels(c[1], probes, ids) for c in good] if probes else []
+        if labels and all(lb is not None for lb in labels):
+            quiet = [k for k in keys if labels[0].get(k) is not None
+                     and all(lb.get(k) == labels[0][k] for lb in labels)]
+            host = {"paired_in_burst": len(quiet), "rounds": len(keys), "min": HOST_FAST_MIN,
+                    "gated": False}
+            q_res = stats.undisturbed_over_gmean([[c[2][k] for k in quiet] for c in good]) \
+                if len(quiet) >= HOST_FAST_MIN else None
+            if q_res:
+                lead_res, host["gated"] = q_res, True
+            else:
+                host["why"] = (f"in {len(quiet)} of its {len(keys)} rounds every cell at "
+                               f"{size} B met the host's fast state within one burst, fewer "
+                               f"than {HOST_FAST_MIN}: the ratio is over every round")
         name = f"geomean of {len(good)} async mechanisms at {size} B"
         at = {id(c[1]): i for i, c in enumerate(good)}
         for v, row, _ in cells:
-            r = res[at[id(row)]] if res and id(row) in at else None
+            r = lead_res[at[id(row)]] if lead_res and id(row) in at else None
             if r is None:
                 row["vs_ref"] = {"value": None, "ci_low": None, "ci_high": None,
                                  "why": "fewer than two mechanisms or rounds at this size "
@@ -299,6 +405,8 @@ def vs_ref(runs):
             row["vs_ref"] = {"value": r["median"], "ci_low": r["ci_low"],
                              "ci_high": r["ci_high"], "n_rounds": r["n_rounds"],
                              "terms": ["sampling"]}
+            if host is not None:
+                row["vs_ref"]["host"] = dict(host)
             row["vs_ref_of"] = name
             used.add(v)
         if res and len(keys) >= VS_REF_BLOCKS * VS_REF_BLOCK_MIN:
@@ -312,7 +420,8 @@ def vs_ref(runs):
 
 def _mechanism_term(found):
     """Widen each vs_ref interval by its mechanism's move between stretches of the run
-    (vs_ref's docstring).  found: (round keys, cells, full results) per size."""
+    (vs_ref's docstring).  found: (round keys, cells, full results) per size: every round's,
+    also where the figure rests on the quiet ones (the mechanism's move is the run's)."""
     moves = {}                       # variant -> [per stretch: [(log move, rel. se) per size]]
     for keys, good, res in found:
         for b, ix in enumerate(np.array_split(np.arange(len(keys)), VS_REF_BLOCKS)):

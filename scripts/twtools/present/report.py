@@ -853,6 +853,25 @@ def _sessions(doc, sw):
              f"sampling errors explain at the 95% level ({chance})."))
 
 
+def _host_state(doc, sw):
+    """One line on the host's state over a sweep (analyse.sweeps.host_summary): the matrix's
+    probe between its runs, and how many async rows' figures rest on the runs that met the
+    fast state."""
+    h = sw.get("host") or {}
+    if not h.get("probes"):
+        if (sw.get("host_state") or {}).get("why"):
+            doc.p(f"The host's state over this sweep: unknown ({outside(h.get('why'))}); "
+                  "every figure rests on every run.")
+        return
+    doc.p(f"The host's state over this sweep: the matrix's probe (the reference cell) ran "
+          f"{h['probes']} times between its runs and found the host fast in "
+          f"{100 * h['fast_share']:.0f}% of them. {h['undisturbed_gated']} of the "
+          f"{h['undisturbed_rows']} async rows' undisturbed figures rest on their runs that met "
+          f"the fast state (at least {h['min_runs']} of them), the others on every run, as "
+          f"too few met it; `vs_ref` of {h['vs_ref_gated']} of {h['vs_ref_rows']} rows on the "
+          "rounds in which the row and every other mechanism at its size met it within one "
+          "quiet burst (the JSON's `host` in each row says how many).")
+
 def _exit_rows(doc, sw):
     """One line when the sweep's rows that pay VM exits hold the exit's move over the run
     (analyse.exitdrift.widen_sweep)."""
@@ -898,6 +917,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
           f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
     _stopped_early(doc, sw)
     _sessions(doc, sw)
+    _host_state(doc, sw)
     _exit_rows(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
@@ -1001,6 +1021,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
           "not absolute seconds).")
     _stopped_early(doc, sw)
     _sessions(doc, sw)
+    _host_state(doc, sw)
     _exit_rows(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "TLPI sweep")
