@@ -136,3 +136,23 @@ def test_a_sweep_without_probes_reads_as_before():
             assert "host" not in row["undisturbed"] and "host" not in row["vs_ref"]
     failed = dict(_doc(), host_state={"probes": [], "why": "the host's probe failed: X"})
     assert sweeps.sweep(failed)["host"] == {"why": "the host's probe failed: X"}
+
+
+def test_the_report_says_how_many_rows_rest_on_the_fast_runs():
+    from twtools.present import document, report
+    raw = _doc()
+    a = sweeps.sweep(_probed(raw, slow={(2, 3)}, split={5, 7}))
+    d = document.Doc()
+    report._host_state(d, a)
+    text = repr(d.blocks)
+    # 52 of 55 probes fast; 64-syscall: 11 fast runs, 32-vdso: 10; vs_ref: 8 rounds in a burst
+    assert "ran 55 times between its runs and found the host fast in 95% of them" in text
+    assert "10 of the 10 async rows' undisturbed figures rest on their runs" in text
+    assert "the others on every run" not in text and "`vs_ref` of 10 of 10 rows" in text
+    few = sweeps.sweep(_probed(raw, slow=set().union(*(_slow_round(r) for r in range(5)))))
+    d = document.Doc()
+    report._host_state(d, few)
+    assert "0 of the 10 async rows" in repr(d.blocks) and "the others on every run" in repr(d.blocks)
+    d = document.Doc()
+    report._host_state(d, sweeps.sweep(_doc()))
+    assert not d.blocks

@@ -863,14 +863,17 @@ def _host_state(doc, sw):
             doc.p(f"The host's state over this sweep: unknown ({outside(h.get('why'))}); "
                   "every figure rests on every run.")
         return
+    rest = (", the others on every run, as too few met it"
+            if h["undisturbed_gated"] < h["undisturbed_rows"] else "")
     doc.p(f"The host's state over this sweep: the matrix's probe (the reference cell) ran "
           f"{h['probes']} times between its runs and found the host fast in "
           f"{100 * h['fast_share']:.0f}% of them. {h['undisturbed_gated']} of the "
           f"{h['undisturbed_rows']} async rows' undisturbed figures rest on their runs that met "
-          f"the fast state (at least {h['min_runs']} of them), the others on every run, as "
-          f"too few met it; `vs_ref` of {h['vs_ref_gated']} of {h['vs_ref_rows']} rows on the "
-          "rounds in which the row and every other mechanism at its size met it within one "
-          "quiet burst (the JSON's `host` in each row says how many).")
+          f"the fast state (at least {h['min_runs']} of them){rest}; `vs_ref` of "
+          f"{h['vs_ref_gated']} of {h['vs_ref_rows']} rows on the rounds in which the row and "
+          "every other mechanism at its size met it within one quiet burst (the JSON's `host` "
+          "in each row says how many). The probe is a null system call: it sees what slows the "
+          "CPU, not what slows a copy through memory.")
 
 def _exit_rows(doc, sw):
     """One line when the sweep's rows that pay VM exits hold the exit's move over the run
