@@ -13,7 +13,7 @@ import numpy as np
 
 from . import fits, percall, sequential, stats
 
-ANALYSIS = "sweeps/7"   # 7: the figures rest on the runs that met the host's fast state
+ANALYSIS = "sweeps/7"   # 7: the runs labelled by the host's state, their fast figures beside
 
 
 def _arr(row, key):
@@ -94,11 +94,32 @@ def _across_sessions(u, keys, runs, sessions):
 # The host's state (issue 62): the sweeps run the matrix's probe between their timewrite runs
 # (measure/sweep.py, HostProbes; host_state in the file).  A run met the fast state when the
 # probes just before and just after it were both fast (percall.host_label, the matrix's rule,
-# relabelled here from the whole sweep's probes); a row's undisturbed figure rests on its
-# fast runs when at least HOST_FAST_MIN of them are (the drift term's least rounds), and its
-# vs_ref on the rounds whose cells at that size were all measured within one quiet burst,
-# when at least as many are.  Fewer: the figure over every run, as before, marked with why.
+# relabelled here from the whole sweep's probes).  Beside each async row's figure, `host` gives
+# the figure of its fast runs alone when at least HOST_FAST_MIN of them are (the drift term's
+# least rounds), and beside its vs_ref the ratio over the rounds whose cells at that size were
+# all measured within one quiet burst, when at least as many are.
+#
+# The figures lead over every run, as before: where they rested on the fast runs, two
+# back-to-back sweep runs beside the noisy neighbour on the AMD EPYC Zen 4 guest reproduced
+# worse (vs_ref within +-2% in 61.9% and 94.2% of 155 async rows against 81.3% and 96.1% over
+# every run of the same samples; moved at most 2% between the runs in 87.1-92.9% against
+# 96.5-98.6%): the probe (a null call) found the host fast in 91-98% of its probes, while
+# what moves a sweep's row is a copy through memory, which it does not see, and every run
+# left out cost precision (docs/sweeps.md, "The host's state").
 HOST_FAST_MIN = stats.UNDISTURBED_MIN_ROUNDS
+
+
+def _brief(u):
+    """An undisturbed figure's {value, ci_low, ci_high, n_rounds}."""
+    return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
+            "n_rounds": u.get("n_rounds")}
+
+
+def _agrees(a, b):
+    """Whether two figures' intervals overlap (None when either has none)."""
+    if None in (a.get("ci_low"), a.get("ci_high"), b.get("ci_low"), b.get("ci_high")):
+        return None
+    return bool(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
 
 
 def host_labels(obj):
@@ -139,9 +160,10 @@ def run_labels(row, probes, ids):
 def _undisturbed(row, nspc, target=None, sessions=None, labels=None):
     """The undisturbed ns per call of one row: its passes grouped by the run they came from
     (samples.round), the mean of the fastest passes with the jackknife over runs
-    (stats.undisturbed, as every per-call cell).  labels (run_labels): the runs that met the
-    host's fast state alone, when HOST_FAST_MIN or more did; `host` says how many of how many
-    and, when too few did, why the figure is over every run.  target (tw sweep --target): the same figure
+    (stats.undisturbed, as every per-call cell).  labels (run_labels): `host` says how many
+    of its runs met the host's fast state and gives, when HOST_FAST_MIN or more did, their
+    figure alone (`fast`, with the sessions' term as the lead's) and whether it agrees with
+    the lead's interval; else why there is none.  target (tw sweep --target): the same figure
     and interval, with `sequential: {met, need_n, n, screened, target, stein}`: Stein's
     two-stage rule over the runs' floors in run order (analyse/sequential.py) says when enough
     runs are in, and the row is met once it says so and the interval above is within the
@@ -159,18 +181,17 @@ def _undisturbed(row, nspc, target=None, sessions=None, labels=None):
         return None
     runs = _by_round(rnd, nspc)[0]
     keys = sorted(set(rnd))
-    host = None
+    u = _across_sessions(stats.undisturbed(runs), keys, runs, sessions)
     if labels is not None:
         fast = [i for i, k in enumerate(keys) if labels.get(k) is not None]
-        host = {"fast_runs": len(fast), "runs": len(keys), "min": HOST_FAST_MIN,
-                "gated": len(fast) >= HOST_FAST_MIN}
-        if host["gated"]:
-            keys, runs = [keys[i] for i in fast], [runs[i] for i in fast]
+        host = {"fast_runs": len(fast), "runs": len(keys), "min": HOST_FAST_MIN, "fast": None}
+        if len(fast) >= HOST_FAST_MIN:
+            fk, fr = [keys[i] for i in fast], [runs[i] for i in fast]
+            host["fast"] = _brief(_across_sessions(stats.undisturbed(fr), fk, fr, sessions))
+            host["agrees"] = _agrees(host["fast"], u)
         else:
             host["why"] = (f"{len(fast)} of its {len(keys)} runs met the host's fast state, "
-                           f"fewer than {HOST_FAST_MIN}: the figure is over every run")
-    u = _across_sessions(stats.undisturbed(runs), keys, runs, sessions)
-    if host is not None:
+                           f"fewer than {HOST_FAST_MIN}: no figure of its fast runs alone")
         u = dict(u, host=host)
     if not target:
         return u
@@ -225,9 +246,9 @@ def target_status(analysed, target):
 
 
 def host_summary(out, probes):
-    """The host's state over an analysed sweep: the probes, the share fast, and how many async
-    rows' undisturbed figures and vs_ref ratios rest on the fast runs (gated) of how many;
-    {why} without probes."""
+    """The host's state over an analysed sweep: the probes, the share fast, how many async
+    rows have a figure of their fast runs beside their undisturbed figure and vs_ref, and in
+    how many of those the two intervals overlap (agree); {why} without probes."""
     hs = out.get("host_state") or {}
     if not probes:
         return {"why": hs.get("why") or "no host probes in this sweep (recorded before them)"}
@@ -238,9 +259,11 @@ def host_summary(out, probes):
     und, vr = [h for h in und if h], [h for h in vr if h]
     n_fast = sum(1 for p in probes if p[2])
     return {"probes": len(probes), "fast_probes": n_fast, "fast_share": n_fast / len(probes),
-            "min_runs": HOST_FAST_MIN,
-            "undisturbed_gated": sum(h["gated"] for h in und), "undisturbed_rows": len(und),
-            "vs_ref_gated": sum(h["gated"] for h in vr), "vs_ref_rows": len(vr)}
+            "min_runs": HOST_FAST_MIN, "undisturbed_rows": len(und),
+            "undisturbed_fast": sum(h["fast"] is not None for h in und),
+            "undisturbed_agree": sum(bool(h.get("agrees")) for h in und),
+            "vs_ref_rows": len(vr), "vs_ref_paired": sum(h["paired"] is not None for h in vr),
+            "vs_ref_agree": sum(bool(h.get("agrees")) for h in vr)}
 
 def lead(row, mode):
     """(summary {median, ci_low, ci_high, unstable, n, figure}, why typical or None): the
@@ -352,10 +375,10 @@ def vs_ref(runs, probes=(), ids=()):
     the sweep's name for it, or None when it has fewer than two async mechanisms measured by
     round.
 
-    With the host's probes (host_labels): of the rounds in which every cell at that size met
-    the host's fast state within one quiet burst (the row and its reference measured in one
-    quiet moment, paired there), when HOST_FAST_MIN or more; else of every round, `host`
-    saying why.
+    With the host's probes (host_labels), `host` beside it: the ratio over the rounds in which
+    every cell at that size met the host's fast state within one quiet burst (the row and its
+    reference measured in one quiet moment, paired there), as `paired`, when HOST_FAST_MIN
+    or more such rounds exist, and whether it agrees with the lead's interval; else why not.
 
     The interval: the jackknife's, and in quadrature the mechanism's own move within the run
     (the 'mechanism' term): what moves one way into the kernel and not the others (the host's
@@ -378,25 +401,23 @@ def vs_ref(runs, probes=(), ids=()):
         keys = sorted(set.intersection(*[set(c[2]) for c in good])) if len(good) >= 2 else []
         res = stats.undisturbed_over_gmean([[c[2][k] for k in keys] for c in good]) \
             if len(keys) >= 2 else None
-        lead_res, host = res, None
+        host, q_res = None, None
         labels = [run_labels(c[1], probes, ids) for c in good] if probes else []
         if labels and all(lb is not None for lb in labels):
             quiet = [k for k in keys if labels[0].get(k) is not None
                      and all(lb.get(k) == labels[0][k] for lb in labels)]
             host = {"paired_in_burst": len(quiet), "rounds": len(keys), "min": HOST_FAST_MIN,
-                    "gated": False}
+                    "paired": None}
             q_res = stats.undisturbed_over_gmean([[c[2][k] for k in quiet] for c in good]) \
                 if len(quiet) >= HOST_FAST_MIN else None
-            if q_res:
-                lead_res, host["gated"] = q_res, True
-            else:
+            if not q_res:
                 host["why"] = (f"in {len(quiet)} of its {len(keys)} rounds every cell at "
                                f"{size} B met the host's fast state within one burst, fewer "
-                               f"than {HOST_FAST_MIN}: the ratio is over every round")
+                               f"than {HOST_FAST_MIN}: no ratio paired within a burst")
         name = f"geomean of {len(good)} async mechanisms at {size} B"
         at = {id(c[1]): i for i, c in enumerate(good)}
         for v, row, _ in cells:
-            r = lead_res[at[id(row)]] if lead_res and id(row) in at else None
+            r = res[at[id(row)]] if res and id(row) in at else None
             if r is None:
                 row["vs_ref"] = {"value": None, "ci_low": None, "ci_high": None,
                                  "why": "fewer than two mechanisms or rounds at this size "
@@ -406,7 +427,11 @@ def vs_ref(runs, probes=(), ids=()):
                              "ci_high": r["ci_high"], "n_rounds": r["n_rounds"],
                              "terms": ["sampling"]}
             if host is not None:
-                row["vs_ref"]["host"] = dict(host)
+                h = row["vs_ref"]["host"] = dict(host)
+                if q_res:
+                    q = q_res[at[id(row)]]
+                    h["paired"] = {"value": q["median"], "ci_low": q["ci_low"],
+                                   "ci_high": q["ci_high"], "n_rounds": q["n_rounds"]}
             row["vs_ref_of"] = name
             used.add(v)
         if res and len(keys) >= VS_REF_BLOCKS * VS_REF_BLOCK_MIN:
@@ -414,14 +439,19 @@ def vs_ref(runs, probes=(), ids=()):
     if not used:
         return None
     _mechanism_term(found)
+    for _, row, _ in (c for cells in by_size.values() for c in cells):
+        vr = row.get("vs_ref") or {}
+        if (vr.get("host") or {}).get("paired"):
+            vr["host"]["agrees"] = _agrees(vr["host"]["paired"], vr)
     return ("the geometric mean of the async mechanisms at the same size, same rounds ("
             + ", ".join(sorted(used)) + ")")
 
 
 def _mechanism_term(found):
     """Widen each vs_ref interval by its mechanism's move between stretches of the run
-    (vs_ref's docstring).  found: (round keys, cells, full results) per size: every round's,
-    also where the figure rests on the quiet ones (the mechanism's move is the run's)."""
+    (vs_ref's docstring), and the ratio paired within a burst beside it (`host.paired`) by the
+    same term: the mechanism's move is the run's.  found: (round keys, cells, full results)
+    per size."""
     moves = {}                       # variant -> [per stretch: [(log move, rel. se) per size]]
     for keys, good, res in found:
         for b, ix in enumerate(np.array_split(np.arange(len(keys)), VS_REF_BLOCKS)):
@@ -447,6 +477,10 @@ def _mechanism_term(found):
             e = vr["value"]
             h = math.hypot(vr["ci_high"] - e, stats.Z * t * e)
             vr.update(ci_low=e - h, ci_high=e + h, mechanism=t, terms=["sampling", "mechanism"])
+            q = (vr.get("host") or {}).get("paired")
+            if q and q.get("value") is not None:
+                hq = math.hypot(q["ci_high"] - q["value"], stats.Z * t * q["value"])
+                q.update(ci_low=q["value"] - hq, ci_high=q["value"] + hq)
 
 
 def excess_vs_ref(runs, page):
