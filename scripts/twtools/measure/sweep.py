@@ -34,8 +34,8 @@ timewrite run per round with more passes (`parts` in the file), as cheap as they
 Process start-up (~1 ms) is outside the timed passes, which time themselves.
 Between the runs the sweeps probe the host as the matrix does (HostProbes: the reference cell
 judged by bench.HostProbe), and each pass keeps its run's start (t_s), so that the analysis
-can rest the figures on the runs that met the host's fast state (docs/sweeps.md, "The host's
-state").
+can give each row the figure of the runs that met the host's fast state beside its own
+(docs/sweeps.md, "The host's state").
 
 The stage files hold raw samples only; twtools.analyse.sweeps summarises them
 and twtools.analyse.fits fits T(size) = a + b*size per variant and finds the
