@@ -142,7 +142,7 @@ def test_seed_sweep_files_and_fs(seed):
     assert on_disk["input_bytes"] == d["input_bytes"]
     for r in on_disk["runs"]:
         for row in r["rows"]:
-            assert set(row["samples"]) == {"user_s", "sys_s", "real_s", "round"}
+            assert set(row["samples"]) == {"user_s", "sys_s", "real_s", "round", "t_s"}
             assert not {"user_s", "real_s", "ns_per_call"} & set(row)    # raw only
     st = run(["stat", "-f", "-c", "%T", out], text=True)
     assert d["fstype"] == st.stdout.strip()
