@@ -37,6 +37,7 @@ CHECK_TIER = (
     "test_stats.py",
     "test_undisturbed_levels.py",
     "test_sweep_vs_ref.py",
+    "test_sweep_host.py",
     "test_legs.py",
     "test_legs_blocks.py",
     "test_sweep_target.py",

@@ -21,6 +21,10 @@ What is checked, and why it can break:
   matches its closed form.  These use constructed points, not measurements: they test the
   arithmetic, which a sign or weighting slip would break.
 - `tw sweep` rejects an unknown sweep with exit 2.
+- The sweeps run the matrix's probe of the host between their runs (measure.sweep.HostProbes):
+  one before the first run, one before every PROBE_EVERY-th, one after the last, in time order
+  around the runs' start times; a probe skipped or a run without its start breaks it.  The
+  two sweeps of one tw run share one set of probes.
 No assertion compares a time with a threshold: timings vary by machine.
 """
 import json
@@ -101,6 +105,23 @@ def test_seed_sweep_rows_and_counts(seed):
                 assert s["real_s"][i] > 0
 
 
+def test_the_sweep_probes_the_host_around_its_runs(seed):
+    out, _, d = seed
+    raw = json.loads((out / "sweep_seed.json").read_text())
+    hs = raw["host_state"]
+    assert hs["why"] is None and hs["every"] == sweep.PROBE_EVERY
+    rows = [row for run in raw["runs"] if run["supported"] for row in run["rows"]]
+    assert rows and all(len(row["samples"]["t_s"]) == len(row["samples"]["real_s"])
+                        for row in rows)
+    # a run's passes share its start; each run starts at its own millisecond (a run is longer)
+    starts = sorted({t for row in rows for t in row["samples"]["t_s"]})
+    pts = [p["t_s"] for p in hs["probes"]]
+    assert len(pts) == math.ceil(len(starts) / sweep.PROBE_EVERY) + 1
+    assert pts == sorted(pts) and pts[0] <= starts[0] and pts[-1] > starts[-1]
+    assert all(isinstance(p["fast"], bool) and p["floor_ns"] > 0 for p in hs["probes"])
+    assert d["host"]["probes"] == len(pts)
+
+
 def test_seed_sweep_unsupported_variant_has_reason(seed):
     out, bad, d = seed
     if bad is None:
@@ -121,7 +142,7 @@ def test_seed_sweep_files_and_fs(seed):
     assert on_disk["input_bytes"] == d["input_bytes"]
     for r in on_disk["runs"]:
         for row in r["rows"]:
-            assert set(row["samples"]) == {"user_s", "sys_s", "real_s", "round"}
+            assert set(row["samples"]) == {"user_s", "sys_s", "real_s", "round", "t_s"}
             assert not {"user_s", "real_s", "ns_per_call"} & set(row)    # raw only
     st = run(["stat", "-f", "-c", "%T", out], text=True)
     assert d["fstype"] == st.stdout.strip()
@@ -316,6 +337,10 @@ def test_tw_run_measures_both_sweeps_together_in_two_sessions(quick_run):
         rounds = {r for run in d["runs"] if run["supported"] for row in run["rows"]
                   for r in row["samples"]["round"]}
         assert rounds == set(range(d["rounds"]))
+    # one set of probes for both sweeps, on one clock: their runs took turns
+    hs = [json.loads((out / f"{stem}.json").read_text())["host_state"]
+          for stem in ("sweep_seed", "sweep_tlpi")]
+    assert hs[0]["probes"] and hs[0]["probes"] == hs[1]["probes"]
     assert "first session done" in p.stderr and "the second session of both sweeps" in p.stderr
     assert not (out / sweep.SESSIONS_SCRATCH).exists() and not (out / sweep.SCRATCH).exists()
     lines = [ln for ln in p.stderr.splitlines() if "sweep: round" in ln and "done" in ln]

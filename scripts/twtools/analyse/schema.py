@@ -416,13 +416,18 @@ def _sweep_row_rule(r):
 
 SWEEP_ROW = {"!buffsize": "posint", "calls": "posint?", "calls_expected": "int?",
              "samples": ("opt", {"!user_s": ["num"], "!sys_s": ["num"], "!real_s": ["num"],
-                                 "round": ["int"]}),
+                                 # each pass's run's start, on the host probes' clock
+                                 "round": ["int"], "t_s": ["num"]}),
              "real_s": ("opt", SUMMARY), "user_s": ("opt", SUMMARY), "sys_s": ("opt", SUMMARY),
              "ns_per_call": ("opt", SUMMARY), "__check__": _sweep_row_rule}
 SWEEP_RUN = {"!variant": "variant", "mode": "str?", "bits": "int?", "mechanism": "str?",
              "supported": "bool?", "reason": "str?", "rows": [SWEEP_ROW]}
 SWEEP = {"runs": [SWEEP_RUN], "input_bytes": "int?", "mode": "str?", "sizes": ["int"],
          "reps": "int?", "fstype": "str?", "sessions_planned": "int?",
+         # the matrix's probe of the host between the runs (measure.sweep.HostProbes)
+         "host_state": ("opt", {"probes": [{"!t_s": "num", "!floor_ns": "posnum",
+                                            "!fast": "bool", "chain_ns": "posnum?"}],
+                                "every": "posint?", "why": "str?"}),
          # measure.sweep.Together's sessions: the rounds [first, end) each measured
          "sessions": ("opt", [{"!rounds": ["count"], "start_s": "num?", "seconds": "num?",
                                "__check__": lambda r: None if len(r["rounds"]) == 2 and

@@ -5,14 +5,15 @@ writev, both timings of each paired repetition); here they become summaries, the
 sweep's fits and its knee.  A stage file from before this split carries summaries as well;
 they are ignored and recomputed from the samples beside them.
 """
+import bisect
 import copy
 import math
 
 import numpy as np
 
-from . import fits, sequential, stats
+from . import fits, percall, sequential, stats
 
-ANALYSIS = "sweeps/6"   # 6: a row's interval holds its move between the sweep's sessions
+ANALYSIS = "sweeps/7"   # 7: the runs labelled by the host's state, their fast figures beside
 
 
 def _arr(row, key):
@@ -90,10 +91,79 @@ def _across_sessions(u, keys, runs, sessions):
     return out
 
 
-def _undisturbed(row, nspc, target=None, sessions=None):
+# The host's state (issue 62): the sweeps run the matrix's probe between their timewrite runs
+# (measure/sweep.py, HostProbes; host_state in the file).  A run met the fast state when the
+# probes just before and just after it were both fast (percall.host_label, the matrix's rule,
+# relabelled here from the whole sweep's probes).  Beside each async row's figure, `host` gives
+# the figure of its fast runs alone when at least HOST_FAST_MIN of them are (the drift term's
+# least rounds), and beside its vs_ref the ratio over the rounds whose cells at that size were
+# all measured within one quiet burst, when at least as many are.
+#
+# The figures lead over every run, as before: where they rested on the fast runs, two
+# back-to-back sweep runs beside the noisy neighbour on the AMD EPYC Zen 4 guest reproduced
+# worse (vs_ref within +-2% in 61.9% and 94.2% of 155 async rows against 81.3% and 96.1% over
+# every run of the same samples; moved at most 2% between the runs in 87.1-92.9% against
+# 96.5-98.6%): the probe (a null call) found the host fast in 91-98% of its probes, while
+# what moves a sweep's row is a copy through memory, which it does not see, and every run
+# left out cost precision (docs/sweeps.md, "The host's state").
+HOST_FAST_MIN = stats.UNDISTURBED_MIN_ROUNDS
+
+
+def _brief(u):
+    """An undisturbed figure's {value, ci_low, ci_high, n_rounds}."""
+    return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
+            "n_rounds": u.get("n_rounds")}
+
+
+def _agrees(a, b):
+    """Whether two figures' intervals overlap (None when either has none)."""
+    if None in (a.get("ci_low"), a.get("ci_high"), b.get("ci_low"), b.get("ci_high")):
+        return None
+    return bool(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
+
+
+def host_labels(obj):
+    """(probes [(t_s, floor, fast)], burst id per probe) of a sweep file's host_state, the
+    probes relabelled by percall.host_probes from the whole sweep; ([], []) without probes (a
+    sweep from before them, or one whose probe failed: host_state.why)."""
+    if not ((obj or {}).get("host_state") or {}).get("probes"):
+        return [], []
+    probes = percall.host_probes(obj)[0]
+    ids, cur, prev = [], 0, False
+    for _, _, fast in probes:
+        if fast and not prev:
+            cur += 1
+        ids.append(cur if fast else None)
+        prev = fast
+    return probes, ids
+
+
+def run_labels(row, probes, ids):
+    """{round: burst id, or None when that run did not meet the host's fast state} of a row's
+    runs (samples.round and samples.t_s, the run's start on the probes' clock): a run is fast
+    when the probes on each side of it were (the one there is, at either end), and its burst
+    is theirs (two fast probes in a row are one burst).  None without probes or run times."""
+    smp = row.get("samples") or {}
+    rnd, ts = smp.get("round"), smp.get("t_s")
+    if not probes or not rnd or not ts or len(rnd) != len(ts):
+        return None
+    out = {}
+    for r, t in zip(rnd, ts):
+        if r in out or not isinstance(t, (int, float)):
+            continue
+        i = bisect.bisect_right(probes, t, key=lambda p: p[0])
+        near = [j for j in (i - 1, i) if 0 <= j < len(probes)]
+        out[r] = ids[near[0]] if all(probes[j][2] for j in near) else None
+    return out
+
+
+def _undisturbed(row, nspc, target=None, sessions=None, labels=None):
     """The undisturbed ns per call of one row: its passes grouped by the run they came from
     (samples.round), the mean of the fastest passes with the jackknife over runs
-    (stats.undisturbed, as every per-call cell).  target (tw sweep --target): the same figure
+    (stats.undisturbed, as every per-call cell).  labels (run_labels): `host` says how many
+    of its runs met the host's fast state and gives, when HOST_FAST_MIN or more did, their
+    figure alone (`fast`, with the sessions' term as the lead's) and whether it agrees with
+    the lead's interval; else why there is none.  target (tw sweep --target): the same figure
     and interval, with `sequential: {met, need_n, n, screened, target, stein}`: Stein's
     two-stage rule over the runs' floors in run order (analyse/sequential.py) says when enough
     runs are in, and the row is met once it says so and the interval above is within the
@@ -110,7 +180,19 @@ def _undisturbed(row, nspc, target=None, sessions=None):
     if not rnd or len(rnd) != nspc.size:
         return None
     runs = _by_round(rnd, nspc)[0]
-    u = _across_sessions(stats.undisturbed(runs), sorted(set(rnd)), runs, sessions)
+    keys = sorted(set(rnd))
+    u = _across_sessions(stats.undisturbed(runs), keys, runs, sessions)
+    if labels is not None:
+        fast = [i for i, k in enumerate(keys) if labels.get(k) is not None]
+        host = {"fast_runs": len(fast), "runs": len(keys), "min": HOST_FAST_MIN, "fast": None}
+        if len(fast) >= HOST_FAST_MIN:
+            fk, fr = [keys[i] for i in fast], [runs[i] for i in fast]
+            host["fast"] = _brief(_across_sessions(stats.undisturbed(fr), fk, fr, sessions))
+            host["agrees"] = _agrees(host["fast"], u)
+        else:
+            host["why"] = (f"{len(fast)} of its {len(keys)} runs met the host's fast state, "
+                           f"fewer than {HOST_FAST_MIN}: no figure of its fast runs alone")
+        u = dict(u, host=host)
     if not target:
         return u
     seq = sequential.progress([min(r) for r in runs if r], target)
@@ -163,6 +245,26 @@ def target_status(analysed, target):
             "first_stage_incomplete": first, "wide": wide}
 
 
+def host_summary(out, probes):
+    """The host's state over an analysed sweep: the probes, the share fast, how many async
+    rows have a figure of their fast runs beside their undisturbed figure and vs_ref, and in
+    how many of those the two intervals overlap (agree); {why} without probes."""
+    hs = out.get("host_state") or {}
+    if not probes:
+        return {"why": hs.get("why") or "no host probes in this sweep (recorded before them)"}
+    rows = [row for run in out.get("runs") or [] if run.get("mode") == "async"
+            for row in run.get("rows") or []]
+    und = [(row.get("undisturbed") or {}).get("host") for row in rows]
+    vr = [(row.get("vs_ref") or {}).get("host") for row in rows]
+    und, vr = [h for h in und if h], [h for h in vr if h]
+    n_fast = sum(1 for p in probes if p[2])
+    return {"probes": len(probes), "fast_probes": n_fast, "fast_share": n_fast / len(probes),
+            "min_runs": HOST_FAST_MIN, "undisturbed_rows": len(und),
+            "undisturbed_fast": sum(h["fast"] is not None for h in und),
+            "undisturbed_agree": sum(bool(h.get("agrees")) for h in und),
+            "vs_ref_rows": len(vr), "vs_ref_paired": sum(h["paired"] is not None for h in vr),
+            "vs_ref_agree": sum(bool(h.get("agrees")) for h in vr)}
+
 def lead(row, mode):
     """(summary {median, ci_low, ci_high, unstable, n, figure}, why typical or None): the
     figure a row leads with.  Async rows lead with the undisturbed figure where their passes
@@ -192,23 +294,28 @@ def sweep(obj):
         return None
     out = copy.deepcopy(obj)
     sessions = [tuple(x["rounds"]) for x in out.get("sessions") or [] if x.get("rounds")]
+    probes, ids = host_labels(out)
     for run in out.get("runs", []):
         for row in run.get("rows") or []:
             u, s, r = (_arr(row, k) for k in ("user_s", "sys_s", "real_s"))
             if r is None:
                 continue
+            labels = run_labels(row, probes, ids)
             wait = r - u - s
             nspc = r / row["calls"] * 1e9
             rnd = (row.get("samples") or {}).get("round")
+            ts = (row.get("samples") or {}).get("t_s")
             row["samples"] = {"user_s": u.tolist(), "sys_s": s.tolist(), "real_s": r.tolist(),
                               "wait_s": wait.tolist(), "ns_per_call": nspc.tolist()}
             for k, v in row["samples"].items():
                 row[k] = stats.summarize(v)
             if rnd is not None:
                 row["samples"]["round"] = rnd
+            if ts is not None:
+                row["samples"]["t_s"] = ts
             und = _undisturbed({"samples": {"round": rnd}}, nspc,
                                out.get("target") if run.get("mode") == "async" else None,
-                               sessions)
+                               sessions, labels if run.get("mode") == "async" else None)
             if und is not None:
                 row["undisturbed"] = und
                 row["undisturbed_ns"], row["undisturbed_ci_low"], row["undisturbed_ci_high"] = \
@@ -217,7 +324,8 @@ def sweep(obj):
             row["figure"] = row["lead"]["figure"]
     fitted = fits.fit_linear(out.get("runs", []), out.get("page_size") or fits.PAGE)
     out["fits"] = fitted
-    out["vs_ref_of"] = vs_ref(out.get("runs", []))
+    out["vs_ref_of"] = vs_ref(out.get("runs", []), probes, ids)
+    out["host"] = host_summary(out, probes)
     if out["vs_ref_of"]:
         out["fits_vs_ref"], out["knee_vs_ref"] = excess_vs_ref(
             out.get("runs", []), out.get("page_size") or fits.PAGE)
@@ -260,11 +368,17 @@ VS_REF_BLOCKS = 4
 VS_REF_BLOCK_MIN = 3          # rounds a stretch needs (the TLPI sweep's 12 rounds give 3)
 
 
-def vs_ref(runs):
+def vs_ref(runs, probes=(), ids=()):
     """Each async row's undisturbed figure over the geometric mean of every async mechanism's
     at the same size, of the same rounds (stats.undisturbed_over_gmean), as row['vs_ref']
-    {value, ci_low, ci_high, n_rounds, terms}, with row['vs_ref_of'] naming it; returns the
-    sweep's name for it, or None when it has fewer than two async mechanisms measured by round.
+    {value, ci_low, ci_high, n_rounds, terms, host}, with row['vs_ref_of'] naming it; returns
+    the sweep's name for it, or None when it has fewer than two async mechanisms measured by
+    round.
+
+    With the host's probes (host_labels), `host` beside it: the ratio over the rounds in which
+    every cell at that size met the host's fast state within one quiet burst (the row and its
+    reference measured in one quiet moment, paired there), as `paired`, when HOST_FAST_MIN
+    or more such rounds exist, and whether it agrees with the lead's interval; else why not.
 
     The interval: the jackknife's, and in quadrature the mechanism's own move within the run
     (the 'mechanism' term): what moves one way into the kernel and not the others (the host's
@@ -287,6 +401,19 @@ def vs_ref(runs):
         keys = sorted(set.intersection(*[set(c[2]) for c in good])) if len(good) >= 2 else []
         res = stats.undisturbed_over_gmean([[c[2][k] for k in keys] for c in good]) \
             if len(keys) >= 2 else None
+        host, q_res = None, None
+        labels = [run_labels(c[1], probes, ids) for c in good] if probes else []
+        if labels and all(lb is not None for lb in labels):
+            quiet = [k for k in keys if labels[0].get(k) is not None
+                     and all(lb.get(k) == labels[0][k] for lb in labels)]
+            host = {"paired_in_burst": len(quiet), "rounds": len(keys), "min": HOST_FAST_MIN,
+                    "paired": None}
+            q_res = stats.undisturbed_over_gmean([[c[2][k] for k in quiet] for c in good]) \
+                if len(quiet) >= HOST_FAST_MIN else None
+            if not q_res:
+                host["why"] = (f"in {len(quiet)} of its {len(keys)} rounds every cell at "
+                               f"{size} B met the host's fast state within one burst, fewer "
+                               f"than {HOST_FAST_MIN}: no ratio paired within a burst")
         name = f"geomean of {len(good)} async mechanisms at {size} B"
         at = {id(c[1]): i for i, c in enumerate(good)}
         for v, row, _ in cells:
@@ -299,6 +426,12 @@ def vs_ref(runs):
             row["vs_ref"] = {"value": r["median"], "ci_low": r["ci_low"],
                              "ci_high": r["ci_high"], "n_rounds": r["n_rounds"],
                              "terms": ["sampling"]}
+            if host is not None:
+                h = row["vs_ref"]["host"] = dict(host)
+                if q_res:
+                    q = q_res[at[id(row)]]
+                    h["paired"] = {"value": q["median"], "ci_low": q["ci_low"],
+                                   "ci_high": q["ci_high"], "n_rounds": q["n_rounds"]}
             row["vs_ref_of"] = name
             used.add(v)
         if res and len(keys) >= VS_REF_BLOCKS * VS_REF_BLOCK_MIN:
@@ -306,13 +439,19 @@ def vs_ref(runs):
     if not used:
         return None
     _mechanism_term(found)
+    for _, row, _ in (c for cells in by_size.values() for c in cells):
+        vr = row.get("vs_ref") or {}
+        if (vr.get("host") or {}).get("paired"):
+            vr["host"]["agrees"] = _agrees(vr["host"]["paired"], vr)
     return ("the geometric mean of the async mechanisms at the same size, same rounds ("
             + ", ".join(sorted(used)) + ")")
 
 
 def _mechanism_term(found):
     """Widen each vs_ref interval by its mechanism's move between stretches of the run
-    (vs_ref's docstring).  found: (round keys, cells, full results) per size."""
+    (vs_ref's docstring), and the ratio paired within a burst beside it (`host.paired`) by the
+    same term: the mechanism's move is the run's.  found: (round keys, cells, full results)
+    per size."""
     moves = {}                       # variant -> [per stretch: [(log move, rel. se) per size]]
     for keys, good, res in found:
         for b, ix in enumerate(np.array_split(np.arange(len(keys)), VS_REF_BLOCKS)):
@@ -338,6 +477,10 @@ def _mechanism_term(found):
             e = vr["value"]
             h = math.hypot(vr["ci_high"] - e, stats.Z * t * e)
             vr.update(ci_low=e - h, ci_high=e + h, mechanism=t, terms=["sampling", "mechanism"])
+            q = (vr.get("host") or {}).get("paired")
+            if q and q.get("value") is not None:
+                hq = math.hypot(q["ci_high"] - q["value"], stats.Z * t * q["value"])
+                q.update(ci_low=q["value"] - hq, ci_high=q["value"] + hq)
 
 
 def excess_vs_ref(runs, page):

@@ -88,6 +88,53 @@ def headline(key):
     return key[1] == REFERENCE_OP and key[0] in _headline_variants()
 
 
+class HostProbe:
+    """The live rule for the host's state: each probe (a reference process, 64-syscall null
+    ret) is fast when its floor is within HOST_TOL of the LEVEL_RANK-th fastest probe so far,
+    in chain steps when syscost timed its clock.  The matrix's (run_matrix) and the sweeps'
+    (measure/sweep.py, which run the reference between their timewrite runs): one rule, so
+    that the two label the host alike."""
+
+    def __init__(self):
+        self.lows = []                              # the LEVEL_RANK fastest costs so far
+        self.clocks = {"levels": {}, "top": None}   # the probes' chain steps (core/clocksteps)
+
+    def judge(self, rd):
+        """(floor ns, chain step ns or None, fast) of one reference process's record (its
+        samples_ns, disturbed, chain_ns), or None when it gave no usable value."""
+        vals = [v for v, bad in zip(rd.get("samples_ns") or [], rd.get("disturbed") or [])
+                if not bad] or (rd.get("samples_ns") or []) if rd else []
+        vals = [v for v in vals if isinstance(v, (int, float)) and v == v]
+        if not vals:
+            return None
+        f = min(vals)
+        # The core's clock when the probe ran (syscost's chain before each batch): the host
+        # moves it in steps of about 4% that last minutes, and a probe at a lower clock is not
+        # a disturbed one.  So the live rule compares floors in chain steps (cycles / 4), not
+        # in ns, when syscost timed the chain.
+        # A chain the host slowed along with the call is no clock (clocksteps.given): such a
+        # probe's floor in chain steps reads below the fast state's, and once three had set
+        # the level no later probe was fast.  Until its level is one the host gave, a probe
+        # is taken at the fastest clock seen.
+        chain = [v for v in rd.get("chain_ns") or [] if isinstance(v, (int, float)) and v > 0]
+        step = None
+        if chain:
+            step = min(chain)
+            lv, seen = clocksteps.level_of(step), self.clocks["levels"]
+            seen[lv] = seen.get(lv, 0) + 1
+            top = self.clocks["top"] = min(self.clocks["top"] or step, step)
+            given = step <= top or clocksteps.given(step, seen, sum(seen.values()))
+            cost = f / (step if given else top)
+        else:
+            cost = f
+        lows = self.lows
+        lows.append(cost)
+        lows.sort()
+        del lows[LEVEL_RANK:]
+        level = lows[-1]        # the LEVEL_RANK-th fastest so far (the slowest of the few)
+        return f, step, cost <= level * (1 + HOST_TOL)
+
+
 def _headline_variants():
     return {registry.find(32, "int80"), registry.find(64, "int80"), *registry.fast32()} - {None}
 
@@ -334,14 +381,13 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
     host = {"probes": [], "tol": HOST_TOL, "quiet_first": quiet, "waited_s": 0.0,
             "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0,
             "deadline_s": round(deadline - t_start, 1) if deadline is not None else None}
-    lows = []                # the LEVEL_RANK fastest probe floors so far
+    rule = HostProbe()       # the live rule: fast or slow, from the probes so far
     # the headline's cells (headline()): their processes that met the fast state so far (a
     # probe fast on each side), those measured since the last probe, and the blocks so far
     head = sorted((k for k, c in state.items() if c["supported"] and k != ref_key
                    and headline(k)), key=lambda k: (k[1] != "cpuid", k[0]))
     head_fast = {k: 0 for k in head}
     live = {"pending": [], "last_fast": None, "bursts": 0}
-    clocks = {"levels": {}, "top": None}   # the probes' chain steps so far (core/clocksteps)
 
     sched_why = None        # why a run did not get SCHED_FIFO, the last one's
 
@@ -391,35 +437,10 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
     def host_probe(rnd, record):
         """Run the reference once as the host's probe: (its record, fast or not, or None)."""
         rd = run_one(ref_key, rnd, record)
-        vals = [v for v, bad in zip(rd.get("samples_ns") or [], rd.get("disturbed") or [])
-                if not bad] or (rd.get("samples_ns") or []) if rd else []
-        vals = [v for v in vals if isinstance(v, (int, float)) and v == v]
-        if not vals:
+        judged = rule.judge(rd)
+        if judged is None:
             return rd, None
-        f = min(vals)
-        # The core's clock when the probe ran (syscost's chain before each batch): the host
-        # moves it in steps of about 4% that last minutes, and a probe at a lower clock is not
-        # a disturbed one.  So the live rule compares floors in chain steps (cycles / 4), not
-        # in ns, when syscost timed the chain.
-        # A chain the host slowed along with the call is no clock (clocksteps.given): such a
-        # probe's floor in chain steps reads below the fast state's, and once three had set
-        # the level no later probe was fast.  Until its level is one the host gave, a probe
-        # is taken at the fastest clock seen.
-        chain = [v for v in rd.get("chain_ns") or [] if isinstance(v, (int, float)) and v > 0]
-        if chain:
-            step = min(chain)
-            lv, seen = clocksteps.level_of(step), clocks["levels"]
-            seen[lv] = seen.get(lv, 0) + 1
-            top = clocks["top"] = min(clocks["top"] or step, step)
-            given = step <= top or clocksteps.given(step, seen, sum(seen.values()))
-            cost = f / (step if given else top)
-        else:
-            cost = f
-        lows.append(cost)
-        lows.sort()
-        del lows[LEVEL_RANK:]
-        level = lows[-1]        # the LEVEL_RANK-th fastest so far (the slowest of the few)
-        fast = cost <= level * (1 + HOST_TOL)
+        f, step, fast = judged
         if fast and live["last_fast"]:
             for k in live["pending"]:
                 head_fast[k] += 1
@@ -427,8 +448,8 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         live["last_fast"] = fast
         probe_rec = {"t_s": rd["t_s"], "round": rnd, "floor_ns": f, "fast": fast,
                      "in_cell": record}
-        if chain:
-            probe_rec["chain_ns"] = min(chain)
+        if step is not None:
+            probe_rec["chain_ns"] = step
         host["probes"].append(probe_rec)
         return rd, fast
 

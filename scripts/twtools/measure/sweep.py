@@ -32,6 +32,10 @@ process.  Inside one run the program interleaves its passes over the sizes.
 The TLPI sweep's sizes from TLPI_CHEAP_FROM, whose passes are a few calls each, get a second
 timewrite run per round with more passes (`parts` in the file), as cheap as they are noisy.
 Process start-up (~1 ms) is outside the timed passes, which time themselves.
+Between the runs the sweeps probe the host as the matrix does (HostProbes: the reference cell
+judged by bench.HostProbe), and each pass keeps its run's start (t_s), so that the analysis
+can give each row the figure of the runs that met the host's fast state beside its own
+(docs/sweeps.md, "The host's state").
 
 The stage files hold raw samples only; twtools.analyse.sweeps summarises them
 and twtools.analyse.fits fits T(size) = a + b*size per variant and finds the
@@ -49,6 +53,8 @@ from pathlib import Path
 
 from ..core import files, paths, proc, ui
 from ..machine import probe
+from . import bench
+from .syscost import SyscostError, calibrate, measure
 
 SEED_SIZES = [256 << i for i in range(10)]          # 256 .. 131072, the seed's own
 TLPI_SIZES = [1 << i for i in range(17)]            # 1 .. 65536
@@ -219,6 +225,95 @@ def interrupted(obj, e):
     return obj
 
 
+# The host's state over the sweeps, as the matrix labels it (measure/bench.py, quiet first):
+# the reference cell (64-syscall null ret) run as a probe before every PROBE_EVERY-th timewrite
+# run, and once after the last, each judged fast or slow by the matrix's live rule
+# (bench.HostProbe).  A probe is about 8 ms (4 batches of 0.5 ms, 2 ms of warm-up, the process
+# started), a seed sweep's async run 70-170 ms and a TLPI one longer: every second run costs
+# the default report's sweeps about 1.5 s.  The analysis labels each run by the probes before
+# and after it (analyse/sweeps.py, host), as the matrix labels its processes.
+PROBE_EVERY = 2
+PROBE_BATCHES, PROBE_BATCH_MS, PROBE_WARMUP_MS = 4, 0.5, 2
+
+
+class HostProbes:
+    """The sweeps' probes of the host (one object for both sweeps when they take turns): t0 is
+    the clock their runs' t_s and the probes' t_s count from.
+
+    before_run()  probe first when PROBE_EVERY runs have gone by since the last probe
+    close()       probe once after the last run, so that it has a probe on each side
+    state()       {probes: [{t_s, floor_ns, fast, chain_ns}], every, tol, reference, why}: the
+                  sweep file's host_state, in the matrix's form (analyse.percall.host_probes
+                  reads both)"""
+
+    def __init__(self, t0=None):
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.rule = bench.HostProbe()
+        self.probes, self.since, self.why = [], None, None
+        self.ref = bench.reference()
+        self.cal = None
+
+    def t(self):
+        return round(time.monotonic() - self.t0, 3)
+
+    def _probe(self):
+        if self.why is not None:
+            return
+        variant, op, shape = self.ref
+        try:
+            if self.cal is None:
+                if not variant:
+                    raise SyscostError("no 64-bit syscall variant in the registry")
+                ok, why = probe.check("syscost", variant)
+                if not ok:
+                    raise SyscostError(f"{variant} cannot run here: {why}")
+                self.cal = calibrate(variant, op, shape=shape)
+                if self.cal[0] is None:
+                    raise SyscostError(f"{variant} {op} gave no TSC rate")
+            tsc_hz, _, cpu = self.cal
+            t = self.t()
+            res = measure(variant, op, batches=PROBE_BATCHES, batch_ms=PROBE_BATCH_MS,
+                          warmup_ms=PROBE_WARMUP_MS, tsc_hz=tsc_hz, cpu=cpu, realtime=True,
+                          shape=shape)
+        except (SyscostError, OSError, subprocess.TimeoutExpired) as e:
+            # the sweeps go on unlabelled, and say why (the analysis then uses every run)
+            self.why = f"the host's probe ({variant} {op} {shape}) failed: {e}"
+            ui.warn(f"sweeps: {self.why}", "their runs are not labelled by the host's state")
+            return
+        if not res.get("supported"):
+            self.why = f"the host's probe ({variant} {op}) is unsupported: {res.get('reason')}"
+            return
+        rd = {name: res[k] for k, name in bench.BATCH_KEYS.items() if res.get(k) is not None}
+        judged = self.rule.judge(rd)
+        self.since = 0
+        if judged is None:
+            return
+        f, step, fast = judged
+        rec = {"t_s": t, "floor_ns": f, "fast": fast}
+        if step is not None:
+            rec["chain_ns"] = step
+        self.probes.append(rec)
+
+    def before_run(self):
+        if self.since is None or self.since >= PROBE_EVERY:
+            self._probe()
+        if self.since is not None:
+            self.since += 1
+
+    def close(self):
+        if self.since:
+            self._probe()
+
+    def state(self):
+        v, op, shape = self.ref
+        return {"probes": list(self.probes), "every": PROBE_EVERY, "tol": bench.HOST_TOL,
+                "level_rank": bench.LEVEL_RANK,
+                "reference": {"variant": v, "op": op, "shape": shape},
+                "fast_share": (sum(p["fast"] for p in self.probes) / len(self.probes)
+                               if self.probes else None),
+                "why": self.why}
+
+
 def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None,
            budget_s=None, judge=None, keep=None):
     """Rounds of runs over (variant, mode), as plan says; returns the sweep dict.
@@ -260,6 +355,7 @@ def _sweep_rounds(sw, label, judge, budget_s):
             sw.open_async = True
         sw.round(r)
         r += 1
+    sw.host.close()
     return sw.result()
 
 
@@ -270,8 +366,11 @@ class _Rounds:
     timewrite run each per (variant, mode) and round; sizes None is timewrite's own list,
     batches None the plan's."""
 
-    def __init__(self, out_dir, stem, variants, plan, parts, input_bytes, label, scratch):
+    def __init__(self, out_dir, stem, variants, plan, parts, input_bytes, label, scratch,
+                 host=None):
         self.stem, self.plan, self.parts, self.label = stem, plan, parts, label
+        # the host's probes (HostProbes), shared when two sweeps take turns
+        self.host = host or HostProbes()
         self.input_bytes, self.scratch = input_bytes, scratch
         self.infile = _input_file(scratch, input_bytes)
         self.fs = fstype(str(out_dir))
@@ -314,6 +413,8 @@ class _Rounds:
         """One timewrite run of (variant, mode) key over `sizes`, its passes added to the run's
         rows; False when the variant turned out unsupported or failed (recorded in run)."""
         out = self.scratch / f"{self.stem}-{key[0]}-{key[1]}.out"
+        self.host.before_run()
+        t_s = self.host.t()
         try:
             res, why = _run_timewrite(key[0], self.infile, out, key[1] == "sync", sizes,
                                       reps=batches)
@@ -336,11 +437,14 @@ class _Rounds:
                                f"{self.input_bytes}")
         for row in res["rows"]:
             raw = run["raw"].setdefault(row["buffsize"], {
-                "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": [], "round": []})
+                "calls": row["calls"], "user_s": [], "sys_s": [], "real_s": [], "round": [],
+                "t_s": []})
             for f in ("user_s", "sys_s", "real_s"):
                 raw[f] += _samples(row, f)
             # which run each pass came from: the undisturbed figure's jackknife leaves
-            # whole runs out
+            # whole runs out; and when the run started (t_s, on the probes' clock), which
+            # the probes on each side label
+            raw["t_s"] += [t_s] * (len(raw["real_s"]) - len(raw["round"]))
             raw["round"] += [r] * (len(raw["real_s"]) - len(raw["round"]))
         return True
 
@@ -379,7 +483,7 @@ class _Rounds:
             run["rows"] = [{"buffsize": bs, "calls": raw[bs]["calls"],
                             "calls_expected": math.ceil(self.input_bytes / bs),
                             "samples": {f: raw[bs][f] for f in ("user_s", "sys_s", "real_s",
-                                                                 "round")}}
+                                                                 "round", "t_s")}}
                            for bs in sorted(raw)]
             if run["supported"]:
                 run["reason"] = None
@@ -409,6 +513,7 @@ class _Rounds:
                 "sessions": self.sessions, "sessions_planned": self.sessions_planned,
                 "host_clock": dict(self.clock, supported=self.clock.get("supported", True),
                                    batches=CLOCK_BATCHES, program="hostclock"),
+                "host_state": self.host.state(),
                 "runs": out_runs}
 
 
@@ -581,9 +686,10 @@ class Together:
         self.out_dir, self.mode = out_dir, mode
         self.scratch = Path(out_dir) / SESSIONS_SCRATCH
         self.scratch.mkdir(parents=True, exist_ok=True)
+        self.host = HostProbes()
         try:
-            self.a = _Rounds(out_dir, *_seed_setup(mode), self.scratch)
-            self.b = _Rounds(out_dir, *_tlpi_setup(mode), self.scratch)
+            self.a = _Rounds(out_dir, *_seed_setup(mode), self.scratch, host=self.host)
+            self.b = _Rounds(out_dir, *_tlpi_setup(mode), self.scratch, host=self.host)
         except BaseException:
             self.close()
             raise
@@ -605,6 +711,7 @@ class Together:
             stopped = self.turns.session(deadline, 1.0 if last else share,
                                          SESSION_MIN_ROUNDS if self.a.sessions_planned > 1
                                          else 0)
+            self.host.close()       # the session's last runs get a probe after them
         except ui.Interrupted as e:
             # the rounds of both sweeps so far, this session's too, kept and marked
             took = time.monotonic() - start

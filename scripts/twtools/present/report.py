@@ -853,6 +853,27 @@ def _sessions(doc, sw):
              f"sampling errors explain at the 95% level ({chance})."))
 
 
+def _host_state(doc, sw):
+    """One line on the host's state over a sweep (analyse.sweeps.host_summary): the matrix's
+    probe between its runs, and how many async rows' figures of their fast runs alone agree
+    with the ones they lead with, over every run."""
+    h = sw.get("host") or {}
+    if not h.get("probes"):
+        if (sw.get("host_state") or {}).get("why"):
+            doc.p(f"The host's state over this sweep: unknown ({outside(h.get('why'))}).")
+        return
+    doc.p(f"The host's state over this sweep: the matrix's probe (the reference cell) ran "
+          f"{h['probes']} times between its runs and found the host fast in "
+          f"{100 * h['fast_share']:.0f}% of them. The figures lead over every run. Of the "
+          f"{h['undisturbed_rows']} async rows, {h['undisturbed_fast']} had {h['min_runs']} "
+          f"runs or more in the fast state, and the undisturbed figure of those alone fell "
+          f"within the row's interval in {h['undisturbed_agree']}; `vs_ref` paired within one "
+          f"quiet burst (the row and every other mechanism at its size) could be had for "
+          f"{h['vs_ref_paired']}, and agreed in {h['vs_ref_agree']} (the JSON's `host` in each "
+          "row). The probe is a null system call: it sees what slows the CPU, not what slows "
+          "a copy through memory, and left to the fast runs alone the figures reproduced worse "
+          "here (docs/sweeps.md, \"The host's state\").")
+
 def _exit_rows(doc, sw):
     """One line when the sweep's rows that pay VM exits hold the exit's move over the run
     (analyse.exitdrift.widen_sweep)."""
@@ -898,6 +919,7 @@ def sec_seed_sweep(doc, data, pdir, seed_ref):
           f"{outside(sw.get('fstype'))} ({outside(sw.get('outfile_dir'))}). Real time per write call:")
     _stopped_early(doc, sw)
     _sessions(doc, sw)
+    _host_state(doc, sw)
     _exit_rows(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "Seed sweep")
@@ -1001,6 +1023,7 @@ def sec_tlpi(doc, data, pdir, tlpi_ref):
           "not absolute seconds).")
     _stopped_early(doc, sw)
     _sessions(doc, sw)
+    _host_state(doc, sw)
     _exit_rows(doc, sw)
     _host_clock(doc, sw)
     _sweep_table(doc, sw, "TLPI sweep")
