@@ -1215,6 +1215,13 @@ def sec_warnings(doc, v, body, data):
 
 
 def build_doc(results_dir):
+    """(document, verdict, data) of a results directory; its plots written into DIR/plots,
+    drawn side by side with the rest of the work (plots.rendering)."""
+    with plots_module().rendering():
+        return _build_doc(results_dir)
+
+
+def _build_doc(results_dir):
     results_dir = Path(results_dir)
     data = results.load(results_dir)
     seed_ref = seedref.read(seedref.SEED_RUNS)
