@@ -38,7 +38,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need_root, need_tool, need_watch
+from conftest import need_root, need_tool, need_watch
+from test_deb import unpack_root
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("TW_SYSTEMD_TEST") != "1",
@@ -215,13 +216,7 @@ def test_the_unit_under_systemd_enables_restarts_once_on_upgrade_saves_and_is_ca
     if not TARBALL.exists():
         make_tarball()
         lap("debootstrap (cached from now on)")
-    root = tmp_path / "root"
-    root.mkdir()
-    assert sh(["tar", "-xf", TARBALL, "-C", root]).returncode == 0
-    shutil.copy("/etc/resolv.conf", root / "etc" / "resolv.conf")
-    (root / "etc/apt/sources.list").write_text(
-        f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n"
-        f"deb http://deb.debian.org/debian-security {SUITE}-security main\n")
+    root = unpack_root(TARBALL, tmp_path / "root")
     # journald's audit socket would switch the host kernel's audit on: masked
     (root / "etc/systemd/system/systemd-journald-audit.socket").symlink_to("/dev/null")
     (root / "etc/hostname").write_text("tw-systemd-test\n")
