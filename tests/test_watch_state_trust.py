@@ -20,10 +20,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, need_root
+from faults_util import checkout_for_others
 from test_watch_store import cli_watch_args, digest, state_with
 from twtools.core import ui
 from twtools.service import watch as service_watch
@@ -33,8 +35,12 @@ TW = ROOT / "scripts" / "tw"
 NOBODY = 65534
 
 
-def report(state, *extra, user=None):
-    cmd = [sys.executable, TW, "watch", "--report", "--since", "1d", "--state", state, *extra]
+def report(state, *extra, user=None, tw=TW):
+    # the checkout's own environment (a copy's, for another user: the original's may be out of
+    # that user's reach)
+    py = Path(tw).parents[1] / ".venv" / "bin" / "python"
+    py = py if py.exists() else sys.executable
+    cmd = [py, tw, "watch", "--report", "--since", "1d", "--state", state, *extra]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120,
@@ -133,17 +139,22 @@ def test_a_reader_who_may_not_read_the_state_is_told_so(reachable):
     d = os.path.join(reachable, "state")
     os.mkdir(d, 0o750)
     state_with(d)
-    p = report(d, user=NOBODY)
-    assert p.returncode == 4, (p.returncode, p.stderr)
-    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
-    assert "permission denied" in p.stderr and "mode 0750, owner root:root" in p.stderr, p.stderr
-    assert "holds no watch state" not in p.stderr
-    # the folder open to all, the file root's alone (0640): the same
-    os.chmod(d, 0o755)
-    p = report(d, user=NOBODY)
-    assert p.returncode == 4 and "permission denied" in p.stderr, p.stderr
-    # and a folder that truly holds none is still said so
-    empty = os.path.join(reachable, "empty")
-    os.mkdir(empty, 0o755)
-    p = report(empty, user=NOBODY)
-    assert p.returncode == 2 and "holds no watch state" in p.stderr, p.stderr
+    # A clone under a mode-0700 directory (root's home, `mktemp -d`) is out of nobody's
+    # reach: faults_util gives a copy it can reach, or skips saying why.
+    with checkout_for_others() as checkout:
+        tw = checkout / "scripts" / "tw"
+        p = report(d, user=NOBODY, tw=tw)
+        assert p.returncode == 4, (p.returncode, p.stderr)
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+        assert "permission denied" in p.stderr and "mode 0750, owner root:root" in p.stderr, \
+            p.stderr
+        assert "holds no watch state" not in p.stderr
+        # the folder open to all, the file root's alone (0640): the same
+        os.chmod(d, 0o755)
+        p = report(d, user=NOBODY, tw=tw)
+        assert p.returncode == 4 and "permission denied" in p.stderr, p.stderr
+        # and a folder that truly holds none is still said so
+        empty = os.path.join(reachable, "empty")
+        os.mkdir(empty, 0o755)
+        p = report(empty, user=NOBODY, tw=tw)
+        assert p.returncode == 2 and "holds no watch state" in p.stderr, p.stderr
