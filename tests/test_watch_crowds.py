@@ -44,12 +44,13 @@ def test_64bit_programs_past_the_cap_never_crowd_out_32bit_ones(tmp_path):
     out = watch_farm.scenario("cap", str(tmp_path), programs=60, new32=3, max_programs=20)
     for phase in ("before_restart", "after_restart"):
         f = out[phase]
-        # Ours are named, unless the compat budget was already full of other 32-bit programs
-        # (the machine's own: a test run's other workers exec hundreds of distinct 32-bit
-        # files, and after the restart the state's reloaded rows hold them), which is the cap
-        # working, not a crowd of 64-bit ones: then every one of ours is counted, as 32-bit.
+        # Ours are named, unless the compat budget filled with other 32-bit programs (the
+        # machine's own: a test run's other workers exec hundreds of distinct 32-bit files,
+        # and after the restart the state's reloaded rows hold them) before the rest of ours
+        # came, which is the cap working, not a crowd of 64-bit ones: then the budget is
+        # full, and every one of ours left out is counted, as 32-bit.
         if f["named32"] < 3:
-            assert f["compat_named"] - f["named32"] >= 20, (phase, f)
+            assert f["compat_named"] >= 20, (phase, f)
             assert f["other32_grew"] >= 3 - f["named32"], (phase, f)
         assert f["farm64_named"] <= 20, (phase, f)   # the 64-bit budget is full
         assert f["folded"]["cap/64"] > 0, (phase, f)
