@@ -27,6 +27,15 @@ def _comm(pid):
         return None
 
 
+def _sbin(name, *more):
+    """An administrator's tool: on PATH, else in /sbin or /usr/sbin (not on a user's PATH),
+    else at one of `more`; None when none is executable."""
+    for p in (shutil.which(name), f"/sbin/{name}", f"/usr/sbin/{name}", *map(str, more)):
+        if p and os.access(p, os.X_OK):
+            return p
+    return None
+
+
 def raw_syscalls_tracers(exclude=()):
     """([{'pid', 'comm', 'tracepoint', 'prog_id'}], None) for every BPF program attached to
     raw_syscalls through a perf event (comm as core.escape.name gives it, every byte kept),
@@ -45,8 +54,7 @@ def raw_syscalls_tracers(exclude=()):
                 pass
         if out:
             break
-    tool = shutil.which("bpftool") or ("/usr/sbin/bpftool" if os.access("/usr/sbin/bpftool",
-                                                                         os.X_OK) else None)
+    tool = _sbin("bpftool")
     if tool is None:
         return None, "bpftool is not installed (Debian's bpftool package)"
     if not proc.is_root():
@@ -73,11 +81,7 @@ def auditctl():
     """The auditctl to run: the system's (Debian's auditd package), else the one scripts/deps.sh
     unpacked from that package into build/auditd (installing the package would start auditd,
     which turns audit on for the rest of the boot), else None."""
-    for p in (shutil.which("auditctl"), "/sbin/auditctl", "/usr/sbin/auditctl",
-              str(paths.BUILD / "auditd" / "sbin" / "auditctl")):
-        if p and os.access(p, os.X_OK):
-            return p
-    return None
+    return _sbin("auditctl", paths.BUILD / "auditd" / "sbin" / "auditctl")
 
 
 def ctl(*args):
@@ -109,3 +113,11 @@ def audit_status():
         msg = ((s.stderr or s.stdout or "").strip().splitlines() or ["no answer"])[-1]
         return {"enabled": None, "rules": None, "why": f"auditctl -s: {msg}"}
     return {"enabled": int(m.group(1)), "rules": rules_now(), "why": None}
+
+
+def host_walls():
+    """The walls the host puts up for every process, as a census, a watch window and tw run's
+    walls stage record them: {'audit': audit_status(), 'tracers': {'rows', 'why'}} (read before
+    the reader's own tracer attaches)."""
+    tracers, why = raw_syscalls_tracers()
+    return {"audit": audit_status(), "tracers": {"rows": tracers, "why": why}}

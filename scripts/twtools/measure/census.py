@@ -176,13 +176,6 @@ def _merge(before, after):
     return sorted(rows.values(), key=lambda r: r["pid"])
 
 
-def host_walls():
-    """The walls the host puts up for every process: audit's state, and whatever is on
-    raw_syscalls before a census's or a watch window's own tracer attaches (measure/walls.py)."""
-    tracers, twhy = hostwalls.raw_syscalls_tracers()
-    return {"audit": hostwalls.audit_status(), "tracers": {"rows": tracers, "why": twhy}}
-
-
 def run(seconds=5.0, batches=30):
     """The raw census: {schema, host, kernel, utc, seconds, root, tracer, why_not, snapshot,
     snapshot_end, trace (rows), overhead, vdso32, ia32, wall_s}."""
@@ -193,7 +186,8 @@ def run(seconds=5.0, batches=30):
            "script": f"traces/{SCRIPT}", "vsyscall_why": None, "snapshot": process.snapshot(),
            "snapshot_end": None, "trace": None, "overhead": {}, "wall_s": None}
     doc["vdso32"], doc["ia32"] = host_facts()
-    doc["host_walls"] = host_walls()
+    # read before this census's own tracer attaches
+    doc["host_walls"] = hostwalls.host_walls()
     if doc["why_not"]:
         ui.progress(f"census: {doc['why_not']}: reading /proc only")
         return doc

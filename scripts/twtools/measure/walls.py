@@ -48,6 +48,7 @@ How each goes up for B only:
   session does the same if tw dies without doing it (SIGKILL included).
 """
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -73,14 +74,16 @@ WALL_VARIANTS = ("64-syscall", "64-int80", "32-int80", "32-syscall", "32-sysente
 WALL_OPS = ("null", "getppid", "write-devnull", "write-file")
 
 
+SPEC_HELP = ("seccomp:allow | seccomp:container | seccomp:args | seccomp:FILE (an OCI "
+             "profile) | seccomp:stack:N[:PROFILE] | seccomp:bpf:FILE | seccomp:numbers-only | "
+             "audit:compliance | audit:FILE | audit:context | tracer:raw_syscalls")
+
+
 def wall_variants():
     """WALL_VARIANTS that work here (their syscost --probe), in that order."""
     from ..machine import probe, registry
     return [v for v in WALL_VARIANTS if v in registry.names() and probe.check("syscost", v)[0]]
-SPEC_HELP = ("seccomp:allow | seccomp:container | seccomp:args | seccomp:FILE (an OCI "
-             "profile) | seccomp:stack:N[:PROFILE] | seccomp:bpf:FILE | seccomp:numbers-only | "
-             "audit:compliance | "
-             "audit:FILE | audit:context | tracer:raw_syscalls")
+
 
 class WallError(ui.UserError):
     """The wall cannot go up here: the message says why, in one line."""
@@ -108,8 +111,10 @@ def parse(spec):
 
 # ---- seccomp ---------------------------------------------------------------------------
 
-def _profile_path(word):
-    p = PROFILES / f"{word}.json"
+def _named(folder, word, suffix):
+    """The project's file named `word` (walls/profiles/container.json for 'container'), else
+    `word` as a path of the user's."""
+    p = folder / f"{word}{suffix}"
     return p if re.fullmatch(r"[a-z][a-z0-9-]*", word) and p.is_file() else Path(word)
 
 
@@ -137,13 +142,11 @@ class SeccompWall:
                 raise WallError(f"--wall {self.spec}: {path}: {e.strerror}") from None
             self.source = f"{path} (raw BPF)"
         else:
-            path = _profile_path(what)
+            path = _named(PROFILES, what, ".json")
             try:
                 self.profile = seccomp.load_profile(path)
                 self.program, self.notes = seccomp.compile_profile(self.profile)
-            except seccomp.ProfileError as e:
-                raise WallError(f"--wall {self.spec}: {e}") from None
-            except seccomp.NoLibseccomp as e:
+            except (seccomp.ProfileError, seccomp.NoLibseccomp) as e:
                 raise WallError(f"--wall {self.spec}: {e}") from None
             self.source = f"{paths.shown(path)} (OCI profile, compiled by libseccomp " \
                           f"{seccomp.version()})"
@@ -272,7 +275,6 @@ class TracerWall:
         except subprocess.TimeoutExpired:
             proc.kill_group(self.p)
             return {"calls_seen": None}
-        import json
         last = [ln for ln in (out or "").splitlines() if ln.startswith("{")]
         seen = json.loads(last[-1]) if last else {}
         self.p = None
@@ -360,9 +362,7 @@ class AuditWall:
         if self.what == "context":
             self.rules = []
         else:
-            path = AUDIT_RULES / f"{self.what}.rules" \
-                if re.fullmatch(r"[a-z][a-z0-9-]*", self.what) and \
-                (AUDIT_RULES / f"{self.what}.rules").is_file() else Path(self.what)
+            path = _named(AUDIT_RULES, self.what, ".rules")
             self.source = paths.shown(path)
             self.rules = read_rules(path)
 
@@ -480,8 +480,7 @@ def blueprint(spec):
         w = SeccompWall(s)
         out.update(program=w.program, times=w.times, source=w.source, notes=w.notes)
     elif s["kind"] == "audit" and s["what"] != "context":
-        path = AUDIT_RULES / f"{s['what']}.rules" if (AUDIT_RULES / f"{s['what']}.rules").is_file() \
-            and re.fullmatch(r"[a-z][a-z0-9-]*", s["what"]) else Path(s["what"])
+        path = _named(AUDIT_RULES, s["what"], ".rules")
         out.update(rules=read_rules(path), source=paths.shown(path))
     elif s["kind"] == "tracer":
         out["source"] = "walls/tracer.bpf.c"
@@ -522,9 +521,8 @@ def stage(out, mode="default", full=False, variants=None, progress=ui.progress):
     container profile on the headline's two cells."""
     from . import ab
     from ..machine import registry
-    audit = audit_status()
-    host = {"audit": audit, "tracers": dict(zip(("rows", "why"),
-                                               hostwalls.raw_syscalls_tracers()))}
+    host = hostwalls.host_walls()
+    audit = host["audit"]
     if full:
         specs = standard_specs(audit.get("enabled") == 1)
         cells = [(v, op) for v in (variants or wall_variants()) for op in WALL_OPS

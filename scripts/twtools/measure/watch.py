@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from ..core import paths, proc
-from ..machine import process
+from ..machine import hostwalls, process
 from ..machine.tracers import bpftrace
 from . import census
 from .trace import tmp_dir
@@ -313,7 +313,7 @@ def window(seconds, with_overhead=True, stop=None):
     doc["vdso32"], doc["ia32"] = census.host_facts()
     # the walls the host puts up for every process (audit's state, programs on raw_syscalls
     # other than this window's own), read before the window attaches, as tw census does
-    doc["host_walls"] = census.host_walls()
+    doc["host_walls"] = hostwalls.host_walls()
     if doc["why_not"]:
         return doc
     v = registry.find(64, "syscall")
