@@ -3,9 +3,10 @@
 Settings that can alternate without a reboot: a per-process speculation mitigation
 (syscost --speculation), two builds of the benchmark (another build directory's
 syscost-<variant>), or a wall between B and the kernel (measure.walls: a seccomp filter, audit
-rules, a tracer), put up for each of B's runs and taken down for A's.  Every round measures every chosen cell once under A and once under B, in
-a shuffled order, so the host's drift lands on both alike; each round then gives one B/A
-value per cell (twtools.analyse.compare.paired_rounds decides).  ab.json keeps every batch of
+rules, a tracer) that B's runs go behind and A's do not.  Every round measures every chosen
+cell once under A and once under B, in a shuffled order, so the host's drift lands on both
+alike; each round then gives one B/A value per cell (twtools.analyse.compare.paired_rounds
+decides).  ab.json keeps every batch of
 every round, raw, and how each side was run.
 
 Each side runs from COPIES fresh copies of its binary, round r from copy r % COPIES: the same
@@ -49,10 +50,11 @@ def _binary(s, variant):
 
 def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None,
          binary=None, wall=None, bare=None):
-    """One syscost run of side s; behind the wall when one is given (side B's): the wall goes
-    up just before and down just after, or the run is refused with the wall's reason.  bare:
-    the wall of a run that stays in front of it (side A's), whose bare_wrapper, if it has
-    one, starts A's program the way B's is started but for the wall."""
+    """One syscost run of side s; behind the wall when one is given (side B's): what the wall
+    adds to the run (wall.before: syscost's arguments, a command wrapper), or the run refused
+    with the wall's reason.  bare: the wall of a run that stays in front of it (side A's),
+    whose bare_wrapper, if it has one, starts A's program the way B's is started but for the
+    wall."""
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
     wrapper = getattr(bare, "bare_wrapper", None)
     if wall is not None:
@@ -60,14 +62,9 @@ def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc
         if why:
             return {"supported": False, "reason": f"behind {wall.spec}: {why}"}
         extra += more
-    try:
-        return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
-                       cpu=cpu, realtime=realtime, shape=shape, extra_args=extra,
-                       binary=binary or _binary(s, variant), tsc_hz=tsc_hz,
-                       command_wrapper=wrapper)
-    finally:
-        if wall is not None:
-            wall.after()
+    return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
+                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra,
+                   binary=binary or _binary(s, variant), tsc_hz=tsc_hz, command_wrapper=wrapper)
 
 
 def _calibrate(a, cells, cpu):

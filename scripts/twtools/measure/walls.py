@@ -191,9 +191,6 @@ class SeccompWall:
             return None, None, f"the wall's answer to this call is to {seccomp.action_name(ret)}"
         return args, None, None
 
-    def after(self):
-        pass
-
     def down(self):
         return {}
 
@@ -251,9 +248,6 @@ class TracerWall:
             self.attaches += 1
             self.attached = True
         return [], None, None
-
-    def after(self):
-        pass
 
     def release(self):
         """Detach, if attached: before A's runs, at a round's end, at the end."""
@@ -435,9 +429,6 @@ class AuditWall:
         """A's program forked by the same kind of sh as B's, under the group the never rule
         names."""
         return self._forked_by_sh(self.gid)(cmd)
-
-    def after(self):
-        pass
 
     def down(self):
         """Every rule tw added deleted, audit's flag set back, and the rules compared with
