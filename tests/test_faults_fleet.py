@@ -9,6 +9,7 @@ An archive a host sends can hold a link, an absolute name or '..' that writes ou
 collection.  Each case checks: one line naming the host and what is wrong, the others still
 compared, nothing written outside --out, nothing run.
 """
+import functools
 import io
 import json
 import lzma
@@ -30,12 +31,18 @@ RUNS = sorted(p for p in ATLAS.glob("*/runs/*") if p.is_dir())
 HOSTILE_NAME = "evil$(touch PWNED)`touch PWNED2`;x\x1b]0;owned\x07"
 
 
+@functools.lru_cache(maxsize=None)
+def _percall_bytes(run):
+    """An atlas run's percall.json, decompressed once however many hosts copy it."""
+    return lzma.decompress((run / "percall.json.xz").read_bytes())
+
+
 def materialise(run, dest):
     """An atlas run as a results directory (meta, fingerprint, percall.json)."""
     dest.mkdir(parents=True)
     shutil.copy(run / "meta.json", dest / "meta.json")
     shutil.copy(run / "fingerprint.json", dest / "fingerprint.json")
-    (dest / "percall.json").write_bytes(lzma.decompress((run / "percall.json.xz").read_bytes()))
+    (dest / "percall.json").write_bytes(_percall_bytes(run))
     return dest
 
 
@@ -50,9 +57,11 @@ def first_samples(doc):
     return cell["rounds"][0]["samples_ns"]
 
 
-@pytest.fixture
-def fleet_world(tmp_path):
-    """A collection of good hosts and one host for each hostile case, and a decoy outside."""
+@pytest.fixture(scope="module")
+def fleet_world(tmp_path_factory):
+    """A collection of good hosts and one host for each hostile case, and a decoy outside,
+    built once for the file's fleet runs (they only read it)."""
+    tmp_path = tmp_path_factory.mktemp("fleet-world")
     coll = tmp_path / "collected"
     for i, run in enumerate(RUNS):
         materialise(run, coll / f"good{i}" / run.name)
@@ -113,8 +122,17 @@ def fleet_world(tmp_path):
         next(c for c in o["cells"] if c.get("supported"))))
 
     materialise(base, coll / HOSTILE_NAME / "run")
+    materialise(base, coll / "=cmd()" / "run")        # a host name a spreadsheet would run
     os.symlink(outside, coll / "folder-link")
     return tmp_path, coll, outside
+
+
+@pytest.fixture(scope="module")
+def summary_run(fleet_world):
+    """`tw fleet` over the world as a person runs it (the terminal summary, the CSV): one run,
+    read by each test that checks what it printed or wrote."""
+    tmp, coll, _ = fleet_world
+    return tmp / "v2", tw("fleet", coll, "--out", tmp / "v2", cwd=tmp, timeout=600)
 
 
 EXPECTED = {
@@ -148,7 +166,7 @@ def test_each_hostile_host_is_one_line_and_the_rest_are_compared(fleet_world):
         lines = [ln for ln in p.stderr.splitlines() if ln.startswith(f"tw fleet: {host}: ")]
         assert len(lines) == 1, (host, p.stderr[-3000:])
     compared = sorted(m["host"] for m in view["machines"])
-    assert compared == sorted([f"good{i}" for i in range(len(RUNS))] + [HOSTILE_NAME])
+    assert compared == sorted([f"good{i}" for i in range(len(RUNS))] + [HOSTILE_NAME, "=cmd()"])
     # Nothing written outside --out, nothing run.
     assert snapshot(coll) == before_coll and snapshot(outside) == before_out
     assert not any(tmp.rglob("PWNED*")) and not (ROOT / "PWNED").exists()
@@ -159,22 +177,20 @@ def test_each_hostile_host_is_one_line_and_the_rest_are_compared(fleet_world):
     assert "<script" not in html
 
 
-def test_the_terminal_summary_escapes_host_names(fleet_world):
+def test_the_terminal_summary_escapes_host_names(fleet_world, summary_run):
     tmp, coll, _ = fleet_world
     jobs, refused = cfleet.discover([coll])
     assert HOSTILE_NAME in [h for h, _ in jobs]
-    p = tw("fleet", coll, "--out", tmp / "v2", cwd=tmp)
+    _, p = summary_run
     assert p.returncode == 3, p.stderr[-2000:]
     assert "\x1b" not in p.stdout and "\\x1b]0;owned\\x07" in p.stdout
     assert "\x1b" not in p.stderr
 
 
-def test_csv_cells_are_never_formulas(fleet_world):
-    tmp, coll, _ = fleet_world
-    (coll / "good0").rename(coll / "=cmd()")
-    p = tw("fleet", coll, "--out", tmp / "v3", cwd=tmp)
+def test_csv_cells_are_never_formulas(summary_run):
+    out, p = summary_run
     assert p.returncode == 3, p.stderr[-2000:]
-    rows = (tmp / "v3" / "fleet.csv").read_text().splitlines()
+    rows = (out / "fleet.csv").read_text().splitlines()
     assert any(r.startswith("'=cmd()") for r in rows) and not any(r.startswith("=") for r in rows)
 
 
