@@ -231,11 +231,13 @@ def join_run_cgroup(group):
             pass
 
 
-def in_serial_cgroup():
-    """A Popen preexec_fn that starts a program in the run's serial cgroup, or None: for a test
-    outside the serial group that starts a live measurement (the fleet playbook's hosts run
-    tw's bench), so that it is not starved in the idle group."""
-    path = run_cgroup(os.getppid(), "serial") if os.environ.get("PYTEST_XDIST_WORKER") else None
+def in_run_cgroup(group):
+    """A Popen preexec_fn that starts a program in the run's `group` cgroup, or None: "serial"
+    for a test outside the serial group that starts a live measurement (the fleet playbook's
+    hosts run tw's bench), so that it is not starved in the idle group; "others" for a busy
+    program a serial test only needs running (the census's Go writer, which at nice 19 in the
+    serial group still took a core from the idle group for the file's half minute)."""
+    path = run_cgroup(os.getppid(), group) if os.environ.get("PYTEST_XDIST_WORKER") else None
     if not path:
         return None
 
