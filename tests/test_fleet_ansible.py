@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import in_serial_cgroup
+from conftest import in_run_cgroup
 
 ROOT = Path(__file__).resolve().parents[1]
 SSHD = "/usr/sbin/sshd"
@@ -83,7 +83,7 @@ def sshd(tmp_path_factory):
     # the hosts' runs measure (tw's bench): in the serial group's cgroup, not the idle one
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=in_serial_cgroup())
+                            preexec_fn=in_run_cgroup("serial"))
     try:
         wait_port(port, proc)
         yield {"port": port, "key": d / "user", "dir": d}
@@ -145,9 +145,19 @@ def when(s):
     return datetime.fromisoformat(s).timestamp()
 
 
-def test_two_hosts_collected_a_closed_port_failed_and_the_lock_held(sshd, tmp_path):
+@pytest.fixture
+def closed_port():
+    """A loopback port bound and never listened on, held for the test: a connection there is
+    refused.  (Bound and released, it was once taken by another test's listener meanwhile,
+    and ssh to it failed with a broken pipe, not a refusal.)"""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+def test_two_hosts_collected_a_closed_port_failed_and_the_lock_held(sshd, tmp_path, closed_port):
     work = tmp_path
-    closed = free_port()      # bound and released: nothing listens there
+    closed = closed_port
     inv = inventory(work / "inventory.json", sshd, ["alpha", "beta", "gamma"], closed, work)
     r = playbook(inv, work)
     out = r.stdout + r.stderr
