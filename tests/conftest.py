@@ -89,7 +89,11 @@ CHECK_TIER = (
 # or trace as root (bpftrace, perf, the watch's BPF programs, the census): they form one
 # group, "serial", and run one at a time, first, so that no two of them ever overlap, and
 # the rest of the suite shares the other workers meanwhile.  None asserts on a timing (the
-# machines are shared and noisy), so a parallel file beside them only slows them.
+# machines are shared and noisy), so a parallel file beside them only slows them.  The fleet's
+# playbooks (test_fleet_ansible.py, test_watch_fleet.py) run beside the serial group: they
+# wait on ssh and Ansible far more than they work (test_watch_fleet: 40 s of the chain for
+# 10 s of CPU), their hosts' measured runs start in the serial group's cgroup, and what they
+# check is their own hosts' files and their own program's path, which nothing else touches.
 SERIAL = frozenset({
     "test_ab_copies.py", "test_ab_hostile_build.py", "test_ab_selfcheck.py",
     "test_attribution.py", "test_bench.py", "test_census.py", "test_census_images.py",
@@ -100,7 +104,7 @@ SERIAL = frozenset({
     "test_legs_live.py", "test_lesson.py", "test_neighbour.py", "test_run_quick.py",
     "test_speculation.py", "test_stub_frames.py", "test_sweep.py", "test_sweep_target.py",
     "test_syscall_numbers.py",
-    "test_tracers_live.py", "test_traces_dryrun.py", "test_watch_bpf.py", "test_watch_fleet.py",
+    "test_tracers_live.py", "test_traces_dryrun.py", "test_watch_bpf.py",
     "test_watch_http.py", "test_watch_line_breaks.py", "test_watch_live.py",
     "test_watch_file_identity.py", "test_watch_messages.py", "test_watch_full_disk.py",
     "test_watch_undecodable_names.py", "test_watch_crowds.py", "test_write_counts.py",
