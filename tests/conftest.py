@@ -41,6 +41,7 @@ CHECK_TIER = (
     "test_legs.py",
     "test_legs_blocks.py",
     "test_sweep_target.py",
+    "test_sweep_target_vs_ref.py",
     "test_compare.py",
     "test_verdict.py",
     "test_findings.py",
