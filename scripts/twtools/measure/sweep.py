@@ -815,9 +815,10 @@ class Together:
 
     def _past_plan(self, start):
         """--target: rounds past the plan's while a sweep's _Target goes on, the next round
-        always the sweep's that has had the less time past the plan so far: a seed round at its
-        wide copy-bound sizes takes a tenth of a second, a TLPI round at its small sizes more
-        than a second, and taking turn by turn would give the seed sweep a TLPI sweep's few.
+        always the sweep's that has had the less time past the plan so far: beside the noisy
+        neighbour on the AMD EPYC guest a seed round at its wide copy-bound sizes took about a
+        tenth of a second, a TLPI round at its small sizes about 3 s, and taking turn by turn
+        would give the seed sweep a TLPI sweep's few.
         The budget counts from the sessions' time so far (this one's from `start`)."""
         began = start - sum(x["seconds"] for x in self.a.sessions)
         goes = {i: _Target(x, self.judge, self.a.budget_s, began)
