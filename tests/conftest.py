@@ -41,6 +41,8 @@ CHECK_TIER = (
     "test_legs.py",
     "test_legs_blocks.py",
     "test_sweep_target.py",
+    "test_sweep_target_vs_ref.py",
+    "test_run_target.py::test_target_where",
     "test_compare.py",
     "test_verdict.py",
     "test_findings.py",
@@ -109,7 +111,7 @@ SERIAL = frozenset({
     "test_watch_file_identity.py", "test_watch_messages.py", "test_watch_full_disk.py",
     "test_watch_undecodable_names.py", "test_watch_crowds.py", "test_write_counts.py",
     "test_wvbench.py", "test_walls_ab.py", "test_seccomp_live.py", "test_census_walls.py", "test_watch_walls.py",
-    "test_ab_interrupted.py",
+    "test_ab_interrupted.py", "test_run_target.py",
 })
 
 

@@ -355,7 +355,7 @@ META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
         "pid": "int?", "signal": "str?", "finished_utc": "str?", "error": "str?",
         "report_s": "num?", "total_s": "num?", "budget_s": "num?",
         "setting": ("opt", {"speculation": "str?", "status": ("opt", {"*": "any"})}),
-        "walls_full": "bool?"}
+        "walls_full": "bool?", "target": "num?", "target_budget_s": "num?"}
 
 FINGERPRINT = {
     "host": "str?", "os": "str?", "virtualization": "str?", "clocksource": "str?",

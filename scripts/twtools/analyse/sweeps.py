@@ -245,6 +245,51 @@ def target_status(analysed, target):
             "first_stage_incomplete": first, "wide": wide}
 
 
+def vs_ref_status(analysed, target):
+    """{met, judged, missing, held, held_by, wide_sizes, held_sizes, median_half_width} of an analysed
+    sweep's async vs_ref rows against a --target (a relative half-width): how many are within
+    it (half-width over the value), which are not, and of those which no more rounds can bring
+    within it: `held` by their mechanism's move within the run (the 'mechanism' term, vs_ref's
+    docstring), a spread of the host's and no sampling error, when that term alone is as wide
+    as the target (held_by: {variant: its half-width}).  wide_sizes: the sizes of the rest,
+    where more rounds narrow the interval (measure.sweep runs only those past the plan);
+    held_sizes, the held rows' sizes.
+    judged 0 when the sweep has no vs_ref (fewer than two async mechanisms).
+
+    Why vs_ref and not the absolute figure: between runs the sweeps lead with vs_ref, which
+    cancels the host's move at each size; the absolute figure of a copy-bound row holds the
+    host's memory state, which more rounds of one run do not narrow (target_status judges it,
+    docs/sweeps.md, "--target")."""
+    met, judged, missing, held, held_by, wide, hws = 0, 0, [], [], {}, set(), []
+    held_sizes = set()
+    for run in (analysed or {}).get("runs") or []:
+        if run.get("mode") != "async" or not run.get("supported", True):
+            continue
+        for row in run.get("rows") or []:
+            vr = row.get("vs_ref") or {}
+            e, lo, hi = vr.get("value"), vr.get("ci_low"), vr.get("ci_high")
+            if e is None or lo is None or hi is None or e <= 0:
+                continue
+            judged += 1
+            h = (hi - lo) / 2 / e
+            hws.append(h)
+            if h <= target:
+                met += 1
+                continue
+            name = f"{run.get('variant')} {row.get('buffsize')} B"
+            missing.append(name)
+            m = stats.Z * (vr.get("mechanism") or 0.0)
+            if m >= target:
+                held.append(name)
+                held_by[run.get("variant")] = m
+                held_sizes.add(row["buffsize"])
+            else:
+                wide.add(row["buffsize"])
+    return {"met": met, "judged": judged, "missing": missing, "held": held, "held_by": held_by,
+            "wide_sizes": sorted(wide), "held_sizes": sorted(held_sizes),
+            "median_half_width": float(np.median(hws)) if hws else None}
+
+
 def host_summary(out, probes):
     """The host's state over an analysed sweep: the probes, the share fast, how many async
     rows have a figure of their fast runs beside their undisturbed figure and vs_ref, and in

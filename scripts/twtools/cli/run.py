@@ -159,11 +159,11 @@ def _together(wanted):
                                 names[names.index("seed-sweep") + 1:names.index(later)])
     state = {}
 
-    def first(out, mode, deadline=None):
+    def first(out, mode, deadline=None, **target):
         from ..measure import sweep
         both = None
         try:
-            both = sweep.Together(out, mode, sessions=2 if split else 1)
+            both = sweep.Together(out, mode, sessions=2 if split else 1, **target)
             if split:
                 both.session(None if deadline is None else
                              time.monotonic() + (deadline - time.monotonic()) * FIRST_SHARE,
@@ -179,7 +179,7 @@ def _together(wanted):
                 both.close()
         state["done"] = True
 
-    def second(out, mode, deadline=None):
+    def second(out, mode, deadline=None, **target):
         if "failed" in state:
             raise RuntimeError(f"measured with the seed sweep, which failed: "
                                f"{describe_error(state['failed'])}")
@@ -227,6 +227,15 @@ def add_arguments(p, name):
                         "seccomp filter, the container profile, audit, a tracer on "
                         "raw_syscalls) on every way in, not only the container profile on the "
                         "first screen's two cells: about two and a half minutes more")
+    options.add_target_arguments(
+        p, "the seed and TLPI sweeps and the legs measure past their mode's work until precise "
+           "to PCT (e.g. 2%%): the sweeps add rounds, at the sizes still wide, until every async "
+           "vs_ref row's 95%% half-width is within it (or more rounds narrow nothing), the legs "
+           "blocks until every figure is (as tw sweep --target and tw legs --target); the run's "
+           "180 s plan then gives way (the matrix measures its mode's rounds: tw bench --target "
+           "for it)",
+        "with --target, how long the sweeps (both together) and the legs may each try (90s, "
+        "10m, 1h; default 10m)")
     p.add_argument("--speculation", choices=("ssbd", "indirect-branch", "all"),
                    help="measure with a per-process speculation mitigation switched on "
                         "(prctl PR_SET_SPECULATION_CTRL, inherited by every program run): "
@@ -364,16 +373,21 @@ def describe_error(e):
     return f"{type(e).__name__}: {e}"
 
 
-def repeat_command(mode, only, report, setting, walls=False):
+def repeat_command(mode, only, report, setting, walls=False, target=None, budget_s=None):
     """The command that measures what this run measures, to paste from the checkout: its
-    mode, stages and setting (not where it wrote).  The whole default run is `make report`;
-    any other is the `tw run` that ran, so that a results directory never claims more than
-    it holds (a fleet's `tw run --quick --only doctor,variants,bench` is not `make report`)."""
+    mode, stages, setting and --target (not where it wrote).  The whole default run is `make
+    report`; any other is the `tw run` that ran, so that a results directory never claims more
+    than it holds (a fleet's `tw run --quick --only doctor,variants,bench` is not `make
+    report`)."""
     extra = [f"--{mode}"] if mode != "default" else []
     if setting and setting.get("speculation"):
         extra += ["--speculation", setting["speculation"]]
     if walls:
         extra.append("--walls")
+    if target is not None:
+        extra += ["--target", f"{100 * target:g}%"]
+        if budget_s is not None:
+            extra += ["--budget", f"{budget_s:g}s"]
     if not only and report and not extra:
         return "make report"
     words = ["scripts/tw", "run", *extra]
@@ -384,11 +398,26 @@ def repeat_command(mode, only, report, setting, walls=False):
     return ui.command_line(words)
 
 
+# The stages tw run --target reaches, each with its judge (cli.stages): the sweeps' and the legs'.
+TARGET_STAGES = ("seed-sweep", "tlpi-sweep", "legs")
+
+
+def _target_kw(name, target, budget_s):
+    """The keywords that take --target to stage `name` ({} for a stage it does not reach)."""
+    if target is None or name not in TARGET_STAGES:
+        return {}
+    from . import stages
+    judge = stages.legs_judge(target) if name == "legs" else stages.sweep_judge(target)
+    return {"target": target, "budget_s": budget_s, "judge": judge}
+
+
 def run(out=None, mode="default", only=None, report=True, argv=None, setting=None, force=False,
-        walls=False):
+        walls=False, target=None, budget_s=None):
     """Measure every stage (or `only` those) into a new results directory; then the report.
-    walls: the walls stage measures every standard wall (tw run --walls).  Returns (report
-    path or the directory, meta)."""
+    walls: the walls stage measures every standard wall (tw run --walls).  target, budget_s
+    (tw run --target, --budget): the sweeps and the legs measure until within the target or
+    their budget ends (TARGET_STAGES), and the run's time plan (RUN_BUDGET_S) gives way.
+    Returns (report path or the directory, meta)."""
     # An absolute path from here on: a relative name that starts with '-' must never reach a
     # program's command line, where it would read as an option.
     out = Path(out).absolute() if out else None
@@ -402,10 +431,15 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
     meta = results.new_meta(mode, [s[0] for s in wanted], "in-progress", argv)
     from ..machine import speculation
     meta["setting"] = setting or {"speculation": None, "status": speculation.status()}
-    meta["command"] = repeat_command(mode, only, report, setting, walls)
+    if target is not None and budget_s is None:
+        budget_s = options.TARGET_BUDGET_S
+    meta["command"] = repeat_command(mode, only, report, setting, walls, target,
+                                     budget_s if budget_s != options.TARGET_BUDGET_S else None)
     meta["walls_full"] = walls
-    budget = RUN_BUDGET_S.get(mode) if not only else None
+    budget = RUN_BUDGET_S.get(mode) if not only and target is None else None
     meta["budget_s"] = budget
+    meta["target"] = target
+    meta["target_budget_s"] = budget_s if target is not None else None
     t0 = time.monotonic()
     try:
         files.write_json(out / "meta.json", meta)
@@ -426,6 +460,7 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
                     rec["deadline_s"] = round(kw["deadline"] - t0, 1)
                 if name == "walls":
                     kw["full"] = walls
+                kw.update(_target_kw(name, target, budget_s))
                 got = stage(out, mode, **kw)
                 meta["stages"][name] = dict(rec, ok=True, seconds=round(time.monotonic() - ts, 2))
                 for k in ("measured_with", "session"):
@@ -527,6 +562,14 @@ def main(args, name):
     only = set(args.only) if args.only else None
     if args.force and not args.out:
         raise ui.UserError("--force needs --out DIR (a new run always gets a new directory)")
+    if args.budget is not None and args.target is None:
+        raise ui.UserError("--budget is the time a --target run may take",
+                           "give --target PCT with it")
+    if args.target is not None and only is not None and not only & set(TARGET_STAGES):
+        raise ui.UserError("--target is for the seed and TLPI sweeps and the legs, and --only "
+                           "leaves them out",
+                           "add seed-sweep, tlpi-sweep or legs to --only (tw bench --target "
+                           "for the matrix)")
     if not proc.is_root():
         ui.warn("not running as root: bpftrace and perf tracepoints are blind",
                     "their figures are reported as unknown; re-run as root for the full attribution")
@@ -544,7 +587,8 @@ def main(args, name):
             return 2
         ui.progress(f"speculation mitigation on: {setting['status']}")
     path, meta = run(args.out, args.mode, only, report=not args.no_report, setting=setting,
-                     force=args.force, walls=args.walls)
+                     force=args.force, walls=args.walls, target=args.target,
+                     budget_s=args.budget)
     failed = [k for k, v in meta["stages"].items() if not v["ok"]]
     if failed:
         where = Path(path).parent if Path(path).is_file() else path

@@ -319,10 +319,11 @@ def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None
     """Rounds of runs over (variant, mode), as plan says; returns the sweep dict.
 
     target (tw sweep --target, a relative half-width): past the plan's rounds, more rounds of
-    the async runs until judge(the sweep dict so far) says (met, words for the progress line)
-    that every async cell is within it (cli.stages.sweep_judge: Stein's two-stage rule,
-    analyse.sweeps.target_status; this layer does not analyse), or budget_s seconds end.  The
-    O_SYNC runs keep the plan's rounds: they lead with their typical figure.
+    the async runs, at the sizes the judge names, until judge(the sweep dict so far) says
+    (met, words for the progress line, sizes) that the sweep is within it (cli.stages.
+    sweep_judge: its vs_ref rows, or without vs_ref its absolute figures by Stein's rule; this
+    layer does not analyse), or that more rounds narrow nothing, or budget_s seconds end
+    (_Target).  The O_SYNC runs keep the plan's rounds: they lead with their typical figure.
 
     keep(the sweep dict): called with the rounds so far, marked interrupted, when a signal
     cuts the sweep (the signal then goes on up), so that they are not lost."""
@@ -339,24 +340,81 @@ def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None
 
 def _sweep_rounds(sw, label, judge, budget_s):
     """_sweep's rounds: the plan's, then with a judge more until it says met or the budget
-    ends; the sweep dict."""
-    r = 0
-    while True:
-        if r >= sw.rounds:
-            if judge is None:
-                break
-            met, words = judge(sw.snapshot())
-            if met or (budget_s is not None and time.monotonic() - sw.t0 >= budget_s):
-                sw.stopped = "target" if met else "budget"
-                ui.progress(f"{label}: after {r} rounds{words}"
-                            + ("" if met else f"; the budget of {budget_s:.0f} s ended"))
-                break
-            ui.progress(f"{label}: round {r}{words}")
-            sw.open_async = True
+    ends (_Target); the sweep dict."""
+    for r in range(sw.rounds):
         sw.round(r)
-        r += 1
+    if judge is not None:
+        t = _Target(sw, judge, budget_s, sw.t0)
+        while t.step():
+            sw.round(sw.done, t.sizes)
     sw.host.close()
     return sw.result()
+
+
+def _sizes_of(spec):
+    """The sizes of a timewrite --sizes list (a comma list of sizes and MIN-MAX ranges that
+    double from MIN), None for timewrite's own list (256-131072, the seed's)."""
+    out = []
+    for item in (spec or f"{SEED_SIZES[0]}-{SEED_SIZES[-1]}").split(","):
+        lo, _, hi = item.partition("-")
+        s, hi = int(lo), int(hi or lo)
+        while s <= hi:
+            out.append(s)
+            s *= 2
+    return out
+
+
+def parts_at(parts, sizes):
+    """parts [(timewrite --sizes list or None, batches)] cut to `sizes`: each part's list of
+    those of its sizes that are among them, a part with none of them left out."""
+    out = []
+    for spec, batches in parts:
+        keep = [str(x) for x in _sizes_of(spec) if x in sizes]
+        if keep:
+            out.append((",".join(keep), batches))
+    return out
+
+
+class _Target:
+    """--target's rounds past the plan's, for one sweep (_Rounds): the judge (cli.stages.
+    sweep_judge; this layer does not analyse) reads the sweep so far and says (met, words for
+    the progress line, the sizes more rounds should measure: None every size, [] none, when
+    more rounds narrow nothing); rounds go on, of the async runs at those sizes alone, until it
+    says met, or no sizes, or budget_s seconds from `start` (a time.monotonic()) end.
+
+    The judge reads the whole sweep each time, which grows with the rounds (0.3-0.5 s for a
+    default sweep): it is asked again once the rounds since its last answer took as long as
+    that answer did, so that judging takes at most half of the time, and at once when the
+    budget has ended.
+
+    step()  judge if due; False when the sweep is done (`stopped` set: target, reach, budget),
+            else True: run round sw.done at `sizes`"""
+
+    def __init__(self, sw, judge, budget_s, start):
+        self.sw, self.judge, self.budget_s, self.start = sw, judge, budget_s, start
+        self.sizes, self.judge_s, self.t_judged = None, 0.0, None
+
+    def _over(self):
+        return self.budget_s is not None and time.monotonic() - self.start >= self.budget_s
+
+    def step(self):
+        now = time.monotonic()
+        if self.t_judged is not None and now - self.t_judged < self.judge_s and not self._over():
+            return True
+        sw = self.sw
+        met, words, sizes = self.judge(sw.snapshot())
+        self.t_judged = time.monotonic()
+        self.judge_s = self.t_judged - now
+        over = self._over()
+        if met or sizes == [] or over:
+            sw.stopped = "target" if met else "reach" if sizes == [] else "budget"
+            ui.progress(f"{sw.label}: after {sw.done} rounds{words}"
+                        + (f"; the budget of {self.budget_s:.0f} s ended"
+                           if sw.stopped == "budget" else ""))
+            return False
+        ui.progress(f"{sw.label}: round {sw.done}{words}")
+        sw.open_async, self.sizes = True, sizes
+        return True
 
 
 class _Rounds:
@@ -393,15 +451,19 @@ class _Rounds:
                     self.cells.append(key)
         self.t0 = time.monotonic()
 
-    def round(self, r):
+    def round(self, r, sizes=None):
+        """Round r: each (variant, mode) it includes, every part; with sizes (a --target round
+        past the plan's, _Target), each part at those of its sizes alone, a part with none of
+        them not at all."""
         k = r % len(self.cells) if self.cells else 0
+        parts = self.parts if sizes is None else parts_at(self.parts, sizes)
         for key in self.cells[k:] + self.cells[:k]:
             run = self.runs[key]
             if not run["supported"] or (r >= self.plan[key[1]][0]
                                         and not (self.open_async and key[1] == "async")):
                 continue
-            for sizes, batches in self.parts:
-                if not self._part(run, key, r, sizes, batches or self.plan[key[1]][1]):
+            for spec, batches in parts:
+                if not self._part(run, key, r, spec, batches or self.plan[key[1]][1]):
                     break
         self._clock(r)
         self.done = r + 1
@@ -680,9 +742,15 @@ class Together:
 
     session(deadline, share)  run turns until share of them (the last session: all), or
                               the deadline; write both files (the rounds so far), return both
-    close()                   remove the scratch directory"""
+    close()                   remove the scratch directory
 
-    def __init__(self, out_dir, mode="default", sessions=2):
+    target, budget_s, judge (tw run --target): the last session, its turns done, adds rounds
+    past the plan's to each sweep the judge does not yet call met, at the sizes it names,
+    taking turns (_Target, as _sweep's); the budget counts both sweeps' time, every session's,
+    and is theirs together."""
+
+    def __init__(self, out_dir, mode="default", sessions=2, target=None, budget_s=None,
+                 judge=None):
         self.out_dir, self.mode = out_dir, mode
         self.scratch = Path(out_dir) / SESSIONS_SCRATCH
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -695,6 +763,8 @@ class Together:
             raise
         for x in (self.a, self.b):
             x.sessions_planned = sessions
+            x.target, x.budget_s = target, budget_s
+        self.judge = judge if target is not None else None
         self.turns = _Turns(self.a, self.b)
         self.t0 = time.monotonic()
 
@@ -711,6 +781,8 @@ class Together:
             stopped = self.turns.session(deadline, 1.0 if last else share,
                                          SESSION_MIN_ROUNDS if self.a.sessions_planned > 1
                                          else 0)
+            if last and not stopped and self.judge is not None:
+                self._past_plan(start)
             self.host.close()       # the session's last runs get a probe after them
         except ui.Interrupted as e:
             # the rounds of both sweeps so far, this session's too, kept and marked
@@ -740,6 +812,27 @@ class Together:
         ra = self.a.snapshot(interleaved_with="the TLPI sweep")
         rb = self.b.snapshot(interleaved_with="the seed sweep")
         return _seed_export(self.out_dir, self.mode, ra), _tlpi_export(self.out_dir, self.mode, rb)
+
+    def _past_plan(self, start):
+        """--target: rounds past the plan's while a sweep's _Target goes on, the next round
+        always the sweep's that has had the less time past the plan so far: beside the noisy
+        neighbour on the AMD EPYC guest a seed round at its wide copy-bound sizes took about a
+        tenth of a second, a TLPI round at its small sizes about 3 s, and taking turn by turn
+        would give the seed sweep a TLPI sweep's few.
+        The budget counts from the sessions' time so far (this one's from `start`)."""
+        began = start - sum(x["seconds"] for x in self.a.sessions)
+        goes = {i: _Target(x, self.judge, self.a.budget_s, began)
+                for i, x in enumerate((self.a, self.b))}
+        spent = {i: 0.0 for i in goes}
+        while goes:
+            i = min(goes, key=spent.get)
+            t0 = time.monotonic()
+            t = goes[i]
+            if t.step():
+                t.sw.round(t.sw.done, t.sizes)
+            else:
+                del goes[i]
+            spent[i] += time.monotonic() - t0
 
     @property
     def seconds(self):

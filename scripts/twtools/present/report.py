@@ -811,6 +811,20 @@ def _stopped_early(doc, sw):
         doc.p(f"This sweep stopped after {sw.get('rounds_done')} of its {sw.get('rounds')} "
               "rounds, at the report's time for the sweeps: its intervals are as wide as those "
               "rounds allow.")
+    t = sw.get("target")
+    if t and sw.get("runs"):
+        # --target (tw run, tw sweep): measured past the plan at the sizes still wide
+        st = sweeps.vs_ref_status(sw, t)
+        if st["judged"]:
+            why = {"target": "every row within it",
+                   "reach": "the rows left are held wider by their mechanism's move within the "
+                            "run, which more rounds do not narrow",
+                   "budget": f"its budget of {sw.get('budget_s') or 0:.0f} s ended"}.get(
+                sw.get("stopped"), sw.get("stopped") or "not said")
+            doc.p(f"Measured to a target of ±{100 * t:g}% (`--target`): {st['met']} of "
+                  f"{st['judged']} async `vs_ref` rows within it after {sw.get('rounds_done')} "
+                  f"rounds, at the sizes still wide past the mode's {sw.get('rounds')}; "
+                  f"stopped: {why}.")
 
 
 def _sessions(doc, sw):
