@@ -29,7 +29,7 @@ TW = [sys.executable, str(ROOT / "scripts" / "tw"), "run"]
 def targeted(build, tmp_path_factory):
     out = tmp_path_factory.mktemp("runt") / "o"
     p = subprocess.run(TW + ["--quick", "--only", "doctor,variants,seed-sweep,tlpi-sweep",
-                             "--target", "0.5%", "--budget", "25s", "--no-report",
+                             "--target", "0.5%", "--budget", "10s", "--no-report",
                              "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     return p, out
@@ -39,12 +39,12 @@ def test_the_sweeps_measure_to_the_run_target(targeted):
     p, out = targeted
     assert p.returncode == 0, p.stderr
     meta = files.read_json(out / "meta.json")
-    assert meta["target"] == 0.005 and meta["target_budget_s"] == 25
+    assert meta["target"] == 0.005 and meta["target_budget_s"] == 10
     assert meta["budget_s"] is None
-    assert "--target 0.5%" in meta["command"] and "--budget 25s" in meta["command"]
+    assert "--target 0.5%" in meta["command"] and "--budget 10s" in meta["command"]
     for stem, label in (("sweep_seed", "seed sweep"), ("sweep_tlpi", "TLPI sweep")):
         raw = files.read_json(out / f"{stem}.json")
-        assert raw["target"] == 0.005 and raw["budget_s"] == 25
+        assert raw["target"] == 0.005 and raw["budget_s"] == 10
         assert raw["stopped"] in ("target", "reach", "budget")
         met, words, sizes = stages.sweep_judge(0.005)(raw)
         if raw["stopped"] == "target":
@@ -52,7 +52,7 @@ def test_the_sweeps_measure_to_the_run_target(targeted):
         elif raw["stopped"] == "reach":
             assert not met and sizes == []
         else:
-            assert raw["seconds"] >= 25
+            assert raw["seconds"] >= 10
         # the progress line said how many vs_ref rows are within the target
         assert any(ln.startswith(f"tw: {label}: after ") and "vs_ref rows within ±0.5%" in ln
                    for ln in p.stderr.splitlines()), p.stderr
