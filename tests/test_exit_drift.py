@@ -135,6 +135,24 @@ def test_compare_takes_the_exit_out_at_the_matrix_moment(runs, tmp_path):
             assert got["absolute"]["at_a_exit_price"]
 
 
+WIDE = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm" / "exit-price-wide-reference"
+
+
+def test_a_matrix_reference_known_loosely_does_not_refuse_a_fast_stage():
+    """The recorded quick run whose matrix's reference was 202 ns [171, 233] and whose stage's
+    was 227 ns [226, 227]: the stage is within the matrix's fast state as far as the matrix
+    knows it, so its price is given (it was refused, and the stage ran out its budget)."""
+    read = lambda stem: percall.analyse(json.loads(lzma.decompress((WIDE / f"{stem}.json.xz")
+                                                                   .read_bytes())))
+    bench, end = read("percall"), read("exitprice")
+    (bv, bh), (ev, _) = (exitdrift._value(exitdrift._ref(a), "ns") for a in (bench, end))
+    assert bh > 0.1 * bv and ev > bv * (1 + exitdrift.HOST_TOL)     # the case as recorded
+    p = exitdrift.end_price(end, bench, need=exitdrift.STAGE_PROCESSES["quick"])
+    assert p["value"] is not None and p["why"] is None, p
+    assert exitdrift.judge(bench, "quick")(json.loads(lzma.decompress(
+        (WIDE / "exitprice.json.xz").read_bytes())))[0]
+
+
 def test_a_stage_that_never_met_the_fast_state_gives_no_price(runs, monkeypatch):
     monkeypatch.setattr(exitdrift, "FAST_PROCESSES", 16)     # what the recorded rerun has
     bench = runs[0]["percall"]
