@@ -63,10 +63,13 @@ add() { # add PACKAGE... (once each, in order)
 		case " ${missing[*]-} " in *" $p "*) ;; *) missing+=("$p") ;; esac
 	done
 }
+# The tests run side by side (each a compile or a tool's start-up; one after another they
+# took a second of every `make check`): need starts one in the background, and check() adds
+# the packages of those that failed once all are done, in the order they were asked for.
 need() { # need PACKAGES TEST-COMMAND...
 	local pkgs=$1; shift
-	# shellcheck disable=SC2086  # PACKAGES is a space-separated list
-	"$@" >/dev/null 2>&1 || add $pkgs
+	nneed=$((nneed + 1))
+	{ "$@" >/dev/null 2>&1 || echo "$pkgs" >"$tmp/need.$nneed"; } &
 }
 
 venv_with_pip() {
@@ -88,6 +91,18 @@ tracefs_mounted() {
 
 check() {
 	missing=()
+	nneed=0
+	rm -f "$tmp"/need.*
+	checks
+	wait
+	local i
+	for ((i = 1; i <= nneed; i++)); do
+		# shellcheck disable=SC2046  # the file holds a space-separated list of packages
+		[ -f "$tmp/need.$i" ] && add $(cat "$tmp/need.$i")
+	done
+}
+
+checks() { # each need() of the phase, started in the background
 	need make make --version
 	need gcc cc -o "$tmp/t64" "$tmp/t.c" -lm
 	need gcc-multilib cc -m32 -no-pie -fno-pie -o "$tmp/t32" "$tmp/t.c" -lm

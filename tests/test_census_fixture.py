@@ -30,10 +30,18 @@ def good():
 
 
 def results_dir(tmp_path, doc):
+    """tmp_path/res with meta.json and doc as census.json.  The hostile test writes it 1310
+    times: meta.json is written once, and census.json is removed before each write, because
+    ext4 flushes a file truncated and rewritten on close (auto_da_alloc): 230 us a write
+    against 40 us for a new file, a third of the test's time."""
     d = tmp_path / "res"
     d.mkdir(exist_ok=True)
-    (d / "meta.json").write_text(json.dumps({"schema": "timewrite-results/1", "host": "vm"}))
-    (d / "census.json").write_text(json.dumps(doc))
+    meta = d / "meta.json"
+    if not meta.exists():
+        meta.write_text(json.dumps({"schema": "timewrite-results/1", "host": "vm"}))
+    census = d / "census.json"
+    census.unlink(missing_ok=True)
+    census.write_text(json.dumps(doc))
     return d
 
 

@@ -70,6 +70,15 @@ def imports_of(path):
 MODULES = sorted(p for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] in ALLOWED)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def package_parsed_once():
+    """Every module parsed before the file's first test.  A fixture that outlives a test keeps
+    the file whole on one `make check` worker (conftest.keeps_together), so the package is
+    parsed once in the run, where its tests one by one on both workers parsed it twice."""
+    for p in MODULES:
+        parsed(p)
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_go_down_only(path):
     layer, used = imports_of(path)

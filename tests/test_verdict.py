@@ -64,7 +64,8 @@ def forge(c, summary, samples=None):
 
 
 def _force(d, entry, int80, libc):
-    d = copy.deepcopy(d)
+    """d (a fresh copy from data(), changed in place) with libc's 32-bit entry and the two
+    cells' null figures forced."""
     d["fingerprint"]["libc"]["32"]["entry"] = entry
     for c in d["percall"]["cells"]:
         if c["op"] == "null" and c["variant"] in ("32-int80", "32-libc"):

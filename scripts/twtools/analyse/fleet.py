@@ -148,40 +148,134 @@ MAX_LOOP_NS = 10.0
 
 def _round_values(where, rounds):
     """([usable batch values of each round as a float array], [each round's time]): as
+    percall.cell_summary gathers them, every value checked (_checked_round_values).  Sound
+    rounds, nearly all of them, are read by _sound_round_values, which checks the values and
+    the clock chains of all rounds at once in numpy; anything it does not find sound goes to
+    _checked_round_values, which says what is wrong, as before."""
+    got = _sound_round_values(rounds)
+    return got if got is not None else _checked_round_values(where, rounds)
+
+
+def _sound_round_values(rounds):
+    """_checked_round_values(rounds) when every round is sound (an object whose samples_ns is
+    a list of plausible numbers, whose chain_ns, if any, _check_chain takes), else None.  The
+    same arrays and times: the disturbed batches are left out the same way, and what is
+    judged per value there (its type, finite, its bounds, the fastest chain step) is judged
+    here over every round's values at once."""
+    if type(rounds) is not list:
+        return None
+    flat, lows, lens, times, chains, clens = [], [], [], [], [], []
+    for rd in rounds:
+        if type(rd) is not dict:
+            return None
+        vals = rd.get("samples_ns") or []
+        if type(vals) is not list:
+            return None
+        chain = rd.get("chain_ns")
+        if chain is not None:
+            if type(chain) is not list:
+                return None
+            if chain:
+                chains.extend(chain)
+                clens.append(len(chain))
+        loops = rd.get("loop_ns")
+        if not (type(loops) is list and len(loops) == len(vals)):
+            loops = None
+        dist = rd.get("disturbed")
+        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
+            if not set(map(type, vals)) <= NUMBER:
+                return None         # a disturbed batch's value is checked as the rest are
+            keep = [not d for d in dist]
+            vals = list(itertools.compress(vals, keep))
+            if loops is not None:
+                loops = list(itertools.compress(loops, keep))
+        flat.extend(vals)
+        lows.extend(itertools.repeat(0.0, len(vals)) if loops is None else loops)
+        lens.append(len(vals))
+        t = rd.get("t_s", rd.get("round"))
+        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+    if not set(map(type, flat)) <= NUMBER or not set(map(type, chains)) <= NUMBER:
+        return None
+    if chains:
+        c = np.asarray(chains, dtype=float)
+        if not (np.isfinite(c).all() and (c > 0).all()):
+            return None
+        starts = np.cumsum([0] + clens[:-1])
+        if not (np.minimum.reduceat(c, starts) < MAX_STEP_NS).all():
+            return None
+    a = np.asarray(flat, dtype=float)
+    if a.size:
+        if set(map(type, lows)) <= NUMBER:
+            lo = np.asarray(lows, dtype=float)
+            with np.errstate(invalid="ignore"):
+                lo = np.where(np.isfinite(lo), np.clip(lo, 0.0, MAX_LOOP_NS), 0.0)
+        else:
+            lo = np.asarray([min(max(x, 0.0), MAX_LOOP_NS)
+                             if type(x) in NUMBER and math.isfinite(x) else 0.0 for x in lows],
+                            dtype=float)
+        if not (np.isfinite(a) & (a >= -lo) & (a < MAX_NS)).all():
+            return None
+    ends = itertools.accumulate(lens)
+    return [a[e - n:e] for n, e in zip(lens, ends)], times
+
+
+def _checked_round_values(where, rounds):
+    """([usable batch values of each round as a float array], [each round's time]): as
     percall.cell_summary gathers them (percall.usable(): without the disturbed batches, or
     all of them when every batch of a round was), after checking that every value is a
     plausible number.  The values of all rounds are converted and checked in one array,
-    then cut back into rounds: per-round numpy calls were most of the cost."""
+    then cut back into rounds: per-round numpy calls were most of the cost.  Their types,
+    and the loop costs' (clamped to 0..MAX_LOOP_NS, 0 where not a finite number), are
+    checked over all rounds at once too; what is refused, and the round the refusal names
+    (the first in order, a round's values before its chain), is as when it went round by
+    round (_samples_of)."""
     if not isinstance(rounds, list):
         raise DataError(f"percall.json: {where}.rounds: expected a list")
-    flat, lows, lens, times = [], [], [], []
+    flat, lows, lens, times, sent = [], [], [], [], []
     for i, rd in enumerate(rounds):
         if not isinstance(rd, dict):
+            _samples_of(where, rounds, i)
             raise DataError(f"percall.json: {where}.rounds[{i}]: expected an object")
         vals = rd.get("samples_ns") or []
-        if not isinstance(vals, list) or not set(map(type, vals)) <= NUMBER:
-            raise DataError(f"percall.json: {where}.rounds[{i}].samples_ns: expected a list "
-                            "of numbers")
-        _check_chain(rd.get("chain_ns"), f"{where}.rounds[{i}]")
+        if not isinstance(vals, list):
+            _samples_of(where, rounds, i + 1)
+        sent.extend(vals)
+        chain = rd.get("chain_ns")
+        if chain is not None:
+            try:
+                _check_chain(chain, f"{where}.rounds[{i}]")
+            except DataError:
+                _samples_of(where, rounds, i + 1)
+                raise
         loops = rd.get("loop_ns")
-        loops = [min(max(x, 0.0), MAX_LOOP_NS) if type(x) in NUMBER and math.isfinite(x) else 0.0
-                 for x in loops] if isinstance(loops, list) and len(loops) == len(vals) \
-            else [0.0] * len(vals)
+        if not (isinstance(loops, list) and len(loops) == len(vals)):
+            loops = None
         dist = rd.get("disturbed")
         if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
             keep = [not d for d in dist]
             vals = list(itertools.compress(vals, keep))
-            loops = list(itertools.compress(loops, keep))
+            if loops is not None:
+                loops = list(itertools.compress(loops, keep))
         flat.extend(vals)
-        lows.extend(loops)
+        lows.extend(itertools.repeat(0.0, len(vals)) if loops is None else loops)
         lens.append(len(vals))
         t = rd.get("t_s", rd.get("round"))
         times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+    if not set(map(type, sent)) <= NUMBER:
+        _samples_of(where, rounds, len(rounds))
     a = np.asarray(flat, dtype=float)
     if a.size:
+        if set(map(type, lows)) <= NUMBER:
+            lo = np.asarray(lows, dtype=float)
+            with np.errstate(invalid="ignore"):
+                lo = np.where(np.isfinite(lo), np.clip(lo, 0.0, MAX_LOOP_NS), 0.0)
+        else:
+            lo = np.asarray([min(max(x, 0.0), MAX_LOOP_NS)
+                             if type(x) in NUMBER and math.isfinite(x) else 0.0 for x in lows],
+                            dtype=float)
         # A cost per call is never negative beyond the loop cost its batch subtracted: a
         # -100 ns machine is not one (issue 25, class 7).
-        ok = np.isfinite(a) & (a >= -np.asarray(lows, dtype=float)) & (a < MAX_NS)
+        ok = np.isfinite(a) & (a >= -lo) & (a < MAX_NS)
         if not ok.all():
             raise DataError(f"percall.json: {where}: {a[~ok][0]!r} ns per call is not a "
                             f"measurement (from 0, less the empty loop's cost, to "
@@ -189,6 +283,16 @@ def _round_values(where, rounds):
     # Slices of one array, cut by hand: np.split costs 60 us a call, a tenth of a digest.
     ends = itertools.accumulate(lens)
     return [a[e - n:e] for n, e in zip(lens, ends)], times
+
+
+def _samples_of(where, rounds, upto):
+    """The DataError for the first of rounds[:upto] whose samples_ns is not a list of numbers
+    (each of them an object), if any."""
+    for i, rd in enumerate(rounds[:upto]):
+        vals = rd.get("samples_ns") or []
+        if not isinstance(vals, list) or not set(map(type, vals)) <= NUMBER:
+            raise DataError(f"percall.json: {where}.rounds[{i}].samples_ns: expected a list "
+                            "of numbers")
 
 
 def probes(doc):

@@ -102,6 +102,13 @@ _OK = {
 }
 
 
+# The types a scalar kind takes whatever the value (fits()'s shortcut for a list of them).
+_PLAIN = {"num": frozenset({int, float}), "num?": frozenset({int, float, type(None)}),
+          "any": frozenset({int, float, str, bool, type(None), list, dict}),
+          "str": frozenset({str}), "str?": frozenset({str, type(None)}),
+          "bool": frozenset({bool}), "bool?": frozenset({bool, type(None)})}
+
+
 def _scalar(kind, v, path):
     if not _OK[kind](v):
         raise Invalid(path, f"expected {SCALARS[kind]}, found {_show(v)}")
@@ -167,6 +174,12 @@ def _make_test(spec):
         return _OK[spec]
     if isinstance(spec, list):
         item = _test(spec[0])
+        plain = _PLAIN.get(spec[0]) if isinstance(spec[0], str) else None
+        if plain is not None:
+            # a list of numbers (a round's batches): when every item's type is one the kind
+            # always takes, the list fits without a test per item; else each item is tested
+            return lambda v: isinstance(v, list) and (set(map(type, v)) <= plain
+                                                      or all(map(item, v)))
         return lambda v: isinstance(v, list) and all(map(item, v))
     if isinstance(spec, tuple) and spec[0] == "opt":
         sub = _test(spec[1])
@@ -254,6 +267,10 @@ def _check_at(spec, v, path=""):
         raise TypeError(f"bad spec {spec!r}")
 
 
+_FLOATS, _INTS = {float}, {int}
+_INERT = frozenset({str, bool, type(None)})       # what finite() never refuses
+
+
 def _finite_ok(v, key=None, parent=None):
     """Whether every number in v passes finite(); no paths are built (a stage file is almost
     always sound, and its lists hold hundreds of thousands of numbers)."""
@@ -263,13 +280,32 @@ def _finite_ok(v, key=None, parent=None):
     if t is int:
         return abs(v) <= MAGNITUDE     # larger may still be an address: the walk decides
     if t is list:
-        if v and all(type(x) is float for x in v):
+        if not v:
+            return True
+        # The items' types are gathered in C (a generator's test per item was most of a
+        # stage file's check): a list of floats, or of ints, is judged whole.
+        types = set(map(type, v))
+        if types == _FLOATS:
             # NaN or an infinity makes the sum NaN or infinite; so may a sum of huge values,
             # which then go to the walk, as they must
             return math.isfinite(sum(v)) and max(map(abs, v)) <= MAGNITUDE
+        if types == _INTS:
+            return max(map(abs, v)) <= MAGNITUDE
+        if types <= _INERT:
+            return True
         return all(_finite_ok(x, key, parent) for x in v)
     if t is dict:
-        return all(_finite_ok(x, k, key) for k, x in v.items())
+        # an object's scalars judged here, without a call each (a stage file's objects hold
+        # most of its values); a float's abs() is above MAGNITUDE when infinite, and NaN
+        # compares false
+        for k, x in v.items():
+            tx = type(x)
+            if tx is float or tx is int:
+                if not abs(x) <= MAGNITUDE:
+                    return False
+            elif tx not in _INERT and not _finite_ok(x, k, key):
+                return False
+        return True
     # a subclass of a number or container (never from JSON): the walk decides
     return not isinstance(v, (int, float, list, dict)) or t is bool
 

@@ -563,7 +563,25 @@ def _floors(vals):
     """Each round's floor: its fastest usable batch.  A process keeps one layout level for its
     whole life (docs/syscost.md, "The estimand"), so the floor is that process's level plus the
     luck of its best batch; the rounds' floors are what a rerun draws anew."""
-    return [np.asarray([float(v.min())]) for v in vals]
+    if not vals:
+        return []
+    # every round's minimum in one pass over the rounds' values laid end to end (each round
+    # has at least one: _rounds_in_order leaves the empty ones out)
+    starts = np.cumsum([0] + [v.size for v in vals[:-1]])
+    return list(np.minimum.reduceat(np.concatenate(vals), starts).reshape(-1, 1))
+
+
+def _two_lowest_gaps(vals):
+    """Each round's second-lowest value less its lowest (every round of vals has two or more),
+    the rounds laid as rows of one matrix padded with infinity, so that one partition finds
+    both in every row: the values np.sort(v)[:2] of each gives, without a sort a round."""
+    sizes = [v.size for v in vals]
+    m = np.full((len(vals), max(sizes)), np.inf)
+    rows = np.repeat(np.arange(len(vals)), sizes)
+    cols = np.arange(rows.size) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
+    m[rows, cols] = np.concatenate(vals)
+    low = np.partition(m, 1, axis=1)
+    return low[:, 1] - low[:, 0]
 
 
 def _levels(vals, floors, resolution, q):
@@ -574,8 +592,8 @@ def _levels(vals, floors, resolution, q):
     docs/syscost.md; None when the floors show one level.  jitter, how far a process's two
     fastest batches lie apart (the median over rounds), is reported beside it: the noise
     within one level."""
-    pairs = [np.sort(v)[:2] for v in vals if v.size >= 2]
-    jitter = float(np.median([b - a for a, b in pairs])) if pairs else 0.0
+    two = [v for v in vals if v.size >= 2]
+    jitter = float(np.median(_two_lowest_gaps(two))) if two else 0.0
     fl = np.sort(np.concatenate(floors))
     tol = max(resolution or 0.0, LEVEL_TOL * float(fl[0]))
     levels = []

@@ -12,12 +12,13 @@ import os
 import sys
 from pathlib import Path
 
-from ..analyse import fleet as afleet
-from ..analyse import results, rundigest
 from ..core import escape, files, paths, proc, ui
 from ..core.ui import DataError, UserError
-from ..present import fleet as pfleet
 from . import options
+
+# The analysis, the digests and the page are imported by the functions that use them: they
+# bring numpy (0.1 s), which `tw fleet --readiness` (analyse/fleetwatch.py, the standard
+# library only) never needs.
 
 STATUS = "status.json"   # what the playbook says about a host that sent no results
 
@@ -58,6 +59,7 @@ def _newest(host_dir):
     """(the newest results directory inside a host folder by name, or None; why there is
     none: the reason a folder that looked like one was refused).  Symbolic links are never
     followed."""
+    from ..analyse import results
     found, why = [], None
     with os.scandir(host_dir) as it:
         for e in sorted(it, key=lambda e: e.name):
@@ -85,6 +87,7 @@ def _status_why(host_dir):
 
 def discover(dirs):
     """([(host, results dir)], [{host, why}]) from the command line's DIRs."""
+    from ..analyse import results
     jobs, refused = [], []
     for d in dirs:
         p = Path(d)
@@ -126,6 +129,7 @@ def discover(dirs):
 def compare(jobs, workers=0, progress=True, op=None):
     """(digests, refused) for [(host, dir)], read by a pool of worker processes; intervals
     for the cells of operation op (every cell when None)."""
+    from ..analyse import rundigest
     ops = None if op is None else (op,)
     jobs = [(h, d, ops) for h, d in jobs]
     digests, refused = [], []
@@ -218,6 +222,7 @@ def source_key(d):
     """A results directory's files as they are now (device, inode, size, modification time of
     each), and the checkout's analysis: equal keys mean the directory need not be read again.
     A file rewritten, replaced or touched changes its key, and so does a new method."""
+    from ..analyse import fleet as afleet
     parts = [afleet.ANALYSIS]
     for name in SOURCE_FILES:
         try:
@@ -234,6 +239,8 @@ def _via_database(con, jobs, workers, op):
     digest the view shows is then read back from the database (store.fleetdb.load), with
     the view's own cells only (op's; every cell's for None).  labelled: [(label, run_id)],
     for fleetdb.all_columns and fleetdb.write_csv."""
+    from ..analyse import fleet as afleet
+    from ..analyse import rundigest
     from ..store import fleetdb
     known = fleetdb.sources(con)
     want = None if op is None else op
@@ -263,6 +270,7 @@ def _via_database(con, jobs, workers, op):
 def _view(con, jobs, workers, op, refused, db):
     """(the fleet view, drawn from the open database; its [(label, run_id)] for fleet.csv);
     every refused host printed once."""
+    from ..analyse import fleet as afleet
     from ..store import fleetdb
     digests, bad, added, labelled = _via_database(con, jobs, workers,
                                                   None if op == "all" else op)
@@ -279,6 +287,7 @@ def _view(con, jobs, workers, op, refused, db):
 
 
 def run(dirs, out_arg, op, workers, as_json, stream=None, atlas=False, db=None):
+    from ..present import fleet as pfleet
     stream = stream or sys.stdout
     jobs, refused = discover(dirs)
     if atlas:
