@@ -178,23 +178,11 @@ def _sound_round_values(rounds):
             if chain:
                 chains.extend(chain)
                 clens.append(len(chain))
+        if not set(map(type, vals)) <= NUMBER:
+            return None             # a disturbed batch's value is checked as the rest are
         loops = rd.get("loop_ns")
-        if not (type(loops) is list and len(loops) == len(vals)):
-            loops = None
-        dist = rd.get("disturbed")
-        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
-            if not set(map(type, vals)) <= NUMBER:
-                return None         # a disturbed batch's value is checked as the rest are
-            keep = [not d for d in dist]
-            vals = list(itertools.compress(vals, keep))
-            if loops is not None:
-                loops = list(itertools.compress(loops, keep))
-        flat.extend(vals)
-        lows.extend(itertools.repeat(0.0, len(vals)) if loops is None else loops)
-        lens.append(len(vals))
-        t = rd.get("t_s", rd.get("round"))
-        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
-    if not set(map(type, flat)) <= NUMBER or not set(map(type, chains)) <= NUMBER:
+        _gather(rd, vals, loops if type(loops) is list else None, flat, lows, lens, times)
+    if not set(map(type, chains)) <= NUMBER:
         return None
     if chains:
         c = np.asarray(chains, dtype=float)
@@ -205,18 +193,42 @@ def _sound_round_values(rounds):
             return None
     a = np.asarray(flat, dtype=float)
     if a.size:
-        if set(map(type, lows)) <= NUMBER:
-            lo = np.asarray(lows, dtype=float)
-            with np.errstate(invalid="ignore"):
-                lo = np.where(np.isfinite(lo), np.clip(lo, 0.0, MAX_LOOP_NS), 0.0)
-        else:
-            lo = np.asarray([min(max(x, 0.0), MAX_LOOP_NS)
-                             if type(x) in NUMBER and math.isfinite(x) else 0.0 for x in lows],
-                            dtype=float)
+        lo = _loop_floors(lows)
         if not (np.isfinite(a) & (a >= -lo) & (a < MAX_NS)).all():
             return None
     ends = itertools.accumulate(lens)
     return [a[e - n:e] for n, e in zip(lens, ends)], times
+
+
+def _gather(rd, vals, loops, flat, lows, lens, times):
+    """One round's usable values (without its disturbed batches, or all of them when every
+    batch was) appended to flat, their loop costs (0 without a list of as many) to lows, their
+    count to lens and the round's time to times."""
+    if loops is not None and len(loops) != len(vals):
+        loops = None
+    dist = rd.get("disturbed")
+    if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
+        keep = [not d for d in dist]
+        vals = list(itertools.compress(vals, keep))
+        if loops is not None:
+            loops = list(itertools.compress(loops, keep))
+    flat.extend(vals)
+    lows.extend(itertools.repeat(0.0, len(vals)) if loops is None else loops)
+    lens.append(len(vals))
+    t = rd.get("t_s", rd.get("round"))
+    times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+
+
+def _loop_floors(lows):
+    """The batches' empty-loop costs as an array, each clamped to 0..MAX_LOOP_NS and 0 where
+    it is not a finite number: how far below zero a batch's cost per call may lie."""
+    if set(map(type, lows)) <= NUMBER:
+        lo = np.asarray(lows, dtype=float)
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(lo), np.clip(lo, 0.0, MAX_LOOP_NS), 0.0)
+    return np.asarray([min(max(x, 0.0), MAX_LOOP_NS)
+                       if type(x) in NUMBER and math.isfinite(x) else 0.0 for x in lows],
+                      dtype=float)
 
 
 def _checked_round_values(where, rounds):
@@ -248,31 +260,12 @@ def _checked_round_values(where, rounds):
                 _samples_of(where, rounds, i + 1)
                 raise
         loops = rd.get("loop_ns")
-        if not (isinstance(loops, list) and len(loops) == len(vals)):
-            loops = None
-        dist = rd.get("disturbed")
-        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
-            keep = [not d for d in dist]
-            vals = list(itertools.compress(vals, keep))
-            if loops is not None:
-                loops = list(itertools.compress(loops, keep))
-        flat.extend(vals)
-        lows.extend(itertools.repeat(0.0, len(vals)) if loops is None else loops)
-        lens.append(len(vals))
-        t = rd.get("t_s", rd.get("round"))
-        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+        _gather(rd, vals, loops if isinstance(loops, list) else None, flat, lows, lens, times)
     if not set(map(type, sent)) <= NUMBER:
         _samples_of(where, rounds, len(rounds))
     a = np.asarray(flat, dtype=float)
     if a.size:
-        if set(map(type, lows)) <= NUMBER:
-            lo = np.asarray(lows, dtype=float)
-            with np.errstate(invalid="ignore"):
-                lo = np.where(np.isfinite(lo), np.clip(lo, 0.0, MAX_LOOP_NS), 0.0)
-        else:
-            lo = np.asarray([min(max(x, 0.0), MAX_LOOP_NS)
-                             if type(x) in NUMBER and math.isfinite(x) else 0.0 for x in lows],
-                            dtype=float)
+        lo = _loop_floors(lows)
         # A cost per call is never negative beyond the loop cost its batch subtracted: a
         # -100 ns machine is not one (issue 25, class 7).
         ok = np.isfinite(a) & (a >= -lo) & (a < MAX_NS)
