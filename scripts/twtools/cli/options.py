@@ -155,6 +155,21 @@ def add_target_arguments(parser, target_help, budget_help):
     parser.add_argument("--budget", metavar="TIME", type=checked(duration), help=budget_help)
 
 
+def budget_needs_target(args):
+    """--budget without --target is a one-line user error: the budget is a --target run's."""
+    if args.budget is not None and args.target is None:
+        raise ui.UserError("--budget is the time a --target run may take",
+                           "give --target PCT with it")
+
+
+def target_argv(target, budget_s=None):
+    """The words that ask a tw command for this target and budget again ([] without one)."""
+    if target is None:
+        return []
+    return ["--target", f"{100 * target:g}%"] + ([] if budget_s is None else
+                                                 ["--budget", f"{budget_s:g}s"])
+
+
 def percent(text):
     """A relative precision from '1%' or '0.01' (between 0.01% and 50%)."""
     import re

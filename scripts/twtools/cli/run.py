@@ -384,10 +384,7 @@ def repeat_command(mode, only, report, setting, walls=False, target=None, budget
         extra += ["--speculation", setting["speculation"]]
     if walls:
         extra.append("--walls")
-    if target is not None:
-        extra += ["--target", f"{100 * target:g}%"]
-        if budget_s is not None:
-            extra += ["--budget", f"{budget_s:g}s"]
+    extra += options.target_argv(target, budget_s)
     if not only and report and not extra:
         return "make report"
     words = ["scripts/tw", "run", *extra]
@@ -562,9 +559,7 @@ def main(args, name):
     only = set(args.only) if args.only else None
     if args.force and not args.out:
         raise ui.UserError("--force needs --out DIR (a new run always gets a new directory)")
-    if args.budget is not None and args.target is None:
-        raise ui.UserError("--budget is the time a --target run may take",
-                           "give --target PCT with it")
+    options.budget_needs_target(args)
     if args.target is not None and only is not None and not only & set(TARGET_STAGES):
         raise ui.UserError("--target is for the seed and TLPI sweeps and the legs, and --only "
                            "leaves them out",

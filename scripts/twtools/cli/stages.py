@@ -262,10 +262,7 @@ def selfcheck(args, out):
         d = out / f"run{n}"
         ui.progress(f"sweep: self-check run {n} of 2: tw run --only {SELFCHECK_STAGES} --out {d}")
         mode = [] if args.mode == "default" else [f"--{args.mode}"]
-        if args.target is not None:
-            mode += ["--target", f"{100 * args.target:g}%"]
-            if args.budget is not None:
-                mode += ["--budget", f"{args.budget:g}s"]
+        mode += options.target_argv(args.target, args.budget)
         p = subprocess.run([sys.executable, str(paths.ROOT / "scripts" / "tw"), "run", *mode,
                             "--only", SELFCHECK_STAGES, "--out", str(d)])
         if p.returncode != 0:
@@ -283,9 +280,8 @@ def selfcheck(args, out):
 
 
 def main(args, name):
-    if name in ("legs", "sweep") and args.budget is not None and args.target is None:
-        raise ui.UserError("--budget is the time a --target run may take",
-                           "give --target PCT with it")
+    if name in ("legs", "sweep"):
+        options.budget_needs_target(args)
     if name == "sweep" and args.target is not None and not args.selfcheck and \
             not {"seed", "tlpi"} & set(args.only):
         raise ui.UserError("--target is for the seed and TLPI sweeps",
