@@ -352,16 +352,32 @@ def judged(program):
     return rows
 
 
+# A name a shell would read as code: spaces, quotes, `$(...)`, backquotes, `;`, a backslash,
+# and a leading dash (test_faults_quoting: every `$(...)` would touch a file named PWNED*).
+HOSTILE = "-x y 'q\" $(touch PWNED1) `touch PWNED2`;touch PWNED3 && a\\b"
+
+
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory, build):
     """One `tw run --quick` (every stage, about a minute) for the test run, shared by the
     files that read a complete quick results directory (test_run_quick, test_lesson,
-    test_sweep): (the directory, the finished process).  All are in the serial group, so
-    under xdist it runs once, on its worker.  A test that changes the directory works on a copy."""
-    out = tmp_path_factory.mktemp("results") / "quick"
+    test_sweep, test_faults_quoting): (the directory, the finished process).  All are in the
+    serial group, so under xdist it runs once, on its worker.  A test that changes the
+    directory works on a copy.
+
+    Its results directory and its TMPDIR have hostile names (HOSTILE; the directory given
+    relative, `./-x y ...`, from its parent folder, the run's working directory), so that
+    test_faults_quoting shows on every stage of a real run that such names run nothing and
+    blind nothing: one run of the serial chain instead of two."""
+    sandbox = tmp_path_factory.mktemp("quick")
+    tmp = sandbox / ("-t " + HOSTILE)
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), TW_TMPDIR=str(tmp),
+               TW_RESULTS=str(sandbox / "results"))
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "tw"), "run", "--quick", "--out",
-                        str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    return out, p
+                        "./" + HOSTILE], capture_output=True, text=True, timeout=600,
+                       cwd=sandbox, env=env)
+    return sandbox / HOSTILE, p
 
 
 @pytest.fixture(scope="session")

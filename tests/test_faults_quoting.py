@@ -8,8 +8,10 @@ splits the word, so the bpftrace session finds no program and every bpftrace row
 ("unknown") without an error; a path that starts with '-' is read as an option by stat or a
 tracer; a rebuild line joined with spaces runs the `$(...)` of a directory name when pasted.
 
-The run is real (root, bpftrace): the tracers and attribution stages start bpftrace sessions
-whose driver script, output and inputs all live under the hostile TMPDIR.  Every `$(...)`
+The run is real (root, bpftrace): the test run's one `tw run --quick` (conftest.quick_run) has
+its results directory and its TMPDIR named so; its tracers and attribution stages start bpftrace
+sessions whose driver script, output and inputs all live under the hostile TMPDIR, and every
+other stage, the report included, writes under those names too.  Every `$(...)`
 would touch a file named PWNED*; none may exist anywhere afterwards.
 """
 import json
@@ -20,12 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need_root, need_tool
+from conftest import HOSTILE, ROOT, need_root, need_tool
 from faults_util import snapshot, tw
 from twtools.core import ui
 from twtools.machine.tracers import base
-
-HOSTILE = "-x y 'q\" $(touch PWNED1) `touch PWNED2`;touch PWNED3 && a\\b"
 
 
 def canaries(*tops):
@@ -74,17 +74,12 @@ def test_bpftrace_command_word_is_plain(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory, build):
+def hostile_run(quick_run):
+    """(the run's working directory, its TMPDIR, its results directory, the process)."""
     need_root()
     need_tool("bpftrace")
-    sandbox = tmp_path_factory.mktemp("sandbox")
-    tmp = sandbox / ("-t " + HOSTILE)
-    tmp.mkdir()
-    out_rel = "./" + HOSTILE            # relative, starting with a dash once normalised
-    p = tw("run", "--quick", "--only", "doctor,variants,writev,tracers,attribution",
-           "--no-report", "--out", out_rel, cwd=sandbox, TMPDIR=tmp, TW_TMPDIR=tmp,
-           TW_RESULTS=sandbox / "results")
-    return sandbox, tmp, sandbox / HOSTILE, p
+    out, p = quick_run
+    return out.parent, out.parent / ("-t " + HOSTILE), out, p
 
 
 def test_hostile_names_run_nothing(hostile_run):
