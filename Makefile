@@ -252,7 +252,9 @@ CHECK_JOBS ?= 2
 # The test runs keep Python's bytecode even where PYTHONDONTWRITEBYTECODE is set: pytest then
 # keeps each test file as it rewrote it for its asserts (tests/__pycache__, ignored by git) instead
 # of rewriting all of them in every worker, every run (make check: 32 s against 36 s here).
-TEST_ENV := PYTHONDONTWRITEBYTECODE=
+# One OpenBLAS thread, as scripts/tw sets for itself: the test processes and the Python
+# programs the tests start import numpy too, and each would spin a thread a CPU at import.
+TEST_ENV := PYTHONDONTWRITEBYTECODE= OPENBLAS_NUM_THREADS=1
 check: deps
 	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
 	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) -m check tests $(PYTEST_ARGS)
