@@ -70,6 +70,8 @@ def get(url, timeout=5):
 
 
 def wait_for(fn, timeout, what):
+    """fn()'s first true value, asked every 0.1 s until `timeout` (a hang guard, generous for
+    a loaded machine); fails saying what it waited for."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -79,7 +81,7 @@ def wait_for(fn, timeout, what):
                 return v
         except OSError as e:
             last = e
-        time.sleep(0.5)
+        time.sleep(0.1)
     pytest.fail(f"timed out waiting for {what} (last error: {last})")
 
 
