@@ -207,18 +207,31 @@ def test_interrupt_kills_the_whole_group(tmp_path):
     """core.proc.run interrupted (tw's SIGTERM handler raising ui.Interrupted in the middle of
     waiting) kills its child's whole group before the exception goes on: a driver shell's
     background program included.  In-process and deterministic, where the random trials
-    above depend on what happens to be running."""
+    above depend on what happens to be running.  The SIGTERM comes once the child is one
+    run() waits for and its shell has said its background program's pid (where a timer of
+    1 s stood for both)."""
+    import threading
     from twtools.core import proc, ui
     marker = tmp_path / "pids"
+    main = threading.main_thread().ident
+    stop = threading.Event()
+
+    def terminate_once_started():
+        deadline = time.monotonic() + 60            # a hang guard: then run()'s timeout ends it
+        while not stop.is_set() and time.monotonic() < deadline:
+            if proc.live_pids() and marker.exists() and marker.read_text().endswith("\n"):
+                signal.pthread_kill(main, signal.SIGTERM)   # as `kill PID`: to tw's main thread
+                return
+            time.sleep(0.01)
     previous = proc.install_signal_handlers()
-    signal.setitimer(signal.ITIMER_REAL, 1.0)
-    old_alarm = signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGTERM))
+    t = threading.Thread(target=terminate_once_started, daemon=True)
     try:
+        t.start()
         with pytest.raises(ui.Interrupted) as e:
             proc.run(["/bin/sh", "-c", f'sleep 300 & echo $! > "{marker}"; wait'], timeout=60)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old_alarm)
+        stop.set()
+        t.join(timeout=10)
         proc.restore_signal_handlers(previous)
     assert e.value.signum == signal.SIGTERM
     pid = int(marker.read_text())

@@ -195,15 +195,20 @@ def test_a_thousand_idle_connections_do_not_stop_a_scrape():
 
 def test_a_client_that_never_reads_is_let_go(server):
     """A client that sends its request and never reads the answer holds its slot only until
-    the server's client timeout (2 s here): the server reads the request and answers, holds
-    the connection while the client keeps it open, then lets it go by its own clock and goes
-    on answering.  Shown in the server's own state, in that order; the waits are hang guards."""
+    the server's client timeout: the server reads the request and answers, holds the
+    connection while the client keeps it open, then lets it go by its own clock and goes on
+    answering.  Shown in the server's own state, in that order; the waits are hang guards.
+    The timeout is an hour until the answer is seen held, so that no clock decides whether
+    that moment is seen, then 0.2 s."""
+    server.timeout = 3600.0
     s = socket.create_connection(("127.0.0.1", server.address[1]))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
     s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
     try:
         # read and answered (or answering): nothing but its timeout lets it go from here
         _until(lambda: any(c.out is not None for c in list(server.clients.values())))
+        assert len(server.clients) == 1               # held while the client keeps it open
+        server.timeout = 0.2
         _until(lambda: len(server.clients) == 0)
         # the server closed its end: the client, reading at last, meets the end of the stream
         s.settimeout(60)                            # a hang guard

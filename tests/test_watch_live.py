@@ -70,6 +70,8 @@ def get(url, timeout=5):
 
 
 def wait_for(fn, timeout, what):
+    """fn()'s first true value, asked every 0.1 s until `timeout` (a hang guard, generous for
+    a loaded machine); fails saying what it waited for."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -79,7 +81,7 @@ def wait_for(fn, timeout, what):
                 return v
         except OSError as e:
             last = e
-        time.sleep(0.5)
+        time.sleep(0.1)
     pytest.fail(f"timed out waiting for {what} (last error: {last})")
 
 
@@ -529,32 +531,37 @@ sys.path.insert(0, sys.argv[2])
 from twtools.store import watchdb
 con = watchdb.connect(sys.argv[1])
 print("held", flush=True)
-time.sleep(float(sys.argv[3]))
+sys.stdin.read()            # held until the test closes our stdin (or ends)
 con.close()
 """
 
 
 def test_a_save_that_fails_is_said_and_made_up_later(env, tmp_path):
     """The state file held by another process for longer than the watch waits (--save-wait
-    2: how long it waits is the option's, not what is tested): the save fails, the watch says
+    0.5: how long it waits is the option's, not what is tested): the save fails, the watch says
     so and goes on, and what it counted meanwhile is saved later; the last line and the exit
-    status say that a save failed."""
+    status say that a save failed.  The holder lets go once the watch has said a save failed
+    (the event a fixed hold of 8 s stood for), so the program run while it held was counted
+    while no save could take it."""
     state = tmp_path / "state"
     state.mkdir()
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    w = start_watch(state, port, "--window", "0", "--save-wait", "2")
+    w = start_watch(state, port, "--window", "0", "--save-wait", "0.5")
     prog = env["tmp"] / "tw-short32-while-held"
     if not prog.exists():
         shutil.copy(env["short32"], prog)
     try:
-        h = subprocess.Popen([sys.executable, "-c", HOLD, watchdb_path(state), ROOT / "scripts",
-                              "8"], stdout=subprocess.PIPE, text=True)
-        assert h.stdout.readline().strip() == "held"
-        assert run([prog]).returncode == 0
-        log = lambda: "".join(f.read_text() for f in state.glob("watch-*.err"))   # noqa: E731
-        wait_for(lambda: "saving the state failed" in log(), 60, "the failed save's line")
-        h.wait(timeout=60)
+        h = subprocess.Popen([sys.executable, "-c", HOLD, watchdb_path(state), ROOT / "scripts"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert h.stdout.readline().strip() == "held"
+            assert run([prog]).returncode == 0
+            log = lambda: "".join(f.read_text() for f in state.glob("watch-*.err"))   # noqa: E731
+            wait_for(lambda: "saving the state failed" in log(), 60, "the failed save's line")
+        finally:
+            h.stdin.close()                 # let go (also when a wait above failed)
+            h.wait(timeout=60)
         # the next intervals save again: a save counted after the holder let go
         saved_after(url, get(url), "the holder let go")
     finally:
@@ -577,10 +584,12 @@ def test_the_memory_it_reports_is_the_trees_with_and_without_a_window(env):
     """`tw watch --overhead`'s memory figures: sampled over the watch's whole process tree,
     with the exec tracer alone and with a window's loader beside it (whose maps the first
     measurement left out: 195 MB of kernel memory then).  Figures are the machine's; what
-    must hold is what each one counts.  One 4 s window 3 s after the start, not --overhead's
-    two of 5 s every 10 s (25 s of sampling): what is counted does not depend on how long."""
+    must hold is what each one counts.  One second of the exec tracer alone, and one 1 s
+    window (sampled from the watch's start until the watch says it ended), not --overhead's
+    60 s and two of 5 s every 10 s: what is counted does not depend on how long."""
     from twtools.measure import watchcost
-    r = watchcost.resources(3, window_s=4, every_s=3, windows=1)
+    r = watchcost.resources(1, window_s=1, every_s=3, windows=1)
+    assert r["memory"]["window"]["ended"] == 1, r["memory"]["window"]   # sampled whole
     steady, win = r["memory"]["execs_only"], r["memory"]["with_a_window"]
     assert {"python", "watchbpf"} <= set(steady["by_process"]), steady
     for m in (steady, win):

@@ -83,12 +83,40 @@ class Watch:
                 raise SystemExit(f"tw watch exited ({self.p.returncode}): "
                                  + open(self.log, errors="replace").read()[-2000:])
             try:
-                if "timewrite_watch_intervals_total" in scrape(self.port):
+                # answering, and its first save done (the line comes after it): a count of
+                # saves from now on counts the intervals' saves only
+                if "timewrite_watch_intervals_total" in scrape(self.port) and \
+                        "counting every exec" in open(self.log, errors="replace").read():
                     return
             except OSError:
                 pass
-            time.sleep(0.5)
+            time.sleep(0.1)
         raise SystemExit("tw watch's metrics never answered")
+
+    def saves(self):
+        """The watch's count of saves so far (timewrite_watch_intervals_total, in a scrape)."""
+        return next(float(ln.split()[-1]) for ln in scrape(self.port).splitlines()
+                    if ln.startswith("timewrite_watch_intervals_total "))
+
+    def saved(self, n, what, timeout=300):
+        """Waits until the watch has saved n more times than it had when called: the event a
+        sleep of n intervals stood for.  With n=2 the second save's batch was printed by the
+        loader after the first's, so after whatever ran before the call."""
+        k = self.saves()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.saves() >= k + n:
+                    return
+            except OSError:
+                pass
+            if self.p.poll() is not None:
+                raise SystemExit(f"tw watch exited ({self.p.returncode}) waiting for {what}: "
+                                 + open(self.log, errors="replace").read()[-2000:])
+            if time.monotonic() > deadline:
+                raise SystemExit(f"tw watch saved fewer than {n} times in {timeout} s after "
+                                 f"{what}: " + open(self.log, errors="replace").read()[-2000:])
+            time.sleep(0.1)
 
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
@@ -199,23 +227,23 @@ def cap(args, tmp):
     cap = ["--max-programs", str(args.max_programs)] if args.max_programs else []
     w = Watch(args.checkout, state, "--interval", "1", *cap)
     try:
-        # a thousand a chunk, two intervals apart: the kernel's map (4096 a phase) never
-        # fills, so that what is measured is the program cap
+        # a thousand a chunk, each in the state (two saves after it ran) before the next:
+        # the kernel's map (4096 a phase) never fills, so that what is measured is the
+        # program cap, and the 64-bit programs hold it before the 32-bit ones come
         for k in range(0, len(progs), 1000):
             run_all(progs[k:k + 1000])
-            time.sleep(2.5)
+            w.saved(2, f"64-bit programs {k} to {k + 999}")
         base = other32(state)
+        # no wait after the last ones: the stop (SIGTERM) reads the kernel's maps, as the
+        # symlink farm's one interval is read
         run_all(new32[:args.new32], parallel=1)
-        time.sleep(2.5)
     finally:
         w.stop()
     first = figures(args.checkout, state, set(new32[:args.new32]), farm, base)
     w = Watch(args.checkout, state, "--interval", "1", *cap)
     try:
-        time.sleep(2.5)
-        base = other32(state)
+        base = other32(state)          # (the watch's first save on the reloaded state is done)
         run_all(new32[args.new32:], parallel=1)
-        time.sleep(2.5)
     finally:
         w.stop()
     after = figures(args.checkout, state, set(new32[args.new32:]), farm, base)

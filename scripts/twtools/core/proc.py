@@ -101,6 +101,30 @@ def _signal_group(pgid, sig):
         return False     # a member changed its credentials (setuid): nothing tw may do
 
 
+def _group_running(pgid):
+    """Whether a process of the group has not yet exited.  A zombie has: its files are closed
+    and it writes nothing more, and it stays in the group until its parent reaps it, which for
+    a member the leader's exit left to PID 1 may be never where PID 1 is not an init that
+    reaps (a container's own program, a sandbox's agent: there every stop waited out its
+    whole grace for a background program already dead).  Where /proc cannot say, the group
+    still answering a signal is taken as running."""
+    if not _signal_group(pgid, 0):
+        return False
+    try:
+        pids = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return True
+    for n in pids:
+        try:
+            with open(f"/proc/{n}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue                # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _leader_exited(p):
     """Whether the group's leader has exited, without reaping it (so its pid, which is the
     group's id, stays reserved until kill_group is done with the group)."""
@@ -130,10 +154,11 @@ def kill_group(p, grace=GRACE_S):
             with contextlib.suppress(OSError):
                 f.close()
     p.wait()
-    # Members outlive the leader by a moment (init reaps them): wait until the group is empty,
-    # so that temporary files are not removed under a process still writing them.
+    # Members outlive the leader by a moment: wait until every one has exited (its zombie
+    # left for its parent to reap), so that temporary files are not removed under a process
+    # still writing them.
     deadline = time.monotonic() + grace
-    while _signal_group(pgid, 0) and time.monotonic() < deadline:
+    while _group_running(pgid) and time.monotonic() < deadline:
         _signal_group(pgid, signal.SIGKILL)
         time.sleep(0.02)
 

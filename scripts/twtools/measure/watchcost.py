@@ -13,6 +13,7 @@ watch attaches.  The samples are raw: analyse.watchcost says what
 they mean.
 """
 import tempfile
+import threading
 import time
 
 from ..core import paths
@@ -156,13 +157,15 @@ MEMORY_KEYS = ("rss", "anon", "pss", "maps")
 TOTAL_KEYS = ("pss_and_maps", "rss_and_maps")
 
 
-def _sample_until(root, t_end, peak, step=0.25):
-    """Sample the memory of root's process tree until t_end (monotonic): peak[key] is the
-    largest sum over the tree any sample saw (for TOTAL_KEYS, of the sample's pss or rss plus
-    its maps), peak['by_process'][comm][key] each kind's."""
+def _sample_until(root, t_end, peak, step=0.25, done=None):
+    """Sample the memory of root's process tree until t_end (monotonic), or until the event
+    `done` is set (after the sample that follows it): peak[key] is the largest sum over the
+    tree any sample saw (for TOTAL_KEYS, of the sample's pss or rss plus its maps),
+    peak['by_process'][comm][key] each kind's."""
     for k in TOTAL_KEYS:
         peak.setdefault(k, 0)
     while time.monotonic() < t_end:
+        last = done is not None and done.is_set()
         total = dict.fromkeys(MEMORY_KEYS, 0)
         for q in _tree(root):
             m = _memory(q)
@@ -180,7 +183,12 @@ def _sample_until(root, t_end, peak, step=0.25):
             peak[k] = max(peak[k], total[k])
         peak["pss_and_maps"] = max(peak["pss_and_maps"], total["pss"] + total["maps"])
         peak["rss_and_maps"] = max(peak["rss_and_maps"], total["rss"] + total["maps"])
-        time.sleep(min(step, max(0.0, t_end - time.monotonic())))
+        if last:
+            break
+        if done is not None:
+            done.wait(min(step, max(0.0, t_end - time.monotonic())))
+        else:
+            time.sleep(min(step, max(0.0, t_end - time.monotonic())))
     return peak
 
 
@@ -199,15 +207,35 @@ def _watch(tmp, *args):
 
 
 WINDOW_S, WINDOW_PERIOD_S = 5, 10
+# How long past its own seconds a window may take to end (its loader reads the kernel's BTF
+# before it attaches, then the analysis): a bound on a slow machine, not an expected figure.
+WINDOW_LATE_S = 120
+
+# The watch's line for a window that ended (service/watch.py's _window_done): its summary, or
+# why it saw nothing or failed.  One per window.
+_WINDOW_ENDED = ("tw: watch: window ", "tw: watch: the window")
+
+
+def _count_windows(p, ended, want, seen):
+    """Reads the watch's stderr to its end, counting the windows that ended in seen[0]; sets
+    the event `ended` at the `want`th."""
+    if want <= 0:
+        ended.set()
+    for line in p.stderr:
+        if line.startswith(_WINDOW_ENDED):
+            seen[0] += 1
+            if seen[0] >= want:
+                ended.set()
 
 
 def resources(seconds, interval=60, window_s=WINDOW_S, every_s=WINDOW_PERIOD_S, windows=2):
     """A real `tw watch --window 0` run for `seconds`: its CPU time (Python and the loader, from
     /proc) over the run after attaching, by process, and its memory sampled four times a
     second (peaks of the tree's sums: resident, anonymous, proportional, BPF maps); then a
-    watch with windows (window_s every every_s, `windows` of them; the first opens every_s
-    after the start) for the peak while a window's loader runs beside the exec tracer and the
-    window's analysis after it.  The
+    watch with windows (window_s every every_s, the first as it starts) for the peak while a
+    window's loader runs beside the exec tracer and the window's analysis after it, sampled
+    until `windows` of them have ended (the watch's line for each, after its analysis), at
+    most WINDOW_LATE_S past their own span; memory.window.ended says how many did.  The
     watch counts the machine's execs meanwhile: on a machine that is not idle this is an
     upper bound on the idle cost."""
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
@@ -231,12 +259,20 @@ def resources(seconds, interval=60, window_s=WINDOW_S, every_s=WINDOW_PERIOD_S, 
     with tempfile.TemporaryDirectory(prefix="tw-watchcost-", dir=tmp_dir()) as tmp:
         p = _watch(tmp, "--window", str(window_s), "--window-period", str(every_s),
                    "--interval", str(interval))
+        ended, seen = threading.Event(), [0]
+        reader = threading.Thread(target=_count_windows, args=(p, ended, windows, seen),
+                                  daemon=True, name="watchcost-windows")
+        reader.start()
         try:
-            windowed = _sample_until(p.pid, time.monotonic() + windows * every_s + window_s,
-                                     dict(dict.fromkeys(MEMORY_KEYS, 0), by_process={}))
+            windowed = _sample_until(p.pid, time.monotonic() + (windows - 1) * every_s + window_s
+                                     + WINDOW_LATE_S,
+                                     dict(dict.fromkeys(MEMORY_KEYS, 0), by_process={}),
+                                     done=ended)
+            windows_ended = seen[0]
         finally:
             p.terminate()
             p.wait(timeout=120)
+            reader.join(timeout=10)
     cpu = sum(e[0] - (start.get(q) or (0.0, 0))[0] for q, e in end.items() if e)
     per = {}
     for q, e in end.items():
@@ -249,5 +285,6 @@ def resources(seconds, interval=60, window_s=WINDOW_S, every_s=WINDOW_PERIOD_S, 
             "bpf_map_bytes": {k: v["maps"] for k, v in steady["by_process"].items()
                               if v["maps"]},
             "memory": {"execs_only": steady, "with_a_window": windowed,
-                       "window": {"seconds": window_s, "every_s": every_s}},
+                       "window": {"seconds": window_s, "every_s": every_s,
+                                  "ended": windows_ended}},
             "interval_s": interval}
