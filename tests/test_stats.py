@@ -17,13 +17,13 @@ from twtools.core.fmt import fmt
 DRAWS = 2000
 
 
-def coverage(make, estimate, truth, seed):
+def coverage(make, estimate, truth, seed, draws=DRAWS):
     rng = np.random.default_rng(seed)
     hit = 0
-    for _ in range(DRAWS):
+    for _ in range(draws):
         s = estimate(make(rng))
         hit += s["ci_low"] <= truth <= s["ci_high"]
-    return hit / DRAWS
+    return hit / draws
 
 
 @pytest.mark.parametrize("n", [8, 20, 60])
@@ -65,9 +65,10 @@ def rounds_with_process_effect(rng, n_rounds=20, batches=8, between=0.05, within
 def test_clustered_ci_replicates_at_the_process_level():
     c = coverage(rounds_with_process_effect, stats.clustered, 100.0, seed=11)
     assert c >= 0.93, c
-    # Pooling the same batches as if independent claims far more than it knows.
+    # Pooling the same batches as if independent claims far more than it knows (about 55%
+    # coverage: 500 draws, a standard error of about 2%, decide the 85% bound as 2000 do).
     pooled = coverage(lambda r: [x for rd in rounds_with_process_effect(r) for x in rd],
-                      stats.summarize, 100.0, seed=11)
+                      stats.summarize, 100.0, seed=11, draws=500)
     assert pooled < 0.85, pooled
 
 
