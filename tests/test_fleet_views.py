@@ -6,6 +6,7 @@ from the digests themselves; a source key that misses a change (a rewritten perc
 shows its old figures); a warm view that reads every directory again anyway.  Built from the
 atlas's own runs (data/machines), read as `tw fleet --atlas` reads them.
 """
+import copy
 import json
 import os
 import shutil
@@ -32,12 +33,24 @@ def jobs(tmp_path):
     return out
 
 
-def test_the_view_from_the_database_is_the_view_from_the_digests(jobs, tmp_path):
-    digests, refused = cli_fleet.compare(jobs, workers=1, progress=False, op="null")
-    direct = afleet.view(digests, refused, "null")
+def test_the_view_from_the_database_is_the_view_from_the_digests(jobs, tmp_path, monkeypatch):
+    # The digests the database is filled from, as cli_fleet.compare made them (a copy, taken
+    # before they are stored), are the ones the direct view is drawn from: digesting the
+    # runs a second time for it would give the same ones.
+    made = []
+    real = cli_fleet.compare
+
+    def keeping(js, *a, **k):
+        got = real(js, *a, **k)
+        made.append(copy.deepcopy(got))
+        return got
+    monkeypatch.setattr(cli_fleet, "compare", keeping)
     con = fleetdb.connect(tmp_path / "f.duckdb")
     loaded, bad, added, labelled = cli_fleet._via_database(con, jobs, 1, "null")
     assert added == len(jobs) and bad == []
+    [(digests, refused)] = made
+    assert len(digests) == len(jobs) and refused == []
+    direct = afleet.view(digests, refused, "null")
     # The database hands over the view's own cells and names the others (all_columns).
     assert {c["op"] for d in loaded for c in d["cells"].values()} == {"null"}
     cols = fleetdb.all_columns(con, labelled)
@@ -80,6 +93,8 @@ def test_a_warm_database_reads_only_what_changed(jobs, tmp_path, monkeypatch):
 
 
 def test_without_db_the_database_is_temporary(jobs, tmp_path, monkeypatch, capsys):
+    # two machines' runs make a view through a database as six do
+    jobs = [jobs[0], jobs[2]]
     # A temporary folder of this test's own: in the shared /tmp another worker's tw fleet
     # has its own tw-fleet-db-* at any moment (seen failing this test with four workers).
     import tempfile
