@@ -146,6 +146,25 @@ def pytest_ignore_collect(collection_path, config):
 _WIDE_FIXTURE = re.compile(r"""scope\s*=\s*["'](?:module|class|package|session)["']""")
 
 
+# The other workers take the groups in this order after the serial group: the files that run
+# longest beside it (measured: seconds of a full run here), those that wait on ssh, Ansible,
+# dpkg or chromium first, so that the end of the run is short CPU work, not a playbook waiting
+# on its hosts after the serial group has ended; then the rest, the groups of most tests first
+# (as xdist's own --loadscope-reorder would).  A file missing here only starts later.
+LONGEST_FIRST = (
+    "test_fleet_ansible.py",        # 93-99 s, most of it waiting on ssh and Ansible
+    "test_faults_hostile.py",       # 83 s
+    "test_report.py",               # 60-67 s
+    "test_faults_fleet.py",         # 44-52 s
+    "test_deb.py",                  # 31-44 s: two clones built, lintian
+    "test_watch_fleet.py",          # 37-41 s, waiting on ssh and Ansible
+    "test_browser.py",              # 35-38 s: chromium
+    "test_atlas_add.py",            # 24-36 s
+    "test_fleetdb_hostile.py",      # 25-36 s
+    "test_fleet_names.py",          # 34 s
+)
+
+
 @functools.lru_cache(maxsize=None)
 def keeps_together(name):
     """Whether the test file `name` defines a fixture that outlives a test."""
@@ -298,6 +317,9 @@ def pytest_xdist_make_scheduler(config, log):
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             return group_of(nodeid)
+    # the order pytest_collection_modifyitems gave, not xdist's (most tests first, which put
+    # a one-test playbook of 90 s among the last)
+    config.option.loadscopereorder = False
     return ByGroup(config, log)
 
 
@@ -322,9 +344,21 @@ def pytest_collection_modifyitems(config, items):
         if in_check_tier(f"{name}::{rest}", item.fixturenames,
                          {m.name for m in item.iter_markers()}):
             item.add_marker(pytest.mark.check)
-    # The serial group first: it is the longest chain, so it starts at once, and every
-    # worker collects the same order (xdist checks it).
-    items.sort(key=lambda i: Path(i.nodeid.partition("::")[0]).name not in SERIAL)
+    # The serial group first: it is the longest chain, so it starts at once; then the
+    # others, LONGEST_FIRST's first.  Every worker collects the same order (xdist checks it),
+    # and the scheduler (below) keeps it.
+    size = {}
+    for item in items:
+        g = group_of(item.nodeid)
+        size[g] = size.get(g, 0) + 1
+
+    def rank(item):
+        name = Path(item.nodeid.partition("::")[0]).name
+        if name in SERIAL:
+            return (0, 0, 0)
+        long = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+        return (1, long, -size[group_of(item.nodeid)])
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

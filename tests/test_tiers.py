@@ -5,6 +5,7 @@ shrinks), a test that needs every variant built or root slipping into the tier (
 check` fails on a fresh clone, or stops being fast), or the Makefile's targets drifting from
 what the README promises: `make test` runs everything, `make check` the tier."""
 import subprocess
+import sys
 
 import conftest
 from conftest import ROOT
@@ -63,3 +64,25 @@ def test_the_serial_files_are_one_group_a_shared_fixture_keeps_a_file_whole():
 def test_every_serial_file_exists():
     for name in conftest.SERIAL:
         assert (ROOT / "tests" / name).is_file(), f"SERIAL names {name}, which does not exist"
+
+
+def test_the_longest_files_start_first_beside_the_serial_group():
+    """conftest.LONGEST_FIRST: files that exist, none of them serial, and the collection
+    order (which the scheduler keeps) puts them, in that order, right after the serial
+    group.  A name left there after its file was renamed would silently start late."""
+    for name in conftest.LONGEST_FIRST:
+        assert (ROOT / "tests" / name).is_file(), f"LONGEST_FIRST names {name}, which does not exist"
+        assert name not in conftest.SERIAL, name
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+                        "tests"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    files = []
+    for line in p.stdout.splitlines():
+        if "::" in line:
+            name = line.split("::", 1)[0].rsplit("/", 1)[-1]
+            if not files or files[-1] != name:
+                files.append(name)
+    serial = [f for f in files if f in conftest.SERIAL]
+    assert files[:len(serial)] == serial, "the serial group does not come first"
+    assert files[len(serial):len(serial) + len(conftest.LONGEST_FIRST)] == \
+        list(conftest.LONGEST_FIRST), files[len(serial):len(serial) + 12]
