@@ -344,21 +344,28 @@ def pytest_collection_modifyitems(config, items):
         if in_check_tier(f"{name}::{rest}", item.fixturenames,
                          {m.name for m in item.iter_markers()}):
             item.add_marker(pytest.mark.check)
-    # The serial group first: it is the longest chain, so it starts at once; then the
-    # others, LONGEST_FIRST's first.  Every worker collects the same order (xdist checks it),
-    # and the scheduler (below) keeps it.
-    size = {}
-    for item in items:
-        g = group_of(item.nodeid)
-        size[g] = size.get(g, 0) + 1
+    items[:] = [i for _, i in sorted(zip(order_keys([i.nodeid for i in items]), items),
+                                     key=lambda p: p[0])]
 
-    def rank(item):
-        name = Path(item.nodeid.partition("::")[0]).name
+
+def order_keys(nodeids):
+    """The sort keys of the tests' run order: the serial group first (the longest chain, so it
+    starts at once); then the others, LONGEST_FIRST's first, then the groups of most tests;
+    ties in the order collected.  Every worker collects the same order (xdist checks it), and
+    the scheduler (below) keeps it."""
+    size = {}
+    for n in nodeids:
+        g = group_of(n)
+        size[g] = size.get(g, 0) + 1
+    keys = []
+    for k, n in enumerate(nodeids):
+        name = Path(n.partition("::")[0]).name
         if name in SERIAL:
-            return (0, 0, 0)
+            keys.append((0, 0, 0, k))
+            continue
         long = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-        return (1, long, -size[group_of(item.nodeid)])
-    items.sort(key=rank)
+        keys.append((1, long, -size[group_of(n)], k))
+    return keys
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ shrinks), a test that needs every variant built or root slipping into the tier (
 check` fails on a fresh clone, or stops being fast), or the Makefile's targets drifting from
 what the README promises: `make test` runs everything, `make check` the tier."""
 import subprocess
-import sys
+from pathlib import Path
 
 import conftest
 from conftest import ROOT
@@ -73,15 +73,10 @@ def test_the_longest_files_start_first_beside_the_serial_group():
     for name in conftest.LONGEST_FIRST:
         assert (ROOT / "tests" / name).is_file(), f"LONGEST_FIRST names {name}, which does not exist"
         assert name not in conftest.SERIAL, name
-    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
-                        "tests"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    files = []
-    for line in p.stdout.splitlines():
-        if "::" in line:
-            name = line.split("::", 1)[0].rsplit("/", 1)[-1]
-            if not files or files[-1] != name:
-                files.append(name)
+    # one test of every file, in the order collected (alphabetical), then as run
+    ids = [f"tests/{p.name}::test_x" for p in sorted((ROOT / "tests").glob("test_*.py"))]
+    files = [Path(n.split("::")[0]).name
+             for _, n in sorted(zip(conftest.order_keys(ids), ids), key=lambda p: p[0])]
     serial = [f for f in files if f in conftest.SERIAL]
     assert files[:len(serial)] == serial, "the serial group does not come first"
     assert files[len(serial):len(serial) + len(conftest.LONGEST_FIRST)] == \
