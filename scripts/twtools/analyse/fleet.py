@@ -33,6 +33,7 @@ its interval, after its probes and clock chains are checked (probes(), _round_va
 """
 import itertools
 import math
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +143,10 @@ def _check_chain(steps, where):
 # A batch's value is its time per call less the empty loop's, so a call that costs about
 # nothing (the 64-bit vDSO's time(), ~1 ns) can come out a little below zero: -0.14 ns on an
 # AMD EPYC guest, whose digest that made "not a measurement", so a fleet lost the run.  A value
-# may go below zero by the loop cost its batch subtracted, never by more than this.
+# may go below zero by the loop cost its batch subtracted, never by more than this.  syscost
+# subtracts the median of its process's empty-loop costs (every batch's, disturbed or not),
+# not the batch's own: one empty loop of 1.5 ns beside four of 9-10 ns (the host slowed the
+# core) gave a batch of -5.8 ns, below its own loop's -1.5, and a fleet lost the run again.
 MAX_LOOP_NS = 10.0
 
 
@@ -202,26 +206,27 @@ def _sound_round_values(rounds):
 
 def _gather(rd, vals, loops, flat, lows, lens, times):
     """One round's usable values (without its disturbed batches, or all of them when every
-    batch was) appended to flat, their loop costs (0 without a list of as many) to lows, their
-    count to lens and the round's time to times."""
-    if loops is not None and len(loops) != len(vals):
-        loops = None
+    batch was) appended to flat, the loop cost its process subtracted from each to lows (the
+    median of its empty loops' costs, as syscost takes it; 0 without a list of as many finite
+    numbers), their count to lens and the round's time to times."""
+    floor = 0.0
+    if loops is not None and len(loops) == len(vals) and loops and \
+            set(map(type, loops)) <= NUMBER and all(map(math.isfinite, loops)):
+        floor = statistics.median(loops)
     dist = rd.get("disturbed")
     if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
-        keep = [not d for d in dist]
-        vals = list(itertools.compress(vals, keep))
-        if loops is not None:
-            loops = list(itertools.compress(loops, keep))
+        vals = list(itertools.compress(vals, [not d for d in dist]))
     flat.extend(vals)
-    lows.extend(itertools.repeat(0.0, len(vals)) if loops is None else loops)
+    lows.extend(itertools.repeat(floor, len(vals)))
     lens.append(len(vals))
     t = rd.get("t_s", rd.get("round"))
     times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
 
 
 def _loop_floors(lows):
-    """The batches' empty-loop costs as an array, each clamped to 0..MAX_LOOP_NS and 0 where
-    it is not a finite number: how far below zero a batch's cost per call may lie."""
+    """The empty-loop costs subtracted from the batches (_gather) as an array, each clamped
+    to 0..MAX_LOOP_NS and 0 where it is not a finite number: how far below zero a batch's
+    cost per call may lie."""
     if set(map(type, lows)) <= NUMBER:
         lo = np.asarray(lows, dtype=float)
         with np.errstate(invalid="ignore"):
