@@ -73,6 +73,25 @@ def test_interleaved_sweeps_stop_at_the_deadline_each_after_its_minimum():
     assert [r for n, r in log if n == "tlpi"] == list(range(b.done))
 
 
+def test_a_deadline_already_past_still_gives_each_sweep_its_minimum():
+    """The seed sweep's short rounds come between the TLPI sweep's long ones: when the seed
+    sweep's turn after its minimum comes past the deadline, the TLPI sweep must still get its
+    own (a loaded host once left it at 3 rounds, below MIN_ROUNDS).  The deadline here is
+    already past, so nothing depends on the machine's speed."""
+    log = []
+    a, b = _Sweep(36, 0.0, log, "seed"), _Sweep(12, 0.0, log, "tlpi")
+    assert sweep._Turns(a, b).session(deadline=time.monotonic() - 1) == "deadline"
+    assert a.done >= sweep.MIN_ROUNDS and b.done == sweep.MIN_ROUNDS, (a.done, b.done)
+    assert [r for n, r in log if n == "seed"] == list(range(a.done))
+    assert [r for n, r in log if n == "tlpi"] == list(range(b.done))
+    # a sweep planned with fewer rounds than the minimum has its minimum once all are done,
+    # and the session still stops at the deadline then, not at the end of the order
+    log = []
+    a, b = _Sweep(36, 0.0, log, "seed"), _Sweep(2, 0.0, log, "tlpi")
+    assert sweep._Turns(a, b).session(deadline=time.monotonic() - 1) == "deadline"
+    assert b.done == 2 and sweep.MIN_ROUNDS <= a.done < 36, (a.done, b.done)
+
+
 def test_interleaved_sweeps_without_a_deadline_run_every_round():
     log = []
     a, b = _Sweep(6, 0.0, log, "seed"), _Sweep(3, 0.0, log, "tlpi")

@@ -198,16 +198,21 @@ def test_two_sessions_run_every_turn_once_in_order():
 
 
 def test_a_first_session_gives_each_sweep_two_rounds_before_its_deadline():
-    # The deadline alone stops at the first turn of a sweep with its MIN_ROUNDS: on the AMD
-    # EPYC guest the first session then held four seed rounds and one TLPI round (the long one
-    # with the O_SYNC passes), which gives the TLPI sweep no figure of that moment.
+    # The deadline alone once stopped at the first turn of a sweep with its MIN_ROUNDS: on the
+    # AMD EPYC guest the first session then held four seed rounds and one TLPI round (the long
+    # one with the O_SYNC passes), which gave the TLPI sweep no figure of that moment.  In
+    # sessions each gets SESSION_MIN_ROUNDS in every one; in one session each gets MIN_ROUNDS
+    # (the seed sweep's turns between the TLPI sweep's: 11 of them by then).
     import time
-    for each, least in ((0, 1), (sweep.SESSION_MIN_ROUNDS, sweep.SESSION_MIN_ROUNDS)):
+    for each, seed, tlpi in ((0, 11, sweep.MIN_ROUNDS),
+                             (sweep.SESSION_MIN_ROUNDS, sweep.MIN_ROUNDS + 1,
+                              sweep.SESSION_MIN_ROUNDS)):
         log = []
         a, b = _Sweep(36, log, "seed"), _Sweep(12, log, "tlpi")
         turns = sweep._Turns(a, b)
-        assert turns.session(time.monotonic() - 1, share=0.5, each=each) == "deadline"
-        assert a.done == sweep.MIN_ROUNDS + (each > 0) and b.done == least
+        assert turns.session(time.monotonic() - 1, share=0.5 if each else 1.0,
+                             each=each) == "deadline"
+        assert (a.done, b.done) == (seed, tlpi)
     assert sweep.SESSION_MIN_ROUNDS == sweeps.SESSION_MIN_ROUNDS
 
 

@@ -640,14 +640,20 @@ class _Turns:
 
     def session(self, deadline=None, share=1.0, each=0):
         """Run turns until `share` of the order is done, or no round fits before deadline (once
-        each sweep has MIN_ROUNDS, and `each` rounds in this session); 'deadline' when the
-        deadline stopped it, else None."""
+        each sweep has MIN_ROUNDS, or, in sessions, `each` rounds in this one); 'deadline'
+        when the deadline stopped it, else None."""
         end = len(self.order) if share >= 1 else max(self.pos, math.ceil(len(self.order) * share))
         first = (self.a.done, self.b.done) if each else None
         while self.pos < end:
             _, which, r = self.order[self.pos]
-            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS) and (not each or all(
-                    x.done - f >= each for x, f in zip((self.a, self.b), first))):
+            # In one session, the other sweep's minimum too: its turns come between this
+            # one's, and a slow host once stopped the TLPI sweep at 3 rounds when the seed
+            # sweep's next turn came past the deadline first.  In sessions, `each` of both
+            # in every one (two sessions of SESSION_MIN_ROUNDS make the minimum).
+            other = (self.a, self.b)[1 - which]
+            if proc.next_round_past(deadline, self.took[which], r, MIN_ROUNDS) and (
+                    all(x.done - f >= each for x, f in zip((self.a, self.b), first)) if each
+                    else other.done >= min(MIN_ROUNDS, other.rounds)):
                 return "deadline"
             t = time.monotonic()
             (self.a, self.b)[which].round(r)
