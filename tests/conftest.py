@@ -281,16 +281,29 @@ def yield_to_the_serial_chain():
 
 def pytest_unconfigure(config):
     """The controller removes the run's cgroups once the workers are gone (a process a test
-    left running keeps its group)."""
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
-        for group in ("others", "serial"):
-            path = run_cgroup(os.getpid(), group, create=False)
-            if path:
-                for d in (path, os.path.dirname(path)):
-                    try:
-                        os.rmdir(d)
-                    except OSError:
-                        pass
+    left running keeps its group).  The workers are still exiting when this runs, and a group
+    with a member cannot go: tried for a few seconds (every full run left its empty groups
+    behind when this tried once)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        return
+    import time
+    paths = [p for p in (run_cgroup(os.getpid(), g, create=False) for g in ("others", "serial"))
+             if p]
+    if not paths:
+        return
+    left = paths + [os.path.dirname(paths[0])]
+    deadline = time.monotonic() + 5
+    while left and time.monotonic() < deadline:
+        for d in list(left):
+            try:
+                os.rmdir(d)
+                left.remove(d)
+            except FileNotFoundError:
+                left.remove(d)
+            except OSError:
+                pass
+        if left:
+            time.sleep(0.05)
 
 
 _joined = []
