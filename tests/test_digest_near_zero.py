@@ -9,7 +9,11 @@ below zero by the loop cost its batch subtracted, and no further.  That cost is 
 its process's empty loops (syscost.c), not the batch's own: one empty loop of 1.5 ns beside
 four of 9-10 ns (the host slowed the core) left a batch at -5.8 ns, below its own loop's
 -1.5 ns and above the median's -9.2 ns, and the digest refused the run again (a full test run,
-test_fleet_ansible, a 64-bit vDSO time() cell).
+test_fleet_ansible, a 64-bit vDSO time() cell).  Whole cells do it too: a host that slowed the
+core through the empty loops left a 64-bit vDSO time() cell at -2.6 ns, its run wrote that
+digest.json, and the fleet refused to read it back ("not a measurement"), so a fleet of two
+listed one (test_fleet_ansible, a full run).  Such a cell is a figure, negative within the
+loop's cost; the views keep it and leave it out of what they fit on a log scale.
 """
 import json
 import lzma
@@ -18,7 +22,7 @@ import shutil
 import pytest
 
 from conftest import ROOT
-from twtools.analyse import rundigest
+from twtools.analyse import fleet, rundigest
 from twtools.core.ui import DataError
 
 AA = ROOT / "tests" / "fixtures" / "machines" / "amd-epyc-zen4-kvm" / "aa-runs"
@@ -73,3 +77,48 @@ def test_below_the_median_loop_it_is_not(tmp_path):
     # -9.3 ns: a batch time below zero, whichever batch's loop it sat beside (9.88 ns)
     with pytest.raises(DataError, match="not a measurement"):
         rundigest.compute(_run(tmp_path, -9.3, None, loops=SLOWED, samples=ROUND))
+
+
+def _below_zero_cell(tmp_path, value):
+    """A run whose 32-bit vDSO null cell comes out at `value` ns in every batch of every round
+    (the empty loops at 9.2 ns), its digest.json written as `tw run` writes it."""
+    d = _run(tmp_path, value, 9.2)
+    doc = json.loads((d / "percall.json").read_text())
+    c = next(c for c in doc["cells"] if c["variant"] == "32-vdso" and c["op"] == "null")
+    for rd in c["rounds"]:
+        rd["samples_ns"] = [value + 0.01 * (i % 3) for i in range(len(rd["samples_ns"]))]
+        rd["loop_ns"] = [9.2] * len(rd["samples_ns"])
+        rd.pop("disturbed", None)
+    (d / "percall.json").write_text(json.dumps(doc))
+    rundigest.write(d)
+    return d
+
+
+# numpy's "invalid value encountered in log" is the NaN a ratio below zero would put in the
+# explanation of the spread; as an error, it fails the test where it happens.
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_a_cell_below_zero_is_read_back_and_viewed(tmp_path):
+    d = _below_zero_cell(tmp_path, -2.6)
+    dg = rundigest.digest(d, "beta")
+    name = next(n for n in dg["cells"] if n.startswith("32-vdso null"))
+    assert -2.7 < dg["cells"][name]["value"] < -2.5
+    assert dg["cells"][name]["ratio"] < 0
+    (tmp_path / "b").mkdir()
+    other = rundigest.compute(_run(tmp_path / "b", 0.6, 0.6))
+    other = dict(other, host="alpha", facts=dict(other["facts"], kernel="6.1.0"))
+    v = fleet.view([dg, other], [])
+    # strict JSON: no NaN from a log of a ratio below zero (the explanation is over kernels)
+    json.dumps(v, allow_nan=False, default=str)
+    assert {m["host"] for m in v["machines"]} == {"alpha", "beta"}
+    beta = next(g for g in v["groups"] if g["hosts"] == ["beta"])
+    assert beta["value"][name]["median"] < 0
+
+
+def test_a_cell_below_the_loop_is_refused_in_the_digest(tmp_path):
+    d = _below_zero_cell(tmp_path, -2.6)
+    dg = json.loads((d / "digest.json").read_text())
+    name = next(n for n in dg["cells"] if n.startswith("32-vdso null"))
+    dg["cells"][name].update(value=-10.5, ci_low=-11.0, ci_high=-10.0)
+    (d / "digest.json").write_text(json.dumps(dg))
+    with pytest.raises(DataError, match="value: '-10.5' is not a measurement"):
+        rundigest.digest(d, "beta")

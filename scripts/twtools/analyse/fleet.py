@@ -465,7 +465,7 @@ def _ratios(cells, ref):
     (stats.ratio_summary, by quadrature on the log scale)."""
     for c in cells.values():
         c["ratio"] = c["ratio_low"] = c["ratio_high"] = None
-        if ref is None or not ref.get("value"):
+        if ref is None or not ref.get("value") or ref["value"] <= 0:
             continue
         c["ratio"] = c["value"] / ref["value"]
         if c is ref:
@@ -476,7 +476,7 @@ def _ratios(cells, ref):
             r = stats.ratio_summary(
                 {"median": c["value"], "ci_low": c["ci_low"], "ci_high": c["ci_high"]},
                 {"median": ref["value"], "ci_low": ref["ci_low"], "ci_high": ref["ci_high"]},
-                positive=True)
+                positive=c["value"] > 0)
             if r:
                 c["ratio_low"], c["ratio_high"] = r["ci_low"], r["ci_high"]
 
@@ -629,7 +629,8 @@ def explain(digests, cols, differ, top=10):
         idx, ratios = [], []
         for i, d in enumerate(digests):
             c = d["cells"].get(col)
-            if c is not None and c.get("ratio"):
+            # a cell at or below zero (about nothing: a vDSO read) has no log ratio
+            if c is not None and (c.get("ratio") or 0) > 0:
                 idx.append(i)
                 ratios.append(c["ratio"])
         if len(idx) < 2:
@@ -794,7 +795,7 @@ def explain_measured(digests, cols):
             c, br = d["cells"].get(col), _int80_brief(d, v)
             ref = d["cells"].get(d["reference"])
             price = ((d.get("causes") or {}).get("exit_price") or {}).get("value")
-            if not (c and ref and br and br.get("variant") == v and c.get("ratio")
+            if not (c and ref and br and br.get("variant") == v and (c.get("ratio") or 0) > 0
                     and price and br.get("residual_ns") and br["residual_ns"].get("value") is not None):
                 continue
             predicted = c["value"] - br["residual_ns"]["value"]
