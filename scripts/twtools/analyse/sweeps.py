@@ -6,11 +6,11 @@ sweep's fits and its knee.  A stage file from before this split carries summarie
 they are ignored and recomputed from the samples beside them.
 """
 import bisect
-import copy
 import math
 
 import numpy as np
 
+from ..core import files
 from . import fits, percall, sequential, stats
 
 ANALYSIS = "sweeps/7"   # 7: the runs labelled by the host's state, their fast figures beside
@@ -337,7 +337,7 @@ def sweep(obj):
     """An analysed copy of sweep_seed.json or sweep_tlpi.json."""
     if not obj:
         return None
-    out = copy.deepcopy(obj)
+    out = files.copy_doc(obj)
     sessions = [tuple(x["rounds"]) for x in out.get("sessions") or [] if x.get("rounds")]
     probes, ids = host_labels(out)
     for run in out.get("runs", []):
@@ -613,7 +613,7 @@ def writev(obj):
     """An analysed copy of writev.json: write and writev times, their paired ratio per rep."""
     if not obj:
         return None
-    out = copy.deepcopy(obj)
+    out = files.copy_doc(obj)
     for row in _supported_rows(out):
         w, v = _arr(row, "write_ns"), _arr(row, "writev_ns")
         ratio = v / w
@@ -663,7 +663,7 @@ def stdio(obj):
     """An analysed copy of stdio.json."""
     if not obj:
         return None
-    out = copy.deepcopy(obj)
+    out = files.copy_doc(obj)
     for row in _supported_rows(out):
         sm = {k: _arr(row, k) for k in ("real_s", "user_s", "sys_s")}
         row.update(real_s=stats.summarize(sm["real_s"]), user_s=stats.summarize(sm["user_s"]),

@@ -3,8 +3,8 @@
 A count that nothing measured is "not checked", never agreement.  The tracer plug-ins'
 declared sample lists (twtools.machine.tracers: Tracer.summaries) are summarised here.
 """
-import copy
 
+from ..core import files
 from ..machine import tracers
 from . import stats
 
@@ -16,7 +16,7 @@ LEGACY_COUNT_KEYS = {"strace": "strace", "bpftrace": "bpftrace", "perf": "perf-s
 def analyse(raw):
     if not raw:
         return None
-    out = copy.deepcopy(raw)
+    out = files.copy_doc(raw)
     for tr in tracers.plugins():
         for key, fields in tr.summaries.items():
             for rec in out.get(key) or []:
