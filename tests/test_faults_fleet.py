@@ -351,7 +351,8 @@ def test_each_hostile_digest_is_one_line_and_the_rest_are_compared(digested, tmp
     _digest_case(digested, coll / "future-schema",
                  lambda o: o.__setitem__("schema", "timewrite-digest/99"))
     _digest_case(digested, coll / "huge", lambda o: _cell0(o).__setitem__("value", 1e308))
-    _digest_case(digested, coll / "negative", lambda o: _cell0(o).__setitem__("value", -100.0))
+    # below zero further than any empty loop a process subtracts (analyse.fleet.MAX_LOOP_NS)
+    _digest_case(digested, coll / "negative", lambda o: _cell0(o).__setitem__("value", -5000.0))
     _digest_case(digested, coll / "empty", lambda o: o.__setitem__("cells", {}))
     _digest_case(digested, coll / "facts", lambda o: o["facts"].__setitem__("kernel", ["x"]))
     _digest_case(digested, coll / "nan", text=lambda p: p.write_text(

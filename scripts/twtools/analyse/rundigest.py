@@ -173,10 +173,11 @@ def _checked(dg, src=DIGEST_FILE, some_cells=True):
         if not isinstance(c, dict) or len(name) > 200:
             raise DataError(f"{src}: a cell is not what tw writes")
         w = f"cells['{name[:40]}']"
-        # A cell that costs about nothing (the 64-bit vDSO's time(), ~1 ns) may come out a
-        # little below zero, its figure as well as its interval: a batch's value is its time
-        # less the empty loop's (analyse.fleet.MAX_LOOP_NS), and a host that slowed the core
-        # during the empty loops left one at -2.6 ns.  Below that bound it is no cost.
+        # A cell that costs about nothing (the 64-bit vDSO's time(), ~1 ns) may come out
+        # below zero, its figure as well as its interval: a batch's value is its time less
+        # the empty loop's (analyse.fleet.MAX_LOOP_NS), and a host that slowed the core
+        # during the empty loops left one at -2.6 ns.  The figure lies among its batches'
+        # values, so the bound that admits them admits it; below that it is no cost.
         for k in ("value", "ci_low", "ci_high"):
             c[k] = _num(c.get(k), f"{w}.{k}", False, src)
         if c["value"] is None:
