@@ -208,6 +208,9 @@ def test_pid_mode_traces_a_running_process(results):
         dd.kill()
         dd.wait()
     g = path(d, "native", "other", "syscall")
+    # (once, beside another session's tracing on a loaded host, the call took 64 s and had no
+    # such group: the output says what it saw instead)
+    assert g, json.dumps({k: d.get(k) for k in ("headline", "program", "native", "why")})[:3000]
     site = {n: c for s in g["sites"] for n, c in s["syscalls"].items()}
     assert d["program"]["mode"] == "pid" and site["write"] > 1000
     assert abs(site["read"] - site["write"]) <= 1          # dd alternates read and write
