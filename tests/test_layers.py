@@ -40,12 +40,24 @@ def parsed(path):
     return _parsed(path.read_text())
 
 
+@functools.lru_cache(maxsize=None)
+def _walked(text):
+    return tuple(ast.walk(_parsed(text)))
+
+
+def nodes(path):
+    """Every node of the module's syntax tree (ast.walk's order), walked once per text: the
+    layer, circle and class checks each read every node of the package's modules, and the
+    walk cost as much again as reading the list it makes."""
+    return _walked(path.read_text())
+
+
 def imports_of(path):
     """The twtools layers a module imports, from its absolute and relative imports."""
     layer = path.relative_to(PKG).parts[0]
     depth = len(path.relative_to(PKG).parts) - 1       # packages below twtools/<layer>/
     out = set()
-    for node in ast.walk(parsed(path)):
+    for node in nodes(path):
         if isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 if (node.module or "").startswith("twtools."):
@@ -72,11 +84,12 @@ MODULES = sorted(p for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] in 
 
 @pytest.fixture(scope="module", autouse=True)
 def package_parsed_once():
-    """Every module parsed before the file's first test.  A fixture that outlives a test keeps
-    the file whole on one `make check` worker (conftest.keeps_together), so the package is
-    parsed once in the run, where its tests one by one on both workers parsed it twice."""
+    """Every module parsed and walked before the file's first test.  A fixture that outlives
+    a test keeps the file whole on one `make check` worker (conftest.keeps_together), so the
+    package is parsed once in the run, where its tests one by one on both workers parsed it
+    twice."""
     for p in MODULES:
-        parsed(p)
+        nodes(p)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
@@ -156,7 +169,7 @@ def import_graph(pkg=PKG):
     for m, p in mods.items():
         here = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
         edges = set()
-        for node in ast.walk(parsed(p)):
+        for node in nodes(p):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -307,7 +320,7 @@ def test_the_definition_checker_sees_a_name_out_of_place(tmp_path):
 
 
 def classes_in(path):
-    return {(path.name, n.name) for n in ast.walk(parsed(path))
+    return {(path.name, n.name) for n in nodes(path)
             if isinstance(n, ast.ClassDef)}
 
 

@@ -104,14 +104,14 @@ def test_the_gated_figure_is_the_fast_states_mean_and_covers_a_rerun():
         got = []
         for rerun in (0, 1):
             d = _doc(0.3, n_rounds=32, seed=1000 + 2 * seed + rerun, levels=lv)
-            u = _undisturbed(d)
             if seed == 0:
-                _same_as_analyse(d, u)
+                _same_as_analyse(d, _undisturbed(d))
             if sum(p["fast"] for p in d["host_state"]["probes"]) < 6:
                 # The host never met its fast state: a uniformly slow host looks quiet to
                 # any probe inside it (docs/syscost.md, "Quiet first"), so only runs that
-                # met the fast state can agree on it.
+                # met the fast state can agree on it (39 of the 400 runs: not summarised).
                 continue
+            u = _undisturbed(d)
             if not u["host"]["used"]:
                 continue
             got.append(u)

@@ -57,9 +57,10 @@ def test_a_smaller_confidence_level_fails_the_coverage_band(monkeypatch):
 
 
 def rounds_with_process_effect(rng, n_rounds=20, batches=8, between=0.05, within=0.01):
-    """Batches of one process share its effect: the variance lives between rounds."""
-    return [list(100 * np.exp(rng.normal(0, between)) * np.exp(rng.normal(0, within, batches)))
-            for _ in range(n_rounds)]
+    """Batches of one process share its effect: the variance lives between rounds.  Drawn as
+    one array (a coverage below draws 2500 runs of them)."""
+    process = np.exp(rng.normal(0, between, (n_rounds, 1)))
+    return (100 * process * np.exp(rng.normal(0, within, (n_rounds, batches)))).tolist()
 
 
 def test_clustered_ci_replicates_at_the_process_level():
@@ -79,15 +80,11 @@ def test_clustered_intervals_of_back_to_back_runs_overlap_under_drift():
     rng = np.random.default_rng(5)
     with_drift = bare = 0
     for _ in range(400):
-        level = 100.0
-        runs = []
-        for _ in range(2):
-            rounds = []
-            for i in range(20):
-                level *= np.exp(rng.normal(0.002, 0.002))       # slow upward drift
-                rounds.append(list(level * np.exp(rng.normal(0, 0.01, 8))))
-            runs.append(stats.clustered(rounds))
-        a, b = runs
+        # 40 rounds, the first run's 20 then the second's, each a little slower: a slow
+        # upward drift
+        level = 100.0 * np.cumprod(np.exp(rng.normal(0.002, 0.002, (40, 1))), axis=0)
+        rounds = level * np.exp(rng.normal(0, 0.01, (40, 8)))
+        a, b = stats.clustered(rounds[:20].tolist()), stats.clustered(rounds[20:].tolist())
         with_drift += a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]
         bare += a["ci_stat_low"] <= b["ci_stat_high"] and b["ci_stat_low"] <= a["ci_stat_high"]
     assert with_drift / 400 >= 0.90, with_drift
@@ -107,11 +104,9 @@ def test_paired_ratio_cancels_what_both_cells_share():
     rng = np.random.default_rng(9)
     hit, widths = 0, []
     for _ in range(DRAWS):
-        a, b = [], []
-        for _ in range(20):
-            shared = np.exp(rng.normal(0, 0.08))        # the host's speed this round
-            a.append(list(300 * shared * np.exp(rng.normal(0, 0.01, 8))))
-            b.append(list(100 * shared * np.exp(rng.normal(0, 0.01, 8))))
+        shared = np.exp(rng.normal(0, 0.08, (20, 1)))      # the host's speed each round
+        a = (300 * shared * np.exp(rng.normal(0, 0.01, (20, 8)))).tolist()
+        b = (100 * shared * np.exp(rng.normal(0, 0.01, (20, 8)))).tolist()
         s = stats.paired(a, b, "ratio")
         hit += s["ci_low"] <= 3.0 <= s["ci_high"]
         widths.append((s["ci_high"] - s["ci_low"]) / 2 / 3.0)

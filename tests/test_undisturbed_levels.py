@@ -42,35 +42,42 @@ def pair():
     return out
 
 
+@pytest.fixture(scope="module")
+def figures(pair):
+    """Each run's cells' figures over processes' floors, {key: stats.undisturbed}: computed
+    once for the tests that read them (the pair's two runs, 122 cells each)."""
+    return [{k: stats.undisturbed(rounds, resolution=res) for k, (rounds, res) in cells.items()}
+            for cells in pair]
+
+
 def _overlap(a, b):
     return a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"]
 
 
-def test_the_new_figure_holds_on_the_pair_where_the_old_one_did_not(pair):
+def test_the_new_figure_holds_on_the_pair_where_the_old_one_did_not(pair, figures):
     """The old pooled figure misses in more than 5% of cells (so more than chance, about
     0.6%, allows); the figure over processes' floors overlaps in at least 95%."""
     c1, c2 = pair
     keys = [k for k in c1 if k in c2]
     old = [_overlap(stats.undisturbed_pooled(c1[k][0]), stats.undisturbed_pooled(c2[k][0]))
            for k in keys]
-    new = [_overlap(stats.undisturbed(c1[k][0], resolution=c1[k][1]),
-                    stats.undisturbed(c2[k][0], resolution=c2[k][1])) for k in keys]
+    new = [_overlap(figures[0][k], figures[1][k]) for k in keys]
     assert len(keys) == 122
     assert sum(old) / len(old) < 0.95, sum(old)
     assert sum(new) / len(new) >= 0.95, sum(new)
 
 
-def test_the_issues_cell_the_rare_low_level(pair):
+def test_the_issues_cell_the_rare_low_level(pair, figures):
     """32-vdso null jmp: 5 of 32 processes reached 135.08 ns in run 1 and none in run 2.
     Pooled, the figures were 135.08 and 135.89 with intervals apart (the second of width
     0.005 ns); over processes they overlap, and neither interval is narrower than the
     level spacing the rounds show."""
     k = ("32-vdso", "null", None, "jmp")
-    (r1, res1), (r2, res2) = pair[0][k], pair[1][k]
+    r1, r2 = pair[0][k][0], pair[1][k][0]
     o1, o2 = stats.undisturbed_pooled(r1), stats.undisturbed_pooled(r2)
     assert not _overlap(o1, o2)
     assert o2["ci_high"] - o2["ci_low"] < 0.01
-    n1, n2 = stats.undisturbed(r1, resolution=res1), stats.undisturbed(r2, resolution=res2)
+    n1, n2 = figures[0][k], figures[1][k]
     assert _overlap(n1, n2)
     for n in (n1, n2):
         assert n["level_spacing"] is not None and 0.1 < n["level_spacing"] < 1.0
@@ -78,10 +85,10 @@ def test_the_issues_cell_the_rare_low_level(pair):
         assert n["terms"], n
 
 
-def test_no_interval_of_the_pair_is_narrower_than_the_clock(pair):
-    for cells in pair:
+def test_no_interval_of_the_pair_is_narrower_than_the_clock(pair, figures):
+    for cells, figs in zip(pair, figures):
         for k, (rounds, res) in cells.items():
-            u = stats.undisturbed(rounds, resolution=res)
+            u = figs[k]
             assert res and u["ci_high"] - u["ci_low"] >= 2 * res * (1 - 1e-9), k
 
 

@@ -1230,14 +1230,16 @@ def sec_warnings(doc, v, body, data):
 
 def build_doc(results_dir):
     """(document, verdict, data) of a results directory; its plots written into DIR/plots,
-    drawn side by side with the rest of the work (plots.rendering)."""
-    with plots_module().rendering():
-        return _build_doc(results_dir)
-
-
-def _build_doc(results_dir):
+    drawn side by side with the rest of the work (plots.rendering).  The directory is read
+    and analysed first: one that is refused (a damaged or oversized stage file) is refused
+    before matplotlib is imported (0.43 s for such a `tw report` here, now 0.17 s)."""
     results_dir = Path(results_dir)
     data = results.load(results_dir)
+    with plots_module().rendering():
+        return _build_doc(results_dir, data)
+
+
+def _build_doc(results_dir, data):
     seed_ref = seedref.read(seedref.SEED_RUNS)
     tlpi_ref = seedref.read(seedref.TLPI)
     costs_ref = seedref.read(seedref.COSTS)
