@@ -260,9 +260,13 @@ CHECK_JOBS ?= 2
 # One OpenBLAS thread, as scripts/tw sets for itself: the test processes and the Python
 # programs the tests start import numpy too, and each would spin a thread a CPU at import.
 TEST_ENV := PYTHONDONTWRITEBYTECODE= OPENBLAS_NUM_THREADS=1
+# The fast tier's temporary files go to a folder of its own (emptied when it starts): in the
+# shared /tmp/pytest-of-USER, pytest keeps the three newest runs and deletes the oldest as a
+# run ends, and after a `make test` that is a tree of some 25 000 files for `make check` to
+# delete on its way out.
 check: deps
 	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
-	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) -m check tests $(PYTEST_ARGS)
+	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) -m check tests --basetemp=$(BUILD)/pytest-check $(PYTEST_ARGS)
 
 # The set-up's steps run side by side (SETUP_JOBS, one per CPU): the venv waits on PyPI while
 # the compilers build, and `make test` also builds the Go programs the tests trace
