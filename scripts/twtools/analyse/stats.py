@@ -477,23 +477,36 @@ def _tails_one_each(a, keep, q):
     and summed in the same order as _tails sums them (the same figures, to the last bit), in
     a handful of array operations instead of a search per row.  `a` may carry leading axes
     (stretches: `a` stretch x round, `keep` stretch x subset x round), done together."""
-    k = int(keep.reshape(-1, keep.shape[-1])[0].sum())
-    idx = np.nonzero(keep)[-1].reshape(keep.shape[:-1] + (k,))
-    kept = np.take_along_axis(a[..., None, :], idx, axis=-1)
+    k = int(np.count_nonzero(keep.reshape(-1, keep.shape[-1])[0]))
+    # a boolean mask picks the kept values row by row, in order: one call, where finding
+    # their places first (np.nonzero) and gathering them took three times as long
+    kept = np.broadcast_to(a[..., None, :], keep.shape)[keep].reshape(keep.shape[:-1] + (k,))
     m = q * k
     if m <= 1:
         return kept[..., 0].copy()
     f = int(m)
-    s = np.cumsum(kept[..., :f], axis=-1)[..., -1]
+    # the running sum's last (a sum of one value is that value)
+    s = kept[..., 0] if f == 1 else np.cumsum(kept[..., :f], axis=-1)[..., -1]
     nv = kept[..., f] if f < k else 0.0
     return (s + (m - f) * nv) / m
 
 
+def _one_each(vals):
+    """Whether every round gave one value: vals is one array of them (the floors, as
+    _floor_values gives them), or a list of arrays of one value each."""
+    return isinstance(vals, np.ndarray) or all(v.size == 1 for v in vals)
+
+
 def _tails_of(vals, a, keep, q):
-    return (_tails_one_each if all(v.size == 1 for v in vals) else _tails)(a, keep, q)
+    return (_tails_one_each if _one_each(vals) else _tails)(a, keep, q)
 
 
 def _sorted_rounds(vals):
+    """(the rounds' values sorted, each one's round), of a list of arrays or of one array of
+    one value a round (then the round of each value is its place: np.repeat of one each)."""
+    if isinstance(vals, np.ndarray):
+        order = np.argsort(vals, kind="stable")
+        return vals[order], order
     lab = np.repeat(np.arange(len(vals)), [v.size for v in vals])
     allv = np.concatenate(vals)
     order = np.argsort(allv, kind="stable")
@@ -521,7 +534,8 @@ def _half_subsets(n, seed=1):
 def _tail_jackknife(vals, q, other=None, how="ratio"):
     """(estimate, standard error) of the tail mean of the rounds' values pooled (or of its
     ratio to `other`'s, or with how="diff" its difference from it, whose round i was measured
-    with round i of vals), the error from the
+    with round i of vals; each an array a round, or one array of a value a round, as
+    _floor_values gives the floors), the error from the
     delete-half jackknife over rounds: leave out half the rounds, at random, many times.
     Deleting one round at a time is inconsistent for a statistic that rests on a few extreme
     values (as for quantiles): when the fastest batches sit in one or two rounds, most
@@ -555,20 +569,24 @@ def _rounds_in_order(rounds, times):
     rounds with none left out."""
     order = range(len(rounds)) if times is None else \
         sorted(range(len(rounds)), key=lambda i: times[i])
+    if rounds and all(type(r) is np.ndarray and r.dtype == np.float64 for r in rounds) and \
+            np.isfinite(np.concatenate(rounds)).all():
+        # float arrays with no value to drop (the fleet's digests, percall's rounds): _finite
+        # would copy each whole, one numpy call a round
+        return [rounds[i] for i in order if rounds[i].size]
     vals = [_finite(rounds[i]) for i in order]
     return [v for v in vals if v.size]
 
 
-def _floors(vals):
+def _floor_values(vals):
     """Each round's floor: its fastest usable batch.  A process keeps one layout level for its
     whole life (docs/syscost.md, "The estimand"), so the floor is that process's level plus the
-    luck of its best batch; the rounds' floors are what a rerun draws anew."""
-    if not vals:
-        return []
+    luck of its best batch; the rounds' floors are what a rerun draws anew.  One array, a
+    floor a round (vals not empty), which the jackknives take as it is (_one_each)."""
     # every round's minimum in one pass over the rounds' values laid end to end (each round
     # has at least one: _rounds_in_order leaves the empty ones out)
     starts = np.cumsum([0] + [v.size for v in vals[:-1]])
-    return list(np.minimum.reduceat(np.concatenate(vals), starts).reshape(-1, 1))
+    return np.minimum.reduceat(np.concatenate(vals), starts)
 
 
 def _two_lowest_gaps(vals):
@@ -576,10 +594,14 @@ def _two_lowest_gaps(vals):
     the rounds laid as rows of one matrix padded with infinity, so that one partition finds
     both in every row: the values np.sort(v)[:2] of each gives, without a sort a round."""
     sizes = [v.size for v in vals]
-    m = np.full((len(vals), max(sizes)), np.inf)
-    rows = np.repeat(np.arange(len(vals)), sizes)
-    cols = np.arange(rows.size) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
-    m[rows, cols] = np.concatenate(vals)
+    if min(sizes) == max(sizes):
+        # rounds of one size (most cells): the same matrix without padding, laid out whole
+        m = np.concatenate(vals).astype(float, copy=False).reshape(len(vals), sizes[0])
+    else:
+        m = np.full((len(vals), max(sizes)), np.inf)
+        rows = np.repeat(np.arange(len(vals)), sizes)
+        cols = np.arange(rows.size) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
+        m[rows, cols] = np.concatenate(vals)
     low = np.partition(m, 1, axis=1)
     return low[:, 1] - low[:, 0]
 
@@ -594,10 +616,12 @@ def _levels(vals, floors, resolution, q):
     within one level."""
     two = [v for v in vals if v.size >= 2]
     jitter = float(np.median(_two_lowest_gaps(two))) if two else 0.0
-    fl = np.sort(np.concatenate(floors))
+    fl = np.sort(_one_array(floors))
     tol = max(resolution or 0.0, LEVEL_TOL * float(fl[0]))
     levels = []
-    for x in fl:
+    # Python floats where they are the array's (numpy's scalars cost ten times as much in
+    # this loop); another dtype keeps its own arithmetic
+    for x in (fl.tolist() if fl.dtype == np.float64 else fl):
         if not levels or x - levels[-1][0] > tol:
             levels.append([float(x), 0])
         levels[-1][1] += 1
@@ -638,7 +662,7 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, reso
     if not vals:
         return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
                 "n_rounds": 0, "n": 0}
-    fl = _floors(vals)
+    fl = _floor_values(vals)
     est, se = _tail_jackknife(fl, q)
     n = len(vals)
     out = {"value": est, "q": q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
@@ -708,8 +732,8 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
     if n < 4 * blocks:
         return None
     parts = np.array_split(np.arange(n), blocks)
-    if all(v.size == 1 for v in vals):
-        ests, ses = _block_jackknifes(np.concatenate(vals), parts, q)
+    if _one_each(vals):
+        ests, ses = _block_jackknifes(_one_array(vals), parts, q)
     else:
         ests, ses = [], []
         for ix in parts:
@@ -720,6 +744,11 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
     sd = 1.4826 * float(np.median(np.abs(e - np.median(e))))
     v = sd ** 2 - float(np.median(np.square(ses)))
     return math.sqrt(v) if v > 0 else None
+
+
+def _one_array(vals):
+    """The values of rounds of one value each as one array (vals may be that array)."""
+    return vals if isinstance(vals, np.ndarray) else np.concatenate(vals)
 
 
 def _block_jackknifes(x, parts, q):
@@ -734,18 +763,32 @@ def _block_jackknifes(x, parts, q):
             for i in which:
                 ests[i] = _tail_sorted(np.sort(x[parts[i]]), q)
             continue
-        X = np.stack([x[parts[i]] for i in which])
+        X = x[np.concatenate([parts[i] for i in which])].reshape(len(which), m)
         order = np.argsort(X, axis=1, kind="stable")
-        A = np.take_along_axis(X, order, axis=1)
+        A = X[np.arange(len(which))[:, None], order]
         dropped, d = _half_subsets(m)
         keep = ~np.transpose(dropped[:, order], (1, 0, 2))          # stretch x subset x round
         th = _tails_one_each(A, keep, q)
+        # Each stretch's estimate and error along the rows at once: a reduction along the
+        # last axis sums each row as the same reduction sums that row alone, so the figures
+        # are _tail_sorted's and the per-stretch error's to the last bit.
+        est = _tail_sorted_rows(A, q)
+        ss = np.sum((th - th.mean(axis=1, keepdims=True)) ** 2, axis=1).tolist()
+        k = (m - d) / (d * th.shape[1])
         for j, i in enumerate(which):
-            ests[i] = _tail_sorted(A[j], q)
-            t = th[j]
-            ses[i] = math.sqrt((m - d) / (d * t.size) * float(np.sum((t - t.mean()) ** 2))) \
-                or 0.0
+            ests[i] = est[j]
+            ses[i] = math.sqrt(k * ss[j]) or 0.0
     return ests, ses
+
+
+def _tail_sorted_rows(A, q):
+    """[_tail_sorted(row, q) for row in A] of a matrix of sorted rows (no empty row)."""
+    n = A.shape[1]
+    m = q * n
+    if m <= 1:
+        return A[:, 0].tolist()
+    f = int(m)
+    return ((A[:, :f].sum(axis=1) + (m - f) * (A[:, f] if f < n else 0.0)) / m).tolist()
 
 
 def _tail_drift(vals, q):
@@ -756,8 +799,8 @@ def _tail_drift(vals, q):
     if n < UNDISTURBED_MIN_ROUNDS:
         return None
     h = n // 2
-    if all(v.size == 1 for v in vals):
-        (e1, e2), (s1, s2) = _block_jackknifes(np.concatenate(vals),
+    if _one_each(vals):
+        (e1, e2), (s1, s2) = _block_jackknifes(_one_array(vals),
                                                [np.arange(h), np.arange(n - h, n)], q)
     else:
         parts = []
@@ -777,8 +820,8 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
     pairs = [(x, y) for x, y in pairs if x.size and y.size]
     if len(pairs) < 2:
         return None
-    est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
-                              other=_floors([p[1] for p in pairs]), how=how)
+    est, se = _tail_jackknife(_floor_values([p[0] for p in pairs]), q,
+                              other=_floor_values([p[1] for p in pairs]), how=how)
     if est is None or se is None or not math.isfinite(est):
         return None
     n = len(pairs)
@@ -813,8 +856,8 @@ def grouped_ratio(a_groups, b_groups, q=UNDISTURBED_Q, confidence=CONFIDENCE, ho
         pairs = [(x, y) for x, y in pairs if x.size and y.size]
         if not pairs:
             continue
-        est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
-                                  other=_floors([p[1] for p in pairs]), how=how)
+        est, se = _tail_jackknife(_floor_values([p[0] for p in pairs]), q,
+                                  other=_floor_values([p[1] for p in pairs]), how=how)
         if how == "diff":
             if est is not None and math.isfinite(est):
                 logs.append(est)
