@@ -201,6 +201,24 @@ def test_the_floors_fast_path_gives_the_general_tails_to_the_last_bit():
             assert fast.tolist() == general.tolist(), (n, q)
 
 
+def test_rounds_of_one_size_take_the_fast_path_to_the_last_bit():
+    """Rounds of as many batches each (the pooled figure's, where no batch was disturbed) go
+    through stats._tails_one_each too: it must give what the general _tails gives, which
+    adds a zero for every value a subset leaves out.  Rounds of unequal sizes keep _tails."""
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 8, 9, 32):
+        for size in (2, 3, 7):
+            for q in (0.05, 0.2, 0.5, 1.0):
+                vals = [100 + rng.gamma(2, 3, size=size) for _ in range(n)]
+                assert stats._one_size(vals)
+                a, lab = stats._sorted_rounds(vals)
+                dropped, _ = stats._half_subsets(n)
+                keep = ~dropped[:, lab]
+                fast, general = stats._tails_one_each(a, keep, q), stats._tails(a, keep, q)
+                assert fast.tolist() == general.tolist(), (n, size, q)
+    assert not stats._one_size([np.ones(2), np.ones(3)])
+
+
 def test_the_stretches_taken_together_give_each_stretchs_own_jackknife_to_the_last_bit():
     """stats._block_jackknifes (the 'blocks' term's eight stretches of one-value rounds done as
     one array) must give what _tail_jackknife gives for each stretch alone, stretches of

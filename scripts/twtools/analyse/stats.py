@@ -223,13 +223,14 @@ def clustered(rounds, times=None):
                         is expected to fall in
       floor             the k-best floor over every batch, and gap_to_floor = median/floor - 1
       n_rounds, n       rounds and batches used"""
-    vals, per_round_n, order = [], [], []
+    vals, per_round_n, order, kept = [], [], [], []
     for i, r in enumerate(rounds):
         a = _finite(r)
         if a.size:
             vals.append(_small_median(a))
             per_round_n.append(int(a.size))
             order.append(times[i] if times is not None else i)
+            kept.append(a)
     if not vals:
         out = summarize([])
         out.update(n_rounds=0, drift=None, floor=floor([]), gap_to_floor=None)
@@ -241,7 +242,9 @@ def clustered(rounds, times=None):
     d = drift or 0.0
     wlo = med - math.hypot(med - lo, d)
     whi = med + math.hypot(hi - med, d)
-    allb = _finite([x for r in rounds for x in r])
+    # every batch, the rounds' finite values laid end to end (as floats, whatever the rounds'
+    # own type), rather than each value taken out of its round one by one again
+    allb = np.concatenate(kept).astype(float, copy=False)
     fl = floor(allb)
     mean = float(np.mean(v))
     return {"median": med, "ci_low": wlo, "ci_high": whi, "ci_stat_low": lo, "ci_stat_high": hi,
@@ -275,12 +278,24 @@ def paired(a_rounds, b_rounds, how="ratio"):
     """a/b (or a-b) of two cells measured in the same rounds: one value per round, from the
     medians of each round's batches, then a median with its CI over rounds.  Rounds where
     either cell has no value are left out."""
+    return paired_medians(map(round_median, a_rounds), map(round_median, b_rounds), how)
+
+
+def round_median(r):
+    """The median of a round's finite batch values (what paired() takes of each round), or
+    None when it has none."""
+    x = _finite(r)
+    return _small_median(x) if x.size else None
+
+
+def paired_medians(a_medians, b_medians, how="ratio"):
+    """paired() from each round's median (round_median; None for a round without a value), for
+    a caller that pairs one cell's rounds with many others' (analyse/percall.py: every cell
+    with the reference) and takes each round's median once."""
     vals = []
-    for ra, rb in zip(a_rounds, b_rounds):
-        xa, xb = _finite(ra), _finite(rb)
-        if xa.size == 0 or xb.size == 0:
+    for ma, mb in zip(a_medians, b_medians):
+        if ma is None or mb is None:
             continue
-        ma, mb = _small_median(xa), _small_median(xb)
         if how == "ratio":
             if mb == 0:
                 continue
@@ -472,10 +487,12 @@ def _tails(a, keep, q):
 
 
 def _tails_one_each(a, keep, q):
-    """_tails when every round gave one value (the floors), so every row keeps the same
-    number of values: they are picked out whole as a matrix, sorted along each row as `a` is,
-    and summed in the same order as _tails sums them (the same figures, to the last bit), in
-    a handful of array operations instead of a search per row.  `a` may carry leading axes
+    """_tails when every round gave one value (the floors), or as many values as each other
+    round (_one_size), so every row keeps the same number of values: they are picked out whole
+    as a matrix, sorted along each row as `a` is, and summed in the same order as _tails sums
+    them (the same figures, to the last bit: the zeros _tails adds for the values a row
+    leaves out change no sum), in a handful of array operations instead of a search per
+    row.  `a` may carry leading axes
     (stretches: `a` stretch x round, `keep` stretch x subset x round), done together."""
     k = int(np.count_nonzero(keep.reshape(-1, keep.shape[-1])[0]))
     # a boolean mask picks the kept values row by row, in order: one call, where finding
@@ -498,7 +515,17 @@ def _one_each(vals):
 
 
 def _tails_of(vals, a, keep, q):
-    return (_tails_one_each if _one_each(vals) else _tails)(a, keep, q)
+    return (_tails_one_each if _one_size(vals) else _tails)(a, keep, q)
+
+
+def _one_size(vals):
+    """Whether every round has as many values as each other (one each, the floors, or as many
+    batches each): then every delete-half subset keeps as many values, which is what
+    _tails_one_each asks."""
+    if isinstance(vals, np.ndarray):
+        return True
+    size = vals[0].size
+    return all(v.size == size for v in vals)
 
 
 def _sorted_rounds(vals):
