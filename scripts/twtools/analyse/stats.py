@@ -94,13 +94,19 @@ MISS_BY_CHANCE = 2 * (1 - statistics.NormalDist().cdf(Z * math.sqrt(2)))
 SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
 
 
-def median_ci(x, confidence=CONFIDENCE):
+def median_ci(x, confidence=CONFIDENCE, *, sorted_median=None):
     """(low, high) of a distribution-free CI for the median of x, or (m, m) for one value.
 
     From 6 values on, Hettmansperger-Sheather interpolation (coverage close to nominal
     without assuming a distribution); below that, the range of the values, whose coverage
-    for the median is 1 - 2 * 0.5**n (94% for 5 values, 50% for 2): honest, and wide."""
-    a = np.sort(np.asarray(x, dtype=float))
+    for the median is 1 - 2 * 0.5**n (94% for 5 values, 50% for 2): honest, and wide.
+
+    sorted_median: x's median when x is already a sorted float array (_sorted_median), from
+    a summary that sorts its values once for both."""
+    if sorted_median is None:
+        a = np.sort(np.asarray(x, dtype=float))
+    else:
+        a = x
     if a.size == 0:
         return None, None
     if a.size == 1 or a[0] == a[-1]:
@@ -109,8 +115,16 @@ def median_ci(x, confidence=CONFIDENCE):
         return float(a[0]), float(a[-1])
     lo, hi = _median_cihs(a, 1 - confidence)
     # Interpolating between tied neighbours can land an ulp past the median itself.
-    med = float(np.median(a))
+    med = float(np.median(a)) if sorted_median is None else sorted_median
     return min(lo, med), max(hi, med)
+
+
+def _sorted_median(a):
+    """float(np.median(a)) of a sorted array of numbers (no NaN): the middle value, or the
+    mean of the two middle ones as np.median takes it ((x + y) / 2), without its partition:
+    the summaries sort their values for the interval anyway."""
+    n = a.size
+    return float(a[n // 2]) if n % 2 else float((a[n // 2 - 1] + a[n // 2]) / 2)
 
 
 @functools.lru_cache(maxsize=256)
@@ -176,12 +190,15 @@ def summarize(samples):
     if a.size == 0:
         return {"median": None, "ci_low": None, "ci_high": None, "min": None, "max": None,
                 "cv": None, "n": 0, "unstable": True, "dropped": len(raw)}
-    med = float(np.median(a))
-    lo, hi = median_ci(a)
+    # one sort for the median, its interval and the extremes (the mean and the spread are
+    # summed over the values in their own order, as before)
+    srt = np.sort(a)
+    med = _sorted_median(srt)
+    lo, hi = median_ci(srt, sorted_median=med)
     mean = float(np.mean(a))
     cv = float(np.std(a, ddof=1) / abs(mean)) if a.size > 1 and mean else 0.0
-    out = {"median": med, "ci_low": lo, "ci_high": hi, "min": float(a.min()),
-           "max": float(a.max()), "cv": cv, "n": int(a.size),
+    out = {"median": med, "ci_low": lo, "ci_high": hi, "min": float(srt[0]),
+           "max": float(srt[-1]), "cv": cv, "n": int(a.size),
            "unstable": unstable(med, lo, hi)}
     if len(raw) != a.size:
         out["dropped"] = len(raw) - int(a.size)
@@ -236,8 +253,9 @@ def clustered(rounds, times=None):
         out.update(n_rounds=0, drift=None, floor=floor([]), gap_to_floor=None)
         return out
     v = np.asarray(vals)[np.argsort(order, kind="stable")]
-    med = float(np.median(v))
-    lo, hi = median_ci(v)
+    srt = np.sort(v)
+    med = _sorted_median(srt)
+    lo, hi = median_ci(srt, sorted_median=med)
     drift = drift_of(v)
     d = drift or 0.0
     wlo = med - math.hypot(med - lo, d)
@@ -265,11 +283,12 @@ def drift_of(v):
     if v.size < 6:
         return None
     h = v.size // 2
-    early, late = v[:h], v[-h:]
-    delta = float(np.median(late) - np.median(early))
+    early, late = np.sort(v[:h]), np.sort(v[-h:])
+    me, ml = _sorted_median(early), _sorted_median(late)
+    delta = ml - me
     se = 0.0
-    for half in (early, late):
-        lo, hi = median_ci(half)
+    for half, med in ((early, me), (late, ml)):
+        lo, hi = median_ci(half, sorted_median=med)
         se += ((hi - lo) / 2 / Z) ** 2
     return 2 * math.sqrt(max(0.0, delta ** 2 - se))
 
