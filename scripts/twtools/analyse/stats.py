@@ -241,8 +241,7 @@ def clustered(rounds, times=None):
       floor             the k-best floor over every batch, and gap_to_floor = median/floor - 1
       n_rounds, n       rounds and batches used"""
     vals, per_round_n, order, kept = [], [], [], []
-    for i, r in enumerate(rounds):
-        a = _finite(r)
+    for i, a in enumerate(_finite_each(list(rounds))):
         if a.size:
             vals.append(_small_median(a))
             per_round_n.append(int(a.size))
@@ -615,13 +614,17 @@ def _rounds_in_order(rounds, times):
     rounds with none left out."""
     order = range(len(rounds)) if times is None else \
         sorted(range(len(rounds)), key=lambda i: times[i])
-    if rounds and all(type(r) is np.ndarray and r.dtype == np.float64 for r in rounds) and \
-            np.isfinite(np.concatenate(rounds)).all():
-        # float arrays with no value to drop (the fleet's digests, percall's rounds): _finite
-        # would copy each whole, one numpy call a round
-        return [rounds[i] for i in order if rounds[i].size]
-    vals = [_finite(rounds[i]) for i in order]
-    return [v for v in vals if v.size]
+    vals = _finite_each(rounds)
+    return [vals[i] for i in order if vals[i].size]
+
+
+def _finite_each(rounds):
+    """[_finite(r) for r in rounds]; float arrays with no value to drop (the fleet's digests,
+    percall's rounds) as they are, checked in one call, where _finite copies each whole."""
+    if rounds and all(type(r) is np.ndarray and r.dtype == np.float64 and r.ndim == 1
+                      for r in rounds) and np.isfinite(np.concatenate(rounds)).all():
+        return list(rounds)
+    return [_finite(r) for r in rounds]
 
 
 def _floor_values(vals):
@@ -862,7 +865,9 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
     b_rounds[i] come from the same round: the jackknife leaves the same rounds out of both, so
     whatever a round shared cancels as far as it can.  A summary (median = the ratio or the
     difference, ci_low, ci_high), or None."""
-    pairs = [(_finite(x), _finite(y)) for x, y in zip(a_rounds, b_rounds)]
+    a_rounds, b_rounds = list(a_rounds), list(b_rounds)
+    n = min(len(a_rounds), len(b_rounds))
+    pairs = zip(_finite_each(a_rounds[:n]), _finite_each(b_rounds[:n]))
     pairs = [(x, y) for x, y in pairs if x.size and y.size]
     if len(pairs) < 2:
         return None
