@@ -108,8 +108,8 @@ def usable(rd, key_name="samples_ns"):
     disturbed, so that a busy round still counts once; the disturbance is reported)."""
     vals = rd.get(key_name) or []
     dist = rd.get("disturbed")
-    if not dist or len(dist) != len(vals):
-        return list(vals), 0
+    if not dist or len(dist) != len(vals) or not any(dist):
+        return list(vals), 0        # (none disturbed: every value, as below, in one call)
     keep = [v for v, d in zip(vals, dist) if not d]
     return (keep if keep else list(vals)), sum(1 for d in dist if d)
 
