@@ -201,6 +201,19 @@ def test_the_floors_fast_path_gives_the_general_tails_to_the_last_bit():
             assert fast.tolist() == general.tolist(), (n, q)
 
 
+def test_the_median_from_a_sort_is_numpys_to_the_last_bit():
+    """stats._median (and _sorted_median, which summarize, clustered and drift_of take of the
+    values they sort anyway) stand in for np.median in every undisturbed figure's terms: they
+    must give its value, the mean of the two middle values included, and NaN for a NaN."""
+    rng = np.random.default_rng(17)
+    for n in (1, 2, 3, 4, 7, 8, 31, 32, 200):
+        for x in (100 + rng.gamma(2, 3, size=n), rng.normal(0, 1, size=n),
+                  np.round(rng.normal(0, 3, size=n))):
+            assert stats._median(x) == float(np.median(x)), n
+            assert stats._sorted_median(np.sort(x)) == float(np.median(x)), n
+    assert math.isnan(stats._median(np.asarray([1.0, np.nan, 2.0])))
+
+
 def test_rounds_of_one_size_take_the_fast_path_to_the_last_bit():
     """Rounds of as many batches each (the pooled figure's, where no batch was disturbed) go
     through stats._tails_one_each too: it must give what the general _tails gives, which
