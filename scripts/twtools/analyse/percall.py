@@ -706,10 +706,13 @@ def _nearest_reference(read, cell, by_round):
         if not refs or not r.n:
             continue
         t = rd.get("t_s")
-        if t is None or any(x[0] is None for x in refs):
+        ts = [x[0] for x in refs]
+        if t is None or None in ts:
             near = refs[0]
         else:
-            near = min(refs, key=lambda x: abs(x[0] - t))
+            # the first of the nearest, as min(refs, key=distance) takes it
+            d = [abs(x - t) for x in ts]
+            near = refs[d.index(min(d))]
         out.append((r, near[1], t))
     return out
 
