@@ -229,6 +229,14 @@ def test_rounds_of_one_size_take_the_fast_path_to_the_last_bit():
                 keep = ~dropped[:, lab]
                 fast, general = stats._tails_one_each(a, keep, q), stats._tails(a, keep, q)
                 assert fast.tolist() == general.tolist(), (n, size, q)
+    # The tail reads only as much of each row as holds its values, and reads further when a
+    # row's first kept values lie deeper: here every round's values lie above the last's, so
+    # a subset that leaves out the first rounds finds nothing kept in the first stretch.
+    for n, size, q in ((4, 40, 0.02), (6, 30, 0.05), (32, 40, 0.05), (9, 100, 0.01)):
+        vals = [i + rng.random(size) for i in range(n)]
+        a, lab = stats._sorted_rounds(vals)
+        keep = ~stats._half_subsets(n)[0][:, lab]
+        assert stats._tails_one_each(a, keep, q).tolist() == stats._tails(a, keep, q).tolist()
     assert not stats._one_size([np.ones(2), np.ones(3)])
 
 

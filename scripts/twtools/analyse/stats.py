@@ -521,10 +521,26 @@ def _tails_one_each(a, keep, q):
     row.  `a` may carry leading axes
     (stretches: `a` stretch x round, `keep` stretch x subset x round), done together."""
     k = int(np.count_nonzero(keep.reshape(-1, keep.shape[-1])[0]))
+    m = q * k
+    # Only the first `need` kept values of a row count (the tail and the one after it): when
+    # they are few against the row (the pooled figure's fastest 5% of every batch), only as
+    # much of each row is read as holds them, as _tails does, and the kept values beyond
+    # them are masked off.
+    need = 1 if m <= 1 else min(int(m) + 1, k)
+    n = keep.shape[-1]
+    w = n if need == k or 4 * need + 16 >= n else 4 * need + 16
+    while True:
+        sel = keep[..., :w]
+        if need < k:
+            cnt = np.cumsum(sel, axis=-1, dtype=np.int32)
+            if w < n and not bool(np.all(cnt[..., -1] >= need)):
+                w = min(n, 2 * w)
+                continue
+            sel = sel & (cnt <= need)
+        break
     # a boolean mask picks the kept values row by row, in order: one call, where finding
     # their places first (np.nonzero) and gathering them took three times as long
-    kept = np.broadcast_to(a[..., None, :], keep.shape)[keep].reshape(keep.shape[:-1] + (k,))
-    m = q * k
+    kept = np.broadcast_to(a[..., None, :w], sel.shape)[sel].reshape(keep.shape[:-1] + (need,))
     if m <= 1:
         return kept[..., 0].copy()
     f = int(m)
