@@ -142,6 +142,7 @@ class _Round:
     def __init__(self, rd, n, disturbed, values, clocked_):
         self.rd, self.n, self.disturbed, self.values, self.clocked = \
             rd, n, disturbed, values, clocked_
+        # `self` marks a median not taken yet (None is the median of a round without values)
         self._median = self._clocked_median = self
 
     @property
