@@ -196,6 +196,45 @@ def test_the_floors_fast_path_gives_the_general_tails_to_the_last_bit():
             assert fast.tolist() == general.tolist(), (n, q)
 
 
+def test_the_median_from_a_sort_is_numpys_to_the_last_bit():
+    """stats._median (and _sorted_median, which summarize, clustered and drift_of take of the
+    values they sort anyway) stand in for np.median in every undisturbed figure's terms: they
+    must give its value, the mean of the two middle values included, and NaN for a NaN."""
+    rng = np.random.default_rng(17)
+    for n in (1, 2, 3, 4, 7, 8, 31, 32, 200):
+        for x in (100 + rng.gamma(2, 3, size=n), rng.normal(0, 1, size=n),
+                  np.round(rng.normal(0, 3, size=n))):
+            assert stats._median(x) == float(np.median(x)), n
+            assert stats._sorted_median(np.sort(x)) == float(np.median(x)), n
+    assert math.isnan(stats._median(np.asarray([1.0, np.nan, 2.0])))
+
+
+def test_rounds_of_one_size_take_the_fast_path_to_the_last_bit():
+    """Rounds of as many batches each (the pooled figure's, where no batch was disturbed) go
+    through stats._tails_one_each too: it must give what the general _tails gives, which
+    adds a zero for every value a subset leaves out.  Rounds of unequal sizes keep _tails."""
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 8, 9, 32):
+        for size in (2, 3, 7):
+            for q in (0.05, 0.2, 0.5, 1.0):
+                vals = [100 + rng.gamma(2, 3, size=size) for _ in range(n)]
+                assert stats._one_size(vals)
+                a, lab = stats._sorted_rounds(vals)
+                dropped, _ = stats._half_subsets(n)
+                keep = ~dropped[:, lab]
+                fast, general = stats._tails_one_each(a, keep, q), stats._tails(a, keep, q)
+                assert fast.tolist() == general.tolist(), (n, size, q)
+    # The tail reads only as much of each row as holds its values, and reads further when a
+    # row's first kept values lie deeper: here every round's values lie above the last's, so
+    # a subset that leaves out the first rounds finds nothing kept in the first stretch.
+    for n, size, q in ((4, 40, 0.02), (6, 30, 0.05), (32, 40, 0.05), (9, 100, 0.01)):
+        vals = [i + rng.random(size) for i in range(n)]
+        a, lab = stats._sorted_rounds(vals)
+        keep = ~stats._half_subsets(n)[0][:, lab]
+        assert stats._tails_one_each(a, keep, q).tolist() == stats._tails(a, keep, q).tolist()
+    assert not stats._one_size([np.ones(2), np.ones(3)])
+
+
 def test_the_stretches_taken_together_give_each_stretchs_own_jackknife_to_the_last_bit():
     """stats._block_jackknifes (the 'blocks' term's eight stretches of one-value rounds done as
     one array) must give what _tail_jackknife gives for each stretch alone, stretches of

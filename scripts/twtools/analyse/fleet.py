@@ -170,10 +170,12 @@ def _sound_round_values(rounds):
     a list of plausible numbers, whose chain_ns, if any, _check_chain takes), else None.  The
     same arrays and times: the disturbed batches are left out the same way, and what is
     judged per value there (its type, finite, its bounds, the fastest chain step) is judged
-    here over every round's values at once."""
+    here over every round's values at once.  The loop costs a value may lie below zero by
+    (_gather's median of a round's empty loops) are taken only when a value is below zero:
+    nearly every round has none, and a median a round was a third of this."""
     if type(rounds) is not list:
         return None
-    flat, lows, lens, times, chains, clens = [], [], [], [], [], []
+    flat, sent, lens, times, chains, clens = [], [], [], [], [], []
     for rd in rounds:
         if type(rd) is not dict:
             return None
@@ -187,11 +189,16 @@ def _sound_round_values(rounds):
             if chain:
                 chains.extend(chain)
                 clens.append(len(chain))
-        if not set(map(type, vals)) <= NUMBER:
-            return None             # a disturbed batch's value is checked as the rest are
-        loops = rd.get("loop_ns")
-        _gather(rd, vals, loops if type(loops) is list else None, flat, lows, lens, times)
-    if not set(map(type, chains)) <= NUMBER:
+        sent.extend(vals)
+        dist = rd.get("disturbed")
+        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
+            vals = list(itertools.compress(vals, [not d for d in dist]))
+        flat.extend(vals)
+        lens.append(len(vals))
+        t = rd.get("t_s", rd.get("round"))
+        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+    # a disturbed batch's value is checked as the rest are
+    if not set(map(type, sent)) <= NUMBER or not set(map(type, chains)) <= NUMBER:
         return None
     if chains:
         c = np.asarray(chains, dtype=float)
@@ -202,9 +209,17 @@ def _sound_round_values(rounds):
             return None
     a = np.asarray(flat, dtype=float)
     if a.size:
-        lo = _loop_floors(lows)
-        if not (np.isfinite(a) & (a >= -lo) & (a < MAX_NS)).all():
+        if not (np.isfinite(a) & (a < MAX_NS)).all():
             return None
+        # a value at or above zero is above any loop cost's bound below zero (0..MAX_LOOP_NS)
+        if (a < 0).any():
+            fl, lows = [], []
+            for rd in rounds:
+                loops = rd.get("loop_ns")
+                _gather(rd, rd.get("samples_ns") or [], loops if type(loops) is list else None,
+                        fl, lows, [], [])
+            if not (a >= -_loop_floors(lows)).all():
+                return None
     ends = itertools.accumulate(lens)
     return [a[e - n:e] for n, e in zip(lens, ends)], times
 

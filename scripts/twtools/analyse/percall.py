@@ -33,6 +33,8 @@ is labelled as such.
 import bisect
 import math
 
+import numpy as np
+
 from ..machine import registry
 from . import coreclock, sequential, stats
 
@@ -106,8 +108,8 @@ def usable(rd, key_name="samples_ns"):
     disturbed, so that a busy round still counts once; the disturbance is reported)."""
     vals = rd.get(key_name) or []
     dist = rd.get("disturbed")
-    if not dist or len(dist) != len(vals):
-        return list(vals), 0
+    if not dist or len(dist) != len(vals) or not any(dist):
+        return list(vals), 0        # (none disturbed: every value, as below, in one call)
     keep = [v for v, d in zip(vals, dist) if not d]
     return (keep if keep else list(vals)), sum(1 for d in dist if d)
 
@@ -125,6 +127,91 @@ def clocked(doc, rd, clk=None):
     f = coreclock.factor(doc, rd, clk)
     v = usable(rd)[0]
     return v if f == 1.0 else [x * f for x in v]
+
+
+NUMBER = {float, int}
+
+
+class _Round:
+    """One process's batches as an analysis reads them: usable() (`disturbed`, and `n`, how
+    many usable values), their finite values as a float array (`values`, what stats takes of
+    the list) and the same at the run's top clock (`clocked`, stats' of clocked()), and each
+    one's median (stats.round_median), taken when first asked for."""
+    __slots__ = ("rd", "n", "disturbed", "values", "clocked", "_median", "_clocked_median")
+
+    def __init__(self, rd, n, disturbed, values, clocked_):
+        self.rd, self.n, self.disturbed, self.values, self.clocked = \
+            rd, n, disturbed, values, clocked_
+        # `self` marks a median not taken yet (None is the median of a round without values)
+        self._median = self._clocked_median = self
+
+    @property
+    def median(self):
+        if self._median is self:
+            self._median = stats.round_median(self.values)
+        return self._median
+
+    @property
+    def clocked_median(self):
+        if self._clocked_median is self:
+            self._clocked_median = stats.round_median(self.clocked)
+        return self._clocked_median
+
+
+class _Rounds:
+    """One analysis's reading of a matrix's raw rounds (_Round), each cell's made once.
+    cell_summary, the ratios to the reference and the penalties each read every round again
+    (usable(), clocked(), a float array and a median of each), and the reference's rounds
+    again for every cell: an analysis of a default matrix spent most of its time there
+    (issue 63).  The arrays hold the values the lists held, so every figure is the same to
+    the last bit."""
+
+    def __init__(self, doc):
+        self.doc = doc
+        self.clk = coreclock.clock(doc)
+        self._cells = {}
+
+    def of(self, cell):
+        """(rounds, legacy, [_Round], {id(round): _Round}) of a raw cell: rounds_of()'s, and
+        each round read."""
+        hit = self._cells.get(id(cell))
+        if hit is None:
+            rounds, legacy = rounds_of(self.doc, cell)
+            read = self._read(rounds)
+            # the cell is held too, so that its id is not another's while this lives
+            hit = self._cells[id(cell)] = (cell, rounds, legacy, read,
+                                           {id(rd): r for rd, r in zip(rounds, read)})
+        return hit[1:]
+
+    def _read(self, rounds):
+        """[_Round] of rounds: every round's usable values converted as one array, brought to
+        the top clock by one multiplication (x * f, as clocked() takes it, for every value);
+        a round whose values are not all finite numbers goes the way of the lists
+        (stats._finite of usable() and of clocked()), and so says what is wrong the same."""
+        us = [usable(rd) for rd in rounds]
+        lens = [len(u) for u, _ in us]
+        flat = [x for u, _ in us for x in u]
+        a = None
+        if set(map(type, flat)) <= NUMBER:
+            a = np.asarray(flat, dtype=float)
+            fs = [coreclock.factor(self.doc, rd, self.clk) for rd in rounds] \
+                if self.clk[0] else None
+            c = a * np.repeat(fs, lens) if fs and any(f != 1.0 for f in fs) else a
+            if not (np.isfinite(a).all() and np.isfinite(c).all()):
+                a = None
+            else:
+                # shared by every figure of the cell: none may change them
+                a.setflags(write=False)
+                c.setflags(write=False)
+        if a is None:
+            return [_Round(rd, len(u), d, stats._finite(u),
+                           stats._finite(clocked(self.doc, rd, self.clk)))
+                    for rd, (u, d) in zip(rounds, us)]
+        out, end = [], 0
+        for rd, (u, d), n in zip(rounds, us, lens):
+            out.append(_Round(rd, n, d, a[end:end + n], c[end:end + n]))
+            end += n
+        return out
 
 
 def host_probes(doc):
@@ -337,11 +424,11 @@ def undisturbed_of(doc, cell, rounds, vals, times, probes=None):
     return u
 
 
-def cell_summary(doc, cell, probes=None):
+def cell_summary(doc, cell, probes=None, read=None):
     """The analysed cell: the raw cell's identity plus every figure (no raw samples).
     probes: host_probes(doc)[0], when the run has host probes (tw bench's quiet-first
     matrix): the undisturbed figure then rests on the processes that met the host's fast
-    state."""
+    state.  read: the analysis's _Rounds(doc), when it has one."""
     ident = {k: cell.get(k) for k in ("variant", "bits", "abi", "mechanism", "op", "size",
                                        "supported", "status", "reason", "errors")}
     ident["shape"] = cell.get("shape") or "ret"
@@ -350,27 +437,26 @@ def cell_summary(doc, cell, probes=None):
     if not cell.get("supported"):
         return dict(ident, median=None, ci_low=None, ci_high=None, n=0, unstable=False,
                     flags=[ident["status"]])
-    rounds, legacy = rounds_of(doc, cell)
-    vals, loops, offs, times = [], [], [], []
+    read = read or _Rounds(doc)
+    rounds, legacy, rds, _ = read.of(cell)
+    vals = [r.values for r in rds]
+    loops, offs, times = [], [], []
     n_batches = n_disturbed = 0
-    for rd in rounds:
-        v, d = usable(rd)
-        vals.append(v)
+    for rd, r in zip(rounds, rds):
         n_batches += len(rd.get("samples_ns") or [])
-        n_disturbed += d
+        n_disturbed += r.disturbed
         times.append(rd.get("t_s", rd.get("round")))
         loops.extend(rd.get("loop_ns") or [])
         offs.extend(usable(rd, "offcpu_ns")[0] if rd.get("offcpu_ns") else [])
     s = stats.clustered(vals, times if None not in times else None)
     out = dict(ident, **s)
     # The undisturbed figures at the run's top core clock; the typical one as measured.
-    clk = coreclock.clock(doc)
-    if clk[0]:
-        vals = [clocked(doc, rd, clk) for rd in rounds]
+    if read.clk[0]:
+        vals = [r.clocked for r in rds]
         # the k-best floor too, which decides whether the floor can be trusted: five fastest
         # batches of processes at 2.5 and 2.8 GHz disagree by 12% as measured, and six fast
         # cells of a report beside the neighbour lost their undisturbed figure to that
-        s = dict(s, floor=stats.floor([x for v in vals for x in v]))
+        s = dict(s, floor=stats.floor(np.concatenate(vals) if vals else []))
         out["floor"] = s["floor"]
     u = undisturbed_of(doc, cell, rounds, vals, times, probes)
     gated = u.get("host")
@@ -533,29 +619,30 @@ def analyse(doc):
     if not doc:
         return None
     probes, _ = host_probes(doc) if (doc.get("host_state") or {}).get("probes") else ([], None)
-    cells = [cell_summary(doc, c, probes) for c in doc.get("cells", [])]
+    read = _Rounds(doc)
+    cells = [cell_summary(doc, c, probes, read) for c in doc.get("cells", [])]
     by_key = {key(c): (c, raw) for c, raw in zip(cells, doc.get("cells", []))}
     ref = doc.get("reference") or {}
     ref_name = ref.get("variant") or registry.find(64, "syscall")
     rkey = (ref_name, ref.get("op", "null"), None, ref.get("shape", "ret"))
     ref_pair = by_key.get(rkey)
     legacy = any("rounds" not in c for c in doc.get("cells", []) if c.get("supported"))
-    ref_rounds = _ref_by_round(doc, ref_pair[1]) if ref_pair else None
+    ref_rounds = _ref_by_round(read, ref_pair[1]) if ref_pair else None
     for c in cells:
         raw = by_key[key(c)][1]
         if not c.get("supported") or ref_pair is None or not ref_pair[0].get("supported"):
             c["ratio"] = c["undisturbed_ratio"] = None
             continue
-        c["ratio"] = _to_reference(doc, raw, ref_pair[1], ref_rounds)
-        c["undisturbed_ratio"] = _undisturbed_to_reference(doc, raw, ref_pair[1], probes,
-                                                           ref_rounds)
+        pairs = _nearest_reference(read, raw, ref_rounds)
+        c["ratio"] = _to_reference(pairs)
+        c["undisturbed_ratio"] = _undisturbed_to_reference(pairs, probes)
     penalties = []
     for c in cells:
         if c["shape"] != "ret" or not c.get("supported"):
             continue
         jk = (c["variant"], c["op"], c.get("size"), "jmp")
         if jk in by_key and by_key[jk][0].get("supported"):
-            d = _paired(doc, by_key[key(c)][1], by_key[jk][1], "diff")
+            d = _paired(doc, by_key[key(c)][1], by_key[jk][1], "diff", read)
             if d and c.get("median"):
                 # A difference near zero has no relative width to judge: it is unstable when
                 # its interval is wide against the call it is part of.
@@ -596,68 +683,72 @@ def _cycles(c, clock):
             "ci_high": c["undisturbed_ci_high"] * k}
 
 
-def _ref_by_round(doc, ref):
-    """{round: [(t_s, usable batch values)]} of the reference cell's processes: what each
-    cell is paired with, read once per analysis."""
-    rr, _ = rounds_of(doc, ref)
+def _ref_by_round(read, ref):
+    """{round: [(t_s, _Round)]} of the reference cell's processes with usable batches: what
+    each cell is paired with, read once per analysis (read: its _Rounds)."""
+    rr, _, rds, _ = read.of(ref)
     by_round = {}
-    clk = coreclock.clock(doc)
-    for r in rr:
-        v = clocked(doc, r, clk)
-        if v:
-            by_round.setdefault(r.get("round"), []).append((r.get("t_s"), v))
+    for rd, r in zip(rr, rds):
+        if r.n:
+            by_round.setdefault(rd.get("round"), []).append((rd.get("t_s"), r))
     return by_round
 
 
-def _to_reference(doc, cell, ref, by_round=None):
-    """cell / reference per round, each round's value against the reference measurement of
-    the same round nearest to it in time (the reference runs several times a round: the
-    host's speed moves within a round).  Results without time stamps pair by round alone.
-    by_round: _ref_by_round(doc, ref), when the caller has it."""
-    rc, _ = rounds_of(doc, cell)
-    by_round = _ref_by_round(doc, ref) if by_round is None else by_round
-    pa, pb = [], []
-    clk = coreclock.clock(doc)
-    for r in rc:
-        refs = by_round.get(r.get("round"))
-        v = clocked(doc, r, clk)
-        if not refs or not v:
+def _nearest_reference(read, cell, by_round):
+    """[(the cell's _Round, the reference's _Round, t_s)]: each of the cell's processes with
+    usable batches against the reference's process of the same round nearest to it in time
+    (the reference runs several times a round: the host's speed moves within a round), or
+    the round's first when a time is missing (results without time stamps pair by round
+    alone).  Both ratios to the reference take these pairs."""
+    rc, _, rds, _ = read.of(cell)
+    out = []
+    for rd, r in zip(rc, rds):
+        refs = by_round.get(rd.get("round"))
+        if not refs or not r.n:
             continue
-        t = r.get("t_s")
-        if t is None or any(x[0] is None for x in refs):
-            near = refs[0][1]
+        t = rd.get("t_s")
+        ts = [x[0] for x in refs]
+        if t is None or None in ts:
+            near = refs[0]
         else:
-            near = min(refs, key=lambda x: abs(x[0] - t))[1]
-        pa.append(v)
-        pb.append(near)
-    s = stats.paired(pa, pb, "ratio")
+            # the first of the nearest, as min(refs, key=distance) takes it
+            d = [abs(x - t) for x in ts]
+            near = refs[d.index(min(d))]
+        out.append((r, near[1], t))
+    return out
+
+
+def _to_reference(pairs):
+    """cell / reference per round, over _nearest_reference's pairs (each side's usable
+    batches at the run's top clock, the median of each)."""
+    s = stats.paired_medians([r.clocked_median for r, _, _ in pairs],
+                             [o.clocked_median for _, o, _ in pairs], "ratio")
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
 
-def _undisturbed_to_reference(doc, cell, ref, probes=None, by_round=None):
-    """cell / reference of the undisturbed figures, each of the cell's processes against the
-    reference's process of the same round nearest to it in time (the reference runs several
-    times a round, so that each cell has one a fraction of a second away): the figure is over
-    processes' floors, so each side of a pair is one process.  With the host's probes, only
-    the pairs whose cell process met the fast state (so did its reference, a probe beside it),
-    when there are GATED_MIN of them: both sides of each pair from one quiet moment."""
-    rc, _ = rounds_of(doc, cell)
-    by_round = _ref_by_round(doc, ref) if by_round is None else by_round
-    pa, pb, quiet = [], [], []
-    clk = coreclock.clock(doc)
-    for r in rc:
-        v, refs = clocked(doc, r, clk), by_round.get(r.get("round"))
-        if v and refs:
-            t = r.get("t_s")
-            near = min(refs, key=lambda x: abs(x[0] - t)) if t is not None and \
-                all(x[0] is not None for x in refs) else refs[0]
-            pa.append(v)
-            pb.append(near[1])
-            quiet.append(bool(probes) and host_label(probes, t) is True)
+def _undisturbed_to_reference(pairs, probes=None):
+    """cell / reference of the undisturbed figures over _nearest_reference's pairs: the
+    figure is over processes' floors, so each side of a pair is one process, and the
+    reference's process a fraction of a second from the cell's.  With the host's probes,
+    only the pairs whose cell process met the fast state (so did its reference, a probe
+    beside it), when there are GATED_MIN of them: both sides of each pair from one quiet
+    moment."""
+    pa = [r.clocked for r, _, _ in pairs]
+    pb = [o.clocked for _, o, _ in pairs]
+    quiet = [bool(probes) and host_label(probes, t) is True for _, _, t in pairs]
     if sum(quiet) >= GATED_MIN:
         pa = [x for x, q in zip(pa, quiet) if q]
         pb = [x for x, q in zip(pb, quiet) if q]
     return stats.undisturbed_ratio(pa, pb)
+
+
+def _counted(xs):
+    """The sum of a round's counters (steal ticks, switches), what is not a number left out."""
+    if not xs:
+        return 0
+    if set(map(type, xs)) <= {int}:
+        return sum(xs)      # the counters syscost writes: nothing to leave out, one call
+    return sum(x for x in xs if isinstance(x, (int, float)))
 
 
 def host_state(doc, ref_raw, ref_cell, cells):
@@ -677,8 +768,8 @@ def host_state(doc, ref_raw, ref_cell, cells):
         for rd in c.get("rounds") or []:
             if "steal_ticks" in rd or "nivcsw" in rd:
                 counted += 1
-                steal += sum(x for x in rd.get("steal_ticks") or [] if isinstance(x, (int, float)))
-                nivcsw += sum(x for x in rd.get("nivcsw") or [] if isinstance(x, (int, float)))
+                steal += _counted(rd.get("steal_ticks"))
+                nivcsw += _counted(rd.get("nivcsw"))
     if counted:
         out["steal_ticks"], out["nivcsw"] = steal, nivcsw
     else:
@@ -816,13 +907,14 @@ def quiet(doc, cells):
     return out
 
 
-def _round_pairs(doc, a, b):
+def _round_pairs(doc, a, b, read=None):
     """[(round of a, round of b)]: the raw processes of cells a and b, matched by round
     number, for the rounds both have, in a's order; or, where both cells
     are the headline's (measure/bench.py), by the quiet burst that measured both (`burst`):
-    a round may then hold several blocks, each one moment of the host for both sides."""
-    ra, _ = rounds_of(doc, a)
-    rb, _ = rounds_of(doc, b)
+    a round may then hold several blocks, each one moment of the host for both sides.
+    read: the analysis's _Rounds, whose rounds these are then."""
+    ra, _ = rounds_of(doc, a) if read is None else read.of(a)[:2]
+    rb, _ = rounds_of(doc, b) if read is None else read.of(b)[:2]
     by_burst_b = {r["burst"]: r for r in rb if isinstance(r.get("burst"), int)}
     if by_burst_b and any(isinstance(r.get("burst"), int) for r in ra):
         return [(r, by_burst_b[r["burst"]]) for r in ra if r.get("burst") in by_burst_b]
@@ -836,9 +928,17 @@ def _by_round(doc, a, b):
     return [usable(r)[0] for r, _ in pairs], [usable(o)[0] for _, o in pairs]
 
 
-def _paired(doc, a, b, how):
-    pa, pb = _by_round(doc, a, b)
-    s = stats.paired(pa, pb, how)
+def _paired(doc, a, b, how, read=None):
+    """stats.paired of cells a and b over the rounds both have (_by_round); read: the
+    analysis's _Rounds, whose rounds' medians it then takes."""
+    if read is None:
+        pa, pb = _by_round(doc, a, b)
+        s = stats.paired(pa, pb, how)
+    else:
+        ia, ib = read.of(a)[3], read.of(b)[3]
+        pairs = _round_pairs(doc, a, b, read)
+        s = stats.paired_medians([ia[id(r)].median for r, _ in pairs],
+                                 [ib[id(o)].median for _, o in pairs], how)
     return s if s.get("median") is not None and math.isfinite(s["median"]) else None
 
 

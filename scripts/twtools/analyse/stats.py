@@ -94,13 +94,19 @@ MISS_BY_CHANCE = 2 * (1 - statistics.NormalDist().cdf(Z * math.sqrt(2)))
 SUMMARY_KEYS = ("median", "ci_low", "ci_high", "min", "max", "cv", "n", "unstable")
 
 
-def median_ci(x, confidence=CONFIDENCE):
+def median_ci(x, confidence=CONFIDENCE, *, sorted_median=None):
     """(low, high) of a distribution-free CI for the median of x, or (m, m) for one value.
 
     From 6 values on, Hettmansperger-Sheather interpolation (coverage close to nominal
     without assuming a distribution); below that, the range of the values, whose coverage
-    for the median is 1 - 2 * 0.5**n (94% for 5 values, 50% for 2): honest, and wide."""
-    a = np.sort(np.asarray(x, dtype=float))
+    for the median is 1 - 2 * 0.5**n (94% for 5 values, 50% for 2): honest, and wide.
+
+    sorted_median: x's median when x is already a sorted float array (_sorted_median), from
+    a summary that sorts its values once for both."""
+    if sorted_median is None:
+        a = np.sort(np.asarray(x, dtype=float))
+    else:
+        a = x
     if a.size == 0:
         return None, None
     if a.size == 1 or a[0] == a[-1]:
@@ -109,8 +115,24 @@ def median_ci(x, confidence=CONFIDENCE):
         return float(a[0]), float(a[-1])
     lo, hi = _median_cihs(a, 1 - confidence)
     # Interpolating between tied neighbours can land an ulp past the median itself.
-    med = float(np.median(a))
+    med = float(np.median(a)) if sorted_median is None else sorted_median
     return min(lo, med), max(hi, med)
+
+
+def _sorted_median(a):
+    """float(np.median(a)) of a sorted array of numbers (no NaN): the middle value, or the
+    mean of the two middle ones as np.median takes it ((x + y) / 2), without its partition:
+    the summaries sort their values for the interval anyway."""
+    n = a.size
+    return float(a[n // 2]) if n % 2 else float((a[n // 2 - 1] + a[n // 2]) / 2)
+
+
+def _median(x):
+    """float(np.median(x)) of a non-empty float array, from its sort (_sorted_median): a tenth
+    of np.median's cost on the few values the undisturbed figure's terms take it of, each
+    figure four times.  A NaN (np.sort puts it last) goes to np.median, which says NaN."""
+    a = np.sort(x)
+    return _sorted_median(a) if not np.isnan(a[-1]) else float(np.median(x))
 
 
 @functools.lru_cache(maxsize=256)
@@ -176,12 +198,15 @@ def summarize(samples):
     if a.size == 0:
         return {"median": None, "ci_low": None, "ci_high": None, "min": None, "max": None,
                 "cv": None, "n": 0, "unstable": True, "dropped": len(raw)}
-    med = float(np.median(a))
-    lo, hi = median_ci(a)
+    # one sort for the median, its interval and the extremes (the mean and the spread are
+    # summed over the values in their own order, as before)
+    srt = np.sort(a)
+    med = _sorted_median(srt)
+    lo, hi = median_ci(srt, sorted_median=med)
     mean = float(np.mean(a))
     cv = float(np.std(a, ddof=1) / abs(mean)) if a.size > 1 and mean else 0.0
-    out = {"median": med, "ci_low": lo, "ci_high": hi, "min": float(a.min()),
-           "max": float(a.max()), "cv": cv, "n": int(a.size),
+    out = {"median": med, "ci_low": lo, "ci_high": hi, "min": float(srt[0]),
+           "max": float(srt[-1]), "cv": cv, "n": int(a.size),
            "unstable": unstable(med, lo, hi)}
     if len(raw) != a.size:
         out["dropped"] = len(raw) - int(a.size)
@@ -223,25 +248,28 @@ def clustered(rounds, times=None):
                         is expected to fall in
       floor             the k-best floor over every batch, and gap_to_floor = median/floor - 1
       n_rounds, n       rounds and batches used"""
-    vals, per_round_n, order = [], [], []
-    for i, r in enumerate(rounds):
-        a = _finite(r)
+    vals, per_round_n, order, kept = [], [], [], []
+    for i, a in enumerate(_finite_each(list(rounds))):
         if a.size:
             vals.append(_small_median(a))
             per_round_n.append(int(a.size))
             order.append(times[i] if times is not None else i)
+            kept.append(a)
     if not vals:
         out = summarize([])
         out.update(n_rounds=0, drift=None, floor=floor([]), gap_to_floor=None)
         return out
     v = np.asarray(vals)[np.argsort(order, kind="stable")]
-    med = float(np.median(v))
-    lo, hi = median_ci(v)
+    srt = np.sort(v)
+    med = _sorted_median(srt)
+    lo, hi = median_ci(srt, sorted_median=med)
     drift = drift_of(v)
     d = drift or 0.0
     wlo = med - math.hypot(med - lo, d)
     whi = med + math.hypot(hi - med, d)
-    allb = _finite([x for r in rounds for x in r])
+    # every batch, the rounds' finite values laid end to end (as floats, whatever the rounds'
+    # own type), rather than each value taken out of its round one by one again
+    allb = np.concatenate(kept).astype(float, copy=False)
     fl = floor(allb)
     mean = float(np.mean(v))
     return {"median": med, "ci_low": wlo, "ci_high": whi, "ci_stat_low": lo, "ci_stat_high": hi,
@@ -262,11 +290,12 @@ def drift_of(v):
     if v.size < 6:
         return None
     h = v.size // 2
-    early, late = v[:h], v[-h:]
-    delta = float(np.median(late) - np.median(early))
+    early, late = np.sort(v[:h]), np.sort(v[-h:])
+    me, ml = _sorted_median(early), _sorted_median(late)
+    delta = ml - me
     se = 0.0
-    for half in (early, late):
-        lo, hi = median_ci(half)
+    for half, med in ((early, me), (late, ml)):
+        lo, hi = median_ci(half, sorted_median=med)
         se += ((hi - lo) / 2 / Z) ** 2
     return 2 * math.sqrt(max(0.0, delta ** 2 - se))
 
@@ -275,12 +304,24 @@ def paired(a_rounds, b_rounds, how="ratio"):
     """a/b (or a-b) of two cells measured in the same rounds: one value per round, from the
     medians of each round's batches, then a median with its CI over rounds.  Rounds where
     either cell has no value are left out."""
+    return paired_medians(map(round_median, a_rounds), map(round_median, b_rounds), how)
+
+
+def round_median(r):
+    """The median of a round's finite batch values (what paired() takes of each round), or
+    None when it has none."""
+    x = _finite(r)
+    return _small_median(x) if x.size else None
+
+
+def paired_medians(a_medians, b_medians, how="ratio"):
+    """paired() from each round's median (round_median; None for a round without a value), for
+    a caller that pairs one cell's rounds with many others' (analyse/percall.py: every cell
+    with the reference) and takes each round's median once."""
     vals = []
-    for ra, rb in zip(a_rounds, b_rounds):
-        xa, xb = _finite(ra), _finite(rb)
-        if xa.size == 0 or xb.size == 0:
+    for ma, mb in zip(a_medians, b_medians):
+        if ma is None or mb is None:
             continue
-        ma, mb = _small_median(xa), _small_median(xb)
         if how == "ratio":
             if mb == 0:
                 continue
@@ -472,28 +513,69 @@ def _tails(a, keep, q):
 
 
 def _tails_one_each(a, keep, q):
-    """_tails when every round gave one value (the floors), so every row keeps the same
-    number of values: they are picked out whole as a matrix, sorted along each row as `a` is,
-    and summed in the same order as _tails sums them (the same figures, to the last bit), in
-    a handful of array operations instead of a search per row.  `a` may carry leading axes
+    """_tails when every round gave one value (the floors), or as many values as each other
+    round (_one_size), so every row keeps the same number of values: they are picked out whole
+    as a matrix, sorted along each row as `a` is, and summed in the same order as _tails sums
+    them (the same figures, to the last bit: the zeros _tails adds for the values a row
+    leaves out change no sum), in a handful of array operations instead of a search per
+    row.  `a` may carry leading axes
     (stretches: `a` stretch x round, `keep` stretch x subset x round), done together."""
-    k = int(keep.reshape(-1, keep.shape[-1])[0].sum())
-    idx = np.nonzero(keep)[-1].reshape(keep.shape[:-1] + (k,))
-    kept = np.take_along_axis(a[..., None, :], idx, axis=-1)
+    k = int(np.count_nonzero(keep.reshape(-1, keep.shape[-1])[0]))
     m = q * k
+    # Only the first `need` kept values of a row count (the tail and the one after it): when
+    # they are few against the row (the pooled figure's fastest 5% of every batch), only as
+    # much of each row is read as holds them, as _tails does, and the kept values beyond
+    # them are masked off.
+    need = 1 if m <= 1 else min(int(m) + 1, k)
+    n = keep.shape[-1]
+    w = n if need == k or 4 * need + 16 >= n else 4 * need + 16
+    while True:
+        sel = keep[..., :w]
+        if need < k:
+            cnt = np.cumsum(sel, axis=-1, dtype=np.int32)
+            if w < n and not bool(np.all(cnt[..., -1] >= need)):
+                w = min(n, 2 * w)
+                continue
+            sel = sel & (cnt <= need)
+        break
+    # a boolean mask picks the kept values row by row, in order: one call, where finding
+    # their places first (np.nonzero) and gathering them took three times as long
+    kept = np.broadcast_to(a[..., None, :w], sel.shape)[sel].reshape(keep.shape[:-1] + (need,))
     if m <= 1:
         return kept[..., 0].copy()
     f = int(m)
-    s = np.cumsum(kept[..., :f], axis=-1)[..., -1]
+    # the running sum's last (a sum of one value is that value)
+    s = kept[..., 0] if f == 1 else np.cumsum(kept[..., :f], axis=-1)[..., -1]
     nv = kept[..., f] if f < k else 0.0
     return (s + (m - f) * nv) / m
 
 
+def _one_each(vals):
+    """Whether every round gave one value: vals is one array of them (the floors, as
+    _floor_values gives them), or a list of arrays of one value each."""
+    return isinstance(vals, np.ndarray) or all(v.size == 1 for v in vals)
+
+
 def _tails_of(vals, a, keep, q):
-    return (_tails_one_each if all(v.size == 1 for v in vals) else _tails)(a, keep, q)
+    return (_tails_one_each if _one_size(vals) else _tails)(a, keep, q)
+
+
+def _one_size(vals):
+    """Whether every round has as many values as each other (one each, the floors, or as many
+    batches each): then every delete-half subset keeps as many values, which is what
+    _tails_one_each asks."""
+    if isinstance(vals, np.ndarray):
+        return True
+    size = vals[0].size
+    return all(v.size == size for v in vals)
 
 
 def _sorted_rounds(vals):
+    """(the rounds' values sorted, each one's round), of a list of arrays or of one array of
+    one value a round (then the round of each value is its place: np.repeat of one each)."""
+    if isinstance(vals, np.ndarray):
+        order = np.argsort(vals, kind="stable")
+        return vals[order], order
     lab = np.repeat(np.arange(len(vals)), [v.size for v in vals])
     allv = np.concatenate(vals)
     order = np.argsort(allv, kind="stable")
@@ -521,7 +603,8 @@ def _half_subsets(n, seed=1):
 def _tail_jackknife(vals, q, other=None, how="ratio"):
     """(estimate, standard error) of the tail mean of the rounds' values pooled (or of its
     ratio to `other`'s, or with how="diff" its difference from it, whose round i was measured
-    with round i of vals), the error from the
+    with round i of vals; each an array a round, or one array of a value a round, as
+    _floor_values gives the floors), the error from the
     delete-half jackknife over rounds: leave out half the rounds, at random, many times.
     Deleting one round at a time is inconsistent for a statistic that rests on a few extreme
     values (as for quantiles): when the fastest batches sit in one or two rounds, most
@@ -555,20 +638,28 @@ def _rounds_in_order(rounds, times):
     rounds with none left out."""
     order = range(len(rounds)) if times is None else \
         sorted(range(len(rounds)), key=lambda i: times[i])
-    vals = [_finite(rounds[i]) for i in order]
-    return [v for v in vals if v.size]
+    vals = _finite_each(rounds)
+    return [vals[i] for i in order if vals[i].size]
 
 
-def _floors(vals):
+def _finite_each(rounds):
+    """[_finite(r) for r in rounds]; float arrays with no value to drop (the fleet's digests,
+    percall's rounds) as they are, checked in one call, where _finite copies each whole."""
+    if rounds and all(type(r) is np.ndarray and r.dtype == np.float64 and r.ndim == 1
+                      for r in rounds) and np.isfinite(np.concatenate(rounds)).all():
+        return list(rounds)
+    return [_finite(r) for r in rounds]
+
+
+def _floor_values(vals):
     """Each round's floor: its fastest usable batch.  A process keeps one layout level for its
     whole life (docs/syscost.md, "The estimand"), so the floor is that process's level plus the
-    luck of its best batch; the rounds' floors are what a rerun draws anew."""
-    if not vals:
-        return []
+    luck of its best batch; the rounds' floors are what a rerun draws anew.  One array, a
+    floor a round (vals not empty), which the jackknives take as it is (_one_each)."""
     # every round's minimum in one pass over the rounds' values laid end to end (each round
     # has at least one: _rounds_in_order leaves the empty ones out)
     starts = np.cumsum([0] + [v.size for v in vals[:-1]])
-    return list(np.minimum.reduceat(np.concatenate(vals), starts).reshape(-1, 1))
+    return np.minimum.reduceat(np.concatenate(vals), starts)
 
 
 def _two_lowest_gaps(vals):
@@ -576,10 +667,14 @@ def _two_lowest_gaps(vals):
     the rounds laid as rows of one matrix padded with infinity, so that one partition finds
     both in every row: the values np.sort(v)[:2] of each gives, without a sort a round."""
     sizes = [v.size for v in vals]
-    m = np.full((len(vals), max(sizes)), np.inf)
-    rows = np.repeat(np.arange(len(vals)), sizes)
-    cols = np.arange(rows.size) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
-    m[rows, cols] = np.concatenate(vals)
+    if min(sizes) == max(sizes):
+        # rounds of one size (most cells): the same matrix without padding, laid out whole
+        m = np.concatenate(vals).astype(float, copy=False).reshape(len(vals), sizes[0])
+    else:
+        m = np.full((len(vals), max(sizes)), np.inf)
+        rows = np.repeat(np.arange(len(vals)), sizes)
+        cols = np.arange(rows.size) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
+        m[rows, cols] = np.concatenate(vals)
     low = np.partition(m, 1, axis=1)
     return low[:, 1] - low[:, 0]
 
@@ -593,11 +688,13 @@ def _levels(vals, floors, resolution, q):
     fastest batches lie apart (the median over rounds), is reported beside it: the noise
     within one level."""
     two = [v for v in vals if v.size >= 2]
-    jitter = float(np.median(_two_lowest_gaps(two))) if two else 0.0
-    fl = np.sort(np.concatenate(floors))
+    jitter = _median(_two_lowest_gaps(two)) if two else 0.0
+    fl = np.sort(_one_array(floors))
     tol = max(resolution or 0.0, LEVEL_TOL * float(fl[0]))
     levels = []
-    for x in fl:
+    # Python floats where they are the array's (numpy's scalars cost ten times as much in
+    # this loop); another dtype keeps its own arithmetic
+    for x in (fl.tolist() if fl.dtype == np.float64 else fl):
         if not levels or x - levels[-1][0] > tol:
             levels.append([float(x), 0])
         levels[-1][1] += 1
@@ -611,7 +708,7 @@ def _levels(vals, floors, resolution, q):
             break           # the tail is full: this is the level above it
         need -= count
     gaps = np.diff(near)
-    return (float(np.median(gaps)) if gaps.size else None), jitter, len(levels)
+    return (_median(gaps) if gaps.size else None), jitter, len(levels)
 
 
 def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, resolution=None):
@@ -638,7 +735,7 @@ def undisturbed(rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE, times=None, reso
     if not vals:
         return {"value": None, "ci_low": None, "ci_high": None, "why": "no batches", "q": q,
                 "n_rounds": 0, "n": 0}
-    fl = _floors(vals)
+    fl = _floor_values(vals)
     est, se = _tail_jackknife(fl, q)
     n = len(vals)
     out = {"value": est, "q": q, "n_rounds": n, "n": int(sum(v.size for v in vals)),
@@ -708,8 +805,8 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
     if n < 4 * blocks:
         return None
     parts = np.array_split(np.arange(n), blocks)
-    if all(v.size == 1 for v in vals):
-        ests, ses = _block_jackknifes(np.concatenate(vals), parts, q)
+    if _one_each(vals):
+        ests, ses = _block_jackknifes(_one_array(vals), parts, q)
     else:
         ests, ses = [], []
         for ix in parts:
@@ -717,9 +814,14 @@ def _tail_blocks(vals, q, blocks=BLOCKS):
             ests.append(e)
             ses.append(se or 0.0)
     e = np.asarray(ests)
-    sd = 1.4826 * float(np.median(np.abs(e - np.median(e))))
-    v = sd ** 2 - float(np.median(np.square(ses)))
+    sd = 1.4826 * _median(np.abs(e - _median(e)))
+    v = sd ** 2 - _median(np.square(ses))
     return math.sqrt(v) if v > 0 else None
+
+
+def _one_array(vals):
+    """The values of rounds of one value each as one array (vals may be that array)."""
+    return vals if isinstance(vals, np.ndarray) else np.concatenate(vals)
 
 
 def _block_jackknifes(x, parts, q):
@@ -734,18 +836,32 @@ def _block_jackknifes(x, parts, q):
             for i in which:
                 ests[i] = _tail_sorted(np.sort(x[parts[i]]), q)
             continue
-        X = np.stack([x[parts[i]] for i in which])
+        X = x[np.concatenate([parts[i] for i in which])].reshape(len(which), m)
         order = np.argsort(X, axis=1, kind="stable")
-        A = np.take_along_axis(X, order, axis=1)
+        A = X[np.arange(len(which))[:, None], order]
         dropped, d = _half_subsets(m)
         keep = ~np.transpose(dropped[:, order], (1, 0, 2))          # stretch x subset x round
         th = _tails_one_each(A, keep, q)
+        # Each stretch's estimate and error along the rows at once: a reduction along the
+        # last axis sums each row as the same reduction sums that row alone, so the figures
+        # are _tail_sorted's and the per-stretch error's to the last bit.
+        est = _tail_sorted_rows(A, q)
+        ss = np.sum((th - th.mean(axis=1, keepdims=True)) ** 2, axis=1).tolist()
+        k = (m - d) / (d * th.shape[1])
         for j, i in enumerate(which):
-            ests[i] = _tail_sorted(A[j], q)
-            t = th[j]
-            ses[i] = math.sqrt((m - d) / (d * t.size) * float(np.sum((t - t.mean()) ** 2))) \
-                or 0.0
+            ests[i] = est[j]
+            ses[i] = math.sqrt(k * ss[j]) or 0.0
     return ests, ses
+
+
+def _tail_sorted_rows(A, q):
+    """[_tail_sorted(row, q) for row in A] of a matrix of sorted rows (no empty row)."""
+    n = A.shape[1]
+    m = q * n
+    if m <= 1:
+        return A[:, 0].tolist()
+    f = int(m)
+    return ((A[:, :f].sum(axis=1) + (m - f) * (A[:, f] if f < n else 0.0)) / m).tolist()
 
 
 def _tail_drift(vals, q):
@@ -756,8 +872,8 @@ def _tail_drift(vals, q):
     if n < UNDISTURBED_MIN_ROUNDS:
         return None
     h = n // 2
-    if all(v.size == 1 for v in vals):
-        (e1, e2), (s1, s2) = _block_jackknifes(np.concatenate(vals),
+    if _one_each(vals):
+        (e1, e2), (s1, s2) = _block_jackknifes(_one_array(vals),
                                                [np.arange(h), np.arange(n - h, n)], q)
     else:
         parts = []
@@ -773,12 +889,14 @@ def undisturbed_ratio(a_rounds, b_rounds, q=UNDISTURBED_Q, confidence=CONFIDENCE
     b_rounds[i] come from the same round: the jackknife leaves the same rounds out of both, so
     whatever a round shared cancels as far as it can.  A summary (median = the ratio or the
     difference, ci_low, ci_high), or None."""
-    pairs = [(_finite(x), _finite(y)) for x, y in zip(a_rounds, b_rounds)]
+    a_rounds, b_rounds = list(a_rounds), list(b_rounds)
+    n = min(len(a_rounds), len(b_rounds))
+    pairs = zip(_finite_each(a_rounds[:n]), _finite_each(b_rounds[:n]))
     pairs = [(x, y) for x, y in pairs if x.size and y.size]
     if len(pairs) < 2:
         return None
-    est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
-                              other=_floors([p[1] for p in pairs]), how=how)
+    est, se = _tail_jackknife(_floor_values([p[0] for p in pairs]), q,
+                              other=_floor_values([p[1] for p in pairs]), how=how)
     if est is None or se is None or not math.isfinite(est):
         return None
     n = len(pairs)
@@ -813,8 +931,8 @@ def grouped_ratio(a_groups, b_groups, q=UNDISTURBED_Q, confidence=CONFIDENCE, ho
         pairs = [(x, y) for x, y in pairs if x.size and y.size]
         if not pairs:
             continue
-        est, se = _tail_jackknife(_floors([p[0] for p in pairs]), q,
-                                  other=_floors([p[1] for p in pairs]), how=how)
+        est, se = _tail_jackknife(_floor_values([p[0] for p in pairs]), q,
+                                  other=_floor_values([p[1] for p in pairs]), how=how)
         if how == "diff":
             if est is not None and math.isfinite(est):
                 logs.append(est)
