@@ -266,7 +266,7 @@ TEST_ENV := PYTHONDONTWRITEBYTECODE= OPENBLAS_NUM_THREADS=1
 # delete on its way out.
 check: deps
 	@$(MAKE) --no-print-directory venv TW_DEPS_CHECKED=1
-	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) -m check tests --basetemp=$(BUILD)/pytest-check $(PYTEST_ARGS)
+	$(TEST_ENV) $(VPY) -m pytest -n $(CHECK_JOBS) --basetemp=$(BUILD)/pytest-check -m check tests $(PYTEST_ARGS)
 
 # The set-up's steps run side by side (SETUP_JOBS, one per CPU): the venv waits on PyPI while
 # the compilers build, and `make test` also builds the Go programs the tests trace
