@@ -172,10 +172,18 @@ def _median_cihs(a, alpha):
             float(lam * a[n - k - 1] + (1 - lam) * a[n - k]))
 
 
+_PLAIN_NUMBERS = frozenset({float, int})
+
+
 def _finite(samples):
     if isinstance(samples, np.ndarray) and samples.dtype.kind == "f":
         # A float array (what the fleet's digests hand over): no value is None.
         return samples[np.isfinite(samples)] if samples.size else samples
+    if type(samples) is list and samples and set(map(type, samples)) <= _PLAIN_NUMBERS:
+        # a list of numbers alone (nearly every one: a stage file's samples) converted in one
+        # step, its non-finite values dropped by one mask: the same values in the same order
+        a = np.asarray(samples, dtype=float)
+        return a[np.isfinite(a)]
     return np.asarray([s for s in samples if s is not None and math.isfinite(s)], dtype=float)
 
 
