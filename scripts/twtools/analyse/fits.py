@@ -93,7 +93,7 @@ def fit_linear(runs, page=PAGE):
         for _ in range(50):
             cov0, beta = _wls(X, y, w)
             r = np.sqrt(w0) * (y - X @ beta)
-            scale = 1.4826 * np.median(np.abs(r - np.median(r)))
+            scale = 1.4826 * stats._median(np.abs(r - stats._median(r)))
             if scale <= 0:
                 break
             h = np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(r), 1e-300))
@@ -109,7 +109,7 @@ def fit_linear(runs, page=PAGE):
         # clips the scaled relative residual at k.  The plain reduced chi-square
         # of the down-weighted fit understates the error (CI coverage ~90%).
         u = np.sqrt(w0) * resid
-        scale = 1.4826 * np.median(np.abs(u - np.median(u)))
+        scale = 1.4826 * stats._median(np.abs(u - stats._median(u)))
         if scale > 0:
             z = u / scale
             psi = np.clip(z, -HUBER_K, HUBER_K)
