@@ -47,9 +47,23 @@ def test_the_documented_queries_run(digests, tmp_path):
     kernels = {d["facts"]["kernel"] for d in digests if "32-int80 null" in d["cells"]}
     assert {r[0] for r in by_kernel} == kernels and all(r[2] > 1 for r in by_kernel)
     con.execute(fleetdb.QUERIES["exit-price-outliers"]).fetchall()
+    # Every atlas run is a host of its own, so no host has runs on both sides of a date: one
+    # machine measured before and after, every figure three times dearer after, is what the
+    # query must find, and it alone.
+    base = digests[0]
+
+    def run(when, k, sha):
+        cells = {n: dict(c, **{f: c[f] * k for f in ("value", "ci_low", "ci_high")
+                               if c.get(f) is not None}) for n, c in base["cells"].items()}
+        return dict(base, host="twice", created_utc=when, cells=cells,
+                    raw=dict(base["raw"], sha256=sha))
+    fleetdb.ingest(con, [run("2026-11-20T00:00:00+00:00", 1, "b" * 64),
+                         run("2026-11-28T00:00:00+00:00", 3, "a" * 64)])
     regress = con.execute(fleetdb.QUERIES["regressions-since"],
                           {"since": "2026-11-24T00:00:00Z"}).fetchall()
-    assert all(r[4] > 1 for r in regress)
+    dearer = {n for n, c in base["cells"].items() if (c.get("ci_low") or 0) * 3 > c["value"]}
+    assert dearer and {r[0] for r in regress} == {"twice"} and {r[1] for r in regress} == dearer, regress
+    assert all(r[4] == pytest.approx(3) for r in regress)
 
 
 def test_tw_fleet_db_adds_a_run_once(tmp_path):
