@@ -122,7 +122,7 @@ def _no_duplicate_keys(path, raw):
     json.loads(raw, object_pairs_hook=pairs)
 
 
-NUMBER = {float, int}
+NUMBER = stats.NUMBER
 # ns per step of syscost's clock chain (coreclock): 4 cycles, 0.4-20 ns on a core of 0.2-10
 # GHz; a step far beyond moves every figure it scales, so it is no measurement.
 MAX_STEP_NS = 1000.0

@@ -129,9 +129,6 @@ def clocked(doc, rd, clk=None):
     return v if f == 1.0 else [x * f for x in v]
 
 
-NUMBER = {float, int}
-
-
 class _Round:
     """One process's batches as an analysis reads them: usable() (`disturbed`, and `n`, how
     many usable values), their finite values as a float array (`values`, what stats takes of
@@ -192,7 +189,7 @@ class _Rounds:
         lens = [len(u) for u, _ in us]
         flat = [x for u, _ in us for x in u]
         a = None
-        if set(map(type, flat)) <= NUMBER:
+        if set(map(type, flat)) <= stats.NUMBER:
             a = np.asarray(flat, dtype=float)
             fs = [coreclock.factor(self.doc, rd, self.clk) for rd in rounds] \
                 if self.clk[0] else None

@@ -172,14 +172,16 @@ def _median_cihs(a, alpha):
             float(lam * a[n - k - 1] + (1 - lam) * a[n - k]))
 
 
-_PLAIN_NUMBERS = frozenset({float, int})
+# The types of a list of plain numbers (bool excluded: a flag is not a figure), which the
+# readers here and in percall.py and fleet.py take whole rather than value by value.
+NUMBER = frozenset({float, int})
 
 
 def _finite(samples):
     if isinstance(samples, np.ndarray) and samples.dtype.kind == "f":
         # A float array (what the fleet's digests hand over): no value is None.
         return samples[np.isfinite(samples)] if samples.size else samples
-    if type(samples) is list and samples and set(map(type, samples)) <= _PLAIN_NUMBERS:
+    if type(samples) is list and samples and set(map(type, samples)) <= NUMBER:
         # a list of numbers alone (nearly every one: a stage file's samples) converted in one
         # step, its non-finite values dropped by one mask: the same values in the same order
         a = np.asarray(samples, dtype=float)
