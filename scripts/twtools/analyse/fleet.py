@@ -171,7 +171,7 @@ def _sound_round_values(rounds):
     same arrays and times: the disturbed batches are left out the same way, and what is
     judged per value there (its type, finite, its bounds, the fastest chain step) is judged
     here over every round's values at once.  The loop costs a value may lie below zero by
-    (_gather's median of a round's empty loops) are taken only when a value is below zero:
+    (_loop_floor's median of a round's empty loops) are taken only when a value is below zero:
     nearly every round has none, and a median a round was a third of this."""
     if type(rounds) is not list:
         return None
@@ -190,13 +190,10 @@ def _sound_round_values(rounds):
                 chains.extend(chain)
                 clens.append(len(chain))
         sent.extend(vals)
-        dist = rd.get("disturbed")
-        if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
-            vals = list(itertools.compress(vals, [not d for d in dist]))
+        vals, t = _usable(rd, vals)
         flat.extend(vals)
         lens.append(len(vals))
-        t = rd.get("t_s", rd.get("round"))
-        times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+        times.append(t)
     # a disturbed batch's value is checked as the rest are
     if not set(map(type, sent)) <= NUMBER or not set(map(type, chains)) <= NUMBER:
         return None
@@ -213,34 +210,47 @@ def _sound_round_values(rounds):
             return None
         # a value at or above zero is above any loop cost's bound below zero (0..MAX_LOOP_NS)
         if (a < 0).any():
-            fl, lows = [], []
-            for rd in rounds:
+            lows = []
+            for rd, n in zip(rounds, lens):
                 loops = rd.get("loop_ns")
-                _gather(rd, rd.get("samples_ns") or [], loops if type(loops) is list else None,
-                        fl, lows, [], [])
+                lows.extend(itertools.repeat(_loop_floor(
+                    loops if type(loops) is list else None, rd.get("samples_ns") or []), n))
             if not (a >= -_loop_floors(lows)).all():
                 return None
     ends = itertools.accumulate(lens)
     return [a[e - n:e] for n, e in zip(lens, ends)], times
 
 
-def _gather(rd, vals, loops, flat, lows, lens, times):
-    """One round's usable values (without its disturbed batches, or all of them when every
-    batch was) appended to flat, the loop cost its process subtracted from each to lows (the
-    median of its empty loops' costs, as syscost takes it; 0 without a list of as many finite
-    numbers), their count to lens and the round's time to times."""
-    floor = 0.0
-    if loops is not None and len(loops) == len(vals) and loops and \
-            set(map(type, loops)) <= NUMBER and all(map(math.isfinite, loops)):
-        floor = statistics.median(loops)
+def _usable(rd, vals):
+    """(a round's usable values: without its disturbed batches, or all of them when every
+    batch was; the round's time, None when it is not a number)."""
     dist = rd.get("disturbed")
     if isinstance(dist, list) and len(dist) == len(vals) and any(dist) and not all(dist):
         vals = list(itertools.compress(vals, [not d for d in dist]))
+    t = rd.get("t_s", rd.get("round"))
+    return vals, (t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+
+
+def _loop_floor(loops, vals):
+    """The loop cost a round's process subtracted from each of its batch values vals: the
+    median of its empty loops' costs, as syscost takes it; 0 without a list of as many
+    finite numbers."""
+    if loops is not None and len(loops) == len(vals) and loops and \
+            set(map(type, loops)) <= NUMBER and all(map(math.isfinite, loops)):
+        return statistics.median(loops)
+    return 0.0
+
+
+def _gather(rd, vals, loops, flat, lows, lens, times):
+    """One round's usable values (_usable) appended to flat, the loop cost its process
+    subtracted from each (_loop_floor) to lows, their count to lens and the round's time to
+    times."""
+    floor = _loop_floor(loops, vals)
+    vals, t = _usable(rd, vals)
     flat.extend(vals)
     lows.extend(itertools.repeat(floor, len(vals)))
     lens.append(len(vals))
-    t = rd.get("t_s", rd.get("round"))
-    times.append(t if isinstance(t, (int, float)) and not isinstance(t, bool) else None)
+    times.append(t)
 
 
 def _loop_floors(lows):
