@@ -45,8 +45,8 @@ def test_a_name_with_a_line_break_character_keeps_its_line(sep):
     assert maps["@path1"] == {("2049", "13", "7"): "/opt/old32"}
     # the exec tracer's reading of one batch: every exec in a key, nothing dropped
     cur = mwatch._batch()
-    for o in json_lines(text):
-        for k, v in o["data"].items():
+    for o in json_lines(text, pairs=True):
+        for k, v in o.get("data"):
             mwatch._fold(cur, k, v)
     assert cur["execs"][(2049, 12, 7, True)] == {"n": 1, "first_ns": None, "last_ns": None,
                                                  "started": name}

@@ -40,6 +40,10 @@ from . import census
 
 SCHEMA = "timewrite-legs/2"
 SCRIPT = "legs.bt"
+# legs.bt's maps hold assigned values, not counts: a stamp (kept as first printed; two entries
+# of one key would be a conflict, said by the reader) and a running count per process (the
+# larger).  Their keys are integers, so entries cannot print alike unseen.
+COMBINE = {"@enter": "first", "@exit": "first", "@calls": "max", "@exits": "max"}
 # blocks (each: one process per mechanism untraced and one traced, in one moment), batches per
 # process, calls per batch.  A block takes about 0.7 s on the 2-core guests (bpftrace attaches
 # and stops in about 0.25 s each), so the default's 24 blocks are about 17 s, when tw run's
@@ -154,7 +158,7 @@ def _block(b, names, doc, batches, calls, shape, tmp):
     finally:
         text = census._stop(bt, out, err)
     from ..machine.tracers import bpftrace
-    maps = bpftrace.parse_json(text)
+    maps = bpftrace.parse_json(text, COMBINE)
     for v, rec in traced:
         doc["variants"][v]["traced"].append(dict(attach_kernel_stamps(rec, maps), block=b))
     if b % 2 == 1:

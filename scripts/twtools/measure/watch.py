@@ -136,7 +136,8 @@ class ExecTracer:
         try:
             for raw in self.loader.stdout:
                 line = raw.decode("utf-8", "backslashreplace")
-                for o in bpftrace.json_lines(line):
+                # every member kept: two entries printed under one key are both counted
+                for o in bpftrace.json_lines(line, pairs=True):
                     if o.get("type") == "printf":
                         d = o.get("data") or ""
                         if d.startswith("Counting"):
@@ -148,7 +149,7 @@ class ExecTracer:
                         continue
                     if o.get("type") != "map":
                         continue
-                    for name, val in (o.get("data") or {}).items():
+                    for name, val in o.get("data") or []:
                         _fold(cur, name, val)
         finally:
             self._ended.set()
@@ -201,18 +202,25 @@ def _ints(text, n):
     return [int(p) for p in parts] if len(parts) == n and all(p.isdigit() for p in parts) else None
 
 
+# Two entries of one printed key (none expected: the loader prints each BPF entry once, and
+# every key is zeroed whole before it is filled) are one: counts add, the first and last
+# times widen, the name is the later one.
+_JOIN = {"n": lambda a, b: a + b, "first_ns": min, "last_ns": max, "started": lambda a, b: b}
+
+
 def _fold(cur, name, val):
-    """One printed map into the batch being read."""
+    """One printed map into the batch being read: val is its members as (key, value) pairs
+    (base.Pairs), every one kept."""
     if name in ("@n0", "@n1"):
-        if isinstance(val, dict):
-            for bits, is32 in (("64", False), ("32", True)):
-                v = val.get(bits)
-                cur["n"][is32] += v if isinstance(v, int) and v >= 0 else 0
+        if isinstance(val, list):
+            for bits, v in val:
+                if bits in ("64", "32"):
+                    cur["n"][bits == "32"] += v if isinstance(v, int) and v >= 0 else 0
         return
-    if not isinstance(val, dict):
+    if not isinstance(val, list):
         return
     if name[:-1] in ("@path", "@why"):
-        for k, v in val.items():
+        for k, v in val:
             f = _ints(k, 3)
             if f is not None:
                 if name.startswith("@path"):
@@ -224,14 +232,15 @@ def _fold(cur, name, val):
              "@started": "started"}.get(name[:-1])
     if field is None:
         return
-    for k, v in val.items():
+    for k, v in val:
         f = _ints(k, 4)
         if f is None:
             continue
         dev, ino, gen, b = f
         row = cur["execs"].setdefault((dev, ino, gen, b == 1),
                                       {"n": 0, "first_ns": None, "last_ns": None, "started": None})
-        row[field] = v if field == "started" else int(v)
+        v = v if field == "started" else int(v)
+        row[field] = v if row[field] is None else _JOIN[field](row[field], v)
 
 
 def fs_magics():
@@ -349,7 +358,7 @@ def window(seconds, with_overhead=True, stop=None):
             doc["wall_s"] = time.monotonic() - t0
             doc["utc_end"] = time.time()
             text = census._stop(bt, out, err)
-    maps = bpftrace.parse_json(text)
+    maps = bpftrace.parse_json(text, census.COMBINE)
     doc["tracer"] = "watchbpf"
     doc["trace"] = census.rows(maps, WINDOW_MAP_KEYS)
     doc["wlat"] = _wlat_rows(maps)

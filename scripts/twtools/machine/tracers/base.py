@@ -114,20 +114,38 @@ def _unmangle(line):
     return _BPFTRACE_BYTES.sub(repl, line)
 
 
-def json_lines(text):
+class Pairs(list):
+    """A JSON object read with every member kept, in order, as (name, value) pairs: what
+    json_lines(pairs=True) gives where a dict would keep only the last of members that share a
+    name (bpftrace prints one member per map entry, and two entries can print alike)."""
+
+    def get(self, name, default=None):
+        """The first member of that name (for names that do not repeat: "type", "data")."""
+        for k, v in self:
+            if k == name:
+                return v
+        return default
+
+
+def json_lines(text, pairs=False, skipped=None):
     """The JSON objects of an NDJSON text (perf stat -j, bpftrace -f json), skipping the
     other lines those tools mix in (warnings, 'Attaching N probes', blank lines).  Lines end at
     "\n" only: str.splitlines() and str.strip() would also cut at U+2028, U+2029, U+0085 and
     \x1c-\x1e, \x0b, \x0c, which a program's name may hold (raw, inside a JSON string), and a
-    whole map line would be lost."""
+    whole map line would be lost.  pairs: every object as a Pairs list, members that share a
+    name all kept (a dict keeps the last).  skipped: a list that gets every line that opened
+    like an object but was not JSON (a truncated last line), so that a reader can say so."""
+    hook = Pairs if pairs else None
     for line in (text or "").split("\n"):
         line = line.strip(" \t\r")
         if line.startswith("{"):
             if "\\uffffff" in line:
                 line = _unmangle(line)
             try:
-                yield json.loads(line)
+                yield json.loads(line, object_pairs_hook=hook)
             except json.JSONDecodeError:
+                if skipped is not None:
+                    skipped.append(line[:200])
                 continue
 
 

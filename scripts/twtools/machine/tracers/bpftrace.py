@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from ...core import paths
-from .base import (Tracer, command_word, first_line, json_lines, kernel_entry_blind,
+from .base import (Pairs, Tracer, command_word, first_line, json_lines, kernel_entry_blind,
                    observer_why_not, quote_command)
 
 PROBE_TRACEPOINT = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @n = count(); }"
@@ -30,22 +30,131 @@ OBSERVER_PROG = ("tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = ns
                  "delete(@s[tid]); } END { clear(@s); }")
 
 
-def parse_json(text):
-    """bpftrace -f json NDJSON -> {map name: {key tuple: value}}.
+class Maps(dict):
+    """bpftrace's maps, {map name: {key tuple: value}}, with what reading them found:
+
+      entries    {name: entries printed}: bpftrace prints every entry of a map, and two
+                 entries whose keys differ only in bytes that do not print (a string's bytes
+                 after its NUL: seen with ternary string literals on Linux 6.18 builds) print
+                 alike; those are summed into one key, never one kept for the others;
+      collapsed  {name: entries merged into an earlier one of the same printed key};
+      conflicts  {name: keys whose entries held different assigned values} (a value that is no
+                 aggregation cannot be summed: the first is kept and the key counted here);
+      lost       events bpftrace said it lost (its "lost_events" records, or "Lost N events"
+                 on its stderr), or 0;
+      warnings   the other warnings it printed on stderr (a helper's error, a map that could
+                 not be updated), each once, bounded; the harmless RLIMIT_MEMLOCK one left out;
+      unread     lines that opened like JSON but were not (a truncated last line)."""
+
+    def __init__(self):
+        super().__init__()
+        self.entries, self.collapsed, self.conflicts = {}, {}, {}
+        self.lost, self.unread, self.warnings = 0, [], []
+
+    def total(self, name):
+        """The sum of a counting map's values over every key (0 for a map not printed)."""
+        return sum(v for v in self.get(name, {}).values() if isinstance(v, int))
+
+    def witness(self):
+        """What a reader says beside the counts: entries, merged entries, conflicts, losses."""
+        return {"entries": dict(self.entries), "collapsed": {k: n for k, n in self.collapsed.items() if n},
+                "conflicts": {k: n for k, n in self.conflicts.items() if n},
+                "lost_events": self.lost, "unread_lines": len(self.unread),
+                "warnings": list(self.warnings)}
+
+
+def _merge_buckets(a, b):
+    """Two hist()/lhist() bucket lists as one, counts summed bucket by bucket."""
+    acc = {}
+    for bl in (a, b):
+        for x in bl or []:
+            k = (x.get("min"), x.get("max"))
+            acc[k] = acc.get(k, 0) + int(x.get("count", 0))
+    return [{"min": lo, "max": hi, "count": n} for (lo, hi), n in
+            sorted(acc.items(), key=lambda kv: (kv[0][0] is not None, kv[0][0] or 0))]
+
+
+def _plain(v):
+    """A value read with object_pairs_hook back to plain JSON (dicts for objects)."""
+    if isinstance(v, Pairs):
+        return {k: _plain(x) for k, x in v}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+# How two entries printed under one key are one: by the map's aggregation.  count() and sum()
+# add; min() and max() keep the extreme; stats() adds counts and totals; hist()/lhist() add bucket
+# by bucket.  An assigned value (@work = flags) is no aggregation: OR for flag words where the
+# caller says so, else the first is kept and the key is counted as a conflict.
+COMBINE = {"sum": lambda a, b: a + b, "min": min, "max": max, "or": lambda a, b: a | b}
+
+
+def _combine(how, a, b):
+    if isinstance(a, list) and isinstance(b, list):
+        return _merge_buckets(a, b), False
+    if isinstance(a, dict) and isinstance(b, dict) and "count" in a and "total" in a:
+        n, t = a["count"] + b["count"], a["total"] + b["total"]
+        return {"count": n, "average": t // n if n else 0, "total": t}, False
+    if how in COMBINE and isinstance(a, int) and isinstance(b, int):
+        return COMBINE[how](a, b), False
+    return a, a != b
+
+
+_LOST = re.compile(r"Lost (\d+) events")
+MAX_WARNINGS = 20
+
+
+def _stderr(maps, text):
+    """bpftrace's stderr into maps.lost and maps.warnings."""
+    for line in (text or "").split("\n"):
+        line = line.strip()
+        m = _LOST.search(line)
+        if m:
+            maps.lost += int(m.group(1))
+        elif ("WARNING" in line or "ERROR" in line) and "RLIMIT_MEMLOCK" not in line \
+                and line not in maps.warnings and len(maps.warnings) < MAX_WARNINGS:
+            maps.warnings.append(line[:300])
+
+
+def parse_json(text, combine=None, stderr=None):
+    """bpftrace -f json NDJSON -> Maps {map name: {key tuple: value}}, every entry kept.
 
     Keys are split on ',' into a tuple of strings (a one-key map gives a 1-tuple, a keyless
-    map the empty tuple); histograms stay lists of {min, max, count} buckets."""
-    maps = {}
-    for o in json_lines(text):
-        if o.get("type") not in ("map", "hist", "stats"):
+    map the empty tuple); histograms stay lists of {min, max, count} buckets.  combine: {map
+    name: "sum" | "min" | "max" | "or" | "first"} for maps whose entries are not counts or sums
+    (the default for numbers is "sum"); entries printed under one key are combined so, and
+    Maps.collapsed says how many were.  stderr: bpftrace's standard error, for the events it
+    lost and its warnings."""
+    maps = Maps()
+    combine = combine or {}
+    _stderr(maps, stderr)
+    for o in json_lines(text, pairs=True, skipped=maps.unread):
+        kind = o.get("type")
+        if kind == "lost_events":
+            data = o.get("data")
+            maps.lost += int((data.get("events") if isinstance(data, Pairs) else data) or 0)
             continue
-        for name, val in o.get("data", {}).items():
+        if kind not in ("map", "hist", "stats"):
+            continue
+        for name, val in o.get("data") or []:
             d = maps.setdefault(name, {})
-            if isinstance(val, dict):
-                for k, v in val.items():
-                    d[tuple(k.split(","))] = v
-            else:
-                d[()] = val
+            # a keyless map prints its value alone (a stats() value is an object too)
+            keyless = not isinstance(val, Pairs) or (
+                kind == "stats" and [k for k, _ in val] == ["count", "average", "total"])
+            entries = [("", val)] if keyless else val
+            how = combine.get(name, "sum")
+            for k, v in entries:
+                key = tuple(k.split(",")) if k != "" else ()
+                v = _plain(v)
+                maps.entries[name] = maps.entries.get(name, 0) + 1
+                if key in d:
+                    maps.collapsed[name] = maps.collapsed.get(name, 0) + 1
+                    d[key], clash = _combine(how, d[key], v)
+                    if clash:
+                        maps.conflicts[name] = maps.conflicts.get(name, 0) + 1
+                else:
+                    d[key] = v
     return maps
 
 
@@ -60,7 +169,17 @@ def hist_buckets(buckets, scale=1):
     return out
 
 
-def session(script, runs, tmp, tag, timeout=300):
+# entrypath.bt's codes (its END prints them), and the names its rows carry; a key recorded
+# before the codes (a name) reads as it is.
+ENTRY_ABI = {"1": "compat", "0": "native"}
+ENTRY_ORIGIN = {"1": "vdso", "2": "text", "3": "other"}
+ENTRY_INSN = {"0": "pad", "1": "int80", "2": "syscall", "3": "sysenter", "4": "unknown"}
+ENTRY_CALLER = {"0": "-", "2": "text", "3": "other"}
+# writelat.bt's ABI codes, and the names its rows carry (a key recorded before: the name).
+WRITELAT_ABI = {"32": "i386", "64": "x86-64"}
+
+
+def session(script, runs, tmp, tag, timeout=300, combine=None):
     """Run traces/<script> once over several programs: runs is [(label, argv, stdin path)].
 
     Returns (maps, {pid: (label, exit status)}, completed process, raw text)."""
@@ -85,7 +204,7 @@ def session(script, runs, tmp, tag, timeout=300):
         f = line.split()
         if len(f) == 3:
             labels[f[1]] = (f[0], int(f[2]))
-    return parse_json(text), labels, p, text
+    return parse_json(text, combine, stderr=p.stderr), labels, p, text
 
 
 class Bpftrace(Tracer):
@@ -184,7 +303,8 @@ class Bpftrace(Tracer):
             for m in ("async", "sync"):
                 runs.append((f"{v}/{m}", workload.command(v, Path(tmp) / f"out-bt-{v}-{m}", m == "sync"),
                              workload.input))
-        maps, labels, p, _ = session("writelat.bt", runs, tmp, "writelat")
+        maps, labels, p, _ = session("writelat.bt", runs, tmp, "writelat",
+                                     combine={"@min_ns": "min", "@max_ns": "max"})
         out, counts = [], {}
         for pid, (label, rc) in labels.items():
             v, m = label.split("/")
@@ -198,7 +318,7 @@ class Bpftrace(Tracer):
             k = max(keys, key=lambda k: maps["@count"][k])
             n = int(maps["@count"][k])
             out.append({"variant": v, "mode": m, "buffsize": workload.chunk, "count": n,
-                        "abi": k[1], "fd": int(k[2]), "pid": int(pid),
+                        "abi": WRITELAT_ABI.get(k[1], k[1]), "fd": int(k[2]), "pid": int(pid),
                         "sum_ns": maps.get("@sum_ns", {}).get(k),
                         "min_ns": maps.get("@min_ns", {}).get(k),
                         "max_ns": maps.get("@max_ns", {}).get(k),
@@ -221,15 +341,18 @@ class Bpftrace(Tracer):
             origin = {"vdso": 0, "text": 0, "other": 0}
             classes = []
             for k, n in maps.get("@calls", {}).items():
-                # k = (pid, comm, abi, origin, insn, caller, cs); calls the driver shell's
-                # fork made before execve carry its comm, not timewrite's
+                # k = (pid, comm, abi, origin, insn, caller, cs), integer codes (entrypath.bt);
+                # calls the driver shell's fork made before execve carry its comm, not
+                # timewrite's
                 if k[0] != pid or not k[1].startswith("timewrite"):
                     continue
-                counts[k[2]] = counts.get(k[2], 0) + n
-                origin[k[3]] = origin.get(k[3], 0) + n
-                classes.append({"abi": k[2], "origin": k[3], "insn": k[4], "caller": k[5],
-                                "cs": int(k[6]), "calls": n})
-            writes = [{"abi": k[2], "origin": k[3], "id": int(k[4]), "calls": n}
+                abi, org = ENTRY_ABI.get(k[2], k[2]), ENTRY_ORIGIN.get(k[3], k[3])
+                counts[abi] = counts.get(abi, 0) + n
+                origin[org] = origin.get(org, 0) + n
+                classes.append({"abi": abi, "origin": org, "insn": ENTRY_INSN.get(k[4], k[4]),
+                                "caller": ENTRY_CALLER.get(k[5], k[5]), "cs": int(k[6]), "calls": n})
+            writes = [{"abi": ENTRY_ABI.get(k[2], k[2]), "origin": ENTRY_ORIGIN.get(k[3], k[3]),
+                       "id": int(k[4]), "calls": n}
                       for k, n in maps.get("@write_like", {}).items()
                       if k[0] == pid and k[1].startswith("timewrite")]
             classes.sort(key=lambda c: -c["calls"])
