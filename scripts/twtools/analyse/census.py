@@ -448,6 +448,7 @@ def analyse(raw, percall_doc=None, percall_source=None, walls=None):
     figures = sorted({g["figure"] for p in out_procs for g in p["paths"] if g.get("figure")})
     d = {"schema": SCHEMA, "host": raw.get("host"), "kernel": raw.get("kernel"),
          "utc": raw.get("utc"), "seconds": raw.get("seconds"), "window_s": seconds,
+         "window_utc": raw.get("window_utc"),
          "root": raw.get("root"), "tracer": raw.get("tracer"), "script": raw.get("script"),
          "why_not": raw.get("why_not"),
          "blind": _blind(raw),
@@ -466,8 +467,64 @@ def analyse(raw, percall_doc=None, percall_source=None, walls=None):
          "tracer_cost": tracer_cost(raw, procs, seconds) if traced and seconds else None,
          "walls": walls_of(raw, out_procs, seconds, walls),
          "regs_ok": (raw.get("trace") or {}).get("regs_ok"),
-         "maps_full": (raw.get("trace") or {}).get("maps_full") or []}
+         "maps_full": (raw.get("trace") or {}).get("maps_full") or [],
+         "witness": witnesses(raw)}
     return d
+
+
+def witnesses(raw):
+    """Every count of the census against a second witness: {checked, agree, calls, by_number,
+    regs_ok, images_differing, maps_full, collapsed, lost_events, warnings, disagreements,
+    why}.  census.bt counts each call three times at one probe: by entry path (@calls), by
+    call number (@nr) and by the pt_regs check (@regs_ok); summed over the machine they must be
+    equal, and per process image the path counts must equal the number counts.  A full map
+    (judged on the entries bpftrace printed), a lost event or an unreadable line is a
+    disagreement too: the counts are then short by an unknown number."""
+    t = raw.get("trace")
+    out = {"checked": False, "agree": None, "disagreements": [], "why": None}
+    if t is None:
+        out["why"] = "no trace: " + (raw.get("why_not") or "the census did not trace")
+        return out
+    w = t.get("witness")
+    if not w:
+        out["why"] = ("this census was recorded before timewrite checked its counts against a "
+                      "second witness")
+        return out
+    bad = out["disagreements"]
+    calls, nrs, regs = w.get("calls_total"), w.get("nr_total"), w.get("regs_total")
+    out.update(checked=True, calls=calls, by_number=nrs, regs_ok=regs,
+               maps_full=t.get("maps_full") or [], map_keys=w.get("map_keys"),
+               **{k: w.get(k) for k in ("collapsed", "lost_events", "warnings", "entries")})
+    if not (calls == nrs == regs):
+        bad.append(f"the calls counted by entry path ({calls}), by call number ({nrs}) and by "
+                   f"the probe's own total ({regs}) differ")
+
+    def per_image(rows):
+        acc = {}
+        for r in rows:
+            k = (r["pid"], r["start"], r["gen"])
+            acc[k] = acc.get(k, 0) + r["calls"]
+        return acc
+    a, b = per_image(t.get("calls") or []), per_image(t.get("nr") or [])
+    differ = [{"pid": k[0], "start": k[1], "gen": k[2], "by_path": a.get(k, 0),
+               "by_number": b.get(k, 0)} for k in sorted(set(a) | set(b)) if a.get(k, 0) != b.get(k, 0)]
+    out["images_differing"] = differ[:20]
+    if differ:
+        bad.append(f"{len(differ)} process image(s) counted differently by path and by number, "
+                   "e.g. pid {pid}: {by_path} against {by_number}".format(**differ[0]))
+    if w.get("lost_events"):
+        bad.append(f"bpftrace lost {w['lost_events']} events")
+    if w.get("unread_lines"):
+        bad.append(f"{w['unread_lines']} lines of bpftrace's output were not JSON (cut short?)")
+    # a full map is a witness too: its calls after it filled are missing from every total
+    out["agree"] = not bad and not out["maps_full"]
+    return out
+
+
+def full_text(t):
+    """A full map in words: which, and that calls went uncounted."""
+    return ("bpftrace's maps filled up (" + ", ".join(t["maps_full"]) + "): some calls were not "
+            "counted")
 
 
 def _brief(p):
@@ -487,8 +544,10 @@ def _blind(raw):
         out.append(raw["vsyscall_why"])
     t = raw.get("trace") or {}
     if t.get("maps_full"):
-        out.append("bpftrace's maps filled up (" + ", ".join(t["maps_full"]) + "): some calls "
-                   "were not counted")
+        out.append(full_text(t))
+    w = witnesses(raw)
+    if w["disagreements"]:
+        out.append("every count, since the census's counts disagree: " + "; ".join(w["disagreements"]))
     regs = t.get("regs_ok") or {}
     if regs.get("bad"):
         out.append(f"{regs['bad']} calls had pt_regs whose orig_ax did not match the call: "

@@ -440,6 +440,63 @@ def run_time(wall_s, calls, added):
     return {"median": med, "ci_low": lo, "ci_high": hi, "traced": False, "why": None}
 
 
+# ---------------------------------------------------------------- the witnesses
+
+# The calls that never return, by ABI: exit and exit_group (the thread ends inside them).
+NO_RETURN = {"native": {60, 231}, "compat": {1, 252}}
+
+
+def witnesses(raw):
+    """Every count the tracer gave, against a second witness: {checked, agree, entries,
+    regs_ok, exits, no_return, collapsed, lost_events, warnings, disagreements: [text]}.
+
+    bpftrace: diagnose.bt's @site and @regs_ok count every call at the same probe, so their
+    totals must be equal (a site dropped by a full map or lost by a reader makes @site
+    short); @exits counts the calls that came back, so entries less exits must lie between 0
+    and the calls that never return (exit, exit_group) plus one in flight per traced process
+    (pid mode: the call a process is blocked in when the trace stops).  A count it could not
+    check says why.  strace: every call it printed is one line; its own exits (the resumed
+    and unfinished halves) are joined by the parser, so the check is the parser's count of
+    lines against the rows' sum."""
+    rows = raw.get("rows") or {}
+    w = rows.get("witness")
+    out = {"checked": False, "agree": None, "disagreements": [], "why": None}
+    if not w:
+        out["why"] = ("this trace was recorded before timewrite checked its counts against a "
+                      "second witness")
+        return out
+    out.update({k: w.get(k) for k in ("collapsed", "lost_events", "warnings", "unread_lines")})
+    sites = w.get("sites_total")
+    regs = w.get("regs_total")
+    exits = w.get("exits_total")
+    out.update(entries=sites, regs_ok=regs, exits=exits, checked=True)
+    bad = out["disagreements"]
+    if raw.get("tracer") == "bpftrace":
+        no_ret = sum(r["calls"] for r in rows.get("sites", [])
+                     if r["id"] in NO_RETURN.get(r["abi"], ()))
+        procs = len({r["pid"] for r in rows.get("sites", [])})
+        out["no_return"] = no_ret
+        if regs is not None and sites != regs:
+            bad.append(f"the sites counted {sites} calls where the same probe's own total "
+                       f"(@regs_ok) counted {regs}: {abs(regs - sites)} calls "
+                       f"{'missing from' if sites < regs else 'too many in'} the sites")
+        if exits is not None and sites is not None and not (
+                0 <= sites - exits <= no_ret + (procs if raw.get("mode") == "pid" else 0)):
+            bad.append(f"{sites} calls entered and {exits} came back, {no_ret} of them calls "
+                       f"that never return (exit, exit_group)")
+    elif w.get("lines") is not None and sites != w["lines"]:
+        un = w.get("unnamed") or {}
+        bad.append(f"strace printed {w['lines']} calls; the rows hold {sites}" + (
+            " (no number on this machine for " + ", ".join(f"{k} x{n}" for k, n in un.items())
+            + ")" if un else ""))
+    if w.get("lost_events"):
+        bad.append(f"bpftrace lost {w['lost_events']} events")
+    if w.get("unread_lines"):
+        bad.append(f"{w['unread_lines']} lines of the tracer's output were not JSON (cut short?)")
+    out["agree"] = not bad
+    return out
+
+
 # ---------------------------------------------------------------- the diagnosis
 
 def diagnose(raw, percall_doc, percall_source, raw_overhead=None):
@@ -472,7 +529,7 @@ def diagnose(raw, percall_doc, percall_source, raw_overhead=None):
          "wall_s": raw.get("wall_s"), "run_time_s": rt,
          "paths": groups, "cost": costs, "fastest": fast, "fastest_why": why_fast,
          "percall_source": percall_source,
-         "latency": lat, "syscalls_seen": n_sys}
+         "latency": lat, "syscalls_seen": n_sys, "witness": witnesses(raw)}
     d["extra"] = extra(d)
     return d
 

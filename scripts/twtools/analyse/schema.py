@@ -505,7 +505,7 @@ TRACERS = {
     "perf_stat": ("opt", [{"!variant": "variant", "events": ("opt", {"*": "num?"}),
                            "why": ("opt", {"*": "str?"}), "file_writes": "int?"}]),
     "strace_c": ("opt", [{"!variant": "variant", "tables": ("opt", {"*": "any"}), "why": "str?",
-                          "rc": "int?"}]),
+                          "rc": "int?", "disagree": ("opt", ["str"])}]),
     "strace_T": ("opt", [{"!variant": "variant", "calls": "int?", "write_us_samples": ["num"],
                           "write_us": ("opt", SUMMARY), "why": "str?", "rc": "int?"}]),
     "perf_trace": ("opt", [{"!variant": "variant", "supported": "bool?", "reason": "str?",
@@ -580,6 +580,13 @@ PROC_ROW = {"!pid": "int", "start": "int?", "comm": "str?", "exe": "str?", "bits
 # /proc shows it) and gen (execve calls in the window); timewrite-census/1 rows have neither,
 # and are matched by pid.
 IMAGE = {"start": "int?", "gen": "int?"}
+# What a reader of bpftrace's maps found (machine/tracers/bpftrace.py Maps.witness) and the totals
+# that witness each other: the entries it printed per map, those that printed alike and were
+# summed, assigned values that clashed, events lost, lines that were not JSON, its warnings.
+TRACER_WITNESS = {"entries": {"*": "count"}, "collapsed": {"*": "count"},
+                  "conflicts": {"*": "count"}, "lost_events": "count?", "unread_lines": "count?",
+                  "warnings": ["str"], "calls_total": "count?", "nr_total": "count?",
+                  "regs_total": "count?", "map_keys": "posint?"}
 CENSUS_CALL = {"!pid": "int", **IMAGE, "comm": "str?", "!abi": "str", "!cs": "int", "!origin": "str",
                "!insn": "str", "own": "bool?", "!calls": "count",
                "__check__": lambda r: None if r.get("abi") in ("compat", "native") and
@@ -590,6 +597,7 @@ CENSUS = {
     "!seconds": "window", "host": "str?", "kernel": "str?", "utc": "str?", "root": "bool?",
     "own_pid": "int?", "cpus": "posint?", "clk_tck": "posint?", "tracer": "str?", "why_not": "str?", "script": "str?",
     "vsyscall_why": "str?", "wall_s": "window?", "failed": "bool?",
+    "window_utc": ("opt", ["num?"]), "window_from": "str?",
     "!snapshot": [PROC_ROW], "snapshot_end": ("opt", [PROC_ROW]),
     "vdso32": ("opt", {"available": "bool?", "why": "str?",
                        "instruction": ("opt", ("enum", "sysenter", "syscall", "int80")), "form": "str?",
@@ -603,7 +611,9 @@ CENSUS = {
                       "fork": [{"!pid": "int", "!parent": "int", **IMAGE}],
                       "vsyscall": [{"!pid": "int", **IMAGE, "comm": "str?", "!faults": "count"}],
                       "regs_ok": ("opt", {"*": "int?"}), "maps_full": ["str"],
-                      "work": [{"!pid": "int", **IMAGE, "!work": "count"}]}),
+                      "work": [{"!pid": "int", **IMAGE, "!work": "count"}],
+                      # what reading bpftrace's maps found (measure/census.py rows, issue 70)
+                      "witness": ("opt", TRACER_WITNESS)}),
     # timewrite-census/3: the host's own walls (measure/census.py), audit's state and tracers
     "host_walls": ("opt", {"audit": ("opt", AUDIT_STATE), "tracers": ("opt", TRACERS_ON)}),
     "overhead": {"*": {"variant": "variant?", "op": "str?", "why": "str?", "bare": ["num"],

@@ -95,6 +95,30 @@ def _stop(bt, out, err):
     return out.read_text() if out.exists() else ""
 
 
+# census.bt's window is opened and closed by two calls of tw's own that its probe sees (its
+# header says why BEGIN and END cannot mark it): getpgid of a pid no process has.
+WINDOW_CALLS = {"open": 0x74770001, "closed": 0x74770002}
+
+
+def window(out, what, timeout=None):
+    """Open or close census.bt's window (what: "open" or "closed"): make the call until the
+    script prints that it saw it (the probe may still be attaching when BEGIN has printed).
+    CensusError when it never does."""
+    deadline = time.monotonic() + (timeout or ATTACH_TIMEOUT)
+    mark = f'"window {what}'
+    while True:
+        try:
+            os.getpgid(WINDOW_CALLS[what])
+        except OSError:
+            pass                # ESRCH: no such process, as meant
+        if out.exists() and mark in out.read_text(errors="replace"):
+            return
+        if time.monotonic() > deadline:
+            raise CensusError(f"census.bt did not see the window {what} within "
+                              f"{timeout or ATTACH_TIMEOUT:.0f} s")
+        time.sleep(0.02)
+
+
 # /proc/PID/stat gives a process's start in clock ticks since boot, census.bt in ns: the rows
 # keep /proc's unit, the kernel's own rounding (nsec_to_clock_t, a division), so that the two
 # compare equal.
@@ -107,11 +131,18 @@ def _image(k, at=1):
     return {"start": int(k[at]) // NS_PER_TICK, "gen": int(k[at + 1])}
 
 
+# census.bt's integer codes (its "Maps"); a name recorded before the codes reads as it is.
+ORIGIN = {"1": "vdso", "2": "text", "3": "other"}
+INSN = {"0": "vdso", "1": "int80", "2": "syscall", "3": "sysenter", "4": "unknown"}
+
+
 def rows(maps, keys=None):
     """census.bt's maps as plain rows (strings from the kernel kept as they came).  Every row
     names its process's image: pid, start and gen (census.bt's header says why a pid alone
     does not name a program).  keys: the maps' key limit they ran with (MAP_KEYS when None),
-    to tell which filled up."""
+    to tell which filled up: judged on the entries bpftrace printed, before any that print
+    alike are summed.  witness: the totals of the three maps that count every call at the
+    same probe (@calls by path, @nr by number, @regs_ok), and what the reader merged."""
     calls = []
     for k, n in maps.get("@calls", {}).items():
         # pid, start, gen, comm, compat, cs, origin, insn, own; a comm may hold a comma: it is
@@ -122,11 +153,13 @@ def rows(maps, keys=None):
         pid, (compat, cs, origin, insn, own) = k[0], k[len(k) - 5:]
         calls.append({"pid": int(pid), **_image(k), "comm": comm,
                       "abi": "compat" if compat == "1" else "native", "cs": int(cs),
-                      "origin": origin, "insn": insn, "own": own == "1", "calls": int(n)})
+                      "origin": ORIGIN.get(origin, origin), "insn": INSN.get(insn, insn),
+                      "own": own == "1", "calls": int(n)})
     nrs = [{"pid": int(k[0]), **_image(k), "abi": "compat" if k[3] == "1" else "native",
             "id": int(k[4]), "calls": int(n)} for k, n in maps.get("@nr", {}).items() if len(k) == 5]
-    execs = [{"pid": int(k[0]), **_image(k), "filename": ",".join(k[3:])}
-             for k in maps.get("@exec", {}) if len(k) >= 4]
+    # @exec[pid, start, gen] = filename; recorded before: @exec[pid, start, gen, filename]
+    execs = [{"pid": int(k[0]), **_image(k), "filename": v if len(k) == 3 else ",".join(k[3:])}
+             for k, v in maps.get("@exec", {}).items() if len(k) >= 3]
     exits = [{"pid": int(k[0]), "start": int(k[1]) // NS_PER_TICK}
              for k in maps.get("@exit", {}) if len(k) == 2]
     forks = [{"pid": int(k[0]), "parent": int(k[1]), **_image(k, 2)}
@@ -134,13 +167,39 @@ def rows(maps, keys=None):
     vsys = [{"pid": int(k[0]), **_image(k), "comm": ",".join(k[3:]), "faults": int(n)}
             for k, n in maps.get("@vsys", {}).items() if len(k) >= 4]
     regs = maps.get("@regs_ok", {})
-    full = [name for name, m in maps.items() if len(m) >= (keys or MAP_KEYS)]
+    entries = getattr(maps, "entries", None) or {name: len(m) for name, m in maps.items()}
+    full = sorted(name for name, n in entries.items() if n >= (keys or MAP_KEYS))
     work = [{"pid": int(k[0]), **_image(k), "work": int(v)}
             for k, v in maps.get("@work", {}).items() if len(k) == 3]
+    witness = maps.witness() if hasattr(maps, "witness") else {}
+    witness.update(calls_total=sum(c["calls"] for c in calls),
+                   nr_total=sum(r["calls"] for r in nrs),
+                   regs_total=sum(int(v) for v in regs.values()),
+                   map_keys=keys or MAP_KEYS)
     return {"calls": calls, "nr": nrs, "exec": execs, "exit": exits, "vsyscall": vsys,
             "work": work,
             "fork": forks, "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
-            "maps_full": full}
+            "maps_full": full, "witness": witness}
+
+
+def _window(doc, maps):
+    """The window as census.bt counted it: from the call that opened it to the one that closed
+    it (@window, CLOCK_MONOTONIC ns, the clock of time.monotonic()), where the calls it counted
+    entered; the wall time this process took around it is a little longer at each end.
+    wall_s and window_utc take census.bt's ends where it printed them."""
+    w = maps.get("@window") or {}
+    t0, t1 = w.get(("0",)), w.get(("1",))
+    if not (isinstance(t0, int) and isinstance(t1, int) and t1 > t0):
+        return
+    off = time.time() - time.monotonic()
+    doc["wall_s"] = (t1 - t0) / 1e9
+    doc["window_utc"] = [t0 / 1e9 + off, t1 / 1e9 + off]
+    doc["window_from"] = "census.bt's stamps of the calls that opened and closed it (CLOCK_MONOTONIC)"
+
+
+# How census.bt's maps that hold no count are combined where two entries print alike: the
+# SYSCALL_WORK flags a process had (OR: any flag either entry saw), a file name (the first).
+COMBINE = {"@work": "or", "@exec": "first", "@gen": "max"}
 
 
 def _overhead_variants():
@@ -178,7 +237,8 @@ def _merge(before, after):
 
 def run(seconds=5.0, batches=30):
     """The raw census: {schema, host, kernel, utc, seconds, root, tracer, why_not, snapshot,
-    snapshot_end, trace (rows), overhead, vdso32, ia32, wall_s}."""
+    snapshot_end, trace (rows), overhead, vdso32, ia32, wall_s, window_utc: [start, end] in
+    seconds since the epoch, where an independent counter can be read against the window}."""
     doc = {"schema": SCHEMA, "host": socket.gethostname(), "kernel": platform.release(),
            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": seconds,
            "root": proc.is_root(), "own_pid": os.getpid(), "cpus": os.cpu_count(),
@@ -204,7 +264,15 @@ def run(seconds=5.0, batches=30):
         # /proc again once attached: a process started while bpftrace attached (seconds) is
         # then either in this list or has an exec or fork event in the trace.
         doc["snapshot"] = _merge(doc["snapshot"], process.snapshot())
-        t0 = time.monotonic()       # the maps count from here: the window is attach to stop
+        try:
+            window(out, "open")
+        except CensusError as e:
+            _stop(bt, out, err)
+            doc["why_not"] = str(e)
+            doc["failed"] = True
+            return doc
+        t0 = time.monotonic()       # the maps count from here to the window's close
+        doc["window_utc"] = [time.time(), None]   # its ends on the wall clock, for a witness
         try:
             for v, (samples, why) in bare.items():
                 traced, why2 = _syscost(v, batches) if samples else (None, why)
@@ -215,8 +283,15 @@ def run(seconds=5.0, batches=30):
             ui.progress(f"census: watching every process for {seconds:g} s")
             time.sleep(seconds)
         finally:
+            try:
+                window(out, "closed", timeout=10)
+            except CensusError as e:
+                # the counts then run to bpftrace's stop, and the window is this process's
+                doc["window_from"] = f"tw's own clock: {e}"
             doc["wall_s"] = time.monotonic() - t0
+            doc["window_utc"][1] = time.time()
             text = _stop(bt, out, err)
+            errtext = diagnose.read_stderr(err)
     # The bare figure again, after the session: before and after together take a drift of the
     # machine's load out of the difference (one attach costs too much to alternate).
     for v, o in doc["overhead"].items():
@@ -225,7 +300,9 @@ def run(seconds=5.0, batches=30):
             o["bare"] += samples or []
             o["bare_after"] = len(samples or [])
     doc["tracer"] = "bpftrace"
-    doc["trace"] = rows(bpftrace.parse_json(text))
+    maps = bpftrace.parse_json(text, COMBINE, stderr=errtext)
+    doc["trace"] = rows(maps)
+    _window(doc, maps)
     doc["snapshot_end"] = process.snapshot()
     return doc
 

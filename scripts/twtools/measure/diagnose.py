@@ -180,30 +180,62 @@ def _stop_bpftrace(bt, out, err):
             bt.wait()
     err.close()
     text = out.read_text() if out.exists() else ""
-    return text, bpftrace.parse_json(text)
+    return text, bpftrace.parse_json(text, stderr=read_stderr(err))
+
+
+def read_stderr(err, limit=1 << 20):
+    """What a tracer printed on the stderr file it was given (closed), bounded, or ''."""
+    try:
+        with open(err.name, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+# diagnose.bt's integer codes (traces/diagnose.bt, "Maps"), and the names the rows carry.  A
+# key recorded before the codes (strings: "compat", "vdso", "int80") reads as it is.
+ABI = {"1": "compat", "0": "native"}
+ORIGIN = {"1": "vdso", "2": "text", "3": "other"}
+INSN = {"1": "int80", "2": "syscall", "3": "sysenter", "4": "unknown"}
+
+
+def decode(codes, field):
+    return codes.get(field, field)
 
 
 def bpftrace_maps(maps):
-    """diagnose.bt's maps as plain rows: sites, latency histograms, the pt_regs check."""
+    """diagnose.bt's maps as plain rows: sites, latency histograms, the pt_regs check, and the
+    witnesses (twtools.analyse.diagnose.witnesses checks them): what the reader merged, and
+    each count's total as the three maps that count at entry and at exit give it."""
     sites = []
     for k, n in maps.get("@site", {}).items():
-        # pid, comm, abi, origin, insn, id, cs, ip, ret12, ret0
-        if len(k) != 10:
+        # pid, comm, abi, origin, insn, id, cs, ip, ret12, ret0; a comm may hold a comma: it
+        # is rejoined
+        if len(k) < 10:
             continue
-        sites.append({"pid": int(k[0]), "comm": k[1], "abi": k[2], "origin": k[3], "insn": k[4],
-                      "id": int(k[5]), "cs": int(k[6]), "ip": int(k[7]), "ret12": int(k[8]),
-                      "ret0": int(k[9]), "calls": int(n)})
+        comm = ",".join(k[1:len(k) - 8])
+        abi, origin, insn, nr, cs, ip, ret12, ret0 = k[len(k) - 8:]
+        sites.append({"pid": int(k[0]), "comm": comm, "abi": decode(ABI, abi),
+                      "origin": decode(ORIGIN, origin), "insn": decode(INSN, insn),
+                      "id": int(nr), "cs": int(cs), "ip": int(ip), "ret12": int(ret12),
+                      "ret0": int(ret0), "calls": int(n)})
     lat = []
     for k, buckets in maps.get("@lat", {}).items():
-        pid, abi, nr = int(k[0]), k[1], int(k[2])
+        pid, abi, nr = int(k[0]), decode(ABI, k[1]), int(k[2])
         lat.append({"pid": pid, "abi": abi, "id": nr, "log2": bpftrace.hist_buckets(buckets),
                     "exits": int(maps.get("@exits", {}).get(k, 0)),
                     "sum_ns": maps.get("@sum_ns", {}).get(k)})
-    wlin = [{"pid": int(k[0]), "abi": k[1], "linear": bpftrace.hist_buckets(b)}
+    wlin = [{"pid": int(k[0]), "abi": decode(ABI, k[1]), "linear": bpftrace.hist_buckets(b)}
             for k, b in maps.get("@wlin", {}).items()]
     regs = maps.get("@regs_ok", {})
+    witness = maps.witness() if isinstance(maps, bpftrace.Maps) else {}
+    witness.update(sites_total=maps.total("@site") if isinstance(maps, bpftrace.Maps) else
+                   sum(s["calls"] for s in sites),
+                   regs_total=sum(int(v) for v in regs.values()),
+                   exits_total=sum(int(v) for v in maps.get("@exits", {}).values()))
     return {"sites": sites, "latency": lat, "write_linear": wlin,
-            "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))}}
+            "regs_ok": {"ok": int(regs.get(("1",), 0)), "bad": int(regs.get(("0",), 0))},
+            "witness": witness}
 
 
 # ---------------------------------------------------------------- one traced run

@@ -11,6 +11,7 @@ through core.escape.terminal and to a page through core.escape.markdown.
 import json
 
 from ..core import escape
+from ..analyse import census as ac
 from .document import outside
 
 SHOWN = 15          # processes in the per-process table
@@ -57,13 +58,24 @@ def readiness(d, esc=escape.terminal):
     r = d["readiness"]
     ia = d.get("ia32") or {}
     out = []
+    w = d.get("witness") or {}
+    # No statement of absence rests on a count that could not be checked (issue 70).
+    unchecked = w.get("checked") and not w.get("agree")
+    if unchecked:
+        why = list(w["disagreements"]) + ([ac.full_text(w)] if w.get("maps_full") else [])
+        counts = "the census's counts disagree (" + "; ".join(esc(x) for x in why) + ")"
     if ia.get("enabled") is False:
         out.append(f"IA32 emulation is already off here ({esc(ia.get('why'))}): no 32-bit program "
                    "and no int 0x80 can run, so booting with ia32_emulation=0 changes nothing.")
     elif r["stop"]:
         out.append(f"Booting with ia32_emulation=0 here would stop {len(r['stop'])} "
-                   f"process{'es' if len(r['stop']) != 1 else ''}: " +
+                   f"process{'es' if len(r['stop']) != 1 else ''}" +
+                   (" at least" if unchecked else "") + ": " +
                    _listed(r["stop"], lambda p: f"{_who(p, esc)}, {esc(p['stops_because'])}") + ".")
+    elif unchecked:
+        out.append("Whether booting with ia32_emulation=0 would stop a program here cannot be "
+                   f"said: no 32-bit process was seen in /proc, but {counts}, so an int 0x80 call "
+                   "may have gone uncounted.")
     elif r.get("unreadable"):
         out.append("Booting with ia32_emulation=0 here would stop none of the processes this "
                    "census could read: no 32-bit process" +
@@ -88,8 +100,12 @@ def readiness(d, esc=escape.terminal):
         if r.get("int80_unknown"):
             out.append("Not priced: " + "; ".join(esc(x) for x in r["int80_unknown"]) + ".")
         out.append(exits_text(r, esc))
+    elif unchecked:
+        out.append(f"Whether a program entered by int 0x80 during the window cannot be said: {counts}.")
     else:
         out.append("No program entered by int 0x80 during the window.")
+    if unchecked and r["int80"]:
+        out.append(f"The int 0x80 counts above may be short: {counts}.")
     return out
 
 
@@ -246,6 +262,7 @@ def _how(d, esc):
     else:
         out.append(f"Traced every process for {d['window_s']:.1f} s with {esc(d['tracer'])} "
                    f"({esc(d['script'])}); {len(d['processes'])} processes seen.")
+        out.append(witness_text(d, esc))
     vd = d.get("vdso32") or {}
     if vd.get("instruction") in ("sysenter", "syscall", "int80"):
         out.append(f"The 32-bit vDSO here enters by `{vd['instruction']}`.")
@@ -258,6 +275,24 @@ def _how(d, esc):
         out.append(esc(w[0].upper() + w[1:]) + ".")
     out += [f"Not seen: {esc(b)}." for b in d.get("blind") or []]
     return out
+
+
+def witness_text(d, esc=escape.terminal):
+    """What the census's counts were checked against (analyse.census.witnesses), one sentence."""
+    w = d.get("witness") or {}
+    if not w.get("checked"):
+        return f"Counts not checked against a second witness: {esc(w.get('why') or 'unknown')}."
+    s = (f"Counts checked: {w['calls']} calls by entry path, {w['by_number']} by call number and "
+         f"{w['regs_ok']} by the probe's own total")
+    col = w.get("collapsed") or {}
+    if col:
+        s += (" (bpftrace printed " + ", ".join(f"{n} more entries of {esc(m)}" for m, n in col.items())
+              + " under keys that print alike: each summed into its key)")
+    if w.get("warnings"):
+        s += "; bpftrace warned: " + "; ".join(esc(x) for x in w["warnings"])
+    why = list(w["disagreements"]) + ([ac.full_text(w)] if w.get("maps_full") else [])
+    return s + (": they agree." if w.get("agree") else
+                ": they disagree: " + "; ".join(esc(x) for x in why) + ".")
 
 
 def format_text(d):

@@ -63,6 +63,10 @@ def headline(d):
     """The diagnosis in one sentence: the calls by slower paths and what they cost here."""
     x = d["extra"]
     n = d["calls"]
+    w = d.get("witness") or {}
+    if w.get("checked") and not w.get("agree"):
+        return ("the tracer's counts disagree with each other, so no count here can be relied "
+                "on: " + "; ".join(w["disagreements"]))
     if n == 0:
         return "the tracer saw no system call from this program"
     if x["calls"] == 0:
@@ -249,11 +253,35 @@ def method_lines(d):
                    "microseconds that the call itself does not cost.")
     if d["tracer"].get("note"):
         out.append(f"Note: {d['tracer']['note']}.")
+    out.append(witness_line(d))
     r = d["tracer"].get("regs_ok")
     if r and r.get("bad"):
         out.append(f"Warning: {r['bad']} calls read a pt_regs whose orig_ax did not match; "
                    "their origin may be wrong (THREAD_SIZE differs on this kernel?).")
     return out
+
+
+def witness_line(d):
+    """What the counts were checked against (analyse.diagnose.witnesses), in one line."""
+    w = d.get("witness") or {}
+    if not w.get("checked"):
+        return f"Counts not checked against a second witness: {w.get('why') or 'unknown'}."
+    if d["tracer"]["name"] == "bpftrace":
+        s = (f"Counts checked: the sites sum to {w['entries']} calls, the probe's own total "
+             f"(@regs_ok) is {w['regs_ok']}, and {w['exits']} came back ({w.get('no_return', 0)} "
+             "never return: exit, exit_group)")
+    else:
+        s = f"Counts checked: strace printed {w['entries']} calls that the rows hold"
+    col = w.get("collapsed") or {}
+    if col:
+        s += ("; bpftrace printed " + ", ".join(f"{n} more entries of {m}" for m, n in col.items())
+              + " under keys that print alike (bytes of the key that do not print differ): "
+              "each is summed into its key")
+    if w.get("warnings"):
+        s += "; bpftrace warned: " + "; ".join(w["warnings"])
+    if not w.get("agree"):
+        return s + ". They disagree: " + "; ".join(w["disagreements"]) + "."
+    return s + ": they agree."
 
 
 def format_text(d):
@@ -275,7 +303,7 @@ def format_text(d):
         if l["is_write"] or l is d["latency"][0]:
             h = l["linear"] or l["log2"]
             lines += ["", f"{l['name']} ({'i386' if l['abi'] == 'compat' else 'x86-64'}), ns:",
-                      histogram(h)]
+                      *histogram(h).split("\n")]
     lines += [""] + method_lines(d)
     # Command words, symbol and file names and the tracer's notes came from outside: each
     # line is escaped whole for the terminal (a name holding ESC ] 0; cannot retitle it).

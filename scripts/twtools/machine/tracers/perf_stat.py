@@ -19,15 +19,33 @@ EVENTS = ["task-clock", "context-switches", "page-faults", "cycles", "instructio
 WRITE_EVENTS = ["raw_syscalls:sys_enter", "write_exit_ret_chunk", "write_exit_ret_tail"]
 
 
+def asked_event(name):
+    """The perf event a counter's name stands for: the write counters are raw_syscalls:sys_exit
+    with a filter (perf prints that name for each), every other name is its event."""
+    return "raw_syscalls:sys_exit" if name.startswith("write_exit_ret") else name
+
+
 def parse_json(text, names):
     """perf stat -j output -> (events, why): values by the names given, in the order the
-    counters were asked for; '<not supported>'/'<not counted>' become None with a reason."""
+    counters were asked for; '<not supported>'/'<not counted>' become None with a reason.
+    perf names the repeated, filtered tracepoints alike, so the order tells them apart; each
+    line's event is checked against the one asked for in its place (a user's ':u' suffix
+    aside), and from the first that is not, no line is taken for another's value."""
     objs = [o for o in json_lines(text) if "counter-value" in o and "event" in o]
     events, why = {}, {}
+    shifted = None
     for i, name in enumerate(names):
         if i >= len(objs):
             events[name] = None
             why[name] = "perf stat printed no line for this event"
+            continue
+        got = str(objs[i]["event"]).split(":u")[0] if str(objs[i]["event"]).endswith(":u") \
+            else str(objs[i]["event"])
+        if shifted is None and got != asked_event(name):
+            shifted = f"perf stat printed {got!r} where {asked_event(name)!r} was asked"
+        if shifted:
+            events[name] = None
+            why[name] = shifted + ": its lines do not line up with the counters asked for"
             continue
         raw = str(objs[i]["counter-value"]).strip()
         if raw.startswith("<"):

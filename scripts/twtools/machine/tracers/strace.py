@@ -57,6 +57,35 @@ def parse_c(text):
     return tables
 
 
+def check_c(text, tables=None):
+    """The second witness of a strace -c summary: each table's rows summed against its own
+    total row (calls and errors).  [disagreement text], empty when they agree; a table
+    without a total row (cut short) is one."""
+    tables = parse_c(text) if tables is None else tables
+    totals, key = {}, "64"
+    for line in (text or "").split("\n"):
+        s = line.strip()
+        if s == _TABLE_32:
+            key = "32"
+        elif s == _TABLE_X32:
+            key = "x32"
+        f = s.split()
+        if f and f[-1] == "total" and len(f) in (5, 6):
+            try:
+                totals[key] = (int(f[3]), int(f[4]) if len(f) == 6 else 0)
+            except ValueError:
+                pass
+    out = []
+    for key, rows in tables.items():
+        got = (sum(r["calls"] for r in rows), sum(r["errors"] for r in rows))
+        if key not in totals:
+            out.append(f"the {key}-bit table has no total row (cut short?)")
+        elif got != totals[key]:
+            out.append(f"the {key}-bit table's rows sum to {got[0]} calls and {got[1]} errors; "
+                       f"its total row says {totals[key][0]} and {totals[key][1]}")
+    return out
+
+
 def parse_T(text, syscall="write"):
     """strace -T lines -> [{fd, ret, us}] for `syscall` (unfinished/resumed lines skipped)."""
     out = []
@@ -109,7 +138,9 @@ class Strace(Tracer):
             cmd = ["strace", "-f", "-c", "-w", "-o", out, "--"] + workload.command(v, tmp / f"out-sc-{v}")
             rc, _, _ = run_with_stdin(cmd, workload.input)
             text = out.read_text() if out.exists() else ""
-            rec["strace_c"].append({"variant": v, "tables": parse_c(text), "rc": rc, "raw": text})
+            tables = parse_c(text)
+            rec["strace_c"].append({"variant": v, "tables": tables, "rc": rc, "raw": text,
+                                    "disagree": check_c(text, tables)})
             outfile = tmp / f"out-sT-{v}"
             out = tmp / f"strace-T-{v}.txt"
             cmd = ["strace", "-T", "-e", "trace=write", "-P", outfile, "-o", out, "--"] + \
@@ -138,6 +169,11 @@ class Strace(Tracer):
         if rows:
             out.append(("strace -T: writes to the output file and their time under strace "
                         "(each call stops the process twice)", ["variant", "writes", "µs per write"], rows))
+        bad = [[r["variant"], "; ".join(r["disagree"])] for r in stage.get("strace_c") or []
+               if r.get("disagree")]
+        if bad:
+            out.append(("strace -c: tables whose rows do not add up to their own total row",
+                                                ["variant", "what disagrees"], bad))
         return out
 
 
@@ -198,6 +234,11 @@ def parse_strace(text, bits0, skip_until_exec=False):
         calls.append({"pid": pid, "abi": abi, "name": name, "id": nr, "ip": ipv,
                       "us": float(secs) * 1e6 if secs else None})
         _track_files(name, args, ret, fds, mmaps, pid)
+    # A call left unfinished (its thread killed inside it, or the trace stopped) entered the
+    # kernel all the same: it counts, without a time.
+    for pid, (name, ipv, abi, _) in pending.items():
+        calls.append({"pid": pid, "abi": abi, "name": name, "id": tables[abi].get(name),
+                      "ip": ipv, "us": None})
     return {"calls": calls, "mmaps": mmaps}
 
 
@@ -236,10 +277,14 @@ def log2_buckets(values_ns):
 
 
 def strace_rows(parsed):
-    """strace calls in the rows bpftrace gives: sites, latency, write_linear."""
+    """strace calls in the rows bpftrace gives: sites, latency, write_linear, and the witness:
+    the calls strace printed against those the rows hold (a call whose name this machine's
+    UAPI tables do not have has no number, so no row: it is counted as left out)."""
     sites, lat = {}, {}
+    unnamed = {}
     for c in parsed["calls"]:
         if c["id"] is None:
+            unnamed[c["name"]] = unnamed.get(c["name"], 0) + 1
             continue
         k = (c["pid"], c["abi"], c["id"], c["ip"])
         sites[k] = sites.get(k, 0) + 1
@@ -260,4 +305,7 @@ def strace_rows(parsed):
             wlin.append({"pid": pid, "abi": abi, "linear": [
                 {"lo_ns": b, "hi_ns": (b + step if b < 20000 else None), "count": cnt[b]}
                 for b in sorted(cnt)]})
-    return {"sites": rows, "latency": lrows, "write_linear": wlin, "regs_ok": None}
+    return {"sites": rows, "latency": lrows, "write_linear": wlin, "regs_ok": None,
+            "witness": {"lines": len(parsed["calls"]), "sites_total": sum(sites.values()),
+                        "exits_total": sum(r["exits"] for r in lrows),
+                        "unnamed": dict(sorted(unnamed.items()))}}
