@@ -13,6 +13,7 @@
 #   make bench-fleet     tw fleet over 1000 synthetic results directories: wall time, peak memory
 #   make bench-sweeps    the seed and TLPI sweeps twice (tw run --only ...) and how they reproduce
 #   make bench-factors   what a run holds fixed (CPU, environment, path, ASLR, layout), each varied
+#   make bench-census    tw census's int 0x80 counts against the programs' own (root)
 #   make bench-walls     tw ab --wall against walls/seccomp_ab.c, an independent libseccomp
 #                        program, and a name-only profile against a one-instruction filter
 #
@@ -107,7 +108,7 @@ BINARIES := $(addprefix $(BUILD)/timewrite-,$(WRITE_VARIANTS)) \
             $(WALL_BINARIES)
 
 .PHONY: FORCE all binaries watch-binaries list-variants list-write-variants deps build-deps test-deps venv deb go-test \
-	check test report bench bench-ab bench-fleet bench-sweeps bench-factors bench-walls clean distclean
+	check test report bench bench-ab bench-fleet bench-sweeps bench-factors bench-walls bench-census clean distclean
 # `make` first checks (and as root installs) the compilers, then builds.
 all: build-deps
 	@$(MAKE) --no-print-directory binaries
@@ -351,6 +352,13 @@ $(BUILD)/seccomp_ab: walls/seccomp_ab.c
 bench-walls: deps
 	@$(MAKE) --no-print-directory all venv $(BUILD)/seccomp_ab TW_DEPS_CHECKED=1
 	$(VPY) scripts/bench_walls.py --out $(BUILD)/bench-walls-$$$$
+
+# tw census's int 0x80 counts against four loops' own counts, read from their memory
+# (scripts/bench_census.py; twtools/drivers/censusbench.py): root, nasm.  BENCH_ARGS passes
+# options on (--beside-bench, --runs N, --seconds S).
+bench-census: deps
+	@$(MAKE) --no-print-directory all venv TW_DEPS_CHECKED=1
+	$(VPY) scripts/bench_census.py --out $(BUILD)/bench-census-$$$$ $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-layout
