@@ -49,7 +49,7 @@ PLAN = {
 def measure_bodies(variants, mode, tmp, tsc_hz=None):
     """One body.bt session; {(variant, op): [per-process mean enter->exit ns]}."""
     plan = PLAN[mode]
-    lines = []
+    lines, timed = [], {}
     for rnd in range(plan["body_runs"]):
         for v in variants:
             for op, size in OPS:
@@ -60,9 +60,10 @@ def measure_bodies(variants, mode, tmp, tsc_hz=None):
                 # write-file, allocates the file's blocks) is then a small share
                 # of the traced calls
                 nb = 20
+                calls = max(1, (plan["sync_calls"] if sync else plan["body_calls"]) // nb)
+                timed[f"{v}/{op}"] = nb * calls
                 cmd = [probe.binary("syscost", v), "--op", op, "--batches", str(nb),
-                       "--calls", str(max(1, (plan["sync_calls"] if sync else plan["body_calls"]) // nb)),
-                       "--warmup-ms", "0"]
+                       "--calls", str(calls), "--warmup-ms", "0"]
                 if size is not None:
                     cmd += ["--size", str(size)]
                 if tsc_hz:
@@ -80,6 +81,12 @@ def measure_bodies(variants, mode, tmp, tsc_hz=None):
         s = maps.get("@psum_ns", {}).get(k)
         if rc != 0 or not n:
             err = f"{label}: syscost exit {rc}, {n} traced calls"
+            continue
+        if n < timed[label]:
+            # the second witness: every timed call enters the kernel once (the untimed warm-up
+            # pass and syscost's own probe add a few more)
+            err = (f"{label}: bpftrace counted {n} calls of a process that made at least "
+                   f"{timed[label]}: events lost")
             continue
         out.setdefault((v, op), []).append(_trimmed_mean(maps.get("@plin", {}).get(k), s / n))
     if not out:
