@@ -44,6 +44,7 @@ CHECK_TIER = (
     "test_sweep_target_vs_ref.py",
     "test_run_target.py::test_target_where",
     "test_compare.py",
+    "test_kernels_side_by_side.py",
     "test_verdict.py",
     "test_findings.py",
     "test_layers.py",

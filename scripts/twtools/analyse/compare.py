@@ -258,7 +258,7 @@ def same_state(a_cell, b_cell):
 
 
 def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=None,
-                 a_exit=None, b_exit=None, exits=None):
+                 a_exit=None, b_exit=None, exits=None, speed=None, speed_for_typical=False):
     """The comparison of one cell in two runs on one figure (`which`: 'undisturbed',
     'typical', or None for the cell's primary one): absolute and relative to each run's
     reference, each with its decision, the typical figure's decision beside, and how much
@@ -279,7 +279,15 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
     an exit (a_exit, b_exit: their cpuid cells), a cell that pays exits (exits: B's exits per
     call, as the kernel's facts predict and its own run's fit agrees, analyse/causes.py) is
     decided at A's exit price, absolute and relative: what the kernel does, not what the host
-    charged at that moment.  The figure as measured stays beside it (as_measured)."""
+    charged at that moment.  The figure as measured stays beside it (as_measured).
+
+    speed: the change of speed fitted over every kernel-entering cell of the two runs
+    (analyse/basemodel.py, its scale {value, ci_low, ci_high}).  Where it is given, it is the
+    machine's move for the undisturbed figure, not the reference cell's: a kernel that adds a
+    constant to every entry (one VERW on every exit to user) moves the 64-bit syscall's null
+    call by +213% on the same CPU without the CPU's speed moving at all.  speed_for_typical:
+    the same for a typical figure (the caller's choice where the base moved by an added
+    constant, which the 64-bit syscall's same call then carries as well)."""
     if which is None:
         which = figure_of(a_cell, b_cell)
     levels = None
@@ -307,7 +315,12 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
     if ca and cb:
         fa, fb, out["unit"] = ca, cb, "cycles"
         ra_ref, rb_ref = figure(a_ref, "cycles"), figure(b_ref, "cycles")
-    if same_host and ra_ref and rb_ref and ra_ref.get("median") and rb_ref.get("median"):
+    by_speed = bool(speed and speed.get("value") and (which == "undisturbed" or speed_for_typical))
+    if same_host and by_speed:
+        shift = 100 * (speed["value"] - 1)
+        out["machine_shift_pct"] = shift
+        out["drift_pct"] = max(out["drift_pct"] or 0.0, abs(shift))
+    elif same_host and ra_ref and rb_ref and ra_ref.get("median") and rb_ref.get("median"):
         shift = 100 * (rb_ref["median"] / ra_ref["median"] - 1)
         out["machine_shift_pct"] = shift
         out["drift_pct"] = max(out["drift_pct"] or 0.0, abs(shift))
@@ -331,8 +344,10 @@ def between_runs(a_cell, b_cell, a_ref=None, b_ref=None, same_host=False, which=
             out["absolute"]["sentence"] = (
                 f"no decision: {out['absolute']['pct']:+.1f}% "
                 f"[{out['absolute']['pct_ci'][0]:+.1f}, {out['absolute']['pct_ci'][1]:+.1f}], "
-                f"but this machine's own 64-bit syscall moved {shift:+.1f}% between the runs: "
-                "read the relative column")
+                + (f"but this machine's speed moved {shift:+.1f}% between the runs (fitted over "
+                   "every kernel-entering cell): read the premium column" if by_speed else
+                   f"but this machine's own 64-bit syscall moved {shift:+.1f}% between the runs: "
+                   "read the relative column"))
         ra, rb = ratio_of(a_cell, which), ratio_of(b_cell, which)
         if which == "typical" and a_ref and b_ref:
             # A typical figure carries the host's noise, and a call that touches more memory

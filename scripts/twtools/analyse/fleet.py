@@ -527,16 +527,9 @@ def read_percall(d):
 
 
 def unxz(path, packed):
-    """The bytes of an xz file read whole, bounded by core.files.MAX_READ once decompressed."""
-    import lzma
-    try:
-        dec = lzma.LZMADecompressor()
-        text = dec.decompress(packed, max_length=files.MAX_READ)
-    except lzma.LZMAError as e:
-        raise DataError(f"{path}: damaged xz ({e})") from None
-    if not dec.eof:
-        raise DataError(f"{path}: larger than any stage file once decompressed")
-    return text
+    """The bytes of an xz file read whole, bounded by core.files.MAX_READ once decompressed
+    (core.files.unxz: a truncated one refused as such)."""
+    return files.unxz(path, packed)
 
 
 # ---- the fleet ------------------------------------------------------------------------------

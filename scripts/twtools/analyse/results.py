@@ -137,11 +137,19 @@ STAGE_LIMIT = {"legs": 64 << 20}
 
 
 def read_stage(results_dir, stem):
-    """(object or None when the file is absent, its schema name) for one stage file."""
+    """(object or None when the file is absent, its schema name) for one stage file: STEM.json,
+    or where there is none STEM.json.xz, as the atlas (data/machines/) and a run kept in the
+    repository store it (decompressed bounded; a damaged or truncated one refused, named)."""
     d = Path(results_dir)
     path = d / f"{stem}.json"
+    limit = STAGE_LIMIT.get(stem, files.MAX_READ)
     try:
-        raw = files.read_regular(path, inside=d, limit=STAGE_LIMIT.get(stem, files.MAX_READ))
+        raw = files.read_regular(path, inside=d, limit=limit)
+        if raw is None:
+            path = d / f"{stem}.json.xz"
+            raw = files.read_regular(path, inside=d, limit=limit)
+            if raw is not None:
+                raw = files.unxz(path, raw, limit)
     except OSError as e:
         raise DataError(f"{path}: cannot be read: {e.strerror}") from None
     if raw is None:

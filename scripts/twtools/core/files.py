@@ -348,6 +348,27 @@ def gunzip(path, data, limit):
     return out
 
 
+def unxz(path, data, limit=MAX_READ):
+    """The decompressed bytes of xz data read from path (the atlas's and a fleet's
+    percall.json.xz), at most `limit` of them: DataError, naming path, when it is not xz, is
+    damaged, ends early (a truncated copy: an xz stream carries its own end, so a cut file is
+    told from a whole one), or would decompress to more."""
+    import lzma
+    dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+    try:
+        out = dec.decompress(data, max_length=limit + 1)
+    except lzma.LZMAError as e:
+        raise DataError(f"{path}: not xz data, or damaged ({e})",
+                        "copy the file again from where it was made") from None
+    if len(out) > limit or (not dec.eof and not dec.needs_input):
+        raise DataError(f"{path}: decompresses to more than {_size(limit)}, more than any "
+                        "such file holds; refusing to expand it")
+    if not dec.eof:
+        raise DataError(f"{path}: its xz stream ends early (a truncated copy)",
+                        "copy the file again from where it was made")
+    return out
+
+
 def _size(n):
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
 

@@ -23,7 +23,8 @@ The rebuild line is quoted for a POSIX shell, so it can be pasted whatever the n
 """
 from pathlib import Path
 
-from ..analyse import causes, compare as decide, percall, results, seedref, verdict as verdict_mod
+from ..analyse import basemodel, causes, compare as decide, percall, results, seedref, \
+    verdict as verdict_mod
 from ..core import escape, files, ui
 from ..core.fmt import fmt
 from . import document
@@ -129,6 +130,55 @@ def _host(s):
     return (s.data.get("meta") or {}).get("host") or (s.data.get("fingerprint") or {}).get("host")
 
 
+# What names a machine: its CPU as the fingerprint records it.  The host name is only a
+# label: two guests named "vm" on an AMD EPYC and an Intel Xeon are two machines.
+MACHINE_FACTS = ("vendor", "family", "model", "stepping")
+
+
+def machine_of(s):
+    """(vendor, family, model, stepping) of a set's CPU, or None when its fingerprint does not
+    record all four (its machine is then not told equal to any other)."""
+    cpu = (s.data.get("fingerprint") or {}).get("cpu") or {}
+    key = tuple(cpu.get(k) for k in MACHINE_FACTS)
+    return None if any(v is None for v in key) else key
+
+
+def same_machine(a, b):
+    """Whether two sets were measured on one machine, by its facts (machine_of)."""
+    ma = machine_of(a)
+    return ma is not None and ma == machine_of(b)
+
+
+def _all_cells(s):
+    return (s.data.get("percall") or {}).get("cells") or []
+
+
+def base_change(base, s):
+    """basemodel.change of B (s) against A (base): one machine's exits at each run's price
+    (the kernel's prediction, B's fit agreeing), the facts that changed first."""
+    same = same_machine(base, s)
+    out = basemodel.change(_all_cells(base), _all_cells(s), _exit_cell(base), _exit_cell(s),
+                           _exits_of(base, s), facts_changed=facts_changed(base, s))
+    out["same_machine"] = same
+    return out
+
+
+def _exits_of(a, b):
+    """variant -> (exits a call pays in A, in B): each run's own (analyse.causes.exits_paid),
+    taken out at its own run's price of one exit by the base model."""
+    return lambda v: (causes.exits_paid(a.data.get("causes"), v),
+                      causes.exits_paid(b.data.get("causes"), v))
+
+
+def facts_changed(a, b):
+    """[{fact, a, b, where}] for every recorded fact that differs between two sets, the
+    mitigations first with where their work runs."""
+    out = []
+    for k, (va, vb) in differences([a, b]):
+        out.append({"fact": k, "a": va, "b": vb, "where": None})
+    return out
+
+
 def _decision_text(d):
     if not d:
         return "—"
@@ -182,47 +232,130 @@ def all_decisions(real):
     Each row is one cell of one B set against A; its decisions are made first, then corrected
     together (Benjamini-Hochberg over every absolute and relative decision against the same
     A), and only then turned into text."""
-    rows, families = [], {}
+    rows, families, bases = [], {}, {}
     if len(real) < 2:
-        return {"rows": rows, "families": families}
+        return {"rows": rows, "families": families, "bases": bases}
     base = real[0]
     for s in real[1:]:
         fam = []
-        same_host = _host(base) is not None and _host(base) == _host(s)
+        same = same_machine(base, s)
+        bm = bases[s.label] = base_change(base, s)
+        # the base moved by an added constant: no ratio to a run's own base is read anywhere
+        moved = bm.get("kind") in ("added", "both")
         for op in OPS:
             for k in _keys(real, op):
                 a, b = base.cells(op).get(k), s.cells(op).get(k)
                 why = _why_no_decision(a, b, base, s)
-                rop, rkey = _reference(op, k, decide.figure_of(a, b))
+                which = decide.figure_of(a, b)
+                rop, rkey = _reference(op, k, which)
+                exits = causes.exits_paid(s.data.get("causes"), k[0])
                 cmp = None if why else decide.between_runs(
                     a, b, base.cells(rop).get(rkey), s.cells(rop).get(rkey),
-                    same_host=same_host, a_exit=_exit_cell(base), b_exit=_exit_cell(s),
-                    exits=causes.exits_paid(s.data.get("causes"), k[0]))
+                    same_host=same, a_exit=_exit_cell(base), b_exit=_exit_cell(s),
+                    exits=exits, speed=bm["scale"] if bm.get("added_ns") is not None else None,
+                    speed_for_typical=moved)
+                if cmp and (which == "undisturbed" or moved):
+                    # Each way's premium over the base, decided apart (basemodel): a ratio to a
+                    # base that moved by an added constant would call every slow way faster.
+                    # A typical figure keeps its ratio to the same call on the 64-bit syscall
+                    # (which met the same noise) while the base held.
+                    cmp["relative"] = None
+                    # A's premium at B's speed on one machine whose speed moved; between two
+                    # machines there is no one speed (the line's slope mixes every difference
+                    # of the two CPUs), and the premiums are compared as measured.
+                    cmp["premium"] = basemodel.premium_change(
+                        _all_cells(base), _all_cells(s), (k[0], op, k[1], "ret"),
+                        bm["scale"] if same else None,
+                        _exit_cell(base), _exit_cell(s), _exits_of(base, s),
+                        figure="typical" if which == "typical" else "ns")
                 if cmp:
-                    fam += [d for d in (cmp["absolute"], cmp["relative"]) if d]
+                    fam += [d for d in (cmp["absolute"], cmp["relative"], cmp.get("premium")) if d]
                 rows.append({"op": op, "variant": k[0], "size": k[1], "B": s.label, "A": base.label,
                              "why": why, "cmp": cmp})
         families[s.label] = decide.adjust(fam)
+        for r in rows:
+            p = (r["cmp"] or {}).get("premium")
+            if r["B"] == s.label and p and p.get("decision_uncorrected"):
+                basemodel.demoted(p)
     for r in rows:
         cmp, why = r["cmp"], r["why"]
         r["figure_text"] = "—" if not cmp else cmp["figure"] + (
             " in cycles" if cmp.get("unit") == "cycles" else "") + (
             f" ({cmp['why_figure']})" if cmp.get("why_figure") else "")
         r["absolute_text"] = f"no decision: {why}" if why else _decision_text(cmp["absolute"])
-        r["relative_text"] = "—" if why else _decision_text(cmp["relative"])
+        r["relative_text"] = "—" if why else _decision_text(cmp["relative"] or cmp.get("premium")) \
+            if (cmp["relative"] or cmp.get("premium")) else \
+            ("the base itself (above)" if (r["variant"], r["op"]) == (basemodel.BASE_VARIANT, "null")
+             else "no kernel entry: its change is the CPU's own")
         r["typical_text"] = "—" if why or not cmp.get("typical") else cmp["typical"]["sentence"]
         r["drift_text"] = "—" if why else (f"±{cmp['drift_pct']:.1f}%" if cmp["drift_pct"] is not None
                                           else "none estimated" if cmp["figure"] == "undisturbed"
                                           else "unknown")
-    return {"rows": rows, "families": families}
+    return {"rows": rows, "families": families, "bases": bases}
+
+
+def _machine_text(m):
+    return "unknown CPU" if not m else f"{m[0]} family {m[1]} model {m[2]} stepping {m[3]}"
+
+
+def _fact_value(v):
+    return "—" if v is None else document.outside(v)
+
+
+def premiums_null(decisions, label):
+    """[(variant, premium decision)] of each way's null call in one B set, int 0x80 first."""
+    rows = [(r["variant"], r["cmp"]["premium"]) for r in decisions["rows"]
+            if r["B"] == label and r["op"] == "null" and r["cmp"] and r["cmp"].get("premium")
+            and r["cmp"]["premium"].get("a_ns") is not None]
+    return sorted(rows, key=lambda x: ("int80" not in x[0], x[0]))
+
+
+def what_changed(doc, real, decisions):
+    """The page's opening: per B against A, the facts that changed (the mitigations with where
+    their work runs), the base's change (an added constant, a change of speed, or neither),
+    what each way adds over the base, the VM exit, and the CPU's own speed."""
+    if len(real) < 2:
+        return
+    base = real[0]
+    doc.h(2, "What changed")
+    for s in real[1:]:
+        bm = decisions["bases"].get(s.label) or {}
+        one = bm.get("same_machine")
+        doc.h(3, f"{s.label} against {base.label}")
+        doc.p(("One machine, by its facts (" + _machine_text(machine_of(s)) + "): what moved is the "
+               "kernel's, the host's or the moment's." if one else
+               "Two machines (" + _machine_text(machine_of(base)) + " and " +
+               _machine_text(machine_of(s)) + "): the host name is only a label; no exit is "
+               "repriced and no move is read as drift."))
+        facts = bm.get("facts_changed") or []
+        if facts:
+            doc.table(["fact that changed", base.label, s.label, "where its work runs"],
+                      [[document.outside(f["fact"]), _fact_value(f["a"]), _fact_value(f["b"]),
+                        document.outside(f.get("where") or "—")] for f in facts])
+        else:
+            doc.p("No recorded fact of the machine or its kernel differs.")
+        doc.p("The base (the entry and exit work every kernel-entering call pays), fitted over "
+              f"{bm.get('n') or 0} kernel-entering cells as B = speed × A + added: "
+              + document.outside(bm.get("sentence") or "unknown") + ".")
+        prem = premiums_null(decisions, s.label)
+        if prem:
+            doc.table(["way in (null call)", "what it adds over the base, A → B (VM exits taken out where both runs priced them)",
+                       "decision"],
+                      [[v, f"{p['a_ns']:.0f} → {p['b_ns']:.0f} ns", document.outside(p["sentence"])]
+                       for v, p in prem])
+        us = bm.get("user_space")
+        if us:
+            doc.p(f"The cells that never enter the kernel ({us['cells']}: the 64-bit vDSO, "
+                  f"glibc's clock calls) moved ×{us['median']:.3f} (from ×{us['min']:.3f} to "
+                  f"×{us['max']:.3f}): the CPU's own speed, apart from the kernel's.")
 
 
 def family_sentence(b_label, a_label, fam):
     """What the comparison of one B set called, against what chance alone would give."""
     if not fam["tests"]:
         return f"{b_label} against {a_label}: no decision could be made."
-    return (f"{b_label} against {a_label}: {fam['tests']} decisions (each cell as measured and "
-            f"relative to its run's 64-bit syscall). {fam['called_uncorrected']} of their 95% "
+    return (f"{b_label} against {a_label}: {fam['tests']} decisions (each cell as measured, and "
+            f"by its way's premium over the base). {fam['called_uncorrected']} of their 95% "
             f"intervals exclude no difference; chance alone would give about "
             f"{fam['expected_by_chance']:g} such if nothing differed. After the Benjamini-Hochberg "
             f"correction (false discovery rate {fam['fdr']:.0%}), {fam['called']} "
@@ -258,13 +391,37 @@ def decisions_json(real):
                     "figure": cmp.get("figure"), "figure_why": cmp.get("why_figure"),
                     "unit": cmp.get("unit"),
                     "absolute": one(cmp.get("absolute")), "relative": one(cmp.get("relative")),
+                    "premium": premium_json(cmp.get("premium")),
                     "typical": one(cmp.get("typical")), "drift_pct": cmp.get("drift_pct"),
                     "machine_shift_pct": cmp.get("machine_shift_pct"),
                     "exit_shift_pct": cmp.get("exit_shift_pct"),
                     "exits_per_call": cmp.get("exits_per_call")})
-    return {"schema": "timewrite-compare/1", "sets": [document.plain(s.label) for s in real],
+    return {"schema": "timewrite-compare/2", "sets": [document.plain(s.label) for s in real],
             "families": {document.plain(k): v for k, v in d["families"].items()},
+            "base": {document.plain(k): base_json(v) for k, v in d["bases"].items()},
             "decisions": out}
+
+
+def premium_json(p):
+    """One premium (or body) decision as plain data."""
+    if not p:
+        return None
+    return {k: p.get(k) for k in ("what", "over", "decision", "a_ns", "b_ns", "diff", "scaled_by",
+                                  "exits_in", "p", "q", "decision_uncorrected", "sentence")}
+
+
+def base_json(b):
+    """basemodel.change's base object as tw compare --json carries it per B against A."""
+    keep = ("added_ns", "added_ci_low", "added_ci_high", "scale", "kind", "model", "n", "fits",
+            "birge", "chi2_dof", "why", "cycles", "exit", "user_space", "same_machine",
+            "facts_changed", "sentence")
+    out = {k: b.get(k) for k in keep}
+    sc = b.get("scale") or {}
+    out.update(scale_ci_low=sc.get("ci_low"), scale_ci_high=sc.get("ci_high"),
+               scale=sc.get("value"), unit="ns",
+               residuals=[{k: r[k] for k in ("variant", "op", "size", "ns", "sigma")}
+                          for r in b.get("residuals") or []])
+    return out
 
 
 def rebuild_command(dirs, out, seed_reference=False):
@@ -322,6 +479,8 @@ def _build(sets, dirs, out, seed_reference, formats):
                      ext((fp.get("kernel") or {}).get("release") or "unknown"),
                      ext(((fp.get("libc") or {}).get("32") or {}).get("entry") or "unknown"),
                      ext((fp.get("vdso32") or {}).get("instruction") or "unknown"), _verdict_text(s)])
+    decisions = all_decisions(real)
+    what_changed(doc, real, decisions)
     doc.h(2, "Results sets")
     doc.table(["set", "measured", "run", "speculation", "CPU", "virtualisation", "kernel",
                "32-bit libc entry", "vDSO32 insn", "verdict"], rows)
@@ -343,22 +502,22 @@ def _build(sets, dirs, out, seed_reference, formats):
         else:
             doc.p("Every recorded fact of the machines and kernels is the same in every set.")
 
-    hosts = [_host(s) for s in real]
-    same = sorted({h for h in hosts if h and hosts.count(h) > 1})
+    machines = [machine_of(s) for s in real]
+    same = sorted({_machine_text(m) for m in machines if m and machines.count(m) > 1})
     if same:
         # Seen on the build machine: one setting measured 146, 121 and 95 ns per null call
         # in three runs 20 minutes apart, as the host's other load came and went.
-        doc.warn(f"Several sets come from the same machine ({document.outside(', '.join(same))}), measured at "
-                 "different times. Each interval holds its own run's drift, but a machine can "
-                 "drift further between runs. To compare two settings on one machine, let them "
-                 "alternate in one session: `scripts/tw ab`.", inline=True)
+        doc.warn(f"Several sets come from the same machine ({document.outside('; '.join(same))}, "
+                 "told by its CPU's vendor, family, model and stepping), measured at different "
+                 "times. Each interval holds its own run's drift, but a machine can drift further "
+                 "between runs. To compare two settings on one machine, let them alternate in one "
+                 "session: `scripts/tw ab`.", inline=True)
 
     doc.h(2, "Per-call cost by mechanism")
     if len(real) < 2:
         doc.p("Only one measured results set: decisions need two (the seed's report has no "
               "per-call figures, so no decision against it is possible).")
     base = real[0] if real else None
-    decisions = all_decisions(real)
     for s_ in real[1:]:
         fam = decisions["families"].get(s_.label)
         if fam:
@@ -372,7 +531,14 @@ def _build(sets, dirs, out, seed_reference, formats):
               "in steps, and a figure in ns with it; the figure column says \"in cycles\"), "
               "else in ns; relative: the same for each cell "
               "divided by its own run's 64-bit syscall null, which a machine-wide change of "
-              "speed does not move. A call is made only when the interval excludes 0 and the "
+              "speed does not move (for the figures of the typical column's kind); for every "
+              "kernel-entering cell decided on its undisturbed figure, its way's premium over "
+              "the base instead: the cell less the 64-bit syscall's cell of the same operation "
+              "(for the 64-bit syscall's own cells, less its null call: the body), each run's VM "
+              "exits taken out at its own price, A's at B's speed where the speed changed, B "
+              "less A in ns. A ratio to a base that moved by an added constant would call every "
+              "slow way faster (the section above fits the two apart). A call is made only when "
+              "the interval excludes 0 and the "
               "call survives the Benjamini-Hochberg correction over every decision against the "
               "same A. The typical figure's B/A is shown beside, for what a program met at "
               "those moments.")
@@ -389,7 +555,8 @@ def _build(sets, dirs, out, seed_reference, formats):
         if not drows:
             continue
         doc.table(["variant", "size", "B", "figure", "as measured",
-                   "relative to each run's 64-bit syscall", "typical (median), as measured",
+                   "its way's premium over the base (relative to each run's 64-bit syscall for "
+                   "a typical figure)", "typical (median), as measured",
                    "drift alone could explain"], drows)
     pdir = out / "plots"
     doc.plot(plots_module().plot_compare_percall([(_plot_label(s.label), s.data.get("percall")) for s in real], pdir, "null"),
