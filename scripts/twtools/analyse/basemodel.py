@@ -382,3 +382,46 @@ def demoted(p):
                      f"{d['median']:+.0f} ns [{d['ci_low']:+.0f}, {d['ci_high']:+.0f}], excludes 0 "
                      f"alone, but not after correcting for the comparison's tests "
                      f"(Benjamini-Hochberg, q = {p.get('q', 1):.2f}): no difference detected")
+
+
+def from_digest(d):
+    """A fleet digest (analyse/fleet.digest_doc: a run's cells as {value, ci_low, ci_high}, its
+    cost model's exit price and int 0x80 exits) as what change() and premium_change() take:
+    (cells, exit cell or None, {variant: exits a call pays, where its run's fit holds})."""
+    cells = []
+    for c in (d.get("cells") or {}).values():
+        if c.get("value") is None or c.get("ci_low") is None:
+            continue
+        cells.append({"variant": c["variant"], "op": c["op"], "size": c.get("size"),
+                      "shape": c.get("shape") or "ret", "supported": True,
+                      "undisturbed_ns": c["value"], "undisturbed_ci_low": c["ci_low"],
+                      "undisturbed_ci_high": c["ci_high"]})
+    cz = d.get("causes") or {}
+    p = cz.get("exit_price") or {}
+    exit_cell = None if p.get("value") is None or p.get("ci_low") is None else {
+        "variant": BASE_VARIANT, "op": "cpuid", "size": None, "shape": "ret", "supported": True,
+        "undisturbed_ns": p["value"], "undisturbed_ci_low": p["ci_low"],
+        "undisturbed_ci_high": p["ci_high"]}
+    exits = {v: m.get("predicted_exits") for v, m in (cz.get("int80_all") or {}).items()
+             if m and m.get("holds") and m.get("predicted_exits")}
+    return cells, exit_cell, exits
+
+
+def between_digests(a, b):
+    """change() of digest b against digest a, each run's exits at its own price; plus its
+    premiums: [(variant, op, size, premium_change)] of the kernel-entering cells both have."""
+    ca, xa, ea = from_digest(a)
+    cb, xb, eb = from_digest(b)
+    exits_of = lambda v: (ea.get(v), eb.get(v))  # noqa: E731
+    base = change(ca, cb, xa, xb, exits_of)
+    keys = sorted({(c["variant"], c["op"], c["size"], c["shape"]) for c in ca}
+                  & {(c["variant"], c["op"], c["size"], c["shape"]) for c in cb},
+                  key=lambda k: (k[0], k[1], k[2] or 0))
+    prem = []
+    for k in keys:
+        if k[3] != "ret":
+            continue
+        p = premium_change(ca, cb, k, None, xa, xb, exits_of)
+        if p and p.get("diff"):
+            prem.append((k[0], k[1], k[2], p))
+    return base, prem

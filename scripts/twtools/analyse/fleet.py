@@ -1036,6 +1036,8 @@ def view(digests, refused, op="null", all_columns=None):
     else:
         cols = allcols
     keep = set(cols)
+    # the base by kernel from every cell the digests hold, not only the view's columns
+    bases = bases_by_kernel(digests)
     digests = [dict(d, cells={k: c for k, c in d["cells"].items() if k in keep})
                for d in digests]
     exit_of = {h: bucket_label(b) for b in exit_buckets(digests) for h in b["hosts"]}
@@ -1054,7 +1056,37 @@ def view(digests, refused, op="null", all_columns=None):
             # machines the group medians' intervals alone would take most of a minute.
             "outliers": outliers(groups, cols, "value"),
             "explain": rank(explain(digests, cols, fdiffer), measured, digests),
-            "explain_measured": measured}
+            "explain_measured": measured,
+            "bases": bases}
+
+
+def bases_by_kernel(digests):
+    """On each CPU model the fleet measured under more than one kernel: the base each later
+    kernel's newest run pays against the earliest kernel's newest run (analyse/basemodel.py:
+    an added constant on every kernel entry, a change of speed, or neither), so that a kernel
+    that added a mitigation on every entry is named where ratios to each machine's own 64-bit
+    syscall hide it.  One fit per kernel a model ran, not per machine: [{cpu, a, a_kernel, b,
+    b_kernel, added, scale, kind, sentence}]."""
+    from . import basemodel
+    by = {}
+    for d in digests:
+        f = d["facts"]
+        by.setdefault((f["vendor"], f["cpu"], f["hypervisor"]), {}).setdefault(
+            f["kernel"], []).append(d)
+    out = []
+    for (vendor, cpu, hv), kernels in sorted(by.items()):
+        if len(kernels) < 2:
+            continue
+        newest = {k: max(ds, key=lambda d: (d.get("created_utc") or "", d["host"]))
+                  for k, ds in kernels.items()}
+        order = sorted(newest, key=lambda k: (min(d.get("created_utc") or "" for d in kernels[k]), k))
+        ref = newest[order[0]]
+        for k in order[1:]:
+            b, _ = basemodel.between_digests(ref, newest[k])
+            out.append({"cpu": f"{vendor} {cpu} ({hv})", "a": ref["host"], "a_kernel": order[0],
+                        "b": newest[k]["host"], "b_kernel": k, "added": b.get("added"),
+                        "scale": b.get("scale"), "kind": b.get("kind"), "sentence": b["sentence"]})
+    return out
 
 
 def finite_or_none(x):

@@ -1,6 +1,8 @@
 """The report's section placing this machine among the atlas (data/machines/): its
-undisturbed costs beside theirs, and the ratios (× each machine's own 64-bit syscall null)
-that differ most.
+undisturbed costs beside theirs; against each machine, the base (what every kernel entry pays)
+fitted apart from a change of speed (analyse/basemodel.py: a tripled base on the same CPU
+model is named, where ratios to each machine's own 64-bit syscall hid it); and what each way
+adds over its baseline that differs most, in ns.
 
 Both sides come from twtools.analyse.fleet's digest, so they use one figure: issue 17's
 undisturbed cost with its 95% interval (a checkout without it falls back to the k-best floor
@@ -10,9 +12,7 @@ in the same rounds, so the interval is if anything wide).  An atlas machine meas
 than once shows the median of its runs, the envelope of their intervals, and the range of
 their values, labelled as a range over runs.
 """
-import math
-
-from ..analyse import atlas, fleet, stats
+from ..analyse import atlas, basemodel, fleet, stats
 from .document import outside
 
 # The cells the side-by-side table shows (null calls: the entry path itself); the ratio
@@ -86,42 +86,50 @@ def here_digest(data):
     return fleet.digest_doc(raw, data.get("fingerprint"), meta, meta.get("host") or "this run")
 
 
-def _quotient(c, t):
-    """here / there of a cell's ratio, with its interval by quadrature on the log scale when
-    both sides have one (stats.ratio_summary); (value, low, high or None)."""
-    here = {"median": c["ratio"], "ci_low": c.get("ratio_low"), "ci_high": c.get("ratio_high")}
-    there = {"median": t["median"], "ci_low": t["ci_low"], "ci_high": t["ci_high"]}
-    if here["ci_low"] is not None and there["ci_low"] is not None:
-        r = stats.ratio_summary(here, there, positive=True)
-        if r:
-            return r["median"], r["ci_low"], r["ci_high"]
-    return c["ratio"] / t["median"], None, None
+def latest(runs):
+    """A machine's most recent run (by created_utc)."""
+    return max(runs, key=lambda d: d.get("created_utc") or "")
 
 
-def clarity(c, t):
-    """How clearly a cell's ratio here differs from an atlas machine's: |log(here / there)|
-    in standard errors of its own interval (a z score), None without an interval."""
-    q, lo, hi = _quotient(c, t)
-    if q <= 0 or lo is None or lo <= 0 or hi <= lo:
-        return None
-    se = (math.log(hi) - math.log(lo)) / (2 * 1.96)
-    return abs(math.log(q)) / se if se > 0 else None
-
-
-def differ_most(here, runs, top=TOP):
-    """The cells whose ratio here differs most clearly from an atlas machine's: ranked by the
-    z score of log(here / there) (clarity), so that a wide interval (a write-sync cell, which
-    measures the disk) does not outrank a narrow one; cells without an interval come last,
-    by size."""
+def premiums_differ_most(there, here, top=TOP):
+    """[(z, variant, op, size, premium_change)] of the kernel-entering cells whose way's
+    premium over its baseline differs most clearly between an atlas run and this one."""
+    _, prem = basemodel.between_digests(there, here)
     rows = []
-    for col, c in here["cells"].items():
-        t = _theirs(runs, col, "ratio")
-        if c["shape"] != "ret" or c.get("ratio") is None or t is None or t["median"] <= 0:
-            continue
-        z = clarity(c, t)
-        rows.append((z if z is not None else -1.0, abs(math.log(c["ratio"] / t["median"])), col, c, t))
-    rows.sort(key=lambda r: (-r[0], -r[1]))
-    return [(r[0], r[2], r[3], r[4]) for r in rows[:top]]
+    for v, op, size, p in prem:
+        d = p["diff"]
+        h = (d["ci_high"] - d["ci_low"]) / 2 / stats.Z
+        if h > 0:
+            rows.append((abs(d["median"]) / h, v, op, size, p))
+    rows.sort(key=lambda r: -r[0])
+    return rows[:top]
+
+
+def bases(doc, here, by, names):
+    """Against each atlas machine: the base this run pays over its, as an added constant and a
+    change of speed (each of its runs)."""
+    rows = []
+    for m in names:
+        for run in sorted(by[m], key=lambda d: d.get("created_utc") or ""):
+            b, _ = basemodel.between_digests(run, here)
+            if b.get("added_ns") is None:
+                rows.append([outside(m), outside(run.get("run") or "?"), "—", "—",
+                             outside(b.get("why") or "unknown")])
+                continue
+            a, sc = b["added"], b["scale"]
+            rows.append([outside(m), outside(run.get("run") or "?"),
+                         f"{a['value']:+.0f} ns [{a['ci_low']:+.0f}, {a['ci_high']:+.0f}]",
+                         f"×{sc['value']:.3f} [{sc['ci_low']:.3f}, {sc['ci_high']:.3f}]",
+                         outside(b["sentence"])])
+    if rows:
+        doc.p("The base this run pays against each machine's run: every kernel-entering cell "
+              "fitted as here = speed × there + added (analyse/basemodel.py), each run's VM "
+              "exits taken out at its own price; added is what every way into the kernel pays "
+              "more here (a mitigation on every entry or exit adds it; a slower clock does "
+              "not), speed what the CPU's work scales by. Between two CPU models the line "
+              "summarises more than it explains: the sentence says how far the cells scatter.")
+        doc.table(["machine", "run", "added here, ns [95% CI]", "speed here [95% CI]",
+                   "what it says"], rows)
 
 
 def section(doc, data, root=atlas.ATLAS):
@@ -170,21 +178,22 @@ def section(doc, data, root=atlas.ATLAS):
                        + _txt(_theirs(by[m], col, "ratio"), "×"))
         rows.append(row)
     doc.table(["cell", "this machine"] + [outside(m) for m in names], rows)
+    bases(doc, here, by, names)
     for m in names:
-        top = differ_most(here, by[m])
+        run = latest(by[m])
+        top = premiums_differ_most(run, here)
         if not top:
             continue
-        doc.p(f"Ratios that differ most clearly from **{outside(m)}** (× own reference; "
-              "here / there; ranked by z, the distance from 1 in standard errors of its "
-              "log-scale interval):")
-        rows = []
-        for z, col, c, t in top:
-            q, lo, hi = _quotient(c, t)
-            rows.append([col, _fig(c, "ratio", "ratio_low", "ratio_high", "×"), _txt(t, "×"),
-                         f"{q:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None
-                                       else " (no interval)"),
-                         f"{z:.1f}" if z >= 0 else "—"])
-        doc.table(["cell", "here", f"{outside(m)}", "here / there [95% CI]", "z"], rows)
+        doc.p(f"What each way adds over its baseline that differs most clearly from "
+              f"**{outside(m)}** (its run {outside(run.get('run') or '?')}; each run's VM exits "
+              "taken out at its own price where both priced them; here − there in ns, ranked by "
+              "z, the distance from 0 in standard errors):")
+        doc.table(["cell", f"{outside(m)}", "here", "here − there [95% CI]", "z"],
+                  [[f"{v} {op}" + (f" {size} B" if size else ""), f"{p['a_ns']:.0f} ns",
+                    f"{p['b_ns']:.0f} ns",
+                    f"{p['diff']['median']:+.0f} [{p['diff']['ci_low']:+.0f}, "
+                    f"{p['diff']['ci_high']:+.0f}]" + (" (exits in)" if p.get("exits_in") else ""),
+                    f"{z:.1f}"] for z, v, op, size, p in top])
     for s in skipped:
         doc.warn(f"atlas entry {outside(s['machine'])}/{outside(s['run'])} "
                  f"skipped: {outside(s['why'])}")

@@ -110,6 +110,10 @@ def text(view, out=None):
                          f"{_g(o['group_median'])} ns, {100 * o['gap']:+.0f}%"
                          + (f" [{100 * o['gap_low']:+.0f}, {100 * o['gap_high']:+.0f}]"
                             if o["gap_low"] is not None else "") + f" ({o['interval']})")
+    for b in view.get("bases") or []:
+        lines.append(f"the base on {escape.terminal(b['cpu'])}: kernel "
+                     f"{escape.terminal(b['b_kernel'])} against {escape.terminal(b['a_kernel'])}: "
+                     f"{escape.terminal(b['sentence'])}")
     rest = unranked_measured(view)
     if rest:
         lines.append("measured causes (analyse/causes.py), not ranked:")
@@ -206,6 +210,16 @@ def page(view):
     if view["refused"]:
         out.append(f"<h2>Refused ({len(view['refused'])})</h2><ul>")
         out += [f'<li class="refused">{_e(r["host"])}: {_e(r["why"])}</li>' for r in view["refused"]]
+        out.append("</ul>")
+    if view.get("bases"):
+        out.append("<h2>The base on one CPU model, kernel by kernel</h2><p>Every kernel-entering "
+                   "cell of the newest run under each kernel, fitted against the earliest kernel's "
+                   "as later = speed × earlier + added (each run's VM exits taken out at its own "
+                   "price): added is what every way into the kernel pays more, which ratios to "
+                   "each machine's own 64-bit syscall cannot show.</p><ul>")
+        out += [f"<li>{_e(b['cpu'])}: kernel {_e(b['b_kernel'])} ({_e(b['b'])}) against "
+                f"{_e(b['a_kernel'])} ({_e(b['a'])}): {_e(b['sentence'])}</li>"
+                for b in view["bases"]]
         out.append("</ul>")
     rest = unranked_measured(view)
     if rest:
