@@ -240,9 +240,11 @@ def _v(note=None, attempted=()):
     return ((), note, tuple(attempted))
 
 
-SMT = {"SMT vulnerable": _NEVER, "SMT disabled": _NEVER, "SMT mitigated": _NEVER,
-       "SMT Host state unknown": _NEVER,
-       "SMT enabled with STIBP protection": _v("STIBP, counted under spectre_v2")}
+def _smt(*words):
+    """The "SMT ..." parts a file's show function prints: the state of SMT, no work (STIBP's
+    own work is spectre_v2's)."""
+    return {f"SMT {w}": (_v("STIBP, counted under spectre_v2") if "STIBP" in w else _NEVER)
+            for w in words}
 VERW_STRINGS = {"Mitigation: Clear CPU buffers": _m("verw_exit", "verw_vm"),
                 "Vulnerable: Clear CPU buffers attempted, no microcode":
                     _v("the kernel still executes VERW on every exit; without the microcode it "
@@ -302,16 +304,18 @@ TABLE = {
                      ("conditional cache flushes", _m("l1d_flush_vm")),
                      ("cache flushes", _m("l1d_flush_vm")), ("EPT disabled", _NEVER),
                      ("flush not necessary", _NEVER))},
-                 **SMT),
-    "mds": dict(VERW_STRINGS, **SMT),
-    "tsx_async_abort": dict(VERW_STRINGS, **{"Mitigation: TSX disabled": _m("feature_off")}, **SMT),
+                 **_smt("vulnerable", "disabled")),
+    "mds": dict(VERW_STRINGS, **_smt("vulnerable", "mitigated", "disabled", "Host state unknown")),
+    "tsx_async_abort": dict(VERW_STRINGS, **{"Mitigation: TSX disabled": _m("feature_off")},
+                            **_smt("vulnerable", "disabled", "Host state unknown")),
     # mmio alone: VERW before VM entry only; joined to the VERW on exit when another file
     # (mds, taa, rfds) asks for it (mmio_apply_mitigation; 6.1: mds_user_clear or
     # mmio_stale_data_clear).  in_force() resolves "verw_exit_shared".
     "mmio_stale_data": dict({"Mitigation: Clear CPU buffers": _m("verw_exit_shared", "verw_vm"),
                              "Vulnerable: Clear CPU buffers attempted, no microcode":
                                  VERW_STRINGS["Vulnerable: Clear CPU buffers attempted, no microcode"],
-                             "Unknown: No mitigations": _NEVER}, **SMT),
+                             "Unknown: No mitigations": _NEVER},
+                            **_smt("vulnerable", "disabled", "Host state unknown")),
     "reg_file_data_sampling": {"Mitigation: Clear Register File": _m("verw_exit", "verw_vm"),
                                "Vulnerable: No microcode": _NEVER},
     "tsa": {"Mitigation: Clear CPU buffers: user/kernel boundary": _m("verw_exit"),
@@ -335,7 +339,7 @@ TABLE = {
         "Mitigation: Stuffing": _m("call_depth"),
         "Vulnerable: untrained return thunk / IBPB on non-AMD based uarch":
             _v("the kernel still runs the AMD-only mitigation", attempted=("untrain_ret",))},
-        **SMT),
+        **_smt("vulnerable", "disabled", "enabled with STIBP protection")),
     "spec_rstack_overflow": {
         "Mitigation: Safe RET": _m("srso_safe_ret"),
         "Mitigation: safe RET": _m("srso_safe_ret"),
