@@ -332,3 +332,30 @@ def test_a_verw_another_file_already_asked_for_is_no_new_work():
                          "tsa": "Mitigation: Clear CPU buffers: user/kernel boundary"}}
     r = M.facts_changed(a, b)[0]
     assert r["added"] == [] and r["where"] == ["exit"] and "already asked for by mds" in r["work"]
+
+
+def test_the_report_lists_the_verw_once_by_where_its_work_runs():
+    """The report's section on the Zen 3 TSA guest: one VERW on every exit, named by tsa, in
+    the table of the mitigations on the path; no IBRS on entry anywhere."""
+    from twtools.analyse import causes
+    from twtools.present import causes as present_causes
+    from twtools.present.document import Doc, MarkdownExporter
+
+    def cell(v, ns):
+        return {"variant": v, "op": "null", "shape": "ret", "supported": True,
+                "undisturbed_ns": ns, "undisturbed_ci_low": ns - 1, "undisturbed_ci_high": ns + 1}
+    cells = [cell("64-syscall", 361.3), cell("32-syscall", 398.3), cell("32-int80", 1645.3)]
+    fp = json.loads((ROOT / "data" / "machines" / "amd-epyc-f25m1-kvm" / "runs"
+                     / "vm-20261125T012530Z-17226" / "fingerprint.json").read_text())
+    fp["mitigations"] = MACHINES["amd-epyc-zen3-kvm-tsa"]
+    doc = Doc()
+    present_causes.section(doc, {"causes": causes.compute_from(cells, fp)})
+    text = MarkdownExporter().render(doc, None).replace("\\_", "_")
+    assert "IBRS written on" not in text
+    table = text.split("The mitigations on the path, by where their work runs", 1)[1].split("\n#", 1)[0]
+    verw_rows = [l for l in table.splitlines() if "one VERW on every exit" in l]
+    assert len(verw_rows) == 1 and "| tsa |" in verw_rows[0]
+    assert "every exit to user space" in verw_rows[0]
+    # int 0x80 alone pays the swapgs fence (an IDT entry)
+    fence = [l for l in table.splitlines() if "lfence after swapgs" in l]
+    assert len(fence) == 1 and "32-int80" in fence[0] and "32-syscall" not in fence[0]
