@@ -8,6 +8,7 @@ cannot retitle or clear the user's terminal, nor a newline forge a line of the t
 """
 from ..analyse import stats
 from ..core import escape
+from ..machine import mitigations
 
 
 def _yn(v):
@@ -120,7 +121,11 @@ def decides_lines(fp):
                       f"{cid.get('source')}" + (f"; {cid['how']}" if cid.get("how") else "") + ")"))
          if cid.get("leaves") else unknown("cpuid", cid.get("why") or "not recorded")),
     ]
-    lines = ["  what decides the mitigations:"]
+    lines = ["  the mitigations' work (docs/mitigations.md), by where it runs:"]
+    live = mitigations.in_force(fp.get("mitigations") or {})
+    lines += [f"    {x['where_text']}: {x['what']} ({', '.join(x['files'])})" for x in live
+              if x["where"] != ["static"]] or ["    none"]
+    lines.append("  what decides the mitigations:")
     lines += [f"    {k}: {v}" for k, v in rows]
     if klog.get("lines"):
         lines.append(f"    kernel log ({klog.get('source')}):")
