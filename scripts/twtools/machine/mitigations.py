@@ -322,7 +322,11 @@ TABLE = {
             "Mitigation: Clear CPU buffers: VM": _m("verw_vm"),
             "Mitigation: Clear CPU buffers": _m("verw_exit", "verw_vm"),
             "Vulnerable: No microcode": _NEVER,
-            "Vulnerable: Clear CPU buffers attempted, no microcode": _NEVER},
+            # 6.1/6.12's backport: in a guest without VERW_CLEAR the kernel forces the VERW on
+            # anyway ("Forcing mitigation on in a VM"): the host may have the microcode
+            "Vulnerable: Clear CPU buffers attempted, no microcode":
+                _v("in a guest the kernel still puts one VERW on every exit",
+                   attempted=("verw_exit",))},
     "srbds": {"Mitigation: Microcode": _m("microcode"), "Mitigation: TSX disabled": _m("feature_off"),
               "Vulnerable: No microcode": _NEVER,
               "Unknown: Dependent on hypervisor status": _NEVER},
@@ -333,7 +337,7 @@ TABLE = {
                              "Unknown: Dependent on hypervisor status": _NEVER},
     "retbleed": dict({
         "Mitigation: untrained return thunk": _m("untrain_ret"),
-        "Mitigation: IBPB": _m("entry_ibpb"),
+        "Mitigation: IBPB": _m("entry_ibpb", "ibpb_vmexit"),
         "Mitigation: IBRS": _m("ibrs_entry_exit"),
         "Mitigation: Enhanced IBRS": _m("eibrs"),
         "Mitigation: Stuffing": _m("call_depth"),
@@ -343,7 +347,7 @@ TABLE = {
     "spec_rstack_overflow": {
         "Mitigation: Safe RET": _m("srso_safe_ret"),
         "Mitigation: safe RET": _m("srso_safe_ret"),
-        "Mitigation: IBPB": _m("entry_ibpb"),
+        "Mitigation: IBPB": _m("entry_ibpb", "ibpb_vmexit"),
         "Mitigation: IBPB on VMEXIT only": _m("ibpb_vmexit"),
         "Mitigation: Reduced Speculation": _m("bp_spec_reduce"),
         "Mitigation: SMT disabled": _m("feature_off"),
