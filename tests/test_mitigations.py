@@ -359,3 +359,19 @@ def test_the_report_lists_the_verw_once_by_where_its_work_runs():
     # int 0x80 alone pays the swapgs fence (an IDT entry)
     fence = [l for l in table.splitlines() if "lfence after swapgs" in l]
     assert len(fence) == 1 and "32-int80" in fence[0] and "32-syscall" not in fence[0]
+
+
+def test_a_measured_verw_prices_the_effect_through_the_cost_model():
+    """The hook for a user-space VERW or lfence price: compute_from(..., prices=...)."""
+    from twtools.analyse import causes
+    cells = [{"variant": "64-syscall", "op": "null", "shape": "ret", "supported": True,
+              "undisturbed_ns": 361.3, "undisturbed_ci_low": 360.3, "undisturbed_ci_high": 362.3}]
+    fp = {"mitigations": MACHINES["amd-epyc-zen3-kvm-tsa"]}
+
+    def verw(doc):
+        part = next(p for p in doc["mechanisms"]["64-syscall"]["parts"]
+                    if p["part"] == "mitigations on the path")
+        return next(x for x in part["in_force"] if x["id"] == "verw_exit")
+    assert verw(causes.compute_from(cells, fp))["price_ns"] is None
+    price = {"value": 22.0, "ci_low": 21.0, "ci_high": 23.0}
+    assert verw(causes.compute_from(cells, fp, prices={"verw": price}))["price_ns"] == price

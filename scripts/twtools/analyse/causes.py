@@ -325,10 +325,12 @@ def _minus_baseline(raw, variant, base, op, meas, bfig):
     return _diff(meas, bfig), {"paired": False}
 
 
-def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None):
+def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None, prices=None):
     """One mechanism's entry in the document, or None when it has no measured cost here.
     raw: the run's percall.json document, to pair the baseline's difference within the
-    host's quiet moments (None: the two figures' difference)."""
+    host's quiet moments (None: the two figures' difference).  prices: {instruction:
+    interval} of a mitigation's own instruction measured in user space (machine/
+    mitigations.py's `instruction`: "verw", "lfence"), None until one is measured."""
     op = _cost_op(cells, variant)
     if op is None:
         return None
@@ -406,7 +408,7 @@ def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None):
     if body and null:
         out["parts"].append({"part": "the system call's body (getppid)", "ns": _interval(*_diff(body, null)),
                              "basis": f"measured: {variant} getppid - null; not in the null call"})
-    mit = _mitigations(fp, role) if role != "vdso" else {"on_path": [], "elsewhere": [],
+    mit = _mitigations(fp, role, prices) if role != "vdso" else {"on_path": [], "elsewhere": [],
                                                           "attempted": [], "unclassified": []}
     out["parts"].append({"part": "mitigations on the path", "ns": None,
                          "in_force": mit["on_path"], "elsewhere": mit["elsewhere"],
@@ -461,17 +463,20 @@ def exits_paid(doc, variant):
     return n
 
 
-def compute_from(analysed, fp, legs=None, raw=None):
+def compute_from(analysed, fp, legs=None, raw=None, prices=None):
     """The timewrite-causes/1 document from an analysed percall (analyse.percall.analyse's
     result, or its cells list), a fingerprint (None when there is none), the analysed legs
     stage (analyse.legs.analyse's result; None when the run has none) and the raw
-    percall.json document (None: the differences over each baseline are unpaired)."""
+    percall.json document (None: the differences over each baseline are unpaired).
+    prices: the hook for a mitigation's instruction measured in user space, {"verw":
+    {value, ci_low, ci_high}, "lfence": ...}: each effect of that instruction on the path
+    carries it as price_ns (None, "not priced apart", until such a measurement exists)."""
     cells = analysed.get("cells", []) if isinstance(analysed, dict) else (analysed or [])
     price = exit_price(cells, fp)
     premium = exception_premium(cells)
     mechs = {}
     for m in registry.mechanisms():
-        r = mechanism(cells, fp, m.name, price, premium, legs, raw)
+        r = mechanism(cells, fp, m.name, price, premium, legs, raw, prices)
         if r is not None:
             mechs[m.name] = r
     return {"schema": SCHEMA, "model": MODEL, "guest": guest(fp),
