@@ -81,6 +81,8 @@ CHECK_TIER = (
     "test_watch_exits_unknown.py",
     "test_watch_state_upgrade.py",
     "test_seccomp_sim.py",
+    "test_mitigations.py",
+    "test_doctor_mitigation_facts.py",
     "test_doctor.py::test_fake_",
     "test_stub_frames.py::test_every_push_and_pop_goes_through_the_macros",
 )

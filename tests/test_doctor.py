@@ -25,7 +25,7 @@ from twtools.present import doctor as present_doctor
 SCHEMA_KEYS = ["host", "kernel", "os", "cpu", "virtualization", "mitigations", "clocksource",
                "invariant_tsc", "smt", "governor", "fred", "ia32_emulation", "root",
                "perf_event_paranoid", "ptrace_scope", "lockdown", "btf", "pmu", "vdso32", "libc",
-               "output_fs", "tools", "instruments"]
+               "output_fs", "tools", "instruments", "kernel_config", "cpuid", "kernel_log"]
 
 
 # --- this machine ---------------------------------------------------------------
@@ -47,6 +47,13 @@ def test_live_nulls_and_failures_say_why(live):
     for key in ("governor", "clocksource", "smt", "lockdown", "perf_event_paranoid",
                 "ptrace_scope", "pmu", "ia32_emulation"):
         if live[key] is None:
+            assert live["why"].get(key), f"{key} is null without a reason"
+    # the facts that decide the mitigations: each read, or null with its reason
+    for key, value in (("kernel_config", live["kernel_config"]["options"]),
+                       ("cpuid", live["cpuid"]["leaves"]), ("kernel_log", live["kernel_log"]["lines"]),
+                       ("cpu.bugs", live["cpu"]["bugs"]),
+                       ("kernel.compiler", live["kernel"]["compiler"])):
+        if value is None:
             assert live["why"].get(key), f"{key} is null without a reason"
     for ins in live["instruments"]:
         assert ins["works"] in (True, False, None)

@@ -10,9 +10,11 @@ a stated fact of the machine (its fingerprint):
                             at the measured price of one exit (the cpuid cell: cpuid always
                             exits to the hypervisor in a guest);
   the system call's body    getppid - null of the same mechanism (shown; the null call has none);
-  the mitigations           those in force on that path (/sys/devices/system/cpu/vulnerabilities):
-                            part of the measured path, not priced apart, because none can be
-                            turned off from user space.
+  the mitigations           those in force on that path, read from
+                            /sys/devices/system/cpu/vulnerabilities through the kernel's own
+                            strings (machine/mitigations.py): each once, by where its work runs
+                            (every entry, every exit, kernel code); part of the measured path,
+                            not priced apart, because none can be turned off from user space.
 
 The prediction for int 0x80: since Linux 6.7 (commit 55617fb991df, "x86/entry: Do not allow
 external 0x80 interrupts", CVE-2024-25744) do_int80_emulation() calls int80_is_external() on
@@ -49,7 +51,7 @@ Two measured parts join the model where they were measured:
 import math
 import re
 
-from ..machine import registry
+from ..machine import mitigations, registry
 from . import legs as a_legs, percall
 
 SCHEMA = "timewrite-causes/1"
@@ -77,23 +79,12 @@ KERNEL = {
     "vdso": {"path": "no kernel entry: the vDSO reads the clock in user space",
              "source": "lib/vdso/gettimeofday.c, arch/x86/include/asm/vdso/gettimeofday.h"},
 }
-# Mitigations that add work to every kernel entry or exit, by the vulnerabilities file that
-# says whether they are in force, and what of the string names them.
-MITIGATIONS = (
-    ("meltdown", "PTI", "PTI: a CR3 switch on every entry and exit (SWITCH_TO_KERNEL_CR3)"),
-    ("spectre_v2", "IBRS", "IBRS written on entry (IBRS_ENTER) and exit"),
-    ("spectre_v2", "Retpoline", "retpolines: every indirect call in the path is a thunk"),
-    ("spectre_v2", "BHI: SW loop", "CLEAR_BRANCH_HISTORY: the BHB-clearing loop on entry "
-                                   "(int80_emulation and the compat entries too)"),
-    ("spectre_v2", "RSB filling", "RSB filling on context switch and VM exit"),
-    ("spec_rstack_overflow", "Safe RET", "SRSO safe RET: every return goes through srso_return_thunk"),
-    ("spec_rstack_overflow", "IBPB", "SRSO IBPB on entry"),
-    ("retbleed", "IBRS", "retbleed IBRS on entry"),
-    ("retbleed", "untrained return", "retbleed untrained return thunk"),
-    ("mds", "Clear CPU buffers", "VERW on exit to user (CLEAR_CPU_BUFFERS)"),
-    ("reg_file_data_sampling", "Clear Register File", "VERW on exit to user"),
-    ("tsa", "Clear CPU buffers", "VERW on exit to user (TSA)"),
-)
+# Effects of the mitigation table (machine/mitigations.py) that only some ways in pay: the
+# swapgs fence sits in the IDT's entries (error_entry, paranoid_entry), which int 0x80 and the
+# vsyscall page's #PF take and entry_SYSCALL_64 and the compat fast entries do not; the
+# BHB-clearing loop is in the system-call entries (entry_SYSCALL_64, the compat entries,
+# int80_emulation) and not in the exception path.
+ROLE_ONLY = {"swapgs_fence": ("int80", "vsyscall"), "bhi_loop": ("syscall64", "fast32", "int80")}
 
 
 def _kernel_version(fp):
@@ -247,14 +238,29 @@ def _baseline(cells, variant, op):
     return _find(cells, base64, op)
 
 
-def _mitigations(fp):
+def _mitigations(fp, role, prices=None):
+    """The mitigations on a way in's path and elsewhere, from the fingerprint's vulnerability
+    files through the kernel's own strings (machine/mitigations.py): each effect once (one
+    VERW however many files ask for it), with the files that ask for it, where its work runs
+    and the source that does it.  prices: {instruction: interval} measured in user space (a
+    VERW, an lfence) to price an effect with; None until such a measurement exists."""
     vul = (fp or {}).get("mitigations") or {}
-    out = []
-    for name, needle, what in MITIGATIONS:
-        s = vul.get(name)
-        if isinstance(s, str) and needle.lower() in s.lower() and not s.startswith("Not affected"):
-            out.append({"vulnerability": name, "in_force": s[:200], "what": what})
-    return out
+
+    def keep(x):
+        return role in ROLE_ONLY.get(x["id"], (role,))
+
+    def row(x):
+        return {"id": x["id"], "vulnerability": ", ".join(x["files"]),
+                "in_force": {f: str(v)[:200] for f, v in x["strings"].items()},
+                "what": x["what"], "where": x["where"], "where_text": x["where_text"],
+                "instruction": x["instruction"], "source": x["source"],
+                "price_ns": x["price_ns"]}
+    live = [x for x in mitigations.in_force(vul, prices) if keep(x)]
+    return {"on_path": [row(x) for x in live if x["on_path"]],
+            "elsewhere": [row(x) for x in live if not x["on_path"]
+                          and x["where"] != ["static"]],
+            "attempted": [row(x) for x in mitigations.attempted(vul) if keep(x) and x["on_path"]],
+            "unclassified": [f"{f}: {p}" for f, p in mitigations.unclassified(vul)]}
 
 
 def _cost_op(cells, variant):
@@ -319,10 +325,12 @@ def _minus_baseline(raw, variant, base, op, meas, bfig):
     return _diff(meas, bfig), {"paired": False}
 
 
-def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None):
+def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None, prices=None):
     """One mechanism's entry in the document, or None when it has no measured cost here.
     raw: the run's percall.json document, to pair the baseline's difference within the
-    host's quiet moments (None: the two figures' difference)."""
+    host's quiet moments (None: the two figures' difference).  prices: {instruction:
+    interval} of a mitigation's own instruction measured in user space (machine/
+    mitigations.py's `instruction`: "verw", "lfence"), None until one is measured."""
     op = _cost_op(cells, variant)
     if op is None:
         return None
@@ -400,9 +408,11 @@ def mechanism(cells, fp, variant, price, premium=None, legs=None, raw=None):
     if body and null:
         out["parts"].append({"part": "the system call's body (getppid)", "ns": _interval(*_diff(body, null)),
                              "basis": f"measured: {variant} getppid - null; not in the null call"})
-    mit = _mitigations(fp)
+    mit = _mitigations(fp, role, prices) if role != "vdso" else {"on_path": [], "elsewhere": [],
+                                                          "attempted": [], "unclassified": []}
     out["parts"].append({"part": "mitigations on the path", "ns": None,
-                         "in_force": mit if role not in ("vdso",) else [],
+                         "in_force": mit["on_path"], "elsewhere": mit["elsewhere"],
+                         "attempted": mit["attempted"], "unclassified": mit["unclassified"],
                          "why": "included in the measured entry and exit path, not priced apart: "
                                 "none can be switched off from user space" if role != "vdso" else
                                 "no kernel entry: no entry mitigation applies"})
@@ -453,17 +463,20 @@ def exits_paid(doc, variant):
     return n
 
 
-def compute_from(analysed, fp, legs=None, raw=None):
+def compute_from(analysed, fp, legs=None, raw=None, prices=None):
     """The timewrite-causes/1 document from an analysed percall (analyse.percall.analyse's
     result, or its cells list), a fingerprint (None when there is none), the analysed legs
     stage (analyse.legs.analyse's result; None when the run has none) and the raw
-    percall.json document (None: the differences over each baseline are unpaired)."""
+    percall.json document (None: the differences over each baseline are unpaired).
+    prices: the hook for a mitigation's instruction measured in user space, {"verw":
+    {value, ci_low, ci_high}, "lfence": ...}: each effect of that instruction on the path
+    carries it as price_ns (None, "not priced apart", until such a measurement exists)."""
     cells = analysed.get("cells", []) if isinstance(analysed, dict) else (analysed or [])
     price = exit_price(cells, fp)
     premium = exception_premium(cells)
     mechs = {}
     for m in registry.mechanisms():
-        r = mechanism(cells, fp, m.name, price, premium, legs, raw)
+        r = mechanism(cells, fp, m.name, price, premium, legs, raw, prices)
         if r is not None:
             mechs[m.name] = r
     return {"schema": SCHEMA, "model": MODEL, "guest": guest(fp),

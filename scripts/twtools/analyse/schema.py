@@ -395,9 +395,17 @@ META = {"!schema": "str", "created_utc": "str?", "host": "str?", "mode": "str?",
 
 FINGERPRINT = {
     "host": "str?", "os": "str?", "virtualization": "str?", "clocksource": "str?",
-    "kernel": ("opt", {"release": "str?", "version": "str?", "cmdline": "str?"}),
+    "kernel": ("opt", {"release": "str?", "version": "str?", "cmdline": "str?",
+                       "proc_version": "str?", "compiler": "str?"}),
     "cpu": ("opt", {"vendor": "str?", "model_name": "str?", "family": ("or", "int?", "str"),
-                    "model": ("or", "int?", "str"), "flags": ("opt", STRS)}),
+                    "model": ("or", "int?", "str"), "flags": ("opt", STRS),
+                    "bugs": ("opt", STRS)}),
+    # The facts that decide the mitigations (machine/doctor.py; absent from fingerprints
+    # written before them, which stay valid).
+    "kernel_config": ("opt", {"source": "str?", "why": "str?", "options": ("opt", {"*": "str?"})}),
+    "cpuid": ("opt", {"source": "str?", "how": "str?", "why": "str?", "flags": ("opt", STRS),
+                      "leaves": ("opt", {"*": ("opt", {"*": "str?"})})}),
+    "kernel_log": ("opt", {"source": "str?", "why": "str?", "lines": ("opt", STRS)}),
     "mitigations": ("opt", {"*": "str?"}),
     # entry and instruction are words the verdict's sentence is built from
     # (machine.vdso32's ENTRY_PATTERNS and FORM_INSTRUCTION): any other is not one.

@@ -58,6 +58,50 @@ MAX_FILE = 16 << 20
 MAX_CONFIG = 16 << 20
 MAX_VDSO = 1 << 20
 VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)*)")
+# The kernel config options that decide which mitigations the kernel can select and what an
+# entry costs besides them (docs/doctor.md): the mitigations under their 6.9+ names
+# (CONFIG_MITIGATION_*) and their older ones, the preemption model, context tracking, audit,
+# the randomised kernel stack offset and seccomp's cache debugging.
+MITIGATION_CONFIG = re.compile(
+    r"^CONFIG_(MITIGATION_\w+|SPECULATION_MITIGATIONS|PAGE_TABLE_ISOLATION|RETPOLINE|RETHUNK|"
+    r"CPU_UNRET_ENTRY|CPU_IBPB_ENTRY|CPU_IBRS_ENTRY|CPU_SRSO|SLS|CALL_DEPTH_TRACKING|"
+    r"CALL_THUNKS|GDS_FORCE_MITIGATION|X86_KERNEL_IBT|PREEMPT(_NONE|_VOLUNTARY|_RT|_DYNAMIC|"
+    r"_LAZY|_LAZIEST|_BUILD|_COUNT)?|CONTEXT_TRACKING(_USER|_USER_FORCE|_FORCE)?|NO_HZ_FULL|"
+    r"VIRT_CPU_ACCOUNTING_GEN|AUDIT|AUDITSYSCALL|RANDOMIZE_KSTACK_OFFSET(_DEFAULT)?|"
+    r"SECCOMP_CACHE_DEBUG)$")
+# The CPUID leaves (leaf, subleaf) whose bits gate the mitigations: 7.0 EDX (MD_CLEAR,
+# SPEC_CTRL, STIBP, FLUSH_L1D, ARCH_CAPABILITIES, SSBD), 7.2 EDX (PSFD, IPRED/RRSBA/BHI
+# controls), 0x80000008 EBX (AMD IBPB/IBRS/STIBP/SSBD, BTC_NO), 0x80000021 EAX/ECX (AMD
+# VERW_CLEAR, AUTOIBRS, SBPB, IBPB_BRTYPE, SRSO_NO, TSA_SQ_NO/TSA_L1_NO).
+CPUID_LEAVES = ((0x7, 0), (0x7, 2), (0x80000008, 0), (0x80000021, 0))
+CPUID_BITS = {
+    ("0x7.0", "edx"): {10: "MD_CLEAR", 26: "SPEC_CTRL", 27: "INTEL_STIBP", 28: "FLUSH_L1D",
+                       29: "ARCH_CAPABILITIES", 31: "SPEC_CTRL_SSBD"},
+    ("0x7.2", "edx"): {0: "PSFD", 1: "IPRED_CTRL", 2: "RRSBA_CTRL", 3: "DDPD_U", 4: "BHI_CTRL",
+                       5: "MCDT_NO"},
+    ("0x80000008.0", "ebx"): {12: "AMD_IBPB", 14: "AMD_IBRS", 15: "AMD_STIBP",
+                              17: "AMD_STIBP_ALWAYS_ON", 19: "AMD_IBRS_SAME_MODE", 24: "AMD_SSBD",
+                              25: "VIRT_SSBD", 26: "AMD_SSB_NO", 28: "AMD_PSFD", 29: "BTC_NO",
+                              30: "AMD_IBPB_RET"},
+    ("0x80000021.0", "eax"): {0: "NO_NESTED_DATA_BP", 2: "LFENCE_RDTSC", 5: "VERW_CLEAR",
+                              6: "NULL_SEL_CLR_BASE", 8: "AUTOIBRS", 24: "ERAPS", 27: "SBPB",
+                              28: "IBPB_BRTYPE", 29: "SRSO_NO", 30: "SRSO_USER_KERNEL_NO"},
+    ("0x80000021.0", "ecx"): {1: "TSA_SQ_NO", 2: "TSA_L1_NO"},
+}
+# Where a recorded machine keeps its CPUID leaves and the mitigation lines of its kernel log.
+RECORDED_CPUID = "/cpuid.txt"
+RECORDED_KLOG = "/kernel-log.txt"
+# The kernel log's mitigation lines: bugs.c's pr_fmt prefixes, PTI's, the return thunk's, and
+# any line that says Mitigation or vulnerable.
+KLOG_LINE = re.compile(
+    r"^(Spectre V[12] : |Spectre BHI: |Speculative Store Bypass: |L1TF: |MDS: |TAA: |"
+    r"MMIO Stale Data: |Register File Data Sampling: |SRBDS: |GDS: |RETBleed: |ITS: |"
+    r"Transient Scheduler Attacks: |Speculative Return Stack Overflow: |VMSCAPE: |"
+    r"L1D Flush : |Speculation prctl: |active return thunk: |mitigations: |x86/bugs: |"
+    r"Kernel/User page tables isolation: )|Mitigation:|[Vv]ulnerab")
+MAX_KLOG = 4 << 20
+MAX_KLOG_RECORDS = 200000
+MAX_KLOG_LINES = 200
 
 
 class Result:
@@ -79,6 +123,142 @@ def real_runner(cmd, timeout=60):
         return Result(126, "", f"{cmd[0]}: {e.strerror}")
     except subprocess.TimeoutExpired:
         return Result(124, "", f"{cmd[0]}: timed out after {timeout} s")
+
+
+def compiler(proc_version):
+    """The compiler that built the kernel, from /proc/version's second parenthesised group
+    ("gcc (GCC) 15.3.0", "Debian clang version 16.0.6 (15)"), or None."""
+    groups, depth, start = [], 0, None
+    for i, ch in enumerate(proc_version):
+        if ch == "(":
+            if depth == 0:
+                start = i + 1
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                groups.append(proc_version[start:i])
+    for g in groups:
+        # the first comma at depth 0 ends the compiler ("gcc (GCC) 15.3.0, GNU ld ...")
+        depth, cut = 0, len(g)
+        for i, ch in enumerate(g):
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == "," and depth == 0:
+                cut = i
+                break
+        head = g[:cut].strip()
+        if re.search(r"\b(gcc|clang|GCC|icx|icc)\b", head):
+            return head
+    return None
+
+
+def read_cpuid_device(path):
+    """{"0xLEAF.SUB": {eax, ebx, ecx, edx} | None} for CPUID_LEAVES, read from a
+    /dev/cpu/N/cpuid device (the file offset is the leaf, its high 32 bits the subleaf).  A
+    leaf beyond the CPU's highest basic or extended leaf, or a subleaf beyond leaf 7's
+    highest, is None: CPUID would answer it with another leaf's data."""
+    import struct
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def one(leaf, sub=0):
+            b = os.pread(fd, 16, (sub << 32) | leaf)
+            if len(b) != 16:
+                raise OSError(0, f"short read of CPUID leaf {leaf:#x}")
+            return struct.unpack("<4I", b)
+        max_basic, max_ext = one(0)[0], one(0x80000000)[0]
+        max_sub7 = one(7)[0] if max_basic >= 7 else -1
+        out = {}
+        for leaf, sub in CPUID_LEAVES:
+            key = f"{leaf:#x}.{sub}"
+            have = (leaf <= max_ext if leaf >= 0x80000000 else leaf <= max_basic) and \
+                (leaf != 7 or sub <= max_sub7)
+            out[key] = (dict(zip(("eax", "ebx", "ecx", "edx"),
+                                 (f"{r:#010x}" for r in one(leaf, sub)))) if have else None)
+        return out
+    finally:
+        os.close(fd)
+
+
+def format_cpuid(leaves):
+    """A recording's cpuid.txt: one line per leaf, "leaf=0x7 subleaf=0 eax=0x... ...", or
+    "leaf=... subleaf=... absent" where the CPU has no such leaf."""
+    lines = ["# CPUID leaves that gate the mitigations (tw doctor --record)"]
+    for key, regs in (leaves or {}).items():
+        leaf, sub = key.split(".")
+        lines.append(f"leaf={leaf} subleaf={sub} " + (
+            " ".join(f"{r}={v}" for r, v in regs.items()) if regs else "absent"))
+    return "\n".join(lines)
+
+
+def parse_cpuid(text):
+    """cpuid.txt's lines back into {"0xLEAF.SUB": {reg: hex} | None}.  A line may give only
+    some registers (a machine recorded by hand from notes); the others are left out."""
+    out = {}
+    for line in text.splitlines():
+        kv = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+        if line.lstrip().startswith("#") or "leaf" not in kv:
+            continue
+        try:
+            key = f"{int(kv['leaf'], 16):#x}.{int(kv.get('subleaf', '0'), 0)}"
+            regs = {r: f"{int(kv[r], 16):#010x}" for r in ("eax", "ebx", "ecx", "edx") if r in kv}
+        except ValueError:
+            continue
+        out[key] = None if line.split()[-1] == "absent" else regs
+    return out
+
+
+def cpuid_flags(leaves):
+    """The names (CPUID_BITS) of the bits set in the leaves read."""
+    out = []
+    for (key, reg), bits in CPUID_BITS.items():
+        v = ((leaves or {}).get(key) or {}).get(reg)
+        if v is None:
+            continue
+        n = int(v, 16)
+        out.extend(name for bit, name in sorted(bits.items()) if n >> bit & 1)
+    return out
+
+
+def read_kmsg(path):
+    """The messages of the kernel's ring buffer through /dev/kmsg, as text: bytes read
+    record by record without blocking, at most MAX_KLOG_RECORDS records and MAX_KLOG bytes,
+    decoded with errors replaced.  OSError when it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    msgs, total = [], 0
+    try:
+        for _ in range(MAX_KLOG_RECORDS):
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == 32:  # EPIPE: the record was overwritten while we read
+                    continue
+                raise
+            if not rec:
+                break
+            total += len(rec)
+            if total > MAX_KLOG:
+                break
+            head, _, msg = rec.partition(b";")
+            msgs.append(msg.split(b"\n", 1)[0].decode(errors="replace"))
+    finally:
+        os.close(fd)
+    return msgs
+
+
+def klog_lines(msgs):
+    """The mitigation lines (KLOG_LINE) of kernel log messages, a timestamp ("[    0.24] ")
+    taken off, each once, at most MAX_KLOG_LINES."""
+    out = []
+    for m in msgs:
+        m = re.sub(r"^\[\s*\d+\.\d+\]\s*", "", m.rstrip())
+        if m and KLOG_LINE.search(m) and m not in out and not m.startswith("Kernel command line"):
+            out.append(m[:300])
+            if len(out) >= MAX_KLOG_LINES:
+                break
+    return out
 
 
 class Doctor:
@@ -103,6 +283,7 @@ class Doctor:
         self._libc = libc
         self.why = {}
         self._config = None
+        self._config_source = None
 
     # --- access ----------------------------------------------------------------
     def path(self, p):
@@ -144,9 +325,11 @@ class Doctor:
         if gz is not None:
             text = files.gunzip(self.path("/proc/config.gz"), gz, MAX_CONFIG).decode(
                 errors="replace")
+            self._config_source = "/proc/config.gz"
         if text is None:
             rel = self.read("/proc/sys/kernel/osrelease") or platform.release()
             text = self.read(f"/boot/config-{rel}")
+            self._config_source = f"/boot/config-{rel}" if text is not None else None
         cfg = {}
         for line in (text or "").splitlines():
             m = re.match(r"^(CONFIG_\w+)=(.*)$", line)
@@ -185,7 +368,8 @@ class Doctor:
         if text is None:
             self.blind("cpu", "/proc/cpuinfo is unreadable")
             return {"vendor": None, "model": None, "model_name": None, "family": None,
-                    "stepping": None, "microcode": None, "count": None, "flags": []}
+                    "stepping": None, "microcode": None, "count": None, "flags": [],
+                    "bugs": None}
         first, count = {}, 0
         for line in text.splitlines():
             if ":" not in line:
@@ -201,10 +385,16 @@ class Doctor:
                 return int(v, 0) if v is not None else None
             except ValueError:
                 return None
+        bugs = first.get("bugs")
+        if bugs is None:
+            self.blind("cpu.bugs", "no bugs line in /proc/cpuinfo (a kernel before 4.15, or not "
+                                   "an x86 kernel)")
         return {"vendor": first.get("vendor_id"), "model": num("model"),
                 "model_name": first.get("model name"), "family": num("cpu family"),
                 "stepping": num("stepping"), "microcode": first.get("microcode"),
-                "count": count or None, "flags": sorted(set(first.get("flags", "").split()))}
+                "count": count or None, "flags": sorted(set(first.get("flags", "").split())),
+                # the kernel's own list of this CPU's bugs (X86_BUG_*), in its order
+                "bugs": bugs.split() if bugs is not None else None}
 
     def mitigations(self):
         d = self.path("/sys/devices/system/cpu/vulnerabilities")
@@ -214,6 +404,112 @@ class Doctor:
             return {}
         return {f.name: self.read(f"/sys/devices/system/cpu/vulnerabilities/{f.name}")
                 for f in sorted(d.iterdir())}
+
+    # --- the facts that decide mitigations ---------------------------------------------
+    def proc_version(self):
+        """(/proc/version, the compiler that built the kernel) or (None, None) with why."""
+        t = self.read("/proc/version")
+        if t is None:
+            self.blind("kernel.proc_version", "/proc/version is unreadable"
+                       + ("" if self.live else " (not recorded)"))
+            self.blind("kernel.compiler", "no /proc/version to read it from")
+            return None, None
+        cc = compiler(t)
+        if cc is None:
+            self.blind("kernel.compiler", "/proc/version names no compiler this reader knows")
+        return t, cc
+
+    def config_facts(self):
+        """{source, options, why}: the kernel config options that decide mitigations and
+        what an entry costs (MITIGATION_CONFIG), as the config says them ('y', 'm', 'n' for
+        "is not set", or a value)."""
+        cfg = self.kernel_config()
+        if cfg is None:
+            rel = self.read("/proc/sys/kernel/osrelease") or "RELEASE"
+            why = (f"neither /proc/config.gz (CONFIG_IKCONFIG_PROC) nor /boot/config-{rel} is "
+                   "readable")
+            self.blind("kernel_config", why)
+            return {"source": None, "options": None, "why": why}
+        return {"source": self._config_source, "why": None,
+                "options": {k: v for k, v in sorted(cfg.items()) if MITIGATION_CONFIG.match(k)}}
+
+    def cpuid(self):
+        """{source, how, leaves, flags, why}: the raw CPUID leaves that gate the mitigations
+        (CPUID_LEAVES), each {eax, ebx, ecx, edx} as hex, or None where the CPU has no such
+        leaf; flags names the bits of CPUID_BITS that are set.  Read from /dev/cpu/0/cpuid on
+        this machine (root; `modprobe cpuid` first when the device is missing), from the
+        recording's cpuid.txt on a recorded one."""
+        out = {"source": None, "how": None, "leaves": None, "flags": None, "why": None}
+        if not self.live:
+            text = self.read(RECORDED_CPUID)
+            if text is None:
+                out["why"] = f"not recorded: no {RECORDED_CPUID.lstrip('/')} under {self.root}"
+                self.blind("cpuid", out["why"])
+                return out
+            out["source"] = "recorded"
+            out["leaves"] = parse_cpuid(text)
+        else:
+            dev = self.path("/dev/cpu/0/cpuid")
+            if not dev.exists() and self.euid == 0 and self.which("modprobe"):
+                r = self.run(["modprobe", "cpuid"], timeout=20)
+                out["how"] = ("modprobe cpuid: /dev/cpu/0/cpuid was missing"
+                              + ("" if r is not None and r.returncode == 0 else
+                                 f" (it failed: {first_line((r.stderr if r else '') or '', 'no message')})"))
+            try:
+                out["leaves"] = read_cpuid_device(dev)
+                out["source"] = "/dev/cpu/0/cpuid"
+            except OSError as e:
+                why = f"/dev/cpu/0/cpuid: {e.strerror or e}"
+                if not dev.exists():
+                    why += (" (the cpuid module is not loaded" +
+                            ("; modprobe cpuid did not make it" if out["how"] else
+                             "; only root may load it" if self.euid != 0 else "") + ")")
+                elif self.euid != 0:
+                    why += " (readable by root only)"
+                out["why"] = why
+                self.blind("cpuid", why)
+                return out
+        out["flags"] = cpuid_flags(out["leaves"])
+        return out
+
+    def kernel_log(self):
+        """{source, lines, why}: the mitigation lines of the kernel log (KLOG_LINE), without
+        their timestamps: /dev/kmsg on this machine (root, or dmesg_restrict=0), else
+        `journalctl -k -b`; a recording's kernel-log.txt.  Read as bytes, bounded, decoded
+        with errors replaced."""
+        if not self.live:
+            b = self.read_bytes(RECORDED_KLOG, limit=MAX_KLOG)
+            if b is None:
+                why = f"not recorded: no {RECORDED_KLOG.lstrip('/')} under {self.root}"
+                self.blind("kernel_log", why)
+                return {"source": None, "lines": None, "why": why}
+            return {"source": "recorded", "lines": klog_lines(b.decode(errors="replace").splitlines()),
+                    "why": None}
+        whys = []
+        try:
+            msgs = read_kmsg(self.path("/dev/kmsg"))
+            lines = klog_lines(msgs)
+            return {"source": "/dev/kmsg", "lines": lines,
+                    "why": None if lines else "no mitigation line in the kernel log: the ring "
+                                              "buffer may have been overwritten since boot"}
+        except OSError as e:
+            whys.append(f"/dev/kmsg: {e.strerror or e}")
+        if self.which("journalctl"):
+            try:
+                p = proc.run(["journalctl", "-k", "-b", "-o", "cat", "--no-pager", "-q"],
+                             timeout=30, text=False, limit=MAX_KLOG)
+                if p.returncode == 0:
+                    return {"source": "journalctl -k -b", "why": None,
+                            "lines": klog_lines(p.stdout.decode(errors="replace").splitlines())}
+                whys.append("journalctl -k: " + first_line(
+                    p.stderr.decode(errors="replace"), f"exit status {p.returncode}"))
+            except (OSError, subprocess.TimeoutExpired, proc.OutputTooLarge) as e:
+                whys.append(f"journalctl -k: {e}")
+        else:
+            whys.append("journalctl is not installed")
+        why = "; ".join(whys)
+        self.blind("kernel_log", why)
+        return {"source": None, "lines": None, "why": why}
 
     def governor(self, flags):
         g = self.read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
@@ -566,6 +862,11 @@ class Doctor:
         fp["virtualization"], fp["virtualization_detail"] = self.virtualization(flags)
         fp["mitigations"] = self.mitigations()
         fp["mitigations_cmdline"] = self.cmdline_opt("mitigations")
+        # the facts that decide the mitigations (docs/doctor.md, "What decides the mitigations")
+        fp["kernel"]["proc_version"], fp["kernel"]["compiler"] = self.proc_version()
+        fp["kernel_config"] = self.config_facts()
+        fp["cpuid"] = self.cpuid()
+        fp["kernel_log"] = self.kernel_log()
         cs = self.read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
         fp["clocksource"] = cs if cs else self.blind("clocksource", "no current_clocksource in sysfs")
         fp["invariant_tsc"] = ("constant_tsc" in flags and "nonstop_tsc" in flags) if flags else \
@@ -673,8 +974,10 @@ def record(dest):
     """Write this machine's facts as a system root under dest, for replay with --sysroot.
 
     Only the files the doctor and the oracle read are kept (the first CPU of /proc/cpuinfo,
-    the [vsyscall] and [vdso] lines of /proc/self/maps, the relevant kernel config lines,
-    ...), plus the live 32-bit vDSO image.  tests/fixtures/machines/ holds such recordings,
+    its bugs line with it, /proc/version, the [vsyscall] and [vdso] lines of /proc/self/maps,
+    the relevant kernel config lines, ...), the CPUID leaves that gate the mitigations
+    (cpuid.txt), the kernel log's mitigation lines (kernel-log.txt), plus the live 32-bit
+    vDSO image.  tests/fixtures/machines/ holds such recordings,
     so the tests of one vendor's path run on the other vendor's machine.
 
     Every file is written through core.files confined to dest: a `proc` or `boot` inside
@@ -692,6 +995,7 @@ def record(dest):
     cpuinfo = d.read("/proc/cpuinfo") or ""
     put("/proc/cpuinfo", cpuinfo.split("\n\n", 1)[0])
     put("/proc/cmdline", d.read("/proc/cmdline"))
+    put("/proc/version", d.read("/proc/version"))
     status = d.read("/proc/self/status") or ""
     put("/proc/self/status", "\n".join(l for l in status.splitlines()
                                        if l.split(":")[0] in ("NoNewPrivs", "Seccomp", "Seccomp_filters",
@@ -709,13 +1013,22 @@ def record(dest):
     cfg = d.kernel_config() or {}
     lines = [(f"# {k} is not set" if v == "n" else f"{k}={v}") for k, v in sorted(cfg.items())]
     put(f"/boot/config-{d.read('/proc/sys/kernel/osrelease')}",
-        "\n".join(l for l in lines if RECORD_CONFIG.match(l)))
+        "\n".join(l for l in lines if RECORD_CONFIG.match(l)
+                  or MITIGATION_CONFIG.match(l.lstrip("# ").split("=")[0].split(" ")[0])))
+    c = d.cpuid()
+    if c.get("leaves"):
+        put(RECORDED_CPUID, format_cpuid(c["leaves"]))
+    k = d.kernel_log()
+    if k.get("lines") is not None:
+        put(RECORDED_KLOG, "\n".join(k["lines"]))
     with files.confined(dest) as root:
         # Every directory the recording writes into is checked before the first file is
         # written, so that a planted link is refused before anything lands, not half-way.
         files.refuse_links(root, sorted({rel.lstrip("/").split("/")[0] for rel in facts}
                                         | {RECORDED_VDSO32.lstrip("/"),
-                                           RECORDED_VDSO32.lstrip("/") + ".txt"}))
+                                           RECORDED_VDSO32.lstrip("/") + ".txt",
+                                           RECORDED_CPUID.lstrip("/"),
+                                           RECORDED_KLOG.lstrip("/")}))
         for rel, text in facts.items():
             files.write_text(root / rel.lstrip("/"), text)
         v = entrypath.vdso32(save=root / RECORDED_VDSO32.lstrip("/"))

@@ -94,6 +94,7 @@ def section(doc, data):
               + ". " + (outside(m["verdict"]["text"]) + "." if m.get("verdict") else ""))
     premium_section(doc, c)
     legs_section(doc, c)
+    mitigations_section(doc, c)
     doc.h(3, "The parts, and where the kernel does each")
     prow = []
     for name, m in mechanisms(c):
@@ -106,6 +107,58 @@ def section(doc, data):
                 val = ns(p.get("ns"))
             prow.append([name, p["part"], outside(val), outside(p.get("basis") or ""), outside(where)])
     doc.table(["variant", "part", "ns", "basis", "kernel"], prow)
+
+
+def mitigations_section(doc, c):
+    """The mitigations in force on the ways in, each once (one VERW however many files ask
+    for it), by where their work runs, with the kernel source that does it."""
+    doc.h(3, "The mitigations on the path, by where their work runs")
+    seen, ways, extra = {}, {}, {"elsewhere": {}, "attempted": {}}
+    unknown = set()
+    for name, m in mechanisms(c):
+        p = next((p for p in m.get("parts") or [] if p.get("part") == "mitigations on the path"),
+                 None)
+        if not p:
+            continue
+        for x in p.get("in_force") or []:
+            if not isinstance(x, dict) or "where_text" not in x:
+                continue  # a causes document from before the table (it said only "what")
+            seen.setdefault(x["id"], x)
+            ways.setdefault(x["id"], []).append(name)
+        for k in extra:
+            for x in p.get(k) or []:
+                extra[k].setdefault(x["id"], x)
+        unknown.update(p.get("unclassified") or [])
+    if not seen and not any(extra.values()):
+        doc.p("None in force on any way in here, or the fingerprint does not say "
+              "(/sys/devices/system/cpu/vulnerabilities).")
+        return
+    doc.p("Read from /sys/devices/system/cpu/vulnerabilities through the kernel's own strings "
+          "(arch/x86/kernel/cpu/bugs.c, Linux 6.1 to 7.2; docs/mitigations.md): each piece of work "
+          "once, with every file that asks for it.  All of it is inside the measured entry and "
+          "exit path and not priced apart: none can be switched off from user space.")
+    all_ways = [n for n, m in mechanisms(c) if m.get("role") != "vdso"]
+    rows = []
+    for eid, x in seen.items():
+        w = ways[eid]
+        rows.append([outside(x["where_text"]), outside(x["what"]), outside(x["vulnerability"]),
+                     "all" if len(w) == len(all_ways) else outside(", ".join(w)),
+                     outside(x["source"]),
+                     ns(x["price_ns"]) if x.get("price_ns") else "not priced apart"])
+    doc.table(["where its work runs", "mitigation", "asked for by", "ways in", "kernel source",
+               "price"], rows)
+    if extra["elsewhere"]:
+        doc.p("Off the system call's path (a context switch, VM exits of this machine's own "
+              "guests, firmware calls, per-process requests): "
+              + outside("; ".join(f"{x['what']} ({x['where_text']}; {x['vulnerability']})"
+                                  for x in extra["elsewhere"].values())) + ".")
+    if extra["attempted"]:
+        doc.p("Work the kernel still does where its file says Vulnerable: "
+              + outside("; ".join(f"{x['what']} ({x['vulnerability']})"
+                                  for x in extra["attempted"].values())) + ".")
+    if unknown:
+        doc.p("Parts no row of the table knows (not counted): " + outside("; ".join(sorted(unknown)))
+              + ".")
 
 
 def premium_section(doc, c):

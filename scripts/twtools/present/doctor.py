@@ -8,6 +8,7 @@ cannot retitle or clear the user's terminal, nor a newline forge a line of the t
 """
 from ..analyse import stats
 from ..core import escape
+from ..machine import mitigations
 
 
 def _yn(v):
@@ -66,6 +67,7 @@ def format_table(fp):
     if vul:
         lines.append("  vulnerabilities (not 'Not affected'):")
         lines += [f"    {k}: {v}" for k, v in vul.items()]
+    lines += decides_lines(fp)
     lines.append("Entry paths")
     v = fp["vdso32"]
     erows = [
@@ -92,3 +94,42 @@ def format_table(fp):
         lines += [f"  ! {c}" for c in fp["consistency"]]
     # A value may hold a newline: escaping line by line shows it as \n inside its own row.
     return "\n".join(escape.terminal(line) for line in lines)
+
+
+def decides_lines(fp):
+    """The facts that decide the mitigations (docs/doctor.md): each its value, or unknown
+    with the reason.  A fingerprint from before they were recorded shows none of them."""
+    if "cpuid" not in fp and "kernel_log" not in fp:
+        return []
+    why = fp.get("why") or {}
+
+    def unknown(key, default="not recorded"):
+        return f"unknown ({why.get(key) or default})"
+    cpu, kern = fp.get("cpu") or {}, fp.get("kernel") or {}
+    cfg, cid, klog = fp.get("kernel_config") or {}, fp.get("cpuid") or {}, fp.get("kernel_log") or {}
+    opts = cfg.get("options")
+    on = [k.removeprefix("CONFIG_") for k, v in (opts or {}).items() if v not in ("n", None)]
+    rows = [
+        ("CPU bugs", " ".join(cpu["bugs"]) if cpu.get("bugs") is not None else unknown("cpu.bugs")),
+        ("compiler", kern.get("compiler") or unknown("kernel.compiler")),
+        ("kernel config", (f"{cfg.get('source')}: " + (", ".join(on) or "none of the options set"))
+         if opts is not None else unknown("kernel_config", cfg.get("why") or "not recorded")),
+        ("CPUID", ("; ".join(f"{k} " + (" ".join(f"{r}={v}" for r, v in regs.items())
+                                        if regs else "absent")
+                             for k, regs in (cid.get("leaves") or {}).items())
+                   + (f" ({', '.join(cid.get('flags') or []) or 'no named bit set'}; "
+                      f"{cid.get('source')}" + (f"; {cid['how']}" if cid.get("how") else "") + ")"))
+         if cid.get("leaves") else unknown("cpuid", cid.get("why") or "not recorded")),
+    ]
+    lines = ["  the mitigations' work (docs/mitigations.md), by where it runs:"]
+    live = mitigations.in_force(fp.get("mitigations") or {})
+    lines += [f"    {x['where_text']}: {x['what']} ({', '.join(x['files'])})" for x in live
+              if x["where"] != ["static"]] or ["    none"]
+    lines.append("  what decides the mitigations:")
+    lines += [f"    {k}: {v}" for k, v in rows]
+    if klog.get("lines"):
+        lines.append(f"    kernel log ({klog.get('source')}):")
+        lines += [f"      {l}" for l in klog["lines"]]
+    else:
+        lines.append("    kernel log: " + (klog.get("why") or unknown("kernel_log")))
+    return lines
