@@ -95,12 +95,16 @@ def test_no_way_is_called_faster_by_a_moved_base(tsa):
 
 def test_the_fact_that_changed_is_listed_first_with_its_place(tsa, tmp_path):
     sets, doc = tsa
-    facts = {f["fact"]: f for f in _base(doc)["facts_changed"]}
-    assert facts["mitigations.tsa"]["a"] == "Not affected"
-    assert facts["mitigations.tsa"]["b"].startswith("Mitigation: Clear CPU buffers")
+    changed = _base(doc)["facts_changed"]
+    assert changed[0]["fact"] == "vulnerabilities/tsa"      # first: the one that adds work
+    tsa_ = changed[0]
+    assert tsa_["a"] == "Not affected"
+    assert tsa_["b"].startswith("Mitigation: Clear CPU buffers")
+    assert "every exit to user space" in tsa_["where"] and "VERW" in tsa_["where"]
+    assert not any(f["fact"] == "mitigations.tsa" for f in changed)   # listed once
     md = compare.build_compare([V782, V1300], tmp_path / "out").read_text()
     head = md[:md.index("## Results sets")]
-    assert "## What changed" in head and "mitigations.tsa" in head
+    assert "## What changed" in head and "vulnerabilities/tsa" in head and "one VERW" in head
     assert "on every way into the kernel" in head and "not a change of speed" in head
     assert "faster by" not in md
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..analyse import basemodel, causes, compare as decide, percall, results, seedref, \
     verdict as verdict_mod
 from ..core import escape, files, ui
+from ..machine import mitigations
 from ..core.fmt import fmt
 from . import document
 from .document import Doc, export
@@ -171,10 +172,20 @@ def _exits_of(a, b):
 
 
 def facts_changed(a, b):
-    """[{fact, a, b, where}] for every recorded fact that differs between two sets, the
-    mitigations first with where their work runs."""
+    """[{fact, a, b, where, work}] for every recorded fact that differs between two sets: the
+    mitigations first (machine.mitigations.facts_changed: each verdict that changed, where its
+    work runs and what work it adds or removes, then the boot parameters, kernel config, CPU
+    bugs, CPUID leaves, microcode and compiler that decide them), then the other facts of the
+    machine and its kernel (differences)."""
+    fa, fb = (s.data.get("fingerprint") or {} for s in (a, b))
     out = []
+    for f in mitigations.facts_changed(fa, fb):
+        out.append({"fact": f["fact"], "a": f["a"], "b": f["b"],
+                    "where": "; ".join(x for x in (f.get("where_text"), f.get("work")) if x) or None})
+    seen = {f["fact"].split("/", 1)[-1] for f in out}
     for k, (va, vb) in differences([a, b]):
+        if k.startswith("mitigations.") and k.split(".", 1)[1] in seen:
+            continue
         out.append({"fact": k, "a": va, "b": vb, "where": None})
     return out
 
@@ -273,6 +284,7 @@ def all_decisions(real):
                 rows.append({"op": op, "variant": k[0], "size": k[1], "B": s.label, "A": base.label,
                              "why": why, "cmp": cmp})
         families[s.label] = decide.adjust(fam)
+        bm["premiums_null"] = premiums_null({"rows": rows}, s.label)
         for r in rows:
             p = (r["cmp"] or {}).get("premium")
             if r["B"] == s.label and p and p.get("decision_uncorrected"):
@@ -310,6 +322,31 @@ def premiums_null(decisions, label):
     return sorted(rows, key=lambda x: ("int80" not in x[0], x[0]))
 
 
+def summary(bm, prem):
+    """The comparison of one B against A in one line: the base's added ns (or change of
+    speed), int 0x80's premium, the VM exit, and the first fact that changed with its work."""
+    if bm.get("added_ns") is None:
+        return None
+    a, sc = bm["added"], bm["scale"]
+    k = bm.get("kind")
+    parts = [f"{a['value']:+.0f} ns [{a['ci_low']:+.0f}, {a['ci_high']:+.0f}] on every way into "
+             "the kernel" + {"added": ", the speed held", "held": ", the speed held",
+                             "speed": f", a change of speed ×{sc['value']:.3f}",
+                             "both": f" and a change of speed ×{sc['value']:.3f}"}[k]]
+    for v, p in prem:
+        if "int80" in v and p.get("diff"):
+            word = {decide.SAME: "held", decide.SLOWER: "grew", decide.FASTER: "shrank"}.get(
+                p["decision"], p["decision"])
+            parts.append(f"{v}'s premium {word} ({p['a_ns']:.0f} → {p['b_ns']:.0f} ns)")
+    ex = bm.get("exit")
+    if ex and ex["ratio"].get("median"):
+        parts.append(f"the VM exit {100 * (ex['ratio']['median'] - 1):+.1f}%")
+    facts = [f for f in bm.get("facts_changed") or [] if f.get("where")]
+    if facts:
+        parts.append("what changed: " + "; ".join(f"{f['fact']} → {f['where']}" for f in facts[:3]))
+    return "; ".join(parts)
+
+
 def what_changed(doc, real, decisions):
     """The page's opening: per B against A, the facts that changed (the mitigations with where
     their work runs), the base's change (an added constant, a change of speed, or neither),
@@ -322,6 +359,9 @@ def what_changed(doc, real, decisions):
         bm = decisions["bases"].get(s.label) or {}
         one = bm.get("same_machine")
         doc.h(3, f"{s.label} against {base.label}")
+        line = summary(bm, premiums_null(decisions, s.label))
+        if line:
+            doc.p("**In one line:** " + document.outside(line) + ".")
         doc.p(("One machine, by its facts (" + _machine_text(machine_of(s)) + "): what moved is the "
                "kernel's, the host's or the moment's." if one else
                "Two machines (" + _machine_text(machine_of(base)) + " and " +
@@ -416,6 +456,7 @@ def base_json(b):
             "birge", "chi2_dof", "why", "cycles", "exit", "user_space", "same_machine",
             "facts_changed", "sentence")
     out = {k: b.get(k) for k in keep}
+    out["summary"] = summary(b, b.get("premiums_null") or [])
     sc = b.get("scale") or {}
     out.update(scale_ci_low=sc.get("ci_low"), scale_ci_high=sc.get("ci_high"),
                scale=sc.get("value"), unit="ns",
