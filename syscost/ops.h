@@ -14,13 +14,19 @@
 
 enum op {
 	OP_NULL, OP_GETPPID, OP_WRITE_DEVNULL, OP_WRITE_FILE, OP_WRITE_SYNC,
-	OP_GETTIMEOFDAY, OP_CLOCK_GETTIME, OP_TIME, OP_CPUID, OP_COUNT
+	OP_GETTIMEOFDAY, OP_CLOCK_GETTIME, OP_TIME, OP_CPUID, OP_VERW, OP_LFENCE,
+	OP_COUNT
 };
 extern const char *const op_names[OP_COUNT];
 /* The system call each operation makes. */
 extern const long op_nrs[OP_COUNT];
-/* cpuid makes no system call: its op_nrs entry is this, and any build can run it. */
+/*
+ * cpuid, verw and lfence make no system call: their op_nrs entry is this, and
+ * any build with an entry instruction can run them (an instruction in the
+ * mechanism's place, timed by the same loop).
+ */
 #define TW_NR_NONE	(-2L)
+#define OP_INSN(op)	((op) == OP_CPUID || (op) == OP_VERW || (op) == OP_LFENCE)
 #define OP_WRITES(op)	((op) == OP_WRITE_DEVNULL || (op) == OP_WRITE_FILE || \
 			 (op) == OP_WRITE_SYNC)
 

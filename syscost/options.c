@@ -191,8 +191,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			if (i == OP_COUNT)
 				tw_usage_err("--op: unknown operation %s (null, "
 				    "getppid, write-devnull, write-file, write-sync, "
-				    "gettimeofday, clock_gettime, time, cpuid)",
-				    tw_quote(optarg));
+				    "gettimeofday, clock_gettime, time, cpuid, verw, "
+				    "lfence)", tw_quote(optarg));
 			o->op = i;
 			break;
 		case OPT_SHAPE:
@@ -299,9 +299,11 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		tw_usage_err("--op %s: the %s mechanism cannot make that call "
 		    "(its operations: %s)", op_names[o->op], tw_mechanism,
 		    available_list(0));
-	/* cpuid runs in the C loop, in place of the stub: there is no inline form. */
-	if (o->op == OP_CPUID && o->shape == SHAPE_INLINE)
-		tw_usage_err("--op cpuid runs as a called function: --shape ret or jmp");
+	/* cpuid, verw and lfence run in the C loop, in place of the stub: there is no
+	 * inline form. */
+	if (OP_INSN(o->op) && o->shape == SHAPE_INLINE)
+		tw_usage_err("--op %s runs as a called function: --shape ret or jmp",
+		    op_names[o->op]);
 	if (!shape_available(o->shape))
 		tw_usage_err("--shape %s: the %s mechanism has no such shape "
 		    "(it has: %s)", shape_names[o->shape], tw_mechanism,

@@ -94,6 +94,9 @@
  *   time           time(NULL): the time, within an hour of the start
  *   cpuid          no system call: cpuid leaf 0 in the mechanism's place,
  *                  the price of one VM exit in a guest (cpuid_call3)
+ *   verw, lfence   no system call: a mitigation's own instruction from user
+ *                  space (verw_call3, lfence_call3), the lower bound of its
+ *                  price on the kernel's way out or in
  * The last three are what the vsyscall page and the 64-bit vDSO can do;
  * those mechanisms refuse the others (tw_nrs), and every other mechanism
  * enters the kernel for them.
@@ -185,6 +188,44 @@ cpuid_call3(long nr, long a1, long a2, long a3)
 	(void)nr, (void)a1, (void)a2, (void)a3;
 	__asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d) : : "memory");
 	return (long)a;
+}
+
+/*
+ * The verw op: VERW with a memory operand holding a valid selector, the user
+ * data segment (0x2b, __USER_DS, in 64-bit and in 32-bit processes of an
+ * x86-64 kernel).  It is the instruction the kernel's CLEAR_CPU_BUFFERS runs
+ * on every exit to user where MDS, TAA, MMIO, RFDS or TSA is mitigated
+ * (arch/x86/include/asm/nospec-branch.h: `verw mds_verw_sel`, a kernel
+ * selector); on a CPU whose microcode gave VERW that work (MD_CLEAR, or AMD's
+ * VERW_CLEAR) it overwrites the same buffers from user space.  Its price here
+ * is a lower bound of the kernel's: the buffers it clears hold less after a
+ * user loop than after a system call's work.  It sets ZF for a writable
+ * segment: the result checked is 1.
+ */
+__attribute__((noinline, noclone)) static long
+verw_call3(long nr, long a1, long a2, long a3)
+{
+	static const unsigned short sel = 0x2b;
+	unsigned char zf;
+
+	(void)nr, (void)a1, (void)a2, (void)a3;
+	__asm__ __volatile__("verw %1\n\tsetz %0" : "=q"(zf) : "m"(sel) : "cc", "memory");
+	return (long)zf;
+}
+
+/*
+ * The lfence op: one LFENCE, the speculation barrier the kernel puts on its
+ * entry paths for spectre_v1's swapgs variant (FENCE_SWAPGS_USER_ENTRY, 
+ * FENCE_SWAPGS_KERNEL_ENTRY) and after bounds checks (barrier_nospec).  Its
+ * price in a user loop is a lower bound of what it costs on the way in, where
+ * it waits for the loads before it.  Returns 1, the result checked.
+ */
+__attribute__((noinline, noclone)) static long
+lfence_call3(long nr, long a1, long a2, long a3)
+{
+	(void)nr, (void)a1, (void)a2, (void)a3;
+	__asm__ __volatile__("lfence" : : : "memory");
+	return 1;
 }
 
 /*
@@ -415,7 +456,8 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 	time_t now;
 
 	shape = o->shape;
-	shape_fn = o->op == OP_CPUID ? cpuid_call3 :
+	shape_fn = o->op == OP_CPUID ? cpuid_call3 : o->op == OP_VERW ? verw_call3 :
+	    o->op == OP_LFENCE ? lfence_call3 :
 	    shape == SHAPE_JMP ? tw_syscall3_jmp : tw_syscall3;
 	/* Before the clock is calibrated: the setting may slow this process. */
 	if (o->speculation != SPEC_NONE)
@@ -480,6 +522,11 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 		/* The highest standard leaf, as the timed calls must return it. */
 		call.lo = call.hi = cpuid_call3(0, 0, 0, 0);
 		break;
+	case OP_VERW:
+	case OP_LFENCE:
+		/* ZF set by VERW of a writable segment; lfence's own 1. */
+		call.lo = call.hi = 1;
+		break;
 	case OP_TIME:
 		if ((now = time(NULL)) == (time_t)-1)
 			err(1, "time");
@@ -505,7 +552,8 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 	    OP_WRITES(o->op) ? "write()" : o->op == OP_GETPPID ? "getppid()" :
 	    o->op == OP_GETTIMEOFDAY ? "gettimeofday()" :
 	    o->op == OP_CLOCK_GETTIME ? "clock_gettime()" :
-	    o->op == OP_CPUID ? "cpuid (leaf 0)" : "time()");
+	    o->op == OP_CPUID ? "cpuid (leaf 0)" : o->op == OP_VERW ? "verw (selector 0x2b)" :
+	    o->op == OP_LFENCE ? "lfence" : "time()");
 }
 
 /*

@@ -411,6 +411,40 @@ def analyse(raw):
         out["differences"][name] = d
     for v in out["variants"].values():
         v.pop("_floors", None)
+    out["instructions"] = instructions(raw)
+    host = raw.get("host") or {}
+    if host.get("probes") is not None:
+        pr = host["probes"]
+        out["quiet_first"] = {"probes": len(pr), "fast": sum(1 for p in pr if p.get("fast")),
+                              "waited_s": host.get("waited_s"),
+                              "wait_max_s": host.get("wait_max_s")}
+    return out
+
+
+def instructions(raw):
+    """A mitigation's own instruction timed from user space in each block (legs.json
+    'instructions': syscost --op verw, --op lfence): {op: {value, ci_low, ci_high, n_rounds,
+    what}}, the undisturbed figure over the processes (each its batches, the disturbed ones
+    left out), or {why}.  A lower bound of what the kernel's same instruction costs on its
+    leg: the buffers a VERW clears hold less after a user loop than after a system call."""
+    out = {}
+    for op, recs in (raw.get("instructions") or {}).items():
+        rounds = []
+        for r in recs or []:
+            dist = r.get("disturbed") or []
+            vals = [v for i, v in enumerate(r.get("samples_ns") or [])
+                    if not (i < len(dist) and dist[i])] or list(r.get("samples_ns") or [])
+            if vals:
+                rounds.append(vals)
+        if len(rounds) < 3:
+            out[op] = {"value": None, "ci_low": None, "ci_high": None,
+                       "why": f"{len(rounds)} process(es) timed it: an interval needs 3"}
+            continue
+        out[op] = _u(rounds)
+    why = raw.get("instructions_why") or {}
+    for op, w in why.items():
+        if not (out.get(op) or {}).get("value"):
+            out[op] = {"value": None, "ci_low": None, "ci_high": None, "why": w}
     return out
 
 

@@ -211,8 +211,12 @@ def analyse(raw):
     data["legs"] = legs.analyse(raw.get("legs"))
     # Why each mechanism costs what it does: the cost model over the matrix, the facts and
     # the legs.
+    # A mitigation's own instruction timed from user space in the legs' blocks prices it (a
+    # lower bound) where the mitigation table names that instruction.
+    prices = {op: x for op, x in ((data["legs"] or {}).get("instructions") or {}).items()
+              if x.get("value") is not None}
     data["causes"] = causes.compute_from(data["percall"], raw.get("fingerprint"), data["legs"],
-                                         raw.get("percall")) \
+                                         raw.get("percall"), prices or None) \
         if data["percall"] else None
     data["writev"] = sweeps.writev(raw.get("writev"))
     data["stdio"] = sweeps.stdio(raw.get("stdio"))

@@ -644,6 +644,13 @@ LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posi
         "shape": ("opt", ("enum", "ret", "jmp")), "blocks": "count?", "mode": "str?",
         "target": "num?", "budget_s": "num?", "stopped": "str?", "seconds": "num?",
         "attach_s": ["num"],
+        # issue 71: the host probed before each block (quiet first), and a mitigation's own
+        # instruction timed from user space in each block (syscost --op verw / lfence)
+        "host": ("opt", {"probes": [{"t_s": "num?", "floor_ns": "num?", "fast": "bool?"}],
+                         "waited_s": "num?", "wait_max_s": "num?"}),
+        "instructions": ("opt", {"*": [{"block": "count?", "!samples_ns": ["num"],
+                                        "disturbed": "any", "chain_ns": ["num"]}]}),
+        "instructions_why": ("opt", {"*": "str?"}),
         "!variants": {"*": {"!status": ("enum", "measured", "unsupported"), "why": "str?",
                             "!traced": [LEGS_REC], "!untraced": [LEGS_REC]},
                       "__check__": lambda o: next((f"{k!r} is not a variant name" for k in o

@@ -117,7 +117,7 @@ def get(name):
 
 # Operations that are no system call and run in syscost's C loop in place of the stub, so
 # that they have no inline form (the stub's own loop holds the entry instruction).
-NOT_INLINE = ("cpuid",)
+NOT_INLINE = ("cpuid", "verw", "lfence")
 
 
 def shapes_for(m, op):

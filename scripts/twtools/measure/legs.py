@@ -64,6 +64,20 @@ MIN_BLOCKS = 4
 # last judgement, and at least every CHECK_MAX blocks.
 CHECK_GROWTH = 0.1
 CHECK_MAX = 8
+# Quiet first: before each block, the host is probed (one short process of the 64-bit syscall's
+# null call, judged by the matrix's rule, measure.bench.HostProbe) and, while it is slow, probed
+# again every WAIT_STEP_S for up to WAIT_MAX_S before the block runs anyway.  A host fast in a
+# quarter of its moments, in bursts of seconds, then gives most blocks its fast state: the
+# legs' figures rest on the blocks whose processes met it (analyse/legs.py), and with 4 blocks
+# of which 2 met it, an AMD EPYC Zen 3 guest's default report had no legs at all (issue 71).
+# Waiting buys no fast time the host does not give; under a deadline it spends the block's
+# share, so a run that waited has fewer blocks, more of them fast.
+WAIT_MAX_S = {"quick": 1.0, "default": 2.0, "long": 3.0}
+WAIT_STEP_S = 0.1
+# A mitigation's own instruction, timed from user space in each block beside the untraced
+# processes (syscost --op verw / lfence, the 64-bit build): the lower bound of its price on
+# the leg where the kernel runs it (machine/mitigations.py says where), shown beside that leg.
+INSTRUCTIONS = ("verw", "lfence")
 
 
 def why_not():
@@ -92,6 +106,52 @@ def candidates(variants=None):
     """The variants whose calls raw_syscalls sees: every way in by a system call."""
     return [m.name for m in registry.mechanisms()
             if m.seen_as == "syscall" and (not variants or m.name in variants)]
+
+
+def _probe_host(rule, host, deadline=None):
+    """Wait for a quiet moment: one reference process judged by the matrix's rule (fast or
+    not), again every WAIT_STEP_S while slow, for up to host['wait_max_s'] (never past the
+    deadline).  Appends each probe to host['probes']; returns whether the last was fast."""
+    from .bench import reference
+    from .syscost import SyscostError, measure
+    v, op = reference()[:2]
+    end = time.monotonic() + host["wait_max_s"]
+    if deadline is not None:
+        end = min(end, deadline)
+    t0 = time.monotonic()
+    while True:
+        try:
+            r = measure(v, op, batches=2, batch_ms=0.3, warmup_ms=1, timeout=30)
+        except SyscostError:
+            return None
+        judged = rule.judge({"samples_ns": r.get("samples_ns"), "disturbed": r.get("disturbed"),
+                             "chain_ns": r.get("chain_ns_per_step")}) if r.get("supported") else None
+        fast = judged[2] if judged else None
+        host["probes"].append({"t_s": round(time.monotonic() - host["_t0"], 3),
+                               "floor_ns": judged[0] if judged else None, "fast": fast})
+        if fast is not False or time.monotonic() + WAIT_STEP_S > end:
+            host["waited_s"] = round(host["waited_s"] + time.monotonic() - t0, 3)
+            return fast
+        time.sleep(WAIT_STEP_S)
+
+
+def _instructions(doc, b):
+    """Each of INSTRUCTIONS timed once, untraced, in block b: {op: [records]} in doc."""
+    from .syscost import SyscostError, measure
+    v = registry.find(64, "syscall")
+    ins = doc.setdefault("instructions", {op: [] for op in INSTRUCTIONS})
+    for op in INSTRUCTIONS:
+        try:
+            r = measure(v, op, batches=4, batch_ms=0.3, warmup_ms=1, timeout=30)
+        except SyscostError as e:
+            doc.setdefault("instructions_why", {})[op] = str(e)[-200:]
+            continue
+        if not r.get("supported"):
+            doc.setdefault("instructions_why", {})[op] = r.get("reason")
+            continue
+        ins[op].append({"block": b, "samples_ns": r["samples_ns"],
+                        "disturbed": r.get("disturbed") or [],
+                        "chain_ns": r.get("chain_ns_per_step") or []})
 
 
 def _one(variant, batches, calls, warmup, shape="ret"):
@@ -145,6 +205,7 @@ def _block(b, names, doc, batches, calls, shape, tmp):
 
     if b % 2 == 0:
         untraced()
+        _instructions(doc, b)
     keys = max(4096, 2 * batches * calls * len(names))
     t0 = time.monotonic()
     bt, out, err = census._start(paths.TRACES / SCRIPT, tmp, keys=keys, arg=WARMUP,
@@ -163,6 +224,7 @@ def _block(b, names, doc, batches, calls, shape, tmp):
         doc["variants"][v]["traced"].append(dict(attach_kernel_stamps(rec, maps), block=b))
     if b % 2 == 1:
         untraced()
+        _instructions(doc, b)
 
 
 def measure(variants=None, mode="default", shape="ret", target=None, budget_s=None,
@@ -202,6 +264,10 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
         doc["why"] = "no mechanism that enters by a system call works here"
         return doc
     t0 = time.monotonic()
+    from .bench import HostProbe
+    rule = HostProbe()
+    doc["host"] = host = {"probes": [], "waited_s": 0.0, "wait_max_s": WAIT_MAX_S.get(mode, 2.0),
+                          "_t0": t0}
     took = []
     most = blocks if judge is None else 100000
     judged_at = 0
@@ -213,6 +279,7 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
                     doc["stopped"] = "deadline"
                     break
                 t = time.monotonic()
+                _probe_host(rule, host, deadline)
                 _block(b, names, doc, batches, calls, shape, tmp)
                 took.append(time.monotonic() - t)
                 b += 1
@@ -246,6 +313,7 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
             keep(doc)
         raise
     doc["seconds"] = round(time.monotonic() - t0, 2)
+    host.pop("_t0", None)
     return doc
 
 

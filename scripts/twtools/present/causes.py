@@ -93,7 +93,7 @@ def section(doc, data):
               + (f" (facts: {outside(', '.join(pe.get('facts') or []))})" if pe.get("facts") else "")
               + ". " + (outside(m["verdict"]["text"]) + "." if m.get("verdict") else ""))
     premium_section(doc, c)
-    legs_section(doc, c)
+    legs_section(doc, c, data.get("legs"))
     mitigations_section(doc, c)
     doc.h(3, "The parts, and where the kernel does each")
     prow = []
@@ -136,7 +136,11 @@ def mitigations_section(doc, c):
     doc.p("Read from /sys/devices/system/cpu/vulnerabilities through the kernel's own strings "
           "(arch/x86/kernel/cpu/bugs.c, Linux 6.1 to 7.2; docs/mitigations.md): each piece of work "
           "once, with every file that asks for it.  All of it is inside the measured entry and "
-          "exit path and not priced apart: none can be switched off from user space.")
+          "exit path: none can be switched off from user space.  Where user space can run the "
+          "mitigation's own instruction (a VERW with a valid selector, an LFENCE), the legs stage "
+          "timed it, and its price is shown as **at least** that: the kernel's runs where more "
+          "is in flight.  The others cannot be priced from user space: a privileged instruction "
+          "(WRMSR, IBPB, a CR3 write) or work spread over the kernel's code (thunks).")
     all_ways = [n for n, m in mechanisms(c) if m.get("role") != "vdso"]
     rows = []
     for eid, x in seen.items():
@@ -144,7 +148,7 @@ def mitigations_section(doc, c):
         rows.append([outside(x["where_text"]), outside(x["what"]), outside(x["vulnerability"]),
                      "all" if len(w) == len(all_ways) else outside(", ".join(w)),
                      outside(x["source"]),
-                     ns(x["price_ns"]) if x.get("price_ns") else "not priced apart"])
+                     price_text(x)])
     doc.table(["where its work runs", "mitigation", "asked for by", "ways in", "kernel source",
                "price"], rows)
     if extra["elsewhere"]:
@@ -159,6 +163,56 @@ def mitigations_section(doc, c):
     if unknown:
         doc.p("Parts no row of the table knows (not counted): " + outside("; ".join(sorted(unknown)))
               + ".")
+
+
+UNPRICEABLE = {"wrmsr": "a privileged MSR write", "ibpb": "a privileged MSR write (IBPB)",
+               "mov cr3": "a privileged CR3 write"}
+
+
+def price_text(x):
+    """A mitigation's price column: at least the user-space instruction's price, or why none."""
+    if x.get("price_ns") and x["price_ns"].get("value") is not None:
+        return f"at least {ns(x['price_ns'])} ({x['instruction'].upper()} timed from user space)"
+    ins = x.get("instruction")
+    if ins in UNPRICEABLE:
+        return f"not priced: {UNPRICEABLE[ins]}, which user space cannot run"
+    if ins:
+        return f"not priced: no {ins.upper()} timed in these results (the legs stage times it)"
+    return "not priced: its work is spread over the kernel's code"
+
+
+def instructions_lines(c, legs):
+    """Beside the legs: each mitigation instruction timed from user space, and the leg the
+    kernel runs it on here (the table's effects that name it), or that no mitigation in force
+    runs it here."""
+    ins = (legs or {}).get("instructions") or {}
+    if not ins:
+        return []
+    runs = {}
+    for _, m in mechanisms(c):
+        p = next((p for p in m.get("parts") or [] if p.get("part") == "mitigations on the path"),
+                 None)
+        for x in (p or {}).get("in_force") or []:
+            if isinstance(x, dict) and x.get("instruction"):
+                runs.setdefault(x["instruction"], {})[x["id"]] = x
+    leg = {"exit": "the way out", "entry": "the way in", "kernel_code": "the body and both ways",
+           "vm": "VM exits of this machine's own guests", "context_switch": "context switches"}
+    out = []
+    for op, f in sorted(ins.items()):
+        if f.get("value") is None:
+            out.append(f"{op.upper()} from user space: unknown ({f.get('why') or 'not timed'}).")
+            continue
+        effects = runs.get(op) or {}
+        if effects:
+            where = "; ".join(f"{x['what']} ({x['vulnerability']}): on "
+                              + " and ".join(leg.get(w, w) for w in x["where"])
+                              for x in effects.values())
+            out.append(f"{op.upper()} timed from user space: {ns(f)}, a lower bound of what it "
+                       f"costs the kernel here: {where}.")
+        else:
+            out.append(f"{op.upper()} timed from user space: {ns(f)}; no mitigation in force here "
+                       "runs it on a way in or out, so none of the legs holds it.")
+    return out
 
 
 def premium_section(doc, c):
@@ -180,7 +234,7 @@ def premium_section(doc, c):
                    "left, still unknown"], rows)
 
 
-def legs_section(doc, c):
+def legs_section(doc, c, legs=None):
     """Each system-call mechanism's legs, and int 0x80's over its baseline's."""
     doc.h(3, "Each call's way in, body and way out, on one clock")
     rows, why_of = [], {}
@@ -228,6 +282,8 @@ def legs_section(doc, c):
                 "each figure is that precise.")
     doc.table(["variant", "way in", "body", "way out", "traced total", "untraced total",
                "tracer's cost", "stamps' bracket"], rows)
+    for line in instructions_lines(c, legs):
+        doc.p(outside(line))
     if whys:
         doc.p("Not measured: " + outside("; ".join(whys)) + ".")
     drows, texts = [], []
