@@ -45,6 +45,7 @@ CHECK_TIER = (
     "test_run_target.py::test_target_where",
     "test_compare.py",
     "test_kernels_side_by_side.py",
+    "test_mitigation_prices.py",
     "test_verdict.py",
     "test_findings.py",
     "test_layers.py",

@@ -184,3 +184,25 @@ def test_a_truncated_xz_is_refused_with_its_name(tmp_path):
     (d / "percall.json.xz").write_bytes(b"not xz at all")
     with pytest.raises(DataError, match=r"percall\.json\.xz: not xz data"):
         compare.ResultSet.from_dir(d)
+
+
+def test_the_lesson_tells_the_kernel_update_from_the_atlas():
+    """tw lesson's chapter on why the same CPU can cost more after a kernel update picks the
+    atlas's fc-v782 -> fc-v1300 pair (both priced a VM exit), names tsa's VERW and says the
+    base's added ns, never that int 0x80 got faster."""
+    from twtools.analyse import atlas
+    from twtools.present import lesson
+    from twtools.present.document import Doc, EXPORTERS
+    digests, _ = atlas.load()
+    ku = atlas.kernel_update(digests)
+    assert (ku["a"]["run"], ku["b"]["run"]) == (V782.name, V1300.name)
+    assert ku["facts_changed"][0]["fact"] == "vulnerabilities/tsa"
+    assert ku["base"]["kind"] == "added"
+    doc = Doc()
+    lesson.kernel_chapter(doc, {"kernel_update": ku, "data": {}, "fp": {}}, 12)
+    md = EXPORTERS["md"].render(doc, Path("."))
+    assert "Why the same CPU can cost more after a kernel update" in md
+    assert "vulnerabilities/tsa" in md and "one VERW on every exit to user space" in md
+    assert "on every way into the kernel" in md and "faster by" not in md
+    assert f"scripts/tw compare data/machines/amd-epyc-f25m1-kvm/runs/{V782.name}" in md
+    assert "12.8× → 4.8×" in md            # the ratio that misleads, shown as such

@@ -161,3 +161,37 @@ def machines(digests):
     for d in digests:
         out.setdefault(d["machine"], []).append(d)
     return out
+
+
+def kernel_update(digests, root=ATLAS):
+    """The atlas's clearest case of one CPU model that costs more after a kernel update: of
+    every kernel update the atlas holds (fleet.bases_by_kernel: each kernel of a CPU model
+    against the one measured before it), the one whose fitted added part excludes zero and is
+    largest, a pair whose runs both priced a VM exit first, with both runs' fingerprints, what
+    changed between them (machine.mitigations.facts_changed: the mitigations first, each with
+    where its work runs) and each way's premium over its baseline (basemodel.between_digests).
+    None when the atlas has no such pair.  {a, b (the digests), fp_a, fp_b, base, premiums,
+    facts_changed}."""
+    from ..machine import mitigations
+    from . import basemodel
+    best = None
+    for b in fleet.bases_by_kernel(digests):
+        add = b.get("added") or {}
+        if add.get("ci_low") is None or add["ci_low"] <= 0:
+            continue
+        if best is None or (b["priced"], add["value"]) > (best["priced"], best["added"]["value"]):
+            best = b
+    if best is None:
+        return None
+    by = {d["host"]: d for d in digests}
+    a, b = by[best["a"]], by[best["b"]]
+    fps = []
+    for d in (a, b):
+        try:
+            fp, _ = results.read_stage(Path(root) / d["machine"] / "runs" / d["run"], "fingerprint")
+        except DataError:
+            fp = None
+        fps.append(fp or {})
+    base, prem = basemodel.between_digests(a, b)
+    return {"a": a, "b": b, "fp_a": fps[0], "fp_b": fps[1], "base": base, "premiums": prem,
+            "facts_changed": mitigations.facts_changed(fps[0], fps[1])}

@@ -1061,12 +1061,13 @@ def view(digests, refused, op="null", all_columns=None):
 
 
 def bases_by_kernel(digests):
-    """On each CPU model the fleet measured under more than one kernel: the base each later
-    kernel's newest run pays against the earliest kernel's newest run (analyse/basemodel.py:
-    an added constant on every kernel entry, a change of speed, or neither), so that a kernel
-    that added a mitigation on every entry is named where ratios to each machine's own 64-bit
-    syscall hide it.  One fit per kernel a model ran, not per machine: [{cpu, a, a_kernel, b,
-    b_kernel, added, scale, kind, sentence}]."""
+    """On each CPU model the fleet measured under more than one kernel: the base each kernel's
+    newest run pays against the newest run of the kernel measured before it (each update, as
+    it came; analyse/basemodel.py: an added constant on every kernel entry, a change of speed,
+    or neither), so that a kernel that added a mitigation on every entry is named where ratios
+    to each machine's own 64-bit syscall hide it.  One fit per kernel a model ran, not per
+    machine: [{cpu, a, a_kernel, b, b_kernel, added, scale, kind, sentence, priced}], priced:
+    both runs priced a VM exit (their int 0x80 cells are then in the fit)."""
     from . import basemodel
     by = {}
     for d in digests:
@@ -1080,12 +1081,15 @@ def bases_by_kernel(digests):
         newest = {k: max(ds, key=lambda d: (d.get("created_utc") or "", d["host"]))
                   for k, ds in kernels.items()}
         order = sorted(newest, key=lambda k: (min(d.get("created_utc") or "" for d in kernels[k]), k))
-        ref = newest[order[0]]
-        for k in order[1:]:
+        for before, k in zip(order, order[1:]):
+            ref = newest[before]
             b, _ = basemodel.between_digests(ref, newest[k])
-            out.append({"cpu": f"{vendor} {cpu} ({hv})", "a": ref["host"], "a_kernel": order[0],
+            priced = all(((d.get("causes") or {}).get("exit_price") or {}).get("value") is not None
+                         for d in (ref, newest[k]))
+            out.append({"cpu": f"{vendor} {cpu} ({hv})", "a": ref["host"], "a_kernel": before,
                         "b": newest[k]["host"], "b_kernel": k, "added": b.get("added"),
-                        "scale": b.get("scale"), "kind": b.get("kind"), "sentence": b["sentence"]})
+                        "scale": b.get("scale"), "kind": b.get("kind"), "sentence": b["sentence"],
+                        "priced": priced})
     return out
 
 

@@ -64,7 +64,8 @@ def one(args):
     ev = mlesson.gather()
     digests, skipped = atlas.load()
     ctx = {"fp": fp, "entries": entries, "data": data, "label": label, "evidence": ev,
-           "atlas": digests, "host": socket.gethostname()}
+           "atlas": digests, "host": socket.gethostname(),
+           "kernel_update": atlas.kernel_update(digests)}
     doc, svgs = lesson.build(ctx)
     if args.out:
         out = Path(args.out)

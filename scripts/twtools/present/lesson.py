@@ -13,9 +13,10 @@ data/machines), here (this run's digest or None), host}.
 import bisect
 import hashlib
 import math
+import re
 
 from ..analyse import fleet as afleet, percall
-from ..machine import registry
+from ..machine import mitigations, registry
 from . import explain, fleet as pfleet, lessondiagram
 from .document import Doc, fmt, outside
 
@@ -137,26 +138,18 @@ def _evidence(doc, ctx, m, e):
 
 
 def mitigations_on_path(ctx, m):
-    """What this kernel's mitigations add to a path that enters it, from the fingerprint: PTI
-    switches page tables on every entry and exit; the Spectre v2 and return-stack ones sit in
-    the entry code.  None for a path with no kernel entry."""
+    """What this kernel's mitigations add to a path that enters it, from the fingerprint read
+    through the kernel's own strings (machine/mitigations.py): each piece of work once, where
+    it runs.  None for a path with no kernel entry, or where none is in force."""
     if m.entry in ("vdso-call",):
         return None
     fp = ((ctx["data"] or {}).get("fingerprint")) or ctx["fp"] or {}
-    mit = fp.get("mitigations") or {}
-    parts = []
-    if "PTI" in str(mit.get("meltdown") or ""):
-        parts.append("PTI: every entry switches CR3 to the kernel's page tables and every exit "
-                     "back (SWITCH_TO_KERNEL_CR3)")
-    elif mit.get("meltdown"):
-        parts.append(f"no PTI (meltdown: {outside(mit['meltdown'])}): one set of page tables")
-    for key in ("spectre_v2", "spec_rstack_overflow", "retbleed"):
-        v = str(mit.get(key) or "")
-        if v.startswith("Mitigation"):
-            parts.append(f"{key}: {outside(v)}")
-    if not parts:
+    live = [x for x in mitigations.in_force(fp.get("mitigations") or {}) if x["on_path"]]
+    if not live:
         return None
-    return "On this path here, from the kernel's mitigations: " + "; ".join(parts) + "."
+    return ("On this path here, from the kernel's mitigations: " +
+            "; ".join(f"{x['what']} ({x['where_text']}; {', '.join(x['files'])})" for x in live)
+            + ".")
 
 
 def build(ctx):
@@ -199,6 +192,7 @@ def build(ctx):
             doc.p(outside(f))
         _evidence(doc, ctx, m, e)
     walls_chapter(doc, ctx, len(mechanisms()) + 1)
+    kernel_chapter(doc, ctx, len(mechanisms()) + 2)
     exercises(doc, ctx)
     atlas_section(doc, ctx)
     return doc, svgs
@@ -245,6 +239,81 @@ def walls_chapter(doc, ctx, n):
     doc.p(_check("scripts/tw explain --wall seccomp:numbers-only"))
     doc.p(_check("scripts/tw ab --quick --wall seccomp:container --variants 64-syscall,32-int80 "
                  "--ops getppid"))
+
+
+def kernel_chapter(doc, ctx, n):
+    """Why the same CPU can cost more after a kernel update: the atlas's clearest pair
+    (analyse/atlas.kernel_update), the base fitted apart from a change of speed, what changed
+    and where its work runs, and why a ratio to the 64-bit syscall misleads."""
+    doc.h(2, f"{n}. Why the same CPU can cost more after a kernel update")
+    ku = ctx.get("kernel_update")
+    doc.p("A kernel is not only its version. Two builds of one version can choose different "
+          "mitigations for the same CPU: each one the kernel turns on adds its work somewhere "
+          "on the path you followed above, and work added on every entry or every exit is paid "
+          "by every way in alike, as a constant, not as a slower CPU.")
+    if not ku:
+        doc.p("The atlas (data/machines) holds no CPU model measured under two kernels whose "
+              "base moved: nothing to show from recorded runs here.")
+        return
+    a, b, base = ku["a"], ku["b"], ku["base"]
+    fa, fb = a["facts"], b["facts"]
+    doc.p(f"The recorded case: {outside(fa['cpu_name'])} ({outside(fa['vendor'])}, "
+          f"{outside(fa['cpu'])}, {outside(fa['hypervisor'])}), measured under kernel "
+          f"{outside(fa['kernel'])} and again under {outside(fb['kernel'])}, on the same CPU "
+          "model:")
+    rows = []
+    for v in ("64-syscall", "32-vdso", "32-syscall", "64-int80", "32-int80"):
+        ca, cb = (a["cells"].get(f"{v} null"), b["cells"].get(f"{v} null"))
+        if not ca or not cb or ca.get("value") is None or cb.get("value") is None:
+            continue
+        rows.append([v, f"{ca['value']:.0f} ns", f"{cb['value']:.0f} ns",
+                     f"{cb['value'] - ca['value']:+.0f} ns",
+                     f"{ca['value'] / a['cells']['64-syscall null']['value']:.1f}× → "
+                     f"{cb['value'] / b['cells']['64-syscall null']['value']:.1f}×"])
+    doc.table(["way in (null call)", outside(fa["kernel"]), outside(fb["kernel"]),
+               "difference", "× its run's 64-bit syscall"], rows)
+    changed = [f for f in ku["facts_changed"] if f.get("work")]
+    if changed:
+        doc.p("What changed between the two builds, read from each run's "
+              "/sys/devices/system/cpu/vulnerabilities through the kernel's own strings: " +
+              "; ".join(f"{outside(f['fact'])}: \"{outside(f['a'])}\" → \"{outside(f['b'])}\" "
+                        f"({outside(f['work'])})" for f in changed) + ".")
+    doc.p("Fitted over every kernel-entering cell of both runs as later = speed × earlier + "
+          f"added (each run's VM exits taken out at its own price): {outside(base['sentence'])}.")
+    prem = [(v, p) for v, op, size, p in ku["premiums"] if op == "null" and "int80" in v]
+    for v, p in prem:
+        doc.p(f"What {v} adds over its baseline ({p['over']}), with its VM exit taken out: "
+              f"{outside(p['sentence'])}.")
+    doc.p("Read as ratios, the same runs say something false. The 64-bit syscall's null call "
+          "is the usual unit (the \"×\" column): it grew by the added ns, so int 0x80's multiple "
+          "of it fell from one run to the next as if int 0x80 had become faster. What int 0x80 "
+          "adds over its baseline barely moved (above): every way in paid about the same added "
+          "ns. A change of speed scales every cost; work on every entry or exit adds the same ns "
+          "to each. `tw compare` fits the two apart.")
+    ins = (((ctx.get("data") or {}).get("legs") or {}).get("instructions") or {}).get("verw") or {}
+    doc.p("Where the added ns go: the change recorded between the builds puts a VERW before "
+          "every sysret and iret to user space (CLEAR_CPU_BUFFERS). A VERW timed from user space "
+          "is a lower bound of the kernel's (the legs stage times it"
+          + (f"; on this machine {ins['value']:.1f} ns" if ins.get("value") is not None else "")
+          + "): if the added ns are many times that, the kernel's VERW costs more where a "
+          "system call's work fills the buffers it clears, or the build changed more than its "
+          "verdicts say. That part is not explained by these measurements.")
+    doc.details("Exercise: predict before you check",
+                "If a kernel adds 240 ns to every entry, and int 0x80 costs 1500 ns against the "
+                "fast path's 160 ns, what happens to int 0x80's multiple of the fast path? "
+                "Answer: it falls from about 9.4× to about 4.4×, though int 0x80's own work did "
+                "not change: (1500 + 240) / (160 + 240).")
+    runs = [f"data/machines/{d['machine']}/runs/{d['run']}" for d in (a, b)]
+    if all(re.fullmatch(r"[A-Za-z0-9_./:-]+", r) for r in runs):   # the atlas's own names
+        doc.p(_check("scripts/tw compare " + " ".join(runs)))
+    here = mitigations.in_force(((ctx.get("data") or {}).get("fingerprint") or ctx.get("fp")
+                                 or {}).get("mitigations") or {})
+    verw = [x for x in here if x.get("instruction") == "verw" and "exit" in x["where"]]
+    doc.p("On this machine: " + (
+        "its kernel runs " + outside("; ".join(f"{x['what']} (asked for by {', '.join(x['files'])})"
+                                               for x in verw)) + "." if verw else
+        "its kernel runs no VERW on the way out to user space (no file in "
+        "/sys/devices/system/cpu/vulnerabilities asks for it here)."))
 
 
 def glance(doc, ctx, entries):
