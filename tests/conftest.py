@@ -42,6 +42,7 @@ CHECK_TIER = (
     "test_legs_blocks.py",
     "test_sweep_target.py",
     "test_sweep_target_vs_ref.py",
+    "test_sweep_missed.py",
     "test_run_target.py::test_target_where",
     "test_compare.py",
     "test_kernels_side_by_side.py",

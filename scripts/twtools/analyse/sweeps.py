@@ -290,6 +290,46 @@ def vs_ref_status(analysed, target):
             "median_half_width": float(np.median(hws)) if hws else None}
 
 
+# What a default report holds its sweeps' async vs_ref rows to, and says how to meet.
+REPORT_TARGET = 0.02
+
+
+def to_target(analysed, target=REPORT_TARGET):
+    """How far an analysed sweep's async vs_ref rows are from a target, and what `--target`
+    would take to meet them: {target, judged, met, missing: [{row, half_width}], held:
+    [{row, half_width}], rounds, more_rounds, per_round_s, more_s}.  A row's half-width narrows
+    as 1/sqrt(rounds) (the variance lives between runs), so the rounds one needs are the rounds
+    done times (its half-width / target) squared; more_rounds is the most any missing row
+    needs beyond those done, more_s that many rounds at this sweep's own pace (an upper bound:
+    rounds past the plan measure the wide sizes alone).  A row held by its mechanism's move
+    within the run (vs_ref_status) is not met by more rounds, and is listed apart.  None when
+    the sweep has no vs_ref rows."""
+    st = vs_ref_status(analysed, target)
+    if not st["judged"]:
+        return None
+    rows = {}
+    for run in (analysed or {}).get("runs") or []:
+        if run.get("mode") != "async":
+            continue
+        for row in run.get("rows") or []:
+            vr = row.get("vs_ref") or {}
+            if vr.get("value") and vr.get("ci_low") is not None:
+                rows[f"{run.get('variant')} {row.get('buffsize')} B"] = \
+                    (vr["ci_high"] - vr["ci_low"]) / 2 / vr["value"]
+    done = analysed.get("rounds_done") or analysed.get("rounds") or 0
+    secs = sum(x.get("seconds") or 0 for x in analysed.get("sessions") or []) or None
+    missing = [{"row": r, "half_width": rows[r]} for r in st["missing"] if r not in st["held"]]
+    need = max((math.ceil(done * (m["half_width"] / target) ** 2 - 1e-9) for m in missing),
+               default=done) if done else None
+    more = max(0, need - done) if need is not None else None
+    per = secs / done if secs and done else None
+    return {"target": target, "judged": st["judged"], "met": st["met"],
+            "missing": sorted(missing, key=lambda m: -m["half_width"]),
+            "held": [{"row": r, "half_width": rows[r]} for r in st["held"]],
+            "rounds": done, "more_rounds": more, "per_round_s": per,
+            "more_s": more * per if more is not None and per else None}
+
+
 def host_summary(out, probes):
     """The host's state over an analysed sweep: the probes, the share fast, how many async
     rows have a figure of their fast runs beside their undisturbed figure and vs_ref, and in

@@ -92,8 +92,10 @@ def rerun_sweep(reps, runs=None):
     had = (f"this run took {runs} runs per cell; " if isinstance(runs, int) and runs > 0 else
            f"this run took {reps} passes per size; " if isinstance(reps, int) and reps > 0
            else "")
-    return (f"Raise the runs: {had}each doubling narrows the interval about 1.4x (1/sqrt(n)), "
-            "and `make report REPORT_ARGS=--long` doubles them for the seed and TLPI sweeps; "
+    return (f"Raise the runs: {had}each doubling narrows the interval about 1.4x (1/sqrt(n)); "
+            "`make report REPORT_ARGS='--target 2%'` measures the wide async rows alone until "
+            "they are within it (the line under the table says how long that takes here), and "
+            "`make report REPORT_ARGS=--long` doubles every row's runs; "
             "the host's neighbours are described under \"This host during the run\". For sync "
             "rows the device is what varies: other I/O on the output file system widens them, "
             "and more passes do not.")
@@ -799,6 +801,36 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                      inline=True)
 
 
+def missed_text(doc, sw, target=sweeps.REPORT_TARGET):
+    """A sweep measured without --target: which async vs_ref rows missed ±target, and the
+    `--target` command and time that would meet them (analyse.sweeps.to_target)."""
+    e = sweeps.to_target(sw, target)
+    if not e:
+        return
+    pct = f"±{100 * target:g}%"
+    if not e["missing"] and not e["held"]:
+        doc.p(f"Every async `vs_ref` row is within {pct} ({e['met']} of {e['judged']}).")
+        return
+    shown = e["missing"][:8]
+    text = (f"{e['met']} of {e['judged']} async `vs_ref` rows are within {pct}"
+            + (f"; wider: " + ", ".join(f"{outside(m['row'])} ±{100 * m['half_width']:.1f}%"
+                                        for m in shown)
+               + (f" and {len(e['missing']) - len(shown)} more" if len(e["missing"]) > len(shown)
+                  else "") if shown else ""))
+    if e["held"]:
+        text += ("; held wider by their mechanism's move within the run, which more rounds do "
+                 "not narrow: " + ", ".join(f"{outside(m['row'])} ±{100 * m['half_width']:.1f}%"
+                                            for m in e["held"][:8]))
+    if e["missing"] and e["more_rounds"] is not None:
+        when = (f"about {e['more_rounds']} more rounds, at most {e['more_s']:.0f} s at this "
+                "run's pace" if e.get("more_s") is not None else
+                f"about {e['more_rounds']} more rounds")
+        text += (f". To meet {pct} at those sizes: `make report REPORT_ARGS='--target "
+                 f"{100 * target:g}%'` ({when}; the rounds past the plan measure the wide sizes "
+                 "alone, and the run's three-minute plan gives way, up to `--budget`)")
+    doc.p(text + ".")
+
+
 def _stopped_early(doc, sw):
     """One line when a sweep stopped at the report's time for it (measure.sweep.Together), or
     a signal cut it (its rounds so far kept)."""
@@ -812,6 +844,8 @@ def _stopped_early(doc, sw):
               "rounds, at the report's time for the sweeps: its intervals are as wide as those "
               "rounds allow.")
     t = sw.get("target")
+    if not t and sw.get("runs"):
+        missed_text(doc, sw)
     if t and sw.get("runs"):
         # --target (tw run, tw sweep): measured past the plan at the sizes still wide
         st = sweeps.vs_ref_status(sw, t)
