@@ -74,7 +74,11 @@ def _undisturbed(d, op="getppid"):
     summary, the ratios and the host's state (three quarters of an analysis); the first
     document of each is checked against analyse itself."""
     cell = next(c for c in d["cells"] if c["op"] == op)
-    return percall.cell_summary(d, cell, percall.host_probes(d)[0])["undisturbed"]
+    probes = percall.host_probes(d)[0]
+    c = percall.cell_summary(d, cell, probes)
+    # and, as analyse does once every cell is summarised, the host's drift over the run
+    percall.hold_host_drift(c, percall.host_drift(probes))
+    return c["undisturbed"]
 
 
 def _same_as_analyse(d, u):
@@ -216,7 +220,9 @@ def test_a_cell_still_wider_than_one_percent_is_never_said_to_need_no_time():
 def test_a_target_run_reports_the_sequential_rules_figure():
     a = percall.analyse(_doc(0.6, n_rounds=80, seed=4, target=0.01))
     u = _cell(a)["undisturbed"]
-    assert u["terms"] == ["sequential"] and u["sequential"]["target"] == 0.01
+    # the sequential rule's interval, and the host's drift over the run beside it
+    assert u["terms"][0] == "sequential" and set(u["terms"]) <= {"sequential", "host drift"}
+    assert u["sequential"]["target"] == 0.01
     st = percall.target_status(a, 0.01)
     assert st["cells"] == 2
     assert (percall.key(_cell(a)) in st["met_keys"]) == bool(u["sequential"]["met"])
@@ -359,7 +365,10 @@ def test_two_bench_directories_are_compared_by_their_ratios(build, tmp_path):
         assert cell["relative"] is None
         assert cell["absolute"]["decision"] in ("no difference detected", "within drift")
     else:
-        assert cell["absolute"]["decision"] and cell["relative"]["decision"]
+        # decided as measured and by what it adds over the base (its body over the null
+        # call: analyse/basemodel.py), never by a ratio to a base that may have moved
+        assert cell["absolute"]["decision"] and cell["premium"]["decision"]
+        assert cell["premium"]["what"] == "body" and cell["relative"] is None
     assert cell["exits_per_call"] is None
     data = [results.load(o) for o in outs]
     paid = causes.exits_paid(data[1]["causes"], "64-int80")

@@ -650,6 +650,9 @@ def analyse(doc):
     nb = sum((c.get("disturbed") or {}).get("of", 0) for c in cells)
     nd = sum((c.get("disturbed") or {}).get("batches", 0) for c in cells)
     counted = any((c.get("disturbed") or {}).get("counted") for c in cells)
+    drift = host_drift(probes)
+    for c in cells:
+        hold_host_drift(c, drift)
     clock = coreclock.summary(doc)
     for c in cells:
         c["undisturbed_cycles"] = _cycles(c, clock)
@@ -665,9 +668,67 @@ def analyse(doc):
             "host": host_state(doc, ref_pair[1] if ref_pair else None,
                                ref_pair[0] if ref_pair else None, cells),
             "measured": sum(1 for c in cells if c.get("supported") and c.get("median") is not None),
+            "host_drift": drift,
             "source": "legacy flat samples" if legacy else "raw rounds",
             # a matrix a signal cut: its rounds so far, kept (measure/bench.py)
             "interrupted": doc.get("interrupted")}
+
+
+# The host's drift over the run, from its probes (the reference cell's processes tw bench runs
+# between the cells, host_probes): the fast state's level block by block.
+DRIFT_BLOCKS = 4
+DRIFT_MIN_PER_BLOCK = 2
+
+
+def host_drift(probes, blocks=DRIFT_BLOCKS):
+    """How far the host's fast state moved over the run: the run's fast probes (the reference
+    cell's processes that met it, at the run's top clock) cut into `blocks` stretches of time,
+    the relative standard deviation of the stretches' medians.  {rel, blocks, probes, why}:
+    rel None with why when too few fast probes fell in the stretches.
+
+    Every cell's processes met the same host: a move of the fast state between the run's
+    stretches is a move a rerun minutes later meets too, and no spread among one cell's own
+    processes need show it (on an AMD EPYC Zen 3 guest fast in 7-16% of its reference's
+    batches, intervals of ±0.1-0.4% moved 0.3-2% between runs minutes apart: 73 of 82 and
+    114 of 122 cells overlapped, issue 73)."""
+    fast = [(t, f) for t, f, ok in probes or [] if ok]
+    if not fast:
+        return {"rel": None, "blocks": 0, "probes": 0,
+                "why": "no host probes that met the fast state (a run without them, or none fast)"}
+    t0, t1 = probes[0][0], probes[-1][0]
+    span = (t1 - t0) or 1.0
+    by = [[] for _ in range(blocks)]
+    for t, f in fast:
+        by[min(blocks - 1, int((t - t0) / span * blocks))].append(f)
+    meds = [float(np.median(b)) for b in by if len(b) >= DRIFT_MIN_PER_BLOCK]
+    if len(meds) < 2:
+        return {"rel": None, "blocks": len(meds), "probes": len(fast),
+                "why": f"fewer than two stretches of the run with {DRIFT_MIN_PER_BLOCK} fast probes"}
+    return {"rel": float(np.std(meds, ddof=1) / np.mean(meds)), "blocks": len(meds),
+            "probes": len(fast), "why": None}
+
+
+def hold_host_drift(c, drift):
+    """A cell's undisturbed interval widened, in place, to hold the host's drift over the run
+    (host_drift: Z times its relative deviation, in quadrature with the run's own half-width),
+    the two parts kept: undisturbed.width {run_ns, drift_ns}, so that each cell says which part
+    of its width is the run's and which the host's."""
+    u = c.get("undisturbed") or {}
+    v, lo, hi = c.get("undisturbed_ns"), c.get("undisturbed_ci_low"), c.get("undisturbed_ci_high")
+    if v is None or lo is None or hi is None:
+        return
+    run = max(v - lo, hi - v)
+    rel = (drift or {}).get("rel")
+    host = stats.Z * rel * abs(v) if rel else 0.0
+    u["width"] = {"run_ns": run, "drift_ns": host,
+                  "drift_why": None if rel else (drift or {}).get("why")}
+    if host <= 0:
+        return
+    h = math.hypot(run, host)
+    lo2, hi2 = v - h, v + h
+    c["undisturbed_ci_low"], c["undisturbed_ci_high"] = lo2, hi2
+    u["ci_low"], u["ci_high"] = lo2, hi2
+    u["terms"] = list(u.get("terms") or []) + ["host drift"]
 
 
 def _cycles(c, clock):
@@ -1049,6 +1110,50 @@ def pair(doc, a, b, how="diff", op="null", shape="ret"):
     if ca is None or cb is None:
         return None
     return _paired(doc, ca, cb, how)
+
+
+def reported_status(analysed, target):
+    """The fast cells (FAST_OPS) against a --target by the figure the run reports, after every
+    widening (the exit's move held, analyse/exitdrift.widen): {target, cells, within, share,
+    wide: [{cell, half_width, why}]}.  Why a cell is wider: its interval holds the VM exit's
+    move between the matrix and the run's end (which no more rounds narrow), its sequential
+    plan was not met before the budget ended (the fast processes it still needed), or its
+    interval's other terms (drift over the run, blocks, the levels' spacing) hold it there."""
+    cells = [c for c in (analysed or {}).get("cells", []) if c.get("supported")
+             and c.get("op") in FAST_OPS]
+    within, wide = 0, []
+    for c in cells:
+        u = c.get("undisturbed") or {}
+        v, lo, hi = c.get("undisturbed_ns"), c.get("undisturbed_ci_low"), c.get("undisturbed_ci_high")
+        if v is None or lo is None or hi is None or v <= 0:
+            why = u.get("why") or (c.get("undisturbed") or {}).get("why") or "no undisturbed figure"
+            wide.append({"cell": " ".join(str(x) for x in key(c) if x is not None),
+                         "half_width": None, "why": why})
+            continue
+        h = (hi - lo) / 2 / v
+        if h <= target * (1 + 1e-9):
+            within += 1
+            continue
+        sq = u.get("sequential") or {}
+        ed = c.get("exit_drift")
+        if ed:
+            m = ed.get("moment") or {}
+            h0 = ((m.get("undisturbed_ci_high") or hi) - (m.get("undisturbed_ci_low") or lo)) / 2 / v
+            why = (f"its interval holds the VM exit's move between the matrix and the run's end "
+                   f"({ed['exits']} exit(s) a call, {ed['shift_ns']:+.1f} ns): ±{100 * h0:.2f}% as "
+                   "the matrix measured it; more rounds do not narrow the host's move")
+        elif sq and not sq.get("met"):
+            why = (f"its plan needs {max(0, (sq.get('need_n') or 0) - (u.get('n') or 0))} more "
+                   "processes in the host's fast state: the budget ended first")
+        else:
+            terms = [t for t in u.get("terms") or [] if t not in ("sampling", "sequential")]
+            why = ("its interval's " + ", ".join(terms) + " term(s) hold it there" if terms
+                   else "its sampling interval is still wider")
+        wide.append({"cell": " ".join(str(x) for x in key(c) if x is not None),
+                     "half_width": h, "why": why})
+    return {"target": target, "cells": len(cells), "within": within,
+            "share": within / len(cells) if cells else None,
+            "wide": sorted(wide, key=lambda w: -(w["half_width"] or 1e9))}
 
 
 def target_status(analysed, target):
