@@ -831,6 +831,36 @@ def missed_text(doc, sw, target=sweeps.REPORT_TARGET):
     doc.p(text + ".")
 
 
+def wide_rows_text(sw, st, t):
+    """The async vs_ref rows a --target sweep left wider than its target, each with why: held
+    by its mechanism's move within the run, its interval holding the VM exit's move between
+    the sweep and the run's end (analyse/exitdrift.widen_sweep), or the rounds the budget
+    allowed."""
+    if not st.get("missing"):
+        return ""
+    held = set(st.get("held") or [])
+    out = []
+    for run in sw.get("runs") or []:
+        if run.get("mode") != "async":
+            continue
+        for row in run.get("rows") or []:
+            name = f"{run.get('variant')} {row.get('buffsize')} B"
+            if name not in st["missing"]:
+                continue
+            vr = row.get("vs_ref") or {}
+            h = (vr["ci_high"] - vr["ci_low"]) / 2 / vr["value"] if vr.get("value") else None
+            if name in held:
+                why = "its mechanism's move within the run holds it there"
+            elif ((row.get("undisturbed") or {}).get("exit_drift")):
+                why = "it holds the VM exit's move between the sweep and the run's end"
+            else:
+                why = "the rounds its budget allowed"
+            out.append(f"{outside(name)} ±{100 * h:.1f}% ({why})" if h is not None
+                       else f"{outside(name)} ({why})")
+    return (f" Still wider than ±{100 * t:g}%: " + "; ".join(out[:12])
+            + (f"; and {len(out) - 12} more" if len(out) > 12 else "") + ".") if out else ""
+
+
 def _stopped_early(doc, sw):
     """One line when a sweep stopped at the report's time for it (measure.sweep.Together), or
     a signal cut it (its rounds so far kept)."""
@@ -858,7 +888,7 @@ def _stopped_early(doc, sw):
             doc.p(f"Measured to a target of ±{100 * t:g}% (`--target`): {st['met']} of "
                   f"{st['judged']} async `vs_ref` rows within it after {sw.get('rounds_done')} "
                   f"rounds, at the sizes still wide past the mode's {sw.get('rounds')}; "
-                  f"stopped: {why}.")
+                  f"stopped: {why}." + wide_rows_text(sw, st, t))
 
 
 def _sessions(doc, sw):
