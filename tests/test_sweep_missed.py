@@ -60,7 +60,9 @@ def test_a_sweep_within_the_target_says_so():
 def test_a_target_sweep_names_the_rows_it_left_wide_and_why():
     s = sweep()
     st = sweeps.vs_ref_status(s, 0.02)
-    text = report.wide_rows_text(s, st, 0.02)
+    doc = Doc()
+    doc.p(report.wide_rows_text(s, st, 0.02))
+    text = EXPORTERS["md"].render(doc, None)
     assert "Still wider than ±2%" in text
     assert "64-libc 512 B ±4.0% (the rounds its budget allowed)" in text
     assert "32-int80 256 B ±5.0% (its mechanism's move within the run holds it there)" in text
