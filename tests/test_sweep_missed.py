@@ -67,3 +67,31 @@ def test_a_target_sweep_names_the_rows_it_left_wide_and_why():
     assert "64-libc 512 B ±4.0% (the rounds its budget allowed)" in text
     assert "32-int80 256 B ±5.0% (its mechanism's move within the run holds it there)" in text
     assert report.wide_rows_text(s, dict(st, missing=[]), 0.02) == ""
+
+
+def test_a_default_sweep_focuses_its_later_rounds_on_the_wide_sizes():
+    """measure.sweep.Focus: its first rounds measure every size; past them, the async sizes
+    the judge still calls wide, asked at most every FOCUS_EVERY rounds; none once the judge
+    says every row is within the target."""
+    from types import SimpleNamespace
+    from twtools.measure.sweep import Focus, parts_at
+    answers = [(False, "", [512, 1024]), (True, "", [])]
+    asked = []
+
+    def judge(snapshot):
+        asked.append(snapshot)
+        return answers[len(asked) - 1]
+    sw = SimpleNamespace(done=0, focus_log=[], snapshot=lambda: {"at": sw.done})
+    f = Focus(judge)
+    got = []
+    for r in range(10):
+        sw.done = r
+        got.append(f.sizes_for(sw))
+    assert got[:Focus.FOCUS_FROM] == [None] * Focus.FOCUS_FROM
+    assert got[4:6] == [[512, 1024]] * 2 and got[6:] == [[]] * 4
+    assert [x["at"] for x in asked] == [4, 6]
+    assert sw.focus_log == [{"round": 4, "sizes": [512, 1024]}, {"round": 6, "sizes": []}]
+    # a focused round's timewrite parts: the focused sizes alone, a part with none left out
+    parts = [("1-128", None), ("256-65536", 40)]
+    assert parts_at(parts, [512, 1024]) == [("512,1024", 40)]
+    assert parts_at(parts, []) == []

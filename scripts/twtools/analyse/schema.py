@@ -468,6 +468,9 @@ SWEEP_RUN = {"!variant": "variant", "mode": "str?", "bits": "int?", "mechanism":
              "supported": "bool?", "reason": "str?", "rows": [SWEEP_ROW]}
 SWEEP = {"runs": [SWEEP_RUN], "input_bytes": "int?", "mode": "str?", "sizes": ["int"],
          "reps": "int?", "fstype": "str?", "sessions_planned": "int?",
+         # a default run's rounds that measured only the async sizes still wider than ±2%
+         # (measure.sweep.Focus)
+         "focus": ("opt", [{"round": "count?", "sizes": ["int"]}]),
          # the matrix's probe of the host between the runs (measure.sweep.HostProbes)
          "host_state": ("opt", {"probes": [{"!t_s": "num", "!floor_ns": "posnum",
                                             "!fast": "bool", "chain_ns": "posnum?"}],

@@ -400,10 +400,18 @@ TARGET_STAGES = ("seed-sweep", "tlpi-sweep", "legs")
 
 
 def _target_kw(name, target, budget_s):
-    """The keywords that take --target to stage `name` ({} for a stage it does not reach)."""
-    if target is None or name not in TARGET_STAGES:
-        return {}
+    """The keywords that take --target to stage `name` ({} for a stage it does not reach).
+    Without --target the sweeps get a focus instead: past their first rounds, their rounds
+    measure the async sizes whose vs_ref rows are still wider than the report's ±2%
+    (measure.sweep.Focus), so that a noisy host's time goes where the rows are widest."""
     from . import stages
+    if target is None:
+        if name in ("seed-sweep", "tlpi-sweep"):
+            from ..analyse import sweeps
+            return {"focus": stages.sweep_judge(sweeps.REPORT_TARGET)}
+        return {}
+    if name not in TARGET_STAGES:
+        return {}
     judge = stages.legs_judge(target) if name == "legs" else stages.sweep_judge(target)
     return {"target": target, "budget_s": budget_s, "judge": judge}
 

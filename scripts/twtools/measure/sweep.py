@@ -315,7 +315,7 @@ class HostProbes:
 
 
 def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None,
-           budget_s=None, judge=None, keep=None):
+           budget_s=None, judge=None, keep=None, focus=None):
     """Rounds of runs over (variant, mode), as plan says; returns the sweep dict.
 
     target (tw sweep --target, a relative half-width): past the plan's rounds, more rounds of
@@ -326,23 +326,25 @@ def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None
     (_Target).  The O_SYNC runs keep the plan's rounds: they lead with their typical figure.
 
     keep(the sweep dict): called with the rounds so far, marked interrupted, when a signal
-    cuts the sweep (the signal then goes on up), so that they are not lost."""
+    cuts the sweep (the signal then goes on up), so that they are not lost.  focus (without
+    target): the plan's rounds past the first go where the rows are widest (Focus)."""
     with _scratch(out_dir) as scratch:
         sw = _Rounds(out_dir, stem, variants, plan, parts, input_bytes, label, scratch)
         sw.target, sw.budget_s = target, budget_s
         try:
-            return _sweep_rounds(sw, label, judge, budget_s)
+            return _sweep_rounds(sw, label, judge, budget_s,
+                                 Focus(focus) if focus and target is None else None)
         except ui.Interrupted as e:
             if keep is not None and sw.done:
                 keep(interrupted(sw.result(), e))
             raise
 
 
-def _sweep_rounds(sw, label, judge, budget_s):
-    """_sweep's rounds: the plan's, then with a judge more until it says met or the budget
-    ends (_Target); the sweep dict."""
+def _sweep_rounds(sw, label, judge, budget_s, focus=None):
+    """_sweep's rounds: the plan's (past the first, where the rows are widest, with a focus),
+    then with a judge more until it says met or the budget ends (_Target); the sweep dict."""
     for r in range(sw.rounds):
-        sw.round(r)
+        sw.round(r, focus=focus.sizes_for(sw) if focus else None)
     if judge is not None:
         t = _Target(sw, judge, budget_s, sw.t0)
         while t.step():
@@ -439,6 +441,7 @@ class _Rounds:
         self.open_async = False               # --target: async rounds past the plan's
         self.target = self.budget_s = None
         self.sessions, self.sessions_planned = [], 1   # Together's sessions; none alone
+        self.focus_log = []                   # Focus: the async sizes its rounds measured
         for v in variants:
             for m in plan:
                 key = (v["name"], m)
@@ -451,18 +454,20 @@ class _Rounds:
                     self.cells.append(key)
         self.t0 = time.monotonic()
 
-    def round(self, r, sizes=None):
+    def round(self, r, sizes=None, focus=None):
         """Round r: each (variant, mode) it includes, every part; with sizes (a --target round
         past the plan's, _Target), each part at those of its sizes alone, a part with none of
-        them not at all."""
+        them not at all.  focus (a round inside the plan, Focus): the async runs at those sizes
+        alone ([]: none), the O_SYNC runs at every size, as planned."""
         k = r % len(self.cells) if self.cells else 0
         parts = self.parts if sizes is None else parts_at(self.parts, sizes)
+        focused = parts if focus is None else parts_at(self.parts, focus)
         for key in self.cells[k:] + self.cells[:k]:
             run = self.runs[key]
             if not run["supported"] or (r >= self.plan[key[1]][0]
                                         and not (self.open_async and key[1] == "async")):
                 continue
-            for spec, batches in parts:
+            for spec, batches in (focused if key[1] == "async" else parts):
                 if not self._part(run, key, r, spec, batches or self.plan[key[1]][1]):
                     break
         self._clock(r)
@@ -576,6 +581,7 @@ class _Rounds:
                 "host_clock": dict(self.clock, supported=self.clock.get("supported", True),
                                    batches=CLOCK_BATCHES, program="hostclock"),
                 "host_state": self.host.state(),
+                "focus": list(self.focus_log),
                 "runs": out_runs}
 
 
@@ -623,6 +629,33 @@ def _order(a, b):
                   + [((r + 0.5) / b.rounds, 1, r) for r in range(b.rounds)])
 
 
+class Focus:
+    """A default run's sweeps spend their rounds where their rows are widest (issue 73): past
+    the first FOCUS_FROM rounds of a sweep, its async runs measure only the sizes whose vs_ref
+    rows are still wider than the report's ±2% (the judge: cli.stages.sweep_judge at
+    analyse.sweeps.REPORT_TARGET; this layer does not analyse), none once every row is within
+    it, while its O_SYNC runs keep every size as planned.  A row already within it has its
+    figure; the time goes to the rows that have not, and the rounds left over end the sweep
+    sooner.  The judge reads the whole sweep (0.3-0.5 s for a default sweep), so it is asked
+    at most every FOCUS_EVERY rounds of a sweep."""
+    FOCUS_FROM = 4
+    FOCUS_EVERY = 2
+
+    def __init__(self, judge):
+        self.judge, self.sizes, self.at = judge, {}, {}
+
+    def sizes_for(self, sw):
+        """The async sizes round sw.done of sweep sw should measure (None: every size)."""
+        if sw.done < self.FOCUS_FROM:
+            return None
+        key = id(sw)
+        if key not in self.at or sw.done - self.at[key] >= self.FOCUS_EVERY:
+            met, words, sizes = self.judge(sw.snapshot())
+            self.sizes[key], self.at[key] = ([] if met else list(sizes or [])), sw.done
+            sw.focus_log.append({"round": sw.done, "sizes": self.sizes[key]})
+        return self.sizes[key]
+
+
 class _Turns:
     """Two _Rounds taking turns (_order), run in one session or several: a session runs the
     order on from where the last one stopped.  The seed sweep's short rounds then spread over
@@ -634,8 +667,8 @@ class _Turns:
     sweep has MIN_ROUNDS: no round starts that its sweep's mean round so far says would end
     past it (Together says so in each result's `stopped`, the rounds done in `rounds_done`)."""
 
-    def __init__(self, a, b):
-        self.a, self.b = a, b
+    def __init__(self, a, b, focus=None):
+        self.a, self.b, self.focus = a, b, focus
         self.order, self.pos, self.took = _order(a, b), 0, ([], [])
 
     def session(self, deadline=None, share=1.0, each=0):
@@ -656,7 +689,8 @@ class _Turns:
                     else other.done >= min(MIN_ROUNDS, other.rounds)):
                 return "deadline"
             t = time.monotonic()
-            (self.a, self.b)[which].round(r)
+            sw = (self.a, self.b)[which]
+            sw.round(r, focus=self.focus.sizes_for(sw) if self.focus else None)
             self.took[which].append(time.monotonic() - t)
             self.pos += 1
         return None
@@ -711,22 +745,22 @@ def _tlpi_export(out_dir, mode, obj):
 
 
 def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None, target=None, budget_s=None, judge=None):
+               input_bytes=None, target=None, budget_s=None, judge=None, focus=None):
     """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072.  target,
-    budget_s, judge: _sweep's."""
+    budget_s, judge, focus: _sweep's."""
     spec = _seed_setup(mode, variants, rounds, batches, input_bytes)
     return _seed_export(out_dir, mode, _sweep(
-        out_dir, *spec, target=target, budget_s=budget_s, judge=judge,
+        out_dir, *spec, target=target, budget_s=budget_s, judge=judge, focus=focus,
         keep=lambda obj: _seed_export(out_dir, mode, obj)))
 
 
 def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None, target=None, budget_s=None, judge=None):
+               input_bytes=None, target=None, budget_s=None, judge=None, focus=None):
     """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536.  target, budget_s,
-    judge: _sweep's."""
+    judge, focus: _sweep's."""
     spec = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
     return _tlpi_export(out_dir, mode, _sweep(
-        out_dir, *spec, target=target, budget_s=budget_s, judge=judge,
+        out_dir, *spec, target=target, budget_s=budget_s, judge=judge, focus=focus,
         keep=lambda obj: _tlpi_export(out_dir, mode, obj)))
 
 
@@ -756,7 +790,7 @@ class Together:
     and is theirs together."""
 
     def __init__(self, out_dir, mode="default", sessions=2, target=None, budget_s=None,
-                 judge=None):
+                 judge=None, focus=None):
         self.out_dir, self.mode = out_dir, mode
         self.scratch = Path(out_dir) / SESSIONS_SCRATCH
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -771,7 +805,8 @@ class Together:
             x.sessions_planned = sessions
             x.target, x.budget_s = target, budget_s
         self.judge = judge if target is not None else None
-        self.turns = _Turns(self.a, self.b)
+        # without --target, the plan's rounds go where the rows are widest (Focus)
+        self.turns = _Turns(self.a, self.b, Focus(focus) if focus and target is None else None)
         self.t0 = time.monotonic()
 
     def session(self, deadline=None, share=0.5):

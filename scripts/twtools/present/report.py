@@ -85,17 +85,18 @@ RERUN_BENCH = ("Raise the number of rounds: `make report REPORT_ARGS=--long`, or
                "what the host's neighbours did meanwhile is described under \"This host during "
                "the run\", and the undisturbed figure already leaves them out.")
 # What to raise, and by how much it helps: an interval over n passes narrows as 1/sqrt(n).
-def rerun_sweep(reps, runs=None):
+def rerun_sweep(reps, runs=None, mode="async"):
     """The advice for unstable sweep cells: the runs to raise (the variance lives between
     runs), by how much that narrows the interval, and for sync rows what else shares the
     device."""
     had = (f"this run took {runs} runs per cell; " if isinstance(runs, int) and runs > 0 else
            f"this run took {reps} passes per size; " if isinstance(reps, int) and reps > 0
            else "")
+    target = ("`make report REPORT_ARGS='--target 2%'` measures the wide async rows alone until "
+              "they are within it (the line under the table says how long that takes here), and "
+              if mode == "async" else "")
     return (f"Raise the runs: {had}each doubling narrows the interval about 1.4x (1/sqrt(n)); "
-            "`make report REPORT_ARGS='--target 2%'` measures the wide async rows alone until "
-            "they are within it (the line under the table says how long that takes here), and "
-            "`make report REPORT_ARGS=--long` doubles every row's runs; "
+            + target + "`make report REPORT_ARGS=--long` doubles every row's runs; "
             "the host's neighbours are described under \"This host during the run\". For sync "
             "rows the device is what varies: other I/O on the output file system widens them, "
             "and more passes do not.")
@@ -795,7 +796,7 @@ def _sweep_table(doc, sw, name, key="ns_per_call", unit="ns", scale=1.0):
                   "its relative spread is not meaningful and is not warned about.")
         elif nun:
             advice = rerun_sweep((sw or {}).get("reps"),
-                                 ((sw or {}).get("rounds_by_mode") or {}).get(mode))
+                                 ((sw or {}).get("rounds_by_mode") or {}).get(mode), mode)
             doc.warn(f"{name}, {mode}, {key.replace('_', ' ')}: {nun} of {ncell} cells are unstable "
                      f"(flagged in the table). {advice}",
                      inline=True)
