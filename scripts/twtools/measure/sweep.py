@@ -649,6 +649,8 @@ class Focus:
         if sw.done < self.FOCUS_FROM:
             return None
         key = id(sw)
+        if self.sizes.get(key) == []:
+            return []           # every row within it: rows not measured do not widen
         if key not in self.at or sw.done - self.at[key] >= self.FOCUS_EVERY:
             met, words, sizes = self.judge(sw.snapshot())
             self.sizes[key], self.at[key] = ([] if met else list(sizes or [])), sw.done
