@@ -21,6 +21,8 @@ import pytest
 
 from conftest import BUILD, ROOT, need_supported, run
 from twtools.machine import registry, seccomp, seccompprofile, seccompruntime, seccompsim
+from twtools.measure import walls
+from twtools.measure.walls.seccompwall import UNDEFINED, SeccompWall
 
 X64, I386 = seccomp.AUDIT_ARCH_X86_64, seccomp.AUDIT_ARCH_I386
 WAYS = ("64-syscall", "64-int80", "32-int80", "32-syscall", "32-sysenter", "32-vdso",
@@ -41,7 +43,9 @@ def syscost(variant, op, *extra):
 PROFILES = {"container": ROOT / "walls" / "profiles" / "container.json",
             "args": ROOT / "walls" / "profiles" / "args.json",
             "docker": ROOT / "walls" / "profiles" / "docker.json",
-            "podman": Path("/usr/share/containers/seccomp.json")}
+            "podman": Path("/usr/share/containers/seccomp.json"),
+            "docker-ioctl-70k": ROOT / "tests" / "fixtures" / "walls" / "docker-ioctl-70k.json",
+            "two-on-one-arg": ROOT / "tests" / "fixtures" / "walls" / "two-on-one-arg.json"}
 
 
 def compiled(name, runtime="runc", doc=None):
@@ -60,13 +64,23 @@ def profile_filter(tmp_path, name, runtime="runc"):
 @pytest.mark.parametrize("profile,runtime", [("container", "runc"), ("args", "runc"),
                                              ("docker", "runc"), ("docker", "crun"),
                                              ("podman", "runc"), ("podman", "crun"),
-                                             ("podman", "libseccomp")])
+                                             ("podman", "libseccomp"),
+                                             ("docker-ioctl-70k", "runc"),
+                                             ("two-on-one-arg", "runc"),
+                                             ("two-on-one-arg", "crun")])
 def test_the_kernel_answers_as_the_simulator_says(build, tmp_path, variant, profile, runtime):
     need_supported("syscost", variant)
     f, prog, c = profile_filter(tmp_path, profile, runtime)
+    wall = SeccompWall(walls.parse(f"seccomp:bpf:{f}"))
     for op in OPS:
         _, nr, arch, args = seccomp.cell_call(registry.get(variant).abi, op)
         ret = seccompsim.run(prog, nr, arch, args)[0]
+        if wall.answer(variant, op, registry.get(variant).abi)[1] is None:
+            # the answer hangs on arguments the call leaves undefined: glibc's getppid
+            # passes whatever its registers hold, and the wall refuses to measure it
+            assert registry.get(variant).entry == "libc" and op == "getppid", (variant, op)
+            assert wall.before(variant, op, registry.get(variant).abi).why == UNDEFINED
+            continue
         extra = ["--seccomp", f, "--seccomp-flags", str(c.flags)]
         if ret & seccomp.RET_ACTION_FULL == seccomp.RET_ERRNO:
             extra += ["--errno", str(ret & seccomp.RET_DATA)]

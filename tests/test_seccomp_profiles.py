@@ -279,3 +279,19 @@ def test_a_filter_larger_than_a_pipe_is_exported_whole():
     assert p.returncode == 0, p.stderr
     m = re.search(r"(\d+) bytes: not a whole number of 8-byte instructions, 1 to 4096", p.stdout)
     assert m and int(m.group(1)) > 65536, p.stdout
+
+
+def test_a_70_kb_profile_and_two_conditions_on_one_argument_as_published_fixtures():
+    fx = ROOT / "tests" / "fixtures" / "walls"
+    big = json.loads((fx / "docker-ioctl-70k.json").read_text())
+    assert (fx / "docker-ioctl-70k.json").stat().st_size > 65536
+    prog, f, _ = compiled(big)
+    assert len(prog) > 1500
+    ioctl = seccomp.number("ioctl", X64)
+    assert seccompsim.run(prog, ioctl, X64, (0, 0x5401, 0))[0] == seccomp.RET_ALLOW
+    assert seccompsim.run(prog, ioctl, X64, (0, 0x6000, 0))[0] == seccomp.RET_ERRNO | 1
+    two = json.loads((fx / "two-on-one-arg.json").read_text())
+    for rt in ("runc", "crun"):
+        prog, f, _ = compiled(two, rt)
+        for a0, want in ((0, seccomp.RET_ALLOW), (8, seccomp.RET_ALLOW), (1, seccomp.RET_ERRNO | 1)):
+            assert answer(prog, "getppid", X64, (a0, 0, 0)) == want, (rt, a0)

@@ -234,8 +234,8 @@ def compile(spec, runtime=DEFAULT_RUNTIME):
             nr = L.seccomp_syscall_resolve_name_arch(_ARCH_NATIVE, c["name"].encode())
             if nr == _NR_SCMP_ERROR:
                 notes.append(f"{c['name']}: unknown to libseccomp {seccomp.version()}, left out "
-                             f"(as {runtime if runtime != 'libseccomp' else 'runc and crun'} "
-                             "leave it out)")
+                             + (f"(as {runtime} leaves it out)" if runtime != "libseccomp" else
+                                "(as runc and crun leave it out)"))
                 continue
             args = c["args"]
             if runtime != "libseccomp" and len({a["index"] for a in args}) < len(args):
