@@ -188,3 +188,17 @@ def test_a_child_a_signal_killed_is_named_by_its_signal(build):
                         command_wrapper=lambda cmd: ["/bin/sh", "-c", "kill -SYS $$"])
     assert "killed by SIGSYS (signal 31)" in str(e.value)
     assert "exit -31" not in str(e.value)
+
+
+@pytest.mark.parametrize("profile", ["docker-ioctl-70k", "two-on-one-arg"])
+def test_a_large_profile_and_two_conditions_on_one_argument_are_measured(build, tmp_path,
+                                                                        profile):
+    # a 70 KB profile that refuses ioctl but for terminal requests (stdio's own isatty is
+    # one), and one with two conditions on getppid's argument: runc adds a rule for each
+    f = ROOT / "tests" / "fixtures" / "walls" / f"{profile}.json"
+    p = tw("ab", "--wall", f"seccomp:{f}", "--variants", "64-syscall", "--ops", "getppid",
+           "--rounds", "2", "--copies", "2", "--format", "json", "--out", str(tmp_path / "ab"),
+           timeout=600)
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads(p.stdout)
+    assert row["added_ns"] is not None and "answer: allow" in row["why"]

@@ -29,8 +29,10 @@ UNDEFINED = ("the wall's answer depends on arguments this call leaves undefined 
              "getppid wrapper sets none; the stubs pass three): no one answer to measure")
 # The calls syscost itself makes once the wall is up (strace of each way in, behind a
 # one-instruction filter): reading its clock and counters, writing a write-file cell's file,
-# printing its JSON, exiting.  A wall that refuses one of them stops the run, whatever the
-# measured call: it is said before the run, and the cell left out.
+# printing its JSON, exiting.  A wall that kills or traps one of them, or refuses its write
+# (it could not report), stops the run, whatever the measured call: it is said before the
+# run, and the cell left out.  A refused ioctl (stdio asking whether stdout is a terminal) or
+# the like is no matter.
 OWN_CALLS = {"x86_64": ("write", "read", "openat", "close", "lseek", "newfstatat", "fstat",
                         "getrusage", "ioctl", "getpid", "ftruncate", "brk", "exit_group",
                         "clock_gettime"),
@@ -185,9 +187,12 @@ class SeccompWall(Wall):
                 nr = seccomp.number(name, arch)
                 if nr is None:
                     continue
-                args = (1, 0, 0) if name == "write" else (0, 0, 0)
+                args = {"write": (1, 0, 0), "ioctl": (1, 0x5401, 0)}.get(name, (0, 0, 0))
                 ret = seccompsim.run_stack([self.prog] * self.times, nr, arch, args)[0]
-                if ret & seccomp.RET_ACTION_FULL not in (seccomp.RET_ALLOW, seccomp.RET_LOG):
+                act = ret & seccomp.RET_ACTION_FULL
+                if act in (seccomp.RET_KILL_PROCESS, seccomp.RET_KILL_THREAD,
+                           seccomp.RET_TRAP) or (name == "write" and act not in (
+                               seccomp.RET_ALLOW, seccomp.RET_LOG)):
                     why = (f"the wall answers syscost's own {name} ({abi}), which it makes to "
                            f"read its clock, write its file or report, with "
                            f"{seccomp.action_name(ret)}: the run could not finish")
