@@ -15,8 +15,8 @@ from twtools.drivers import wallbench  # noqa: E402
 def main():
     ap = argparse.ArgumentParser(description=wallbench.__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "build" / f"bench-walls-{os.getpid()}")
-    ap.add_argument("--pairs", type=int, default=5, choices=range(1, 101), metavar="N",
-                    help="seccomp_ab's pairs of bare and filtered processes (default 5)")
+    ap.add_argument("--pairs", type=int, default=9, choices=range(1, 101), metavar="N",
+                    help="seccomp_ab's pairs of bare and filtered processes (default 9)")
     ap.add_argument("--rounds", type=int, help="tw ab's rounds (default: its own)")
     a = ap.parse_args()
     wallbench.run(a.out, a.pairs, a.rounds)

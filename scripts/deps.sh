@@ -14,7 +14,9 @@
 #   test     report + what only the tests need: chromium (the report in a real
 #            browser), golang-go (a Go GOARCH=386 program) and openssh-server (the
 #            fleet playbook's loopback test starts its own sshd on 127.0.0.1) and
-#            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1), and what
+#            prometheus (tw watch's test scrapes it with its own, on 127.0.0.1),
+#            golang-github-containers-common (podman's default seccomp profile, which the
+#            walls' tests read as Debian ships it; files only, no service), and what
 #            `make deb` needs and lintian (tests/test_deb.py checks the package with it);
 #            debootstrap with TW_DEB_TEST=1 (the package in a clean Debian root),
 #            systemd-container too with TW_SYSTEMD_TEST=1 (the unit under systemd, in
@@ -147,6 +149,8 @@ checks() { # each need() of the phase, started in the background
 	need prometheus test -x /usr/bin/prometheus
 	need lintian lintian --version
 	need libauparse0 sh -c "ldconfig -p | grep -q 'libauparse.so.0 '"
+	# podman's default seccomp profile as Debian ships it (tests/test_seccomp_profiles.py)
+	need golang-github-containers-common test -f /usr/share/containers/seccomp.json
 	if [ -n "${TW_DEB_TEST-}" ]; then
 		need debootstrap debootstrap --version   # tests/test_deb.py's clean Debian 12 root
 	fi

@@ -26,14 +26,15 @@ enum {
 	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
 	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
 	OPT_MAX_REDO, OPT_SPECULATION, OPT_SECCOMP, OPT_SECCOMP_TIMES,
-	OPT_ERRNO, OPT_HELP
+	OPT_ERRNO, OPT_SECCOMP_FLAGS, OPT_NR, OPT_HELP
 };
 
 const char tw_usage[] =
 "usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
 "               [--calls n] [--clock auto|tsc|monotonic] [--cpu n]\n"
 "               [--errno n] [--file path] [--format json|table] [--max-redo n]\n"
-"               [--op op] [--realtime] [--seccomp file] [--seccomp-times n]\n"
+"               [--nr n] [--op op] [--realtime] [--seccomp file]\n"
+"               [--seccomp-flags n] [--seccomp-times n]\n"
 "               [--shape ret|jmp|inline] [--size n]\n"
 "               [--speculation ssbd|indirect-branch|all] [--tsc-hz hz]\n"
 "               [--warmup-ms ms]\n"
@@ -74,6 +75,12 @@ help(void)
 "                     seccomp_export_bpf writes them) between the process and\n"
 "                     the kernel before measuring, with no_new_privs set\n"
 "  --seccomp-times N  install it N times over, a stack of filters (default 1)\n"
+"  --seccomp-flags N  seccomp()'s flags word for each install (default 0):\n"
+"                     2 SECCOMP_FILTER_FLAG_LOG, 4 SPEC_ALLOW, as runtimes pass\n"
+"  --nr N             --op null makes call number N instead of an invalid one,\n"
+"                     one no table assigns (x86-64: 337-423; i386: 222, 223, 251,\n"
+"                     285, 387-392, 415; either: 512 and above, below bit 30):\n"
+"                     the kernel answers -ENOSYS, which is checked\n"
 "  --errno N          the wall answers the measured call with -N instead of\n"
 "                     the call's own result; the results are checked against it\n"
 "  --format F         json (default) | table\n"
@@ -87,6 +94,32 @@ help(void)
 	    tw_mechanism, (int)(sizeof(void *) * 8));
 	tw_help_exit();
 }
+
+/*
+ * Whether --nr's number is one no table of this build's ABI assigns, so that
+ * the kernel can only answer -ENOSYS (and syscost checks it does): the gaps of
+ * the tables (new calls common to every architecture are numbered from 424
+ * since Linux 5.1; x86-64's own newest took 335, uretprobe, and 336, uprobe,
+ * which kills a caller outside a probe's trampoline with SIGILL), and 512 and
+ * above, past every x86 table, below x32's bit 30 (an x32 number would be a
+ * real call on a kernel with x32).
+ */
+#ifdef TW_ABI32
+#define UNASSIGNED_TEXT "i386: 222, 223, 251, 285, 387-392, 415, or 512 and above"
+static int
+unassigned(long nr)
+{
+	return nr == 222 || nr == 223 || nr == 251 || nr == 285 ||
+	    (nr >= 387 && nr <= 392) || nr == 415 || nr >= 512;
+}
+#else
+#define UNASSIGNED_TEXT "x86-64: 337-423, or 512 and above"
+static int
+unassigned(long nr)
+{
+	return (nr >= 337 && nr <= 423) || nr >= 512;
+}
+#endif
 
 /* Whether the mechanism can make system call nr at all (tw_nrs). */
 static int
@@ -176,6 +209,8 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
 		{ "seccomp-times", required_argument, NULL, OPT_SECCOMP_TIMES },
 		{ "errno", required_argument, NULL, OPT_ERRNO },
+		{ "seccomp-flags", required_argument, NULL, OPT_SECCOMP_FLAGS },
+		{ "nr", required_argument, NULL, OPT_NR },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -256,6 +291,17 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 			/* MAX_ERRNO: the kernel caps SECCOMP_RET_ERRNO's data there. */
 			o->expect_errno = tw_int_arg("--errno", optarg, 1, 4095);
 			break;
+		case OPT_SECCOMP_FLAGS:
+			/* TSYNC, LOG, SPEC_ALLOW: the flags a runtime installs with
+			 * and a process alone may; no listener, no TSYNC_ESRCH. */
+			o->seccomp_flags = tw_int_arg("--seccomp-flags", optarg, 0, 7);
+			break;
+		case OPT_NR:
+			o->nr = tw_int_arg("--nr", optarg, 0, 0x3fffffffL);
+			if (!unassigned(o->nr))
+				tw_usage_err("--nr %ld: not a number this build's table leaves "
+				    "unassigned (%s)", o->nr, UNASSIGNED_TEXT);
+			break;
 		case OPT_PROBE:
 			*probe_only = 1;
 			break;
@@ -282,6 +328,10 @@ parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 		tw_usage_err("--file applies to write-file and write-sync only");
 	if (o->seccomp_times != 1 && o->seccomp == NULL)
 		tw_usage_err("--seccomp-times applies with --seccomp only");
+	if (o->seccomp_flags != 0 && o->seccomp == NULL)
+		tw_usage_err("--seccomp-flags applies with --seccomp only");
+	if (o->nr != -1 && o->op != OP_NULL)
+		tw_usage_err("--nr applies to --op null only");
 	if (o->expect_errno != 0 && o->seccomp == NULL)
 		tw_usage_err("--errno applies with --seccomp only: only a wall "
 		    "answers a call in its place");

@@ -25,7 +25,9 @@ struct opts {
 	enum spec speculation;
 	const char *seccomp;	/* --seccomp: a filter file, or NULL */
 	long seccomp_times;	/* installed this many times over */
+	long seccomp_flags;	/* --seccomp-flags: seccomp()'s flags word */
 	long expect_errno;	/* --errno: the wall answers -N; 0: not asked */
+	long nr;		/* --nr: the null op's number; -1: TW_NR_invalid */
 };
 
 /* argv into o, or exit 2 with a usage error; --probe sets *probe_only. */

@@ -85,7 +85,8 @@ print_json(const struct opts *o, const struct run *r)
 		printf("null");
 	else
 		json_string(o->seccomp);
-	printf(",\"seccomp_times\":%ld,\"errno\":", o->seccomp != NULL ? o->seccomp_times : 0);
+	printf(",\"seccomp_times\":%ld,\"seccomp_flags\":%ld,\"errno\":",
+	    o->seccomp != NULL ? o->seccomp_times : 0, o->seccomp_flags);
 	if (o->expect_errno)
 		printf("%ld", o->expect_errno);
 	else
@@ -93,9 +94,9 @@ print_json(const struct opts *o, const struct run *r)
 	printf(",\"status\":");
 	status_json(wall_keys);
 	printf("}");
-	printf(",\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
+	printf(",\"nr\":%ld,\"cpu\":%ld,\"calls_per_batch\":%ld,\"empty_calls_per_batch\":%ld,"
 	    "\"batches\":%ld,\"max_redo\":%ld,\"redone\":%ld,\"warmup_ms\":%g,",
-	    r->cpu, r->calls, r->empty_calls, o->batches, o->max_redo, r->redone, o->warmup_ms);
+	    r->nr, r->cpu, r->calls, r->empty_calls, o->batches, o->max_redo, r->redone, o->warmup_ms);
 	json_arrays(r->measured, 4, "loop_ns_per_call", r->loop_ns,
 	    "samples_ns", r->samples_ns, "raw_ns", r->raw_ns,
 	    "offcpu_ns_per_call", r->offcpu_ns,

@@ -13,6 +13,7 @@ struct run {
 	const char *clock_why;
 	const char *sched;		/* "other" or "fifo" */
 	char sched_why[160];
+	long nr;			/* the call's number, as made */
 	long lo, hi;			/* the results each call may give */
 	const char *file;		/* what was written: NULL for no file */
 	long long file_bytes;		/* its size afterwards; -1: not a file that is rewound */

@@ -483,7 +483,7 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 	r->clock_why = clock_choose(o->clock, o->tsc_hz, o->calibrate_ms);
 
 	memset(&call, 0, sizeof(call));
-	call.nr = op_nrs[o->op];
+	call.nr = o->nr != -1 ? o->nr : op_nrs[o->op];
 	switch (o->op) {
 	case OP_NULL:
 		call.lo = call.hi = -ENOSYS;
@@ -543,11 +543,15 @@ prepare(const struct opts *o, struct run *r, char *what, size_t whatlen)
 	 * A wall that answers the call itself (SECCOMP_RET_ERRNO) gives -N.
 	 */
 	if (o->seccomp != NULL)
-		wall_seccomp_install(o->seccomp, o->seccomp_times);
+		wall_seccomp_install(o->seccomp, o->seccomp_times, o->seccomp_flags);
 	if (o->expect_errno != 0)
 		call.lo = call.hi = -o->expect_errno;
 	r->lo = call.lo;
 	r->hi = call.hi;
+	r->nr = call.nr;
+	if (o->nr != -1)
+		snprintf(what, whatlen, "syscall(%ld)", o->nr);
+	else
 	snprintf(what, whatlen, "%s", o->op == OP_NULL ? "syscall(TW_NR_invalid)" :
 	    OP_WRITES(o->op) ? "write()" : o->op == OP_GETPPID ? "getppid()" :
 	    o->op == OP_GETTIMEOFDAY ? "gettimeofday()" :
@@ -688,7 +692,8 @@ main(int argc, char **argv)
 		.batches = 10, .max_redo = -1, .cpu = -2, .clock = -1, .table = 0,
 		.batch_ms = 1, .warmup_ms = 20, .calibrate_ms = 50, .tsc_hz = 0,
 		.file = NULL, .speculation = SPEC_NONE,
-		.seccomp = NULL, .seccomp_times = 1, .expect_errno = 0,
+		.seccomp = NULL, .seccomp_times = 1, .seccomp_flags = 0,
+		.expect_errno = 0, .nr = -1,
 	};
 	struct run r;
 	int probe_only = 0;

@@ -6,11 +6,11 @@
  * to seccomp(SECCOMP_SET_MODE_FILTER) unchanged: the kernel checks it again
  * (seccomp_check_filter) and computes its action cache from it at attach time
  * (seccomp_cache_prepare), so the process measures exactly the filter a
- * runtime that loaded the same bytes would have.  No flag is passed: not
- * SECCOMP_FILTER_FLAG_SPEC_ALLOW, so that where the kernel's speculation
- * mitigations follow seccomp (spec_store_bypass_disable=seccomp) this
- * process gets them as a container does; the JSON's speculation status says
- * what it got.
+ * runtime that loaded the same bytes would have.  The flags are the runtime's
+ * (--seccomp-flags): runc and crun pass SECCOMP_FILTER_FLAG_SPEC_ALLOW unless
+ * the profile names its own, so that where the kernel's speculation
+ * mitigations follow seccomp (spec_store_bypass_disable=seccomp) a container
+ * does not get them; the JSON's speculation status says what this one got.
  */
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -32,7 +32,7 @@
 #include "wall.h"
 
 void
-wall_seccomp_install(const char *path, long times)
+wall_seccomp_install(const char *path, long times, long flags)
 {
 	struct sock_fprog prog;
 	struct stat st;
@@ -65,7 +65,7 @@ wall_seccomp_install(const char *path, long times)
 	for (i = 0; i < times; i++) {
 		int e;
 
-		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog) == 0)
 			continue;
 		e = errno;
 		/* PR_GET_SECCOMP answers EINVAL only where seccomp is not built in. */

@@ -117,6 +117,7 @@ SERIAL = frozenset({
     "test_watch_file_identity.py", "test_watch_messages.py", "test_watch_full_disk.py",
     "test_watch_undecodable_names.py", "test_watch_crowds.py", "test_write_counts.py",
     "test_wvbench.py", "test_walls_ab.py", "test_seccomp_live.py", "test_census_walls.py", "test_watch_walls.py",
+    "test_walls_host.py", "test_walls_hostile.py", "test_walls_nolibseccomp.py",
     "test_ab_interrupted.py", "test_run_target.py",
 })
 

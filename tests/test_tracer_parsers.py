@@ -118,3 +118,16 @@ def test_bpftrace_non_ascii_names_read_back_as_their_bytes(line, name):
     "é" (not U+FFFF "ffc3" U+FFFF "ffa9"), a byte that is not UTF-8 as \\xNN."""
     (obj,) = list(json_lines(line))
     assert list(obj["data"]["@"]) == [name]
+
+
+def test_a_maps_repeated_keys_are_summed_not_lost():
+    # bpftrace 0.17 on Linux 6.18 (the project's guests) prints a map keyed by strings and
+    # integers with entries whose keys print alike (bytes after a string's end differ): a
+    # dict kept the last one, and 23 writes counted as 1.  Summed, they are every call.
+    line = ('{"type": "map", "data": {"@w": {"64-libc,native,other,1": 1, '
+            '"64-libc,native,other,1": 21, "64-libc,native,other,1": 1, "x,y": 4}}}')
+    maps = bpftrace.parse_json(line + "\n")
+    assert maps["@w"] == {("64-libc", "native", "other", "1"): 23, ("x", "y"): 4}
+    # a histogram (a list) is not summed: it is never a repeated key's count
+    (o,) = json_lines('{"a": [1], "a": [2], "b": true, "b": false}\n')
+    assert o == {"a": [2], "b": False}

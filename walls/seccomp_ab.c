@@ -5,9 +5,15 @@
  *		alternating, each the fastest of 40 batches of 100 000 calls.  Shares no code
  *		with tw or syscost.  `make bench-walls` runs it beside tw ab and prints both.
  *
- * usage: seccomp_ab [PAIRS]	(default 5)
- * Prints one JSON line: per way in (64-bit syscall, int 0x80 from 64-bit code), each pair's
- * bare and filtered ns per call, and the median of the pairs' differences.
+ * usage: seccomp_ab [PAIRS]	(default 9)
+ * Prints one JSON line: per way in (glibc's getppid wrapper, the 64-bit syscall instruction
+ * inline, int 0x80 from 64-bit code inline), each pair's bare and filtered ns per call, and
+ * the median of the pairs' differences, and the difference of the two floors (the fastest
+ * filtered process less the fastest bare one: on a noisy host a process may never meet the
+ * machine's fast state, and a pair with one such process moves the median; the floors are
+ * what each side costs when the host lets it, as tw ab's undisturbed figure is).  The wrapper is how real programs make the call: a
+ * function that makes the call and returns with `ret`, which is what tw ab's leading row
+ * (64-libc, ret) measures; the inline ways are tw ab's inline shape.
  *
  * The rules (kept equal to args.json by tests/test_walls_bench.py): every call allowed but
  * 60 denied by name with EPERM; write refused (EBADF) when its descriptor is 2^20 or more,
@@ -79,7 +85,14 @@ now_ns(void)
 	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-/* getppid by the 64-bit syscall instruction, or by int 0x80 (i386's number 64). */
+/* getppid through glibc's wrapper (a call into libc, `syscall`, `ret`), by the 64-bit
+ * syscall instruction inline, or by int 0x80 inline (i386's number 64). */
+static long
+call_libc(void)
+{
+	return getppid();
+}
+
 static inline long
 call64(void)
 {
@@ -109,11 +122,11 @@ child(int filtered, int way, int fd)
 	if (filtered)
 		load_filter();
 	for (int b = 0; b < BATCHES; b++) {
-		int calls = way ? CALLS / 20 : CALLS;	/* int 0x80 costs far more a call here */
+		int calls = way == 2 ? CALLS / 20 : CALLS;	/* int 0x80 costs far more a call */
 		double t0 = now_ns();
 
 		for (int i = 0; i < calls; i++)
-			if ((way ? call80() : call64()) != want)
+			if ((way == 2 ? call80() : way == 1 ? call64() : call_libc()) != want)
 				_exit(5);
 		double d = (now_ns() - t0) / calls;
 
@@ -160,8 +173,8 @@ cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
-	int pairs = argc > 1 ? atoi(argv[1]) : 5;
-	static const char *const names[] = { "64-syscall", "64-int80" };
+	int pairs = argc > 1 ? atoi(argv[1]) : 9;
+	static const char *const names[] = { "64-libc", "64-syscall", "64-int80" };
 	cpu_set_t set;
 
 	if (pairs < 1 || pairs > 100) {
@@ -172,7 +185,7 @@ main(int argc, char **argv)
 	CPU_SET(sysconf(_SC_NPROCESSORS_ONLN) - 1, &set);
 	sched_setaffinity(0, sizeof(set), &set);
 	printf("{\"batches\":%d,\"calls\":%d,\"pairs\":%d", BATCHES, CALLS, pairs);
-	for (int way = 0; way < 2; way++) {
+	for (int way = 0; way < 3; way++) {
 		double bare[100], filt[100], diff[100];
 
 		printf(",\"%s\":{\"bare_ns\":[", names[way]);
@@ -192,8 +205,11 @@ main(int argc, char **argv)
 		for (int i = 0; i < pairs; i++)
 			printf("%s%.1f", i ? "," : "", filt[i]);
 		qsort(diff, (size_t)pairs, sizeof(double), cmp);
-		printf("],\"added_ns_median\":%.1f}", pairs % 2 ? diff[pairs / 2] :
+		printf("],\"added_ns_median\":%.1f", pairs % 2 ? diff[pairs / 2] :
 		    (diff[pairs / 2 - 1] + diff[pairs / 2]) / 2);
+		qsort(bare, (size_t)pairs, sizeof(double), cmp);
+		qsort(filt, (size_t)pairs, sizeof(double), cmp);
+		printf(",\"added_ns_floor\":%.1f}", filt[0] - bare[0]);
 	}
 	printf("}\n");
 	return 0;

@@ -3,7 +3,10 @@
  *		`tw ab --wall tracer:raw_syscalls` can put the tracer up for B's runs and take it
  *		down for A's, round by round, without loading it again.
  *
- * usage: tracerbpf OBJ
+ * usage: tracerbpf [--attach tracepoint|raw_tp|tp_btf] OBJ
+ *	--attach: how its programs go on raw_syscalls: the tracepoint pair through perf events
+ *	(the default, as bpftrace attaches), or one sys_enter counter as a raw tracepoint's or
+ *	a BTF tracepoint's BPF link (as libbpf agents attach), loaded alone.
  *	Reads commands on stdin, one a line, and answers each on stdout when it is done:
  *	  attach   attach both programs            -> "attached"
  *	  detach   detach them                     -> "detached"
@@ -73,6 +76,11 @@ static unsigned long long total(struct bpf_object *obj)
 	return t;
 }
 
+/* Which programs --attach loads: those whose section starts with this prefix. */
+static const char *const kinds[][2] = {
+	{ "tracepoint", "tracepoint/" }, { "raw_tp", "raw_tp/" }, { "tp_btf", "tp_btf/" },
+};
+
 int main(int argc, char **argv)
 {
 	struct bpf_link *links[2] = { NULL, NULL };
@@ -80,16 +88,33 @@ int main(int argc, char **argv)
 	struct bpf_program *p;
 	char line[64];
 	unsigned long long h[TRACER_SLOTS];
+	const char *prefix = "tracepoint/";
 
+	if (argc == 4 && !strcmp(argv[1], "--attach")) {
+		prefix = NULL;
+		for (unsigned i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+			if (!strcmp(argv[2], kinds[i][0]))
+				prefix = kinds[i][1];
+		if (!prefix) {
+			fprintf(stderr, "tracerbpf: --attach %.40s: one of tracepoint, raw_tp, "
+			    "tp_btf\n", argv[2]);
+			return 2;
+		}
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-		fputs("usage: tracerbpf OBJ  (commands on stdin: attach, detach, count)\n",
-		      argc == 2 ? stdout : stderr);
+		fputs("usage: tracerbpf [--attach tracepoint|raw_tp|tp_btf] OBJ  (commands on "
+		      "stdin: attach, detach, count)\n", argc == 2 ? stdout : stderr);
 		return argc == 2 ? 0 : 2;
 	}
 	libbpf_set_print(quiet);
 	obj = bpf_object__open_file(argv[1], NULL);
 	if (!obj)
 		die("cannot open %s: %s", argv[1], strerror(errno));
+	bpf_object__for_each_program(p, obj)
+		bpf_program__set_autoload(p, !strncmp(bpf_program__section_name(p), prefix,
+		    strlen(prefix)));
 	if (bpf_object__load(obj))
 		die("loading %s failed: %s (it needs root, BTF and tracefs)", argv[1], strerror(errno));
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -101,6 +126,8 @@ int main(int argc, char **argv)
 			if (links[0])
 				die("attach: already attached");
 			bpf_object__for_each_program(p, obj) {
+				if (!bpf_program__autoload(p))
+					continue;
 				if (n == 2 || !(links[n] = bpf_program__attach(p)))
 					die("attaching %s failed: %s", bpf_program__section_name(p),
 					    strerror(errno));

@@ -30,6 +30,8 @@ From the raw census (twtools.measure.census) and a per-call matrix (percall.json
 Every figure carries its 95% CI or says why it is unknown.
 """
 from ..machine import registry
+# SYSCALL_WORK flags (include/linux/thread_info.h), as census.bt reads them: defined once.
+from ..machine.walldefs import PRICE_CELLS, WORK_AUDIT
 from . import causes, diagnose, percall, stats
 
 SCHEMA = "timewrite-census-report/1"
@@ -313,18 +315,15 @@ def _sum_intervals(rows):
     return {k: sum(r[k] for r in known) for k in ("median", "ci_low", "ci_high")}
 
 
-# SYSCALL_WORK flags (include/linux/thread_info.h), as census.bt reads them.
-WORK_SECCOMP, WORK_TRACEPOINT, WORK_AUDIT = 1, 2, 16
-
 
 def _wall_price(walls, spec, abi):
     """(added ns per call, low, high, the cell it came from) for a call of this ABI behind
     the wall `spec` as this results directory measured it (walls.json), or None: a native
-    call is priced by the 64-bit syscall's getppid cell, a compat one by 32-bit int 0x80's
-    (then the 64-bit int 0x80's)."""
+    call is priced by getppid through glibc's wrapper (then the bare 64-bit syscall's, in a
+    walls.json written before glibc's cell led), a compat one by 32-bit int 0x80's (then the
+    64-bit int 0x80's): machine.walldefs.PRICE_CELLS."""
     from . import walls as a_walls
-    want = [("64-syscall", "getppid")] if abi == "native" else \
-        [("32-int80", "getppid"), ("64-int80", "getppid")]
+    want = PRICE_CELLS[abi]
     for w in (walls or {}).get("walls") or []:
         if w.get("spec") != spec:
             continue

@@ -584,7 +584,7 @@ DIAGNOSE = {
 # The host's own walls (machine/hostwalls.py): audit's state, the programs on raw_syscalls.
 AUDIT_STATE = {"enabled": "count?", "rules": ("opt", ["str"]), "why": "str?"}
 TRACERS_ON = {"rows": ("opt", [{"pid": "int?", "comm": "str?", "tracepoint": "str?",
-                                "prog_id": "int?"}]), "why": "str?"}
+                                "prog_id": "int?", "kind": "str?"}]), "why": "str?"}
 PROC_ROW = {"!pid": "int", "start": "int?", "comm": "str?", "exe": "str?", "bits": "int?",
             "needs_ia32": "bool?", "why": "str?", "seccomp": "count?", "seccomp_filters": "count?"}
 # A row of census.bt's counts names its process's image: pid, start (clock ticks since boot, as

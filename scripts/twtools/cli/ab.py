@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..analyse import compare
 from ..core import files, paths, ui
-from ..machine import registry
+from ..machine import hostwalls, registry
 from ..measure import ab, walls
 from ..present import export
 from . import options
@@ -34,6 +34,13 @@ def _wall_spec(text):
         return walls.parse(text)["spec"]
     except walls.WallError as e:
         raise options.argparse.ArgumentTypeError(e.line()) from None
+
+
+def make_wall(args, spec, enable_audit=False):
+    """The wall --wall names, with --runtime and --caps."""
+    caps, text = args.caps or (None, "docker")
+    return walls.make(spec, enable_audit=enable_audit, runtime=args.runtime, caps=caps,
+                      caps_text=text)
 
 
 def add_arguments(p, name):
@@ -59,6 +66,7 @@ def add_arguments(p, name):
     p.add_argument("--build-a", metavar="DIR", type=options.readable_dir,
                    help="A: syscost-<variant> from this build directory instead of this "
                         "tree's (with --build-b: two builds, neither of them this one)")
+    options.add_wall_arguments(p)
     p.add_argument("--enable-audit", action="store_true",
                    help="with --wall audit:...: where audit is off, turn it on for the run. It "
                         "stays paid for: every process started later in this boot gets an "
@@ -92,6 +100,8 @@ def selfcheck(args):
     how many called a difference, against the most that chance gives 95% of the time.  With
     --wall, both sides run behind the wall: the wall's own A/A."""
     where = f" behind {args.wall}" if args.wall else ""
+    if args.wall:       # every refusal before the output folder is made
+        say_before(make_wall(args, args.wall, args.enable_audit), args.variants, args.ops)
     a = ab.side((f"A (build {args.build_a})" if args.build_a else "A (default)") + where,
                 build=args.build_a)
     b = ab.side(f"A' (copies of {args.build_a or 'this build'}){where}", build=args.build_a)
@@ -102,7 +112,7 @@ def selfcheck(args):
     n, called, tests, lines = args.selfcheck, 0, 0, []
     for i in range(n):
         ui.progress(f"ab: self-check, A/A run {i + 1} of {n}")
-        wall = walls.make(args.wall, enable_audit=args.enable_audit) if args.wall else None
+        wall = make_wall(args, args.wall, args.enable_audit) if args.wall else None
         doc = ab.run_ab(base / f"aa-{i + 1:03d}", a, b, args.variants, args.ops, args.shapes,
                         rounds=rounds, cpu=args.cpu, copies=args.copies, wall=wall,
                         wall_both=True)
@@ -122,6 +132,25 @@ def selfcheck(args):
           f"(5% each) gives {0.05 * tests:g} on average and at most {allowed} in 95% of such "
           f"checks: {verdict} chance ({rounds} rounds, {args.copies} copies a side; in {base})")
     return 0 if called <= allowed else 1
+
+
+def say_before(wall, variants, ops):
+    """Before anything runs: what the wall will do that the user should hear (a measured call
+    it logs, traps or kills), and any program already on raw_syscalls, which every call of A
+    and B will pay for (its name is repeated beside the figures)."""
+    cells = [(v, op) for v in variants for op in ops if op in registry.get(v).ops]
+    for what, todo in wall.notices(cells):
+        ui.warn(f"ab: {what}", todo)
+    rows, why = hostwalls.raw_syscalls_tracers()
+    seen = set()
+    for r in rows or []:
+        key = (r.get("pid"), r.get("comm"), r.get("kind"))
+        if key in seen:
+            continue
+        seen.add(key)
+        ui.warn(f"ab: {r.get('comm')} (pid {r.get('pid')}, {r.get('kind')}) is on the "
+                f"raw_syscalls tracepoints now: every call of A and B will pay for it",
+                "the figures say so beside them; stop it for a clean measurement")
 
 
 def main(args, name):
@@ -149,7 +178,8 @@ def main(args, name):
         if args.build_a:
             raise ui.UserError("--wall compares this tree's build with itself behind the wall",
                                "leave out --build-a")
-        wall = walls.make(args.wall, enable_audit=args.enable_audit)
+        wall = make_wall(args, args.wall, args.enable_audit)
+        say_before(wall, args.variants, args.ops)
     a = ab.side(f"A (build {args.build_a})", build=args.build_a) if args.build_a else \
         ab.side("A (bare)" if wall else "A (default)")
     b = ab.side(f"B (--speculation {args.speculation})" if args.speculation else

@@ -5,6 +5,7 @@ import json
 import os
 
 from ..core import files, proc, ui
+from ..machine import seccompprofile, seccompruntime
 
 
 def add_mode_arguments(parser, quick_help, long_help):
@@ -195,3 +196,26 @@ def selfcheck_end(cmd, path, f, lines, short, also, as_json):
                 "rerun on a quieter host, or with --long for more rounds")
         return ui.EXIT_FAILED
     return 0
+
+
+def _caps(text):
+    """--caps's argument type: the bounding set, checked (a bad word is exit 2)."""
+    try:
+        return seccompprofile.caps_set(text), text
+    except seccompprofile.ProfileError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_wall_arguments(p):
+    """--runtime and --caps: how a seccomp profile is read and laid out (tw ab, tw explain)."""
+    p.add_argument("--runtime", choices=seccompruntime.RUNTIMES,
+                   default=seccompruntime.DEFAULT_RUNTIME,
+                   help="with --wall seccomp:PROFILE: lay the filter out as this runtime does "
+                        "(runc: its -ENOSYS stub first, libseccomp's binary tree past 32 rules, "
+                        "SPEC_ALLOW unless the profile names flags; crun: libseccomp's chain, "
+                        "SPEC_ALLOW; libseccomp: the rules as written, the profile's flags "
+                        "only); default runc")
+    p.add_argument("--caps", metavar="CAPS", type=_caps, default=None,
+                   help="with --wall seccomp:PROFILE: the container's capabilities, which "
+                        "decide the rules a profile's includes/excludes.caps keep: "
+                        + seccompprofile.CAPS_HELP)

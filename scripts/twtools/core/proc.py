@@ -311,6 +311,25 @@ def system_errno(text):
     return None
 
 
+def exit_text(returncode):
+    """How a child ended, in words: 'exit 1', or for one a signal killed 'killed by SIGSYS
+    (signal 31)', naming it, never 'exit -31'; a shell's 128 + N for a child it lost to
+    signal N is said as such too."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"killed by {name} (signal {-returncode})"
+    if returncode is not None and 128 < returncode < 128 + 65:
+        try:
+            return (f"exit {returncode} (a shell's 128 + {returncode - 128}: "
+                    f"{signal.Signals(returncode - 128).name})")
+        except ValueError:
+            pass
+    return f"exit {returncode}"
+
+
 def errno_name(e):
     """'ENOSPC' for 28; the number as text when it has no name."""
     return errno.errorcode.get(e, str(e)) if e is not None else "?"

@@ -4,8 +4,10 @@ measurement alike), and audit's state (once enabled in a boot, every process sta
 pays for its context, rules or not).  Read, never changed: measure.walls puts walls up.
 
 Tracers are listed by bpftool (Debian's bpftool package: `bpftool -j perf list`, every BPF
-program attached through a perf event, with the tracepoint's name and the process holding
-it) and by tracefs (an ftrace user's `events/raw_syscalls/*/enable`).  Audit is read with
+program attached through a perf event or a raw tracepoint, with the tracepoint's name and the
+process holding it; `bpftool -j link list`, the links no process holds), by tracefs (an
+ftrace user's `events/raw_syscalls/*/enable`), and by /proc (a perf user on the system-call
+tracepoints without BPF, perf trace: its command line and its perf event descriptors).  Audit is read with
 auditctl (Debian's auditd package, or the copy `make test` unpacks into build/auditd).
 """
 import json
@@ -36,12 +38,58 @@ def _sbin(name, *more):
     return None
 
 
+def _bpftool_json(tool, *args):
+    """(parsed JSON, None) of a bpftool command, or (None, why)."""
+    p = proc.run([tool, "-j", *args], timeout=30, limit=16 << 20)
+    if p.returncode != 0:
+        msg = (p.stderr or "").strip().splitlines()
+        return None, f"bpftool {' '.join(args)}: {msg[-1] if msg else p.returncode}"
+    try:
+        rows = json.loads(p.stdout or "[]")
+    except ValueError:
+        return None, f"bpftool {' '.join(args)} printed no JSON"
+    return (rows if isinstance(rows, list) else []), None
+
+
+# A perf user's command line that puts it on the system-call tracepoints without BPF.
+_PERF_ON_SYSCALLS = re.compile(rb"(?:^|\0)trace(?:\0|$)|raw_syscalls|syscalls:")
+
+
+def _perf_users(exclude):
+    """Processes that hold perf events and whose command line asks for the system-call
+    tracepoints (perf trace, perf record/stat -e raw_syscalls:...): a perf event without a
+    BPF program, which bpftool does not list.  [{'pid', 'comm', 'kind', 'tracepoint'}]."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in exclude:
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read(4096)
+            if not _PERF_ON_SYSCALLS.search(cmd):
+                continue
+            fds = os.listdir(f"/proc/{d}/fd")
+            n = sum(1 for fd in fds[:4096]
+                    if os.readlink(f"/proc/{d}/fd/{fd}") == "anon_inode:[perf_event]")
+        except OSError:
+            continue
+        if n:
+            out.append({"pid": int(d), "comm": escape.name(_comm(d)), "tracepoint": None,
+                        "prog_id": None,
+                        "kind": f"{n} perf event(s), no BPF (its command line names the "
+                                "system-call tracepoints)"})
+    return out
+
+
 def raw_syscalls_tracers(exclude=()):
-    """([{'pid', 'comm', 'tracepoint', 'prog_id'}], None) for every BPF program attached to
-    raw_syscalls through a perf event (comm as core.escape.name gives it, every byte kept),
-    plus {'pid': None, 'comm': 'ftrace',
-    ...} where ftrace has the event enabled; or (None, why) where that cannot be read.
-    exclude: pids to leave out (tw's own probes)."""
+    """([{'pid', 'comm', 'tracepoint', 'prog_id', 'kind'}], None) for everything on the
+    raw_syscalls tracepoints, every process's calls paying for it: BPF programs attached
+    through a perf event or a raw tracepoint (`bpftool perf list`, with the process that
+    holds it; comm as core.escape.name gives it, every byte kept), BPF links with no
+    process (`bpftool link list`: a raw tracepoint link pinned or held by a link's own
+    file), ftrace's own event (tracefs `enable`), and perf users on the system-call
+    tracepoints without BPF (perf trace); or (None, why) where that cannot be read.
+    exclude: pids to leave out (tw's own)."""
     out = []
     for base in TRACEFS:
         for ev in RAW_SYSCALLS:
@@ -49,7 +97,7 @@ def raw_syscalls_tracers(exclude=()):
                 with open(f"{base}/events/raw_syscalls/{ev}/enable") as f:
                     if f.read(4).strip() not in ("0", ""):
                         out.append({"pid": None, "comm": "ftrace", "tracepoint": ev,
-                                    "prog_id": None})
+                                    "prog_id": None, "kind": "ftrace event"})
             except OSError:
                 pass
         if out:
@@ -59,19 +107,30 @@ def raw_syscalls_tracers(exclude=()):
         return None, "bpftool is not installed (Debian's bpftool package)"
     if not proc.is_root():
         return None, "listing the BPF programs attached to tracepoints needs root"
-    p = proc.run([tool, "-j", "perf", "list"], timeout=30, limit=16 << 20)
-    if p.returncode != 0:
-        msg = (p.stderr or "").strip().splitlines()
-        return None, f"bpftool perf list: {msg[-1] if msg else p.returncode}"
-    try:
-        rows = json.loads(p.stdout or "[]")
-    except ValueError:
-        return None, "bpftool perf list printed no JSON"
-    for r in rows if isinstance(rows, list) else []:
-        if (isinstance(r, dict) and r.get("fd_type") == "tracepoint"
-                and r.get("tracepoint") in RAW_SYSCALLS and r.get("pid") not in exclude):
+    perf, why = _bpftool_json(tool, "perf", "list")
+    if perf is None:
+        return None, why
+    held = set()
+    for r in perf:
+        if (isinstance(r, dict) and r.get("fd_type") in ("tracepoint", "raw_tracepoint")
+                and r.get("tracepoint") in RAW_SYSCALLS):
+            held.add(r.get("prog_id"))
+            if r.get("pid") in exclude:
+                continue
             out.append({"pid": r.get("pid"), "comm": escape.name(_comm(r.get("pid"))),
-                        "tracepoint": r["tracepoint"], "prog_id": r.get("prog_id")})
+                        "tracepoint": r["tracepoint"], "prog_id": r.get("prog_id"),
+                        "kind": "BPF on a perf event" if r["fd_type"] == "tracepoint" else
+                                "BPF raw tracepoint link"})
+    links, why = _bpftool_json(tool, "link", "list")
+    if links is None:
+        return None, why
+    for r in links:
+        if (isinstance(r, dict) and r.get("type") == "raw_tracepoint"
+                and r.get("tp_name") in RAW_SYSCALLS and r.get("prog_id") not in held):
+            out.append({"pid": None, "comm": "(a BPF link held by no process: pinned)",
+                        "tracepoint": r["tp_name"], "prog_id": r.get("prog_id"),
+                        "kind": f"BPF raw tracepoint link {r.get('id')}"})
+    out += _perf_users(set(exclude) | {os.getpid()})
     return out, None
 
 

@@ -56,7 +56,7 @@ def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc
     whose bare_wrapper, if it has one, starts A's program the way B's is started but for the
     wall."""
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
-    wrapper = getattr(bare, "bare_wrapper", None)
+    wrapper = bare.bare_wrapper if bare is not None else None
     if wall is not None:
         more, wrapper, why = wall.before(variant, op, registry.get(variant).abi)
         if why:
@@ -109,7 +109,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
     host_before = hostwalls.raw_syscalls_tracers()
     try:
         if wall is not None:
-            facts = {"up": wall.up(out_dir)}
+            facts = {"up": wall.up(out_dir, [(c[0], c[1]) for c in cells])}
         doc = _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cpu,
                       realtime, tsc_hz, k, copied, same_build, wall, wall_both)
         if wall is not None and not wall_both:
@@ -130,7 +130,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
         finally:
             shutil.rmtree(top, ignore_errors=True)
     if stopped is None:
-        own = {getattr(getattr(wall, "p", None), "pid", None)}
+        own = wall.own_pids() if wall is not None else set()
         after = hostwalls.raw_syscalls_tracers(exclude=own)
         doc["host_tracers"] = {"before": host_before[0], "after": after[0],
                                "why": host_before[1] or after[1]}
@@ -158,7 +158,7 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
     # exit_group: the process's last call, made with the wall up, and allowed by any filter a
     # process can live behind; a call the filter answers itself never reaches sys_enter
     # (syscall_trace_enter returns before the tracepoint when seccomp says skip).
-    nr = seccomp.resolve("exit_group", seccomp.ABI_ARCH[registry.get(variant).abi])
+    nr = seccomp.number("exit_group", seccomp.ABI_ARCH[registry.get(variant).abi])
     with tempfile.TemporaryDirectory(prefix="tw-ab-evidence-", dir=tmp_dir()) as tmp:
         flags, (ra, rb), why = workflags.work_flags(binary.name, nr, [
             lambda: _run(a, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz, binary,
@@ -166,8 +166,7 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
             lambda: _run(b, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz,
                          binary if same_build else copied[(b["label"], variant)][0], wall)],
             tmp)
-    if hasattr(wall, "release"):
-        wall.release()
+    wall.release()
     out = {"cell": list(cell), "why": why, "a": None, "b": None, "probe": "bpftrace at "
            "raw_syscalls:sys_enter of exit_group, curtask->thread_info.syscall_work; the "
            "probe's own SYSCALL_TRACEPOINT left out"}
@@ -192,7 +191,7 @@ def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cp
         for rnd in range(rounds):
             order = [(c, s) for c in cells for s in (a, b)]
             random.Random(rnd).shuffle(order)
-            if getattr(wall, "grouped", False) and not wall_both:
+            if wall is not None and wall.grouped and not wall_both:
                 # A wall whose going up and down costs more than a run (the tracer: each
                 # attach and detach waits for the kernel's RCU) is put up once a round: B's
                 # runs together, A's together, each side first every other round, so that a
@@ -201,8 +200,8 @@ def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cp
                 order = [x for side in sides for x in order if x[1] is side]
             for c, s in order:
                 d = data[(c, s["label"])]
-                if s is a and wall is not None and hasattr(wall, "release"):
-                    wall.release()
+                if s is a and wall is not None and not wall_both:
+                    wall.release()      # B's alone: an A/A keeps it up for both sides
                 if d["reason"]:
                     continue
                 g = rnd % k
@@ -223,7 +222,7 @@ def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cp
                                     "t_s": round(time.monotonic() - t0, 3),
                                     "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
                                     "speculation": r.get("speculation"), "wall": r.get("wall")})
-            if wall is not None and hasattr(wall, "release"):
+            if wall is not None:
                 wall.release()
             done = rnd + 1
             now = time.monotonic()

@@ -239,7 +239,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
             said = (msg[-1] if msg else "no message").removeprefix(f"{path.name}: ")
             raise OSError(e, f"{os.strerror(e)} ({Path(name).name} --op {op}: {said})",
                           str(file_dir or os.getcwd()))
-        raise SyscostError(f"{_cmd_text(cmd)}: exit {p.returncode}: "
+        raise SyscostError(f"{_cmd_text(cmd)}: {proc.exit_text(p.returncode)}: "
                            f"{msg[-1] if msg else 'no message'}")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if not lines:

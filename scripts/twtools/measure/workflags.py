@@ -5,11 +5,7 @@ import time
 from pathlib import Path
 
 from ..core import proc
-
-# SYSCALL_WORK_* bits (include/linux/thread_info.h, enum syscall_work_bit): what sends a call
-# off the fast path at entry (syscall_trace_enter) and into the exit work.
-WORK_BITS = {1: "SECCOMP", 2: "SYSCALL_TRACEPOINT", 4: "SYSCALL_TRACE", 8: "SYSCALL_EMU",
-             16: "SYSCALL_AUDIT", 32: "SYSCALL_USER_DISPATCH", 64: "SYSCALL_EXIT_TRAP"}
+from ..machine.walldefs import WORK_BITS, work_names  # noqa: F401 (the names, defined once)
 
 
 WORK_SCRIPT = r"""
@@ -59,9 +55,33 @@ def work_flags(comm, nr, runs, tmp):
     return flags, results, None
 
 
-def work_names(bits, drop=2):
-    """The SYSCALL_WORK flags set in bits, by name (SYSCALL_TRACEPOINT left out: the probe
-    that read them sets it)."""
-    return [n for b, n in sorted(WORK_BITS.items()) if bits & b and not b & drop]
+def audit_host(tmp):
+    """What audit gives a process started now, read from a fresh /bin/true's SYSCALL_WORK
+    flags at its exit_group: {'enabled': audit's flag (auditctl -s) or None, 'context': True,
+    False or None (unknown), 'why'}.  audit_alloc() gives every new task a context once
+    audit has been enabled in this boot (audit_ever_enabled), which auditctl -s does not
+    say: the flag does.  bpftrace's own probe sets SYSCALL_TRACEPOINT, never SYSCALL_AUDIT."""
+    import subprocess
+    from ..machine import hostwalls, seccomp
+    st = hostwalls.audit_status()
+    out = {"enabled": st.get("enabled"), "rules": st.get("rules"), "context": None}
+    nr = seccomp.number("exit_group", seccomp.AUDIT_ARCH_X86_64)
 
+    def one():
+        p = subprocess.Popen(["/bin/true"])
+        p.wait()
+        return {"pid": p.pid}
 
+    flags, (r,), why = work_flags("true", nr, [one], tmp)
+    if flags is None or r["pid"] not in flags:
+        out["why"] = why or "bpftrace did not see the new process's exit_group"
+        return out
+    has = bool(flags[r["pid"]] & 16)
+    out["context"] = has
+    out["why"] = (("audit is on" if st.get("enabled") == 1 else
+                   "audit is off now but was enabled once in this boot") +
+                  ": a new process carries SYSCALL_AUDIT" if has else
+                  "a new process carries no SYSCALL_AUDIT flag (read by bpftrace at its "
+                  "exit_group): audit was never enabled in this boot, or a task rule says "
+                  "never")
+    return out

@@ -2,6 +2,7 @@
 to the 64-bit syscall and to int 0x80, and the section with every wall measured, each row's
 added cost with its interval and the path the call takes through the wall."""
 from ..analyse import walls as a_walls
+from ..machine.walldefs import HEADLINE_CELLS, HEADLINE_WORDS
 from .census import fmt_ns as _ns
 from .document import outside
 
@@ -25,8 +26,8 @@ def first_line(d):
         return None
     h = d["headline"]
     parts = []
-    for (variant, op), what in ((("64-syscall", "getppid"), "the 64-bit `syscall`"),
-                                (("32-int80", "getppid"), "int 0x80 (32-bit)")):
+    for variant, op in HEADLINE_CELLS:
+        what = HEADLINE_WORDS[(variant, op)]
         t = _added_text(h.get((variant, op)))
         if t:
             cached = ((h[(variant, op)].get("chain") or {}).get("cached"))
