@@ -43,6 +43,7 @@ CHECK_TIER = (
     "test_sweep_target.py",
     "test_sweep_target_vs_ref.py",
     "test_sweep_missed.py",
+    "test_target_reported.py",
     "test_run_target.py::test_target_where",
     "test_compare.py",
     "test_kernels_side_by_side.py",

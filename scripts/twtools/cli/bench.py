@@ -136,6 +136,7 @@ def main(args, name):
         ui.progress(line)
         exit_doc = exit_price(out, args.mode, analysed, fp)
         hold_exit_move(analysed, fp, exit_doc)
+        reported_line(analysed, target)
         # The figures in ns are at the top core clock the run met, which moved 10% between
         # two such runs beside the neighbour (docs/syscost.md); the cycles and the ratios held.
         ref = analysed["reference"]
@@ -238,6 +239,28 @@ def hold_exit_move(analysed, fp, exit_doc):
                 f"against the matrix; the {n} cells that pay exits have intervals that hold "
                 "both prices and as far the other way (tw compare decides them at one price)")
     return n
+
+
+def reported_line(analysed, target):
+    """The target judged again on the figures the run reports, after every widening (the
+    exit's move held): the stopping rule judged the matrix's moment, and a cell it counted
+    within can leave the target once its interval holds the exit's move.  Recorded in the
+    analysis (--json: target_reported) and said in one line that names each wider cell and
+    why (percall.reported_status)."""
+    st = percall.reported_status(analysed, target)
+    analysed["target_reported"] = st
+    if not st["cells"]:
+        return st
+    line = (f"bench: as reported, {st['within']} of {st['cells']} fast cells within "
+            f"±{100 * target:g}%")
+    if st["wide"]:
+        shown = [f"{w['cell']} "
+                 + (f"±{100 * w['half_width']:.2f}%" if w["half_width"] is not None
+                    else "unknown") + f" ({w['why']})" for w in st["wide"][:6]]
+        more = len(st["wide"]) - len(shown)
+        line += "; wider: " + "; ".join(shown) + (f"; and {more} more (--json)" if more > 0 else "")
+    ui.progress(line)
+    return st
 
 
 def write_meta(out, mode, doc, facts_s=None, exit_doc=None):
