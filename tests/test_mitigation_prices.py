@@ -54,3 +54,18 @@ def test_what_user_space_cannot_run_says_so():
     assert "spread over the kernel's code" in pcauses.price_text({"instruction": None,
                                                                   "price_ns": None})
     assert "no VERW timed" in pcauses.price_text({"instruction": "verw", "price_ns": None})
+
+
+def test_tw_legs_table_carries_each_instruction_or_why():
+    """tw legs prints the instructions beside the legs: a price, or the reason none."""
+    import csv
+    import io
+    from twtools.present import export, tables
+    lg = {"variants": {}, "instructions": legs.instructions(
+        {"instructions": {"verw": records([8.4, 8.5, 8.6, 8.4]), "lfence": []},
+         "instructions_why": {"lfence": "syscost: --op lfence: not built"}})}
+    rows = {r["figure"]: r for r in csv.DictReader(io.StringIO(
+        export.CsvExporter().render(tables.legs(lg)))) if r["variant"] == "user space"}
+    assert 8.3 < float(rows["verw (one instruction)"]["value_ns"]) < 8.8
+    assert rows["lfence (one instruction)"]["value_ns"] == ""
+    assert "not built" in rows["lfence (one instruction)"]["why"]

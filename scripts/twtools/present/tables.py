@@ -235,6 +235,10 @@ def legs(lg):
         d = ((lg or {}).get("differences") or {}).get(v)
         for k in ("in", "body", "out", "tracer") if d else ():
             row(v, f"{k} - {d['baseline']}", d.get(k))
+    # a mitigation's own instruction, timed from user space in the same blocks: the lower bound
+    # of its price on the leg where the kernel runs it (docs/legs.md)
+    for op, x in sorted(((lg or {}).get("instructions") or {}).items()):
+        row("user space", f"{op} (one instruction)", x)
     return t
 
 
