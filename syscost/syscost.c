@@ -87,7 +87,11 @@
  *                  copy.  The file is rewound (lseek, untimed) before every
  *                  batch and every warm-up pass, so measured calls overwrite
  *                  cached pages of a file that ends calls_per_batch * size
- *                  bytes long; no timed call allocates blocks.
+ *                  bytes long; no timed call allocates blocks.  A batch
+ *                  writes at most FILE_SPAN bytes (calls capped at
+ *                  FILE_SPAN / size), so the pages it overwrites stay in
+ *                  the core's own cache and the figure is the call's, not
+ *                  the host's memory's (docs/syscost.md)
  *   write-sync     the same with O_SYNC: every call waits for the device
  *   gettimeofday   gettimeofday(tv, NULL): 0
  *   clock_gettime  clock_gettime(CLOCK_MONOTONIC, &ts): 0
@@ -143,6 +147,17 @@
 #include "wall.h"
 
 #define EMPTY_MIN_CALLS	20000L	/* the empty loop runs at least this many */
+/*
+ * write-file's batch overwrites at most this many bytes of its file: 128 KiB,
+ * half of the smallest L2 of the x86 cores timewrite meets (256 KiB on Intel's
+ * client cores since Haswell; 512 KiB on AMD Zen 1-3, 1-2 MiB since).  With the
+ * 1 ms batches' own size, a 4 KiB write's batch spanned 2.5-4.9 MiB, and its
+ * floor followed the host's last-level cache: on an Intel family 6 model 207
+ * guest 455-479 ns a process on a quiet host and 370 or 490 ns for whole runs
+ * beside the neighbour, where 32 calls a batch (128 KiB) gave 365-369 ns in
+ * every quiet process.
+ */
+#define FILE_SPAN	(128L * 1024)
 #define TIME_WINDOW	3600	/* time: accepted up to this long after the start */
 
 typedef long (*call3_fn)(long, long, long, long);
@@ -422,7 +437,7 @@ cpu_bracket_ns(void)
 
 /* Calls per batch so that one batch lasts at least target_ns. */
 static long
-autosize(double target_ns, const char *what)
+autosize(double target_ns, long max_calls, const char *what)
 {
 	long n = 1;
 
@@ -430,7 +445,7 @@ autosize(double target_ns, const char *what)
 		double ns = ticks_to_ns(timed(0, n, what));
 		double want;
 
-		if (ns >= target_ns || n >= MAX_CALLS)
+		if (ns >= target_ns || n >= max_calls)
 			return n;
 		/* Grow 2..10x per step: a lucky first call must not overshoot. */
 		want = ns > 0 ? target_ns / (ns / (double)n) * 1.1 + 1 : (double)n * 10;
@@ -438,7 +453,7 @@ autosize(double target_ns, const char *what)
 			want = (double)n * 10;
 		if (want < (double)n * 2)
 			want = (double)n * 2;
-		n = want > (double)MAX_CALLS ? MAX_CALLS : (long)want;
+		n = want > (double)max_calls ? max_calls : (long)want;
 	}
 }
 
@@ -590,12 +605,14 @@ chain_step_ns(void)
 static void
 measure(const struct opts *o, struct run *r, const char *what)
 {
-	long k, n, nmax;
+	long k, n, nmax, max_calls;
 	uint64_t t0;
 	double t_ns;
 	struct stat st;
 
-	r->calls = n = o->calls ? o->calls : autosize(o->batch_ms * 1e6, what);
+	max_calls = o->op == OP_WRITE_FILE && o->size > 0 ?
+	    (FILE_SPAN / o->size > 0 ? FILE_SPAN / o->size : 1) : MAX_CALLS;
+	r->calls = n = o->calls ? o->calls : autosize(o->batch_ms * 1e6, max_calls, what);
 
 	/*
 	 * Warm-up passes of exactly n calls, so that the file (write-file/-sync)

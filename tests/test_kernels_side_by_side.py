@@ -174,6 +174,29 @@ def test_a_copy_of_itself_changed_nothing(tmp_path):
     assert b["scale"] == pytest.approx(1, abs=1e-9)
 
 
+def test_write_file_cells_of_different_spans_are_not_compared(tmp_path):
+    """A run whose write-file batches stay within 128 KiB of the file (syscost's cap) against
+    one from before the cap, whose 4 KiB writes spanned 280-800 KiB: those cells measured the
+    host's memory as well, and are not decided; the 256-B ones, within 2x, still are."""
+    shutil.copytree(V782, tmp_path / "b")
+    doc = json.loads(lzma.open(tmp_path / "b" / "percall.json.xz").read())
+    for c in doc["cells"]:
+        if c["op"] == "write-file" and c["size"] == 4096:
+            c["calls_per_batch"] = 32
+            for r in c.get("rounds") or []:
+                r["calls_per_batch"] = 32
+    (tmp_path / "b" / "percall.json.xz").unlink()
+    (tmp_path / "b" / "percall.json").write_text(json.dumps(doc))
+    _, got = pair(V782, tmp_path / "b")
+    rows = [r for r in got["decisions"] if r["op"] == "write-file"]
+    big = [r for r in rows if r["size"] == 4096
+           and not (r["no_decision"] or "").startswith("unsupported")]     # sysenter on AMD
+    assert len(big) >= 6      # one row a variant (its ret shape)
+    for r in big:
+        assert "KiB of the file" in (r["no_decision"] or ""), r
+    assert any(r["no_decision"] is None for r in rows if r["size"] == 256)
+
+
 def test_a_truncated_xz_is_refused_with_its_name(tmp_path):
     d = tmp_path / "cut"
     shutil.copytree(V782, d)

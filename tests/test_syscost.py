@@ -202,6 +202,25 @@ def test_write_file_really_writes(build, variant, tmp_path):
     assert out.read_bytes() == b"x" * 5000
 
 
+@pytest.mark.parametrize("size,most", [(4096, 32), (100_000, 1), (256, 512)])
+def test_a_write_file_batch_spans_at_most_128_kib(build, tmp_path, size, most):
+    """Sized by --batch-ms alone, a batch of 4 KiB writes spanned 2.5-4.9 MiB of its file and
+    its floor followed the host's last-level cache (docs/syscost.md): the calls a batch are
+    capped at 128 KiB / size (at least one), so the file ends no longer than that; an explicit
+    --calls is kept as given."""
+    out = tmp_path / "out.bin"
+    p = run([syscost("64-syscall"), "--op", "write-file", "--size", size, "--batch-ms", 2,
+             "--batches", 2, "--warmup-ms", 1, "--file", out], text=True)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert 1 <= d["calls_per_batch"] <= most
+    assert out.stat().st_size == d["file_bytes"] == d["calls_per_batch"] * size
+    assert d["file_bytes"] <= max(128 * 1024, size)
+    p = run([syscost("64-syscall"), "--op", "write-file", "--size", 4096, "--calls", 100,
+             "--batches", 1, "--warmup-ms", 1, "--file", out], text=True)
+    assert json.loads(p.stdout)["calls_per_batch"] == 100
+
+
 def test_default_op_is_one_the_mechanism_can_make(build):
     d = json.loads(run([syscost("64-libc")] + FAST, text=True).stdout)
     assert d["op"] == "getppid"

@@ -35,6 +35,35 @@ SLOWER, FASTER, SAME = "slower", "faster", "no difference detected"
 # The variant whose cells measure the host's own move between two runs (reference_of).
 REF_VARIANT = "64-syscall"
 
+# The most of its file a write-file batch overwrites (syscost.c FILE_SPAN): a batch sized by its
+# time alone spanned 2.5-4.9 MiB for 4 KiB writes, and its figure followed the host's
+# last-level cache (370 or 490 ns for whole runs on one guest).  Two cells whose batches
+# spanned one within it and one well past it measured different things.
+FILE_SPAN_BYTES = 128 * 1024
+
+
+def file_span(c):
+    """The bytes of its file one batch of a write-file cell overwrote (calls a batch x size),
+    or None."""
+    if (c or {}).get("op") != "write-file" or not c.get("calls_per_batch") or not c.get("size"):
+        return None
+    return c["calls_per_batch"] * c["size"]
+
+
+def span_differs(a_cell, b_cell):
+    """Why two write-file cells cannot be compared, or None: one's batches stayed within
+    FILE_SPAN_BYTES of its file and the other's spanned more than twice that (a run from
+    before the cap, or a --calls given by hand)."""
+    sa, sb = file_span(a_cell), file_span(b_cell)
+    if not sa or not sb:
+        return None
+    lo, hi = sorted((sa, sb))
+    if hi <= 2 * FILE_SPAN_BYTES or hi <= 2 * lo:
+        return None
+    return (f"A's batches overwrote {sa / 1024:.0f} KiB of the file and B's "
+            f"{sb / 1024:.0f} KiB; past the core's cache a write's cost follows the host's "
+            "memory, so the two measured different things (docs/syscost.md)")
+
 
 def decide(ratio, what="B"):
     """{decision, pct, pct_ci, detectable_pct, sentence} from a B/A ratio summary, or a

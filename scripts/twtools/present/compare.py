@@ -223,7 +223,7 @@ def _why_no_decision(a, b, base, s):
     for x in (base, s):
         if x.unusable and not why:
             why = f"{x.label}: {document.outside(x.unusable)}"
-    return why
+    return why or decide.span_differs(a, b)
 
 
 def _reference(op, key, which="undisturbed"):
