@@ -1,4 +1,4 @@
-"""tw bench --target prices the VM exit again at its end, as tw run does.
+"""tw bench prices the VM exit again at its end, as tw run does, with or without --target.
 
 Why it can break: a --target run takes minutes and narrows its intervals to +-1%, while the
 host moves the price of a VM exit over minutes.  Two `tw bench --target 1%` runs beside the
@@ -8,9 +8,12 @@ outside both intervals: 44 of 48 overlapped.  The run now prices the exit once m
 matrix (measure/exitprice.py) and records it beside percall.json, so that its own table,
 `tw report` and `tw compare` hold or take out the exit's move (analyse/exitdrift.py).  If the
 stage does not run, or what the run prints differs from what the directory's analysis gives,
-a rerun's int 0x80 cells fall outside again.  Live: the figures are the host's; only that the
-price was taken, recorded and used as said is checked.
+a rerun's int 0x80 cells fall outside again.  A default run is narrow enough to meet the same
+move: beside the neighbour on an Intel guest (family 6, model 207) one exit cost 1.9% less in
+the second of two back-to-back default runs and two int 0x80 cells missed.  Live: the figures
+are the host's; only that the price was taken, recorded and used as said is checked.
 """
+import pytest
 import json
 import re
 import sys
@@ -23,13 +26,21 @@ from twtools.analyse import results  # noqa: E402
 TW = ROOT / "scripts" / "tw"
 
 
-def test_a_target_run_prices_the_exit_at_its_end(build, tmp_path):
+@pytest.mark.parametrize("target", [["--target", "50%", "--budget", "5s"], []],
+                         ids=["target", "default"])
+def test_a_run_prices_the_exit_at_its_end(build, tmp_path, target):
     need_supported("syscost", "64-syscall")
     out = tmp_path / "b"
     p = run([sys.executable, TW, "bench", "--variants", "64-syscall,64-int80",
-             "--ops", "null,cpuid", "--shapes", "ret", "--rounds", "4", "--target", "50%",
-             "--budget", "5s", "--out", out], text=True, timeout=300)
+             "--ops", "null,cpuid", "--shapes", "ret", "--rounds", "4", *target,
+             "--out", out], text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
+    if not (out / "exitprice.json").exists():
+        # this run's fit did not agree with the kernel's facts (4 rounds of a noisy host), or
+        # the kernel's facts say int 0x80 pays no exit here (bare metal, APICv)
+        assert "no measured call pays a VM exit here" in p.stderr, p.stderr[-1500:]
+        assert "exit-price" not in json.loads((out / "meta.json").read_text())["stages"]
+        return
     assert "the price of a VM exit again, at the run's end" in p.stderr
     meta = json.loads((out / "meta.json").read_text())
     assert list(meta["stages"]) == ["doctor", "bench", "exit-price"]
@@ -53,11 +64,12 @@ def test_a_target_run_prices_the_exit_at_its_end(build, tmp_path):
         assert f"one exit cost {ep['move_pct']:+.2f}%" in p.stderr
 
 
-def test_a_run_without_target_has_no_exit_stage(build, tmp_path):
+def test_a_run_where_no_call_pays_an_exit_has_no_exit_stage(build, tmp_path):
     need_supported("syscost", "64-syscall")
     out = tmp_path / "b"
     p = run([sys.executable, TW, "bench", "--variants", "64-syscall", "--ops", "null,cpuid",
              "--shapes", "ret", "--rounds", "2", "--out", out], text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
+    assert "no measured call pays a VM exit here" in p.stderr
     assert not (out / "exitprice.json").exists()
     assert "exit-price" not in json.loads((out / "meta.json").read_text())["stages"]
