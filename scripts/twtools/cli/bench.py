@@ -128,6 +128,11 @@ def main(args, name):
                    if (analysed.get("core_clock") or {}).get("ghz") else "") + "; "
                 + ("stopped at the target" if doc["host_state"]["stopped"] == "target" else
                    f"the budget of {budget:.0f} s ended first") + ")")
+        held = sum(1 for c in analysed["cells"] if ((c.get("undisturbed") or {}).get(
+            "sequential") or {}).get("held_by_drift"))
+        if held:
+            line += (f"; {held} of them planned for the whole ±{100 * target:g}% because the "
+                     "host's drift alone takes it (named below)")
         others = sum(1 for c in doc["cells"] if c["supported"] and c["op"] not in percall.FAST_OPS)
         if others:
             line += (f"; cells the target does not judge: {others}, with the mode's "
