@@ -307,7 +307,9 @@ def all_decisions(real):
 
 
 def _machine_text(m):
-    return "unknown CPU" if not m else f"{m[0]} family {m[1]} model {m[2]} stepping {m[3]}"
+    # The vendor is the results' free text: escaped like every other string a run brings.
+    return ("unknown CPU" if not m else
+            document.outside(f"{m[0]} family {m[1]} model {m[2]} stepping {m[3]}"))
 
 
 def _fact_value(v):
