@@ -57,7 +57,7 @@ class _Sweep:
         self.rounds, self.each, self.log, self.name = rounds, each, log, name
         self.done, self.stopped = 0, None
 
-    def round(self, r):
+    def round(self, r, focus=None):
         time.sleep(self.each)
         self.log.append((self.name, r))
         self.done = r + 1

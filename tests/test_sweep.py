@@ -293,7 +293,7 @@ class _Log:
     def __init__(self, name, rounds, log):
         self.name, self.rounds, self.log = name, rounds, log
 
-    def round(self, r):
+    def round(self, r, focus=None):
         self.log.append((self.name, r))
 
 

@@ -182,7 +182,7 @@ class _Sweep:
     def __init__(self, rounds, log, name):
         self.rounds, self.log, self.name, self.done = rounds, log, name, 0
 
-    def round(self, r):
+    def round(self, r, focus=None):
         self.log.append((self.name, r))
         self.done = r + 1
 
