@@ -142,7 +142,7 @@ def test_the_report_says_int80_carries_the_exit_price_of_its_moment(aa):
     from twtools.present import report
     note = report._exit_note(sets[0].data["causes"])
     assert note.startswith(" 32-int80 and 64-int80 pay a VM exit a call here")
-    assert "(one cpuid: 3600 ns [3593, 3608])" in note and "`tw compare`" in note
+    assert "(one cpuid: 3600 ns [3592, 3609])" in note and "`tw compare`" in note
     # no exit paid (bare metal, APICv/AVIC, a kernel before 6.7): nothing to say
     assert report._exit_note({"exit_price_ns": {"value": 100.0}, "mechanisms": {}}) == ""
     assert report._exit_note(None) == ""

@@ -371,9 +371,14 @@ def undisturbed(doc, cell, where, interval=True, host=None):
         clk = coreclock.clock(doc)
         if clk[0]:
             vals = [v * coreclock.factor(doc, rd, clk) for v, rd in zip(vals, rounds)]
-        u = percall.undisturbed_of(doc, cell, rounds, vals, times, host)
-        return {"value": u.get("value"), "ci_low": u.get("ci_low"), "ci_high": u.get("ci_high"),
-                "estimator": UNDISTURBED[0]}
+        # the host's drift over the run held as the report holds it (percall.hold_host_drift)
+        drift = percall.host_drift(host)
+        u = percall.undisturbed_of(doc, cell, rounds, vals, times, host, drift)
+        c = {"undisturbed": u, "undisturbed_ns": u.get("value"),
+             "undisturbed_ci_low": u.get("ci_low"), "undisturbed_ci_high": u.get("ci_high")}
+        percall.hold_host_drift(c, drift)
+        return {"value": c["undisturbed_ns"], "ci_low": c["undisturbed_ci_low"],
+                "ci_high": c["undisturbed_ci_high"], "estimator": UNDISTURBED[0]}
     if hasattr(stats, "undisturbed"):
         if not interval:
             # The same figure (the lower-tail mean of the rounds' floors is the estimate
