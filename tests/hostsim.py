@@ -77,9 +77,10 @@ class Host:
         return floors, labels, fast
 
 
-def percall_doc(probes, ref_rounds, cell_rounds, wall_s, n_rounds, target=None):
+def percall_doc(probes, ref_rounds, cell_rounds, wall_s, n_rounds, target=None, plan="drift"):
     """A quiet-first percall.json document of two 64-bit syscall cells, the reference (null)
-    and getppid, from their rounds and the host's probes, as tw bench writes it."""
+    and getppid, from their rounds and the host's probes, as tw bench writes it (plan: the
+    --target rule's host_state.target_plan; None as a run before the drift-aware rule)."""
     base = {"variant": "64-syscall", "bits": 64, "abi": "x86_64", "mechanism": "syscall",
             "size": None, "shape": "ret", "supported": True, "status": "works",
             "reason": None, "calls_per_batch": 10000}
@@ -88,6 +89,7 @@ def percall_doc(probes, ref_rounds, cell_rounds, wall_s, n_rounds, target=None):
             "reference": {"variant": "64-syscall", "op": "null", "shape": "ret"},
             "wall_s": wall_s, "host_state": {"probes": probes, "quiet_first": True,
                                              "waited_s": 0.0, "budget_s": 10.0,
-                                             "target": target, "stopped": None},
+                                             "target": target, "stopped": None,
+                                             "target_plan": plan if target else None},
             "cells": [dict(base, op="null", rounds=ref_rounds),
                       dict(base, op="getppid", rounds=cell_rounds)]}

@@ -113,3 +113,13 @@ def test_a_cell_whose_drift_alone_takes_the_target_is_done_and_named():
     name = " ".join(str(x) for x in percall.key(c) if x is not None)
     (w,) = [w for w in percall.reported_status(a, 0.01)["wide"] if w["cell"] == name]
     assert "host's drift over the run" in w["why"] and "more rounds do not narrow" in w["why"]
+
+
+def test_a_run_made_before_the_drift_aware_rule_is_read_by_the_plan_it_stopped_by():
+    """A stored run planned each cell for the whole target: reading it with the new plan would
+    move its intervals (and the fleet's digest off the report's) after the fact."""
+    from test_quiet_first import _cell, _doc
+    doc = _drifted(_doc(0.6, n_rounds=120, seed=4, target=0.01), 0.006)
+    doc["host_state"].pop("target_plan")
+    sq = _cell(percall.analyse(doc))["undisturbed"]["sequential"]
+    assert sq["target_sampling"] == 0.01 and sq["drift_rel"] is None

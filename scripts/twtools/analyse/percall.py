@@ -367,6 +367,12 @@ def undisturbed_of(doc, cell, rounds, vals, times, probes=None, drift=None):
         gated = {"fast_processes": len(fast), "processes": len(rounds), "min": GATED_MIN}
         fast_floors = [float(min(vals[i])) for i in fast if len(vals[i])]
         gated["fast_floors"] = [round(f, 3) for f in fast_floors]
+        # the plan the run stopped by, read as stored: since the drift-aware rule a run
+        # says so (host_state.target_plan); an older one planned for the whole target
+        if ((doc or {}).get("host_state") or {}).get("target_plan") == "drift":
+            drift = drift if drift is not None else host_drift(probes)
+        else:
+            drift = None
         aimed, drift_rel, held = sampling_target(target, drift) \
             if isinstance(target, (int, float)) and 0 < target < 1 else (None, None, False)
         seq = sequential.progress(fast_floors, aimed, resolution=resolution(doc, cell)) \

@@ -380,6 +380,10 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
     quiet = quiet_first and ref_key is not None and target is None
     host = {"probes": [], "tol": HOST_TOL, "quiet_first": quiet, "waited_s": 0.0,
             "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0,
+            # the stopping rule's plan: each cell's sampling aims at what the host's drift
+            # leaves of the target (percall.sampling_target); a run without it planned for
+            # the whole target and is read so
+            "target_plan": "drift" if target is not None else None,
             "deadline_s": round(deadline - t_start, 1) if deadline is not None else None}
     rule = HostProbe()       # the live rule: fast or slow, from the probes so far
     # the headline's cells (headline()): their processes that met the fast state so far (a
