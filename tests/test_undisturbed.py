@@ -179,11 +179,16 @@ def test_compare_of_two_icelake_runs_calls_no_more_than_chance(icelake):
     sets = [present_compare.ResultSet.from_dir(d) for d in icelake]
     j = present_compare.decisions_json(sets)
     fam = next(iter(j["families"].values()))
-    assert fam["tests"] >= 80
+    # Each row is decided by its figure and, since the base model (issue 71), by each way's
+    # premium over the base in place of its ratio to the 64-bit syscall (the base's own way has
+    # no premium): 70 decisions on this pair, where the ratios gave 90.
+    assert fam["tests"] >= 60
     assert fam["called"] <= fam["expected_by_chance"], fam
-    fast = [d["relative"]["detectable_pct"] for d in j["decisions"]
+    # the figures themselves (an undisturbed row's ratio to the 64-bit syscall gave way to its
+    # premium over the base, issue 71)
+    fast = [d["absolute"]["detectable_pct"] for d in j["decisions"]
             if d["op"] in ("null", "getppid", "write-devnull") and d["figure"] == "undisturbed"
-            and d.get("relative")]
+            and d.get("absolute") and d["absolute"].get("detectable_pct") is not None]
     # Averaged over processes (docs/syscost.md, "The estimand"), a fast cell's interval holds
     # what a rerun draws anew, the processes' layout levels: about 1% half-width on this
     # Ice Lake pair, so about 2.6% is what a comparison of two runs can detect.
