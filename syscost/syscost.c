@@ -176,7 +176,7 @@ static call3_fn shape_fn;	/* ret and jmp: the stub the C loop calls */
  * through a pointer the compiler cannot follow (run_calls), so neither the
  * call nor the loop around it can be optimised away.
  */
-__attribute__((noinline, noclone)) static long
+__attribute__((noinline, noclone)) TW_TIMED_CODE static long
 empty_syscall3(long nr, long a1, long a2, long a3)
 {
 	long r = call.lo;
@@ -195,7 +195,7 @@ empty_syscall3(long nr, long a1, long a2, long a3)
  * bare metal it costs a few hundred cycles and no exit.  Leaf 0 returns the
  * highest standard leaf in eax, which is the result checked.
  */
-__attribute__((noinline, noclone)) static long
+__attribute__((noinline, noclone)) TW_TIMED_CODE static long
 cpuid_call3(long nr, long a1, long a2, long a3)
 {
 	unsigned int a = 0, b, c = 0, d;
@@ -217,7 +217,7 @@ cpuid_call3(long nr, long a1, long a2, long a3)
  * user loop than after a system call's work.  It sets ZF for a writable
  * segment: the result checked is 1.
  */
-__attribute__((noinline, noclone)) static long
+__attribute__((noinline, noclone)) TW_TIMED_CODE static long
 verw_call3(long nr, long a1, long a2, long a3)
 {
 	static const unsigned short sel = 0x2b;
@@ -235,7 +235,7 @@ verw_call3(long nr, long a1, long a2, long a3)
  * price in a user loop is a lower bound of what it costs on the way in, where
  * it waits for the loads before it.  Returns 1, the result checked.
  */
-__attribute__((noinline, noclone)) static long
+__attribute__((noinline, noclone)) TW_TIMED_CODE static long
 lfence_call3(long nr, long a1, long a2, long a3)
 {
 	(void)nr, (void)a1, (void)a2, (void)a3;
@@ -248,7 +248,7 @@ lfence_call3(long nr, long a1, long a2, long a3)
  * ticks.  The first wrong result and the number of wrong results come back
  * through bad/first.
  */
-__attribute__((noinline)) static uint64_t
+__attribute__((noinline)) TW_TIMED_CODE static uint64_t
 run_calls(call3_fn fn, const struct tw_loop *c, long n, long *bad, long *first)
 {
 	long nr = c->nr, a1 = c->a1, a2 = c->a2, a3 = c->a3, lo = c->lo, hi = c->hi;
@@ -271,7 +271,7 @@ run_calls(call3_fn fn, const struct tw_loop *c, long n, long *bad, long *first)
 }
 
 /* The inline shape: the stub's own loop (tw_loop3 or tw_loop3_empty). */
-__attribute__((noinline)) static uint64_t
+__attribute__((noinline)) TW_TIMED_CODE static uint64_t
 run_loop(loop_fn loop, struct tw_loop *c, long n, long *bad, long *first)
 {
 	uint64_t t0, t1;

@@ -23,7 +23,7 @@
 const char tw_mechanism[] = "libc";
 const char tw_mech_hint[] = "";
 
-long
+TW_TIMED_CODE long
 tw_syscall3(long nr, long a1, long a2, long a3)
 {
 	long r;
