@@ -267,6 +267,19 @@ def write_json(path, obj):
     write_text(path, text)
 
 
+def read_fd(fd, limit):
+    """Up to `limit` bytes from an open file descriptor's position to its end, in reads of at
+    most 64 KiB: for a file whose size says nothing (/proc's report 0) or that may be short."""
+    chunks, total = [], 0
+    while total < limit:
+        b = os.read(fd, min(1 << 16, limit - total))
+        if not b:
+            break
+        chunks.append(b)
+        total += len(b)
+    return b"".join(chunks)
+
+
 def read_json(path, default=None):
     """A JSON file's content, or default when it does not exist.  No checks: a results
     directory is read through twtools.analyse.results, which validates."""

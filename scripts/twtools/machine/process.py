@@ -23,7 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..core import escape
+from ..core import escape, files
 from . import elf
 from .seccomp import status as seccomp_status
 from .vdso32 import classify_vdso32
@@ -67,14 +67,7 @@ def _read_bounded(path, limit):
     them: the read does)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        chunks, total = [], 0
-        while total < limit:
-            b = os.read(fd, min(1 << 16, limit - total))
-            if not b:
-                break
-            chunks.append(b)
-            total += len(b)
-        return b"".join(chunks)
+        return files.read_fd(fd, limit)
     finally:
         os.close(fd)
 

@@ -33,6 +33,7 @@ import ctypes
 import os
 from dataclasses import dataclass, field
 
+from ..core import files
 from . import seccomp, seccompsim
 from .seccompprofile import ProfileError
 
@@ -148,14 +149,7 @@ def _export(L, ctx):
             raise ProfileError(f"libseccomp could not export the filter: {os.strerror(-rc)}")
         size = os.fstat(fd).st_size
         os.lseek(fd, 0, os.SEEK_SET)
-        chunks, got = [], 0
-        while got < size:
-            b = os.read(fd, size - got)
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-        return b"".join(chunks)
+        return files.read_fd(fd, size)
     finally:
         os.close(fd)
 
