@@ -184,8 +184,9 @@ def test_an_audit_spec_refused_for_want_of_consent_leaves_no_folder(tmp_path):
 
 def test_a_child_a_signal_killed_is_named_by_its_signal(build):
     with pytest.raises(syscost.SyscostError) as e:
-        syscost.measure("64-syscall", "getppid", batches=1,
-                        command_wrapper=lambda cmd: ["/bin/sh", "-c", "kill -SYS $$"])
+        syscost.measure("64-syscall", "getppid", sampling=syscost.Sampling(batches=1),
+                        launch=syscost.Launch(
+                            command_wrapper=lambda cmd: ["/bin/sh", "-c", "kill -SYS $$"]))
     assert "killed by SIGSYS (signal 31)" in str(e.value)
     assert "exit -31" not in str(e.value)
 

@@ -211,8 +211,9 @@ def measure_file(out, rounds, copies, variants=FILE_VARIANTS):
             random.Random(r).shuffle(order)
             for v, kind, g in order:
                 binary = src[v] if kind == "same" else copied[v][g]
-                res = syscost.measure(v, "null", batches=4, batch_ms=0.5, warmup_ms=2, cpu=cpu,
-                                      tsc_hz=tsc_hz, realtime=True, binary=binary)
+                res = syscost.measure(v, "null", sampling=syscost.Sampling(
+                    batches=4, batch_ms=0.5, warmup_ms=2, cpu=cpu, tsc_hz=tsc_hz, realtime=True),
+                    launch=syscost.Launch(binary=binary))
                 doc["variants"][v][kind]["groups"][g].append(
                     {"round": r, "t_s": round(time.monotonic() - t0, 3),
                      "samples_ns": res.get("samples_ns") or []})

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..core import files, ui
 from ..machine import hostwalls, probe, registry, seccomp
 from . import workflags
-from .syscost import SyscostError, calibrate, make_copies, measure
+from .syscost import Launch, Sampling, SyscostError, calibrate, make_copies, measure
 from .trace import tmp_dir
 
 SCHEMA = "timewrite-ab/3"
@@ -62,9 +62,10 @@ def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc
         if why:
             return {"supported": False, "reason": f"behind {wall.spec}: {why}"}
         extra += more
-    return measure(variant, op, batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms,
-                   cpu=cpu, realtime=realtime, shape=shape, extra_args=extra,
-                   binary=binary or _binary(s, variant), tsc_hz=tsc_hz, command_wrapper=wrapper)
+    return measure(variant, op, shape=shape, sampling=Sampling(
+        batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms, cpu=cpu, tsc_hz=tsc_hz,
+        realtime=realtime), launch=Launch(binary=binary or _binary(s, variant),
+                                          extra_args=extra, command_wrapper=wrapper))
 
 
 def _calibrate(a, cells, cpu):
@@ -75,7 +76,7 @@ def _calibrate(a, cells, cpu):
     variant, op, shape = cells[0]
     try:
         tsc_hz, clock, cpu = calibrate(variant, op, cpu=cpu, shape=shape,
-                                       binary=_binary(a, variant))
+                                       launch=Launch(binary=_binary(a, variant)))
     except SyscostError:
         return None, cpu
     return (tsc_hz if clock == "tsc" else None), cpu

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core import clocksteps, files, proc, ui
 from ..machine import probe, registry
-from .syscost import SyscostError, calibrate, make_copies, measure, perf_bench_once
+from .syscost import Launch, Sampling, SyscostError, calibrate, make_copies, measure, perf_bench_once
 
 SCHEMA = "timewrite-percall/2"
 DEFAULT_SIZES = [256, 4096]          # write-file sizes
@@ -405,13 +405,13 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
         sync = c["op"] == "write-sync"
         t_cell = time.monotonic() - t_start
         try:
-            res = measure(key[0], c["op"], c["size"], binary=copied[key[0]][rnd % n_copies],
-                          batches=SYNC_BATCHES[mode] if sync else params["batches"],
-                          calls=c["calls"], cpu=pinned, tsc_hz=tsc_hz, clock=clock,
-                          batch_ms=params["batch_ms"],
-                          warmup_ms=min(params["warmup_ms"], 5) if sync else params["warmup_ms"],
-                          file_dir=file_dir, realtime=realtime, shape=c["shape"],
-                          extra_env=_stack_pad(rnd))
+            res = measure(key[0], c["op"], c["size"], c["shape"], sampling=Sampling(
+                batches=SYNC_BATCHES[mode] if sync else params["batches"], calls=c["calls"],
+                cpu=pinned, tsc_hz=tsc_hz, clock=clock, batch_ms=params["batch_ms"],
+                warmup_ms=min(params["warmup_ms"], 5) if sync else params["warmup_ms"],
+                realtime=realtime), launch=Launch(
+                binary=copied[key[0]][rnd % n_copies], file_dir=file_dir,
+                extra_env=_stack_pad(rnd)))
         except SyscostError as e:
             c["errors"].append(str(e))
             ui.warn(f"{label}: {' '.join(str(x) for x in key if x is not None)}: {e}",

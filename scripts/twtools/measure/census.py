@@ -209,9 +209,11 @@ def _overhead_variants():
 
 
 def _syscost(variant, batches):
-    from .syscost import SyscostError, measure
+    from .syscost import Launch, Sampling, SyscostError, measure
     try:
-        r = measure(variant, OVERHEAD_OP, batches=batches, batch_ms=2, warmup_ms=5, timeout=120)
+        r = measure(variant, OVERHEAD_OP,
+                    sampling=Sampling(batches=batches, batch_ms=2, warmup_ms=5),
+                    launch=Launch(timeout=120))
     except SyscostError as e:
         return None, f"measuring the tracer failed: {str(e)[-200:]}"
     if not r["supported"]:

@@ -419,14 +419,15 @@ def tracer_command(tracer, cmd):
 def tracer_overhead(variant, tracer, batches=10, rounds=3):
     """syscost-<variant> --op getppid bare and under the tracer, alternated `rounds` times:
     {variant, op, tracer, bare: [samples], traced: [samples]} or {why} when it cannot run."""
-    from .syscost import SyscostError, measure
+    from .syscost import Launch, Sampling, SyscostError, measure
     out = {"variant": variant, "op": OVERHEAD_OP, "tracer": tracer, "bare": [], "traced": [],
            "why": None}
     try:
         for _ in range(rounds):
             for key, wrap in (("bare", None), ("traced", lambda c: tracer_command(tracer, c))):
-                r = measure(variant, OVERHEAD_OP, batches=batches, command_wrapper=wrap,
-                            batch_ms=2, warmup_ms=5, timeout=180)
+                r = measure(variant, OVERHEAD_OP,
+                            sampling=Sampling(batches=batches, batch_ms=2, warmup_ms=5),
+                            launch=Launch(command_wrapper=wrap, timeout=180))
                 if not r["supported"]:
                     out["why"] = f"syscost-{variant} cannot run here: {r['reason']}"
                     return out

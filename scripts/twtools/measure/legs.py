@@ -113,7 +113,7 @@ def _probe_host(rule, host, deadline=None):
     not), again every WAIT_STEP_S while slow, for up to host['wait_max_s'] (never past the
     deadline).  Appends each probe to host['probes']; returns whether the last was fast."""
     from .bench import reference
-    from .syscost import SyscostError, measure
+    from .syscost import Launch, Sampling, SyscostError, measure
     v, op = reference()[:2]
     end = time.monotonic() + host["wait_max_s"]
     if deadline is not None:
@@ -121,7 +121,8 @@ def _probe_host(rule, host, deadline=None):
     t0 = time.monotonic()
     while True:
         try:
-            r = measure(v, op, batches=2, batch_ms=0.3, warmup_ms=1, timeout=30)
+            r = measure(v, op, sampling=Sampling(batches=2, batch_ms=0.3, warmup_ms=1),
+                        launch=Launch(timeout=30))
         except SyscostError:
             return None
         judged = rule.judge({"samples_ns": r.get("samples_ns"), "disturbed": r.get("disturbed"),
@@ -137,12 +138,13 @@ def _probe_host(rule, host, deadline=None):
 
 def _instructions(doc, b):
     """Each of INSTRUCTIONS timed once, untraced, in block b: {op: [records]} in doc."""
-    from .syscost import SyscostError, measure
+    from .syscost import Launch, Sampling, SyscostError, measure
     v = registry.find(64, "syscall")
     ins = doc.setdefault("instructions", {op: [] for op in INSTRUCTIONS})
     for op in INSTRUCTIONS:
         try:
-            r = measure(v, op, batches=4, batch_ms=0.3, warmup_ms=1, timeout=30)
+            r = measure(v, op, sampling=Sampling(batches=4, batch_ms=0.3, warmup_ms=1),
+                        launch=Launch(timeout=30))
         except SyscostError as e:
             doc.setdefault("instructions_why", {})[op] = str(e)[-200:]
             continue

@@ -58,10 +58,12 @@ def observe(out_dir, mode="default", variants=None):
                 try:
                     # Every run (bare too, for like conditions) in tmp: a wrapper may name a
                     # script there by a relative path (tracers.base.command_word).
-                    r = syscost.measure(v, OP, batches=plan["batches"], batch_ms=plan["batch_ms"],
-                                        warmup_ms=plan["warmup_ms"], timeout=120, file_dir=tmp,
-                                        command_wrapper=(lambda cmd, tr=tr, w=wrapper:
-                                                         tr.wrap_command(w, cmd)) if tr else None)
+                    r = syscost.measure(v, OP, sampling=syscost.Sampling(
+                        batches=plan["batches"], batch_ms=plan["batch_ms"],
+                        warmup_ms=plan["warmup_ms"]), launch=syscost.Launch(
+                        timeout=120, file_dir=tmp,
+                        command_wrapper=(lambda cmd, tr=tr, w=wrapper:
+                                         tr.wrap_command(w, cmd)) if tr else None))
                 except syscost.SyscostError as e:     # a tracer that failed: say so, keep going
                     rows.append(dict(row, available=False, why=f"{name} run failed: {str(e)[-200:]}"))
                     continue

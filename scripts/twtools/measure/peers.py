@@ -23,7 +23,7 @@ from pathlib import Path
 from ..core import files, proc, ui
 from ..machine import registry
 from .bench import MODES
-from .syscost import SyscostError, measure, perf_bench_once
+from .syscost import Sampling, SyscostError, measure, perf_bench_once
 
 SCHEMA = "timewrite-peers/1"
 STRESS_OPS = 200000
@@ -71,9 +71,9 @@ def run_peers(out_dir, reps=10, procs=None, cpu=None, realtime=True):
                 rounds = []
                 for k in range(procs):
                     try:
-                        r = measure(variant, "getppid", batches=mode["batches"],
-                                    batch_ms=mode["batch_ms"], warmup_ms=mode["warmup_ms"],
-                                    cpu=cpu, realtime=realtime, shape="ret")
+                        r = measure(variant, "getppid", shape="ret", sampling=Sampling(
+                            batches=mode["batches"], batch_ms=mode["batch_ms"],
+                            warmup_ms=mode["warmup_ms"], cpu=cpu, realtime=realtime))
                     except SyscostError as e:
                         why[tool] = str(e)
                         break

@@ -54,7 +54,7 @@ from pathlib import Path
 from ..core import files, paths, proc, ui
 from ..machine import probe
 from . import bench
-from .syscost import SyscostError, calibrate, measure
+from .syscost import Sampling, SyscostError, calibrate, measure
 
 SEED_SIZES = [256 << i for i in range(10)]          # 256 .. 131072, the seed's own
 TLPI_SIZES = [1 << i for i in range(17)]            # 1 .. 65536
@@ -272,9 +272,9 @@ class HostProbes:
                     raise SyscostError(f"{variant} {op} gave no TSC rate")
             tsc_hz, _, cpu = self.cal
             t = self.t()
-            res = measure(variant, op, batches=PROBE_BATCHES, batch_ms=PROBE_BATCH_MS,
-                          warmup_ms=PROBE_WARMUP_MS, tsc_hz=tsc_hz, cpu=cpu, realtime=True,
-                          shape=shape)
+            res = measure(variant, op, shape=shape, sampling=Sampling(
+                batches=PROBE_BATCHES, batch_ms=PROBE_BATCH_MS, warmup_ms=PROBE_WARMUP_MS,
+                tsc_hz=tsc_hz, cpu=cpu, realtime=True))
         except (SyscostError, OSError, subprocess.TimeoutExpired) as e:
             # the sweeps go on unlabelled, and say why (the analysis then uses every run)
             self.why = f"the host's probe ({variant} {op} {shape}) failed: {e}"

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths, proc
@@ -150,31 +151,66 @@ def make_copies(sources, n, where=None):
 
 # ---- one run ------------------------------------------------------------------
 
-def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, calls=None,
-            cpu=None, tsc_hz=None, batch_ms=None, warmup_ms=None, file_dir=None,
-            clock=None, realtime=False, timeout=300, shape="ret", command_wrapper=None,
-            binary=None, extra_args=()):
+@dataclass(frozen=True)
+class Sampling:
+    """How one syscost process samples its cell: syscost's options but the cell's own
+    (docs/syscost.md, "Method").  Every field left None is syscost's own default.
+
+    batches    samples to take, each a batch of `calls` calls
+    calls      calls per batch (None: syscost sizes each batch to batch_ms)
+    batch_ms   a batch's length when syscost sizes it
+    warmup_ms  the warm-up before the first batch
+    cpu        the CPU to pin to (None: syscost's default, the last allowed CPU)
+    tsc_hz     a TSC rate measured earlier, so the process skips its 50 ms calibration
+    clock      syscost's clock: auto, tsc or monotonic
+    realtime   ask for SCHED_FIFO (--realtime); the result's 'sched' says if it got it"""
+    batches: int = 5
+    calls: int | None = None
+    batch_ms: float | None = None
+    warmup_ms: float | None = None
+    cpu: int | None = None
+    tsc_hz: float | None = None
+    clock: str | None = None
+    realtime: bool = False
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How one syscost process is started, beside its options.
+
+    binary     another build of syscost-<variant> to run (tw ab's builds, a fresh copy)
+    extra_args more syscost options, e.g. ('--speculation', 'ssbd') (tw ab)
+    extra_env  variables added to the environment (tw bench's stack pad)
+    wrapper    a list prefixed to the command, e.g. ['strace', '-f', '-o', '/dev/null'];
+               the command then runs as wrapper + [syscost, ...]
+    command_wrapper  a function from the syscost argv to the argv to run, for tools that
+               take the command as one word (bpftrace -c)
+    file_dir   where write-file/write-sync create their temporary file (cwd by default)
+    timeout    seconds before the process group is killed"""
+    binary: str | Path | None = None
+    extra_args: tuple = ()
+    extra_env: dict | None = None
+    wrapper: list | None = None
+    command_wrapper: object = None
+    file_dir: str | Path | None = None
+    timeout: float = 300
+
+
+SAMPLING, LAUNCH = Sampling(), Launch()
+
+
+def measure(variant, op, size=None, shape="ret", sampling=SAMPLING, launch=LAUNCH):
     """Run build/syscost-<variant> --op <op> once and return its result.
 
     variant   '64-syscall', '32-int80', ... (variants/registry)
-    op        null | getppid | write-devnull | write-file | write-sync
+    op        null | getppid | write-devnull | write-file | write-sync | ...
     size      bytes per write (write ops only; syscost's default when None)
-    batches   samples to take (each a batch of `calls` calls)
-    extra_env dict added to the environment
-    wrapper   list prefixed to the command, e.g. ['strace', '-f', '-o', '/dev/null'];
-              the command then runs as wrapper + [syscost, ...]
-    command_wrapper  a function from the syscost argv to the argv to run, for tools that
-              take the command as one word (bpftrace -c)
-    binary    another build of syscost-<variant> to run (tw ab --build-b)
-    extra_args  more syscost options, e.g. ['--speculation', 'ssbd'] (tw ab)
-    calls     calls per batch (None: syscost sizes batches to batch_ms)
-    cpu       CPU to pin to (None: syscost's default, the last allowed CPU)
-    tsc_hz    a TSC rate measured earlier, so this run skips its 50 ms calibration
-    realtime  ask syscost for SCHED_FIFO (--realtime); the result's 'sched' says if it got it
-    file_dir  where write-file/write-sync create their temporary file (cwd by default)
     shape     ret (the stub called, returning with ret: the contract), jmp (the same stub
               leaving by an indirect jump) or inline (the entry instruction in the timed
               loop itself); the registry lists the shapes each mechanism has
+    sampling  how it samples (Sampling: batches, their length, CPU, clock, SCHED_FIFO)
+    launch    how it is started (Launch: another binary, more options or environment, a
+              wrapper, the write ops' directory, the timeout)
 
     Returns syscost's JSON object (variant, op, size, clock, tsc_hz, cpu,
     calls_per_batch, batches, loop_ns_per_call, samples_ns, raw_ns, ...) with
@@ -186,6 +222,7 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
 
     syscost runs through core.proc.run, in its own process group, killed whole on a
     timeout or an interrupt."""
+    binary, file_dir, timeout = launch.binary, launch.file_dir, launch.timeout
     path = Path(binary) if binary else probe.binary("syscost", variant)
     name = shown_program(path)          # the user's program, where path is a copy of it
     if binary:
@@ -193,28 +230,11 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
     if not path.exists():
         return {"variant": variant, "op": op, "size": size, "supported": False,
                 "reason": f"{Path(name).name} is not built (run make)", "shape": shape}
-    cmd = [str(path), "--op", op, "--batches", str(batches)]
-    if size is not None and op.startswith("write"):
-        cmd += ["--size", str(size)]
-    if calls is not None:
-        cmd += ["--calls", str(calls)]
-    if cpu is not None:
-        cmd += ["--cpu", str(cpu)]
-    if tsc_hz:
-        cmd += ["--tsc-hz", f"{tsc_hz:.0f}"]
-    if clock:
-        cmd += ["--clock", clock]
-    if batch_ms is not None:
-        cmd += ["--batch-ms", f"{batch_ms:g}"]
-    if warmup_ms is not None:
-        cmd += ["--warmup-ms", f"{warmup_ms:g}"]
-    if realtime:
-        cmd += ["--realtime"]
-    if shape != "ret":
-        cmd += ["--shape", shape]
-    cmd += [str(a) for a in extra_args]
-    cmd = command_wrapper(cmd) if command_wrapper else list(wrapper or []) + cmd
-    env = dict(os.environ, **(extra_env or {}))
+    cmd = [str(path), "--op", op] + _options(op, size, shape, sampling) + [
+        str(a) for a in launch.extra_args]
+    cmd = (launch.command_wrapper(cmd) if launch.command_wrapper
+           else list(launch.wrapper or []) + cmd)
+    env = dict(os.environ, **(launch.extra_env or {}))
     t0 = time.monotonic()
     try:
         p = proc.run(cmd, timeout=timeout, env=env, cwd=str(file_dir) if file_dir else None,
@@ -253,6 +273,31 @@ def measure(variant, op, size=None, batches=5, extra_env=None, wrapper=None, cal
         raise SyscostError(f"{name}: its output is unusable: {why}")
     out.setdefault("shape", shape)
     out.update(supported=True, reason=None, cmd=cmd, stderr=p.stderr, wall_s=wall)
+    return out
+
+
+def _options(op, size, shape, s):
+    """syscost's options for a cell's size and shape and a Sampling s, in the order syscost's
+    usage gives them."""
+    out = ["--batches", str(s.batches)]
+    if size is not None and op.startswith("write"):
+        out += ["--size", str(size)]
+    if s.calls is not None:
+        out += ["--calls", str(s.calls)]
+    if s.cpu is not None:
+        out += ["--cpu", str(s.cpu)]
+    if s.tsc_hz:
+        out += ["--tsc-hz", f"{s.tsc_hz:.0f}"]
+    if s.clock:
+        out += ["--clock", s.clock]
+    if s.batch_ms is not None:
+        out += ["--batch-ms", f"{s.batch_ms:g}"]
+    if s.warmup_ms is not None:
+        out += ["--warmup-ms", f"{s.warmup_ms:g}"]
+    if s.realtime:
+        out += ["--realtime"]
+    if shape != "ret":
+        out += ["--shape", shape]
     return out
 
 
@@ -349,12 +394,13 @@ def _pin_and_fifo(cpu, realtime):
     return pre
 
 
-def calibrate(variant, op, cpu=None, clock=None, **kw):
+def calibrate(variant, op, cpu=None, clock=None, shape="ret", launch=LAUNCH):
     """(tsc_hz, clock, cpu) from one short run of syscost, for every run after it to share:
     each run would otherwise spend 50 ms measuring the TSC rate, and pinning them all to
-    the CPU this run chose puts every run on one CPU.  kw go to measure (binary, shape,
-    extra_args).  (None, None, cpu) when the cell cannot run here."""
-    cal = measure(variant, op, batches=1, cpu=cpu, warmup_ms=0, batch_ms=0.1, clock=clock, **kw)
+    the CPU this run chose puts every run on one CPU.  (None, None, cpu) when the cell
+    cannot run here."""
+    cal = measure(variant, op, shape=shape, launch=launch,
+                  sampling=Sampling(batches=1, cpu=cpu, warmup_ms=0, batch_ms=0.1, clock=clock))
     if not cal.get("supported"):
         return None, None, cpu
     return cal.get("tsc_hz"), cal.get("clock"), cal.get("cpu")

@@ -18,7 +18,7 @@ import time
 
 from ..core import paths
 from . import census
-from .syscost import SyscostError, measure
+from .syscost import Launch, Sampling, SyscostError, measure
 from .trace import tmp_dir
 from .watch import ExecTracer, start_window
 
@@ -31,7 +31,8 @@ def _leg(batches):
     out = {}
     for op in OPS:
         try:
-            r = measure(VARIANT, op, batches=batches, batch_ms=2, warmup_ms=5, timeout=120)
+            r = measure(VARIANT, op, sampling=Sampling(batches=batches, batch_ms=2, warmup_ms=5),
+                        launch=Launch(timeout=120))
         except SyscostError as e:
             raise RuntimeError(f"syscost-{VARIANT} --op {op} failed: {str(e)[-200:]}")
         out[op] = r["samples_ns"]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ...core import files
 from ...machine import probe, registry, seccomp, seccompsim, sysnr
-from ..syscost import SyscostError, calibrate, measure
+from ..syscost import Launch, Sampling, SyscostError, calibrate, measure
 from ..trace import tmp_dir
 
 LONG = 2000
@@ -96,8 +96,9 @@ def _price(variant, op, nr, filt, tsc_hz, cpu):
     extra = ["--nr", str(nr)] if nr is not None else []
     if filt is not None:
         extra += ["--seccomp", str(filt)]
-    r = measure(variant, op, batches=5, batch_ms=0.3, warmup_ms=2, cpu=cpu, realtime=True,
-                tsc_hz=tsc_hz, extra_args=extra)
+    r = measure(variant, op, sampling=Sampling(batches=5, batch_ms=0.3, warmup_ms=2, cpu=cpu,
+                                               tsc_hz=tsc_hz, realtime=True),
+                launch=Launch(extra_args=extra))
     if not r.get("supported"):
         raise SyscostError(r.get("reason") or "not supported")
     return min(r["samples_ns"])
