@@ -2,6 +2,7 @@
 import json
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..analyse import peers as peers_analysis, percall, results, selfcheck as check
@@ -105,12 +106,10 @@ def main(args, name):
     judge, skip = target_rule(target) if target is not None else (None, None)
     t0 = time.monotonic()
     try:
-        doc = bench.run_matrix(out, mode=args.mode, variants=args.variants, ops=args.ops,
-                               sizes=sizes, rounds=args.rounds, cpu=args.cpu,
-                               file_dir=args.dir, accuracy=args.accuracy, clock=args.clock,
-                               realtime=args.realtime, shapes=args.shapes, target=target,
-                               budget_s=budget, quiet_first=getattr(args, "quiet_first", True),
-                               should_stop=judge, skip=skip)
+        doc = bench.run(out, replace(settings(args, sizes), accuracy=args.accuracy,
+                                     target=target, budget_s=budget,
+                                     quiet_first=getattr(args, "quiet_first", True),
+                                     should_stop=judge, skip=skip))
     except ui.Interrupted as e:
         interrupted(out, args.mode, e, time.monotonic() - t0)
         raise
@@ -169,6 +168,14 @@ def main(args, name):
     if not analysed["measured"]:
         raise ui.UserError("no cell could be measured", "see tw doctor", code=ui.EXIT_FAILED)
     return 0
+
+
+def settings(args, sizes):
+    """The matrix's settings (measure.bench.Settings) from the arguments tw bench and its
+    self-check share: what to measure, the rounds, the CPU, the clock, SCHED_FIFO."""
+    return bench.Settings(mode=args.mode, variants=args.variants, ops=args.ops, sizes=sizes,
+                          shapes=args.shapes, rounds=args.rounds, cpu=args.cpu,
+                          clock=args.clock, realtime=args.realtime, file_dir=args.dir)
 
 
 def interrupted(out, mode, e, seconds):
@@ -301,7 +308,7 @@ def write_meta(out, mode, doc, facts_s=None, exit_doc=None):
 
 
 def target_rule(target):
-    """(should_stop, skip) for run_matrix: the analysis judges the document so far; a cell
+    """(should_stop, skip) for the matrix's Settings: the analysis judges the document so far; a cell
     that reached the target is left out of later rounds (its figure is fixed from then on),
     and so is a cell the target does not judge (percall.FAST_OPS: a write to a file, the
     clocks, cpuid) once it has the mode's rounds.  Those cells took more than half of a
@@ -344,10 +351,7 @@ def selfcheck(args, out, sizes):
     fp = facts(out)[0]
     for n in (1, 2):
         ui.progress(f"bench: self-check run {n} of 2")
-        doc = bench.run_matrix(out / f"run{n}", mode=args.mode, variants=args.variants, ops=args.ops,
-                               sizes=sizes, rounds=args.rounds, cpu=args.cpu, file_dir=args.dir,
-                               accuracy=True, clock=args.clock, realtime=args.realtime,
-                               shapes=args.shapes)
+        doc = bench.run(out / f"run{n}", replace(settings(args, sizes), accuracy=True))
         a = percall.analyse(doc)
         hold_exit_move(a, fp, exit_price(out / f"run{n}", args.mode, a, fp))
         runs.append((doc, a))

@@ -349,8 +349,9 @@ def main(args, name):
         raw_pc = files.read_json(out / "percall.json")
         if raw_pc is None:
             ui.progress(f"attribute: no percall.json in {out}: measuring the per-call cells first")
-            raw_pc = bench.run_matrix(out, mode=args.mode, variants=args.variants,
-                                      ops=[op for op, _ in attribution.OPS], sizes=[256])
+            raw_pc = bench.run(out, bench.Settings(mode=args.mode, variants=args.variants,
+                                                   ops=[op for op, _ in attribution.OPS],
+                                                   sizes=[256]))
         att = attribution.attribute(out, mode=args.mode, variants=args.variants)
         shown.append(tables.attribution(a_attribution.analyse(att, percall.analyse(raw_pc))))
     for t in shown:

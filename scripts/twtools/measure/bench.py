@@ -11,20 +11,32 @@ This module only measures: percall.json holds every batch of every round with ho
 taken (the clock, the CPU, the scheduling class, the disturbance counters syscost read), and
 no summary.  `tw report` and `tw bench` compute the summaries from it, every time.
 
-    run_matrix(out_dir, mode='default', variants=None, ops=None, sizes=None, ...)
-        measures the matrix, writes percall.json into out_dir (unless out_dir is None) and
-        returns the document (docs/results-schema.md, "percall.json").
+    Settings(mode=..., variants=..., ...)   what one matrix measures and how, built once by
+        its command; the modes' defaults filled in one place
+    run(out_dir, settings)   measures the matrix, writes percall.json into out_dir (unless
+        out_dir is None) and returns the document (docs/results-schema.md, "percall.json")
+    run_matrix(out_dir, mode, variants, ops, sizes, shapes, deadline)   the same for a
+        matrix that names only its cells, every other setting the default
+
+A round takes the steps docs/syscost.md describes, in its order, each a method of _Matrix
+that measure/rounds.py's loop (Rounds.measure, tw ab's loop too) calls: another_round (the
+plan, tw run's deadline), plan_round (the round's cells, shuffled, in their queues),
+quiet_moment (the probe of the host that opens each chunk of cells, waiting for its fast
+state while the budget has slack), run_process (one process of a cell), close_round (the
+closing probe, perf bench), judge_round (the budget, the target) and record_round (the
+progress line).
 """
 import os
-import random
-import shutil
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import clocksteps, files, proc, ui
+from ..core import files, proc, ui
 from ..machine import probe, registry
-from .syscost import Launch, Sampling, SyscostError, calibrate, make_copies, measure, perf_bench_once
+from . import rounds, syscost
+from .rounds import HOST_TOL
+from .syscost import SyscostError, calibrate, perf_bench_once
 
 SCHEMA = "timewrite-percall/2"
 DEFAULT_SIZES = [256, 4096]          # write-file sizes
@@ -39,15 +51,11 @@ REFERENCE_OP, REFERENCE_SHAPE = "null", "ret"
 # many probes, at a seventh of the matrix's processes.
 REF_EVERY = 6
 # Quiet first: a probe (reference process) whose floor is more than HOST_TOL above the
-# fastest probe so far says the host is slow; while it is, and the run's budget has slack
-# beyond the work left, the matrix waits WAIT_S and probes again instead of measuring cells
-# in the slow state.  The labels are computed again at analysis time from the whole run's
-# fastest probe; these live ones only decide when to measure.
-HOST_TOL = 0.10
-# The fast state's level is the LEVEL_RANK-th fastest probe, not the fastest: one lucky
-# process (the lowest layout level, a quiet instant) must not set a bar the host's fast state
-# itself seldom reaches (seen: one such probe made the matrix wait 45 s for nothing).
-LEVEL_RANK = 3
+# fast state's level (the LEVEL_RANK-th fastest probe so far: rounds.HostProbe) says the host
+# is slow; while it is, and the run's budget has slack beyond the work left, the matrix waits
+# WAIT_S and probes again instead of measuring cells in the slow state.  The labels are
+# computed again at analysis time from the whole run's fastest probe; these live ones only
+# decide when to measure.
 WAIT_S = 0.05
 # The calls the quiet moments are for: their undisturbed figure leads and is what the
 # precision targets judge (analyse.percall.FAST_OPS; tests/test_quiet_first.py holds the two
@@ -86,53 +94,6 @@ def headline(key):
     if key[1] == "cpuid":
         return True
     return key[1] == REFERENCE_OP and key[0] in _headline_variants()
-
-
-class HostProbe:
-    """The live rule for the host's state: each probe (a reference process, 64-syscall null
-    ret) is fast when its floor is within HOST_TOL of the LEVEL_RANK-th fastest probe so far,
-    in chain steps when syscost timed its clock.  The matrix's (run_matrix) and the sweeps'
-    (measure/sweep.py, which run the reference between their timewrite runs): one rule, so
-    that the two label the host alike."""
-
-    def __init__(self):
-        self.lows = []                              # the LEVEL_RANK fastest costs so far
-        self.clocks = {"levels": {}, "top": None}   # the probes' chain steps (core/clocksteps)
-
-    def judge(self, rd):
-        """(floor ns, chain step ns or None, fast) of one reference process's record (its
-        samples_ns, disturbed, chain_ns), or None when it gave no usable value."""
-        vals = [v for v, bad in zip(rd.get("samples_ns") or [], rd.get("disturbed") or [])
-                if not bad] or (rd.get("samples_ns") or []) if rd else []
-        vals = [v for v in vals if isinstance(v, (int, float)) and v == v]
-        if not vals:
-            return None
-        f = min(vals)
-        # The core's clock when the probe ran (syscost's chain before each batch): the host
-        # moves it in steps of about 4% that last minutes, and a probe at a lower clock is not
-        # a disturbed one.  So the live rule compares floors in chain steps (cycles / 4), not
-        # in ns, when syscost timed the chain.
-        # A chain the host slowed along with the call is no clock (clocksteps.given): such a
-        # probe's floor in chain steps reads below the fast state's, and once three had set
-        # the level no later probe was fast.  Until its level is one the host gave, a probe
-        # is taken at the fastest clock seen.
-        chain = [v for v in rd.get("chain_ns") or [] if isinstance(v, (int, float)) and v > 0]
-        step = None
-        if chain:
-            step = min(chain)
-            lv, seen = clocksteps.level_of(step), self.clocks["levels"]
-            seen[lv] = seen.get(lv, 0) + 1
-            top = self.clocks["top"] = min(self.clocks["top"] or step, step)
-            given = step <= top or clocksteps.given(step, seen, sum(seen.values()))
-            cost = f / (step if given else top)
-        else:
-            cost = f
-        lows = self.lows
-        lows.append(cost)
-        lows.sort()
-        del lows[LEVEL_RANK:]
-        level = lows[-1]        # the LEVEL_RANK-th fastest so far (the slowest of the few)
-        return f, step, cost <= level * (1 + HOST_TOL)
 
 
 def _headline_variants():
@@ -256,66 +217,156 @@ def _stack_pad(rnd):
     return {"TW_ROUND_PAD": "x" * ((rnd * 16 * 37) % 4096)}
 
 
-def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rounds=None,
-               cpu=None, file_dir=None, accuracy=False, clock=None, realtime=True,
-               shapes=None, judged=None, target=None, budget_s=None, quiet_first=True,
-               should_stop=None, skip=None, copies=COPIES, deadline=None, label="bench",
-               round_lines=True):
-    """Measure the per-call matrix; write percall.json into out_dir; return the document.
 
-    variants  names ('64-syscall', ...) or None for every mechanism of the registry
-    ops       operations, or None for each mechanism's own (registry)
-    sizes     write-file sizes (default 256 and 4096)
-    rounds    override the mode's number of rounds
-    shapes    loop shapes, or None for each mechanism's own (registry)
-    accuracy  also run `perf bench syscall basic` once per round
-    realtime  run syscost (and perf bench) under SCHED_FIFO when allowed
-    judged    probe.check_all('syscost') rows, when the caller has them already
-    quiet_first  wait for the host's fast state (the reference's probes) while the budget
-              has slack: on a quiet host this never waits
-    budget_s  the matrix's time budget (default: BUDGET_FACTOR of the mode's rounds' time on a
-              quiet host, estimated from the first round)
-    target    keep adding rounds past the mode's until should_stop(doc) says so or the budget
-              (required then) is spent; should_stop(doc) -> (stop, progress text) is the
-              analysis' judgement (this layer does not analyse)
-    skip      skip(cell key, past the mode's rounds) -> True for a cell that needs no more
-              rounds (its target met, or no target to meet once the mode's rounds are done)
-    label     what the progress lines begin with (tw run's exit-price stage runs a cut matrix)
-    round_lines  a progress line each round (the exit-price stage's rounds take 30 ms: it
-              says what it did in one line instead)
-    deadline  a time.monotonic() by which the matrix ends (tw run's share of its budget for
-              the bench): no round starts that would end past it, once MIN_ROUNDS are done,
-              and no waiting for a quiet host spends the time those rounds need
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}")
-    params = dict(MODES[mode])
-    if rounds is not None:
-        params["rounds"] = rounds
-    mechs = registry.mechanisms()
-    if variants is not None:
-        names = registry.names()
-        unknown = [v for v in variants if v not in names]
-        if unknown:
-            raise ValueError(f"unknown variant(s) {', '.join(unknown)}; see variants/registry")
-        mechs = [registry.get(v) for v in variants]
-    sizes = list(sizes) if sizes is not None else list(DEFAULT_SIZES)
-    ref = reference()
-    full = variants is None and ops is None and shapes is None
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-    file_dir = Path(file_dir) if file_dir else (Path(out_dir) if out_dir else Path.cwd())
-    file_dir.mkdir(parents=True, exist_ok=True)
 
-    t_start = time.monotonic()
-    judged = {r["name"]: r for r in (judged or probe.check_all("syscost"))}
+@dataclass(frozen=True)
+class Settings:
+    """What one per-call matrix measures and how, built once by its command (cli/bench.py,
+    cli/run.py, cli/stages.py, tw run's exit-price stage, the short matrices of tw watch and
+    tw diagnose) and passed whole to run().  A field left None takes its mode's value
+    (MODES, SYNC_BATCHES): the one place the modes' defaults are read.
+
+    What to measure
+      mode       quick, default or long (MODES)
+      variants   names ('64-syscall', ...), or None for every mechanism of the registry
+      ops        operations, or None for each mechanism's own (registry)
+      sizes      write-file sizes (None: DEFAULT_SIZES)
+      shapes     loop shapes, or None for each mechanism's own (registry)
+    How many rounds, and how each process runs
+      rounds     the rounds planned (the mode's unless given)
+      batches, sync_batches   each process's batches, and write-sync's (the mode's)
+      batch_ms, warmup_ms     a batch's length and the warm-up before the first (the mode's)
+      perf_loops perf bench's loops, with accuracy (the mode's)
+      copies     fresh copies of each variant's program: round r runs copy r % copies
+      cpu        the CPU to pin to (None: the one the calibrating run chose)
+      clock      syscost's clock (None: auto, the TSC when invariant)
+      realtime   run syscost (and perf bench) under SCHED_FIFO when allowed
+      accuracy   also run `perf bench syscall basic` once per round
+      file_dir   where write-file/write-sync write (None: out_dir, else the current directory)
+    The host's budget
+      quiet_first  wait for the host's fast state (the reference's probes) while the budget
+                 has slack: on a quiet host this never waits
+      budget_s   the matrix's time budget (None: BUDGET_FACTOR of the mode's rounds' time on a
+                 quiet host, estimated from the first rounds); with a target, required
+      deadline   a time.monotonic() by which the matrix ends (tw run's share of its budget for
+                 the bench): no round starts that would end past it, once MIN_ROUNDS are done,
+                 and no waiting for a quiet host spends the time those rounds need
+    The target and its judge (this layer does not analyse)
+      target     keep adding rounds past the planned ones until should_stop says so or the
+                 budget is spent (recorded as given: a fraction, or words)
+      should_stop  should_stop(doc) -> (stop, progress text): the analysis' judgement
+      skip       skip(cell key, past the planned rounds) -> True for a cell that needs no
+                 more rounds (its target met, or none to meet once the planned rounds are done)
+    Who runs it
+      judged     probe.check_all('syscost') rows, when the caller has them already
+      label      what the progress lines begin with (tw run's exit-price stage runs a cut
+                 matrix)
+      round_lines  a progress line each round (the exit-price stage's rounds take 30 ms: it
+                 says what it did in one line instead)"""
+    mode: str = "default"
+    variants: list | None = None
+    ops: list | None = None
+    sizes: list | None = None
+    shapes: list | None = None
+    rounds: int | None = None
+    batches: int | None = None
+    sync_batches: int | None = None
+    batch_ms: float | None = None
+    warmup_ms: float | None = None
+    perf_loops: int | None = None
+    copies: int = COPIES
+    cpu: int | None = None
+    clock: str | None = None
+    realtime: bool = True
+    accuracy: bool = False
+    file_dir: str | Path | None = None
+    quiet_first: bool = True
+    budget_s: float | None = None
+    deadline: float | None = None
+    target: object = None
+    should_stop: object = None
+    skip: object = None
+    judged: list | None = None
+    label: str = "bench"
+    round_lines: bool = True
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        given = {k: MODES[self.mode][k] for k in ("rounds", "batches", "batch_ms", "warmup_ms",
+                                                  "perf_loops")}
+        given["sync_batches"] = SYNC_BATCHES[self.mode]
+        for name, value in given.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+
+    def sampling(self, op, calls, tsc_hz, cpu):
+        """How one process of an op's cell samples: write-sync, which waits for the device,
+        takes fewer batches and at most 5 ms of warm-up."""
+        sync = op == "write-sync"
+        return syscost.Sampling(
+            batches=self.sync_batches if sync else self.batches, calls=calls,
+            batch_ms=self.batch_ms, warmup_ms=min(self.warmup_ms, 5) if sync else self.warmup_ms,
+            cpu=cpu, tsc_hz=tsc_hz, clock=self.clock, realtime=self.realtime)
+
+
+def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, shapes=None,
+               deadline=None):
+    """The matrix of a mode over these cells, every other setting its default (tw run's bench
+    stage, tw attribute's cells): run(out_dir, Settings(...)) of them."""
+    return run(out_dir, Settings(mode=mode, variants=variants, ops=ops, sizes=sizes,
+                                 shapes=shapes, deadline=deadline))
+
+
+def run(out_dir, settings):
+    """Measure the per-call matrix `settings` (a Settings) describes; write percall.json into
+    out_dir (unless it is None); return the document (docs/results-schema.md, "percall.json").
+
+    A signal (Ctrl-C, SIGTERM) keeps the rounds so far, marked interrupted, so that a run
+    stopped at minute 9 of 10 keeps 9 minutes of measuring (tw report and tw compare read them
+    and say so); the signal then goes on up."""
+    m = _Matrix(out_dir, settings)
+    with rounds.Copies(m.programs(), settings.copies) as m.copies:
+        try:
+            m.measure()
+            doc = m.document()
+            if out_dir is not None:
+                files.write_json(Path(out_dir) / "percall.json", doc)
+            return doc
+        except ui.Interrupted as e:
+            if out_dir is not None and any(c["rounds"] for c in m.state.values()):
+                doc = m.document()
+                doc["host_state"]["stopped"] = "interrupted"
+                doc["interrupted"] = {"signal": e.name, "rounds": doc["params"]["rounds"],
+                                      "after_s": round(time.monotonic() - m.t0, 2)}
+                files.write_json(Path(out_dir) / "percall.json", doc)
+            raise
+
+
+def _mechanisms(variants):
+    """The registry's mechanisms, or those named (ValueError for a name it lacks)."""
+    if variants is None:
+        return registry.mechanisms()
+    names = registry.names()
+    unknown = [v for v in variants if v not in names]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)}; see variants/registry")
+    return [registry.get(v) for v in variants]
+
+
+def _cell_state(settings, mechs, sizes, ref):
+    """{cell key: its state} in matrix order, each cell as its variant's probe judged it (the
+    reference cell added first when the matrix lacks it and it works here); says which
+    variants are unsupported or broken."""
+    label = settings.label
+    judged = {r["name"]: r for r in (settings.judged or probe.check_all("syscost"))}
     for r in judged.values():
         if r["status"] == "unsupported":
             ui.progress(f"{label}: {r['name']} unsupported: {r['reason']}")
         elif r["status"] == "broken":
             ui.warn(f"{label}: {r['name']} is broken: {r['reason']}",
                     "its cells are recorded as broken and the run exits non-zero")
-    cells = cell_list(mechs, ops, sizes, shapes)
+    cells = cell_list(mechs, settings.ops, sizes, settings.shapes)
     if ref[0] and not any((m.name, op, shape) == ref for m, op, _, shape in cells) \
             and judged.get(ref[0], {}).get("supported"):
         cells.insert(0, (registry.get(ref[0]), ref[1], None, ref[2]))
@@ -327,94 +378,295 @@ def run_matrix(out_dir, mode="default", variants=None, ops=None, sizes=None, rou
             "mech": m, "op": op, "size": size, "shape": shape, "supported": j["supported"],
             "status": j["status"], "reason": j["reason"], "rounds": [], "calls": None,
             "errors": []}
-
-    # One run to measure the TSC rate (longer calibration), shared by every run after it.
-    tsc_hz, clk, pinned = None, None, cpu
-    first = next((k for k, c in state.items() if c["supported"]), None)
-    if first is not None:
-        tsc_hz, clk, pinned = calibrate(
-            first[0], "null" if "null" in state[first]["mech"].ops else first[1], cpu=cpu,
-            clock=clock)
-    perf = {"samples": [], "rounds": [], "why": None, "loops": params["perf_loops"]}
-
-    ref_key = next((k for k in state if (k[0], k[1], k[3]) == ref and state[k]["supported"]), None)
-    n_copies = max(1, copies)
-    copied, copies_dir = make_copies(
-        {v: probe.binary("syscost", v) for v in sorted({k[0] for k, c in state.items()
-                                                        if c["supported"]})}, n_copies)
-    so_far = {}
-    try:
-        return _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime,
-                       target, budget_s, quiet_first, should_stop, skip, params, ref, file_dir,
-                       t_start, state, tsc_hz, clk, pinned, perf, ref_key, copied, n_copies,
-                       deadline, label, round_lines, so_far)
-    except ui.Interrupted as e:
-        # A signal (Ctrl-C, SIGTERM): the rounds so far are kept, marked interrupted, so that
-        # a run stopped at minute 9 of 10 keeps 9 minutes of measuring (tw report and tw
-        # compare read them and say so); the signal then goes on up.
-        if out_dir is not None and "doc" in so_far and any(c["rounds"] for c in state.values()):
-            doc = so_far["doc"]()
-            doc["host_state"]["stopped"] = "interrupted"
-            doc["interrupted"] = {"signal": e.name, "rounds": doc["params"]["rounds"],
-                                  "after_s": round(time.monotonic() - t_start, 2)}
-            files.write_json(Path(out_dir) / "percall.json", doc)
-        raise
-    finally:
-        shutil.rmtree(copies_dir, ignore_errors=True)
+    return state
 
 
-def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, realtime, target,
-            budget_s, quiet_first, should_stop, skip, params, ref, file_dir, t_start, state,
-            tsc_hz, clk, pinned, perf, ref_key, copied, n_copies, deadline=None, label="bench",
-            round_lines=True, so_far=None):
-    """run_matrix's rounds, the programs' copies made (and removed) by the caller; returns
-    the document (and writes percall.json into out_dir).  so_far["doc"]: how to build the
-    document of what was measured so far, for the caller to keep when a signal cuts it."""
-    scheds = set()
-    perf_s = 0.0        # time spent in perf bench, not part of the matrix's wall time
-    # A target run never waits: it stops at a number of fast-state processes, not of rounds,
-    # and waiting adds no fast time (the host is quiet when it is quiet), it only spends the
-    # sleeps and the probes of the wait, and a burst seconds long yields one chunk of cells
-    # per fast probe.  Beside a noisy neighbour, a --target 1% run that waited measured 38
-    # rounds in 600 s, 27 s of a round waiting, and met the target in 1 of 48 fast cells.
-    quiet = quiet_first and ref_key is not None and target is None
-    host = {"probes": [], "tol": HOST_TOL, "quiet_first": quiet, "waited_s": 0.0,
-            "budget_s": budget_s, "target": target, "stopped": None, "rounds": 0,
-            # the stopping rule's plan: each cell's sampling aims at what the host's drift
-            # leaves of the target (percall.sampling_target); a run without it planned for
-            # the whole target and is read so
-            "target_plan": "drift" if target is not None else None,
-            "deadline_s": round(deadline - t_start, 1) if deadline is not None else None}
-    rule = HostProbe()       # the live rule: fast or slow, from the probes so far
-    # the headline's cells (headline()): their processes that met the fast state so far (a
-    # probe fast on each side), those measured since the last probe, and the blocks so far
-    head = sorted((k for k, c in state.items() if c["supported"] and k != ref_key
-                   and headline(k)), key=lambda k: (k[1] != "cpuid", k[0]))
-    head_fast = {k: 0 for k in head}
-    live = {"pending": [], "last_fast": None, "bursts": 0}
+class _Round:
+    """One round of the matrix in progress: its number, its queues of cells, when it began,
+    how long it waited for a quiet host, how often the headline's block ran again, the burst
+    the chunk in hand belongs to, and its progress line."""
 
-    sched_why = None        # why a run did not get SCHED_FIFO, the last one's
+    def __init__(self, rnd, queues):
+        self.rnd, self.queues = rnd, queues
+        self.t0 = time.monotonic()
+        self.waited, self.repeats, self.burst, self.line = 0.0, 0, None, ""
 
-    def run_one(key, rnd, record=True):
-        """One process of one cell; its record (appended to the cell unless record is False),
-        or None when it gave nothing."""
-        nonlocal sched_why, clk
-        c = state[key]
+    def left(self):
+        return any(self.queues)
+
+
+class _Matrix(rounds.Rounds):
+    """One matrix's measuring in progress (run): the cells' state, the host's probes, the
+    calibrated clock, and the steps of each round in the order docs/syscost.md gives them
+    (rounds.Rounds.measure runs them)."""
+
+    def __init__(self, out_dir, settings):
+        super().__init__()
+        s = self.settings = settings
+        self.mechs = _mechanisms(s.variants)
+        self.sizes = list(s.sizes) if s.sizes is not None else list(DEFAULT_SIZES)
+        self.ref = reference()
+        self.full = s.variants is None and s.ops is None and s.shapes is None
+        if out_dir is not None:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+        self.file_dir = Path(s.file_dir) if s.file_dir else (
+            Path(out_dir) if out_dir else Path.cwd())
+        self.file_dir.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.monotonic()
+        self.state = _cell_state(s, self.mechs, self.sizes, self.ref)
+        self.tsc_hz, self.clk, self.cpu = self._calibrate()
+        self.perf = {"samples": [], "rounds": [], "why": None, "loops": s.perf_loops}
+        self.perf_s = 0.0       # time spent in perf bench, not part of the matrix's wall time
+        self.ref_key = next((k for k in self.state if (k[0], k[1], k[3]) == self.ref
+                             and self.state[k]["supported"]), None)
+        self.copies = None      # rounds.Copies, made by run()
+        self.scheds, self.sched_why = set(), None   # why a run did not get SCHED_FIFO
+        # A target run never waits: it stops at a number of fast-state processes, not of
+        # rounds, and waiting adds no fast time (the host is quiet when it is quiet), it only
+        # spends the sleeps and the probes of the wait, and a burst seconds long yields one
+        # chunk of cells per fast probe.  Beside a noisy neighbour, a --target 1% run that
+        # waited measured 38 rounds in 600 s, 27 s of a round waiting, and met the target in
+        # 1 of 48 fast cells.
+        self.quiet = s.quiet_first and self.ref_key is not None and s.target is None
+        self.host = {"probes": [], "tol": HOST_TOL, "quiet_first": self.quiet,
+                     "waited_s": 0.0, "budget_s": s.budget_s, "target": s.target,
+                     "stopped": None, "rounds": 0,
+                     # the stopping rule's plan: each cell's sampling aims at what the host's
+                     # drift leaves of the target (percall.sampling_target); a run without it
+                     # planned for the whole target and is read so
+                     "target_plan": "drift" if s.target is not None else None,
+                     "deadline_s": (round(s.deadline - self.t0, 1)
+                                    if s.deadline is not None else None)}
+        self.rule = rounds.HostProbe()      # the live rule: fast or slow, from the probes so far
+        # the headline's cells (headline()): their processes that met the fast state so far (a
+        # probe fast on each side), those measured since the last probe, and the blocks so far
+        self.head = sorted((k for k, c in self.state.items() if c["supported"]
+                            and k != self.ref_key and headline(k)),
+                           key=lambda k: (k[1] != "cpuid", k[0]))
+        self.head_fast = {k: 0 for k in self.head}
+        self.live = {"pending": [], "last_fast": None, "bursts": 0}
+        self.measured = []      # each round's measuring time (waiting left out)
+        self.judged_at = 0.0    # when should_stop last judged
+        self.max_rounds = s.rounds if s.target is None else 10000
+
+    def _calibrate(self):
+        """(tsc_hz, clock, cpu) from one run of the first supported cell (syscost.calibrate),
+        shared by every run after it: a longer calibration of the TSC rate, and one CPU."""
+        s = self.settings
+        first = next((k for k, c in self.state.items() if c["supported"]), None)
+        if first is None:
+            return None, None, s.cpu
+        return calibrate(first[0], "null" if "null" in self.state[first]["mech"].ops
+                         else first[1], cpu=s.cpu, clock=s.clock)
+
+    def programs(self):
+        """{variant: its syscost program} of every supported cell, for the copies."""
+        return {v: probe.binary("syscost", v) for v in sorted(
+            {k[0] for k, c in self.state.items() if c["supported"]})}
+
+    # ---- the steps of a round, in their order (rounds.Rounds.measure) ----
+
+    def another_round(self):
+        """Whether a round starts: not past the planned rounds (or, with a target, the
+        judge's), and not one that would end past tw run's deadline once MIN_ROUNDS are
+        done (fewer rounds, the intervals wider and honest for it, rather than a report past
+        its time)."""
+        s = self.settings
+        if self.done >= self.max_rounds:
+            return False
+        if proc.next_round_past(s.deadline, self.measured, self.done, MIN_ROUNDS):
+            self.host["stopped"] = "deadline"
+            ui.progress(f"{s.label}: stopped after {self.done} of {s.rounds} rounds: the "
+                        f"report's time for the bench ({self.host['deadline_s']:.0f} s) is spent")
+            return False
+        return True
+
+    def plan_round(self, rnd):
+        """Plan a round: its cells (every supported one but the reference, less those the
+        target's skip leaves out) in an order drawn from its number.  Quiet first: the cells
+        whose undisturbed figure the quiet moments are for (_quiet) wait in one queue, the
+        headline's block first among them, the rest in another, each in the round's order."""
+        s = self.settings
+        cells = rounds.order([k for k, c in self.state.items() if c["supported"]
+                              and k != self.ref_key
+                              and not (s.skip and s.skip(k, rnd >= s.rounds))], rnd)
+        queues = ([[k for k in cells if _quiet(k)], [k for k in cells if not _quiet(k)]]
+                  if self.quiet else [cells])
+        rd = _Round(rnd, queues)
+        queues[0].sort(key=lambda k: self.head.index(k) if k in self.head_fast
+                       else len(self.head))
+        return rd
+
+    def quiet_moment(self, rd):
+        """Wait for a quiet moment: the probe that opens the next chunk of cells, and the
+        chunk.  A fast probe takes the headline's block again while its cells are short of
+        fast processes (_headline_again), else the next chunk of the quiet queue; a slow one
+        the next chunk of the other queue, and when that is empty it waits WAIT_S and probes
+        again while the budget has slack beyond the work left.  Only the probe that opens the
+        chunk counts as one of the reference's rounds."""
+        chunk = None
+        if self.ref_key is not None:
+            probed, fast = self._probe(rd.rnd, in_cell=False)
+            if self._headline_again(rd, fast):
+                chunk = list(self.head)
+                rd.repeats += 1
+            else:
+                chunk = next_chunk(rd.queues, fast) if self.quiet else None
+            while self.quiet and chunk is None and fast is False and self._slack(rd):
+                t_wait = time.monotonic()
+                time.sleep(WAIT_S)
+                probed, fast = self._probe(rd.rnd, in_cell=False)
+                rd.waited += time.monotonic() - t_wait
+            if probed is not None:
+                self.state[self.ref_key]["rounds"].append(probed)
+                self.host["probes"][-1]["in_cell"] = True
+        if chunk is None:
+            chunk = next_chunk(rd.queues, True)
+        rd.burst = None
+        if any(k in self.head_fast for k in chunk):
+            self.live["bursts"] += 1
+            rd.burst = self.live["bursts"]
+        return chunk
+
+    def run_process(self, rd, key):
+        """Run one process of a cell of the chunk; a cell of the headline's block keeps the
+        burst it ran in, and waits for the next probe to say whether it met the fast state."""
+        rec = self._process(key, rd.rnd)
+        if rec is not None and rd.burst is not None and key in self.head_fast:
+            rec["burst"] = rd.burst
+            self.live["pending"].append(key)
+
+    def close_round(self, rd):
+        """The round's closing probe, its measuring time (waiting left out), and with
+        accuracy one `perf bench syscall basic`, whose time is no part of the matrix's."""
+        s = self.settings
+        if self.ref_key is not None:
+            self._probe(rd.rnd, in_cell=True)
+        self.host["waited_s"] += rd.waited
+        self.measured.append(time.monotonic() - rd.t0 - rd.waited)
+        if s.accuracy:
+            t_perf = time.monotonic()
+            ns, why = perf_bench_once(s.perf_loops, cpu=self.cpu, realtime=s.realtime)
+            self.perf_s += time.monotonic() - t_perf
+            if ns is None:
+                self.perf["why"] = why
+            else:
+                self.perf["samples"].append(ns)
+                self.perf["rounds"].append(rd.rnd)
+
+    def judge_round(self, rd):
+        """Judge the round: after the first two, the budget (unless given); from the fourth
+        on, the target's judgement (the stopping rule's plan depends on its first stage
+        alone, so judging often costs no coverage), at most once per tenth of the time so
+        far (analysing the matrix takes a second or so); and with a target, its budget.
+        (stop, the words it adds to the round's line)."""
+        s, host = self.settings, self.host
+        host["rounds"] = self.done
+        if self.done - 1 == min(1, s.rounds - 1) and host["budget_s"] is None \
+                and s.target is None:
+            self._set_budget()
+        elapsed = time.monotonic() - self.t0 - self.perf_s
+        rd.line = self._round_line(rd)
+        notes = ""
+        if s.should_stop is not None and self.done >= 4 \
+                and elapsed - self.judged_at >= 0.1 * elapsed:
+            self.judged_at = elapsed
+            stop, why = s.should_stop(self.document())
+            notes = f"; {why}"
+            if stop:
+                host["stopped"] = "target"
+                return True, notes
+        budget_s = host["budget_s"]
+        if s.target is not None and budget_s is not None and elapsed >= budget_s:
+            host["stopped"] = "budget"
+            return True, notes + f"; the budget of {budget_s:.0f} s is spent"
+        return False, notes
+
+    def record_round(self, rd, notes):
+        """The round's progress line, with what its judgement said."""
+        if self.settings.round_lines:
+            ui.progress(rd.line + notes)
+
+    # ---- what the steps use ----
+
+    def _probe(self, rnd, in_cell):
+        """Run the reference once as the host's probe: (its record, fast or not, or None).
+        A fast probe after a fast one counts the headline's processes between them as met
+        the fast state."""
+        rec = self._process(self.ref_key, rnd, keep=in_cell)
+        judged = self.rule.judge(rec)
+        if judged is None:
+            return rec, None
+        f, step, fast = judged
+        live = self.live
+        if fast and live["last_fast"]:
+            for k in live["pending"]:
+                self.head_fast[k] += 1
+        live["pending"].clear()
+        live["last_fast"] = fast
+        probe_rec = {"t_s": rec["t_s"], "round": rnd, "floor_ns": f, "fast": fast,
+                     "in_cell": in_cell}
+        if step is not None:
+            probe_rec["chain_ns"] = step
+        self.host["probes"].append(probe_rec)
+        return rec, fast
+
+    def _headline_again(self, rd, fast):
+        """A fast probe, the headline's block measured already this round and its cells still
+        short of fast processes: the block again, first, up to HEADLINE_REPEATS a round."""
+        return (self.quiet and fast and self.head and rd.repeats < HEADLINE_REPEATS
+                and min(self.head_fast.values()) < HEADLINE_FAST
+                and not any(k in self.head_fast for k in rd.queues[0]) and rd.left())
+
+    def _slack(self, rd):
+        """Whether the budget has room for one more wait beyond the work left: the rounds
+        left at the mean measuring time so far (the fastest round is an optimist's estimate,
+        and the budget was overrun by 11% with it)."""
+        s, budget_s = self.settings, self.host["budget_s"]
+        if budget_s is None or not self.measured:
+            return False
+        per = sum(self.measured) / len(self.measured)
+        left = per * (max(s.rounds - rd.rnd, 1) if s.target is None else 1)
+        elapsed = time.monotonic() - self.t0 - self.perf_s
+        return elapsed + left + WAIT_S <= budget_s
+
+    def _set_budget(self):
+        """The budget of a run without one: BUDGET_FACTOR of what its rounds take on a quiet
+        host, from the faster of the first two; within a deadline, the rounds left at their
+        pace come first (waiting must not spend the rounds' own time)."""
+        s = self.settings
+        budget_s = BUDGET_FACTOR.get(s.mode, 1.0) * min(self.measured) * s.rounds
+        if s.deadline is not None:
+            budget_s = min(budget_s, s.deadline - self.t0)
+        self.host["budget_s"] = budget_s
+
+    def _round_line(self, rd):
+        """The round's progress line: its time, its wait, the host's fast share so far."""
+        s, pr = self.settings, self.host["probes"]
+        share = sum(1 for x in pr if x["fast"]) / len(pr) if pr else None
+        return (f"{s.label}: round {self.done}{'' if s.target else '/' + str(s.rounds)} "
+                f"({time.monotonic() - rd.t0:.1f} s"
+                + (f", {rd.waited:.1f} s waiting for a quiet host" if rd.waited else "")
+                + (f"; host fast in {100 * share:.0f}% of probes so far"
+                   if share is not None else "")
+                + ")")
+
+    def _process(self, key, rnd, keep=True):
+        """One process of one cell, from round rnd's copy of its program; its record
+        (appended to the cell unless keep is False), or None when it gave nothing."""
+        s, c = self.settings, self.state[key]
         if len(c["errors"]) >= 2:
             return None         # failed twice: stop spending time on it
-        sync = c["op"] == "write-sync"
-        t_cell = time.monotonic() - t_start
+        t_cell = time.monotonic() - self.t0
         try:
-            res = measure(key[0], c["op"], c["size"], c["shape"], sampling=Sampling(
-                batches=SYNC_BATCHES[mode] if sync else params["batches"], calls=c["calls"],
-                cpu=pinned, tsc_hz=tsc_hz, clock=clock, batch_ms=params["batch_ms"],
-                warmup_ms=min(params["warmup_ms"], 5) if sync else params["warmup_ms"],
-                realtime=realtime), launch=Launch(
-                binary=copied[key[0]][rnd % n_copies], file_dir=file_dir,
-                extra_env=_stack_pad(rnd)))
+            res = syscost.measure(
+                key[0], c["op"], c["size"], c["shape"],
+                sampling=s.sampling(c["op"], c["calls"], self.tsc_hz, self.cpu),
+                launch=syscost.Launch(binary=self.copies.of(key[0], rnd),
+                                      file_dir=self.file_dir, extra_env=_stack_pad(rnd)))
         except SyscostError as e:
             c["errors"].append(str(e))
-            ui.warn(f"{label}: {' '.join(str(x) for x in key if x is not None)}: {e}",
+            ui.warn(f"{s.label}: {' '.join(str(x) for x in key if x is not None)}: {e}",
                     "the cell is reported with the error")
             return None
         if not res["supported"]:
@@ -424,45 +676,26 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             return None
         if c["calls"] is None:
             c["calls"] = res["calls_per_batch"]   # later rounds reuse the first round's size
-        rd = {"round": rnd, "copy": rnd % n_copies, "t_s": round(t_cell, 3),
-              "calls_per_batch": res["calls_per_batch"],
-              "cpu": res.get("cpu"), "sched": res.get("sched")}
+        rec = {"round": rnd, "copy": self.copies.index(rnd), "t_s": round(t_cell, 3),
+               "calls_per_batch": res["calls_per_batch"],
+               "cpu": res.get("cpu"), "sched": res.get("sched")}
         for k, name in BATCH_KEYS.items():
             if res.get(k) is not None:
-                rd[name] = res[k]
-        if record:
-            c["rounds"].append(rd)
-        scheds.add(res.get("sched"))
+                rec[name] = res[k]
+        if keep:
+            c["rounds"].append(rec)
+        self.scheds.add(res.get("sched"))
         if res.get("sched") != "fifo":
-            sched_why = res.get("sched_why")
-        clk = clk or res.get("clock")
-        return rd
+            self.sched_why = res.get("sched_why")
+        self.clk = self.clk or res.get("clock")
+        return rec
 
-    def host_probe(rnd, record):
-        """Run the reference once as the host's probe: (its record, fast or not, or None)."""
-        rd = run_one(ref_key, rnd, record)
-        judged = rule.judge(rd)
-        if judged is None:
-            return rd, None
-        f, step, fast = judged
-        if fast and live["last_fast"]:
-            for k in live["pending"]:
-                head_fast[k] += 1
-        live["pending"].clear()
-        live["last_fast"] = fast
-        probe_rec = {"t_s": rd["t_s"], "round": rnd, "floor_ns": f, "fast": fast,
-                     "in_cell": record}
-        if step is not None:
-            probe_rec["chain_ns"] = step
-        host["probes"].append(probe_rec)
-        return rd, fast
-
-    def _doc():
+    def document(self):
         """The document of what was measured so far."""
-        wall = time.monotonic() - t_start - perf_s
-
+        s, scheds = self.settings, self.scheds
+        wall = time.monotonic() - self.t0 - self.perf_s
         out_cells = []
-        for (name, op, size, shape), c in state.items():
+        for (name, op, size, shape), c in self.state.items():
             m = c["mech"]
             cell = {"variant": name, "bits": m.bits, "abi": m.abi, "mechanism": m.mechanism,
                     "op": op, "size": size, "shape": shape, "supported": c["supported"],
@@ -471,152 +704,24 @@ def _rounds(out_dir, mode, mechs, ops, sizes, shapes, full, accuracy, clock, rea
             if c["errors"]:
                 cell["errors"] = c["errors"]
             out_cells.append(cell)
-        doc = {"schema": SCHEMA, "clock": clk, "tsc_hz": tsc_hz, "cpu": pinned, "mode": mode,
-               "params": {"batches": params["batches"], "sync_batches": SYNC_BATCHES[mode],
-                          "calls_per_batch": "auto (first round, then fixed)",
-                          "batch_ms": params["batch_ms"], "warmup_ms": params["warmup_ms"],
-                          "rounds": host["rounds"], "rounds_mode": params["rounds"],
-                          "copies": n_copies,
-                          "sizes": sizes,
-                          "ops": list(ops) if ops is not None else None,
-                          "shapes": list(shapes) if shapes is not None else None,
-                          "variants": [m.name for m in mechs]},
-               "reference": {"variant": ref[0], "op": ref[1], "shape": ref[2]},
-               "sched": "fifo" if scheds == {"fifo"} else ("mixed" if "fifo" in scheds else "other"),
-               "sched_why": sched_why or ("SCHED_FIFO priority 50" if scheds == {"fifo"} else None),
-               "file_dir": str(file_dir), "file_fstype": _fstype(file_dir),
-               "host": socket.gethostname(), "full_matrix": full,
-               "wall_s": wall, "cells": out_cells,
-               "perf_bench": perf if accuracy else None,
-               "host_state": dict(host, probes=list(host["probes"]))}
-        return doc
-
-    if so_far is not None:
-        so_far["doc"] = _doc
-    measured = []           # each round's measuring time (waiting left out)
-    judged_at = [0.0]       # when should_stop last judged
-    max_rounds = params["rounds"] if target is None else 10000
-    rnd = 0
-    while rnd < max_rounds:
-        if proc.next_round_past(deadline, measured, rnd, MIN_ROUNDS):
-            # tw run's time for the bench is spent: fewer rounds, the intervals wider and
-            # honest for it, rather than a report past its time
-            host["stopped"] = "deadline"
-            ui.progress(f"{label}: stopped after {rnd} of {params['rounds']} rounds: the "
-                        f"report's time for the bench ({host['deadline_s']:.0f} s) is spent")
-            break
-        order = [k for k, c in state.items() if c["supported"] and k != ref_key
-                 and not (skip and skip(k, rnd >= params["rounds"]))]
-        random.Random(rnd).shuffle(order)
-        t_round = time.monotonic()
-        waited_round = 0.0
-        # Quiet first: the cells whose undisturbed figure the quiet moments are for (QUIET_OPS)
-        # wait in one queue, the rest in another, each in the round's shuffled order.  A probe
-        # that finds the host fast takes the next chunk of the first; one that finds it slow
-        # takes the next chunk of the second, whose cells lead with their typical figure or
-        # are not what the quiet is for, and waits only when that queue is empty.
-        queues = ([[k for k in order if _quiet(k)], [k for k in order if not _quiet(k)]]
-                  if quiet else [list(order)])
-        # the headline's cells first among those the quiet moments are for, as one block
-        queues[0].sort(key=lambda k: head.index(k) if k in head_fast else len(head))
-        repeats = 0
-        while True:             # at least once: a round of no cells still probes
-            chunk = None
-            if ref_key is not None:
-                # The probe before each chunk: while the host is slow, nothing is left to
-                # measure in the slow state and the budget has slack beyond the work left,
-                # wait for its fast state.  Only the probe that opens the chunk counts as a
-                # reference round.
-                rd, fast = host_probe(rnd, record=False)
-                if quiet and fast and head and repeats < HEADLINE_REPEATS \
-                        and min(head_fast.values()) < HEADLINE_FAST \
-                        and not any(k in head_fast for k in queues[0]) and any(queues):
-                    # a fast probe, the headline's block measured already this round and its
-                    # cells still short of fast processes: the block again, first
-                    chunk = list(head)
-                    repeats += 1
-                else:
-                    chunk = next_chunk(queues, fast) if quiet else None
-                while quiet and chunk is None and fast is False and budget_s is not None \
-                        and measured:
-                    # the rounds left at the mean measuring time so far: the fastest round
-                    # is an optimist's estimate, and the budget was overrun by 11% with it
-                    per = sum(measured) / len(measured)
-                    left = per * (max(params["rounds"] - rnd, 1) if target is None else 1)
-                    elapsed = time.monotonic() - t_start - perf_s
-                    if elapsed + left + WAIT_S > budget_s:
-                        break
-                    t_wait = time.monotonic()
-                    time.sleep(WAIT_S)
-                    rd, fast = host_probe(rnd, record=False)
-                    waited_round += time.monotonic() - t_wait
-                if rd is not None:
-                    state[ref_key]["rounds"].append(rd)
-                    host["probes"][-1]["in_cell"] = True
-            if chunk is None:
-                chunk = next_chunk(queues, True)
-            burst = None
-            if any(k in head_fast for k in chunk):
-                live["bursts"] += 1
-                burst = live["bursts"]
-            for key in chunk:
-                rd = run_one(key, rnd)
-                if rd is not None and burst is not None and key in head_fast:
-                    rd["burst"] = burst
-                    live["pending"].append(key)
-            if not any(queues):
-                break
-        if ref_key is not None:
-            rd, _ = host_probe(rnd, record=True)       # the round's closing probe
-        host["waited_s"] += waited_round
-        measuring = time.monotonic() - t_round - waited_round
-        measured.append(measuring)
-        if rnd == min(1, params["rounds"] - 1) and host["budget_s"] is None and target is None:
-            budget_s = BUDGET_FACTOR.get(mode, 1.0) * min(measured) * params["rounds"]
-            if deadline is not None:
-                # waiting must not spend the rounds' own time: within the deadline, the
-                # rounds left at their pace come first
-                budget_s = min(budget_s, deadline - t_start)
-            host["budget_s"] = budget_s
-        if accuracy:
-            t_perf = time.monotonic()
-            ns, why = perf_bench_once(params["perf_loops"], cpu=pinned, realtime=realtime)
-            perf_s += time.monotonic() - t_perf
-            if ns is None:
-                perf["why"] = why
-            else:
-                perf["samples"].append(ns)
-                perf["rounds"].append(rnd)
-        rnd += 1
-        host["rounds"] = rnd
-        elapsed = time.monotonic() - t_start - perf_s
-        pr = host["probes"]
-        share = sum(1 for x in pr if x["fast"]) / len(pr) if pr else None
-        msg = (f"{label}: round {rnd}{'' if target else '/' + str(params['rounds'])} "
-               f"({time.monotonic() - t_round:.1f} s"
-               + (f", {waited_round:.1f} s waiting for a quiet host" if waited_round else "")
-               + (f"; host fast in {100 * share:.0f}% of probes so far" if share is not None else "")
-               + ")")
-        # The target's judgement from the fourth round on (the stopping rule's plan depends on
-        # its first stage alone, so judging often costs no coverage), at most once per tenth
-        # of the time so far: analysing the matrix takes a second or so.
-        if should_stop is not None and rnd >= 4 and elapsed - judged_at[0] >= 0.1 * elapsed:
-            judged_at[0] = elapsed
-            stop, why = should_stop(_doc())
-            msg += f"; {why}"
-            if stop:
-                host["stopped"] = "target"
-                if round_lines:
-                    ui.progress(msg)
-                break
-        if target is not None and budget_s is not None and elapsed >= budget_s:
-            host["stopped"] = "budget"
-            if round_lines:
-                ui.progress(msg + f"; the budget of {budget_s:.0f} s is spent")
-            break
-        if round_lines:
-            ui.progress(msg)
-    doc = _doc()
-    if out_dir is not None:
-        files.write_json(Path(out_dir) / "percall.json", doc)
-    return doc
+        return {"schema": SCHEMA, "clock": self.clk, "tsc_hz": self.tsc_hz, "cpu": self.cpu,
+                "mode": s.mode,
+                "params": {"batches": s.batches, "sync_batches": s.sync_batches,
+                           "calls_per_batch": "auto (first round, then fixed)",
+                           "batch_ms": s.batch_ms, "warmup_ms": s.warmup_ms,
+                           "rounds": self.host["rounds"], "rounds_mode": s.rounds,
+                           "copies": self.copies.k,
+                           "sizes": self.sizes,
+                           "ops": list(s.ops) if s.ops is not None else None,
+                           "shapes": list(s.shapes) if s.shapes is not None else None,
+                           "variants": [m.name for m in self.mechs]},
+                "reference": {"variant": self.ref[0], "op": self.ref[1], "shape": self.ref[2]},
+                "sched": ("fifo" if scheds == {"fifo"} else
+                          ("mixed" if "fifo" in scheds else "other")),
+                "sched_why": self.sched_why or ("SCHED_FIFO priority 50"
+                                                if scheds == {"fifo"} else None),
+                "file_dir": str(self.file_dir), "file_fstype": _fstype(self.file_dir),
+                "host": socket.gethostname(), "full_matrix": self.full,
+                "wall_s": wall, "cells": out_cells,
+                "perf_bench": self.perf if s.accuracy else None,
+                "host_state": dict(self.host, probes=list(self.host["probes"]))}

@@ -441,8 +441,8 @@ def percall_on_the_spot(variants, rounds=10):
     """A short per-call matrix (op null, ret shape) over `variants`, measured here in
     interleaved rounds with build/syscost-*: the percall.json document (raw rounds)."""
     from . import bench
-    return bench.run_matrix(None, mode="quick", variants=list(variants), ops=["null"],
-                            shapes=["ret"], rounds=rounds)
+    return bench.run(None, bench.Settings(mode="quick", variants=list(variants), ops=["null"],
+                                          shapes=["ret"], rounds=rounds))
 
 
 # The Go program's prime count of writes: every tracer must see exactly this many.

@@ -50,10 +50,10 @@ def stage(out, mode="default", judge=None, budget_s=BUDGET_S, deadline=None):
     # to say, once.
     judged = [r for r in probe.check_all("syscost") if r["name"] == ref[0]]
     with tempfile.TemporaryDirectory(prefix="tw-exit-price-") as scratch:
-        doc = bench.run_matrix(None, mode=mode, variants=[ref[0]], ops=["cpuid"], shapes=["ret"],
-                               file_dir=scratch, target=TARGET, budget_s=budget_s,
-                               should_stop=judge, quiet_first=False, judged=judged,
-                               label="exit-price", round_lines=False)
+        doc = bench.run(None, bench.Settings(
+            mode=mode, variants=[ref[0]], ops=["cpuid"], shapes=["ret"], file_dir=scratch,
+            target=TARGET, budget_s=budget_s, should_stop=judge, quiet_first=False,
+            judged=judged, label="exit-price", round_lines=False))
     files.write_json(Path(out) / f"{STEM}.json", doc)
     hs = doc.get("host_state") or {}
     pr = hs.get("probes") or []

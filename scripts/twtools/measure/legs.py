@@ -65,7 +65,7 @@ MIN_BLOCKS = 4
 CHECK_GROWTH = 0.1
 CHECK_MAX = 8
 # Quiet first: before each block, the host is probed (one short process of the 64-bit syscall's
-# null call, judged by the matrix's rule, measure.bench.HostProbe) and, while it is slow, probed
+# null call, judged by the matrix's rule, measure.rounds.HostProbe) and, while it is slow, probed
 # again every WAIT_STEP_S for up to WAIT_MAX_S before the block runs anyway.  A host fast in a
 # quarter of its moments, in bursts of seconds, then gives most blocks its fast state: the
 # legs' figures rest on the blocks whose processes met it (analyse/legs.py), and with 4 blocks
@@ -266,7 +266,7 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
         doc["why"] = "no mechanism that enters by a system call works here"
         return doc
     t0 = time.monotonic()
-    from .bench import HostProbe
+    from .rounds import HostProbe
     rule = HostProbe()
     doc["host"] = host = {"probes": [], "waited_s": 0.0, "wait_max_s": WAIT_MAX_S.get(mode, 2.0),
                           "_t0": t0}

@@ -33,7 +33,7 @@ The TLPI sweep's sizes from TLPI_CHEAP_FROM, whose passes are a few calls each, 
 timewrite run per round with more passes (`parts` in the file), as cheap as they are noisy.
 Process start-up (~1 ms) is outside the timed passes, which time themselves.
 Between the runs the sweeps probe the host as the matrix does (HostProbes: the reference cell
-judged by bench.HostProbe), and each pass keeps its run's start (t_s), so that the analysis
+judged by rounds.HostProbe), and each pass keeps its run's start (t_s), so that the analysis
 can give each row the figure of the runs that met the host's fast state beside its own
 (docs/sweeps.md, "The host's state").
 
@@ -53,7 +53,7 @@ from pathlib import Path
 
 from ..core import files, paths, proc, ui
 from ..machine import probe
-from . import bench
+from . import bench, rounds
 from .syscost import Sampling, SyscostError, calibrate, measure
 
 SEED_SIZES = [256 << i for i in range(10)]          # 256 .. 131072, the seed's own
@@ -228,7 +228,7 @@ def interrupted(obj, e):
 # The host's state over the sweeps, as the matrix labels it (measure/bench.py, quiet first):
 # the reference cell (64-syscall null ret) run as a probe before every PROBE_EVERY-th timewrite
 # run, and once after the last, each judged fast or slow by the matrix's live rule
-# (bench.HostProbe).  A probe is about 8 ms (4 batches of 0.5 ms, 2 ms of warm-up, the process
+# (rounds.HostProbe).  A probe is about 8 ms (4 batches of 0.5 ms, 2 ms of warm-up, the process
 # started), a seed sweep's async run 70-170 ms and a TLPI one longer: every second run costs
 # the default report's sweeps about 1.5 s.  The analysis labels each run by the probes before
 # and after it (analyse/sweeps.py, host), as the matrix labels its processes.
@@ -248,7 +248,7 @@ class HostProbes:
 
     def __init__(self, t0=None):
         self.t0 = time.monotonic() if t0 is None else t0
-        self.rule = bench.HostProbe()
+        self.rule = rounds.HostProbe()
         self.probes, self.since, self.why = [], None, None
         self.ref = bench.reference()
         self.cal = None
@@ -306,8 +306,8 @@ class HostProbes:
 
     def state(self):
         v, op, shape = self.ref
-        return {"probes": list(self.probes), "every": PROBE_EVERY, "tol": bench.HOST_TOL,
-                "level_rank": bench.LEVEL_RANK,
+        return {"probes": list(self.probes), "every": PROBE_EVERY, "tol": rounds.HOST_TOL,
+                "level_rank": rounds.LEVEL_RANK,
                 "reference": {"variant": v, "op": op, "shape": shape},
                 "fast_share": (sum(p["fast"] for p in self.probes) / len(self.probes)
                                if self.probes else None),

@@ -91,8 +91,8 @@ def _measure_for_watch():
                 vs.append(v)
     vs += [v for v in registry.fast32() if v not in vs]
     ui.progress(f"watch: measuring the per-call costs here (--measure): {', '.join(vs)}")
-    doc = bench.run_matrix(None, mode="quick", variants=vs, ops=["null", "cpuid"],
-                           shapes=["ret"], rounds=10)
+    doc = bench.run(None, bench.Settings(mode="quick", variants=vs, ops=["null", "cpuid"],
+                                         shapes=["ret"], rounds=10))
     return doc, (f"measured here at the watch's start (--measure): build/syscost-* op null and "
                  f"cpuid, {doc['params']['rounds']} interleaved rounds")
 
