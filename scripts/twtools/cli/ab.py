@@ -8,6 +8,7 @@ when the interval excludes 1 and the call survives the Benjamini-Hochberg correc
 cells, else the smallest difference the run could have detected.
 """
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 from ..analyse import compare
@@ -18,11 +19,8 @@ from ..present import export
 from . import options
 
 
-# Rounds per mode: the interval narrows as 1/sqrt(rounds), so --long's four times the rounds
-# halve it.  A round is two syscost runs of about 12 ms each (the TSC rate is measured once),
-# so the default's 200 rounds take about 5 s per cell: on a Zen 5 guest its 95% half-width
-# on B/A was 0.3-1.0% over 19 A/A runs (median 0.44%), enough to find a 1.5% change.
-ROUNDS = {"quick": 24, "default": 200, "long": 800}
+# Rounds per mode (measure/ab.py says why these).
+ROUNDS = ab.ROUNDS
 # A/A runs of --selfcheck: 20 give chance (5% a run) one call on average, at most 3 in 95%.
 SELFCHECK_RUNS = 20
 WALL_VARIANTS, WALL_OPS, wall_variants = walls.WALL_VARIANTS, walls.WALL_OPS, walls.wall_variants
@@ -105,7 +103,10 @@ def selfcheck(args):
     a = ab.side((f"A (build {args.build_a})" if args.build_a else "A (default)") + where,
                 build=args.build_a)
     b = ab.side(f"A' (copies of {args.build_a or 'this build'}){where}", build=args.build_a)
-    rounds = args.rounds or ROUNDS[args.mode]
+    settings = ab.Settings(a=a, b=b, variants=args.variants, ops=args.ops, shapes=args.shapes,
+                           mode=args.mode, rounds=args.rounds, cpu=args.cpu,
+                           copies=args.copies, wall_both=True)
+    rounds = settings.rounds
     base = Path(args.out) if args.out else files.new_directory(
         paths.RESULTS, f"ab-selfcheck-{socket.gethostname()}")
     base.mkdir(parents=True, exist_ok=True)
@@ -113,9 +114,7 @@ def selfcheck(args):
     for i in range(n):
         ui.progress(f"ab: self-check, A/A run {i + 1} of {n}")
         wall = make_wall(args, args.wall, args.enable_audit) if args.wall else None
-        doc = ab.run_ab(base / f"aa-{i + 1:03d}", a, b, args.variants, args.ops, args.shapes,
-                        rounds=rounds, cpu=args.cpu, copies=args.copies, wall=wall,
-                        wall_both=True)
+        doc = ab.run_ab(base / f"aa-{i + 1:03d}", replace(settings, wall=wall))
         rows = compare.ab(doc)
         for r in rows:
             if r["decision"] == "unknown":
@@ -188,12 +187,14 @@ def main(args, name):
     # A new directory of its own unless --out: two runs in one second must not share one.
     out = Path(args.out) if args.out else files.new_directory(paths.RESULTS, f"ab-{socket.gethostname()}")
     out.mkdir(parents=True, exist_ok=True)
-    rounds = args.rounds or ROUNDS[args.mode]
+    settings = ab.Settings(a=a, b=b, variants=args.variants, ops=args.ops, shapes=args.shapes,
+                           mode=args.mode, rounds=args.rounds, cpu=args.cpu,
+                           copies=args.copies, wall=wall)
+    rounds = settings.rounds
     ui.progress(f"ab: {a['label']} against {b['label']}, {rounds} rounds, into {out}")
     stopped = None
     try:
-        doc = ab.run_ab(out, a, b, args.variants, args.ops, args.shapes, rounds=rounds,
-                        cpu=args.cpu, copies=args.copies, wall=wall)
+        doc = ab.run_ab(out, settings)
     except ui.Interrupted as e:
         # What was measured is in ab.json, marked interrupted: its decisions are printed too.
         if getattr(e, "partial", None) is None:

@@ -18,16 +18,15 @@ placement anew for every copy, spread over the whole run, puts it in the interva
 --speculation comparison) run the same copy in a round, so its placement cancels in the pair.
 """
 import platform
-import random
-import shutil
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import files, ui
 from ..machine import hostwalls, probe, registry, seccomp
-from . import workflags
-from .syscost import Launch, Sampling, SyscostError, calibrate, make_copies, measure
+from . import rounds, workflags
+from .syscost import Launch, Sampling, SyscostError, calibrate, measure
 from .trace import tmp_dir
 
 SCHEMA = "timewrite-ab/3"
@@ -36,6 +35,11 @@ PROGRESS_S = 1.0
 # over.  Eight keep Student's t at 2.36 (7 df) while a default run's 200 rounds still give 25
 # rounds a copy, 5 in each side's fastest 20%.
 COPIES = 8
+# Rounds per mode: the interval narrows as 1/sqrt(rounds), so --long's four times the rounds
+# halve it.  A round is two syscost runs of about 12 ms each (the TSC rate is measured once),
+# so the default's 200 rounds take about 5 s per cell: on a Zen 5 guest its 95% half-width
+# on B/A was 0.3-1.0% over 19 A/A runs (median 0.44%), enough to find a 1.5% change.
+ROUNDS = {"quick": 24, "default": 200, "long": 800}
 
 
 def side(label, speculation=None, build=None):
@@ -43,18 +47,72 @@ def side(label, speculation=None, build=None):
     return {"label": label, "speculation": speculation, "build": str(build) if build else None}
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What one tw ab run measures and how, built once by its command (cli/ab.py, and the
+    walls stage, measure/walls/stage.py) and passed whole to run_ab().
+
+    What to measure
+      a, b       the two sides (side(): a label, a --speculation, a build directory)
+      variants   the variants; with ops and shapes, every (variant, op, shape) the registry
+      ops        gives the variant is a cell
+      shapes
+    How many rounds, and how each process runs
+      mode       quick, default or long: the rounds when rounds is None (ROUNDS)
+      rounds     the rounds, each measuring every cell once under A and once under B
+      copies     fresh copies of each side's binary: round r runs copy r % copies (at most
+                 one a round)
+      batches, batch_ms, warmup_ms   each process's batches, their length, its warm-up
+      cpu        the CPU to pin to (None: the one the calibrating run chose)
+      realtime   ask for SCHED_FIFO
+    The wall
+      wall       a measure.walls wall that B's runs go behind (up before the rounds, down
+                 after them, the host as it was found either way), or None
+      wall_both  A's runs behind it too (an A/A behind the wall, tw ab --selfcheck --wall)"""
+    a: dict
+    b: dict
+    variants: list
+    ops: list = ("null",)
+    shapes: list = ("ret",)
+    mode: str = "default"
+    rounds: int | None = None
+    copies: int = COPIES
+    batches: int = 6
+    batch_ms: float = 0.5
+    warmup_ms: float = 5
+    cpu: int | None = None
+    realtime: bool = True
+    wall: object = None
+    wall_both: bool = False
+
+    def __post_init__(self):
+        if self.rounds is None:
+            object.__setattr__(self, "rounds", ROUNDS[self.mode])
+
+    def cells(self):
+        """[(variant, op, shape)]: each variant's operations and shapes among those asked."""
+        return [(v, op, shape) for v in self.variants for op in self.ops for shape in self.shapes
+                if op in registry.get(v).ops
+                and shape in registry.shapes_for(registry.get(v), op)]
+
+    def sampling(self, tsc_hz, cpu):
+        """How each of the run's processes samples."""
+        return Sampling(batches=self.batches, batch_ms=self.batch_ms, warmup_ms=self.warmup_ms,
+                        cpu=cpu, tsc_hz=tsc_hz, realtime=self.realtime)
+
+
 def _binary(s, variant):
     """Side s's syscost-<variant>: its build's, or None for this tree's."""
     return Path(s["build"]) / f"syscost-{variant}" if s["build"] else None
 
 
-def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz=None,
-         binary=None, wall=None, bare=None):
-    """One syscost run of side s; behind the wall when one is given (side B's): what the wall
-    adds to the run (wall.before: syscost's arguments, a command wrapper), or the run refused
-    with the wall's reason.  bare: the wall of a run that stays in front of it (side A's),
-    whose bare_wrapper, if it has one, starts A's program the way B's is started but for the
-    wall."""
+def _run(s, cell, sampling, binary, wall=None, bare=None):
+    """One syscost run of side s on cell (variant, op, shape); behind the wall when one is
+    given (side B's): what the wall adds to the run (wall.before: syscost's arguments, a
+    command wrapper), or the run refused with the wall's reason.  bare: the wall of a run
+    that stays in front of it (side A's), whose bare_wrapper, if it has one, starts A's
+    program the way B's is started but for the wall."""
+    variant, op, shape = cell
     extra = ["--speculation", s["speculation"]] if s["speculation"] else []
     wrapper = bare.bare_wrapper if bare is not None else None
     if wall is not None:
@@ -62,10 +120,8 @@ def _run(s, variant, op, shape, batches, batch_ms, warmup_ms, cpu, realtime, tsc
         if why:
             return {"supported": False, "reason": f"behind {wall.spec}: {why}"}
         extra += more
-    return measure(variant, op, shape=shape, sampling=Sampling(
-        batches=batches, batch_ms=batch_ms, warmup_ms=warmup_ms, cpu=cpu, tsc_hz=tsc_hz,
-        realtime=realtime), launch=Launch(binary=binary or _binary(s, variant),
-                                          extra_args=extra, command_wrapper=wrapper))
+    return measure(variant, op, shape=shape, sampling=sampling, launch=Launch(
+        binary=binary or _binary(s, variant), extra_args=extra, command_wrapper=wrapper))
 
 
 def _calibrate(a, cells, cpu):
@@ -82,42 +138,36 @@ def _calibrate(a, cells, cpu):
     return (tsc_hz if clock == "tsc" else None), cpu
 
 
-def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, batches=6,
-           batch_ms=0.5, warmup_ms=5, cpu=None, realtime=True, copies=COPIES, wall=None,
-           wall_both=False):
-    """Interleave A and B over every (variant, op, shape) for `rounds` rounds, each side from
-    `copies` fresh copies of its binary (round r from copy r % copies); write ab.json.  wall:
-    a measure.walls wall that B's runs go behind (up before the rounds, down after them, the
-    host as it was found either way); wall_both: A's runs too (an A/A behind the wall, tw ab
-    --selfcheck --wall)."""
-    cells = [(v, op, shape) for v in variants for op in ops for shape in shapes
-             if op in registry.get(v).ops and shape in registry.shapes_for(registry.get(v), op)]
+def run_ab(out_dir, settings):
+    """Interleave A and B over every cell of `settings` (a Settings) for its rounds, each side
+    from its copies (round r from copy r % copies); write ab.json into out_dir (unless None)
+    and return the document.  A wall is up for the rounds and down after them, the host as it
+    was found either way."""
+    s = settings
+    cells = s.cells()
     if not cells:
         raise ValueError("no cell to measure: check the variants' operations and shapes "
                          "(variants/registry)")
-    data = {(c, s["label"]): {"rounds": [], "reason": None} for c in cells for s in (a, b)}
-    tsc_hz, cpu = _calibrate(a, cells, cpu)
-    k = max(1, min(copies, rounds))
-    same_build = a["build"] == b["build"]
+    tsc_hz, cpu = _calibrate(s.a, cells, s.cpu)
+    same_build = s.a["build"] == s.b["build"]
     sources = {}
     for v in sorted({c[0] for c in cells}):
-        for s_ in ((a,) if same_build else (a, b)):
+        for s_ in ((s.a,) if same_build else (s.a, s.b)):
             sources[(s_["label"], v)] = _binary(s_, v) or probe.binary("syscost", v)
-    copied, top = make_copies(sources, k)
-    facts, doc, stopped = None, None, None
+    copies = rounds.Copies(sources, min(s.copies, s.rounds))
+    run = _AB(s, cells, s.sampling(tsc_hz, cpu), copies)
+    wall, facts, doc, stopped = s.wall, None, None, None
     # What every process paid during the run, A and B alike: programs on raw_syscalls that
     # are not this run's own (the tracer wall's loader is started after this look).
     host_before = hostwalls.raw_syscalls_tracers()
     try:
         if wall is not None:
             facts = {"up": wall.up(out_dir, [(c[0], c[1]) for c in cells])}
-        doc = _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cpu,
-                      realtime, tsc_hz, k, copied, same_build, wall, wall_both)
-        if wall is not None and not wall_both:
-            facts["evidence"] = _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz,
-                                          cpu, realtime)
+        doc = run.measured()
+        if wall is not None and not s.wall_both:
+            facts["evidence"] = _evidence(run)
     except ui.Interrupted as e:
-        # the rounds so far, marked interrupted (_rounds made them): kept, below
+        # the rounds so far, marked interrupted (_AB.measured made them): kept, below
         stopped, doc = e, getattr(e, "partial", None) or doc
         if doc is None:
             raise
@@ -129,7 +179,7 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
                 facts = facts or {}
                 facts["down"] = wall.down()
         finally:
-            shutil.rmtree(top, ignore_errors=True)
+            copies.remove()
     if stopped is None:
         own = wall.own_pids() if wall is not None else set()
         after = hostwalls.raw_syscalls_tracers(exclude=own)
@@ -145,12 +195,14 @@ def run_ab(out_dir, a, b, variants, ops=("null",), shapes=("ret",), rounds=12, b
     return doc
 
 
-def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime):
+def _evidence(run):
     """What the kernel put on one A process and one B process of the first cell B could run:
     their SYSCALL_WORK flags, read by bpftrace at their exit_group (workflags.work_flags), and
     B's seccomp lines of /proc/self/status as syscost printed them.  {'cell', 'a', 'b',
     'why'}: a and b are lists of flag names, or None with why."""
-    cell = next((c for c in cells if data[(c, b["label"])]["rounds"]), None)
+    s, data, copied = run.settings, run.data, run.copies.paths
+    a, b, wall = s.a, s.b, s.wall
+    cell = next((c for c in run.cells if data[(c, b["label"])]["rounds"]), None)
     if cell is None:
         return {"cell": None, "a": None, "b": None, "why": "B ran no cell"}
     variant, op, shape = cell
@@ -160,12 +212,12 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
     # process can live behind; a call the filter answers itself never reaches sys_enter
     # (syscall_trace_enter returns before the tracepoint when seccomp says skip).
     nr = seccomp.number("exit_group", seccomp.ABI_ARCH[registry.get(variant).abi])
+    short = replace(run.sampling, batches=2, batch_ms=0.5, warmup_ms=1)
     with tempfile.TemporaryDirectory(prefix="tw-ab-evidence-", dir=tmp_dir()) as tmp:
         flags, (ra, rb), why = workflags.work_flags(binary.name, nr, [
-            lambda: _run(a, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz, binary,
-                         bare=wall),
-            lambda: _run(b, variant, op, shape, 2, 0.5, 1, cpu, realtime, tsc_hz,
-                         binary if same_build else copied[(b["label"], variant)][0], wall)],
+            lambda: _run(a, cell, short, binary, bare=wall),
+            lambda: _run(b, cell, short,
+                         binary if run.same_build else copied[(b["label"], variant)][0], wall)],
             tmp)
     wall.release()
     out = {"cell": list(cell), "why": why, "a": None, "b": None, "probe": "bpftrace at "
@@ -184,71 +236,114 @@ def _evidence(wall, cells, data, copied, a, b, same_build, tsc_hz, cpu, realtime
     return out
 
 
-def _rounds(out_dir, a, b, cells, data, rounds, batches, batch_ms, warmup_ms, cpu, realtime,
-            tsc_hz, k, copied, same_build, wall=None, wall_both=False):
-    t0 = shown = time.monotonic()
-    done = 0
-    try:
-        for rnd in range(rounds):
-            order = [(c, s) for c in cells for s in (a, b)]
-            random.Random(rnd).shuffle(order)
-            if wall is not None and wall.grouped and not wall_both:
-                # A wall whose going up and down costs more than a run (the tracer: each
-                # attach and detach waits for the kernel's RCU) is put up once a round: B's
-                # runs together, A's together, each side first every other round, so that a
-                # drift within the round lands on both alike.
-                sides = (b, a) if rnd % 2 else (a, b)
-                order = [x for side in sides for x in order if x[1] is side]
-            for c, s in order:
-                d = data[(c, s["label"])]
-                if s is a and wall is not None and not wall_both:
-                    wall.release()      # B's alone: an A/A keeps it up for both sides
-                if d["reason"]:
-                    continue
-                g = rnd % k
-                binary = copied[((a if same_build else s)["label"], c[0])][g]
-                try:
-                    r = _run(s, *c, batches, batch_ms, warmup_ms, cpu, realtime, tsc_hz, binary,
-                             wall if s is b or wall_both else None,
-                             bare=wall if s is a and not wall_both else None)
-                except SyscostError as e:
-                    d["reason"] = str(e)
-                    ui.warn(f"ab: {s['label']} {' '.join(c)}: {e}",
-                            "that cell is reported without a decision")
-                    continue
-                if not r["supported"]:
-                    d["reason"] = r["reason"]
-                    continue
-                d["rounds"].append({"round": rnd, "copy": g,
-                                    "t_s": round(time.monotonic() - t0, 3),
-                                    "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
-                                    "speculation": r.get("speculation"), "wall": r.get("wall")})
-            if wall is not None:
-                wall.release()
-            done = rnd + 1
-            now = time.monotonic()
-            if rnd + 1 == rounds or now - shown >= PROGRESS_S:
-                # a line a second at most: the default run has 200 rounds of about 25 ms
-                ui.progress(f"ab: round {rnd + 1}/{rounds} ({now - t0:.1f} s)")
-                shown = now
-    except ui.Interrupted as e:
-        # An interrupted run keeps what it measured: every round so far (a round cut in two
-        # keeps the side that ran; the decision uses the rounds both sides have), marked.
-        e.partial = _document(a, b, cells, data, rounds, batches, batch_ms, t0, tsc_hz, cpu, k,
-                              wall_both, done, e.name)
-        raise
-    return _document(a, b, cells, data, rounds, batches, batch_ms, t0, tsc_hz, cpu, k,
-                     wall_both, done, None)
+class _AB(rounds.Rounds):
+    """One tw ab run's rounds in progress (run_ab): each round every cell once under A and
+    once under B, in an order drawn from the round's number, each process from the round's
+    copy; the steps rounds.Rounds.measure runs.  No quiet probe: A and B alternate within
+    the round, so the host's state lands on both sides of a pair alike."""
+
+    def __init__(self, settings, cells, sampling, copies):
+        super().__init__()
+        self.settings, self.cells, self.sampling, self.copies = settings, cells, sampling, copies
+        a, b = settings.a, settings.b
+        self.same_build = a["build"] == b["build"]
+        self.data = {(c, x["label"]): {"rounds": [], "reason": None}
+                     for c in cells for x in (a, b)}
+        self.shown = self.t0
+
+    def measured(self):
+        """Every round; ab.json's document.  An interrupted run keeps what it measured: every
+        round so far (a round cut in two keeps the side that ran; the decision uses the
+        rounds both sides have), marked, as the signal's `partial`."""
+        self.t0 = self.shown = time.monotonic()     # the wall is up: the rounds' clock starts
+        try:
+            self.measure()
+        except ui.Interrupted as e:
+            e.partial = self.document(e.name)
+            raise
+        return self.document(None)
+
+    def another_round(self):
+        return self.done < self.settings.rounds
+
+    def plan_round(self, rnd):
+        """Every (cell, side) once, in an order drawn from the round's number.  A wall whose
+        going up and down costs more than a run (the tracer: each attach and detach waits for
+        the kernel's RCU) is put up once a round: B's runs together, A's together, each side
+        first every other round, so that a drift within the round lands on both alike."""
+        s = self.settings
+        order = rounds.order([(c, x) for c in self.cells for x in (s.a, s.b)], rnd)
+        if s.wall is not None and s.wall.grouped and not s.wall_both:
+            sides = (s.b, s.a) if rnd % 2 else (s.a, s.b)
+            order = [x for side_ in sides for x in order if x[1] is side_]
+        return _Order(rnd, order)
+
+    def quiet_moment(self, rd):
+        """No probe: the whole round's processes, at once."""
+        return rd.take()
+
+    def run_process(self, rd, item):
+        """One process of side x on cell c, from the round's copy; a cell a side cannot run is
+        kept with the reason and not run again."""
+        (c, x), s, rnd = item, self.settings, rd.rnd
+        d = self.data[(c, x["label"])]
+        wall = s.wall
+        if x is s.a and wall is not None and not s.wall_both:
+            wall.release()      # B's alone: an A/A keeps it up for both sides
+        if d["reason"]:
+            return
+        binary = self.copies.of(((s.a if self.same_build else x)["label"], c[0]), rnd)
+        try:
+            r = _run(x, c, self.sampling, binary, wall if x is s.b or s.wall_both else None,
+                     bare=wall if x is s.a and not s.wall_both else None)
+        except SyscostError as e:
+            d["reason"] = str(e)
+            ui.warn(f"ab: {x['label']} {' '.join(c)}: {e}",
+                    "that cell is reported without a decision")
+            return
+        if not r["supported"]:
+            d["reason"] = r["reason"]
+            return
+        d["rounds"].append({"round": rnd, "copy": self.copies.index(rnd), "t_s": self.t_s(),
+                            "samples_ns": r["samples_ns"], "disturbed": r.get("disturbed"),
+                            "speculation": r.get("speculation"), "wall": r.get("wall")})
+
+    def close_round(self, rd):
+        """The round's last run may have left a grouped wall up: down it comes."""
+        wall = self.settings.wall
+        if wall is not None:
+            wall.release()
+
+    def record_round(self, rd, notes):
+        """A line a second at most: the default run has 200 rounds of about 25 ms."""
+        now, n = time.monotonic(), self.settings.rounds
+        if self.done == n or now - self.shown >= PROGRESS_S:
+            ui.progress(f"ab: round {self.done}/{n} ({now - self.t0:.1f} s)")
+            self.shown = now
+
+    def document(self, interrupted):
+        """ab.json's document: every round kept raw; interrupted: the signal's name when the
+        run was cut short after `done` whole rounds (None for a whole run)."""
+        s, data = self.settings, self.data
+        return {"schema": SCHEMA, "kernel": platform.release(), "a": s.a, "b": s.b,
+                "wall_both": s.wall_both, "rounds": s.rounds, "rounds_done": self.done,
+                "interrupted": interrupted, "batches": s.batches, "batch_ms": s.batch_ms,
+                "wall_s": round(time.monotonic() - self.t0, 2), "tsc_hz": self.sampling.tsc_hz,
+                "cpu": self.sampling.cpu, "copies": self.copies.k,
+                "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
+                           "a": data[(c, s.a["label"])], "b": data[(c, s.b["label"])]}
+                          for c in self.cells]}
 
 
-def _document(a, b, cells, data, rounds, batches, batch_ms, t0, tsc_hz, cpu, k, wall_both,
-              done, interrupted):
-    """ab.json's document: every round kept raw; interrupted: the signal's name when the run
-    was cut short after `done` whole rounds (None for a whole run)."""
-    return {"schema": SCHEMA, "kernel": platform.release(), "a": a, "b": b,
-            "wall_both": wall_both, "rounds": rounds, "rounds_done": done,
-            "interrupted": interrupted, "batches": batches, "batch_ms": batch_ms,
-            "wall_s": round(time.monotonic() - t0, 2), "tsc_hz": tsc_hz, "cpu": cpu,
-            "copies": k,
-            "cells": [{"variant": c[0], "op": c[1], "shape": c[2],
-                       "a": data[(c, a["label"])], "b": data[(c, b["label"])]} for c in cells]}
+class _Order:
+    """One tw ab round: its number and its (cell, side) order, taken whole."""
+
+    def __init__(self, rnd, order):
+        self.rnd, self.order = rnd, order
+
+    def take(self):
+        out, self.order = self.order, []
+        return out
+
+    def left(self):
+        return bool(self.order)

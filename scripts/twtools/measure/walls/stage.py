@@ -46,11 +46,10 @@ def stage(out, mode="default", full=False, variants=None, progress=ui.progress):
             wall = make(spec)
             sub = Path(out) / "walls" / spec.replace(":", "-")
             sub.mkdir(parents=True, exist_ok=True)
-            entry["ab"] = ab.run_ab(sub, ab.side("A (bare)"), ab.side(f"B (behind {spec})"),
-                                    sorted({v for v, _ in cells}, key=[c[0] for c in
-                                                                       cells].index),
-                                    sorted({op for _, op in cells}), rounds=rounds,
-                                    copies=COPIES, wall=wall)
+            entry["ab"] = ab.run_ab(sub, ab.Settings(
+                a=ab.side("A (bare)"), b=ab.side(f"B (behind {spec})"),
+                variants=sorted({v for v, _ in cells}, key=[c[0] for c in cells].index),
+                ops=sorted({op for _, op in cells}), rounds=rounds, copies=COPIES, wall=wall))
         except WallError as e:
             entry["why"] = e.line()
         doc["walls"].append(entry)
