@@ -49,6 +49,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 
 from ..core import files, paths, proc, ui
@@ -314,9 +315,21 @@ class HostProbes:
                 "why": self.why}
 
 
-def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None,
-           budget_s=None, judge=None, keep=None, focus=None):
-    """Rounds of runs over (variant, mode), as plan says; returns the sweep dict.
+class _What(NamedTuple):
+    """What one sweep measures (_seed_setup, _tlpi_setup): its file's stem, the variants
+    (probe rows), the plan ({mode: (rounds, batches)}), the parts ([(sizes, batches)], one
+    timewrite run each per (variant, mode) and round), the input's size and its label."""
+    stem: str
+    variants: list
+    plan: dict
+    parts: list
+    input_bytes: int
+    label: str
+
+
+def _sweep(out_dir, what, target=None, budget_s=None, judge=None, keep=None, focus=None):
+    """Rounds of runs over (variant, mode), as what.plan says; returns the sweep dict.
+
 
     target (tw sweep --target, a relative half-width): past the plan's rounds, more rounds of
     the async runs, at the sizes the judge names, until judge(the sweep dict so far) says
@@ -329,10 +342,10 @@ def _sweep(out_dir, stem, variants, plan, parts, input_bytes, label, target=None
     cuts the sweep (the signal then goes on up), so that they are not lost.  focus (without
     target): the plan's rounds past the first go where the rows are widest (Focus)."""
     with _scratch(out_dir) as scratch:
-        sw = _Rounds(out_dir, stem, variants, plan, parts, input_bytes, label, scratch)
+        sw = _Rounds(out_dir, what, scratch)
         sw.target, sw.budget_s = target, budget_s
         try:
-            return _sweep_rounds(sw, label, judge, budget_s,
+            return _sweep_rounds(sw, what.label, judge, budget_s,
                                  Focus(focus) if focus and target is None else None)
         except ui.Interrupted as e:
             if keep is not None and sw.done:
@@ -426,8 +439,8 @@ class _Rounds:
     timewrite run each per (variant, mode) and round; sizes None is timewrite's own list,
     batches None the plan's."""
 
-    def __init__(self, out_dir, stem, variants, plan, parts, input_bytes, label, scratch,
-                 host=None):
+    def __init__(self, out_dir, what, scratch, host=None):
+        stem, variants, plan, parts, input_bytes, label = what
         self.stem, self.plan, self.parts, self.label = stem, plan, parts, label
         # the host's probes (HostProbes), shared when two sweeps take turns
         self.host = host or HostProbes()
@@ -718,7 +731,7 @@ def _seed_setup(mode, variants=None, rounds=None, batches=None, input_bytes=None
     ui.progress(f"seed sweep: {sum(v['supported'] for v in vs)} variants x sync/async, "
                 f"{input_bytes} B input, runs x passes per cell: "
                 + ", ".join(f"{m} {a}x{b}" for m, (a, b) in plan.items()))
-    return ("seed", vs, plan, [(None, None)], input_bytes, "seed sweep")
+    return _What("seed", vs, plan, [(None, None)], input_bytes, "seed sweep")
 
 
 def _seed_export(out_dir, mode, obj):
@@ -737,7 +750,7 @@ def _tlpi_setup(mode, variants=None, rounds=None, batches=None, input_bytes=None
                 f"per cell ({cheap} from {TLPI_CHEAP_FROM} B)")
     parts = [(f"{TLPI_SIZES[0]}-{TLPI_CHEAP_FROM // 2}", None),
              (f"{TLPI_CHEAP_FROM}-{TLPI_SIZES[-1]}", cheap)]
-    return ("tlpi", vs, plan, parts, input_bytes, "TLPI sweep")
+    return _What("tlpi", vs, plan, parts, input_bytes, "TLPI sweep")
 
 
 def _tlpi_export(out_dir, mode, obj):
@@ -750,9 +763,9 @@ def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
                input_bytes=None, target=None, budget_s=None, judge=None, focus=None):
     """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072.  target,
     budget_s, judge, focus: _sweep's."""
-    spec = _seed_setup(mode, variants, rounds, batches, input_bytes)
+    what = _seed_setup(mode, variants, rounds, batches, input_bytes)
     return _seed_export(out_dir, mode, _sweep(
-        out_dir, *spec, target=target, budget_s=budget_s, judge=judge, focus=focus,
+        out_dir, what, target=target, budget_s=budget_s, judge=judge, focus=focus,
         keep=lambda obj: _seed_export(out_dir, mode, obj)))
 
 
@@ -760,9 +773,9 @@ def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None
                input_bytes=None, target=None, budget_s=None, judge=None, focus=None):
     """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536.  target, budget_s,
     judge, focus: _sweep's."""
-    spec = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
+    what = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
     return _tlpi_export(out_dir, mode, _sweep(
-        out_dir, *spec, target=target, budget_s=budget_s, judge=judge, focus=focus,
+        out_dir, what, target=target, budget_s=budget_s, judge=judge, focus=focus,
         keep=lambda obj: _tlpi_export(out_dir, mode, obj)))
 
 
@@ -798,8 +811,8 @@ class Together:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.host = HostProbes()
         try:
-            self.a = _Rounds(out_dir, *_seed_setup(mode), self.scratch, host=self.host)
-            self.b = _Rounds(out_dir, *_tlpi_setup(mode), self.scratch, host=self.host)
+            self.a = _Rounds(out_dir, _seed_setup(mode), self.scratch, host=self.host)
+            self.b = _Rounds(out_dir, _tlpi_setup(mode), self.scratch, host=self.host)
         except BaseException:
             self.close()
             raise
