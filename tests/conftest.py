@@ -74,6 +74,7 @@ CHECK_TIER = (
     "test_watch_unit.py",
     "test_fleet_readiness.py",
     "test_ab_copies.py",
+    "test_settings_reach.py",
     "test_quiet_first.py",
     "test_coreclock.py",
     "test_sequential.py",
