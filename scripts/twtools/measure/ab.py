@@ -50,40 +50,29 @@ def side(label, speculation=None, build=None):
 @dataclass(frozen=True)
 class Settings:
     """What one tw ab run measures and how, built once by its command (cli/ab.py, and the
-    walls stage, measure/walls/stage.py) and passed whole to run_ab().
-
-    What to measure
-      a, b       the two sides (side(): a label, a --speculation, a build directory)
-      variants   the variants; with ops and shapes, every (variant, op, shape) the registry
-      ops        gives the variant is a cell
-      shapes
-    How many rounds, and how each process runs
-      mode       quick, default or long: the rounds when rounds is None (ROUNDS)
-      rounds     the rounds, each measuring every cell once under A and once under B
-      copies     fresh copies of each side's binary: round r runs copy r % copies (at most
-                 one a round)
-      batches, batch_ms, warmup_ms   each process's batches, their length, its warm-up
-      cpu        the CPU to pin to (None: the one the calibrating run chose)
-      realtime   ask for SCHED_FIFO
-    The wall
-      wall       a measure.walls wall that B's runs go behind (up before the rounds, down
-                 after them, the host as it was found either way), or None
-      wall_both  A's runs behind it too (an A/A behind the wall, tw ab --selfcheck --wall)"""
-    a: dict
-    b: dict
-    variants: list
-    ops: list = ("null",)
-    shapes: list = ("ret",)
-    mode: str = "default"
-    rounds: int | None = None
-    copies: int = COPIES
-    batches: int = 6
-    batch_ms: float = 0.5
-    warmup_ms: float = 5
-    cpu: int | None = None
-    realtime: bool = True
-    wall: object = None
-    wall_both: bool = False
+    walls stage, measure/walls/stage.py) and passed whole to run_ab().  Every (variant, op,
+    shape) of variants x ops x shapes that the registry gives the variant is a cell; rounds
+    left None are the mode's (ROUNDS)."""
+    # What to measure
+    a: dict                             # side A (side(): a label, a --speculation, a build)
+    b: dict                             # side B
+    variants: list                      # the variants ...
+    ops: list = ("null",)               # ... their operations ...
+    shapes: list = ("ret",)             # ... and loop shapes
+    # How many rounds, and how each process runs
+    mode: str = "default"               # quick, default or long: the rounds when not given
+    rounds: int | None = None           # each measures every cell once under A, once under B
+    copies: int = COPIES                # fresh copies of each side's binary: round r, r % k
+    batches: int = 6                    # each process's batches ...
+    batch_ms: float = 0.5               # ... their length ...
+    warmup_ms: float = 5                # ... and the warm-up before them
+    cpu: int | None = None              # the CPU to pin to; None: the calibrating run's
+    realtime: bool = True               # ask for SCHED_FIFO
+    # The wall: a measure.walls wall that B's runs go behind (up before the rounds, down
+    # after them, the host as it was found either way); wall_both puts A's runs behind it
+    # too (an A/A behind the wall, tw ab --selfcheck --wall).
+    wall: object = None                 # the wall, or None
+    wall_both: bool = False             # A behind it as well
 
     def __post_init__(self):
         if self.rounds is None:

@@ -224,71 +224,47 @@ class Settings:
     """What one per-call matrix measures and how, built once by its command (cli/bench.py,
     cli/run.py, cli/stages.py, tw run's exit-price stage, the short matrices of tw watch and
     tw diagnose) and passed whole to run().  A field left None takes its mode's value
-    (MODES, SYNC_BATCHES): the one place the modes' defaults are read.
-
-    What to measure
-      mode       quick, default or long (MODES)
-      variants   names ('64-syscall', ...), or None for every mechanism of the registry
-      ops        operations, or None for each mechanism's own (registry)
-      sizes      write-file sizes (None: DEFAULT_SIZES)
-      shapes     loop shapes, or None for each mechanism's own (registry)
-    How many rounds, and how each process runs
-      rounds     the rounds planned (the mode's unless given)
-      batches, sync_batches   each process's batches, and write-sync's (the mode's)
-      batch_ms, warmup_ms     a batch's length and the warm-up before the first (the mode's)
-      perf_loops perf bench's loops, with accuracy (the mode's)
-      copies     fresh copies of each variant's program: round r runs copy r % copies
-      cpu        the CPU to pin to (None: the one the calibrating run chose)
-      clock      syscost's clock (None: auto, the TSC when invariant)
-      realtime   run syscost (and perf bench) under SCHED_FIFO when allowed
-      accuracy   also run `perf bench syscall basic` once per round
-      file_dir   where write-file/write-sync write (None: out_dir, else the current directory)
-    The host's budget
-      quiet_first  wait for the host's fast state (the reference's probes) while the budget
-                 has slack: on a quiet host this never waits
-      budget_s   the matrix's time budget (None: BUDGET_FACTOR of the mode's rounds' time on a
-                 quiet host, estimated from the first rounds); with a target, required
-      deadline   a time.monotonic() by which the matrix ends (tw run's share of its budget for
-                 the bench): no round starts that would end past it, once MIN_ROUNDS are done,
-                 and no waiting for a quiet host spends the time those rounds need
-    The target and its judge (this layer does not analyse)
-      target     keep adding rounds past the planned ones until should_stop says so or the
-                 budget is spent (recorded as given: a fraction, or words)
-      should_stop  should_stop(doc) -> (stop, progress text): the analysis' judgement
-      skip       skip(cell key, past the planned rounds) -> True for a cell that needs no
-                 more rounds (its target met, or none to meet once the planned rounds are done)
-    Who runs it
-      judged     probe.check_all('syscost') rows, when the caller has them already
-      label      what the progress lines begin with (tw run's exit-price stage runs a cut
-                 matrix)
-      round_lines  a progress line each round (the exit-price stage's rounds take 30 ms: it
-                 says what it did in one line instead)"""
-    mode: str = "default"
-    variants: list | None = None
-    ops: list | None = None
-    sizes: list | None = None
-    shapes: list | None = None
-    rounds: int | None = None
-    batches: int | None = None
-    sync_batches: int | None = None
-    batch_ms: float | None = None
-    warmup_ms: float | None = None
-    perf_loops: int | None = None
-    copies: int = COPIES
-    cpu: int | None = None
-    clock: str | None = None
-    realtime: bool = True
-    accuracy: bool = False
-    file_dir: str | Path | None = None
-    quiet_first: bool = True
-    budget_s: float | None = None
-    deadline: float | None = None
-    target: object = None
-    should_stop: object = None
-    skip: object = None
-    judged: list | None = None
-    label: str = "bench"
-    round_lines: bool = True
+    (MODES, SYNC_BATCHES), filled in by __post_init__: the one place the modes' defaults are
+    read."""
+    # What to measure
+    mode: str = "default"               # quick, default or long (MODES)
+    variants: list | None = None        # names ('64-syscall', ...); None: every mechanism
+    ops: list | None = None             # operations; None: each mechanism's own (registry)
+    sizes: list | None = None           # write-file sizes; None: DEFAULT_SIZES
+    shapes: list | None = None          # loop shapes; None: each mechanism's own
+    # How many rounds, and how each process runs
+    rounds: int | None = None           # the rounds planned
+    copies: int = COPIES                # fresh copies of each program: round r runs r % copies
+    batches: int | None = None          # each process's batches ...
+    sync_batches: int | None = None     # ... and write-sync's, which waits for the device
+    batch_ms: float | None = None       # a batch's length
+    warmup_ms: float | None = None      # the warm-up before the first batch (write-sync: <= 5)
+    perf_loops: int | None = None       # perf bench's loops, with accuracy:
+    accuracy: bool = False              # `perf bench syscall basic` once per round too
+    cpu: int | None = None              # the CPU to pin to; None: the calibrating run's
+    clock: str | None = None            # syscost's clock; None: auto, the TSC when invariant
+    realtime: bool = True               # SCHED_FIFO for syscost and perf bench, when allowed
+    file_dir: str | Path | None = None  # where the writes to a file go; None: out_dir or cwd
+    # The host's budget.  quiet_first: wait for the host's fast state (the reference's
+    # probes) while the budget has slack; on a quiet host this never waits.  budget_s (None:
+    # BUDGET_FACTOR of the mode's rounds on a quiet host, from the first rounds; required with
+    # a target).  deadline: a time.monotonic() by which the matrix ends (tw run's share of
+    # its budget): no round starts that would end past it once MIN_ROUNDS are done, and no
+    # wait for a quiet host spends the time those rounds need.
+    quiet_first: bool = True            # wait for the host's fast state while there is slack
+    budget_s: float | None = None       # the matrix's time budget, in seconds
+    deadline: float | None = None       # when the matrix ends, as time.monotonic() tells it
+    # The target and its judge (this layer does not analyse): past the planned rounds, more
+    # until should_stop(doc) -> (stop, progress text) says stop, or the budget is spent; a
+    # cell for which skip(cell key, past the planned rounds) is true is left out of a round
+    # (its target met, or none to meet once the planned rounds are done).
+    target: object = None               # the target, recorded as given (a fraction, or words)
+    should_stop: object = None          # the analysis' judgement of the document so far
+    skip: object = None                 # which cells need no more rounds
+    # Who runs it
+    judged: list | None = None          # probe.check_all('syscost') rows, when known already
+    label: str = "bench"                # what the progress lines begin with
+    round_lines: bool = True            # a line each round (the exit-price stage says one)
 
     def __post_init__(self):
         if self.mode not in MODES:

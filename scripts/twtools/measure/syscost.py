@@ -154,46 +154,29 @@ def make_copies(sources, n, where=None):
 @dataclass(frozen=True)
 class Sampling:
     """How one syscost process samples its cell: syscost's options but the cell's own
-    (docs/syscost.md, "Method").  Every field left None is syscost's own default.
-
-    batches    samples to take, each a batch of `calls` calls
-    calls      calls per batch (None: syscost sizes each batch to batch_ms)
-    batch_ms   a batch's length when syscost sizes it
-    warmup_ms  the warm-up before the first batch
-    cpu        the CPU to pin to (None: syscost's default, the last allowed CPU)
-    tsc_hz     a TSC rate measured earlier, so the process skips its 50 ms calibration
-    clock      syscost's clock: auto, tsc or monotonic
-    realtime   ask for SCHED_FIFO (--realtime); the result's 'sched' says if it got it"""
-    batches: int = 5
-    calls: int | None = None
-    batch_ms: float | None = None
-    warmup_ms: float | None = None
-    cpu: int | None = None
-    tsc_hz: float | None = None
-    clock: str | None = None
-    realtime: bool = False
+    (docs/syscost.md, "Method").  A field left None is syscost's own default."""
+    batches: int = 5                    # samples to take, each a batch of `calls` calls
+    calls: int | None = None            # calls per batch; None: sized to batch_ms
+    batch_ms: float | None = None       # a batch's length when syscost sizes it
+    warmup_ms: float | None = None      # the warm-up before the first batch
+    cpu: int | None = None              # the CPU to pin to; None: the last allowed one
+    tsc_hz: float | None = None         # a TSC rate measured before: no 50 ms calibration
+    clock: str | None = None            # auto, tsc or monotonic
+    realtime: bool = False              # ask for SCHED_FIFO; the result's 'sched' says
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How one syscost process is started, beside its options.
-
-    binary     another build of syscost-<variant> to run (tw ab's builds, a fresh copy)
-    extra_args more syscost options, e.g. ('--speculation', 'ssbd') (tw ab)
-    extra_env  variables added to the environment (tw bench's stack pad)
-    wrapper    a list prefixed to the command, e.g. ['strace', '-f', '-o', '/dev/null'];
-               the command then runs as wrapper + [syscost, ...]
-    command_wrapper  a function from the syscost argv to the argv to run, for tools that
-               take the command as one word (bpftrace -c)
-    file_dir   where write-file/write-sync create their temporary file (cwd by default)
-    timeout    seconds before the process group is killed"""
-    binary: str | Path | None = None
-    extra_args: tuple = ()
-    extra_env: dict | None = None
-    wrapper: list | None = None
-    command_wrapper: object = None
-    file_dir: str | Path | None = None
-    timeout: float = 300
+    """How one syscost process is started, beside its options.  wrapper is prefixed to the
+    command (['strace', '-f', '-o', '/dev/null']); command_wrapper, for tools that take the
+    command as one word (bpftrace -c), maps syscost's argv to the argv to run."""
+    binary: str | Path | None = None    # another build of syscost-<variant>, or a copy
+    extra_args: tuple = ()              # more syscost options: ('--speculation', 'ssbd')
+    extra_env: dict | None = None       # added to the environment (tw bench's stack pad)
+    wrapper: list | None = None         # a command the process runs under
+    command_wrapper: object = None      # argv -> argv, for a tool that takes one word
+    file_dir: str | Path | None = None  # where the writes to a file go; None: the cwd
+    timeout: float = 300                # seconds before the process group is killed
 
 
 SAMPLING, LAUNCH = Sampling(), Launch()
