@@ -69,8 +69,8 @@ TW_ENDFUNC
 	ret
 %endmacro
 
-; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
-; the entry is: no kernel.
+; The empty twin (tw.inc) loads the accepted low bound into eax, where
+; int 0x80 returns the result, and does not enter the kernel.
 TW_LOOP_TWINS LOOP, {int 0x80}, {mov eax, [edi + TWL_LO]}
 
 TW_MECHANISM "int80", "int 0x80 needs IA32 emulation (kernel booted without ia32_emulation=0, CONFIG_IA32_EMULATION=y)"

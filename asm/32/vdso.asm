@@ -78,20 +78,16 @@ TW_STUB_TWINS STUB
 	mov	edi, [esp+20]		; struct tw_loop * (four pushes)
 	mov	esi, [esp+24]		; n
 	mov	dword [edi + TWL_BAD], 0
-	mov	ebp, [tw_vsyscall]
-	test	ebp, ebp
-	jnz	TW_AT(%%sysinfo)
-	mov	[edi + TWL_BAD], esi	; no AT_SYSINFO: n failures, none tried
-	mov	dword [edi + TWL_FIRST], -ENOSYS
-	jmp	TW_AT(%%done)
-	TW_HERE %%sysinfo
+	mov	ebp, [tw_vsyscall]	; AT_SYSINFO's __kernel_vsyscall, or 0
+	TW_LOOP_NEED_FUNCTION ebp, edi, esi, %%done
 	TW_LOOP32_PASSES {%1}, %%done
 	TW_POP	ebp, edi, esi, ebx
 	ret
 %endmacro
 
-; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
-; the entry is: no vDSO, no kernel.
+; The empty twin (tw.inc) loads the accepted low bound into eax, where
+; __kernel_vsyscall leaves the result, and enters neither the vDSO nor the
+; kernel.
 TW_LOOP_TWINS LOOP, {call ebp}, {mov eax, [edi + TWL_LO]}
 
 TW_MECHANISM "vdso", "the kernel gave no AT_SYSINFO (booted with vdso32=0, or no 32-bit vDSO)"

@@ -70,21 +70,22 @@ TW_ENDFUNC
 	mov	r13, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
 	mov	ebx, [r12 + TWL_A1]	; 32 bits each: the i386 ABI
-	mov	ecx, [r12 + TWL_A2]
-	mov	edx, [r12 + TWL_A3]
+	mov	ecx, [r12 + TWL_A2]	; takes a1-a3 in ebx, ecx, edx,
+	mov	edx, [r12 + TWL_A3]	; which int 0x80 keeps: loaded once
 	test	r13, r13
 	jle	TW_AT(%%done)
 	TW_HERE %%again
-	mov	eax, [r12 + TWL_NR]
+	mov	eax, [r12 + TWL_NR]	; nr again: the last pass's result is in eax
 	%1
-	movsxd	rax, eax
+	movsxd	rax, eax		; the i386 result is 32 bits: sign-extend
 	TW_LOOP64_END r13, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r13, r12, rbx
 	ret
 %endmacro
 
-; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
-; the entry is: no kernel.
+; The empty twin (tw.inc) loads the accepted low bound into eax, where
+; int 0x80 returns the i386 ABI's 32-bit result, and does not enter the
+; kernel.
 TW_LOOP_TWINS LOOP, {int 0x80}, {mov eax, [r12 + TWL_LO]}
 
 TW_MECHANISM "int80", "int 0x80 needs IA32 emulation (kernel booted without ia32_emulation=0, CONFIG_IA32_EMULATION=y)"

@@ -100,21 +100,21 @@ TW_ENDFUNC
 	mov	r12, rdi		; struct tw_loop *
 	mov	rbx, rsi		; n
 	mov	qword [r12 + TWL_BAD], 0
-	mov	rdi, [r12 + TWL_A1]
-	mov	rsi, [r12 + TWL_A2]
-	mov	rdx, [r12 + TWL_A3]
+	mov	rdi, [r12 + TWL_A1]	; a1-a3 where syscall takes them; the
+	mov	rsi, [r12 + TWL_A2]	; kernel returns with them as they were,
+	mov	rdx, [r12 + TWL_A3]	; so they are loaded once
 	test	rbx, rbx
 	jle	TW_AT(%%done)
 	TW_HERE %%again
-	mov	rax, [r12 + TWL_NR]
+	mov	rax, [r12 + TWL_NR]	; nr again: the last pass's result is in rax
 	%1
 	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
 	TW_POP	r12, rbx
 	ret
 %endmacro
 
-; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
-; the entry is: no kernel.
+; The empty twin (tw.inc) loads the accepted low bound into rax, where
+; syscall returns the result, and does not enter the kernel.
 TW_LOOP_TWINS LOOP, {syscall}, {mov rax, [r12 + TWL_LO]}
 
 TW_MECHANISM "syscall", ""

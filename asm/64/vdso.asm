@@ -85,11 +85,21 @@ section .text
 ; tw_syscall3 and its twin that leaves by jmp (tw.inc).
 TW_STUB_TWINS STUB
 
+; After each call: a function that returns int leaves its result in eax
+; alone, so where the int flag (r13) says so, eax is sign-extended into rax
+; before the check.
+%macro INT_RESULT 0
+	test	r13, r13
+	jz	TW_AT(%%wide)
+	movsxd	rax, eax
+	TW_HERE %%wide
+%endmacro
+
 ; The inline loop, and its empty twin: %1 is what stands where the call is.
 ; State lives in callee-saved registers, which the vDSO's functions keep:
 ; rbx the count, r12 the struct, rbp the function, r13 the int flag; r14
 ; is pushed only so that the five pushes leave the stack aligned for the
-; call.  The arguments are reloaded on every pass, as the call clobbers them.
+; call.  The passes are tw.inc's TW_LOOP64_CALLS.
 %macro LOOP 1
 	TW_PUSH	rbx, rbp, r12, r13, r14
 	mov	r12, rdi		; struct tw_loop *
@@ -97,31 +107,14 @@ TW_STUB_TWINS STUB
 	mov	qword [r12 + TWL_BAD], 0
 	mov	rdi, [r12 + TWL_NR]
 	TARGET	r13
-	mov	rbp, rax
-	test	rbp, rbp
-	jnz	TW_AT(%%have)
-	mov	[r12 + TWL_BAD], rbx	; no function: n failures, none tried
-	mov	qword [r12 + TWL_FIRST], -ENOSYS
-	jmp	TW_AT(%%done)
-	TW_HERE %%have
-	test	rbx, rbx
-	jle	TW_AT(%%done)
-	TW_HERE %%again
-	mov	rdi, [r12 + TWL_A1]
-	mov	rsi, [r12 + TWL_A2]
-	mov	rdx, [r12 + TWL_A3]
-	%1
-	test	r13, r13
-	jz	TW_AT(%%wide)
-	movsxd	rax, eax
-	TW_HERE %%wide
-	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
+	mov	rbp, rax		; the function, kept across the calls
+	TW_LOOP64_CALLS rbp, {%1}, INT_RESULT
 	TW_POP	r14, r13, r12, rbp, rbx
 	ret
 %endmacro
 
-; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
-; the entry is: no call.
+; The empty twin (tw.inc) loads the accepted low bound into rax, where the
+; function's result would be, and calls nothing.
 TW_LOOP_TWINS LOOP, {call rbp}, {mov rax, [r12 + TWL_LO]}
 
 TW_MECHANISM "vdso", "the kernel gave this process no 64-bit vDSO with __vdso_gettimeofday, __vdso_clock_gettime and __vdso_time (AT_SYSINFO_EHDR; booted with vdso=0?)"

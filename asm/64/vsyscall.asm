@@ -108,8 +108,9 @@ TW_STUB_TWINS STUB
 ; the page is.  The page's functions keep the C ABI's callee-saved registers
 ; (the emulation changes only rax, and the stack pointer by the ret it does),
 ; so the state lives in those: rbx the count, r12 the struct, r13 the
-; target, and the arguments are reloaded on every pass.  An nr the page has
-; no entry for fails every call with -ENOSYS, calling nothing.
+; target; the passes are tw.inc's TW_LOOP64_CALLS, which reloads the
+; arguments on every pass.  An nr the page has no entry for fails every call
+; with -ENOSYS, calling nothing.
 %macro LOOP 1
 	TW_PUSH	rbx, r12, r13
 	mov	r12, rdi		; struct tw_loop *
@@ -117,27 +118,14 @@ TW_STUB_TWINS STUB
 	mov	qword [r12 + TWL_BAD], 0
 	mov	rdi, [r12 + TWL_NR]
 	TARGET
-	mov	r13, rax
-	test	r13, r13
-	jnz	TW_AT(%%have)
-	mov	[r12 + TWL_BAD], rbx
-	mov	qword [r12 + TWL_FIRST], -ENOSYS
-	jmp	TW_AT(%%done)
-	TW_HERE %%have
-	test	rbx, rbx
-	jle	TW_AT(%%done)
-	TW_HERE %%again
-	mov	rdi, [r12 + TWL_A1]
-	mov	rsi, [r12 + TWL_A2]
-	mov	rdx, [r12 + TWL_A3]
-	%1
-	TW_LOOP64_END rbx, %%again, %%done	; check, count down, bad count in rax
+	mov	r13, rax		; the page entry, kept across the calls
+	TW_LOOP64_CALLS r13, {%1}, {}
 	TW_POP	r13, r12, rbx
 	ret
 %endmacro
 
-; tw_loop3 and its empty twin (tw.inc), which has an accepted result where
-; the entry is: no call, no kernel.
+; The empty twin (tw.inc) loads the accepted low bound into rax, where the
+; emulated call's result would be, and neither calls nor faults.
 TW_LOOP_TWINS LOOP, {call r13}, {mov rax, [r12 + TWL_LO]}
 
 TW_MECHANISM "vsyscall", "the legacy vsyscall page must be mapped (vsyscall=xonly, the default, or emulate; not vsyscall=none, nor a kernel built without CONFIG_X86_VSYSCALL_EMULATION); `scripts/tw doctor` says how it is here"
