@@ -61,17 +61,50 @@ json_string(const char *s)
 	putchar('"');
 }
 
-void
-json_array(const char *key, const double *v, long n, int digits)
+/*
+ * "key":[e0,e1,...]: the one array printer; put(v, i, digits) prints element
+ * i of v, which is each array's own type.
+ */
+static void
+array(const char *key, const void *v, long n, int digits,
+    void (*put)(const void *v, long i, int digits))
 {
 	long i;
 
 	json_string(key);
-	putchar(':');
-	putchar('[');
-	for (i = 0; i < n; i++)
-		printf("%s%.*f", i ? "," : "", digits, v[i]);
+	fputs(":[", stdout);
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			putchar(',');
+		put(v, i, digits);
+	}
 	putchar(']');
+}
+
+static void
+put_fixed(const void *v, long i, int digits)
+{
+	printf("%.*f", digits, ((const double *)v)[i]);
+}
+
+static void
+put_int(const void *v, long i, int digits)
+{
+	(void)digits;
+	printf("%lld", ((const long long *)v)[i]);
+}
+
+static void
+put_bool(const void *v, long i, int digits)
+{
+	(void)digits;
+	fputs(((const unsigned char *)v)[i] ? "true" : "false", stdout);
+}
+
+void
+json_array(const char *key, const double *v, long n, int digits)
+{
+	array(key, v, n, digits, put_fixed);
 }
 
 void
@@ -94,23 +127,11 @@ json_arrays(long n, int digits, ...)
 void
 json_int_array(const char *key, const long long *v, long n)
 {
-	long i;
-
-	json_string(key);
-	fputs(":[", stdout);
-	for (i = 0; i < n; i++)
-		printf("%s%lld", i ? "," : "", v[i]);
-	putchar(']');
+	array(key, v, n, 0, put_int);
 }
 
 void
 json_bool_array(const char *key, const unsigned char *v, long n)
 {
-	long i;
-
-	json_string(key);
-	fputs(":[", stdout);
-	for (i = 0; i < n; i++)
-		printf("%s%s", i ? "," : "", v[i] ? "true" : "false");
-	putchar(']');
+	array(key, v, n, 0, put_bool);
 }
