@@ -172,18 +172,19 @@ $(OBJ)/$1/asm:
 endef
 $(foreach f,$(FLAVOURS),$(eval $(call FLAVOUR_RULES,$f)))
 
-$(BUILD)/watch/%.bpf.o: watch/%.bpf.c watch/kernel.h watch/maps.h
-	@mkdir -p $(@D)
-	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
-$(BUILD)/watchbpf: watch/watchbpf.c watch/maps.h
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
-$(BUILD)/walls/%.bpf.o: walls/%.bpf.c walls/tracer.h watch/kernel.h
-	@mkdir -p $(@D)
-	$(BPF_CLANG) $(BPF_CFLAGS) $(BPF_EXTRA_CFLAGS) -c -o $@ $<
-$(BUILD)/tracerbpf: walls/tracerbpf.c walls/tracer.h
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $(LDFLAGS) -o $@ $< -lbpf
+# A BPF program of the tree, tw watch's (watch/) or the tracer wall's (walls/): its
+# objects, compiled by clang from $1/%.bpf.c (headers $2), and its libbpf loader
+# build/$3 from $1/$3.c (headers $4).
+define BPF_RULES
+$(BUILD)/$1/%.bpf.o: $1/%.bpf.c $2
+	@mkdir -p $$(@D)
+	$$(BPF_CLANG) $$(BPF_CFLAGS) $$(BPF_EXTRA_CFLAGS) -c -o $$@ $$<
+$(BUILD)/$3: $1/$3.c $4
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS) -std=gnu11 -Wall -Wextra $$(LDFLAGS) -o $$@ $$< -lbpf
+endef
+$(eval $(call BPF_RULES,watch,watch/kernel.h watch/maps.h,watchbpf,watch/maps.h))
+$(eval $(call BPF_RULES,walls,walls/tracer.h watch/kernel.h,tracerbpf,walls/tracer.h))
 
 # The stub that TW_EXTRA_WORK changes is rebuilt when the value changes: the
 # file is rewritten only when it differs, so an unchanged value rebuilds nothing.
