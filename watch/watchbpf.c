@@ -25,6 +25,7 @@
  * machine.  Errors are one line on standard error and exit status 1; --help prints this.
  */
 #define _GNU_SOURCE
+#include <err.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -60,18 +61,6 @@ static const char *USAGE =
 
 static volatile sig_atomic_t stop_sig;
 static void on_signal(int s) { stop_sig = s; }
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("watchbpf: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 /* libbpf's warnings are kept, not printed (a failed load's is the verifier's whole log):
  * the last line that says what failed goes into the one-line error. TW_BPF_VERBOSE=1 prints
@@ -167,13 +156,13 @@ static void *keys_of(int fd, size_t ksize, size_t *count)
 	char *keys = malloc(cap * ksize), *prev = NULL;
 
 	if (!keys)
-		die("out of memory");
+		errx(1, "out of memory");
 	while (bpf_map_get_next_key(fd, prev, keys + n * ksize) == 0) {
 		prev = keys + n * ksize;
 		if (++n == cap) {
 			char *k = realloc(keys, (cap *= 2) * ksize);
 			if (!k)
-				die("out of memory");
+				errx(1, "out of memory");
 			keys = k;
 			prev = keys + (n - 1) * ksize;
 		}
@@ -187,7 +176,7 @@ static int map_fd(struct bpf_object *obj, const char *name)
 	struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
 
 	if (!m)
-		die("%s has no map '%s'", bpf_object__name(obj), name);
+		errx(1, "%s has no map '%s'", bpf_object__name(obj), name);
 	return bpf_map__fd(m);
 }
 
@@ -196,11 +185,11 @@ static struct bpf_object *open_obj(const char *path, long keys, const char *cons
 	struct bpf_object *obj = bpf_object__open_file(path, NULL);
 
 	if (!obj)
-		die("cannot open %s: %s", path, strerror(errno));
+		errx(1, "cannot open %s: %s", path, strerror(errno));
 	for (const char *const *n = sized; *n; n++) {
 		struct bpf_map *m = bpf_object__find_map_by_name(obj, *n);
 		if (!m || bpf_map__set_max_entries(m, keys * (twice ? 2 : 1)))
-			die("%s: cannot size map '%s'", path, *n);
+			errx(1, "%s: cannot size map '%s'", path, *n);
 	}
 	return obj;
 }
@@ -210,7 +199,7 @@ static void load(struct bpf_object *obj, const char *path)
 	int e = bpf_object__load(obj);
 
 	if (e)
-		die("loading %s failed: %s%s%s", path, strerror(-e), cause[0] ? ": " : "",
+		errx(1, "loading %s failed: %s%s%s", path, strerror(-e), cause[0] ? ": " : "",
 		    cause[0] ? cause : " (it needs root, BTF at /sys/kernel/btf/vmlinux and tracefs)");
 }
 
@@ -220,7 +209,7 @@ static void set_config(struct bpf_object *obj, u32 own, u32 phase, u32 keys, u32
 	struct tw_config c = { own, phase, keys, keys32 };
 
 	if (bpf_map_update_elem(map_fd(obj, "config"), &zero, &c, BPF_ANY))
-		die("cannot set the programs' configuration: %s", strerror(errno));
+		errx(1, "cannot set the programs' configuration: %s", strerror(errno));
 }
 
 static struct bpf_link **attach_all(struct bpf_object *obj, int *count)
@@ -230,15 +219,15 @@ static struct bpf_link **attach_all(struct bpf_object *obj, int *count)
 	int n = 0;
 
 	if (!links)
-		die("out of memory");
+		errx(1, "out of memory");
 	bpf_object__for_each_program(p, obj) {
 		if (!bpf_program__autoload(p))
 			continue;
 		if (n == 16)
-			die("too many programs");
+			errx(1, "too many programs");
 		links[n] = bpf_program__attach(p);
 		if (!links[n])
-			die("attaching %s failed: %s%s%s", bpf_program__section_name(p), strerror(errno),
+			errx(1, "attaching %s failed: %s%s%s", bpf_program__section_name(p), strerror(errno),
 			    cause[0] ? ": " : "", cause);
 		n++;
 	}
@@ -279,7 +268,7 @@ static void print_paths(struct bpf_object *obj, u32 ph, const struct exec_key *k
 	char *first = calloc(count ? count : 1, 1);
 
 	if (!why || !first)
-		die("out of memory");
+		errx(1, "out of memory");
 	for (size_t i = 0; i < count; i++) {
 		size_t j;
 
@@ -335,7 +324,7 @@ static void print_exec_phase(struct bpf_object *obj, u32 ph, FILE *o)
 	u64 n[2] = { 0, 0 }, zero = 0;
 
 	if (!vals || !mine)
-		die("out of memory");
+		errx(1, "out of memory");
 	for (i = 0; i < count; i++)
 		mine[i] = keys[i].phase == ph && bpf_map_lookup_elem(fd, &keys[i], &vals[i]) == 0;
 	for (int f = 0; f < 4; f++) {
@@ -402,11 +391,11 @@ static int run_exec(const char *path, u32 own, long interval, long keys, long ke
 
 	/* Both phases' keys of both budgets. */
 	if (!em || bpf_map__set_max_entries(em, 2 * both))
-		die("%s: cannot size map 'execs'", path);
+		errx(1, "%s: cannot size map 'execs'", path);
 	/* One path a file, as many as both phases' keys and at least 4096 (an LRU: a file not
 	 * run lately goes; a small --keys still keeps the paths of a busy machine's interval). */
 	if (!pm || bpf_map__set_max_entries(pm, 2 * both > 4096 ? 2 * both : 4096))
-		die("%s: cannot size map 'paths'", path);
+		errx(1, "%s: cannot size map 'paths'", path);
 	int nlinks;
 	u32 phase = 0;
 
@@ -535,7 +524,7 @@ static void print_wlat(struct bpf_object *obj, FILE *o)
 	struct printer pr = { o, 0 };
 
 	if (!vals || !ok)
-		die("out of memory");
+		errx(1, "out of memory");
 	for (size_t i = 0; i < count; i++)
 		ok[i] = bpf_map_lookup_elem(fd, &keys[i], &vals[i]) == 0;
 	/* bpftrace's hist buckets: 0 on its own, then [2^(k-1), 2^k) as min and max. */
@@ -594,7 +583,7 @@ static int run_window(const char *path, u32 own, const char *out, long keys)
 	int nlinks;
 
 	if (!o)
-		die("cannot write %s: %s", out, strerror(errno));
+		errx(1, "cannot write %s: %s", out, strerror(errno));
 	/* A kernel without exceptions:page_fault_user: the window runs blind to the vsyscall
 	 * page (tw watch says so), rather than not at all. */
 	if (fault && !tracepoint_exists("exceptions/page_fault_user"))
@@ -618,7 +607,7 @@ static int run_window(const char *path, u32 own, const char *out, long keys)
 	print_counts(obj, "vsys", "@vsys", sizeof(struct vsys_key), vsys_key, o);
 	print_wlat(obj, o);
 	if (fclose(o))
-		die("writing %s: %s", out, strerror(errno));
+		errx(1, "writing %s: %s", out, strerror(errno));
 	bpf_object__close(obj);
 	free(links);
 	return 0;
@@ -634,7 +623,7 @@ static long number(const char *opt, const char *v, long lo, long hi)
 	errno = 0;
 	n = v ? strtol(v, &end, 10) : 0;
 	if (!v || errno || end == v || *end || n < lo || n > hi)
-		die("%s wants a whole number from %ld to %ld, not '%s'", opt, lo, hi, v ? v : "");
+		errx(1, "%s wants a whole number from %ld to %ld, not '%s'", opt, lo, hi, v ? v : "");
 	return n;
 }
 
@@ -666,20 +655,20 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--out") && window)
 			out = v;
 		else
-			die("unknown option '%s' for %s (--help)", argv[i], argv[1]);
+			errx(1, "unknown option '%s' for %s (--help)", argv[i], argv[1]);
 		i++;
 	}
 	if (own < 0)
-		die("--own PID is required");
+		errx(1, "--own PID is required");
 	if (!window && !interval)
-		die("--interval S is required");
+		errx(1, "--interval S is required");
 	if (window && !out)
-		die("--out FILE is required");
+		errx(1, "--out FILE is required");
 
 	/* Die with the parent, however it ends (SIGKILL included); and if it is gone already. */
 	pid_t parent = getppid();
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
-		die("the parent is gone");
+		errx(1, "the parent is gone");
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
