@@ -91,22 +91,25 @@ help(void)
 	tw_help_exit();
 }
 
-/* The options after the command; getopt_long starts at argv[1]. */
+/*
+ * The options after the command; getopt_long starts at argv[1].  Every
+ * command ends its table with the options they all have, which next_opt
+ * takes itself: --reps, --file and --help.
+ */
+#define COMMON_OPTS \
+	{ "reps",	required_argument,	NULL,	OPT_REPS }, \
+	{ "file",	required_argument,	NULL,	OPT_FILE }, \
+	{ "help",	no_argument,		NULL,	OPT_HELP }, \
+	{ NULL,		0,			NULL,	0 }
 static const struct option writev_opts[] = {
 	{ "buffers",	required_argument,	NULL,	OPT_BUFFERS },
 	{ "size",	required_argument,	NULL,	OPT_SIZE },
-	{ "reps",	required_argument,	NULL,	OPT_REPS },
-	{ "file",	required_argument,	NULL,	OPT_FILE },
-	{ "help",	no_argument,		NULL,	OPT_HELP },
-	{ NULL,		0,			NULL,	0 }
+	COMMON_OPTS
 };
 static const struct option stdio_opts[] = {
 	{ "bytes",	required_argument,	NULL,	OPT_BYTES },
 	{ "method",	required_argument,	NULL,	OPT_METHOD },
-	{ "reps",	required_argument,	NULL,	OPT_REPS },
-	{ "file",	required_argument,	NULL,	OPT_FILE },
-	{ "help",	no_argument,		NULL,	OPT_HELP },
-	{ NULL,		0,			NULL,	0 }
+	COMMON_OPTS
 };
 
 /*
