@@ -152,16 +152,33 @@ tw_quote(const char *s)
 	return out;
 }
 
+/*
+ * The usage error of an option whose argument s is not a number it takes:
+ * errstr is the parser's word for what is wrong, and the rest (a format and
+ * its arguments) says what the number must be.  One sentence for integers
+ * and fractions alike.
+ */
+static void __attribute__((noreturn, format(printf, 4, 5)))
+number_err(const char *opt, const char *s, const char *errstr,
+    const char *want, ...)
+{
+	char what[160];
+	va_list ap;
+
+	va_start(ap, want);
+	vsnprintf(what, sizeof(what), want, ap);
+	va_end(ap);
+	tw_usage_err("%s: %s is %s (want %s)", opt, tw_quote(s), errstr, what);
+}
+
 long long
 tw_int_arg(const char *opt, const char *s, long long min, long long max)
 {
 	const char *errstr;
-	long long v;
+	long long v = tw_strtonum(s, min, max, &errstr);
 
-	v = tw_strtonum(s, min, max, &errstr);
 	if (errstr != NULL)
-		tw_usage_err("%s: %s is %s (want an integer from %lld to %lld)",
-		    opt, tw_quote(s), errstr, min, max);
+		number_err(opt, s, errstr, "an integer from %lld to %lld", min, max);
 	return v;
 }
 
@@ -169,12 +186,10 @@ double
 tw_real_arg(const char *opt, const char *s, double min, double max)
 {
 	const char *errstr;
-	double v;
+	double v = tw_strtod(s, min, max, &errstr);
 
-	v = tw_strtod(s, min, max, &errstr);
 	if (errstr != NULL)
-		tw_usage_err("%s: %s is %s (want a number from %g to %g)",
-		    opt, tw_quote(s), errstr, min, max);
+		number_err(opt, s, errstr, "a number from %g to %g", min, max);
 	return v;
 }
 
