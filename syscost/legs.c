@@ -36,7 +36,6 @@
 
 #include <err.h>
 #include <errno.h>
-#include <getopt.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,8 +63,6 @@
 
 typedef long (*call3_fn)(long, long, long, long);
 
-enum { OPT_CALLS = TW_LONGOPT, OPT_BATCHES, OPT_WARMUP, OPT_CPU, OPT_SHAPE, OPT_PROBE,
-	OPT_HELP };
 
 const char tw_usage[] =
 "usage: legs [-h] [--batches k] [--calls n] [--cpu n] [--shape ret|jmp]\n"
@@ -167,44 +164,22 @@ int
 main(int argc, char **argv)
 {
 	static const char *const shapes[] = { "ret", "jmp" };	/* jmp: 0, 1 */
-	static const struct option longopts[] = {
-		{ "calls", required_argument, NULL, OPT_CALLS },
-		{ "batches", required_argument, NULL, OPT_BATCHES },
-		{ "warmup", required_argument, NULL, OPT_WARMUP },
-		{ "cpu", required_argument, NULL, OPT_CPU },
-		{ "shape", required_argument, NULL, OPT_SHAPE },
-		{ "probe", no_argument, NULL, OPT_PROBE },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	long calls = 100, batches = 10, warmup = 2000, cpu = -2, k, i, n, bad;
-	int ch, jmp = 0, probe_only = 0;
+	int jmp = 0, probe_only = 0;
 	call3_fn fn;
 	long long *before, *after, scratch[2];
 	double *empty, *chain_ns;
+	const struct tw_opt opts[] = {
+		TW_LONG("calls", &calls, 1, MAX_CALLS),		/* per batch */
+		TW_LONG("batches", &batches, 1, MAX_BATCHES),
+		TW_LONG("warmup", &warmup, 0, 100000000L),	/* calls, untimed */
+		TW_LONG("cpu", &cpu, -1, CPU_SETSIZE - 1),	/* -1: do not pin */
+		TW_WORD("shape", &jmp, shapes, 2),
+		TW_FLAG("probe", &probe_only),
+		TW_OPTS_END
+	};
 
-	while ((ch = tw_getopt(argc, argv, ":h", longopts, OPT_HELP, help)) != -1) {
-		switch (ch) {
-		case OPT_CALLS:
-			calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
-			break;
-		case OPT_BATCHES:
-			batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
-			break;
-		case OPT_WARMUP:
-			warmup = tw_int_arg("--warmup", optarg, 0, 100000000L);
-			break;
-		case OPT_CPU:
-			cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
-			break;
-		case OPT_SHAPE:
-			jmp = tw_word_arg("--shape", optarg, shapes, 2);
-			break;
-		case OPT_PROBE:
-			probe_only = 1;
-			break;
-		}
-	}
+	tw_options(argc, argv, opts, help);
 	if (calls * batches > MAX_STAMPS)
 		tw_usage_err("--calls times --batches is %ld, more than %ld stamped calls",
 		    calls * batches, MAX_STAMPS);

@@ -43,7 +43,6 @@
  */
 #include <err.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -74,22 +73,7 @@ const char tw_usage[] =
     "                 [--victim n]\n"
     "       neighbour -h";
 
-enum { OPT_CPU = TW_LONGOPT, OPT_SHARE, OPT_BURST, OPT_MB, OPT_SECONDS, OPT_SEED, OPT_KIND,
-       OPT_VICTIM };
 enum { KIND_CACHE = 1, KIND_SHOOTDOWN = 2, KIND_BOTH = 3 };
-
-static const struct option opts[] = {
-	{ "cpu", required_argument, NULL, OPT_CPU },
-	{ "share", required_argument, NULL, OPT_SHARE },
-	{ "burst-ms", required_argument, NULL, OPT_BURST },
-	{ "mb", required_argument, NULL, OPT_MB },
-	{ "seconds", required_argument, NULL, OPT_SECONDS },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "kind", required_argument, NULL, OPT_KIND },
-	{ "victim", required_argument, NULL, OPT_VICTIM },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
-};
 
 static volatile sig_atomic_t stop_signal;
 /* Set while a shootdown burst runs: the napping thread stays on the victim CPU. */
@@ -252,15 +236,46 @@ sleep_until(double until)
 	}
 }
 
+/* --seed: the burst lengths' seed, given so that a run can be repeated. */
+struct seed {
+	uint64_t value;
+	int given;
+};
+
+static void
+take_seed(const char *arg, void *to)
+{
+	struct seed *seed = to;
+
+	seed->value = (uint64_t)tw_int_arg("--seed", arg, 0, INT64_MAX);
+	seed->given = 1;
+}
+
+/* --kind: what a burst does, KIND_CACHE, KIND_SHOOTDOWN or both (1-3). */
+static const char *const kind_words[] = { "cache", "shootdown", "both" };
+
+static void
+take_kind(const char *arg, void *to)
+{
+	int i;
+
+	for (i = 0; i < 3 && strcmp(arg, kind_words[i]) != 0; i++)
+		;
+	if (i == 3)
+		tw_usage_err("--kind must be cache, shootdown or both, not %s",
+		    tw_quote(arg));
+	*(int *)to = i + 1;
+}
+
 int
 main(int argc, char *argv[])
 {
 	long cpu = -1, mb = 64;
 	double share = 0.9, burst_ms = 3000, seconds = 0, t0, t, deadline, end,
 	    noisy_s = 0, quiet_mean, planned_noisy_s = 0, planned_s = 0;
-	uint64_t seed = 0;
-	int ch, have_seed = 0, noisy, kind = KIND_CACHE;
-	const char *kind_name = "cache";
+	struct seed seed = { 0, 0 };
+	int noisy, kind = KIND_CACHE;
+	const char *kind_name;
 	pthread_t nap;
 	long bursts = 0;
 	size_t lines, pos = 0, at = 0, i, k;
@@ -268,45 +283,20 @@ main(int argc, char *argv[])
 	pid_t parent;
 	struct sigaction sa;
 	const char *why;
+	const struct tw_opt opts[] = {
+		TW_LONG("cpu", &cpu, 0, 1023),
+		TW_REAL("share", &share, 0, 1),
+		TW_REAL("burst-ms", &burst_ms, 1, MAX_BURST_MS),
+		TW_LONG("mb", &mb, 1, MAX_MB),
+		TW_REAL("seconds", &seconds, 0.001, MAX_SECONDS),
+		TW_TAKE("seed", take_seed, &seed),
+		TW_TAKE("kind", take_kind, &kind),
+		TW_LONG("victim", &victim_cpu, 0, 1023),
+		TW_OPTS_END
+	};
 
-	while ((ch = tw_getopt(argc, argv, ":h", opts, 0, help)) != -1) {
-		switch (ch) {
-		case OPT_CPU:
-			cpu = tw_int_arg("--cpu", optarg, 0, 1023);
-			break;
-		case OPT_SHARE:
-			share = tw_real_arg("--share", optarg, 0, 1);
-			break;
-		case OPT_BURST:
-			burst_ms = tw_real_arg("--burst-ms", optarg, 1, MAX_BURST_MS);
-			break;
-		case OPT_MB:
-			mb = tw_int_arg("--mb", optarg, 1, MAX_MB);
-			break;
-		case OPT_SECONDS:
-			seconds = tw_real_arg("--seconds", optarg, 0.001, MAX_SECONDS);
-			break;
-		case OPT_SEED:
-			seed = (uint64_t)tw_int_arg("--seed", optarg, 0, INT64_MAX);
-			have_seed = 1;
-			break;
-		case OPT_KIND:
-			if (strcmp(optarg, "cache") == 0)
-				kind = KIND_CACHE;
-			else if (strcmp(optarg, "shootdown") == 0)
-				kind = KIND_SHOOTDOWN;
-			else if (strcmp(optarg, "both") == 0)
-				kind = KIND_BOTH;
-			else
-				tw_usage_err("--kind must be cache, shootdown or both, not %s",
-				    tw_quote(optarg));
-			kind_name = optarg;
-			break;
-		case OPT_VICTIM:
-			victim_cpu = tw_int_arg("--victim", optarg, 0, 1023);
-			break;
-		}
-	}
+	tw_options(argc, argv, opts, help);
+	kind_name = kind_words[kind - 1];
 
 	/* Stop with the parent: a test or `tw bench` that dies leaves no thrashing
 	 * behind.  The parent may have died before prctl: then getppid changed. */
@@ -330,10 +320,10 @@ main(int argc, char *argv[])
 	    (errno = pthread_create(&nap, NULL, napper, NULL)) != 0)
 		err(1, "pthread_create");
 	/* A seed of its own is one --seed accepts, so a run can be repeated. */
-	if (!have_seed)
-		seed = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid()) &
+	if (!seed.given)
+		seed.value = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid()) &
 		    (uint64_t)INT64_MAX;
-	rng_state = seed;
+	rng_state = seed.value;
 	lines = (size_t)mb << 20 >> 6;
 	buf = make_buffer(lines);
 	quiet_mean = share > 0 ? burst_ms * (1 - share) / share : INFINITY;
@@ -389,7 +379,7 @@ main(int argc, char *argv[])
 	    "\"burst_ms\":%.6g,\"mb\":%ld,\"seed\":%llu,\"seconds\":%.6f,"
 	    "\"noisy_s\":%.6f,\"share\":%.6f,\"bursts\":%ld,\"stopped\":\"%s\","
 	    "\"planned_s\":%.6f,\"planned_share\":%.6f,\"check\":%zu}\n",
-	    kind_name, victim_cpu, cpu, share, burst_ms, mb, (unsigned long long)seed, t - t0, noisy_s,
+	    kind_name, victim_cpu, cpu, share, burst_ms, mb, (unsigned long long)seed.value, t - t0, noisy_s,
 	    t > t0 ? noisy_s / (t - t0) : 0.0, bursts, why, planned_s,
 	    planned_s > 0 ? planned_noisy_s / planned_s : 0.0, at % 2);
 	return 0;

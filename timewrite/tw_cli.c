@@ -267,6 +267,49 @@ tw_getopt(int argc, char *argv[], const char *shortopts,
 }
 
 void
+tw_options(int argc, char *argv[], const struct tw_opt *opts,
+    void (*help)(void))
+{
+	struct option longopts[TW_MAX_OPTS + 2];
+	const struct tw_opt *o;
+	char name[64];
+	int n, ch;
+
+	for (n = 0; opts[n].name != NULL; n++) {
+		if (n == TW_MAX_OPTS)
+			errx(1, "tw_options: more than %d options", TW_MAX_OPTS);
+		longopts[n] = (struct option){ opts[n].name, opts[n].kind ==
+		    TW_OPT_FLAG ? no_argument : required_argument, NULL,
+		    TW_LONGOPT + n };
+	}
+	longopts[n] = (struct option){ "help", no_argument, NULL, TW_LONGOPT + n };
+	longopts[n + 1] = (struct option){ NULL, 0, NULL, 0 };
+	while ((ch = tw_getopt(argc, argv, ":h", longopts, TW_LONGOPT + n,
+	    help)) != -1) {
+		o = &opts[ch - TW_LONGOPT];
+		snprintf(name, sizeof(name), "--%s", o->name);
+		switch (o->kind) {
+		case TW_OPT_FLAG:
+			*(int *)o->to = 1;
+			break;
+		case TW_OPT_LONG:
+			*(long *)o->to = (long)tw_int_arg(name, optarg,
+			    (long long)o->min, (long long)o->max);
+			break;
+		case TW_OPT_REAL:
+			*(double *)o->to = tw_real_arg(name, optarg, o->min, o->max);
+			break;
+		case TW_OPT_WORD:
+			*(int *)o->to = tw_word_arg(name, optarg, o->words, o->nwords);
+			break;
+		case TW_OPT_TAKE:
+			o->take(optarg, o->to);
+			break;
+		}
+	}
+}
+
+void
 tw_usage_getopt(int ch, char *const argv[])
 {
 	char opt[3] = { '-', (char)optopt, '\0' };

@@ -95,6 +95,39 @@ int tw_getopt(int argc, char *argv[], const char *shortopts,
     const struct option *opts, int help_val, void (*help)(void));
 
 /*
+ * A program's options, each declared once: its long name (without the
+ * dashes), what its argument is and where its value goes.  tw_options()
+ * reads argv by such a table, ended by TW_OPTS_END, for a program that takes
+ * no operands: it builds getopt_long's table from it (and --help), answers
+ * -h, --help and every usage error as tw_getopt does, and stores each value:
+ * a flag sets the int at `to` to 1; a number is tw_int_arg's (into a long)
+ * or tw_real_arg's (into a double), in [min, max]; a word is tw_word_arg's
+ * index among `words` (into an int); an option of any other kind calls
+ * take(arg, to).  The switch over getopt's answers, and each option's name
+ * written twice (table and message), are no program's own any more.
+ */
+enum tw_opt_kind { TW_OPT_FLAG, TW_OPT_LONG, TW_OPT_REAL, TW_OPT_WORD, TW_OPT_TAKE };
+struct tw_opt {
+	const char *name;
+	enum tw_opt_kind kind;
+	void *to;
+	double min, max;
+	const char *const *words;
+	int nwords;
+	void (*take)(const char *arg, void *to);
+};
+#define TW_FLAG(name, to)		{ name, TW_OPT_FLAG, to, 0, 0, NULL, 0, NULL }
+#define TW_LONG(name, to, min, max)	{ name, TW_OPT_LONG, to, min, max, NULL, 0, NULL }
+#define TW_REAL(name, to, min, max)	{ name, TW_OPT_REAL, to, min, max, NULL, 0, NULL }
+#define TW_WORD(name, to, words, n)	{ name, TW_OPT_WORD, to, 0, 0, words, n, NULL }
+#define TW_TAKE(name, take, to)		{ name, TW_OPT_TAKE, to, 0, 0, NULL, 0, take }
+#define TW_OPTS_END			{ NULL, TW_OPT_FLAG, NULL, 0, 0, NULL, 0, NULL }
+/* The most options one table may hold. */
+#define TW_MAX_OPTS	30
+void tw_options(int argc, char *argv[], const struct tw_opt *opts,
+    void (*help)(void));
+
+/*
  * Everything printed on stdout written out, or the program ends, err(3)'s
  * way ("prog: stdout: ...", exit 1): a full disk or a closed pipe is not a
  * success.  tw_help_exit: that, then exit 0, the end of every -h.
