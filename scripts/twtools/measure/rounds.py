@@ -26,9 +26,10 @@ What their rounds share, here once:
   (docs/syscost.md, "The binary's file"), and spread over the rounds the placement lands in
   their spread, where the interval sees it;
 - the quiet probe (`HostProbe`): the rule by which one reference process (64-bit syscall,
-  null, ret) says whether the host is in its fast state, which tw bench's rounds and the
-  sweeps' runs (measure/sweep.py) are labelled by.  tw ab's rounds take no probe: A and B
-  alternate within every round, so the host's state lands on both sides of a pair alike.
+  null, ret) says whether the host is in its fast state, which tw bench's rounds, the
+  sweeps' runs (measure/sweep.py) and the legs' blocks (measure/legs.py) are labelled by.
+  tw ab's rounds take no probe: A and B alternate within every round, so the host's state
+  lands on both sides of a pair alike.
 """
 import random
 import shutil
@@ -84,9 +85,9 @@ class Copies:
 class HostProbe:
     """The live rule for the host's state: each probe (a reference process, 64-syscall null
     ret) is fast when its floor is within HOST_TOL of the LEVEL_RANK-th fastest probe so far,
-    in chain steps when syscost timed its clock.  The matrix's (measure/bench.py) and the
-    sweeps' (measure/sweep.py, which run the reference between their timewrite runs): one
-    rule, so that the two label the host alike."""
+    in chain steps when syscost timed its clock.  The matrix's (measure/bench.py), the
+    sweeps' (measure/sweep.py, which run the reference between their timewrite runs) and the
+    legs' (measure/legs.py, before each block): one rule, so that they label the host alike."""
 
     def __init__(self):
         self.lows = []                              # the LEVEL_RANK fastest costs so far
