@@ -243,11 +243,11 @@ struct seed {
 };
 
 static void
-take_seed(const char *arg, void *to)
+take_seed(const char *opt, const char *arg, void *to)
 {
 	struct seed *seed = to;
 
-	seed->value = (uint64_t)tw_int_arg("--seed", arg, 0, INT64_MAX);
+	seed->value = (uint64_t)tw_int_arg(opt, arg, 0, INT64_MAX);
 	seed->given = 1;
 }
 
@@ -255,10 +255,11 @@ take_seed(const char *arg, void *to)
 static const char *const kind_words[] = { "cache", "shootdown", "both" };
 
 static void
-take_kind(const char *arg, void *to)
+take_kind(const char *opt, const char *arg, void *to)
 {
 	int i;
 
+	(void)opt;	/* its message is its own: "--kind must be ..." */
 	for (i = 0; i < 3 && strcmp(arg, kind_words[i]) != 0; i++)
 		;
 	if (i == 3)

@@ -5,7 +5,6 @@
  * What the mechanism cannot do is a usage error, not a failed call.
  */
 #include <err.h>
-#include <getopt.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +18,6 @@
 
 #define MAX_BATCHES	10000
 #define MAX_SIZE	(64L << 20)
-
-/* Long options' vals, clear of the short letters (see tw_usage_getopt). */
-enum {
-	OPT_OP = TW_LONGOPT, OPT_SIZE, OPT_FILE, OPT_CALLS, OPT_BATCHES,
-	OPT_BATCH_MS, OPT_WARMUP_MS, OPT_CPU, OPT_CLOCK, OPT_CALIBRATE_MS,
-	OPT_TSC_HZ, OPT_FORMAT, OPT_PROBE, OPT_REALTIME, OPT_SHAPE,
-	OPT_MAX_REDO, OPT_SPECULATION, OPT_SECCOMP, OPT_SECCOMP_TIMES,
-	OPT_ERRNO, OPT_SECCOMP_FLAGS, OPT_NR, OPT_HELP
-};
 
 const char tw_usage[] =
 "usage: syscost [-h] [--batch-ms ms] [--batches k] [--calibrate-ms ms]\n"
@@ -179,138 +169,101 @@ available_list(int shapes)
 	return buf;
 }
 
+/* The options whose argument is more than a number, a word or a flag. */
+static void
+take_op(const char *opt, const char *arg, void *to)
+{
+	int i;
+
+	for (i = 0; i < OP_COUNT && strcmp(arg, op_names[i]) != 0; i++)
+		;
+	if (i == OP_COUNT)
+		tw_usage_err("%s: unknown operation %s (null, getppid, write-devnull, "
+		    "write-file, write-sync, gettimeofday, clock_gettime, time, cpuid, "
+		    "verw, lfence)", opt, tw_quote(arg));
+	*(int *)to = i;
+}
+
+static void
+take_shape(const char *opt, const char *arg, void *to)
+{
+	*(enum shape *)to = (enum shape)tw_word_arg(opt, arg, shape_names, SHAPE_COUNT);
+}
+
+/* --file and --seccomp: a path, never an empty one. */
+static void
+take_path(const char *opt, const char *arg, void *to)
+{
+	if (*arg == '\0')
+		tw_usage_err("%s: empty path", opt);
+	*(const char **)to = arg;
+}
+
+static void
+take_clock(const char *opt, const char *arg, void *to)
+{
+	static const char *const words[] = { "auto", "tsc", "monotonic" };
+	static const int clocks[] = { -1, CLK_TSC, CLK_MONO };
+
+	*(int *)to = clocks[tw_word_arg(opt, arg, words, 3)];
+}
+
+static void
+take_speculation(const char *opt, const char *arg, void *to)
+{
+	static const char *const words[] = { "ssbd", "indirect-branch", "all" };
+	static const enum spec specs[] = { SPEC_SSBD, SPEC_IB, SPEC_ALL };
+
+	*(enum spec *)to = specs[tw_word_arg(opt, arg, words, 3)];
+}
+
+/* --nr: a number this build's table leaves unassigned, for the null op to make. */
+static void
+take_nr(const char *opt, const char *arg, void *to)
+{
+	long *nr = to;
+
+	*nr = (long)tw_int_arg(opt, arg, 0, 0x3fffffffL);
+	if (!unassigned(*nr))
+		tw_usage_err("%s %ld: not a number this build's table leaves "
+		    "unassigned (%s)", opt, *nr, UNASSIGNED_TEXT);
+}
+
 void
 parse_args(int argc, char **argv, struct opts *o, int *probe_only)
 {
-	/* The words of --clock, --format and --speculation, and what each sets. */
-	static const char *const clock_words[] = { "auto", "tsc", "monotonic" };
-	static const int clocks[] = { -1, CLK_TSC, CLK_MONO };
 	static const char *const format_words[] = { "json", "table" };
-	static const char *const spec_words[] = { "ssbd", "indirect-branch",
-	    "all" };
-	static const enum spec specs[] = { SPEC_SSBD, SPEC_IB, SPEC_ALL };
-	static const struct option longopts[] = {
-		{ "op", required_argument, NULL, OPT_OP },
-		{ "size", required_argument, NULL, OPT_SIZE },
-		{ "file", required_argument, NULL, OPT_FILE },
-		{ "calls", required_argument, NULL, OPT_CALLS },
-		{ "batches", required_argument, NULL, OPT_BATCHES },
-		{ "batch-ms", required_argument, NULL, OPT_BATCH_MS },
-		{ "warmup-ms", required_argument, NULL, OPT_WARMUP_MS },
-		{ "cpu", required_argument, NULL, OPT_CPU },
-		{ "clock", required_argument, NULL, OPT_CLOCK },
-		{ "calibrate-ms", required_argument, NULL, OPT_CALIBRATE_MS },
-		{ "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "probe", no_argument, NULL, OPT_PROBE },
-		{ "realtime", no_argument, NULL, OPT_REALTIME },
-		{ "shape", required_argument, NULL, OPT_SHAPE },
-		{ "max-redo", required_argument, NULL, OPT_MAX_REDO },
-		{ "speculation", required_argument, NULL, OPT_SPECULATION },
-		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
-		{ "seccomp-times", required_argument, NULL, OPT_SECCOMP_TIMES },
-		{ "errno", required_argument, NULL, OPT_ERRNO },
-		{ "seccomp-flags", required_argument, NULL, OPT_SECCOMP_FLAGS },
-		{ "nr", required_argument, NULL, OPT_NR },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
+	const struct tw_opt opts[] = {
+		TW_TAKE("op", take_op, &o->op),
+		TW_LONG("size", &o->size, 1, MAX_SIZE),
+		TW_TAKE("file", take_path, &o->file),
+		TW_LONG("calls", &o->calls, 1, MAX_CALLS),
+		TW_LONG("batches", &o->batches, 1, MAX_BATCHES),
+		TW_REAL("batch-ms", &o->batch_ms, 0.001, 10000),
+		TW_REAL("warmup-ms", &o->warmup_ms, 0, 60000),
+		TW_LONG("cpu", &o->cpu, -1, CPU_SETSIZE - 1),
+		TW_TAKE("clock", take_clock, &o->clock),
+		TW_REAL("calibrate-ms", &o->calibrate_ms, 1, 10000),
+		TW_REAL("tsc-hz", &o->tsc_hz, 1e6, 1e11),
+		TW_WORD("format", &o->table, format_words, 2),
+		TW_FLAG("probe", probe_only),
+		TW_FLAG("realtime", &o->realtime),
+		TW_TAKE("shape", take_shape, &o->shape),
+		TW_LONG("max-redo", &o->max_redo, 0, MAX_BATCHES),
+		TW_TAKE("speculation", take_speculation, &o->speculation),
+		TW_TAKE("seccomp", take_path, &o->seccomp),
+		TW_LONG("seccomp-times", &o->seccomp_times, 1, 64),
+		/* MAX_ERRNO: the kernel caps SECCOMP_RET_ERRNO's data there. */
+		TW_LONG("errno", &o->expect_errno, 1, 4095),
+		/* TSYNC, LOG, SPEC_ALLOW: the flags a runtime installs with and a
+		 * process alone may; no listener, no TSYNC_ESRCH. */
+		TW_LONG("seccomp-flags", &o->seccomp_flags, 0, 7),
+		TW_TAKE("nr", take_nr, &o->nr),
+		TW_OPTS_END
 	};
-	int ch, i;
+	int i;
 
-	/* getopt's own messages name argv[0]; ours name __progname, as err does. */
-	while ((ch = tw_getopt(argc, argv, ":h", longopts, OPT_HELP, help)) != -1) {
-		switch (ch) {
-		case OPT_OP:
-			for (i = 0; i < OP_COUNT; i++)
-				if (strcmp(optarg, op_names[i]) == 0)
-					break;
-			if (i == OP_COUNT)
-				tw_usage_err("--op: unknown operation %s (null, "
-				    "getppid, write-devnull, write-file, write-sync, "
-				    "gettimeofday, clock_gettime, time, cpuid, verw, "
-				    "lfence)", tw_quote(optarg));
-			o->op = i;
-			break;
-		case OPT_SHAPE:
-			o->shape = (enum shape)tw_word_arg("--shape", optarg,
-			    shape_names, SHAPE_COUNT);
-			break;
-		case OPT_SIZE:
-			o->size = tw_int_arg("--size", optarg, 1, MAX_SIZE);
-			break;
-		case OPT_FILE:
-			if (*optarg == '\0')
-				tw_usage_err("--file: empty path");
-			o->file = optarg;
-			break;
-		case OPT_CALLS:
-			o->calls = tw_int_arg("--calls", optarg, 1, MAX_CALLS);
-			break;
-		case OPT_BATCHES:
-			o->batches = tw_int_arg("--batches", optarg, 1, MAX_BATCHES);
-			break;
-		case OPT_MAX_REDO:
-			o->max_redo = tw_int_arg("--max-redo", optarg, 0, MAX_BATCHES);
-			break;
-		case OPT_BATCH_MS:
-			o->batch_ms = tw_real_arg("--batch-ms", optarg, 0.001, 10000);
-			break;
-		case OPT_WARMUP_MS:
-			o->warmup_ms = tw_real_arg("--warmup-ms", optarg, 0, 60000);
-			break;
-		case OPT_CPU:
-			o->cpu = tw_int_arg("--cpu", optarg, -1, CPU_SETSIZE - 1);
-			break;
-		case OPT_CLOCK:
-			o->clock = clocks[tw_word_arg("--clock", optarg,
-			    clock_words, 3)];
-			break;
-		case OPT_CALIBRATE_MS:
-			o->calibrate_ms = tw_real_arg("--calibrate-ms", optarg, 1,
-			    10000);
-			break;
-		case OPT_TSC_HZ:
-			o->tsc_hz = tw_real_arg("--tsc-hz", optarg, 1e6, 1e11);
-			break;
-		case OPT_FORMAT:
-			o->table = tw_word_arg("--format", optarg, format_words,
-			    2);
-			break;
-		case OPT_SPECULATION:
-			o->speculation = specs[tw_word_arg("--speculation",
-			    optarg, spec_words, 3)];
-			break;
-		case OPT_SECCOMP:
-			if (*optarg == '\0')
-				tw_usage_err("--seccomp: empty path");
-			o->seccomp = optarg;
-			break;
-		case OPT_SECCOMP_TIMES:
-			o->seccomp_times = tw_int_arg("--seccomp-times", optarg, 1, 64);
-			break;
-		case OPT_ERRNO:
-			/* MAX_ERRNO: the kernel caps SECCOMP_RET_ERRNO's data there. */
-			o->expect_errno = tw_int_arg("--errno", optarg, 1, 4095);
-			break;
-		case OPT_SECCOMP_FLAGS:
-			/* TSYNC, LOG, SPEC_ALLOW: the flags a runtime installs with
-			 * and a process alone may; no listener, no TSYNC_ESRCH. */
-			o->seccomp_flags = tw_int_arg("--seccomp-flags", optarg, 0, 7);
-			break;
-		case OPT_NR:
-			o->nr = tw_int_arg("--nr", optarg, 0, 0x3fffffffL);
-			if (!unassigned(o->nr))
-				tw_usage_err("--nr %ld: not a number this build's table leaves "
-				    "unassigned (%s)", o->nr, UNASSIGNED_TEXT);
-			break;
-		case OPT_PROBE:
-			*probe_only = 1;
-			break;
-		case OPT_REALTIME:
-			o->realtime = 1;
-			break;
-		}
-	}
+	tw_options(argc, argv, opts, help);
 	/*
 	 * The default operation is getppid, or for a mechanism that cannot make
 	 * it the call its probe makes (time, for the vsyscall page and the vDSO).

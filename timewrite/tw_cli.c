@@ -303,7 +303,7 @@ tw_options(int argc, char *argv[], const struct tw_opt *opts,
 			*(int *)o->to = tw_word_arg(name, optarg, o->words, o->nwords);
 			break;
 		case TW_OPT_TAKE:
-			o->take(optarg, o->to);
+			o->take(name, optarg, o->to);
 			break;
 		}
 	}

@@ -103,8 +103,9 @@ int tw_getopt(int argc, char *argv[], const char *shortopts,
  * a flag sets the int at `to` to 1; a number is tw_int_arg's (into a long)
  * or tw_real_arg's (into a double), in [min, max]; a word is tw_word_arg's
  * index among `words` (into an int); an option of any other kind calls
- * take(arg, to).  The switch over getopt's answers, and each option's name
- * written twice (table and message), are no program's own any more.
+ * take(opt, arg, to), opt its name with the dashes, for its messages.  The
+ * switch over getopt's answers, and each option's name written twice (table
+ * and message), are no program's own any more.
  */
 enum tw_opt_kind { TW_OPT_FLAG, TW_OPT_LONG, TW_OPT_REAL, TW_OPT_WORD, TW_OPT_TAKE };
 struct tw_opt {
@@ -114,7 +115,7 @@ struct tw_opt {
 	double min, max;
 	const char *const *words;
 	int nwords;
-	void (*take)(const char *arg, void *to);
+	void (*take)(const char *opt, const char *arg, void *to);
 };
 #define TW_FLAG(name, to)		{ name, TW_OPT_FLAG, to, 0, 0, NULL, 0, NULL }
 #define TW_LONG(name, to, min, max)	{ name, TW_OPT_LONG, to, min, max, NULL, 0, NULL }
