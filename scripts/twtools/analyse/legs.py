@@ -377,7 +377,7 @@ def analyse(raw):
                          f"{PAIRED_MIN} blocks met the fast state on both sides"
                          + ("; --target: Stein's two-stage interval" if target else ""))
         out.update(blocks=raw.get("blocks"), target=target, stopped=raw.get("stopped"),
-                   seconds=raw.get("seconds"))
+                   seconds=raw.get("seconds"), past_deadline=raw.get("past_deadline") or 0)
     if top:
         out["core_clock"] = {"ghz": round(coreclock.ghz(top), 4), "step_ns": top,
                              "levels": [{"ghz": g, "share": round(sh, 4)}
@@ -478,6 +478,16 @@ def target_status(doc, target):
             "first_stage_incomplete": first}
 
 
+def unknown_legs(doc, variant_name):
+    """The legs of one mechanism the analysed document leaves unknown, [(leg, why)]: all three
+    when the mechanism has no legs at all (tw run's legs stage measures on past its deadline
+    while the reference's are unknown, measure.legs.measure's `known`)."""
+    v = ((doc or {}).get("variants") or {}).get(variant_name) or {}
+    if not v.get("legs"):
+        return [(k, v.get("why") or "not measured") for k in LEGS]
+    return [(k, v["legs"][k].get("why")) for k in LEGS if v["legs"][k].get("value") is None]
+
+
 def brief(doc, variant_name):
     """{in, body, out, tracer_ns, bracket_ns} of one mechanism as causes.json keeps it, or
     None: each {value, ci_low, ci_high} in ns, or {value: None, why}."""
@@ -495,6 +505,7 @@ def brief(doc, variant_name):
     if v.get("host"):
         # a file measured in blocks: how many met the host's fast state, and the clock
         out["host"] = {k: v["host"][k] for k in ("blocks", "fast_blocks", "untraced_fast")}
+        out["host"]["past_deadline"] = doc.get("past_deadline") or 0
         out["host"]["core_ghz"] = (doc.get("core_clock") or {}).get("ghz")
         out["tracer_paired"] = bool(v["tracer_ns"].get("paired"))
     return out

@@ -647,6 +647,8 @@ LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posi
         "shape": ("opt", ("enum", "ret", "jmp")), "blocks": "count?", "mode": "str?",
         "target": "num?", "budget_s": "num?", "stopped": "str?", "seconds": "num?",
         "attach_s": ["num"],
+        # blocks measured past tw run's deadline while the reference's legs were unknown
+        "past_deadline": "count?",
         # issue 71: the host probed before each block (quiet first), and a mitigation's own
         # instruction timed from user space in each block (syscost --op verw / lfence)
         "host": ("opt", {"probes": [{"t_s": "num?", "floor_ns": "num?", "fast": "bool?"}],

@@ -91,6 +91,17 @@ def legs_judge(target):
     return judge
 
 
+def legs_known(variant="64-syscall"):
+    """measure.legs's `known` for a whole run: whether the reference's three legs are known
+    in the blocks so far (the issue on kernels side by side asks them of every default and
+    quick report), and the progress line's words when they are not."""
+    def known(doc):
+        left = a_legs.unknown_legs(a_legs.analyse(doc), variant)
+        return not left, ("; " + variant + "'s " + ", ".join(k for k, _ in left)
+                          + " still unknown") if left else ""
+    return known
+
+
 # sweep_judge: rows held by their mechanism's move are measured on until the sweep has this many
 # times its mode's rounds.
 HELD_FINAL = 2

@@ -59,6 +59,11 @@ WARMUP = 2000
 # blocks: the undisturbed figure needs three processes of the host's fast state, and Stein's
 # first stage (analyse/sequential.py) needs twelve.
 MIN_BLOCKS = 4
+# tw run's legs stage, past its deadline, goes on while the reference's legs are unknown (its
+# `known` judge), up to this many blocks in all (about 1 s a block): a default report beside
+# the neighbour on an Intel Xeon guest, its sweeps late, had 4 blocks and the 64-bit syscall's
+# body unknown (1 block of the traced side in the host's fast state, 3 are needed).
+KNOWN_MAX_BLOCKS = 12
 # A --target run judges its figures (the whole analysis, which grows with the blocks) once
 # MIN_BLOCKS are in hand and then whenever the blocks have grown by CHECK_GROWTH since the
 # last judgement, and at least every CHECK_MAX blocks.
@@ -230,7 +235,7 @@ def _block(b, names, doc, batches, calls, shape, tmp):
 
 
 def measure(variants=None, mode="default", shape="ret", target=None, budget_s=None,
-            deadline=None, judge=None, keep=None):
+            deadline=None, judge=None, keep=None, known=None):
     """The legs.json document (raw stamps), or one with 'why' when tracing cannot run.  shape:
     the stub returns by ret (as libc's wrappers, and the cost model's cells) or leaves by an
     indirect jump (jmp: no return-stack prediction after the kernel returns).
@@ -243,6 +248,9 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
     budget_s ends.
     deadline: a time.monotonic() by which the stage ends (tw run's share of the report's time),
     never before MIN_BLOCKS blocks.
+    known(doc): (whether the figures a report needs are known, words for the progress line);
+    past the deadline the blocks go on while it says no, up to KNOWN_MAX_BLOCKS in all
+    (cli.stages.legs_known: the reference's three legs).  doc["past_deadline"] counts them.
     keep(doc): called with the whole blocks so far, marked interrupted, when a signal cuts the
     stage (the signal then goes on up): a --target run stopped at minute 9 keeps its blocks."""
     blocks, batches, calls = PLAN.get(mode, PLAN["default"])
@@ -278,8 +286,13 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
             b = 0
             while b < most:
                 if proc.next_round_past(deadline, took, b, MIN_BLOCKS):
-                    doc["stopped"] = "deadline"
-                    break
+                    ok, words = known(doc) if known is not None and b < KNOWN_MAX_BLOCKS \
+                        else (True, "")
+                    if ok:
+                        doc["stopped"] = "deadline"
+                        break
+                    doc["past_deadline"] = doc.get("past_deadline", 0) + 1
+                    ui.progress(f"legs: past the run's time for them{words}: one more block")
                 t = time.monotonic()
                 _probe_host(rule, host, deadline)
                 _block(b, names, doc, batches, calls, shape, tmp)
@@ -325,7 +338,7 @@ def _strip(rec):
 
 
 def stage(out, mode="default", variants=None, shape="ret", target=None, budget_s=None,
-          deadline=None, judge=None):
+          deadline=None, judge=None, known=None):
     """tw run's legs stage: legs.json in out.  Where tracing cannot run (not root, no
     bpftrace) the file says why and the stage passes, as the report's unknowns do; a tracer
     that fails to attach, or a program that fails, fails the stage.  --quick without variants
@@ -333,7 +346,7 @@ def stage(out, mode="default", variants=None, shape="ret", target=None, budget_s
     if variants is None and mode == "quick":
         variants = headline()
     doc = measure(variants, mode, shape, target, budget_s, deadline, judge,
-                  keep=lambda d: files.write_json(Path(out) / "legs.json", d))
+                  keep=lambda d: files.write_json(Path(out) / "legs.json", d), known=known)
     files.write_json(Path(out) / "legs.json", doc)
     if doc["why"]:
         ui.progress(f"legs: not measured: {doc['why']}")
