@@ -115,11 +115,13 @@ def check_sane(d, variant, op, shape, tmp_path, batches=3):
     for raw, off in zip(d["raw_ns"], d["offcpu_ns_per_call"]):
         assert off <= raw + up, (raw, off, up)
     # Below, how far one batch's bracket differs from the one measured is noise (it read
-    # -38 ns per call for 40-call int 0x80 batches on an AMD guest), so nothing tighter
-    # than this holds on a busy machine: the CPU clock does not run half again as fast
-    # as the TSC.  It still catches a sign or a unit gone wrong.
-    assert statistics.median(d["offcpu_ns_per_call"]) >= \
-        -0.5 * statistics.median(d["raw_ns"]) - up, (d["offcpu_ns_per_call"], d["raw_ns"])
+    # -38 ns per call for 40-call int 0x80 batches on an AMD guest, and -838 to -7998 ns in
+    # three of four 0.2-ms batches of the full suite's load on an Intel guest), so nothing
+    # tighter than this holds on a busy machine: in one batch at least, the CPU clock does
+    # not run half again as fast as the TSC.  It still catches a unit gone wrong, which
+    # moves every batch.
+    assert max(o + 0.5 * r for o, r in zip(d["offcpu_ns_per_call"], d["raw_ns"])) >= -up, \
+        (d["offcpu_ns_per_call"], d["raw_ns"])
     if op == "write-sync" and fstype(tmp_path) not in ("tmpfs", "ramfs"):
         # An O_SYNC write on a device-backed file system sleeps until the device answers.
         assert statistics.median(d["offcpu_ns_per_call"]) > 0, d["offcpu_ns_per_call"]
