@@ -34,7 +34,8 @@ def test_past_the_deadline_the_blocks_go_on_until_the_judge_says_known(build):
     need_root()
     need_tool("bpftrace")
     known, calls = _known_after(2)
-    doc = m_legs.measure(["64-syscall"], "quick", deadline=time.monotonic() - 1, known=known)
+    doc = m_legs.measure(["64-syscall"], "quick",
+                         stop=m_legs.Stop(deadline=time.monotonic() - 1, known=known))
     assert doc["why"] is None, doc["why"]
     assert doc["blocks"] == m_legs.MIN_BLOCKS + 2 and doc["past_deadline"] == 2
     assert calls == [m_legs.MIN_BLOCKS, m_legs.MIN_BLOCKS + 1, m_legs.MIN_BLOCKS + 2]
@@ -46,7 +47,8 @@ def test_the_blocks_past_the_deadline_end_at_their_cap(build, monkeypatch):
     need_tool("bpftrace")
     monkeypatch.setattr(m_legs, "KNOWN_MAX_BLOCKS", m_legs.MIN_BLOCKS + 1)
     known, calls = _known_after(10 ** 6)
-    doc = m_legs.measure(["64-syscall"], "quick", deadline=time.monotonic() - 1, known=known)
+    doc = m_legs.measure(["64-syscall"], "quick",
+                         stop=m_legs.Stop(deadline=time.monotonic() - 1, known=known))
     assert doc["blocks"] == m_legs.MIN_BLOCKS + 1 and doc["past_deadline"] == 1
 
 
@@ -55,7 +57,7 @@ def test_the_run_judge_names_the_reference_legs_still_unknown(build):
     syscall's three legs a figure, and its words name those that have none."""
     need_root()
     need_tool("bpftrace")
-    doc = m_legs.measure(["64-syscall"], "quick", deadline=time.monotonic() - 1)
+    doc = m_legs.measure(["64-syscall"], "quick", stop=m_legs.Stop(deadline=time.monotonic() - 1))
     assert doc["blocks"] == m_legs.MIN_BLOCKS and doc.get("past_deadline") is None
     ok, words = stages.legs_known()(doc)
     left = a_legs.unknown_legs(a_legs.analyse(doc), "64-syscall")

@@ -25,13 +25,14 @@ legs.json keeps raw stamps only (analyse.legs joins and checks them): per proces
 stamp as ns after that process's first user stamp (absolute CLOCK_MONOTONIC values grow with
 the uptime past what a stage file may hold).
 
-    stage(out, mode, ..., target, budget_s, deadline)
+    stage(out, mode, ..., **Stop's fields)
                        measure, write legs.json; RuntimeError when tracing cannot run here
                        (the stage is then recorded as failed with the reason)
 """
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import files, paths, proc, ui
@@ -234,30 +235,40 @@ def _block(b, names, doc, batches, calls, shape, tmp):
         _instructions(doc, b)
 
 
-def measure(variants=None, mode="default", shape="ret", target=None, budget_s=None,
-            deadline=None, judge=None, keep=None, known=None):
+@dataclass(frozen=True)
+class Stop:
+    """When the stage's blocks end, beyond its mode's number (PLAN): one value, passed whole.
+
+    target (a relative half-width, tw legs --target): blocks until judge(doc, seconds per
+    block) says (met, words for the progress line) that every figure is within it
+    (cli.stages.legs_judge: analyse.legs.target_status, Stein's two-stage rule over the blocks
+    that met the host's fast state; the measuring layer does not analyse), or budget_s ends.
+    deadline: a time.monotonic() by which the stage ends (tw run's share of the report's time),
+    never before MIN_BLOCKS blocks.
+    known(doc): (whether the figures a report needs are known, words for the progress line);
+    past the deadline the blocks go on while it says no, up to KNOWN_MAX_BLOCKS in all
+    (cli.stages.legs_known: the reference's three legs).  doc["past_deadline"] counts them."""
+    target: float = None
+    budget_s: float = None
+    deadline: float = None
+    judge: object = None
+    known: object = None
+
+
+def measure(variants=None, mode="default", shape="ret", stop=Stop(), keep=None):
     """The legs.json document (raw stamps), or one with 'why' when tracing cannot run.  shape:
     the stub returns by ret (as libc's wrappers, and the cost model's cells) or leaves by an
     indirect jump (jmp: no return-stack prediction after the kernel returns).
 
     Blocks of one untraced and one traced process per mechanism (_block), the mode's number of
-    them (PLAN), or with target (a relative half-width, tw legs --target): blocks until
-    judge(doc, seconds per block) says (met, words for the progress line) that every figure is
-    within it (cli.stages.legs_judge: analyse.legs.target_status, Stein's two-stage rule over
-    the blocks that met the host's fast state; the measuring layer does not analyse), or
-    budget_s ends.
-    deadline: a time.monotonic() by which the stage ends (tw run's share of the report's time),
-    never before MIN_BLOCKS blocks.
-    known(doc): (whether the figures a report needs are known, words for the progress line);
-    past the deadline the blocks go on while it says no, up to KNOWN_MAX_BLOCKS in all
-    (cli.stages.legs_known: the reference's three legs).  doc["past_deadline"] counts them.
+    them (PLAN), or fewer or more as stop (Stop) says.
     keep(doc): called with the whole blocks so far, marked interrupted, when a signal cuts the
     stage (the signal then goes on up): a --target run stopped at minute 9 keeps its blocks."""
     blocks, batches, calls = PLAN.get(mode, PLAN["default"])
     doc = {"schema": SCHEMA, "clock": "CLOCK_MONOTONIC: the vDSO in user space, "
                                       "bpf_ktime_get_ns() in the kernel",
            "script": SCRIPT, "mode": mode, "blocks": 0, "batches": batches, "calls": calls,
-           "warmup": WARMUP, "shape": shape, "target": target, "budget_s": budget_s,
+           "warmup": WARMUP, "shape": shape, "target": stop.target, "budget_s": stop.budget_s,
            "stopped": None, "attach_s": [], "variants": {}, "why": why_not()}
     if doc["why"]:
         return doc
@@ -279,41 +290,43 @@ def measure(variants=None, mode="default", shape="ret", target=None, budget_s=No
     doc["host"] = host = {"probes": [], "waited_s": 0.0, "wait_max_s": WAIT_MAX_S.get(mode, 2.0),
                           "_t0": t0}
     took = []
-    most = blocks if judge is None else 100000
+    most = blocks if stop.judge is None else 100000
     judged_at = 0
     try:
         with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
             b = 0
             while b < most:
-                if proc.next_round_past(deadline, took, b, MIN_BLOCKS):
-                    ok, words = known(doc) if known is not None and b < KNOWN_MAX_BLOCKS \
-                        else (True, "")
+                if proc.next_round_past(stop.deadline, took, b, MIN_BLOCKS):
+                    ok, words = stop.known(doc) \
+                        if stop.known is not None and b < KNOWN_MAX_BLOCKS else (True, "")
                     if ok:
                         doc["stopped"] = "deadline"
                         break
                     doc["past_deadline"] = doc.get("past_deadline", 0) + 1
                     ui.progress(f"legs: past the run's time for them{words}: one more block")
                 t = time.monotonic()
-                _probe_host(rule, host, deadline)
+                _probe_host(rule, host, stop.deadline)
                 _block(b, names, doc, batches, calls, shape, tmp)
                 took.append(time.monotonic() - t)
                 b += 1
                 doc["blocks"] = b
                 elapsed = time.monotonic() - t0
-                line = f"legs: block {b}{'' if target else '/' + str(blocks)} ({elapsed:.1f} s)"
-                if judge is not None and b >= MIN_BLOCKS and (
+                of = "" if stop.target else f"/{blocks}"
+                line = f"legs: block {b}{of} ({elapsed:.1f} s)"
+                if stop.judge is not None and b >= MIN_BLOCKS and (
                         b - judged_at >= min(CHECK_MAX, max(1, CHECK_GROWTH * judged_at))):
                     judged_at = b
-                    met, words = judge(doc, sum(took) / len(took))
+                    met, words = stop.judge(doc, sum(took) / len(took))
                     line += words
                     if met:
                         doc["stopped"] = "target"
                         ui.progress(line)
                         break
-                if target is not None and budget_s is not None and elapsed >= budget_s \
+                if stop.target is not None and stop.budget_s is not None \
+                        and elapsed >= stop.budget_s \
                         and b >= MIN_BLOCKS:
                     doc["stopped"] = "budget"
-                    ui.progress(line + f"; the budget of {budget_s:.0f} s ended")
+                    ui.progress(line + f"; the budget of {stop.budget_s:.0f} s ended")
                     break
                 ui.progress(line)
     except ui.Interrupted as e:
@@ -337,16 +350,16 @@ def _strip(rec):
     return rec
 
 
-def stage(out, mode="default", variants=None, shape="ret", target=None, budget_s=None,
-          deadline=None, judge=None, known=None):
+def stage(out, mode="default", variants=None, shape="ret", **stop):
     """tw run's legs stage: legs.json in out.  Where tracing cannot run (not root, no
     bpftrace) the file says why and the stage passes, as the report's unknowns do; a tracer
     that fails to attach, or a program that fails, fails the stage.  --quick without variants
-    measures the headline's mechanisms alone (headline())."""
+    measures the headline's mechanisms alone (headline()).  stop: Stop's fields, as tw run
+    and tw legs pass them."""
     if variants is None and mode == "quick":
         variants = headline()
-    doc = measure(variants, mode, shape, target, budget_s, deadline, judge,
-                  keep=lambda d: files.write_json(Path(out) / "legs.json", d), known=known)
+    doc = measure(variants, mode, shape, Stop(**stop),
+                  keep=lambda d: files.write_json(Path(out) / "legs.json", d))
     files.write_json(Path(out) / "legs.json", doc)
     if doc["why"]:
         ui.progress(f"legs: not measured: {doc['why']}")

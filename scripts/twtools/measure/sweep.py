@@ -760,23 +760,21 @@ def _tlpi_export(out_dir, mode, obj):
 
 
 def seed_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None, target=None, budget_s=None, judge=None, focus=None):
-    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072.  target,
-    budget_s, judge, focus: _sweep's."""
+               input_bytes=None, **when):
+    """Seed 1: every (or the named) variant, async and sync, BUFFSIZE 256..131072.  when:
+    _sweep's target, budget_s, judge and focus, as tw run and tw sweep pass them."""
     what = _seed_setup(mode, variants, rounds, batches, input_bytes)
     return _seed_export(out_dir, mode, _sweep(
-        out_dir, what, target=target, budget_s=budget_s, judge=judge, focus=focus,
-        keep=lambda obj: _seed_export(out_dir, mode, obj)))
+        out_dir, what, keep=lambda obj: _seed_export(out_dir, mode, obj), **when))
 
 
 def tlpi_sweep(out_dir, mode="default", variants=None, rounds=None, batches=None,
-               input_bytes=None, target=None, budget_s=None, judge=None, focus=None):
-    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536.  target, budget_s,
-    judge, focus: _sweep's."""
+               input_bytes=None, **when):
+    """Seed 2 (TLPI Table 13-2) scaled down: async only, sizes 1..65536.  when: _sweep's
+    target, budget_s, judge and focus, as tw run and tw sweep pass them."""
     what = _tlpi_setup(mode, variants, rounds, batches, input_bytes)
     return _tlpi_export(out_dir, mode, _sweep(
-        out_dir, what, target=target, budget_s=budget_s, judge=judge, focus=focus,
-        keep=lambda obj: _tlpi_export(out_dir, mode, obj)))
+        out_dir, what, keep=lambda obj: _tlpi_export(out_dir, mode, obj), **when))
 
 
 class Together:
