@@ -377,7 +377,7 @@ def analyse(raw):
                          f"{PAIRED_MIN} blocks met the fast state on both sides"
                          + ("; --target: Stein's two-stage interval" if target else ""))
         out.update(blocks=raw.get("blocks"), target=target, stopped=raw.get("stopped"),
-                   seconds=raw.get("seconds"), past_deadline=raw.get("past_deadline") or 0)
+                   seconds=raw.get("seconds"), added_blocks=raw.get("added_blocks") or 0)
     if top:
         out["core_clock"] = {"ghz": round(coreclock.ghz(top), 4), "step_ns": top,
                              "levels": [{"ghz": g, "share": round(sh, 4)}
@@ -505,7 +505,7 @@ def brief(doc, variant_name):
     if v.get("host"):
         # a file measured in blocks: how many met the host's fast state, and the clock
         out["host"] = {k: v["host"][k] for k in ("blocks", "fast_blocks", "untraced_fast")}
-        out["host"]["past_deadline"] = doc.get("past_deadline") or 0
+        out["host"]["added_blocks"] = doc.get("added_blocks") or 0
         out["host"]["core_ghz"] = (doc.get("core_clock") or {}).get("ghz")
         out["tracer_paired"] = bool(v["tracer_ns"].get("paired"))
     return out

@@ -647,8 +647,9 @@ LEGS = {"clock": "str?", "script": "str?", "rounds": "posint?", "batches": "posi
         "shape": ("opt", ("enum", "ret", "jmp")), "blocks": "count?", "mode": "str?",
         "target": "num?", "budget_s": "num?", "stopped": "str?", "seconds": "num?",
         "attach_s": ["num"],
-        # blocks measured past tw run's deadline while the reference's legs were unknown
-        "past_deadline": "count?",
+        # blocks measured past tw run's deadline or the mode's blocks while the reference's
+        # legs were unknown
+        "added_blocks": "count?",
         # issue 71: the host probed before each block (quiet first), and a mitigation's own
         # instruction timed from user space in each block (syscost --op verw / lfence)
         "host": ("opt", {"probes": [{"t_s": "num?", "floor_ns": "num?", "fast": "bool?"}],

@@ -477,8 +477,9 @@ def run(out=None, mode="default", only=None, report=True, argv=None, setting=Non
                     rec["deadline_s"] = round(kw["deadline"] - t0, 1)
                 if name == "walls":
                     kw["full"] = walls
-                if name == "legs" and "deadline" in kw:
-                    # the reference's legs known in every whole run, past its time if need be
+                if name == "legs" and not only and target is None:
+                    # the reference's legs known in every whole run, past its time or its
+                    # mode's blocks if need be
                     from . import stages
                     kw["known"] = stages.legs_known()
                 kw.update(_target_kw(name, target, budget_s))

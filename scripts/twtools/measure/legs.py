@@ -60,10 +60,11 @@ WARMUP = 2000
 # blocks: the undisturbed figure needs three processes of the host's fast state, and Stein's
 # first stage (analyse/sequential.py) needs twelve.
 MIN_BLOCKS = 4
-# tw run's legs stage, past its deadline, goes on while the reference's legs are unknown (its
-# `known` judge), up to this many blocks in all (about 1 s a block): a default report beside
-# the neighbour on an Intel Xeon guest, its sweeps late, had 4 blocks and the 64-bit syscall's
-# body unknown (1 block of the traced side in the host's fast state, 3 are needed).
+# tw run's legs stage, past its deadline or its mode's blocks, goes on while the reference's
+# legs are unknown (its `known` judge), up to this many blocks in all (about 1 s a block): a
+# default report beside the neighbour on an Intel Xeon guest, its sweeps late, had 4 blocks and
+# the 64-bit syscall's body unknown (1 block of the traced side in the host's fast state, 3
+# are needed); with it, 11 blocks (6 added, 4 fast) and all three legs known.
 KNOWN_MAX_BLOCKS = 12
 # A --target run judges its figures (the whole analysis, which grows with the blocks) once
 # MIN_BLOCKS are in hand and then whenever the blocks have grown by CHECK_GROWTH since the
@@ -246,8 +247,9 @@ class Stop:
     deadline: a time.monotonic() by which the stage ends (tw run's share of the report's time),
     never before MIN_BLOCKS blocks.
     known(doc): (whether the figures a report needs are known, words for the progress line);
-    past the deadline the blocks go on while it says no, up to KNOWN_MAX_BLOCKS in all
-    (cli.stages.legs_known: the reference's three legs).  doc["past_deadline"] counts them."""
+    past the deadline or the mode's blocks, the blocks go on while it says no, up to
+    KNOWN_MAX_BLOCKS in all (cli.stages.legs_known: the reference's three legs).
+    doc["added_blocks"] counts them."""
     target: float = None
     budget_s: float = None
     deadline: float = None
@@ -295,15 +297,13 @@ def measure(variants=None, mode="default", shape="ret", stop=Stop(), keep=None):
     try:
         with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
             b = 0
-            while b < most:
-                if proc.next_round_past(stop.deadline, took, b, MIN_BLOCKS):
-                    ok, words = stop.known(doc) \
-                        if stop.known is not None and b < KNOWN_MAX_BLOCKS else (True, "")
-                    if ok:
-                        doc["stopped"] = "deadline"
-                        break
-                    doc["past_deadline"] = doc.get("past_deadline", 0) + 1
-                    ui.progress(f"legs: past the run's time for them{words}: one more block")
+            while True:
+                if b >= most and not _one_more(stop, doc, b, "the mode's blocks"):
+                    break
+                if proc.next_round_past(stop.deadline, took, b, MIN_BLOCKS) and not _one_more(
+                        stop, doc, b, "the run's time for them"):
+                    doc["stopped"] = "deadline"
+                    break
                 t = time.monotonic()
                 _probe_host(rule, host, stop.deadline)
                 _block(b, names, doc, batches, calls, shape, tmp)
@@ -343,6 +343,20 @@ def measure(variants=None, mode="default", shape="ret", stop=Stop(), keep=None):
     doc["seconds"] = round(time.monotonic() - t0, 2)
     host.pop("_t0", None)
     return doc
+
+
+def _one_more(stop, doc, b, past):
+    """Past the deadline or the mode's blocks: whether stop.known asks for one more block (the
+    reference's legs still unknown, and fewer than KNOWN_MAX_BLOCKS so far); counts it in
+    doc["added_blocks"] and says so."""
+    if stop.known is None or b >= KNOWN_MAX_BLOCKS:
+        return False
+    ok, words = stop.known(doc)
+    if ok:
+        return False
+    doc["added_blocks"] = doc.get("added_blocks", 0) + 1
+    ui.progress(f"legs: past {past}{words}: one more block")
+    return True
 
 
 def _strip(rec):

@@ -266,9 +266,8 @@ def legs_section(doc, c, legs=None):
         clk = (f" at the top core clock the host gave, {host['core_ghz']:.2f} GHz"
                if host.get("core_ghz") else "")
         paired = [name for name, m in mechanisms(c) if (m.get("legs") or {}).get("tracer_paired")]
-        past = (f" ({host['past_deadline']} of them past the run's time for the legs, while "
-                "the 64-bit syscall's legs were still unknown)" if host.get("past_deadline")
-                else "")
+        past = (f" ({host['added_blocks']} of them added while the 64-bit syscall's legs were "
+                "still unknown)" if host.get("added_blocks") else "")
         doc.p(f"Measured in {host['blocks']} blocks{past}, each one moment of the host: every "
               "mechanism once untraced, then once traced while bpftrace was attached.  The "
               f"traced side met the host's fast state in {host['fast_blocks']} of them, and the "
