@@ -54,6 +54,20 @@ def test_past_the_modes_blocks_too(build, monkeypatch):
     assert doc["stopped"] is None
 
 
+def test_past_both_the_modes_blocks_and_the_deadline_each_block_is_asked_for_once(
+        build, monkeypatch):
+    """A whole run whose legs used up both their blocks and their time: one question to the
+    judge a block, and one block added per 'unknown', never two."""
+    need_root()
+    need_tool("bpftrace")
+    monkeypatch.setitem(m_legs.PLAN, "quick", (m_legs.MIN_BLOCKS,) + m_legs.PLAN["quick"][1:])
+    known, calls = _known_after(1)
+    doc = m_legs.measure(["64-syscall"], "quick",
+                         stop=m_legs.Stop(deadline=time.monotonic() - 1, known=known))
+    assert calls == [m_legs.MIN_BLOCKS, m_legs.MIN_BLOCKS + 1]
+    assert doc["blocks"] == m_legs.MIN_BLOCKS + 1 and doc["added_blocks"] == 1
+
+
 def test_the_blocks_past_the_deadline_end_at_their_cap(build, monkeypatch):
     need_root()
     need_tool("bpftrace")

@@ -298,11 +298,13 @@ def measure(variants=None, mode="default", shape="ret", stop=Stop(), keep=None):
         with tempfile.TemporaryDirectory(prefix="tw-legs-") as tmp:
             b = 0
             while True:
-                if b >= most and not _one_more(stop, doc, b, "the mode's blocks"):
-                    break
-                if proc.next_round_past(stop.deadline, took, b, MIN_BLOCKS) and not _one_more(
-                        stop, doc, b, "the run's time for them"):
-                    doc["stopped"] = "deadline"
+                # past the mode's blocks or the run's time for them, one question to `known`
+                # a block (a run past both would otherwise count its added blocks twice)
+                past = ("the mode's blocks" if b >= most else "the run's time for them"
+                        if proc.next_round_past(stop.deadline, took, b, MIN_BLOCKS) else None)
+                if past and not _one_more(stop, doc, b, past):
+                    if b < most:
+                        doc["stopped"] = "deadline"
                     break
                 t = time.monotonic()
                 _probe_host(rule, host, stop.deadline)
