@@ -356,14 +356,15 @@ def probes(doc):
     return percall.host_probes(doc)[0] or None
 
 
-def undisturbed(doc, cell, where, interval=True, host=None):
+def undisturbed(doc, cell, where, interval=True, host=None, drift=None):
     """{value, ci_low, ci_high, estimator} of one raw cell: issue 17's undisturbed cost,
     over the same usable batches and round times as percall.cell_summary, with its interval.
     host: probes(doc), for a run with host probes (tw bench's quiet-first matrix, issue 42):
     the figure is then percall's own (percall.undisturbed_of), from the processes that met
     the host's fast state at the run's top core clock, with its interval whatever `interval`
-    says, and None where too few processes met it (the cell is then left out, never given
-    the slow state's figure).  A checkout whose stats has no undisturbed estimate falls back
+    says (widened by the host's drift over the run, `drift`: percall.host_drift(host), given
+    once per run by the caller or computed here), and None where too few processes met it
+    (the cell is then left out, never given the slow state's figure).  A checkout whose stats has no undisturbed estimate falls back
     to the k-best floor (floor_ns), without an interval."""
     rounds, _legacy = percall.rounds_of(doc, cell)
     vals, times = _round_values(where, rounds)
@@ -371,14 +372,13 @@ def undisturbed(doc, cell, where, interval=True, host=None):
         clk = coreclock.clock(doc)
         if clk[0]:
             vals = [v * coreclock.factor(doc, rd, clk) for v, rd in zip(vals, rounds)]
-        # the host's drift over the run held as the report holds it (percall.hold_host_drift)
-        drift = percall.host_drift(host)
+        drift = drift if drift is not None else percall.host_drift(host)
         u = percall.undisturbed_of(doc, cell, rounds, vals, times, host, drift)
-        c = {"undisturbed": u, "undisturbed_ns": u.get("value"),
-             "undisturbed_ci_low": u.get("ci_low"), "undisturbed_ci_high": u.get("ci_high")}
-        percall.hold_host_drift(c, drift)
-        return {"value": c["undisturbed_ns"], "ci_low": c["undisturbed_ci_low"],
-                "ci_high": c["undisturbed_ci_high"], "estimator": UNDISTURBED[0]}
+        v, lo, hi = u.get("value"), u.get("ci_low"), u.get("ci_high")
+        if None not in (v, lo, hi):
+            # the host's drift over the run held as the report holds it
+            lo, hi, _ = percall.drift_widened(v, lo, hi, drift)
+        return {"value": v, "ci_low": lo, "ci_high": hi, "estimator": UNDISTURBED[0]}
     if hasattr(stats, "undisturbed"):
         if not interval:
             # The same figure (the lower-tail mean of the rounds' floors is the estimate
@@ -454,6 +454,7 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
                         "any run measures")
     cells = {}
     labelled = probes(doc)
+    drift = percall.host_drift(labelled) if labelled else None
     for i, c in enumerate(doc["cells"]):
         if not isinstance(c, dict) or not c.get("supported"):
             continue
@@ -470,7 +471,7 @@ def digest_doc(doc, fp, meta, host, where="percall.json", interval_ops=None):
         want = interval_ops is None or op in interval_ops or op in CAUSE_OPS or (
             v == (ref0.get("variant") or "64-syscall") and op == (ref0.get("op") or "null")
             and shape == (ref0.get("shape") or "ret"))
-        fig = undisturbed(doc, c, f"cells[{i}]", interval=want, host=labelled)
+        fig = undisturbed(doc, c, f"cells[{i}]", interval=want, host=labelled, drift=drift)
         if fig["value"] is None:
             continue
         name = cell_name(v, op, size, shape)

@@ -734,24 +734,34 @@ def host_drift(probes, blocks=DRIFT_BLOCKS):
             "probes": len(fast), "why": None}
 
 
+def drift_widened(v, lo, hi, drift):
+    """(low, high, width) of an interval [lo, hi] about v widened to hold the host's drift over
+    the run (host_drift: Z times its relative deviation, in quadrature with the run's own
+    half-width); width {run_ns, drift_ns, drift_why} says which part is which.  The interval
+    is returned as it was where the drift is unknown or none.  The report's cells
+    (hold_host_drift) and the fleet's digest (fleet.undisturbed) both widen by this."""
+    run = max(v - lo, hi - v)
+    rel = (drift or {}).get("rel")
+    host = stats.Z * rel * abs(v) if rel else 0.0
+    width = {"run_ns": run, "drift_ns": host,
+             "drift_why": None if rel else (drift or {}).get("why")}
+    if host <= 0:
+        return lo, hi, width
+    h = math.hypot(run, host)
+    return v - h, v + h, width
+
+
 def hold_host_drift(c, drift):
     """A cell's undisturbed interval widened, in place, to hold the host's drift over the run
-    (host_drift: Z times its relative deviation, in quadrature with the run's own half-width),
-    the two parts kept: undisturbed.width {run_ns, drift_ns}, so that each cell says which part
-    of its width is the run's and which the host's."""
+    (drift_widened), the two parts kept: undisturbed.width {run_ns, drift_ns}, so that each
+    cell says which part of its width is the run's and which the host's."""
     u = c.get("undisturbed") or {}
     v, lo, hi = c.get("undisturbed_ns"), c.get("undisturbed_ci_low"), c.get("undisturbed_ci_high")
     if v is None or lo is None or hi is None:
         return
-    run = max(v - lo, hi - v)
-    rel = (drift or {}).get("rel")
-    host = stats.Z * rel * abs(v) if rel else 0.0
-    u["width"] = {"run_ns": run, "drift_ns": host,
-                  "drift_why": None if rel else (drift or {}).get("why")}
-    if host <= 0:
+    lo2, hi2, u["width"] = drift_widened(v, lo, hi, drift)
+    if u["width"]["drift_ns"] <= 0:
         return
-    h = math.hypot(run, host)
-    lo2, hi2 = v - h, v + h
     c["undisturbed_ci_low"], c["undisturbed_ci_high"] = lo2, hi2
     u["ci_low"], u["ci_high"] = lo2, hi2
     u["terms"] = list(u.get("terms") or []) + ["host drift"]
@@ -1151,11 +1161,11 @@ def reported_status(analysed, target):
     within, wide = 0, []
     for c in cells:
         u = c.get("undisturbed") or {}
+        name = " ".join(str(x) for x in key(c) if x is not None)
         v, lo, hi = c.get("undisturbed_ns"), c.get("undisturbed_ci_low"), c.get("undisturbed_ci_high")
         if v is None or lo is None or hi is None or v <= 0:
-            why = u.get("why") or (c.get("undisturbed") or {}).get("why") or "no undisturbed figure"
-            wide.append({"cell": " ".join(str(x) for x in key(c) if x is not None),
-                         "half_width": None, "why": why})
+            wide.append({"cell": name, "half_width": None,
+                         "why": u.get("why") or "no undisturbed figure"})
             continue
         h = (hi - lo) / 2 / v
         if h <= target * (1 + 1e-9):
@@ -1179,8 +1189,7 @@ def reported_status(analysed, target):
             terms = [t for t in u.get("terms") or [] if t not in ("sampling", "sequential")]
             why = ("its interval's " + ", ".join(terms) + " term(s) hold it there" if terms
                    else "its sampling interval is still wider")
-        wide.append({"cell": " ".join(str(x) for x in key(c) if x is not None),
-                     "half_width": h, "why": why})
+        wide.append({"cell": name, "half_width": h, "why": why})
     return {"target": target, "cells": len(cells), "within": within,
             "share": within / len(cells) if cells else None,
             "wide": sorted(wide, key=lambda w: -(w["half_width"] or 1e9))}
