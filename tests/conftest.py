@@ -536,6 +536,18 @@ def recorded_run(fixture, tmp, run, stems=("percall",)):
     return d
 
 
+def wait_until(pred, seconds=30, step=0.05):
+    """Whether pred() came true within `seconds`, asked every `step` (a last time at the end):
+    for what a process or the kernel does a moment after the call that asked for it."""
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
 def wait_exec(pid, path, guard_s=60):
     """Waits until process pid runs the program at path (its exec done: /proc/PID/exe), where
     a short sleep after starting it was a guess on a loaded machine; guard_s is a hang guard."""

@@ -14,11 +14,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import ROOT, need_root, need_supported, need_tool
+from conftest import ROOT, need_root, need_supported, need_tool, wait_until
 from twtools.machine import hostwalls
 
 TW = [sys.executable, str(ROOT / "scripts" / "tw")]
@@ -90,15 +89,6 @@ def test_tracer_wall_is_up_for_b_only_and_comes_down(build, tmp_path):
     assert _ours_on_raw_syscalls() == []
 
 
-def _wait(pred, seconds=30):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
-
-
 def _killed_mid_run(tmp_path, wall, up):
     """tw ab behind `wall`, SIGKILLed once up() says the wall is up."""
     out = tmp_path / "killed"
@@ -106,7 +96,7 @@ def _killed_mid_run(tmp_path, wall, up):
                                "getppid", "--rounds", "10000", "--out", str(out)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     try:
-        assert _wait(up, 120), f"the wall {wall} never went up"
+        assert wait_until(up, 120), f"the wall {wall} never went up"
     finally:
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
@@ -120,7 +110,7 @@ def test_tracer_comes_down_when_tw_is_killed(build, tmp_path):
                     lambda: subprocess.run(["pgrep", "-x", "tracerbpf"],
                                            capture_output=True).returncode == 0)
     # its stdin was tw's: it reads EOF, detaches and exits
-    assert _wait(lambda: subprocess.run(["pgrep", "-x", "tracerbpf"],
+    assert wait_until(lambda: subprocess.run(["pgrep", "-x", "tracerbpf"],
                                         capture_output=True).returncode != 0)
     assert _ours_on_raw_syscalls() == []
 
@@ -165,7 +155,7 @@ def test_audit_rules_are_taken_away_when_tw_is_killed(build, tmp_path):
                     lambda: any("never" in r for r in (hostwalls.rules_now() or []))
                     and (hostwalls.rules_now() or []) != before)
     # the guard, in its own session, reads EOF and deletes what tw added
-    assert _wait(lambda: hostwalls.rules_now() == before), hostwalls.rules_now()
+    assert wait_until(lambda: hostwalls.rules_now() == before), hostwalls.rules_now()
 
 
 @pytest.mark.skipif(not os.environ.get("TW_AUDIT_TEST"),

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT, need_root, need_tool
+from conftest import BUILD, ROOT, need_root, need_tool, wait_until
 from twtools.machine import hostwalls
 
 TW = [sys.executable, str(ROOT / "scripts" / "tw")]
@@ -37,15 +37,6 @@ def _need_auditctl():
 
 def _ctl(*words):
     return subprocess.run([hostwalls.auditctl(), *words], capture_output=True, text=True)
-
-
-def _wait(pred, seconds=30):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 HOST_RULE = ["-a", "always,exit", "-F", "arch=b64", "-S", "adjtimex", "-F", "key=tw-test-host"]
@@ -95,7 +86,7 @@ def test_the_guard_takes_away_only_what_tw_added_whatever_moment_tw_dies():
             os.kill(p.pid, signal.SIGKILL)
             p.wait()
             # the guard, in its own session, reads EOF and takes away what it added
-            assert _wait(lambda: hostwalls.rules_now() == before), \
+            assert wait_until(lambda: hostwalls.rules_now() == before), \
                 (i, hostwalls.rules_now(), before)
     finally:
         _remove_test_rules()
