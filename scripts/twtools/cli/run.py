@@ -83,12 +83,6 @@ def _call(module, func, **kw):
     return stage
 
 
-def _bench(out, mode, deadline=None):
-    """The per-call matrix of the run's mode, ended by the run's deadline for it."""
-    from ..measure import bench
-    return bench.run(out, bench.Settings(mode=mode, deadline=deadline))
-
-
 def _doctor(out, mode):
     from ..machine import doctor
     return doctor.fingerprint(out / "fingerprint.json", fs_path=str(out))
@@ -124,7 +118,7 @@ def _exit_price(out, mode, deadline=None):
 STAGES = [
     ("doctor", _doctor),
     ("variants", _variants),
-    ("bench", _bench),
+    ("bench", _call("bench", "run_matrix")),
     ("seed-sweep", _call("sweep", "seed_sweep")),
     ("tlpi-sweep", _call("sweep", "tlpi_sweep")),
     ("writev", _call("sweep", "writev_bench")),
